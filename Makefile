@@ -1,0 +1,118 @@
+# idxlab - the only build entry point.
+#
+#   make            build build/libidxlab.so (CUDA kernels too when nvcc is found)
+#   make run        set-up, build, then the quick experiment (GPU when usable, else CPU)
+#   make test       set-up, build, every C test and busted spec; ends "N passed, N failed"
+#   make CUDA=0     CPU-only build
+#   make test SANITIZE=1
+#                   ASan+UBSan build (always CUDA=0) and the whole suite under it. The C tests
+#                   run with LeakSanitizer. busted runs inside plain LuaJIT with the ASan
+#                   runtime preloaded (LD_PRELOAD=libasan), with detect_leaks=0: LuaJIT's own
+#                   allocator and the interpreter's exit are not ours to leak-check, so leak
+#                   detection is left to the C tests.
+#   make fuzz SECONDS=N   every libFuzzer harness for N seconds (clang)
+#   make gpu-bundle       pack LuaJIT and busted for the GPU machine (no network, no Lua)
+#   make install PREFIX=/usr/local
+#   SETUP=0         skip the package check (a GPU machine has no network)
+
+SHELL := /bin/bash
+BUILD ?= build
+PREFIX ?= /usr/local
+SETUP ?= 1
+SANITIZE ?= 0
+SECONDS ?= 20
+
+NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+ifeq ($(SANITIZE),1)
+  CUDA := 0
+  BUILD := build-san
+endif
+ifeq ($(strip $(NVCC)),)
+  CUDA ?= 0
+else
+  CUDA ?= 1
+endif
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+
+CC ?= cc
+CFLAGS_BASE := -std=c11 -O2 -g -Wall -Wextra -Werror -fPIC -fopenmp -D_GNU_SOURCE -Icore -Ikernels
+LDLIBS := -fopenmp -lopenblas -lm
+ifeq ($(SANITIZE),1)
+  CC := clang
+  CFLAGS_BASE += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+  LDLIBS := -fsanitize=address,undefined -fopenmp=libgomp -lopenblas -lm
+  CFLAGS_BASE := $(subst -fopenmp ,-fopenmp=libgomp ,$(CFLAGS_BASE))
+endif
+CFLAGS ?=
+ALL_CFLAGS := $(CFLAGS_BASE) $(CFLAGS)
+
+C_SRC := $(wildcard core/*.c) $(wildcard kernels/*.c)
+CU_SRC := $(wildcard kernels/*.cu)
+OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(C_SRC))
+ifeq ($(CUDA),1)
+  ALL_CFLAGS += -DIXL_WITH_CUDA -I$(CUDA_HOME)/include
+  CU_OBJ := $(patsubst %.cu,$(BUILD)/obj/%.o,$(CU_SRC))
+  NVCCFLAGS ?= -O3 -std=c++17 -lineinfo --expt-relaxed-constexpr \
+    -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_80,code=sm_80 \
+    -Xcompiler -fPIC -Xcompiler -Wall -Icore -Ikernels -DIXL_WITH_CUDA
+  LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcurand -lstdc++
+else
+  CU_OBJ :=
+endif
+
+LIB := $(BUILD)/libidxlab.so
+CDEF := $(BUILD)/idxlab_cdef.h
+C_TESTS := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
+
+.PHONY: all setup run test test-c test-lua fuzz clean install gpu-bundle check-setup
+all: $(LIB) $(CDEF)
+
+setup:
+ifeq ($(SETUP),1)
+	@scripts/setup.sh
+endif
+
+$(BUILD)/obj/%.o: %.c core/idxlab.h core/internal.h $(wildcard kernels/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.o: %.cu core/idxlab.h core/internal.h $(wildcard kernels/*.h) $(wildcard kernels/*.cuh)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(LIB): $(OBJ) $(CU_OBJ)
+	$(CC) -shared -o $@ $^ $(LDLIBS)
+
+$(CDEF): core/idxlab.h scripts/gen_cdef.sh
+	@mkdir -p $(BUILD)
+	CC=$(CC) scripts/gen_cdef.sh core/idxlab.h $@
+
+$(BUILD)/tests/%: tests/c/%.c tests/c/check.h $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests/c $< -o $@ -L$(BUILD) -Wl,-rpath,$(abspath $(BUILD)) -lidxlab $(LDLIBS)
+
+run: setup all
+	IDXLAB_LIBDIR=$(abspath $(BUILD)) bin/idxlab run experiments/quick.lua
+
+test: setup all $(C_TESTS)
+	@BUILD=$(BUILD) SANITIZE=$(SANITIZE) CC=$(CC) scripts/run_tests.sh
+
+fuzz: setup
+	@SECONDS_EACH=$(SECONDS) scripts/fuzz.sh
+
+gpu-bundle: setup
+	@scripts/gpu_bundle.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib/idxlab $(DESTDIR)$(PREFIX)/share/lua/5.1/idxlab/cmd \
+	  $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include
+	install -m 755 $(LIB) $(DESTDIR)$(PREFIX)/lib/idxlab/
+	install -m 644 $(CDEF) $(DESTDIR)$(PREFIX)/lib/idxlab/
+	install -m 644 core/idxlab.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 lua/idxlab/*.lua $(DESTDIR)$(PREFIX)/share/lua/5.1/idxlab/
+	install -m 644 lua/idxlab/cmd/*.lua $(DESTDIR)$(PREFIX)/share/lua/5.1/idxlab/cmd/
+	sed -e 's|^IDXLAB_INSTALLED=.*|IDXLAB_INSTALLED=$(PREFIX)|' bin/idxlab > $(DESTDIR)$(PREFIX)/bin/idxlab
+	chmod 755 $(DESTDIR)$(PREFIX)/bin/idxlab
+
+clean:
+	rm -rf build build-san

@@ -1,0 +1,87 @@
+/* internal.h - what the C files of idxlab share and users never see: the context's layout,
+ * error helpers, counted allocation, overflow-checked sizes and tensor argument checks. */
+#ifndef IXL_INTERNAL_H
+#define IXL_INTERNAL_H
+
+#include "idxlab.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+
+#define IXL_MAX_TIMERS 64
+#define IXL_ERRLEN 1024
+
+struct ixl_ctx {
+  ixl_backend backend;      /* resolved: CPU or CUDA */
+  int device;
+  uint64_t seed;
+  int threads;
+  int poisoned;             /* sticky device fault seen */
+  void *stream;             /* cudaStream_t */
+  void *cuda_events[IXL_MAX_TIMERS];
+  double host_times_us[IXL_MAX_TIMERS];
+  void *graph;              /* cudaGraph_t */
+  void *graph_exec;         /* cudaGraphExec_t */
+  int capturing;
+  ixl_alloc_stats stats;
+  int refs;                 /* owners besides the user: tensors, builders, files */
+  int released;             /* ixl_ctx_free was called; freed when refs reaches 0 */
+  char device_name[256];
+  char err[IXL_ERRLEN];
+};
+
+/* Records a formatted message (field, value, rule) and returns status. ctx may be NULL. */
+ixl_status ixl_set_error(ixl_ctx *ctx, ixl_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Objects that keep a pointer to their context retain it, so ixl_ctx_free from a garbage
+ * collector in any order never leaves them dangling. */
+void ixl_ctx_retain(ixl_ctx *ctx);
+void ixl_ctx_release(ixl_ctx *ctx);
+
+/* Counted allocation. Host memory is 64-byte aligned. bytes == 0 gives NULL and succeeds. */
+ixl_status ixl_host_alloc(ixl_ctx *ctx, int64_t bytes, void **out);
+void ixl_host_free(ixl_ctx *ctx, void *p, int64_t bytes);
+ixl_status ixl_device_alloc(ixl_ctx *ctx, int64_t bytes, void **out);
+void ixl_device_free(ixl_ctx *ctx, void *p, int64_t bytes);
+
+/* Overflow-checked arithmetic on non-negative sizes: false on overflow or negative input. */
+static inline bool ixl_mul_ok(int64_t a, int64_t b, int64_t *out) {
+  if (a < 0 || b < 0) return false;
+  if (a != 0 && b > INT64_MAX / a) return false;
+  *out = a * b;
+  return true;
+}
+static inline bool ixl_add_ok(int64_t a, int64_t b, int64_t *out) {
+  if (a < 0 || b < 0 || a > INT64_MAX - b) return false;
+  *out = a + b;
+  return true;
+}
+static inline int64_t ixl_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* Argument checks for kernels. `name` is the argument's name in messages. ndim < 0 skips
+ * the rank check; dtype < 0 skips the dtype check. They return IXL_OK or set the error. */
+ixl_status ixl_check_tensor(ixl_ctx *ctx, const ixl_tensor *t, const char *name, int dtype,
+                            int ndim);
+ixl_status ixl_check_dim(ixl_ctx *ctx, const ixl_tensor *t, const char *name, int dim,
+                         int64_t expect);
+/* All non-NULL tensors on one device kind; *device gets it. */
+ixl_status ixl_check_same_device(ixl_ctx *ctx, int *device, int n, const ixl_tensor *const *ts,
+                                 const char *const *names);
+
+/* CUDA glue implemented in core/cuda_rt.c (stubs when built without CUDA). */
+ixl_status ixl_cuda_init(ixl_ctx *ctx);
+void ixl_cuda_shutdown(ixl_ctx *ctx);
+/* Turns a cudaError_t into a status and message; marks the context poisoned on a sticky
+ * fault. `what` names the call. */
+ixl_status ixl_cuda_status(ixl_ctx *ctx, int cuda_err, const char *what);
+/* Checks cudaGetLastError after a launch (and synchronises when IXL_CUDA_SYNC=1). */
+ixl_status ixl_cuda_check_launch(ixl_ctx *ctx, const char *kernel);
+/* Copies bytes on the context's stream (synchronous when either side is host memory). */
+ixl_status ixl_cuda_memcpy(ixl_ctx *ctx, void *dst, const void *src, int64_t bytes, int dst_dev,
+                           int src_dev);
+ixl_status ixl_cuda_memset(ixl_ctx *ctx, void *dst, int byte, int64_t bytes);
+ixl_status ixl_cuda_timer_record(ixl_ctx *ctx, int slot);
+ixl_status ixl_cuda_timer_elapsed(ixl_ctx *ctx, int a, int b, double *us);
+
+#endif

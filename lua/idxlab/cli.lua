@@ -1,0 +1,59 @@
+-- idxlab.cli: `idxlab COMMAND ...`. Each command lives in lua/idxlab/cmd/<name>.lua and
+-- returns function(argv) -> exit status. Errors print one line on stderr and exit 1
+-- (IDXLAB_DEBUG=1 adds the traceback).
+local commands = {
+  run = "run an experiment file: idxlab run FILE.lua [--set key=value ...] [--dry-run] [--resume] [--shard i/n]",
+  config = "print the validated builder config as JSON: idxlab config [--set key=value ...]",
+  replay = "replay a step from a safetensors file: idxlab replay IN.safetensors OUT.safetensors [--set key=value ...]",
+  report = "re-render tables and plots from saved results: idxlab report results/NAME",
+  merge = "combine sharded results: idxlab merge OUT_DIR SHARD_DIR ...",
+  diff = "compare two replay outputs: idxlab diff A.safetensors B.safetensors",
+  help = "this list",
+}
+
+local function usage(out)
+  out:write("usage: idxlab [COMMAND ...]   (no command: the REPL)\n\ncommands:\n")
+  local names = {}
+  for k in pairs(commands) do names[#names + 1] = k end
+  table.sort(names)
+  for _, k in ipairs(names) do out:write(("  %-8s %s\n"):format(k, commands[k])) end
+  out:write("  --version\n")
+end
+
+local function main(argv)
+  local cmd = argv[1]
+  if cmd == "--version" or cmd == "version" then
+    print("idxlab " .. require("idxlab").version)
+    return 0
+  end
+  if cmd == "help" or cmd == "--help" or cmd == "-h" then
+    usage(io.stdout)
+    return 0
+  end
+  if not commands[cmd] then
+    io.stderr:write(("idxlab: unknown command %q\n"):format(tostring(cmd)))
+    usage(io.stderr)
+    return 2
+  end
+  local rest = {}
+  for i = 2, #argv do rest[#rest + 1] = argv[i] end
+  local ok, mod = pcall(require, "idxlab.cmd." .. cmd)
+  if not ok then
+    io.stderr:write(("idxlab: command %s is not available: %s\n"):format(cmd, tostring(mod)))
+    return 1
+  end
+  return mod(rest) or 0
+end
+
+local argv = { ... }
+local ok, rc = xpcall(main, function(e)
+  if os.getenv("IDXLAB_DEBUG") == "1" then return debug.traceback(tostring(e), 2) end
+  return tostring(e)
+end, argv)
+if not ok then
+  local msg = tostring(rc):gsub("^idxlab: ", "")
+  io.stderr:write("idxlab: " .. msg .. "\n")
+  os.exit(1)
+end
+io.stdout:flush()
+os.exit(rc or 0)

@@ -1,0 +1,68 @@
+-- idxlab: the public Lua module. `local idxlab = require("idxlab")`, then
+-- idxlab.context{backend = "auto"}, idxlab.builder{...}, idxlab.run("experiments/quick.lua").
+-- Submodules load lazily, so a REPL starts fast and a missing optional piece (gnuplot, CUDA)
+-- only matters when used.
+local core = require("idxlab.core")
+local ffi, C = core.ffi, core.C
+
+local M = {}
+
+M.version = ffi.string(C.ixl_version())
+M.Tensor = require("idxlab.tensor")
+M.Context = require("idxlab.context")
+
+function M.context(opts) return M.Context.new(opts, 2) end
+
+-- Probe: true, or false and the reason.
+function M.cuda_available()
+  local why = ffi.new("char[512]")
+  if C.ixl_cuda_available(why, 512) ~= 0 then return true end
+  return false, ffi.string(why)
+end
+function M.built_with_cuda() return C.ixl_built_with_cuda() ~= 0 end
+
+-- Lazily loaded submodules: idxlab.builder, idxlab.pipeline, ...
+local lazy = {
+  builder = "idxlab.builder", config = "idxlab.config", pipeline = "idxlab.pipeline",
+  formats = "idxlab.formats", kernels = "idxlab.kernels", experiment = "idxlab.experiment",
+  report = "idxlab.report", workload = "idxlab.workload", replay = "idxlab.replay",
+  safetensors = "idxlab.safetensors", rng = "idxlab.rng", chunker = "idxlab.chunker",
+}
+
+local help_text = [[
+idxlab ]] .. M.version .. [[ - the two-level sparse indexer of DeepSeek V4.1, on CPU and GPU.
+
+  ctx = idxlab.context{backend = "auto", seed = 1}   -- "cpu", "cuda" or "auto"
+  t = ctx:tensor("f32", {4, 128})                     -- host or device tensor
+  b = idxlab.builder{candidate_block_size = 16, candidate_topk_blocks = 1024}
+  b:info()                                            -- derived sizes
+  idxlab.run("experiments/quick.lua")                 -- run an experiment file
+  idxlab.config.defaults()                            -- every config field and default
+  idxlab.cuda_available()                             -- true, or false and why
+
+Errors are Lua errors; catch them with pcall. Modules: ]]
+
+function M.help()
+  local names = {}
+  for k in pairs(lazy) do names[#names + 1] = k end
+  table.sort(names)
+  print(help_text .. table.concat(names, ", "))
+end
+
+function M.run(file_or_table, opts)
+  return require("idxlab.experiment").run(file_or_table, opts)
+end
+
+setmetatable(M, {
+  __index = function(t, k)
+    local mod = lazy[k]
+    if mod then
+      local v = require(mod)
+      rawset(t, k, v)
+      return v
+    end
+    return nil
+  end,
+})
+
+return M

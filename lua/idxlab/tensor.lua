@@ -1,0 +1,155 @@
+-- idxlab.tensor: Lua face of ixl_tensor. A Tensor is a small table {cd = ixl_tensor*, ctx =
+-- Context, base = owner-of-memory-for-views}. Host data is reachable as a typed pointer;
+-- device data moves only when asked (:to("host"), :copy_from()). Device memory is freed with
+-- :free(); ffi.gc is only the safety net, since the Lua GC does not see device bytes.
+local core = require("idxlab.core")
+local ffi, C, check = core.ffi, core.C, core.check
+
+local Tensor = {}
+Tensor.__index = Tensor
+
+local ptr_types = {
+  [0] = ffi.typeof("float *"), [1] = ffi.typeof("uint16_t *"), [2] = ffi.typeof("uint16_t *"),
+  [3] = ffi.typeof("uint8_t *"), [4] = ffi.typeof("uint8_t *"), [5] = ffi.typeof("int32_t *"),
+  [6] = ffi.typeof("uint8_t *"),
+}
+local out_ptr = ffi.typeof("ixl_tensor *[1]")
+local i64arr = ffi.typeof("int64_t[?]")
+local f64arr = ffi.typeof("double[?]")
+
+local function is_tensor(x) return getmetatable(x) == Tensor end
+Tensor.is_tensor = is_tensor
+
+local function check_shape(shape, level)
+  if type(shape) ~= "table" then
+    error(("idxlab: shape = %s: must be a list of 0 to 4 non-negative integers"):format(tostring(shape)), level + 1)
+  end
+  if #shape > 4 then
+    error(("idxlab: shape has %d dims: at most 4"):format(#shape), level + 1)
+  end
+  for i, n in ipairs(shape) do
+    if type(n) ~= "number" or n < 0 or n ~= math.floor(n) then
+      error(("idxlab: shape[%d] = %s: must be a non-negative integer"):format(i, tostring(n)), level + 1)
+    end
+  end
+end
+
+-- Tensor.new(ctx, dtype, shape, device) where device is "host" (default for CPU contexts) or
+-- "device" (default for CUDA contexts).
+function Tensor.new(ctx, dtype, shape, device, level)
+  level = level or 2
+  check_shape(shape, level)
+  local dt = core.enum("dtype", dtype, level)
+  local dev
+  if device == nil then dev = C.ixl_ctx_device_kind(ctx.cd) else dev = core.enum("device", device, level) end
+  local shp = i64arr(math.max(#shape, 1))
+  for i, n in ipairs(shape) do shp[i - 1] = n end
+  local out = out_ptr()
+  check(ctx.cd, C.ixl_tensor_new(ctx.cd, dt, #shape, shp, dev, out), level)
+  local t = setmetatable({ cd = ffi.gc(out[0], C.ixl_tensor_free), ctx = ctx }, Tensor)
+  return t
+end
+
+-- Wraps an existing ixl_tensor value struct (a view filled by C) that borrows from `base`.
+function Tensor.wrap_view(ctx, view_struct, base)
+  return setmetatable({ cd = view_struct, ctx = ctx, base = base, is_view = true }, Tensor)
+end
+
+function Tensor:free()
+  if self.cd ~= nil and not self.is_view then
+    local cd = self.cd
+    ffi.gc(cd, nil)
+    C.ixl_tensor_free(cd)
+  end
+  self.cd = nil
+end
+
+local function live(self, level)
+  if self.cd == nil then error("idxlab: tensor was freed", level + 1) end
+  return self.cd
+end
+
+function Tensor:shape()
+  local cd = live(self, 2)
+  local s = {}
+  for i = 0, cd.ndim - 1 do s[#s + 1] = tonumber(cd.shape[i]) end
+  return s
+end
+function Tensor:dtype() return core.enum_name("dtype", live(self, 2).dtype) end
+function Tensor:device() return live(self, 2).device == 1 and "device" or "host" end
+function Tensor:numel() return tonumber(C.ixl_tensor_numel(live(self, 2))) end
+function Tensor:__tostring()
+  if self.cd == nil then return "Tensor(freed)" end
+  return ("Tensor(%s, {%s}, %s)"):format(self:dtype(), table.concat(self:shape(), ", "), self:device())
+end
+
+-- Typed pointer to host data (errors for device tensors).
+function Tensor:ptr()
+  local cd = live(self, 2)
+  if cd.device ~= 0 then error("idxlab: ptr() needs a host tensor; use :to('host') first", 2) end
+  return ffi.cast(ptr_types[cd.dtype], cd.data)
+end
+
+-- Flat values as a Lua list (1-based), for any dtype and device.
+function Tensor:to_table()
+  local cd = live(self, 2)
+  local n = self:numel()
+  local buf = f64arr(math.max(n, 1))
+  check(self.ctx.cd, C.ixl_tensor_to_f64(self.ctx.cd, cd, buf, n), 2)
+  local out = {}
+  for i = 0, n - 1 do out[i + 1] = buf[i] end
+  return out
+end
+
+-- Fills from a flat Lua list of numbers (converted to the dtype).
+function Tensor:from_table(values)
+  local cd = live(self, 2)
+  if type(values) ~= "table" then error("idxlab: from_table expects a list of numbers", 2) end
+  local n = #values
+  local buf = f64arr(math.max(n, 1))
+  for i = 1, n do
+    local v = values[i]
+    if type(v) ~= "number" then
+      error(("idxlab: from_table: value %d is a %s, expected a number"):format(i, type(v)), 2)
+    end
+    buf[i - 1] = v
+  end
+  check(self.ctx.cd, C.ixl_tensor_from_f64(self.ctx.cd, cd, buf, n), 2)
+  return self
+end
+
+function Tensor:fill_bytes(byte)
+  check(self.ctx.cd, C.ixl_tensor_fill_bytes(self.ctx.cd, live(self, 2), byte), 2)
+  return self
+end
+
+function Tensor:copy_from(src)
+  if not is_tensor(src) then error("idxlab: copy_from expects a tensor", 2) end
+  check(self.ctx.cd, C.ixl_tensor_copy(self.ctx.cd, live(self, 2), live(src, 2)), 2)
+  return self
+end
+
+-- A new tensor with the same contents on "host" or "device".
+function Tensor:to(device)
+  local t = Tensor.new(self.ctx, self:dtype(), self:shape(), device, 3)
+  check(self.ctx.cd, C.ixl_tensor_copy(self.ctx.cd, t.cd, live(self, 2)), 2)
+  return t
+end
+
+-- A view: `shape` (list), `offset` in elements, `stride` optional list. Nothing allocated in C.
+function Tensor:view(shape, offset, stride)
+  local cd = live(self, 2)
+  check_shape(shape, 2)
+  local shp = i64arr(math.max(#shape, 1))
+  for i, n in ipairs(shape) do shp[i - 1] = n end
+  local st = nil
+  if stride then
+    st = i64arr(math.max(#stride, 1))
+    for i, n in ipairs(stride) do st[i - 1] = n end
+  end
+  local v = ffi.new("ixl_tensor")
+  check(self.ctx.cd, C.ixl_tensor_view(self.ctx.cd, cd, #shape, shp, st, offset or 0, v), 2)
+  return Tensor.wrap_view(self.ctx, v, self.base or self)
+end
+
+return Tensor

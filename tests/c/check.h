@@ -1,0 +1,71 @@
+/* check.h - the C tests' tiny harness. Each TEST(name) is one counted test; CHECK records a
+ * failure with file:line and goes on. main() comes from RUN_TESTS(...). The last line a test
+ * binary prints is "# N passed, N failed", which scripts/run_tests.sh adds up. */
+#ifndef IXL_CHECK_H
+#define IXL_CHECK_H
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "idxlab.h"
+
+static int check_failed_;
+static int tests_passed_, tests_failed_;
+
+#define CHECK(cond)                                                               \
+  do {                                                                            \
+    if (!(cond)) {                                                                \
+      fprintf(stderr, "  %s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+      check_failed_ = 1;                                                          \
+    }                                                                             \
+  } while (0)
+#define CHECK_MSG(cond, ...)                                         \
+  do {                                                               \
+    if (!(cond)) {                                                   \
+      fprintf(stderr, "  %s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond); \
+      fprintf(stderr, __VA_ARGS__);                                  \
+      fprintf(stderr, "\n");                                         \
+      check_failed_ = 1;                                             \
+    }                                                                \
+  } while (0)
+#define CHECK_OK(ctx, expr)                                                          \
+  do {                                                                               \
+    ixl_status st_ = (expr);                                                         \
+    if (st_ != IXL_OK) {                                                             \
+      fprintf(stderr, "  %s:%d: %s -> %s: %s\n", __FILE__, __LINE__, #expr,          \
+              ixl_status_name(st_), ixl_last_error(ctx));                            \
+      check_failed_ = 1;                                                             \
+    }                                                                                \
+  } while (0)
+/* The call fails with `code` and the message contains `needle`. */
+#define CHECK_ERR(ctx, expr, code, needle)                                               \
+  do {                                                                                   \
+    ixl_status st_ = (expr);                                                             \
+    if (st_ != (code) || !strstr(ixl_last_error(ctx), (needle))) {                       \
+      fprintf(stderr, "  %s:%d: %s -> %s \"%s\", expected %s containing \"%s\"\n",       \
+              __FILE__, __LINE__, #expr, ixl_status_name(st_), ixl_last_error(ctx),      \
+              ixl_status_name(code), (needle));                                          \
+      check_failed_ = 1;                                                                 \
+    }                                                                                    \
+  } while (0)
+
+#define TEST(name) static void name(void)
+#define RUN(name)                                 \
+  do {                                            \
+    check_failed_ = 0;                            \
+    name();                                       \
+    if (check_failed_) {                          \
+      tests_failed_++;                            \
+      printf("not ok - %s\n", #name);             \
+    } else {                                      \
+      tests_passed_++;                            \
+      printf("ok - %s\n", #name);                 \
+    }                                             \
+    fflush(stdout);                               \
+  } while (0)
+#define DONE()                                                          \
+  do {                                                                  \
+    printf("# %d passed, %d failed\n", tests_passed_, tests_failed_);  \
+    return tests_failed_ ? 1 : 0;                                       \
+  } while (0)
+#endif

@@ -1,0 +1,110 @@
+-- foundation_spec: tensors from Lua (every dtype round trip, views, copies), error messages
+-- at the caller's line, the context's counters, and the REPL surviving an error.
+local idxlab = require("idxlab")
+
+local function root()
+  return os.getenv("IDXLAB_ROOT") or "."
+end
+
+describe("tensors from Lua", function()
+  local ctx = idxlab.context{ backend = "cpu", seed = 1 }
+
+  it("round-trips every dtype", function()
+    local cases = {
+      f32 = { 1.5, -2.25, 2^40, 0 }, f16 = { 1.5, -2.25, 65504, 0 }, bf16 = { 1.5, -2.25, 3.0, 0 },
+      e4m3 = { 1, 2, 255, 0 }, e2m1x2 = { 17, 34, 255, 0 }, i32 = { -7, 2147483647, -2147483648, 0 },
+      u8 = { 0, 1, 200, 255 },
+    }
+    for dt, vals in pairs(cases) do
+      local t = ctx:tensor(dt, { 2, 2 })
+      t:from_table(vals)
+      assert.are.same(vals, t:to_table(), dt)
+      local u = ctx:tensor(dt, { 2, 2 }):copy_from(t)
+      assert.are.same(vals, u:to_table(), dt)
+      assert.equals(dt, u:dtype())
+    end
+  end)
+
+  it("makes views that see the base's data and allocate nothing", function()
+    local t = ctx:tensor("i32", { 4, 4 }):from_table((function()
+      local v = {} for i = 1, 16 do v[i] = i end return v end)())
+    local before = ctx:alloc_stats().host_allocs
+    local v = t:view({ 2, 4 }, 8)
+    assert.are.same({ 9, 10, 11, 12, 13, 14, 15, 16 }, v:to_table())
+    assert.equals(before, ctx:alloc_stats().host_allocs)
+  end)
+
+  it("counts host bytes and frees them", function()
+    local before = ctx:alloc_stats().host_bytes_live
+    local t = ctx:tensor("f32", { 1000 })
+    assert.equals(before + 4000, ctx:alloc_stats().host_bytes_live)
+    t:free()
+    assert.equals(before, ctx:alloc_stats().host_bytes_live)
+    assert.has_error(function() t:shape() end, "idxlab: tensor was freed")
+  end)
+
+  it("raises errors that name the bad value, at the caller's line", function()
+    local ok, err = pcall(function() return ctx:tensor("f64", { 2 }) end)
+    assert.is_false(ok)
+    assert.matches("dtype = f64: must be one of f32, f16, bf16", err)
+    assert.matches("foundation_spec.lua", err)
+    ok, err = pcall(function() return ctx:tensor("f32", { 2, -3 }) end)
+    assert.matches("shape%[2%] = %-3", err)
+    ok, err = pcall(function() return ctx:tensor("u8", { 2 }):from_table({ 1, 300 }) end)
+    assert.matches("value 300 at index 1", err)
+    ok, err = pcall(function() return ctx:tensor("u8", { 2 }):from_table({ 1 }) end)
+    assert.matches("1 values given for a tensor of 2 elements", err)
+    ok, err = pcall(function() return ctx:tensor("f32", { 2 }):copy_from(ctx:tensor("i32", { 2 })) end)
+    assert.matches("dst dtype f32 != src dtype i32", err)
+    ok, err = pcall(idxlab.context, { backend = "tpu" })
+    assert.matches("backend = tpu", err)
+    ok, err = pcall(idxlab.context, { colour = 1 })
+    assert.matches("context option colour: unknown", err)
+  end)
+
+  it("refuses device tensors without a usable GPU", function()
+    if idxlab.cuda_available() then return end
+    local ok, err = pcall(function() return ctx:tensor("f32", { 2 }, "device") end)
+    assert.is_false(ok)
+    assert.matches("device", err)
+    local ok2, err2 = pcall(idxlab.context, { backend = "cuda" })
+    assert.is_false(ok2)
+    assert.matches("backend = cuda: no usable CUDA device", err2)
+  end)
+end)
+
+describe("the command", function()
+  local bin = root() .. "/bin/idxlab"
+
+  it("prints its version", function()
+    local p = io.popen(bin .. " --version 2>&1")
+    local out = p:read("*a")
+    p:close()
+    assert.matches("^idxlab %d+%.%d+%.%d+", out)
+  end)
+
+  it("keeps the REPL alive after an error (driven through a pipe)", function()
+    local p = io.popen("printf 'x = 1 + nil\\nprint(\"after\", idxlab.version)\\nidxlab.context{backend=\"nope\"}\\nprint(\"still\", 2 + 2)\\n' | " .. bin .. " 2>&1")
+    local out = p:read("*a")
+    p:close()
+    assert.matches("attempt to perform arithmetic", out)
+    assert.matches("after%s+" .. idxlab.version:gsub("%.", "%%."), out)
+    assert.matches("backend = nope", out)
+    assert.matches("still%s+4", out)
+  end)
+
+  it("works from another directory", function()
+    local p = io.popen("cd / && " .. bin .. " --version 2>&1")
+    local out = p:read("*a")
+    p:close()
+    assert.matches("^idxlab", out)
+  end)
+
+  it("rejects an unknown command with the list", function()
+    local p = io.popen(bin .. " frobnicate 2>&1; echo rc=$?")
+    local out = p:read("*a")
+    p:close()
+    assert.matches('unknown command "frobnicate"', out)
+    assert.matches("rc=2", out)
+  end)
+end)
