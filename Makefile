@@ -39,9 +39,10 @@ CFLAGS_BASE := -std=c11 -O2 -g -Wall -Wextra -Werror -fPIC -fopenmp -D_GNU_SOURC
 LDLIBS := -fopenmp -lopenblas -lm
 ifeq ($(SANITIZE),1)
   CC := clang
+  # clang runs the OpenMP loops in parallel only with its own runtime (libomp, from
+  # libomp-14-dev); -fopenmp=libgomp would compile them as serial code.
   CFLAGS_BASE += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
-  LDLIBS := -fsanitize=address,undefined -fopenmp=libgomp -lopenblas -lm
-  CFLAGS_BASE := $(subst -fopenmp ,-fopenmp=libgomp ,$(CFLAGS_BASE))
+  LDLIBS := -fsanitize=address,undefined -fopenmp -lopenblas -lm
 endif
 CFLAGS ?=
 ALL_CFLAGS := $(CFLAGS_BASE) $(CFLAGS)
@@ -74,22 +75,26 @@ endif
 
 $(BUILD)/obj/%.o: %.c core/idxlab.h core/internal.h $(wildcard kernels/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+	@echo "  CC      $<"
+	@$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 $(BUILD)/obj/%.o: %.cu core/idxlab.h core/internal.h $(wildcard kernels/*.h) $(wildcard kernels/*.cuh)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	@echo "  NVCC    $<"
+	@$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 $(LIB): $(OBJ) $(CU_OBJ)
-	$(CC) -shared -o $@ $^ $(LDLIBS)
+	@echo "  LD      $@"
+	@$(CC) -shared -o $@ $^ $(LDLIBS)
 
 $(CDEF): core/idxlab.h scripts/gen_cdef.sh
 	@mkdir -p $(BUILD)
-	CC=$(CC) scripts/gen_cdef.sh core/idxlab.h $@
+	@CC=$(CC) scripts/gen_cdef.sh core/idxlab.h $@
 
 $(BUILD)/tests/%: tests/c/%.c tests/c/check.h $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests/c $< -o $@ -L$(BUILD) -Wl,-rpath,$(abspath $(BUILD)) -lidxlab $(LDLIBS)
+	@echo "  CC      $<"
+	@$(CC) $(ALL_CFLAGS) -Itests/c $< -o $@ -L$(BUILD) -Wl,-rpath,$(abspath $(BUILD)) -lidxlab $(LDLIBS)
 
 run: setup all
 	IDXLAB_LIBDIR=$(abspath $(BUILD)) bin/idxlab run experiments/quick.lua

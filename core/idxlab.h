@@ -303,7 +303,7 @@ typedef struct ixl_builder_info {
   int64_t zero_row_starts_bytes;
   int64_t row_ks_bytes;
   int64_t row_ke_bytes;
-  int64_t scratch_bytes;        /* all of the above scratch together */
+  int64_t scratch_bytes; /* all of the above plus row_indices (max_rows * 4): everything on the context's device */
 } ixl_builder_info;
 
 typedef struct ixl_builder ixl_builder; /* opaque */
@@ -383,6 +383,31 @@ ixl_status ixl_chunk_plan(ixl_ctx *ctx, const ixl_builder_info *info, int32_t n_
                           const int64_t *seq_lens, const int64_t *query_lens, int sparse,
                           ixl_chunk *out, int32_t max_chunks, int32_t *n_chunks);
 
+/* ---------------------------------------------------------------- metrics (SPEC 6) */
+/* Gathers src [R, C] (F32, BF16 or I32) at columns idx I32 [R, k] into out [R, k] (same dtype
+ * as src). An index < 0 or >= C gives -inf (floats) or -1 (I32). Dispatches on the device. */
+ixl_status ixl_gather_cols(ixl_ctx *ctx, const ixl_tensor *src, const ixl_tensor *idx,
+                           ixl_tensor *out);
+/* Host-only per-row statistics over position lists (I32 [R, k], -1 = empty slot):
+ * counts[r] = |{a[r] >= 0} intersect {b[r] >= 0}|, valid[r] = |{a[r] >= 0}| (valid may be NULL). */
+ixl_status ixl_rows_overlap(ixl_ctx *ctx, const ixl_tensor *a, const ixl_tensor *b,
+                            ixl_tensor *counts, ixl_tensor *valid);
+/* counts[r] = how many valid positions of pos[r] lie in a candidate block of cand I32 [R, T]. */
+ixl_status ixl_rows_in_candidates(ixl_ctx *ctx, const ixl_tensor *pos, const ixl_tensor *cand,
+                                  int candidate_block_size, ixl_tensor *counts);
+/* out[r] (F32) = the share of the softmax mass of the dense top-k (positions dense_pos with
+ * logits dense_vals F32 [R, k]) whose positions sel[r] also holds; NaN when the row is empty. */
+ixl_status ixl_rows_mass_recall(ixl_ctx *ctx, const ixl_tensor *dense_pos,
+                                const ixl_tensor *dense_vals, const ixl_tensor *sel,
+                                ixl_tensor *out);
+/* Compares two BF16 [R, C] tensors on columns [0, end[r]): mismatches[r] counts the entries
+ * that differ bitwise (+0 == -0); over entries finite in both, adds sum(x*y) to *sum_xy and
+ * sum(x*x + y*y) to *sum_sq (for SPEC 3's diff measure); a -inf in one but not the other
+ * counts as a mismatch. */
+ixl_status ixl_rows_bf16_compare(ixl_ctx *ctx, const ixl_tensor *a, const ixl_tensor *b,
+                                 const ixl_tensor *end, ixl_tensor *mismatches, double *sum_xy,
+                                 double *sum_sq);
+
 /* ---------------------------------------------------------------- safetensors */
 typedef struct ixl_st_file ixl_st_file; /* opaque: a parsed file (reader) or a file being built */
 
@@ -418,25 +443,69 @@ ixl_status ixl_st_writer_set_metadata(ixl_st_file *w, const char *key, const cha
 ixl_status ixl_st_writer_save(ixl_st_file *w, const char *path);
 
 /* ---------------------------------------------------------------- synthetic workload */
-/* Section owned by the workload generator (core/workload.c, kernels/workload.cu). */
+/* Section owned by the workload generator (core/workload.c, kernels/workload.cu); the model
+ * and every knob are described in docs/workload.md. Keys carry a slowly rotating positional
+ * direction, a topic direction per document span, a sink direction on the first positions and
+ * a needle direction on a few isolated positions; a query mixes the same directions with
+ * per-head strengths, so its logits row has sinks, a recent window, favoured documents and
+ * needles over a noisy floor. Seeded, and bit-identical on the CPU and the GPU. */
 typedef struct ixl_workload_params {
-  int64_t sinks;               /* number of sink positions at the start of each request */
-  float sink_strength;
-  float locality;              /* weight of the recent window */
-  int64_t locality_window;     /* positions */
-  int64_t topics;              /* number of topic spans per request */
-  float topic_strength;
-  int64_t topics_per_query;
-  int64_t needles;             /* isolated far positions per request */
-  float needle_strength;
-  float noise;
-  float layer_correlation;     /* 0 independent .. 1 identical consumer q/weights */
-  float activation_scale;
-  float outlier_fraction;
-  float outlier_scale;
+  int64_t sinks;             /* sink positions at the start of each request (4) */
+  float sink_strength;       /* how much every query likes the sinks (16) */
+  float locality;            /* how much a query likes the keys near its own position (10) */
+  int64_t locality_window;   /* positions between positional anchors: keys within about this
+                              * distance share the query's direction (256) */
+  int64_t topics;            /* document spans per request, of random lengths (8) */
+  float topic_strength;      /* how much a query likes its preferred documents (2) */
+  int64_t topics_per_query;  /* documents each query prefers, among those it sees (2) */
+  int64_t needles;           /* isolated far positions per request, each wanted by one of its
+                              * rows (1) */
+  float needle_strength;     /* how much that row wants it (32) */
+  float needle_source;       /* share of needle_strength in the source layer's query, 0..1 (1);
+                              * 0: only the consumer layers want the needles */
+  float noise;               /* the query's own content, drawn per layer (6) */
+  float key_noise;           /* the keys' own content, shared by every layer (2) */
+  float head_spread;         /* spread of the per-head strengths around 1 (0.5) */
+  float weight_spread;       /* spread of the head weights around their mean (0.3) */
+  float layer_correlation;   /* 0: consumers draw their head strengths, query noise and weights
+                              * independently; 1: identical to the source layer's (0.4) */
+  float activation_scale;    /* RMS of the q and k elements outside outlier channels (1) */
+  int64_t outlier_channels;  /* channels where keys are outlier_scale times larger and queries
+                              * as much smaller, so the logits are unchanged (2) */
+  float outlier_scale;       /* (16) */
 } ixl_workload_params;
 
+/* One request of a generated batch. Its keys are k[k_start, k_start + seq_len) (positions
+ * 0..seq_len-1) and its rows are q[first_row, first_row + query_len), the last query_len
+ * positions (a decode request has query_len 1). Requests ascend in both k_start and first_row
+ * without overlapping; rows and keys no request covers are zeros. */
+typedef struct ixl_workload_request {
+  int64_t k_start;
+  int64_t seq_len;
+  int64_t query_len;
+  int64_t first_row;
+} ixl_workload_request;
+
 void ixl_workload_defaults(ixl_workload_params *p);
+/* Checks every knob; the message names the knob, its value and the rule. */
+ixl_status ixl_workload_check(ixl_ctx *ctx, const ixl_workload_params *p);
+/* Generates a step's inputs: q F32 [R,H,D] and weights F32 [R,H] of the source layer, keys
+ * k F32 [N,D], and q_consumer F32 [L,R,H,D] with weights_consumer F32 [L,R,H] (both NULL for
+ * L = 0). All on one device kind: the CPU (OpenMP) for host tensors, CUDA for device ones,
+ * with the same bits. H >= 1; D a multiple of 4. */
+ixl_status ixl_workload_generate(ixl_ctx *ctx, const ixl_workload_params *p,
+                                 const ixl_workload_request *requests, int32_t n_requests,
+                                 uint64_t seed, ixl_tensor *q, ixl_tensor *weights, ixl_tensor *k,
+                                 ixl_tensor *q_consumer, ixl_tensor *weights_consumer);
+/* The hidden structure of request `request` of such a batch (same params, requests and seed):
+ * its topic span starts (request-local, ascending; *n_topics of them, at most max_topics
+ * written), and its needles: positions and the request-local rows that want them (*n_needles,
+ * at most max_needles written). Any output pointer may be NULL. */
+ixl_status ixl_workload_structure(ixl_ctx *ctx, const ixl_workload_params *p,
+                                  const ixl_workload_request *requests, int32_t n_requests,
+                                  uint64_t seed, int32_t request, int64_t *topic_starts,
+                                  int32_t max_topics, int32_t *n_topics, int64_t *needle_pos,
+                                  int64_t *needle_rows, int32_t max_needles, int32_t *n_needles);
 
 #ifndef IXL_CDEF
 #ifdef __cplusplus

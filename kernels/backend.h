@@ -47,6 +47,8 @@ ixl_status ixl_cuda_remap(ixl_ctx *ctx, const ixl_tensor *cols, const ixl_tensor
                           const ixl_tensor *row_ks, int sparse_block_kv, ixl_tensor *out);
 ixl_status ixl_cuda_mask_candidates(ixl_ctx *ctx, ixl_tensor *logits, const ixl_tensor *lens,
                                     const ixl_tensor *cand, int candidate_block_size);
+ixl_status ixl_cuda_gather_cols(ixl_ctx *ctx, const ixl_tensor *src, const ixl_tensor *idx,
+                                ixl_tensor *out);
 
 #ifdef __cplusplus
 }

@@ -73,4 +73,10 @@ ixl_status ixl_cuda_mask_candidates(ixl_ctx *ctx, ixl_tensor *logits, const ixl_
   return ixl_set_error(ctx, IXL_ERR_BACKEND, "mask_candidates: device tensors need a CUDA build (this one is CUDA=0)");
 }
 
+ixl_status ixl_cuda_gather_cols(ixl_ctx *ctx, const ixl_tensor *src, const ixl_tensor *idx,
+                                ixl_tensor *out) {
+  (void)src; (void)idx; (void)out;
+  return ixl_set_error(ctx, IXL_ERR_BACKEND, "gather_cols: device tensors need a CUDA build (this one is CUDA=0)");
+}
+
 #endif

@@ -27,6 +27,7 @@ local lazy = {
   formats = "idxlab.formats", kernels = "idxlab.kernels", experiment = "idxlab.experiment",
   report = "idxlab.report", workload = "idxlab.workload", replay = "idxlab.replay",
   safetensors = "idxlab.safetensors", rng = "idxlab.rng", chunker = "idxlab.chunker",
+  select = "idxlab.select", logits = "idxlab.logits", results = "idxlab.results", json = "idxlab.json",
 }
 
 local help_text = [[

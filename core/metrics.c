@@ -1,0 +1,214 @@
+/* metrics.c - what SPEC 6 measures, as per-row statistics over host position lists and
+ * logits, plus the one dispatching op the pipeline needs to bring compared values together
+ * (gather by column). Set operations sort small per-row copies, so they are exact and do not
+ * depend on the order the kernels emit. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+
+static ixl_status check_rows_i32(ixl_ctx *ctx, const ixl_tensor *t, const char *name, int64_t rows) {
+  ixl_status st = ixl_check_tensor(ctx, t, name, IXL_I32, -1);
+  if (st) return st;
+  if (t->ndim < 1 || t->ndim > 2)
+    return ixl_set_error(ctx, IXL_ERR_SHAPE, "%s: %d dims, expected [R] or [R, k]", name, t->ndim);
+  if (rows >= 0 && t->shape[0] != rows)
+    return ixl_set_error(ctx, IXL_ERR_SHAPE, "%s: shape[0] = %lld, expected %lld rows", name,
+                         (long long)t->shape[0], (long long)rows);
+  if (t->device != IXL_HOST)
+    return ixl_set_error(ctx, IXL_ERR_BACKEND, "%s: metrics take host tensors", name);
+  return IXL_OK;
+}
+
+static int64_t row_width(const ixl_tensor *t) { return t->ndim == 2 ? t->shape[1] : 1; }
+
+ixl_status ixl_gather_cols(ixl_ctx *ctx, const ixl_tensor *src, const ixl_tensor *idx,
+                           ixl_tensor *out) {
+  ixl_status st;
+  if ((st = ixl_check_tensor(ctx, src, "src", -1, 2))) return st;
+  if (src->dtype != IXL_F32 && src->dtype != IXL_BF16 && src->dtype != IXL_I32)
+    return ixl_set_error(ctx, IXL_ERR_DTYPE, "src: dtype %s, expected f32, bf16 or i32",
+                         ixl_dtype_name((ixl_dtype)src->dtype));
+  if ((st = ixl_check_tensor(ctx, idx, "idx", IXL_I32, 2))) return st;
+  if ((st = ixl_check_tensor(ctx, out, "out", src->dtype, 2))) return st;
+  if ((st = ixl_check_dim(ctx, idx, "idx", 0, src->shape[0]))) return st;
+  if ((st = ixl_check_dim(ctx, out, "out", 0, idx->shape[0]))) return st;
+  if ((st = ixl_check_dim(ctx, out, "out", 1, idx->shape[1]))) return st;
+  const ixl_tensor *ts[3] = {src, idx, out};
+  const char *names[3] = {"src", "idx", "out"};
+  int dev;
+  if ((st = ixl_check_same_device(ctx, &dev, 3, ts, names))) return st;
+  if (dev == IXL_DEVICE) return ixl_cuda_gather_cols(ctx, src, idx, out);
+  const int64_t R = idx->shape[0], K = idx->shape[1], C = src->shape[1];
+  const int32_t *ix = idx->data;
+  for (int64_t r = 0; r < R; r++) {
+    for (int64_t j = 0; j < K; j++) {
+      int64_t c = ix[r * K + j];
+      int ok = c >= 0 && c < C;
+      switch (src->dtype) {
+        case IXL_F32:
+          ((float *)out->data)[r * K + j] = ok ? ((const float *)src->data)[r * C + c] : -INFINITY;
+          break;
+        case IXL_BF16:
+          ((uint16_t *)out->data)[r * K + j] = ok ? ((const uint16_t *)src->data)[r * C + c] : 0xff80;
+          break;
+        default:
+          ((int32_t *)out->data)[r * K + j] = ok ? ((const int32_t *)src->data)[r * C + c] : -1;
+      }
+    }
+  }
+  return IXL_OK;
+}
+
+static int cmp_i32(const void *a, const void *b) {
+  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* Copies the valid (>= 0) entries of a row, sorted and deduplicated; returns the count. */
+static int64_t sorted_valid(const int32_t *row, int64_t k, int32_t *buf) {
+  int64_t n = 0;
+  for (int64_t j = 0; j < k; j++)
+    if (row[j] >= 0) buf[n++] = row[j];
+  qsort(buf, (size_t)n, sizeof *buf, cmp_i32);
+  int64_t m = 0;
+  for (int64_t j = 0; j < n; j++)
+    if (m == 0 || buf[m - 1] != buf[j]) buf[m++] = buf[j];
+  return m;
+}
+
+ixl_status ixl_rows_overlap(ixl_ctx *ctx, const ixl_tensor *a, const ixl_tensor *b,
+                            ixl_tensor *counts, ixl_tensor *valid) {
+  ixl_status st;
+  if ((st = check_rows_i32(ctx, a, "a", -1))) return st;
+  const int64_t R = a->shape[0];
+  if ((st = check_rows_i32(ctx, b, "b", R))) return st;
+  if ((st = check_rows_i32(ctx, counts, "counts", R))) return st;
+  if (valid && (st = check_rows_i32(ctx, valid, "valid", R))) return st;
+  const int64_t ka = row_width(a), kb = row_width(b);
+  int64_t bytes = (ka + kb) * 4;
+  int32_t *buf;
+  if ((st = ixl_host_alloc(ctx, bytes, (void **)&buf))) return st;
+  for (int64_t r = 0; r < R; r++) {
+    int32_t *sa = buf, *sb = buf + ka;
+    int64_t na = sorted_valid((const int32_t *)a->data + r * ka, ka, sa);
+    int64_t nb = sorted_valid((const int32_t *)b->data + r * kb, kb, sb);
+    int64_t i = 0, j = 0, c = 0;
+    while (i < na && j < nb) {
+      if (sa[i] < sb[j]) i++;
+      else if (sa[i] > sb[j]) j++;
+      else { c++; i++; j++; }
+    }
+    ((int32_t *)counts->data)[r] = (int32_t)c;
+    if (valid) ((int32_t *)valid->data)[r] = (int32_t)na;
+  }
+  ixl_host_free(ctx, buf, bytes);
+  return IXL_OK;
+}
+
+ixl_status ixl_rows_in_candidates(ixl_ctx *ctx, const ixl_tensor *pos, const ixl_tensor *cand,
+                                  int cbs, ixl_tensor *counts) {
+  ixl_status st;
+  if (cbs <= 0)
+    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "candidate_block_size = %d: must be > 0", cbs);
+  if ((st = check_rows_i32(ctx, pos, "pos", -1))) return st;
+  const int64_t R = pos->shape[0];
+  if ((st = check_rows_i32(ctx, cand, "cand", R))) return st;
+  if ((st = check_rows_i32(ctx, counts, "counts", R))) return st;
+  const int64_t k = row_width(pos), T = row_width(cand);
+  int64_t bytes = T * 4;
+  int32_t *buf;
+  if ((st = ixl_host_alloc(ctx, bytes, (void **)&buf))) return st;
+  for (int64_t r = 0; r < R; r++) {
+    int64_t nc = sorted_valid((const int32_t *)cand->data + r * T, T, buf);
+    int32_t c = 0;
+    for (int64_t j = 0; j < k; j++) {
+      int32_t p = ((const int32_t *)pos->data)[r * k + j];
+      if (p < 0) continue;
+      int32_t blk = p / cbs;
+      if (bsearch(&blk, buf, (size_t)nc, sizeof *buf, cmp_i32)) c++;
+    }
+    ((int32_t *)counts->data)[r] = c;
+  }
+  ixl_host_free(ctx, buf, bytes);
+  return IXL_OK;
+}
+
+ixl_status ixl_rows_mass_recall(ixl_ctx *ctx, const ixl_tensor *dense_pos,
+                                const ixl_tensor *dense_vals, const ixl_tensor *sel,
+                                ixl_tensor *out) {
+  ixl_status st;
+  if ((st = check_rows_i32(ctx, dense_pos, "dense_pos", -1))) return st;
+  const int64_t R = dense_pos->shape[0], k = row_width(dense_pos);
+  if ((st = ixl_check_tensor(ctx, dense_vals, "dense_vals", IXL_F32, 2))) return st;
+  if (dense_vals->shape[0] != R || dense_vals->shape[1] != k)
+    return ixl_set_error(ctx, IXL_ERR_SHAPE, "dense_vals: shape [%lld, %lld], expected [%lld, %lld]",
+                         (long long)dense_vals->shape[0], (long long)dense_vals->shape[1],
+                         (long long)R, (long long)k);
+  if ((st = check_rows_i32(ctx, sel, "sel", R))) return st;
+  if ((st = ixl_check_tensor(ctx, out, "out", IXL_F32, 1))) return st;
+  if ((st = ixl_check_dim(ctx, out, "out", 0, R))) return st;
+  if (dense_vals->device != IXL_HOST || out->device != IXL_HOST)
+    return ixl_set_error(ctx, IXL_ERR_BACKEND, "mass_recall takes host tensors");
+  const int64_t ks = row_width(sel);
+  int64_t bytes = ks * 4;
+  int32_t *buf;
+  if ((st = ixl_host_alloc(ctx, bytes, (void **)&buf))) return st;
+  for (int64_t r = 0; r < R; r++) {
+    const int32_t *p = (const int32_t *)dense_pos->data + r * k;
+    const float *v = (const float *)dense_vals->data + r * k;
+    int64_t ns = sorted_valid((const int32_t *)sel->data + r * ks, ks, buf);
+    double m = -INFINITY;
+    for (int64_t j = 0; j < k; j++)
+      if (p[j] >= 0 && v[j] > m) m = v[j];
+    double total = 0, kept = 0;
+    for (int64_t j = 0; j < k; j++) {
+      if (p[j] < 0 || !isfinite(v[j])) continue;
+      double w = exp((double)v[j] - m);
+      total += w;
+      if (bsearch(&p[j], buf, (size_t)ns, sizeof *buf, cmp_i32)) kept += w;
+    }
+    ((float *)out->data)[r] = total > 0 ? (float)(kept / total) : NAN;
+  }
+  ixl_host_free(ctx, buf, bytes);
+  return IXL_OK;
+}
+
+ixl_status ixl_rows_bf16_compare(ixl_ctx *ctx, const ixl_tensor *a, const ixl_tensor *b,
+                                 const ixl_tensor *end, ixl_tensor *mismatches, double *sum_xy,
+                                 double *sum_sq) {
+  ixl_status st;
+  if ((st = ixl_check_tensor(ctx, a, "a", IXL_BF16, 2))) return st;
+  if ((st = ixl_check_tensor(ctx, b, "b", IXL_BF16, 2))) return st;
+  const int64_t R = a->shape[0], C = a->shape[1];
+  if (b->shape[0] != R || b->shape[1] != C)
+    return ixl_set_error(ctx, IXL_ERR_SHAPE, "b: shape [%lld, %lld], expected [%lld, %lld] like a",
+                         (long long)b->shape[0], (long long)b->shape[1], (long long)R, (long long)C);
+  if ((st = check_rows_i32(ctx, end, "end", R))) return st;
+  if ((st = check_rows_i32(ctx, mismatches, "mismatches", R))) return st;
+  if (a->device != IXL_HOST || b->device != IXL_HOST)
+    return ixl_set_error(ctx, IXL_ERR_BACKEND, "bf16_compare takes host tensors");
+  double sxy = 0, sq = 0;
+  for (int64_t r = 0; r < R; r++) {
+    int64_t e = ((const int32_t *)end->data)[r];
+    if (e < 0 || e > C)
+      return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "end[%lld] = %lld: must be in [0, %lld]",
+                           (long long)r, (long long)e, (long long)C);
+    int32_t mis = 0;
+    for (int64_t c = 0; c < e; c++) {
+      uint16_t x = ((const uint16_t *)a->data)[r * C + c], y = ((const uint16_t *)b->data)[r * C + c];
+      int same = x == y || ((x & 0x7fff) == 0 && (y & 0x7fff) == 0);
+      if (!same) mis++;
+      float fx = ixl_bf16_to_f32(x), fy = ixl_bf16_to_f32(y);
+      if (isfinite(fx) && isfinite(fy)) {
+        sxy += (double)fx * fy;
+        sq += (double)fx * fx + (double)fy * fy;
+      }
+    }
+    ((int32_t *)mismatches->data)[r] = mis;
+  }
+  if (sum_xy) *sum_xy += sxy;
+  if (sum_sq) *sum_sq += sq;
+  return IXL_OK;
+}

@@ -1,0 +1,30 @@
+-- context_scaling: how do the dense and the sparse logits' times grow with the context, from
+-- 4K positions up to 1M?
+--
+-- The source layer scores every position densely (time_dense_logits_us grows linearly with
+-- the context); a consumer layer scores only its candidate blocks (time_sparse_logits_us
+-- stays flat at a fixed T * candidate_block_size). The plot shows both against the context on
+-- log axes.
+--
+-- CPU default: 2 decode rows, 1 consumer layer, contexts 4K..64K: about a minute on 2 cores.
+-- The CPU stops at what fits; the full range on a GPU:
+--   idxlab run experiments/context_scaling.lua --set workload.decode.rows=64 \
+--     --set sweep.workload.decode.context=4096,16384,65536,262144,1048576
+return {
+  name = "context_scaling",
+  question = "How do dense and sparse logits time scale with the context length?",
+  seed = 1,
+  backend = "auto",
+  workload = { decode = { rows = 2, context = 4096 }, prefill = false, consumer_layers = 1 },
+  config = { index_topk = 256, candidate_topk_blocks = 256, max_rows = 64 },
+  sweep = {
+    ["workload.decode.context"] = { 4096, 8192, 16384, 32768, 65536 },
+  },
+  metrics = { "time_dense_logits_us", "time_candidate_select_us", "time_sparse_logits_us", "time_topk_us",
+    "time_step_us", "recall_at_k" },
+  plots = {
+    { x = "workload.decode.context", y = { "time_dense_logits_us", "time_sparse_logits_us", "time_step_us" },
+      name = "time_vs_context", logy = true, title = "dense against sparse logits time" },
+    { x = "workload.decode.context", y = "recall_at_k" },
+  },
+}

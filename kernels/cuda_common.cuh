@@ -1,0 +1,522 @@
+// cuda_common.cuh - device helpers shared by the CUDA ops of kernels/{formats,topk,select,
+// expand,remap}.cu: exact scalar conversions that mirror core/convert.c bit for bit, the
+// order-preserving keys of kernels/select_cpu.h, block-wide scans, and the per-row radix
+// select that K6 (top-k) and K3 (candidate selection) share.
+//
+// Conventions of these kernels:
+// - Every launch goes on the context's stream ((cudaStream_t)ctx->stream) and is followed by
+//   ixl_cuda_check_launch; no op synchronises, allocates or copies to the host, so a whole
+//   step can be captured in a CUDA graph.
+// - Row ranges and ids are data that live on the device. The dispatching op (the *_cpu.c
+//   file) validates everything it can see from the host; the kernels never read or write
+//   outside their tensors whatever the data says (an out-of-range row is clamped or treated
+//   as empty, an out-of-range id is ignored), so bad data gives wrong numbers, never a fault.
+#ifndef IXL_CUDA_COMMON_CUH
+#define IXL_CUDA_COMMON_CUH
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+// internal.h has no extern "C" block of its own; without one its declarations would get C++
+// linkage here and not link against the C runtime.
+extern "C" {
+#include "internal.h"
+}
+#include "backend.h"
+
+namespace ixl {
+
+// ------------------------------------------------------------------ float bits and scalars
+
+__host__ __device__ __forceinline__ uint32_t f32_bits(float x) {
+#ifdef __CUDA_ARCH__
+  return __float_as_uint(x);
+#else
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  return u;
+#endif
+}
+__host__ __device__ __forceinline__ float bits_f32(uint32_t u) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(u);
+#else
+  float x;
+  memcpy(&x, &u, 4);
+  return x;
+#endif
+}
+
+// 2^e exactly, for e in [-149, 127] (subnormal powers included).
+__device__ __forceinline__ float pow2f(int e) {
+  return e >= -126 ? __uint_as_float((uint32_t)(e + 127) << 23)
+                   : __uint_as_float(1u << (e + 149));
+}
+
+// 2^e as a double, e in [-1022, 1023].
+__device__ __forceinline__ double pow2d(int e) {
+  return __longlong_as_double((long long)(e + 1023) << 52);
+}
+
+// v * 2^e rounded once to fp32, for e in [-300, 300]: the product is exact in double and
+// the conversion rounds to nearest even, as ldexpf and the CPU's (float)((double)v * 2^e) do.
+__device__ __forceinline__ float ldexp_exact(float v, int e) {
+  return (float)((double)v * pow2d(e));
+}
+
+// bf16 round to nearest even, NaN kept quiet: the same bits as ixl_f32_to_bf16.
+__host__ __device__ __forceinline__ uint16_t f32_to_bf16(float x) {
+  uint32_t u = f32_bits(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+__host__ __device__ __forceinline__ float bf16_to_f32(uint16_t h) {
+  return bits_f32((uint32_t)h << 16);
+}
+
+// f16 -> f32 (exact).
+__device__ __forceinline__ float f16_to_f32(uint16_t h) {
+  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  const int e = (h >> 10) & 31, m = h & 1023;
+  if (e == 31) return __uint_as_float(sign | 0x7f800000u | ((uint32_t)m << 13));
+  if (e == 0) {
+    const float v = (float)m * pow2f(-24); // exact: m < 2^10
+    return sign ? -v : v;
+  }
+  return __uint_as_float(sign | ((uint32_t)(e - 15 + 127) << 23) | ((uint32_t)m << 13));
+}
+
+// fp8 e4m3 with round to nearest even, subnormals, saturation at +-448 and NaN -> sign|0x7f:
+// the same codes as ixl_f32_to_e4m3 (core/convert.c), by integer arithmetic so that every
+// target (sm_80 has no fp8 conversion instruction) gives the same bits.
+__device__ __forceinline__ uint8_t f32_to_e4m3(float x) {
+  const uint32_t u = __float_as_uint(x);
+  const uint8_t sign = (uint8_t)((u >> 24) & 0x80u);
+  const uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return (uint8_t)(sign | 0x7f);
+  const float af = __uint_as_float(a);
+  if (af >= 448.0f) return (uint8_t)(sign | 0x7e);
+  if (af < 0.015625f) {
+    // below 2^-6: a fixed quantum of 2^-9; the code is the number of quanta (8 quanta is
+    // the smallest normal, whose code is also 8). a * 512 is exact; rintf rounds to even.
+    const int q = (int)rintf(af * 512.0f);
+    return (uint8_t)(sign | q);
+  }
+  // normal: keep 3 mantissa bits, round to nearest even; a carry moves into the exponent
+  uint32_t r = a + 0x7ffffu + ((a >> 20) & 1u);
+  r &= ~0xfffffu;
+  const int e = (int)(r >> 23) - 127;
+  return (uint8_t)(sign | (uint8_t)((e + 7) << 3) | (uint8_t)((r >> 20) & 7u));
+}
+
+__host__ __device__ __forceinline__ float e4m3_to_f32(uint8_t x) {
+  const uint32_t sign = (uint32_t)(x & 0x80u) << 24;
+  const int e = (x >> 3) & 15, m = x & 7;
+  if (e == 15 && m == 7) return bits_f32(sign | 0x7fc00000u);
+  if (e == 0) {
+    // m * 2^-9: m < 8 is exact
+    const float v = (float)m * 0.001953125f;
+    return sign ? -v : v;
+  }
+  return bits_f32(sign | ((uint32_t)(e - 7 + 127) << 23) | ((uint32_t)m << 20));
+}
+
+// e2m1 code (low 4 bits) -> value; -0 dequantizes to +0 (SPEC 8).
+__host__ __device__ __forceinline__ float e2m1_to_f32(uint8_t code) {
+  const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  const float v = mag[code & 7];
+  return (code & 8) && v != 0.0f ? -v : v;
+}
+
+// ------------------------------------------------------------------ order-preserving keys
+
+// Unsigned order of the key = SPEC's value order: NaN (any payload) above +inf above every
+// number; -0 equals +0. The same function as ixl_order_key_bits in select_cpu.h.
+__host__ __device__ __forceinline__ uint32_t order_key_bits(uint32_t u) {
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0xffffffffu;
+  if (u == 0x80000000u) u = 0;
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ uint32_t order_key_f32(float x) { return order_key_bits(__float_as_uint(x)); }
+// For bf16 the low 16 bits of the key carry no information (all ones for negatives); the
+// select clears them so that a key is determined by its top 16 bits alone (same order).
+__device__ __forceinline__ uint32_t order_key_bf16(uint16_t h) {
+  return order_key_bits((uint32_t)h << 16) & 0xffff0000u;
+}
+constexpr uint32_t KEY_NAN = 0xffffffffu;
+constexpr uint32_t KEY_POS_INF = 0xff800000u; // order_key_bits(0x7f800000)
+
+// ------------------------------------------------------------------ block-wide scans
+
+// Exclusive prefix sum over the block of one value per thread; *total gets the block's sum.
+// ws: NT/32 + 1 ints of shared memory. Every thread must call it; it synchronises.
+template <int NT, typename T>
+__device__ __forceinline__ T block_exclusive_scan(T v, T *total, T *ws) {
+  static_assert(NT % 32 == 0 && NT <= 1024, "block size");
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  T x = v;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const T y = __shfl_up_sync(0xffffffffu, x, d);
+    if (lane >= d) x += y;
+  }
+  if (lane == 31) ws[warp] = x;
+  __syncthreads();
+  if (warp == 0) {
+    T w = lane < NT / 32 ? ws[lane] : T(0);
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const T y = __shfl_up_sync(0xffffffffu, w, d);
+      if (lane >= d) w += y;
+    }
+    if (lane < NT / 32) ws[lane] = w; // inclusive prefix of the warp sums
+    if (lane == NT / 32 - 1) ws[NT / 32] = w;
+  }
+  __syncthreads();
+  const T before = (warp > 0 ? ws[warp - 1] : T(0)) + x - v;
+  *total = ws[NT / 32];
+  __syncthreads(); // ws may be reused by the caller right away
+  return before;
+}
+
+// ------------------------------------------------------------------ launch helpers
+
+static inline unsigned grid_for(int64_t n, int threads, int64_t cap = 65535LL * 32) {
+  int64_t g = (n + threads - 1) / threads;
+  if (g < 1) g = 1;
+  if (g > cap) g = cap;
+  return (unsigned)g;
+}
+
+static inline cudaStream_t stream_of(ixl_ctx *ctx) { return (cudaStream_t)ctx->stream; }
+
+// ------------------------------------------------------------------ per-row radix select
+//
+// One CTA selects the top kk = min(k, n) of one row of n keys (ties to the smaller index)
+// and writes their indices, then -1 pads, to out[0..k). Order: sorted -> key descending,
+// index ascending; unsorted -> index ascending. Never a full sort of the row:
+//  1. n <= B: every key goes to shared memory, which is sorted (bitonic) and cut at kk.
+//  2. Sampled threshold (the common case, one pass over the row): B keys sampled at even
+//     strides are sorted; the key t0 whose sample rank predicts about (kk + B) / 2 keys >= t0
+//     becomes a threshold, and one pass collects every key >= t0. When the count lands in
+//     [kk, B] (for a k of 512-2048 on 16K-1M columns, some 3 to 10 standard deviations of
+//     the sample's error on either side), those keys are sorted as in case 1. Otherwise the
+//     exact paths below run; the result is the same either way.
+//  3. Histogram passes over the digits of the key (11/11/10 bits for fp32 keys, 8/8 for bf16
+//     keys) narrow the bin holding the kk-th largest key. As soon as the keys at or above that
+//     bin fit in B, one more pass collects them into shared memory (case 1).
+//  4. If they never fit, the kk-th key t is known exactly (a large tie on t): one ordered pass
+//     takes every key > t and the first kk - above keys equal to t, by index.
+//  5. kk > B (only K3 with a very large T): the ordered pass of 4 writes straight to out in
+//     index order, and sorted mode sorts out in place (bitonic, keys looked up again).
+// B is a power of two >= 32: the entries of 64-bit (~key << 32 | index) that shared memory
+// holds. A source type provides n, key_at(i) and visit(lo, hi, f), which calls f(i, key) for
+// every i in [lo, hi) across the block (vectorised where it can; f may be called by a
+// partial warp, so the helpers below aggregate with __activemask).
+
+constexpr int SELECT_THREADS = 512;
+
+struct SelectShared {
+  uint32_t prefix, mask, t0;
+  int64_t above, inbin;
+  int found;
+  unsigned count;
+  int ws[SELECT_THREADS / 32 + 1];
+  int64_t ws64[SELECT_THREADS / 32 + 1];
+};
+
+__device__ __forceinline__ uint64_t select_composite(uint32_t key, int64_t i) {
+  return ((uint64_t)(~key) << 32) | (uint32_t)i;
+}
+
+// Appends (key, i) to buf when pred, one shared atomic per warp; slots past B are counted
+// but not written (the caller sees *count > B and takes another path).
+__device__ __forceinline__ void select_append(bool pred, uint32_t key, int64_t i, uint64_t *buf,
+                                              int B, unsigned *count) {
+  const unsigned active = __activemask();
+  const unsigned want = __ballot_sync(active, pred);
+  if (!pred) return;
+  const int lane = threadIdx.x & 31, leader = __ffs(want) - 1;
+  unsigned base = 0;
+  if (lane == leader) base = atomicAdd(count, (unsigned)__popc(want));
+  base = __shfl_sync(want, base, leader);
+  const unsigned pos = base + (unsigned)__popc(want & ((1u << lane) - 1u));
+  if (pos < (unsigned)B) buf[pos] = select_composite(key, i);
+}
+
+// hist[bin] += 1 when pred; lanes of a warp with the same bin add together, so a row full of
+// equal values does not serialise on one shared address.
+__device__ __forceinline__ void select_hist_add(unsigned *hist, bool pred, unsigned bin) {
+  const unsigned active = __activemask();
+  const unsigned peers = __match_any_sync(active, pred ? bin : 0xffffffffu);
+  if (pred && (int)(threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&hist[bin], (unsigned)__popc(peers));
+}
+
+// In-place ascending bitonic sort of buf[0..P), P a power of two; every comparator puts the
+// smaller value at the lower index, so entries at the top that are already maximal (pads)
+// never move.
+template <int NT>
+__device__ void block_bitonic_sort(uint64_t *buf, int P) {
+  for (int size = 2; size <= P; size <<= 1) {
+    const int half = size >> 1;
+    for (int t = threadIdx.x; t < P / 2; t += NT) {
+      const int blk = t / half, off = t % half;
+      const int i = blk * size + off, j = blk * size + size - 1 - off;
+      const uint64_t a = buf[i], b = buf[j];
+      if (b < a) {
+        buf[i] = b;
+        buf[j] = a;
+      }
+    }
+    __syncthreads();
+    for (int d = half >> 1; d >= 1; d >>= 1) {
+      for (int t = threadIdx.x; t < P / 2; t += NT) {
+        const int i = (t / d) * 2 * d + t % d, j = i + d;
+        const uint64_t a = buf[i], b = buf[j];
+        if (b < a) {
+          buf[i] = b;
+          buf[j] = a;
+        }
+      }
+      __syncthreads();
+    }
+  }
+}
+
+// The same network over out[0..m) in global memory (m need not be a power of two: missing
+// partners count as maximal pads), comparing (key desc, index asc) with keys looked up.
+template <int NT, class Src>
+__device__ void global_bitonic_sort(const Src &src, int32_t *out, int64_t m) {
+  int64_t P = 1;
+  while (P < m) P <<= 1;
+  for (int64_t size = 2; size <= P; size <<= 1) {
+    const int64_t half = size >> 1;
+    for (int64_t d = half; d >= 1; d >>= 1) {
+      for (int64_t t = threadIdx.x; t < P / 2; t += NT) {
+        int64_t i, j;
+        if (d == half) {
+          const int64_t blk = t / half, off = t % half;
+          i = blk * size + off;
+          j = blk * size + size - 1 - off;
+        } else {
+          i = (t / d) * 2 * d + t % d;
+          j = i + d;
+        }
+        if (j >= m) continue;
+        const int32_t ia = out[i], ib = out[j];
+        const uint64_t a = select_composite(src.key_at(ia), ia);
+        const uint64_t b = select_composite(src.key_at(ib), ib);
+        if (b < a) {
+          out[i] = ib;
+          out[j] = ia;
+        }
+      }
+      __syncthreads();
+    }
+  }
+}
+
+// Finds, after a histogram pass, the bin holding the kk-th largest of the keys that match
+// the current prefix; sets sh.prefix/mask/above/inbin for that bin.
+template <int NT>
+__device__ void select_find_bin(const unsigned *hist, int nbins, int shift, int64_t kk,
+                                SelectShared &sh) {
+  const int per = (nbins + NT - 1) / NT;
+  const int lo = threadIdx.x * per, hi = min(lo + per, nbins);
+  int64_t s = 0;
+  for (int b = lo; b < hi; b++) s += hist[b];
+  const int64_t above0 = sh.above; // read before the scan's barriers; written after them
+  int64_t total;
+  const int64_t before = block_exclusive_scan<NT, int64_t>(s, &total, sh.ws64);
+  int64_t acc = above0 + (total - before - s); // keys in the bins above this thread's range
+  if (acc < kk && kk <= acc + s) {
+    for (int b = hi - 1; b >= lo; b--) {
+      if (acc + hist[b] >= kk) {
+        sh.found = b;
+        sh.inbin = hist[b];
+        sh.above = acc;
+        break;
+      }
+      acc += hist[b];
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    sh.prefix |= (uint32_t)sh.found << shift;
+    sh.mask |= (uint32_t)(nbins - 1) << shift;
+  }
+  __syncthreads();
+}
+
+// The ordered pass (cases 4 and 5): over [0, n) in stripes of NT consecutive indices, takes
+// every key > t and the first `need` keys == t. to_out: write indices to out (in index
+// order); else append composites to buf (any order; sorted later). Returns the count taken.
+template <int NT, class Src>
+__device__ int64_t select_ordered_pass(const Src &src, int64_t n, uint32_t t, int64_t need,
+                                       bool to_out, int32_t *out, uint64_t *buf, int B,
+                                       SelectShared &sh) {
+  int64_t written = 0, eq_seen = 0, i0 = 0;
+  for (; i0 < n; i0 += NT) {
+    const int64_t i = i0 + threadIdx.x;
+    const uint32_t key = i < n ? src.key_at(i) : 0u;
+    const int gt = i < n && key > t, eq = i < n && key == t;
+    int total;
+    const int packed = block_exclusive_scan<NT, int>(gt | (eq << 16), &total, sh.ws);
+    const int64_t left = need - eq_seen > 0 ? need - eq_seen : 0;
+    const int64_t eq_before = packed >> 16, gt_before = packed & 0xffff;
+    const int64_t eq_total = total >> 16, gt_total = total & 0xffff;
+    const bool take = gt || (eq && eq_before < left);
+    if (to_out) {
+      if (take) out[written + gt_before + min(eq_before, left)] = (int32_t)i;
+    } else {
+      select_append(take, key, i, buf, B, &sh.count);
+    }
+    written += gt_total + min(eq_total, left);
+    eq_seen += eq_total;
+    if (!to_out && eq_seen >= need) {
+      i0 += NT;
+      break;
+    }
+  }
+  if (!to_out && i0 < n) {
+    // the ties are all taken: the rest of the row adds only keys > t, in any order
+    src.visit(i0, n, [&](int64_t i, uint32_t key) { select_append(key > t, key, i, buf, B, &sh.count); });
+  }
+  __syncthreads();
+  if (!to_out) written = sh.count;
+  __syncthreads();
+  return written;
+}
+
+template <int NT, class Src>
+__device__ void radix_select_row(const Src &src, int64_t k, bool sorted, int32_t *out,
+                                 uint64_t *buf, int B, bool key16, SelectShared &sh) {
+  const int64_t n = src.n;
+  const int64_t kk = k < n ? k : n;
+  unsigned *hist = reinterpret_cast<unsigned *>(buf); // the histogram and buf never overlap in time
+  int64_t M = 0;                                      // entries in buf to sort
+  if (threadIdx.x == 0) {
+    sh.prefix = 0;
+    sh.mask = 0;
+    sh.above = 0;
+    sh.count = 0;
+  }
+  __syncthreads();
+  bool collected = false;
+  if (kk <= 0) {
+    collected = true;
+  } else if (n <= B) {
+    src.visit(0, n, [&](int64_t i, uint32_t key) { buf[i] = select_composite(key, i); });
+    M = n;
+    collected = true;
+  } else if (2 * kk <= B) {
+    // case 2: a threshold from B evenly spaced samples
+    for (int s = threadIdx.x; s < B; s += NT) {
+      const int64_t i = (int64_t)s * n / B;
+      buf[s] = select_composite(src.key_at(i), i);
+    }
+    __syncthreads();
+    block_bitonic_sort<NT>(buf, B);
+    if (threadIdx.x == 0) {
+      int64_t j = ((kk + B) / 2) * (int64_t)B / n; // sample rank of the wanted count
+      if (j >= B) j = B - 1;
+      sh.t0 = ~(uint32_t)(buf[j] >> 32);
+    }
+    __syncthreads();
+    const uint32_t t0 = sh.t0;
+    src.visit(0, n, [&](int64_t i, uint32_t key) { select_append(key >= t0, key, i, buf, B, &sh.count); });
+    __syncthreads();
+    const int64_t c = sh.count;
+    if (c >= kk && c <= B) {
+      M = c;
+      collected = true;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) sh.count = 0;
+    __syncthreads();
+  }
+  if (!collected) {
+    const int npass = key16 ? 2 : 3;
+    for (int p = 0; p < npass && !collected; p++) {
+      // digits from the top: fp32 keys 11/11/10 bits, bf16 keys (top 16 bits) 8/8
+      const int shift = key16 ? (p == 0 ? 24 : 16) : (p == 0 ? 21 : p == 1 ? 10 : 0);
+      const int nbins = key16 ? 256 : (p < 2 ? 2048 : 1024);
+      for (int b = threadIdx.x; b < nbins; b += NT) hist[b] = 0;
+      __syncthreads();
+      const uint32_t prefix = sh.prefix, mask = sh.mask;
+      src.visit(0, n, [&](int64_t, uint32_t key) {
+        select_hist_add(hist, (key & mask) == prefix, (key >> shift) & (unsigned)(nbins - 1));
+      });
+      __syncthreads();
+      select_find_bin<NT>(hist, nbins, shift, kk, sh);
+      if (kk <= B && sh.above + sh.inbin <= B) {
+        // every key >= the new prefix fits: collect them (all keys above the bin, the bin)
+        const uint32_t lo = sh.prefix;
+        src.visit(0, n, [&](int64_t i, uint32_t key) { select_append(key >= lo, key, i, buf, B, &sh.count); });
+        __syncthreads();
+        M = sh.above + sh.inbin;
+        collected = true;
+      }
+    }
+    if (!collected) {
+      const uint32_t t = sh.prefix; // every digit known: the kk-th largest key itself
+      const int64_t need = kk - sh.above;
+      if (kk <= B) {
+        M = select_ordered_pass<NT>(src, n, t, need, false, out, buf, B, sh);
+      } else {
+        select_ordered_pass<NT>(src, n, t, need, true, out, buf, B, sh);
+        if (sorted) global_bitonic_sort<NT>(src, out, kk);
+        for (int64_t j = kk + threadIdx.x; j < k; j += NT) out[j] = -1;
+        return;
+      }
+    }
+  }
+  __syncthreads();
+  // sort buf[0..M) by (key desc, index asc), keep kk; unsorted mode re-sorts those by index
+  if (M > 1) {
+    int P = 1;
+    while (P < M) P <<= 1;
+    for (int j = (int)M + threadIdx.x; j < P; j += NT) buf[j] = ~0ull;
+    __syncthreads();
+    block_bitonic_sort<NT>(buf, P);
+    if (!sorted && kk > 1) {
+      int P2 = 1;
+      while (P2 < kk) P2 <<= 1;
+      for (int j = threadIdx.x; j < P2; j += NT) buf[j] = j < kk ? (buf[j] & 0xffffffffull) : ~0ull;
+      __syncthreads();
+      block_bitonic_sort<NT>(buf, P2);
+    }
+  }
+  for (int64_t j = threadIdx.x; j < k; j += NT)
+    out[j] = j < kk ? (int32_t)(uint32_t)(buf[j] & 0xffffffffull) : -1;
+}
+
+// Shared-memory entries for a select of k from rows of up to C columns: at least 2k (room
+// for the sampled threshold's margin) and 2048, doubled for long rows (C > 32 B, where B
+// samples would estimate the threshold too coarsely), at most 8192 (64 KiB).
+// IXL_SELECT_BUFFER (a power of two in [32, 8192]) overrides it, so tests reach the
+// histogram, tie and large-k paths on small rows.
+static inline int select_buffer_entries(int64_t k, int64_t C) {
+  const char *env = getenv("IXL_SELECT_BUFFER");
+  if (env && *env) {
+    const long v = strtol(env, NULL, 10);
+    if (v >= 32 && v <= 8192 && (v & (v - 1)) == 0) return (int)v;
+  }
+  int B = 2048;
+  while (B < 2 * k && B < 8192) B <<= 1;
+  if (C > 32 * (int64_t)B && B < 8192) B <<= 1;
+  return B;
+}
+
+static inline size_t select_smem_bytes(int B) {
+  // the buffer doubles as the 2048-bin histogram (8 KiB)
+  size_t bytes = (size_t)B * sizeof(uint64_t);
+  return bytes < 2048 * sizeof(unsigned) ? 2048 * sizeof(unsigned) : bytes;
+}
+
+} // namespace ixl
+
+#endif

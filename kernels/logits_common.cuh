@@ -1,0 +1,820 @@
+// logits_common.cuh - the tile engine of the CUDA logits kernels: K1 (dense, ragged), K2
+// (dense, paged) and K5 (sparse, ragged and paged) are one kernel template that differs only
+// in where a tile's keys come from and where its logits go. dense_logits.cu and
+// sparse_logits.cu instantiate it; the numerics are those of kernels/dot_cpu.h, bit for bit
+// where SPEC 3 says so.
+//
+// Design (one CTA = 8 warps, 256 threads):
+// - A CTA owns a few query rows (K1: RB = 128 / HP rows; K2, K5: one row) and one chunk of
+//   output columns. The (row block, chunk) work items are all of bounded size, so ragged rows
+//   of very different lengths balance over the grid without any host-side knowledge of the
+//   lengths (they live on the device) and without scratch memory.
+// - The M dimension of the MMAs is (row, head): heads are padded to HP = a multiple of 16, so
+//   every m-block of 16 belongs to one row. The CTA has MB <= 8 m-blocks; each warp keeps the
+//   Q fragments of 2 m-blocks in registers for the whole kernel and walks its slice of every
+//   key tile (N = positions).
+// - Key tiles of 128 positions stream through a 3-stage cp.async pipeline (16-byte copies;
+//   K5 gathers its sparse blocks as contiguous 512-byte runs). MXFP4 tiles are widened once
+//   per tile in shared memory (e2m1 -> e4m3 on sm_89+, -> 2*e2m1 as s8 on sm_80).
+// - The dot product (SPEC 3): one m16n8k32 MMA per 32-element scale group into its own fp32
+//   accumulator (sm_89+: e4m3 x e4m3; every e2m1 product sum of a group is a multiple of 1/4
+//   below 1152, exact in the accumulator). Then p_g * 2^(qe_g + ke_g - 254) and
+//   (p0 + p1) + (p2 + p3) in fp32, as an exact power-of-two multiply and one fma when every
+//   exponent of the thread's n-block lies in a safe window (the common case), else with
+//   dot_cpu.h's scalar formula (NaN scales, subnormal or huge results).
+//   sm_80 fallback: mxfp4 as s8 (2 * e2m1 is a small integer, the int32 sum is exact);
+//   mxfp8/fp8 as f16 (every e4m3 value is exact in f16) with m16n8k16.
+// - fp32 reduction: relu and the weights in registers, the head sum by warp shuffles and a
+//   fixed-order sum over the row's m-blocks (deterministic; SPEC allows any order).
+//   bf16 reduction: bf16(relu(dot)) of each (head, position) is staged in shared memory, and
+//   one thread per pair of positions runs SPEC's fixed chain with fma.rn.bf16x2 (one rounding
+//   per step, heads in increasing order, 4 partial sums), so the result is bitwise the CPU's.
+// - Nothing is allocated, nothing synchronises with the host: every launch is capturable.
+// - Row ranges, ids and page ids are device data: the kernels clamp them so that no value,
+//   however wrong, makes them read outside K, the pages, the block table or the ids.
+#ifndef IXL_LOGITS_COMMON_CUH
+#define IXL_LOGITS_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include <type_traits>
+
+extern "C" {
+#include "internal.h"
+}
+#include "backend.h"
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#define IXL_LG_FP8MMA 1 // e4m3 tensor-core MMA (sm_89+)
+#else
+#define IXL_LG_FP8MMA 0
+#endif
+
+namespace ixl_lg {
+
+constexpr int kBN = 128;      // positions (slots) per key tile
+constexpr int kThreads = 256; // 8 warps
+constexpr int kWarps = 8;
+constexpr int kStages = 3;    // cp.async pipeline depth
+constexpr int kKRow = 144;    // bytes per slot of an MMA-ready tile: 128 + 16 (conflict-free B loads)
+constexpr int kVS = kBN + 8;  // bf16 per staged (row, head): 68 words, conflict-free stores
+constexpr int kMaxMB = 8;     // m-blocks of 16 (row, head) pairs per CTA
+constexpr int kMaxRB = 8;     // rows per CTA (HP = 16 gives 8)
+constexpr int kMaxChunk = 4096;
+
+enum Mode { DENSE_RAGGED = 0, DENSE_PAGED = 1, SPARSE_RAGGED = 2, SPARSE_PAGED = 3 };
+
+struct Params {
+  const uint8_t *q_codes;    // [R, H, VB]
+  const uint32_t *q_scales;  // [R, H] packed UE8M0, NULL for fp8
+  const uint8_t *k_codes;    // ragged: [N, VB]
+  const uint8_t *k_scales;   // ragged: [N] x 4 bytes (UE8M0 x4 or fp32)
+  const uint8_t *k_pages;    // paged: [num_pages, page_stride]
+  const void *weights;       // [R, H] fp32 (fp32 reduction) or bf16 (bf16 reduction)
+  const int32_t *ks;         // ragged: [R] (K1 ks, K5 row_ks)
+  const int32_t *ke;         // [R]: ragged ke / row_ke, paged context_lens / row_ke
+  const int32_t *block_table;// paged: [R, bt_cols]
+  const int32_t *sparse_ids; // K5: [R, nsb]
+  void *out;                 // [R, out_cols] fp32 or bf16
+  int64_t R, N;
+  int64_t page_stride, num_pages, bt_cols;
+  int64_t nsb;
+  int64_t out_cols;
+  int64_t chunk;   // output columns per CTA, a multiple of kBN
+  int64_t nchunks; // chunks per row block
+  int64_t nrb;     // row blocks
+  int page_size, sbk, aligned;
+  int H, HP, RB, MB, MW;
+  int compressed, clean;
+};
+
+// Dynamic shared memory layout; the host sizes the launch with the same struct.
+struct Smem {
+  int stage_bytes, stage, scale, flag, wide, red, w, total;
+  __host__ __device__ Smem(int fmt, bool bf16, int MB, int RB, int H) {
+    stage_bytes = kBN * (fmt == IXL_MXFP4 ? 64 : kKRow);
+    int off = 0;
+    stage = off;
+    off += kStages * stage_bytes;
+    scale = off;
+    off += kStages * kBN * 4;
+    flag = off;
+    off += kStages * kBN;
+    wide = off;
+    if (fmt == IXL_MXFP4) off += kBN * kKRow;
+    off = (off + 15) & ~15;
+    red = off;
+    off += bf16 ? MB * 16 * kVS * 2 : MB * kBN * 4;
+    w = off;
+    off += bf16 ? ((RB * H * 2 + 15) & ~15) : 0;
+    total = off;
+  }
+};
+
+// ------------------------------------------------------------------ device helpers
+
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(src_bytes)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async4(void *dst, const void *src) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Four e2m1 codes (the low 16 bits of x, element i in nibble i) -> four MMA bytes: e4m3
+// codes on sm_89+ (every e2m1 value is exact in e4m3), or 2 * value as s8 on sm_80.
+__device__ __forceinline__ uint32_t widen4(uint32_t x) {
+  const uint32_t sel = x & 0x7777u;          // magnitude codes, one per selector nibble
+  const uint32_t sgn = (x >> 3) & 0x1111u;   // sign bits, as selector 0 or 1
+#if IXL_LG_FP8MMA
+  // |e2m1| {0, .5, 1, 1.5, 2, 3, 4, 6} as e4m3 bytes; the sign is bit 7
+  const uint32_t mag = __byte_perm(0x3C383000u, 0x4C484440u, sel);
+  return mag | __byte_perm(0x8000u, 0u, sgn);
+#else
+  const uint32_t pos = __byte_perm(0x03020100u, 0x0C080604u, sel); // {0,1,2,3,4,6,8,12}
+  const uint32_t neg = __byte_perm(0xFDFEFF00u, 0xF4F8FAFCu, sel); // their negatives
+  const uint32_t m = __byte_perm(0xFF00u, 0u, sgn);
+  return (pos & ~m) | (neg & m);
+#endif
+}
+
+#if IXL_LG_FP8MMA
+__device__ __forceinline__ void mma_e4m3(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+#endif
+
+__device__ __forceinline__ void mma_s8(int (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                       uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void mma_f16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                        uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Four e4m3 bytes -> two f16x2 (bytes 0,1 and bytes 2,3), each value times 2^-8 exactly:
+// the e4m3 bit pattern shifted into f16's exponent/mantissa fields is the value * 2^-8, for
+// normals and subnormals alike (sm_80 has no fp8 conversion instruction).
+__device__ __forceinline__ void e4m3x4_to_f16(uint32_t r, uint32_t &lo, uint32_t &hi) {
+  const uint32_t a = __byte_perm(r, 0u, 0x4140u), b = __byte_perm(r, 0u, 0x4342u);
+  lo = ((a & 0x007F007Fu) << 7) | ((a & 0x00800080u) << 8);
+  hi = ((b & 0x007F007Fu) << 7) | ((b & 0x00800080u) << 8);
+}
+
+// One 32-element group: d += A (16 x 32, this thread's 4 registers) x B (32 x 8, 2 registers).
+// The f16 path splits the group into two k16 MMAs; k is permuted the same way in A and B, so
+// the sum is the same set of products.
+template <typename Acc>
+__device__ __forceinline__ void mma_group(Acc (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                          uint32_t b1, bool s8) {
+#if IXL_LG_FP8MMA
+  (void)s8;
+  mma_e4m3(d, a, b0, b1);
+#else
+  if constexpr (std::is_same<Acc, int>::value) { // int accumulator: s8 operands
+    mma_s8(d, a, b0, b1);
+  } else {
+    (void)s8;
+    uint32_t al0, ah0, al1, ah1, al2, ah2, al3, ah3, bl0, bh0, bl1, bh1;
+    e4m3x4_to_f16(a[0], al0, ah0);
+    e4m3x4_to_f16(a[1], al1, ah1);
+    e4m3x4_to_f16(a[2], al2, ah2);
+    e4m3x4_to_f16(a[3], al3, ah3);
+    e4m3x4_to_f16(b0, bl0, bh0);
+    e4m3x4_to_f16(b1, bl1, bh1);
+    mma_f16(d, al0, al1, ah0, ah1, bl0, bh0);
+    mma_f16(d, al2, al3, ah2, ah3, bl1, bh1);
+  }
+#endif
+}
+
+// x * 2^n rounded once to fp32, for |n| <= 300: the product is exact in double, so this is
+// dot_cpu.h's ixl_scale_pow2f bit for bit (subnormal results included).
+__device__ __forceinline__ float scale_pow2_exact(float x, int n) {
+  return __double2float_rn(__dmul_rn((double)x, __longlong_as_double((long long)(n + 1023) << 52)));
+}
+
+__device__ __forceinline__ float relu(float x) { return x < 0.0f ? 0.0f : x; } // NaN stays NaN
+
+__device__ __forceinline__ float neg_inf() { return __uint_as_float(0xff800000u); }
+constexpr uint16_t kBf16NegInf = 0xFF80;
+
+__device__ __forceinline__ void store_out(void *out, int64_t idx, float v, bool bf16) {
+  if (bf16)
+    reinterpret_cast<__nv_bfloat16 *>(out)[idx] = __float2bfloat16_rn(v); // v holds a bf16 value
+  else
+    reinterpret_cast<float *>(out)[idx] = v;
+}
+__device__ __forceinline__ void store_neg_inf(void *out, int64_t idx, bool bf16) {
+  if (bf16)
+    reinterpret_cast<uint16_t *>(out)[idx] = kBf16NegInf;
+  else
+    reinterpret_cast<float *>(out)[idx] = neg_inf();
+}
+
+__host__ __device__ __forceinline__ int64_t mn64(int64_t a, int64_t b) { return a < b ? a : b; }
+__host__ __device__ __forceinline__ int64_t mx64(int64_t a, int64_t b) { return a > b ? a : b; }
+__device__ __forceinline__ int64_t clamp64(int64_t v, int64_t lo, int64_t hi) {
+  return v < lo ? lo : v > hi ? hi : v;
+}
+
+// ------------------------------------------------------------------ the kernel
+
+// FMT: ixl_kv_format. MODE: Mode. BF16: the bf16 reduction (else fp32).
+template <int FMT, int MODE, bool BF16>
+__global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
+  constexpr bool kMX = FMT != IXL_FP8;
+  constexpr int VB = FMT == IXL_MXFP4 ? 64 : 128; // value bytes per position
+  constexpr int CPP = VB / 16;                     // 16-byte copies per position
+  constexpr bool kPaged = MODE == DENSE_PAGED || MODE == SPARSE_PAGED;
+  constexpr bool kSparse = MODE == SPARSE_RAGGED || MODE == SPARSE_PAGED;
+  constexpr bool kOneRow = MODE != DENSE_RAGGED;
+#if IXL_LG_FP8MMA
+  constexpr int SH = 0;                       // the MMA sums the unscaled products
+  using Acc = float;
+#else
+  constexpr int SH = FMT == IXL_MXFP4 ? 2 : -16; // s8: values doubled; f16: values * 2^-8
+  using Acc = typename std::conditional<FMT == IXL_MXFP4, int, float>::type;
+#endif
+  // the scale word of a slot that holds no key: exponent 0 in every group (MX) or 1.0f
+  constexpr uint32_t kNoScale = kMX ? 0x7F7F7F7Fu : 0x3F800000u;
+
+  extern __shared__ __align__(16) uint8_t smem[];
+  __shared__ int64_t s_lo[kMaxRB], s_hi[kMaxRB], s_coloff[kMaxRB];
+  __shared__ int s_nvalid;
+
+  const Smem L(FMT, BF16, p.MB, p.RB, p.H);
+  uint8_t *const stage = smem + L.stage;
+  uint32_t *const sscale = reinterpret_cast<uint32_t *>(smem + L.scale);
+  uint8_t *const sflag = smem + L.flag;
+  uint8_t *const wide = smem + L.wide;
+  float *const psum = reinterpret_cast<float *>(smem + L.red);
+  __nv_bfloat16 *const vbuf = reinterpret_cast<__nv_bfloat16 *>(smem + L.red);
+  __nv_bfloat16 *const sw = reinterpret_cast<__nv_bfloat16 *>(smem + L.w);
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, t4 = lane & 3;
+  const int H = p.H, HP = p.HP, RB = p.RB, MB = p.MB, MW = p.MW;
+
+  // ---- the work item
+  const int64_t b = blockIdx.x;
+  int64_t rb, ch;
+  if (kOneRow) {
+    rb = b / p.nchunks; // a row's chunks are neighbours
+    ch = b % p.nchunks;
+  } else {
+    rb = b % p.nrb;     // the row blocks of one chunk run together: K chunk reuse in L2
+    ch = b / p.nrb;
+  }
+  const int64_t row0 = rb * RB;
+  const int64_t c0 = ch * p.chunk;
+  const int64_t chunk_hi = mn64(c0 + p.chunk, p.out_cols);
+
+  // ---- per-row ranges
+  // K1: window [s_lo, s_hi) of K rows this CTA computes for row r; output column = K row -
+  // s_coloff. K2, K5: one row; lo/hi are the key range (paged: [0, context_len)).
+  int64_t hull_lo = 0, hull_hi = 0, row_lo = 0, row_hi = 0, koff = 0;
+  const int64_t row = row0; // K2, K5
+  if (MODE == DENSE_RAGGED) {
+    if (tid < RB) {
+      int64_t lo = 0, hi = 0, coloff = 0;
+      const int64_t r = row0 + tid;
+      if (r < p.R) {
+        const int64_t ksr = clamp64(p.ks[r], 0, p.N);
+        const int64_t ker = clamp64(p.ke[r], ksr, p.N);
+        if (p.compressed) {
+          coloff = ksr;
+          lo = ksr + c0;
+          hi = ksr + mn64(ker - ksr, chunk_hi);
+        } else {
+          lo = mx64(ksr, c0);
+          hi = mn64(ker, chunk_hi);
+        }
+        if (hi < lo) hi = lo;
+      }
+      s_lo[tid] = lo;
+      s_hi[tid] = hi;
+      s_coloff[tid] = coloff;
+    }
+  } else if (kPaged) {
+    row_lo = 0;
+    row_hi = clamp64(p.ke[row], 0, p.bt_cols * (int64_t)p.page_size);
+  } else { // SPARSE_RAGGED
+    row_lo = clamp64(p.ks[row], 0, p.N);
+    row_hi = clamp64(p.ke[row], row_lo, p.N);
+    koff = p.aligned ? 0 : row_lo % p.sbk;
+  }
+  if (kSparse && tid == 0) s_nvalid = (int)mn64(p.nsb, 0x7fffffff);
+  // the query side's bf16 weights (bf16 reduction)
+  if (BF16) {
+    const __nv_bfloat16 *wb = reinterpret_cast<const __nv_bfloat16 *>(p.weights);
+    for (int i = tid; i < RB * H; i += kThreads) {
+      const int64_t r = row0 + i / H;
+      sw[i] = r < p.R ? wb[r * H + i % H] : __float2bfloat16_rn(0.0f);
+    }
+  }
+  __syncthreads();
+
+  // K5: n_valid = the length of the strictly increasing prefix of the row's ids (this CTA
+  // needs it only up to its last block).
+  const int32_t *ids = kSparse ? p.sparse_ids + row * p.nsb : nullptr;
+  int64_t nvalid = 0;
+  if (kSparse) {
+    const int64_t jmax = mn64(p.nsb, (chunk_hi + p.sbk - 1) / p.sbk);
+    for (int64_t j = 1 + tid; j < jmax; j += kThreads)
+      if (ids[j] <= ids[j - 1]) atomicMin(&s_nvalid, (int)j);
+    __syncthreads();
+    nvalid = s_nvalid;
+  }
+
+  // K1: -inf where this CTA's columns lie outside a row's range (clean, or compressed), and
+  // the hull of the rows' windows.
+  if (MODE == DENSE_RAGGED) {
+    hull_lo = INT64_MAX;
+    hull_hi = INT64_MIN;
+    for (int r = 0; r < RB; r++) {
+      if (row0 + r >= p.R) break;
+      const int64_t lo = s_lo[r], hi = s_hi[r], co = s_coloff[r];
+      if (hi > lo) {
+        hull_lo = mn64(hull_lo, lo);
+        hull_hi = mx64(hull_hi, hi);
+      }
+      if (p.clean || p.compressed) {
+        const int64_t a1 = hi > lo ? lo - co : chunk_hi;
+        const int64_t b0 = hi > lo ? hi - co : chunk_hi;
+        const int64_t base = (row0 + r) * p.out_cols;
+        for (int64_t c = c0 + tid; c < a1; c += kThreads) store_neg_inf(p.out, base + c, BF16);
+        for (int64_t c = b0 + tid; c < chunk_hi; c += kThreads) store_neg_inf(p.out, base + c, BF16);
+      }
+    }
+    if (hull_hi <= hull_lo) hull_lo = hull_hi = 0;
+  }
+
+  const int64_t span = MODE == DENSE_RAGGED ? hull_hi - hull_lo : chunk_hi - c0;
+  const int T = (int)((span + kBN - 1) / kBN);
+
+  // ---- the query fragments: this warp's 2 m-blocks, for the whole kernel
+  const int mw = warp % MW, nw = warp / MW;
+  const int slice = kBN / (kWarps / MW); // positions of each tile this warp computes
+  uint32_t qa[2][4][4];                  // [m-block][group][register]
+  uint32_t qbits[2][2][4];               // MX: (qe - 127 - SH) << 23, [m-block][half][group]
+  float wf[2][2];                        // fp32 reduction: the weights, 0 for padded heads
+  bool rowok[2][2];
+  bool q_ff = false;
+  int qlo = 0, qhi = 0;
+  {
+    int lo = 1 << 20, hi = -(1 << 20);
+#pragma unroll
+    for (int mbl = 0; mbl < 2; mbl++) {
+      const int mb = mw * 2 + mbl;
+#pragma unroll
+      for (int half = 0; half < 2; half++) {
+        const int qh = mb * 16 + gid + half * 8;
+        const int r = qh / HP, h = qh % HP;
+        const int64_t qrow = row0 + r;
+        const bool ok = mb < MB && h < H && r < RB && qrow < p.R;
+        rowok[mbl][half] = ok;
+        const int64_t qi = qrow * H + h;
+#pragma unroll
+        for (int g = 0; g < 4; g++) {
+#pragma unroll
+          for (int kh = 0; kh < 2; kh++) {
+            const int e = g * 32 + kh * 16 + t4 * 4; // first of this register's 4 elements
+            uint32_t v = 0;
+            if (ok) {
+              if (FMT == IXL_MXFP4)
+                v = widen4(*reinterpret_cast<const uint16_t *>(p.q_codes + qi * 64 + e / 2));
+              else
+                v = *reinterpret_cast<const uint32_t *>(p.q_codes + qi * 128 + e);
+            }
+            qa[mbl][g][kh * 2 + half] = v;
+          }
+        }
+        uint32_t qw = 0x7F7F7F7Fu;
+        if (kMX && ok) qw = p.q_scales[qi];
+#pragma unroll
+        for (int g = 0; g < 4; g++) {
+          const int qb = (int)((qw >> (8 * g)) & 0xFF);
+          qbits[mbl][half][g] = (uint32_t)(qb - 127 - SH) << 23;
+          if (ok) {
+            lo = min(lo, qb - 127);
+            hi = max(hi, qb - 127);
+            q_ff |= qb == 0xFF;
+          }
+        }
+        wf[mbl][half] = 0.0f;
+        if (!BF16 && ok) wf[mbl][half] = reinterpret_cast<const float *>(p.weights)[qi];
+      }
+    }
+    if (hi >= lo) {
+      qlo = lo;
+      qhi = hi;
+    }
+  }
+
+  // ---- loading one tile into a stage
+  auto load_tile = [&](int t, int s) {
+    uint8_t *dst = stage + s * L.stage_bytes;
+    uint32_t *dsc = sscale + s * kBN;
+    uint8_t *dfl = sflag + s * kBN;
+    // K1: the tile is needed when some row's window meets it
+    bool needed = true;
+    int64_t n0 = 0;
+    if (MODE == DENSE_RAGGED) {
+      n0 = hull_lo + (int64_t)t * kBN;
+      needed = false;
+      for (int r = 0; r < RB; r++)
+        needed |= s_hi[r] > s_lo[r] && s_lo[r] < n0 + kBN && s_hi[r] > n0;
+    }
+    for (int idx = tid; idx < kBN * CPP; idx += kThreads) {
+      const int i = idx / CPP, c = idx % CPP;
+      const uint8_t *vsrc = nullptr, *ssrc = nullptr;
+      if (MODE == DENSE_RAGGED) {
+        const int64_t n = n0 + i;
+        if (needed && n < hull_hi) {
+          vsrc = p.k_codes + n * VB;
+          ssrc = p.k_scales + n * 4;
+        }
+      } else {
+        const int64_t col = c0 + (int64_t)t * kBN + i;
+        int64_t pos = -1;
+        if (col < chunk_hi) {
+          if (kSparse) {
+            const int64_t j = col / p.sbk;
+            if (j < nvalid) {
+              pos = (int64_t)ids[j] * p.sbk + koff + col % p.sbk;
+              if (pos < row_lo || pos >= row_hi) pos = -1;
+            }
+          } else if (col < row_hi) {
+            pos = col;
+          }
+        }
+        if (pos >= 0) {
+          if (kPaged) {
+            const int64_t pg = p.block_table[row * p.bt_cols + pos / p.page_size];
+            if (pg >= 0 && pg < p.num_pages) {
+              const int64_t slot = pos % p.page_size;
+              const uint8_t *base = p.k_pages + pg * p.page_stride;
+              vsrc = base + slot * VB;
+              ssrc = base + (int64_t)p.page_size * VB + slot * 4;
+            }
+          } else {
+            vsrc = p.k_codes + pos * VB;
+            ssrc = p.k_scales + pos * 4;
+          }
+        }
+      }
+      uint8_t *d = dst + i * (FMT == IXL_MXFP4 ? 64 : kKRow) + c * 16;
+      // a slot without a key is zero-filled without reading (src-size 0)
+      cp_async16(d, vsrc ? vsrc + c * 16 : p.q_codes, vsrc ? 16 : 0);
+      if (c == 0) {
+        if (ssrc)
+          cp_async4(dsc + i, ssrc);
+        else
+          dsc[i] = kNoScale;
+        dfl[i] = vsrc != nullptr;
+      }
+    }
+  };
+
+  // ---- the pipeline
+#pragma unroll
+  for (int s = 0; s < kStages - 1; s++) {
+    if (s < T) load_tile(s, s);
+    cp_async_commit();
+  }
+  __syncthreads(); // the prologue tiles' flags (plain stores) are visible to every thread
+
+  for (int t = 0; t < T; t++) {
+    const int s = t % kStages;
+    cp_async_wait<kStages - 2>();
+    // every thread's copies of tile t have landed, and every thread is done with tile t - 1
+    const int any = __syncthreads_or(tid < kBN && sflag[s * kBN + tid]);
+    if (t + kStages - 1 < T) load_tile(t + kStages - 1, (t + kStages - 1) % kStages);
+    cp_async_commit();
+
+    const int64_t tbase = MODE == DENSE_RAGGED ? hull_lo + (int64_t)t * kBN : c0 + (int64_t)t * kBN;
+    if (!any) {
+      if (kOneRow)
+        for (int i = tid; i < kBN; i += kThreads)
+          if (tbase + i < chunk_hi) store_neg_inf(p.out, row * p.out_cols + tbase + i, BF16);
+      continue;
+    }
+
+    const uint8_t *kt;
+    if (FMT == IXL_MXFP4) {
+      const uint32_t *raw = reinterpret_cast<const uint32_t *>(stage + s * L.stage_bytes);
+      for (int i = tid; i < kBN * 16; i += kThreads) {
+        const uint32_t x = raw[i];
+        *reinterpret_cast<uint2 *>(wide + (i >> 4) * kKRow + (i & 15) * 8) =
+            make_uint2(widen4(x), widen4(x >> 16));
+      }
+      __syncthreads();
+      kt = wide;
+    } else {
+      kt = stage + s * L.stage_bytes;
+    }
+    const uint32_t *ksc = sscale + s * kBN;
+
+    // ---- MMAs and the per-head epilogue
+    for (int nb = 0; nb < slice / 8; nb++) {
+      const int sb = nw * slice + nb * 8; // first slot of this n-block
+      uint32_t bf[4][2];
+      const uint8_t *bp = kt + (sb + gid) * kKRow + t4 * 4;
+#pragma unroll
+      for (int g = 0; g < 4; g++) {
+        bf[g][0] = *reinterpret_cast<const uint32_t *>(bp + g * 32);
+        bf[g][1] = *reinterpret_cast<const uint32_t *>(bp + g * 32 + 16);
+      }
+      const uint32_t kw[2] = {ksc[sb + 2 * t4], ksc[sb + 2 * t4 + 1]};
+      uint32_t kb[2][4]; // MX: ke << 23 per column and group
+      bool fast = true;
+      if (kMX) {
+#pragma unroll
+        for (int col = 0; col < 2; col++)
+#pragma unroll
+          for (int g = 0; g < 4; g++) kb[col][g] = ((kw[col] >> (8 * g)) & 0xFFu) << 23;
+        uint32_t mn = __vminu4(kw[0], kw[1]), mx = __vmaxu4(kw[0], kw[1]);
+        mn = __vminu4(mn, mn >> 16);
+        mn = __vminu4(mn, mn >> 8);
+        mx = __vmaxu4(mx, mx >> 16);
+        mx = __vmaxu4(mx, mx >> 8);
+        const int klo = (int)(mn & 0xFF) - 127, khi = (int)(mx & 0xFF) - 127;
+        // every p_g * 2^E is then a normal fp32 number (|p_g| in [2^-18, 2^23] or 0), and the
+        // factor 2^(E - SH) too: the products are exact and one fma rounds the pair sum once
+        fast = !q_ff && khi != 128 && qlo + klo >= -100 && qhi + khi <= 100;
+      }
+#pragma unroll
+      for (int mbl = 0; mbl < 2; mbl++) {
+        const int mb = mw * 2 + mbl;
+        if (mb >= MB) break;
+        float d[4];
+        if (kMX) {
+          Acc acc[4][4];
+#pragma unroll
+          for (int g = 0; g < 4; g++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[g][e] = Acc(0);
+            mma_group(acc[g], qa[mbl][g], bf[g][0], bf[g][1], FMT == IXL_MXFP4);
+          }
+          if (fast) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+              const int half = e >> 1, col = e & 1;
+              float m[4];
+#pragma unroll
+              for (int g = 0; g < 4; g++) m[g] = __uint_as_float(qbits[mbl][half][g] + kb[col][g]);
+              const float t01 = __fmaf_rn((float)acc[1][e], m[1], __fmul_rn((float)acc[0][e], m[0]));
+              const float t23 = __fmaf_rn((float)acc[3][e], m[3], __fmul_rn((float)acc[2][e], m[2]));
+              d[e] = __fadd_rn(t01, t23);
+            }
+          } else {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+              const int half = e >> 1, col = e & 1;
+              float pg[4];
+#pragma unroll
+              for (int g = 0; g < 4; g++) {
+                const int qe = ((int)qbits[mbl][half][g] >> 23) + 127 + SH;
+                const int ke = (int)(kb[col][g] >> 23);
+                pg[g] = qe == 0xFF || ke == 0xFF
+                            ? __uint_as_float(0x7fc00000u)
+                            : scale_pow2_exact((float)acc[g][e], qe + ke - 254 - SH);
+              }
+              d[e] = __fadd_rn(__fadd_rn(pg[0], pg[1]), __fadd_rn(pg[2], pg[3]));
+            }
+          }
+        } else { // fp8: one accumulator over the 128 elements, times the key's fp32 scale
+          Acc acc[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
+#pragma unroll
+          for (int g = 0; g < 4; g++) mma_group(acc, qa[mbl][g], bf[g][0], bf[g][1], false);
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            float x = (float)acc[e];
+            if (SH) x = __fmul_rn(x, 65536.0f); // the f16 path's 2^-16, exactly
+            d[e] = __fmul_rn(x, __uint_as_float(kw[e & 1]));
+          }
+        }
+
+        if (BF16) {
+          // bf16(relu(dot)) of rows gid and gid + 8, columns 2*t4 and 2*t4 + 1
+          __nv_bfloat16 *vb = vbuf + (mb * 16 + gid) * kVS + sb + 2 * t4;
+          *reinterpret_cast<__nv_bfloat162 *>(vb) = __floats2bfloat162_rn(relu(d[0]), relu(d[1]));
+          *reinterpret_cast<__nv_bfloat162 *>(vb + 8 * kVS) =
+              __floats2bfloat162_rn(relu(d[2]), relu(d[3]));
+        } else {
+          float c0v = 0.0f, c1v = 0.0f;
+          if (rowok[mbl][0]) {
+            c0v = wf[mbl][0] * relu(d[0]);
+            c1v = wf[mbl][0] * relu(d[1]);
+          }
+          if (rowok[mbl][1]) {
+            c0v += wf[mbl][1] * relu(d[2]);
+            c1v += wf[mbl][1] * relu(d[3]);
+          }
+#pragma unroll
+          for (int o = 4; o < 32; o <<= 1) {
+            c0v += __shfl_xor_sync(0xffffffffu, c0v, o);
+            c1v += __shfl_xor_sync(0xffffffffu, c1v, o);
+          }
+          if (gid == 0) {
+            psum[mb * kBN + sb + 2 * t4] = c0v;
+            psum[mb * kBN + sb + 2 * t4 + 1] = c1v;
+          }
+        }
+      }
+    }
+    __syncthreads();
+
+    // ---- the head reduction and the stores
+    const uint8_t *fl = sflag + s * kBN;
+    if (!BF16) {
+      const int per_row = HP / 16;
+      for (int idx = tid; idx < RB * kBN; idx += kThreads) {
+        const int r = idx / kBN, i = idx % kBN;
+        int64_t o;
+        if (MODE == DENSE_RAGGED) {
+          const int64_t n = tbase + i;
+          if (row0 + r >= p.R || n < s_lo[r] || n >= s_hi[r]) continue;
+          o = (row0 + r) * p.out_cols + n - s_coloff[r];
+        } else {
+          if (tbase + i >= chunk_hi) continue;
+          o = row * p.out_cols + tbase + i;
+          if (!fl[i]) {
+            store_neg_inf(p.out, o, false);
+            continue;
+          }
+        }
+        float v = 0.0f;
+        for (int k = 0; k < per_row; k++) v += psum[(r * per_row + k) * kBN + i];
+        store_out(p.out, o, v, false);
+      }
+    } else {
+      for (int idx = tid; idx < RB * (kBN / 2); idx += kThreads) {
+        const int r = idx / (kBN / 2), i0 = (idx % (kBN / 2)) * 2;
+        bool ok[2];
+        int64_t o[2];
+#pragma unroll
+        for (int q = 0; q < 2; q++) {
+          const int i = i0 + q;
+          if (MODE == DENSE_RAGGED) {
+            const int64_t n = tbase + i;
+            ok[q] = row0 + r < p.R && n >= s_lo[r] && n < s_hi[r];
+            o[q] = (row0 + r) * p.out_cols + n - s_coloff[r];
+          } else {
+            ok[q] = tbase + i < chunk_hi && fl[i];
+            o[q] = row * p.out_cols + tbase + i;
+            if (tbase + i < chunk_hi && !fl[i]) store_neg_inf(p.out, o[q], true);
+          }
+        }
+        if (!ok[0] && !ok[1]) continue;
+        // SPEC 3, K5 steps 2-4: four bf16 partial sums by h % 4, heads in increasing order,
+        // each step one fma rounded once; then bf16(bf16(s0 + s2) + bf16(s1 + s3))
+        const __nv_bfloat162 z = __floats2bfloat162_rn(0.0f, 0.0f);
+        __nv_bfloat162 a0 = z, a1 = z, a2 = z, a3 = z;
+        const __nv_bfloat16 *wr = sw + r * H;
+        const __nv_bfloat16 *vr = vbuf + (r * HP) * kVS + i0;
+        for (int h = 0; h < H; h += 4) {
+          a0 = __hfma2(__bfloat162bfloat162(wr[h]), *reinterpret_cast<const __nv_bfloat162 *>(vr + h * kVS), a0);
+          a1 = __hfma2(__bfloat162bfloat162(wr[h + 1]), *reinterpret_cast<const __nv_bfloat162 *>(vr + (h + 1) * kVS), a1);
+          a2 = __hfma2(__bfloat162bfloat162(wr[h + 2]), *reinterpret_cast<const __nv_bfloat162 *>(vr + (h + 2) * kVS), a2);
+          a3 = __hfma2(__bfloat162bfloat162(wr[h + 3]), *reinterpret_cast<const __nv_bfloat162 *>(vr + (h + 3) * kVS), a3);
+        }
+        const __nv_bfloat162 res = __hadd2(__hadd2(a0, a2), __hadd2(a1, a3));
+        __nv_bfloat16 *ob = reinterpret_cast<__nv_bfloat16 *>(p.out);
+        if (ok[0]) ob[o[0]] = __low2bfloat16(res);
+        if (ok[1]) ob[o[1]] = __high2bfloat16(res);
+      }
+    }
+  }
+  cp_async_wait<0>();
+}
+
+// ------------------------------------------------------------------ host side
+
+// Alignment the kernels rely on: 16-byte copies of keys, 4-byte loads of query codes.
+static inline ixl_status check_align(ixl_ctx *ctx, const char *op, const ixl_tensor *t,
+                                     const char *name, int align) {
+  if (t && t->data && ((uintptr_t)t->data % (uintptr_t)align))
+    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
+                         "%s: %s data at %p: the CUDA kernel needs it %d-byte aligned (a view "
+                         "must start on such a boundary)",
+                         op, name, t->data, align);
+  return IXL_OK;
+}
+
+// Heads padded to a multiple of 16, rows per CTA, m-blocks, m-warps.
+static inline void plan_rows(Params &p, int H, bool one_row) {
+  p.H = H;
+  p.HP = (H + 15) / 16 * 16;
+  p.RB = one_row ? 1 : (128 / p.HP > kMaxRB ? kMaxRB : 128 / p.HP);
+  if (p.RB < 1) p.RB = 1;
+  p.MB = p.RB * p.HP / 16;
+  const int pairs = (p.MB + 1) / 2;
+  p.MW = pairs <= 1 ? 1 : pairs <= 2 ? 2 : 4;
+}
+
+// Chunk of output columns per CTA: large enough to amortise a CTA's set-up (Q fragments),
+// small enough that the grid fills the GPU (about 4 CTAs per SM when the work allows).
+static inline ixl_status plan_chunks(ixl_ctx *ctx, const char *op, Params &p, int64_t units,
+                                     int64_t *blocks) {
+  int sms = 132;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ixl_ctx_device(ctx)) !=
+          cudaSuccess ||
+      sms <= 0) {
+    cudaGetLastError();
+    sms = 132;
+  }
+  const int64_t cols = p.out_cols;
+  int64_t want = ixl_ceil_div(units * ixl_ceil_div(cols, kBN), 4LL * sms) * kBN;
+  if (want < kBN) want = kBN;
+  if (want > kMaxChunk) want = kMaxChunk;
+  int64_t nch = ixl_ceil_div(cols, want);
+  if (units > 0 && nch > INT32_MAX / units) { // keep the 1-D grid within 2^31 - 1 blocks
+    const int64_t maxch = INT32_MAX / units;
+    if (maxch < 1)
+      return ixl_set_error(ctx, IXL_ERR_UNSUPPORTED, "%s: %lld row blocks: more than a CUDA grid holds",
+                           op, (long long)units);
+    want = ixl_ceil_div(ixl_ceil_div(cols, maxch), kBN) * kBN;
+    nch = ixl_ceil_div(cols, want);
+  }
+  p.chunk = want;
+  p.nchunks = nch;
+  *blocks = nch * units;
+  return IXL_OK;
+}
+
+template <int FMT, int MODE, bool BF16>
+static ixl_status launch_one(ixl_ctx *ctx, const Params &p, int64_t blocks, const char *name) {
+  const Smem L(FMT, BF16, p.MB, p.RB, p.H);
+  auto kern = logits_kernel<FMT, MODE, BF16>;
+  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, L.total);
+  if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaFuncSetAttribute (logits kernel)");
+  kern<<<(unsigned)blocks, kThreads, L.total, (cudaStream_t)ctx->stream>>>(p);
+  return ixl_cuda_check_launch(ctx, name);
+}
+
+// The instance for a runtime format and reduction.
+template <int MODE>
+static ixl_status launch_fmt(ixl_ctx *ctx, const Params &p, int64_t blocks, int fmt, bool bf16,
+                             const char *name) {
+  if (blocks <= 0) return IXL_OK;
+  switch (fmt) {
+    case IXL_MXFP4:
+      return bf16 ? launch_one<IXL_MXFP4, MODE, true>(ctx, p, blocks, name)
+                  : launch_one<IXL_MXFP4, MODE, false>(ctx, p, blocks, name);
+    case IXL_MXFP8:
+      return bf16 ? launch_one<IXL_MXFP8, MODE, true>(ctx, p, blocks, name)
+                  : launch_one<IXL_MXFP8, MODE, false>(ctx, p, blocks, name);
+    case IXL_FP8:
+      return bf16 ? launch_one<IXL_FP8, MODE, true>(ctx, p, blocks, name)
+                  : launch_one<IXL_FP8, MODE, false>(ctx, p, blocks, name);
+    default:
+      return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "%s: kv_format = %d: not a known format", name, fmt);
+  }
+}
+
+// The query side every logits kernel shares.
+static inline ixl_status fill_query(ixl_ctx *ctx, const char *op, Params &p, const ixl_qk *in,
+                                    const ixl_tensor *weights, const ixl_tensor *out) {
+  ixl_status st;
+  if ((st = check_align(ctx, op, in->q_codes, "q_codes", 4)) ||
+      (st = check_align(ctx, op, in->q_scales, "q_scales", 4)) ||
+      (st = check_align(ctx, op, weights, "weights", weights->dtype == IXL_F32 ? 4 : 2)) ||
+      (st = check_align(ctx, op, out, "out", out->dtype == IXL_F32 ? 4 : 2)))
+    return st;
+  p.q_codes = (const uint8_t *)in->q_codes->data;
+  p.q_scales = in->q_scales ? (const uint32_t *)in->q_scales->data : nullptr;
+  p.weights = weights->data;
+  p.out = out->data;
+  p.R = in->q_codes->shape[0];
+  p.out_cols = out->shape[1];
+  return IXL_OK;
+}
+
+} // namespace ixl_lg
+
+#endif

@@ -1,0 +1,93 @@
+-- idxlab.chunker: the prefill chunker of SPEC 5 on its own, so an experiment can sweep the
+-- budgets and read back chunk counts, rows per chunk and peak logits bytes without running
+-- any kernel (and without a builder's scratch).
+--
+--   local chunks, summary = chunker.plan(cfg, { {seq_len = 40000, query_len = 512}, ... }, {sparse = true})
+--
+-- seq_len is in positions (the request's keys, its query rows included) and query_len in
+-- rows. Each chunk: requests = {first, last} (1-based, inclusive, into the given list),
+-- rows, seq_tokens (the budgeted, clamped seq_lens summed), logits_bytes (rows * seq_tokens
+-- * 4), sub_chunk, query_start, query_end (0-based rows of the first request, end exclusive).
+-- summary = { num_chunks, max_rows_per_chunk, peak_logits_bytes, peak_seq_tokens,
+-- min_split_seq_len }.
+local core = require("idxlab.core")
+local config = require("idxlab.config")
+local ffi, C = core.ffi, core.C
+
+local M = {}
+
+local function check_int(v, what, level)
+  if type(v) ~= "number" or v ~= math.floor(v) or v >= 2 ^ 53 or v < 0 then
+    error(("idxlab: %s = %s: must be a non-negative integer"):format(what, tostring(v)), level + 1)
+  end
+  return v
+end
+
+function M.plan(cfg, requests, opts)
+  local described, info = config.describe(cfg, 2)
+  if type(requests) ~= "table" then
+    error("idxlab: chunker.plan: requests must be a list of {seq_len = n, query_len = n}", 2)
+  end
+  opts = opts or {}
+  if type(opts) ~= "table" then error("idxlab: chunker.plan: options must be a table", 2) end
+  for k in pairs(opts) do
+    if k ~= "sparse" then error(("idxlab: chunker.plan: unknown option '%s' (sparse)"):format(tostring(k)), 2) end
+  end
+  local sparse = opts.sparse
+  if sparse == nil then sparse = true end
+  if type(sparse) ~= "boolean" then error("idxlab: chunker.plan: sparse must be true or false", 2) end
+  local n = #requests
+  local W = described.config.workspace_tokens
+  local min_split = described.derived.min_split_seq_len
+  local ratio = described.config.compress_ratio
+  local seq, q = ffi.new("int64_t[?]", math.max(n, 1)), ffi.new("int64_t[?]", math.max(n, 1))
+  for i, r in ipairs(requests) do
+    if type(r) ~= "table" then error(("idxlab: chunker.plan: requests[%d] must be a table"):format(i), 2) end
+    local s = check_int(r.seq_len, ("requests[%d].seq_len"):format(i), 2)
+    local ql = check_int(r.query_len, ("requests[%d].query_len"):format(i), 2)
+    if ql < 1 then
+      error(("idxlab: requests[%d].query_len = 0: must be >= 1 (a prefill request has at least one row)"):format(i), 2)
+    end
+    if s < math.floor(ql / ratio) then
+      error(("idxlab: requests[%d].seq_len = %d positions is less than query_len (%d) / compress_ratio (%d): the query rows are part of the sequence")
+        :format(i, s, ql, ratio), 2)
+    end
+    local b = (sparse and s < min_split) and min_split or s
+    if b > W then
+      error(("idxlab: requests[%d].seq_len = %d exceeds workspace_tokens = %d (one request's keys must fit the workspace)")
+        :format(i, s, W), 2)
+    end
+    seq[i - 1], q[i - 1] = s, ql
+  end
+  local ctx = config.msg_ctx()
+  local nc = ffi.new("int32_t[1]")
+  local cap = n + 16
+  local out = ffi.new("ixl_chunk[?]", cap)
+  local st = C.ixl_chunk_plan(ctx, info, n, seq, q, sparse and 1 or 0, out, cap, nc)
+  if st ~= 0 and nc[0] > cap then
+    cap = nc[0]
+    out = ffi.new("ixl_chunk[?]", cap)
+    st = C.ixl_chunk_plan(ctx, info, n, seq, q, sparse and 1 or 0, out, cap, nc)
+  end
+  if st ~= 0 then error("idxlab: " .. ffi.string(C.ixl_last_error(ctx)), 2) end
+  local chunks = {}
+  local summary = { num_chunks = nc[0], max_rows_per_chunk = 0, peak_logits_bytes = 0,
+    peak_seq_tokens = 0, min_split_seq_len = min_split, sparse = sparse }
+  for i = 0, nc[0] - 1 do
+    local c = out[i]
+    local t = {
+      requests = { c.request_start + 1, c.request_end },
+      rows = tonumber(c.rows), seq_tokens = tonumber(c.seq_tokens),
+      logits_bytes = tonumber(c.logits_bytes), sub_chunk = c.is_sub_chunk ~= 0,
+      query_start = tonumber(c.query_start), query_end = tonumber(c.query_end),
+    }
+    t.requests.first, t.requests.last = t.requests[1], t.requests[2]
+    chunks[#chunks + 1] = t
+    summary.max_rows_per_chunk = math.max(summary.max_rows_per_chunk, t.rows)
+    summary.peak_logits_bytes = math.max(summary.peak_logits_bytes, t.logits_bytes)
+    summary.peak_seq_tokens = math.max(summary.peak_seq_tokens, t.seq_tokens)
+  end
+  return chunks, summary
+end
+
+return M

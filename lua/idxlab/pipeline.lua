@@ -1,0 +1,719 @@
+-- idxlab.pipeline: one step of the two-level indexer, and the measurement of an experiment
+-- point (SPEC 6).
+--
+-- A step, for each group of rows (the decode rows, then each prefill chunk the builder plans):
+--   production path (timed):  source dense logits (K1/K2, fp32) -> candidate blocks (K3) and
+--     the source's own top-k (K6) -> one expansion (K4) -> per consumer layer: sparse logits
+--     (K5, bf16) -> top-k over [0, end) (K6) -> remap to positions (K7).
+--   comparison path (untimed): per consumer layer, the dense fp32 logits (unrestricted top-k,
+--     then masked to the candidate blocks and top-k again) and the dense bf16-reduction logits
+--     (masked top-k; gathered at the sparse positions and compared bitwise with K5).
+-- The production path issues no host synchronisation between its stages; the timers are read
+-- after it. Buffers are sized on the first step and reused, so later steps of the same or
+-- smaller shapes allocate nothing (the context's counters prove it).
+local core = require("idxlab.core")
+local config = require("idxlab.config")
+local formats = require("idxlab.formats")
+local logits = require("idxlab.logits")
+local select = require("idxlab.select")
+local Builder = require("idxlab.builder")
+local Tensor = require("idxlab.tensor")
+local ffi, C, check = core.ffi, core.C, core.check
+
+local M = {}
+local Pipeline = {}
+Pipeline.__index = Pipeline
+
+local NEG_INF = -math.huge
+
+local function arg_error(msg, level) error("idxlab: " .. msg, (level or 1) + 2) end
+
+-- pipeline.new(ctx, cfg) -> Pipeline. cfg: a builder config table (validated here).
+function M.new(ctx, cfg)
+  if type(ctx) ~= "table" or ctx.cd == nil then arg_error("pipeline.new: first argument must be a context") end
+  if type(cfg) ~= "table" then arg_error("pipeline.new: config must be a table") end
+  -- describe() runs every engine-start check and resolves "auto" values to numbers
+  local resolved = config.describe(cfg, 2).config
+  local self = setmetatable({ ctx = ctx, cfg = resolved, bufs = {}, builder = nil }, Pipeline)
+  return self
+end
+
+-- A named buffer of at least `shape`'s elements, returned as a view of exactly `shape`.
+-- Reallocates only when a step needs more than any step before.
+-- device: "host" for a host buffer, nil for the context's own memory.
+function Pipeline:buf(name, dtype, shape, device)
+  local n = 1
+  for _, d in ipairs(shape) do n = n * d end
+  local key = device == "host" and ("host:" .. name) or name
+  local b = self.bufs[key]
+  if not b or b.dtype ~= dtype or b.cap < n then
+    if b then b.t:free() end
+    local cap = math.max(n, 1)
+    b = { t = Tensor.new(self.ctx, dtype, { cap }, device, 3), dtype = dtype, cap = cap }
+    self.bufs[key] = b
+  end
+  return b.t:view(shape, 0)
+end
+
+-- A host copy of t (t itself when it is host memory), in a reused host buffer.
+function Pipeline:host(t, name)
+  if t:device() == "host" then return t end
+  local h = self:buf(name, t:dtype(), t:shape(), "host")
+  h:copy_from(t)
+  return h
+end
+
+function Pipeline:free()
+  for _, b in pairs(self.bufs) do b.t:free() end
+  self.bufs = {}
+  if self.builder then self.builder:free() end
+  self.builder = nil
+end
+
+local function rows_view(t, r0, n)
+  local s = t:shape()
+  local inner = 1
+  for i = 2, #s do inner = inner * s[i] end
+  s[1] = n
+  return t:view(s, r0 * inner)
+end
+
+-- layer view: [L, R, ...] -> [R, ...] of layer l
+local function layer_view(t, l)
+  local s = t:shape()
+  local inner = 1
+  for i = 2, #s do inner = inner * s[i] end
+  local shape = {}
+  for i = 2, #s do shape[#shape + 1] = s[i] end
+  return t:view(shape, l * inner)
+end
+
+-- Reads a small I32 tensor into a Lua list.
+local function i32_list(t)
+  if t:device() == "host" then
+    local p = ffi.cast("int32_t *", t.cd.data)
+    local out = {}
+    for i = 0, t:numel() - 1 do out[i] = p[i] end
+    return out
+  end
+  local vals = t:to_table()
+  local out = {}
+  for i = 1, #vals do out[i - 1] = vals[i] end
+  return out
+end
+
+-- Checks the inputs table (see docs/replay.md and the contract in the README) against the
+-- config; returns the row lengths (host Lua list) and sizes.
+local function check_inputs(cfg, inputs)
+  if type(inputs) ~= "table" then arg_error("step inputs must be a table", 2) end
+  -- pre-quantized tensors (q_codes, k_codes, q_consumer_codes) stand in for q, k, q_consumer
+  local need = {
+    { "q", "q_codes" }, { "weights" }, { "k", "k_codes" }, { "q_consumer", "q_consumer_codes" }, { "weights_consumer" },
+  }
+  for _, alts in ipairs(need) do
+    local found = false
+    for _, name in ipairs(alts) do if Tensor.is_tensor(inputs[name]) then found = true end end
+    if not found then arg_error(("step inputs: %s is missing or not a tensor"):format(table.concat(alts, " or ")), 2) end
+  end
+  local qs = (inputs.q or inputs.q_codes):shape()
+  local R, H, D = qs[1], qs[2], cfg.head_dim
+  if #qs ~= 3 then arg_error(("q: %d dims, expected [R, H, D]"):format(#qs), 2) end
+  if H ~= cfg.heads then arg_error(("q: shape[2] = %d, expected heads = %d"):format(H, cfg.heads), 2) end
+  if inputs.q and qs[3] ~= D then arg_error(("q: shape[3] = %d, expected head_dim = %d"):format(qs[3], D), 2) end
+  local nd, np = inputs.n_decode or 0, inputs.n_prefill or 0
+  if nd + np ~= R then
+    arg_error(("step inputs: n_decode (%d) + n_prefill (%d) = %d rows, but q has %d"):format(nd, np, nd + np, R), 2)
+  end
+  local qc = (inputs.q_consumer or inputs.q_consumer_codes):shape()
+  if #qc ~= 4 or qc[2] ~= R or qc[3] ~= H or (inputs.q_consumer and qc[4] ~= D) then
+    arg_error(("q_consumer: shape {%s}, expected [L, %d, %d, %d]"):format(table.concat(qc, ", "), R, H, D), 2)
+  end
+  local wc = inputs.weights_consumer:shape()
+  if #wc ~= 3 or wc[1] ~= qc[1] or wc[2] ~= R or wc[3] ~= H then
+    arg_error(("weights_consumer: shape {%s}, expected [%d, %d, %d]"):format(table.concat(wc, ", "), qc[1], R, H), 2)
+  end
+  local ws = inputs.weights:shape()
+  if #ws ~= 2 or ws[1] ~= R or ws[2] ~= H then
+    arg_error(("weights: shape {%s}, expected [%d, %d]"):format(table.concat(ws, ", "), R, H), 2)
+  end
+  local ks = (inputs.k or inputs.k_codes):shape()
+  if #ks ~= 2 or (inputs.k and ks[2] ~= D) then arg_error(("k: shape {%s}, expected [N, %d]"):format(table.concat(ks, ", "), D), 2) end
+  local N = ks[1]
+  local lens, starts = {}, {}
+  if nd > 0 then
+    local cl = i32_list(inputs.context_lens)
+    local rs = i32_list(inputs.row_start)
+    for i = 0, nd - 1 do
+      local len, st = cl[i], rs[i]
+      if len < 0 or st < 0 or st + len > N then
+        arg_error(("decode row %d: row_start %d + context_len %d must lie within k's %d rows"):format(i, st, len, N), 2)
+      end
+      lens[#lens + 1] = len
+      starts[#starts + 1] = st
+    end
+  end
+  if np > 0 then
+    local ksp = i32_list(inputs.ks)
+    local kep = i32_list(inputs.ke)
+    for i = 0, np - 1 do
+      local a, b = ksp[i], kep[i]
+      if a < 0 or b < a or b > N then
+        arg_error(("prefill row %d: ks = %d, ke = %d: need 0 <= ks <= ke <= N (%d)"):format(i, a, b, N), 2)
+      end
+      lens[#lens + 1] = b - a
+      starts[#starts + 1] = a
+    end
+  end
+  return { R = R, H = H, D = D, N = N, L = qc[1], nd = nd, np = np, lens = lens, starts = starts }
+end
+
+-- The builder batch for these inputs: decode requests as given; prefill requests from
+-- inputs.requests when present, else one single-row request per prefill row.
+local function make_batch(cfg, inputs, sz, block_table)
+  local ratio = cfg.compress_ratio
+  local batch = { decode = {}, prefill = {} }
+  for i = 1, sz.nd do
+    batch.decode[i] = { context_len = sz.lens[i] * ratio }
+  end
+  batch.decode_block_table = block_table
+  local reqs = inputs.requests
+  local have = false
+  if reqs then
+    for _, rq in ipairs(reqs) do
+      if rq.kind == "prefill" then
+        have = true
+        batch.prefill[#batch.prefill + 1] = { query_len = rq.query_len, context_len = rq.context_len * ratio }
+      end
+    end
+  end
+  if not have then
+    for i = sz.nd + 1, sz.nd + sz.np do
+      local len = sz.lens[i]
+      batch.prefill[#batch.prefill + 1] = { query_len = 1, context_len = math.max(len - 1, 0) * ratio }
+    end
+  end
+  return batch
+end
+
+local function page_stride(page_size, vb)
+  local bytes = page_size * (vb + 4)
+  return math.ceil(bytes / 512) * 512
+end
+
+-- Quantizes the step's tensors into reused buffers and pages the decode rows.
+function Pipeline:prepare(inputs, sz)
+  local ctx, cfg = self.ctx, self.cfg
+  local fmt = core.enum("kv_format", cfg.kv_format)
+  local quant = core.enum("quantizer", cfg.quantizer)
+  local vb = formats.value_bytes(cfg.kv_format)
+  local sdt = cfg.kv_format == "fp8" and "f32" or "i32"
+  local R, H, L = sz.R, sz.H, sz.L
+  local st = {}
+  local function q_into(role, x, codes, scales)
+    check(ctx.cd, C.ixl_quantize(ctx.cd, fmt, quant, role, x.cd, codes.cd, scales.cd), 3)
+  end
+  if inputs.k_codes then
+    st.k_codes, st.k_scales = inputs.k_codes, inputs.k_scales
+  else
+    st.k_codes = self:buf("k_codes", "u8", { sz.N, vb })
+    st.k_scales = self:buf("k_scales", sdt, { sz.N })
+    q_into(1, inputs.k, st.k_codes, st.k_scales)
+  end
+  if inputs.q_codes then
+    st.q_codes, st.q_scales = inputs.q_codes, inputs.q_scales
+  else
+    st.q_codes = self:buf("q_codes", "u8", { R, H, vb })
+    st.q_scales = self:buf("q_scales", sdt, { R, H })
+    q_into(0, inputs.q, st.q_codes, st.q_scales)
+  end
+  local function weights(w, qs, name)
+    local wd = self:buf(name .. "_dense", "f32", { R, H })
+    local ws = self:buf(name .. "_sparse", "bf16", { R, H })
+    check(ctx.cd, C.ixl_prepare_weights(ctx.cd, fmt, w.cd, cfg.kv_format == "fp8" and qs.cd or nil, wd.cd, ws.cd), 3)
+    return wd, ws
+  end
+  st.w_dense, st.w_sparse = weights(inputs.weights, st.q_scales, "w")
+  st.layers = {}
+  for l = 0, L - 1 do
+    local ly = {}
+    if inputs.q_consumer_codes then
+      ly.q_codes = layer_view(inputs.q_consumer_codes, l)
+      ly.q_scales = layer_view(inputs.q_consumer_scales, l)
+    else
+      ly.q_codes = self:buf("q_codes_" .. l, "u8", { R, H, vb })
+      ly.q_scales = self:buf("q_scales_" .. l, sdt, { R, H })
+      q_into(0, layer_view(inputs.q_consumer, l), ly.q_codes, ly.q_scales)
+    end
+    ly.w_dense, ly.w_sparse = weights(layer_view(inputs.weights_consumer, l), ly.q_scales, "w_" .. l)
+    st.layers[l + 1] = ly
+  end
+  -- decode rows read a paged cache: page each row's keys into its own pages
+  if sz.nd > 0 then
+    local P = cfg.page_size
+    local max_pages, total = 0, 0
+    for i = 1, sz.nd do
+      local np = math.ceil(sz.lens[i] / P)
+      max_pages = math.max(max_pages, np)
+      total = total + np
+    end
+    max_pages = math.max(max_pages, 1)
+    st.pages = self:buf("pages", "u8", { math.max(total, 1), page_stride(P, vb) })
+    local bth = self:buf("block_table", "i32", { sz.nd, max_pages }, "host")
+    local bp = ffi.cast("int32_t *", bth.cd.data)
+    local next_page = 0
+    for i = 1, sz.nd do
+      local np = math.ceil(sz.lens[i] / P)
+      for j = 1, max_pages do
+        local v = -1
+        if j <= np then v = next_page; next_page = next_page + 1 end
+        bp[(i - 1) * max_pages + j - 1] = v
+      end
+    end
+    st.block_table = bth
+    if ctx:device_kind() == "device" then
+      st.block_table = self:buf("block_table", "i32", { sz.nd, max_pages })
+      st.block_table:copy_from(bth)
+    end
+    for i = 1, sz.nd do
+      local np = math.ceil(sz.lens[i] / P)
+      if np > 0 then
+        local ids = st.block_table:view({ np }, (i - 1) * max_pages)
+        check(ctx.cd, C.ixl_kv_pages_write(ctx.cd, fmt, st.k_codes.cd, st.k_scales.cd, sz.starts[i], sz.lens[i],
+          st.pages.cd, P, ids.cd), 2)
+      end
+    end
+  end
+  -- per-row lengths on the context's device
+  local lh = self:buf("lens", "i32", { math.max(R, 1) }, "host")
+  local lp = ffi.cast("int32_t *", lh.cd.data)
+  for i = 1, R do lp[i - 1] = sz.lens[i] end
+  st.lens = lh
+  if ctx:device_kind() == "device" then
+    st.lens = self:buf("lens", "i32", { math.max(R, 1) })
+    st.lens:copy_from(lh)
+  end
+  return st
+end
+
+-- The groups of rows of a step: the decode group, then each prefill chunk.
+local function groups_of(step)
+  local out = {}
+  if step.decode then out[#out + 1] = step.decode end
+  for _, ch in ipairs(step.chunks or {}) do out[#out + 1] = ch end
+  return out
+end
+
+-- One group's production path. Records timers; returns the per-group state the comparison
+-- path needs.
+function Pipeline:production(g, gi, st, inputs, sz, timers)
+  local ctx, cfg = self.ctx, self.cfg
+  local r0, n = g.token_start, g.token_end - g.token_start
+  local T, cbs, sbk, k = cfg.candidate_topk_blocks, cfg.candidate_block_size, cfg.sparse_block_kv, cfg.index_topk
+  local nsc = T * cbs
+  local maxlen = 0
+  for i = r0 + 1, r0 + n do maxlen = math.max(maxlen, sz.lens[i]) end
+  maxlen = math.max(maxlen, 1)
+  local decode = g.is_decode
+  local G = { r0 = r0, n = n, maxlen = maxlen, decode = decode }
+  local qk = {
+    q_codes = rows_view(st.q_codes, r0, n), q_scales = st.q_scales and rows_view(st.q_scales, r0, n) or nil,
+    kv_format = cfg.kv_format,
+  }
+  if decode then
+    qk.k_pages, qk.page_size = st.pages, cfg.page_size
+    G.row_ks = nil
+    G.row_ke = rows_view(inputs.context_lens, r0, n)
+    G.block_table = rows_view(st.block_table, r0, n)
+  else
+    qk.k_codes, qk.k_scales = st.k_codes, st.k_scales
+    G.row_ks = rows_view(inputs.ks, r0 - sz.nd, n)
+    G.row_ke = rows_view(inputs.ke, r0 - sz.nd, n)
+  end
+  G.qk = qk
+  G.lens = rows_view(st.lens, r0, n)
+  local wd = rows_view(st.w_dense, r0, n)
+  G.src_logits = self:buf("src_logits", "f32", { n, maxlen })
+  G.cand = self:buf("cand", "i32", { n, T })
+  G.src_topk = self:buf("src_topk", "i32", { n, k })
+  G.sparse_ids, G.end_ = g.sparse_ids, g["end"]
+  local slot = 0
+  local function mark(name)
+    ctx:timer_record(slot)
+    timers[#timers + 1] = { group = gi, name = name, slot = slot }
+    slot = slot + 1
+  end
+  mark("start")
+  if decode then
+    logits.dense_paged(ctx, qk, wd, G.row_ke, G.block_table, { reduction = "fp32", out = G.src_logits, max_len = maxlen })
+  else
+    logits.dense(ctx, qk, wd, G.row_ks, G.row_ke, { layout = "compressed", clean = true, reduction = "fp32", out = G.src_logits, max_len = maxlen })
+  end
+  mark("dense_logits")
+  select.candidates(ctx, G.src_logits, G.lens, cbs, T, cfg.block_score, G.cand)
+  mark("candidate_select")
+  select.topk(ctx, G.src_logits, nil, G.lens, k, false, G.src_topk)
+  mark("source_topk")
+  select.expand(ctx, G.cand, G.row_ks, G.row_ke, cbs, sbk, cfg.ks_mode, G.sparse_ids, G.end_)
+  mark("expand")
+  G.layers = {}
+  for l = 1, sz.L do
+    local ly = st.layers[l]
+    local lqk = {}
+    for kk, v in pairs(qk) do lqk[kk] = v end
+    lqk.q_codes = rows_view(ly.q_codes, r0, n)
+    lqk.q_scales = ly.q_scales and cfg.kv_format ~= "fp8" and rows_view(ly.q_scales, r0, n) or nil
+    local S = self:buf("sparse_" .. l, "bf16", { n, nsc })
+    local cols = l == 1 and g.col_indices or self:buf("cols_" .. l, "i32", { n, k })
+    local pos = self:buf("topk_pos_" .. l, "i32", { n, k })
+    logits.sparse(ctx, lqk, rows_view(ly.w_sparse, r0, n), G.row_ks, G.row_ke, G.block_table, G.sparse_ids, sbk, cfg.ks_mode, S)
+    mark("sparse_logits_" .. l)
+    select.topk(ctx, S, nil, G.end_, k, false, cols)
+    mark("topk_" .. l)
+    select.remap(ctx, cols, G.sparse_ids, G.row_ks, sbk, pos)
+    mark("remap_" .. l)
+    G.layers[l] = { qk = lqk, S = S, cols = cols, pos = pos, w_dense = rows_view(ly.w_dense, r0, n),
+      w_sparse = rows_view(ly.w_sparse, r0, n) }
+  end
+  if slot > 64 then arg_error("too many consumer layers for the timers (at most 14)") end
+  return G
+end
+
+-- Reads the group's timers into per-stage microseconds.
+local function read_timers(ctx, timers)
+  local t = { layers = {} }
+  for i = 2, #timers do
+    local us = ctx:timer_elapsed_us(timers[i - 1].slot, timers[i].slot)
+    local name = timers[i].name
+    local stage, l = name:match("^(.-)_(%d+)$")
+    if stage and (stage == "sparse_logits" or stage == "topk" or stage == "remap") then
+      l = tonumber(l)
+      t.layers[l] = t.layers[l] or {}
+      t.layers[l][stage] = (t.layers[l][stage] or 0) + us
+    else
+      t[name] = (t[name] or 0) + us
+    end
+  end
+  t.total = ctx:timer_elapsed_us(timers[1].slot, timers[#timers].slot)
+  return t
+end
+
+local iota_cache = setmetatable({}, { __mode = "k" })
+
+-- The comparison path of one group: per-row statistics into `acc`, outputs into `keep`.
+function Pipeline:compare(G, st, sz, acc, keep)
+  local ctx, cfg = self.ctx, self.cfg
+  local n, maxlen, r0 = G.n, G.maxlen, G.r0
+  local T, cbs, sbk, k = cfg.candidate_topk_blocks, cfg.candidate_block_size, cfg.sparse_block_kv, cfg.index_topk
+  local nsc = T * cbs
+  local function host(t, name) return self:host(t, name) end
+  local cand_h = host(G.cand, "cand")
+  local end_h = host(G.end_, "end")
+  -- positions of every sparse column, for the bitwise comparison with the dense bf16 logits
+  local iota = self:buf("iota", "i32", { n, nsc })
+  if (iota_cache[iota.base] or 0) < n * nsc then
+    local ih = iota:device() == "host" and iota or self:buf("iota", "i32", { n, nsc }, "host")
+    local p = ffi.cast("int32_t *", ih.cd.data)
+    for r = 0, n - 1 do for c = 0, nsc - 1 do p[r * nsc + c] = c end end
+    if ih ~= iota then iota:copy_from(ih) end
+    iota_cache[iota.base] = n * nsc
+  end
+  local spos = self:buf("sparse_pos", "i32", { n, nsc })
+  select.remap(ctx, iota, G.sparse_ids, G.row_ks, sbk, spos)
+  if keep then
+    keep.put("dense_logits", host(G.src_logits, "src_logits"), r0, n, maxlen)
+    keep.put("cand_blocks", cand_h, r0, n)
+    keep.put("sparse_ids", host(G.sparse_ids, "sparse_ids"), r0, n)
+    keep.put("end", end_h, r0, n)
+    keep.put("source_topk_pos", host(G.src_topk, "src_topk"), r0, n)
+  end
+  local D = self:buf("cmp_dense", "f32", { n, maxlen })
+  local Db = self:buf("cmp_dense_bf16", "bf16", { n, maxlen })
+  local dtop = self:buf("cmp_dense_topk", "i32", { n, k })
+  local mtop = self:buf("cmp_masked_topk", "i32", { n, k })
+  local btop = self:buf("cmp_masked_bf16_topk", "i32", { n, k })
+  local dvals = self:buf("cmp_dense_vals", "f32", { n, k })
+  local gath = self:buf("cmp_gathered", "bf16", { n, nsc })
+  local counts = self:buf("st_counts", "i32", { n }, "host")
+  local valid = self:buf("st_valid", "i32", { n }, "host")
+  local mass = self:buf("st_mass", "f32", { n }, "host")
+  local mism = self:buf("st_mism", "i32", { n }, "host")
+  local cp = ffi.cast("int32_t *", counts.cd.data)
+  local vp = ffi.cast("int32_t *", valid.cd.data)
+  local mp = ffi.cast("float *", mass.cd.data)
+  local active_len = T * cbs
+  for l, ly in ipairs(G.layers) do
+    local qk = ly.qk
+    local function dense(out, w, reduction)
+      if G.decode then
+        logits.dense_paged(ctx, qk, w, G.row_ke, G.block_table, { reduction = reduction, out = out, max_len = maxlen })
+      else
+        logits.dense(ctx, qk, w, G.row_ks, G.row_ke, { layout = "compressed", clean = true, reduction = reduction, out = out, max_len = maxlen })
+      end
+    end
+    dense(D, ly.w_dense, "fp32")
+    select.topk(ctx, D, nil, G.lens, k, false, dtop)
+    C.ixl_clear_error(ctx.cd)
+    check(ctx.cd, C.ixl_gather_cols(ctx.cd, D.cd, dtop.cd, dvals.cd))
+    select.mask_candidates(ctx, D, G.lens, G.cand, cbs)
+    select.topk(ctx, D, nil, G.lens, k, false, mtop)
+    dense(Db, ly.w_sparse, "bf16")
+    check(ctx.cd, C.ixl_gather_cols(ctx.cd, Db.cd, spos.cd, gath.cd))
+    select.mask_candidates(ctx, Db, G.lens, G.cand, cbs)
+    select.topk(ctx, Db, nil, G.lens, k, false, btop)
+    local pos_h, dtop_h, mtop_h, btop_h = host(ly.pos, "pos"), host(dtop, "dtop"), host(mtop, "mtop"), host(btop, "btop")
+    local S_h, gath_h, dvals_h = host(ly.S, "S"), host(gath, "gath"), host(dvals, "dvals")
+    local la = acc.layer(l)
+    local sxy, ssq = ffi.new("double[1]"), ffi.new("double[1]")
+    check(ctx.cd, C.ixl_rows_bf16_compare(ctx.cd, S_h.cd, gath_h.cd, end_h.cd, mism.cd, sxy, ssq))
+    local mmp = ffi.cast("int32_t *", mism.cd.data)
+    for r = 0, n - 1 do la.mismatches = la.mismatches + mmp[r] end
+    la.sum_xy, la.sum_sq = la.sum_xy + sxy[0], la.sum_sq + ssq[0]
+    local function per_row(a, b)
+      check(ctx.cd, C.ixl_rows_overlap(ctx.cd, a.cd, b.cd, counts.cd, valid.cd))
+      local out = {}
+      for r = 0, n - 1 do out[r + 1] = vp[r] > 0 and cp[r] / vp[r] or nil end
+      return out
+    end
+    local recall = per_row(dtop_h, pos_h)
+    local agree = per_row(pos_h, btop_h)
+    local agree32 = per_row(pos_h, mtop_h)
+    check(ctx.cd, C.ixl_rows_in_candidates(ctx.cd, dtop_h.cd, cand_h.cd, cbs, counts.cd))
+    check(ctx.cd, C.ixl_rows_overlap(ctx.cd, dtop_h.cd, dtop_h.cd, valid.cd, nil))
+    local cover = {}
+    for r = 0, n - 1 do cover[r + 1] = vp[r] > 0 and cp[r] / vp[r] or nil end
+    check(ctx.cd, C.ixl_rows_mass_recall(ctx.cd, dtop_h.cd, dvals_h.cd, pos_h.cd, mass.cd))
+    for r = 0, n - 1 do
+      local len = sz.lens[r0 + r + 1]
+      local m = mp[r]
+      la.rows[#la.rows + 1] = {
+        len = len, active = len > active_len, recall_at_k = recall[r + 1], selection_agreement = agree[r + 1],
+        fp32_selection_agreement = agree32[r + 1], candidate_coverage = cover[r + 1],
+        mass_recall = m == m and m or nil,
+      }
+    end
+    if keep then
+      keep.put_layer("sparse_logits", l, S_h, r0, n)
+      keep.put_layer("topk_pos", l, pos_h, r0, n)
+      keep.put_layer("masked_topk_pos", l, mtop_h, r0, n)
+      keep.put_layer("dense_topk_pos", l, dtop_h, r0, n)
+    end
+  end
+end
+
+-- The metric accumulator over the rows of one or more steps.
+local QUALITY = { "recall_at_k", "mass_recall", "candidate_coverage", "selection_agreement", "fp32_selection_agreement" }
+M.QUALITY = QUALITY
+
+local function new_acc()
+  local acc = { layers = {} }
+  function acc.layer(l)
+    local la = acc.layers[l]
+    if not la then
+      la = { rows = {}, mismatches = 0, sum_xy = 0, sum_sq = 0, time = {} }
+      acc.layers[l] = la
+    end
+    return la
+  end
+  return acc
+end
+
+local function mean_over(rows, name, pred)
+  local s, n = 0, 0
+  for _, r in ipairs(rows) do
+    if pred(r) and r[name] ~= nil then s = s + r[name]; n = n + 1 end
+  end
+  if n == 0 then return nil end
+  return s / n
+end
+
+local function layer_metrics(la)
+  local m = {}
+  local active = 0
+  for _, r in ipairs(la.rows) do if r.active then active = active + 1 end end
+  m.active_rows = active
+  for _, q in ipairs(QUALITY) do
+    m[q] = active > 0 and mean_over(la.rows, q, function(r) return r.active end) or nil
+  end
+  m.logit_mismatches = la.mismatches
+  m.logit_diff = la.sum_sq > 0 and 1 - 2 * la.sum_xy / la.sum_sq or 0
+  for k2, v in pairs(la.time) do m[k2] = v end
+  return m
+end
+
+local function by_length(acc)
+  local buckets = {}
+  for l, la in ipairs(acc.layers) do
+    for _, r in ipairs(la.rows) do
+      local b = 1
+      while b * 2 <= math.max(r.len, 1) do b = b * 2 end
+      buckets[b] = buckets[b] or { bucket = b, rows = 0, active_rows = 0, list = {} }
+      local bk = buckets[b]
+      if l == 1 then
+        bk.rows = bk.rows + 1
+        if r.active then bk.active_rows = bk.active_rows + 1 end
+      end
+      bk.list[#bk.list + 1] = r
+    end
+  end
+  local out = {}
+  for _, bk in pairs(buckets) do
+    local e = { bucket = bk.bucket, rows = bk.rows, active_rows = bk.active_rows, active = bk.active_rows > 0 }
+    for _, q in ipairs(QUALITY) do
+      e[q] = bk.active_rows > 0 and mean_over(bk.list, q, function(r) return r.active end) or nil
+    end
+    out[#out + 1] = e
+  end
+  table.sort(out, function(a, b) return a.bucket < b.bucket end)
+  return out
+end
+
+local function median(list)
+  if #list == 0 then return 0 end
+  local c = {}
+  for i, v in ipairs(list) do c[i] = v end
+  table.sort(c)
+  local m = math.floor((#c + 1) / 2)
+  if #c % 2 == 1 then return c[m] end
+  return (c[m] + c[m + 1]) / 2
+end
+
+-- Runs one step. opts: { acc = accumulator (metrics), keep = output collector (replay),
+-- timing = { warmup = 0, iters = 1 } }. Returns the step's timings and sizes.
+function Pipeline:step(inputs, opts)
+  opts = opts or {}
+  local ctx, cfg = self.ctx, self.cfg
+  local sz = check_inputs(cfg, inputs)
+  local st = self:prepare(inputs, sz)
+  if not self.builder then
+    self.builder = Builder(ctx, cfg)
+  end
+  local batch = make_batch(cfg, inputs, sz, st.block_table)
+  local step = self.builder:build(batch)
+  local groups = groups_of(step)
+  local timing = opts.timing or {}
+  local warmup, iters = timing.warmup or 0, math.max(timing.iters or 1, 1)
+  local stage_runs = {}
+  local Gs
+  local peak_logits = 0
+  for it = 1, warmup + iters do
+    local tsum = { layers = {} }
+    Gs = {}
+    for gi, g in ipairs(groups) do
+      local timers = {}
+      local G = self:production(g, gi, st, inputs, sz, timers)
+      local t = read_timers(ctx, timers)
+      for k2, v in pairs(t) do
+        if k2 ~= "layers" then tsum[k2] = (tsum[k2] or 0) + v end
+      end
+      for l, lt in pairs(t.layers) do
+        tsum.layers[l] = tsum.layers[l] or {}
+        for k2, v in pairs(lt) do tsum.layers[l][k2] = (tsum.layers[l][k2] or 0) + v end
+      end
+      Gs[gi] = G
+      peak_logits = math.max(peak_logits, G.n * G.maxlen * 4)
+    end
+    if it > warmup then stage_runs[#stage_runs + 1] = tsum end
+  end
+  -- medians over the timed iterations
+  local times = { layers = {} }
+  local function med(get)
+    local l2 = {}
+    for _, r in ipairs(stage_runs) do l2[#l2 + 1] = get(r) or 0 end
+    return median(l2)
+  end
+  for _, name in ipairs({ "dense_logits", "candidate_select", "source_topk", "expand", "total" }) do
+    times[name] = med(function(r) return r[name] end)
+  end
+  for l = 1, sz.L do
+    times.layers[l] = {}
+    for _, name in ipairs({ "sparse_logits", "topk", "remap" }) do
+      times.layers[l][name] = med(function(r) return r.layers[l] and r.layers[l][name] end)
+    end
+  end
+  if opts.acc then
+    for gi, G in ipairs(Gs) do self:compare(G, st, sz, opts.acc, opts.keep) end
+    for l = 1, sz.L do
+      local la = opts.acc.layer(l)
+      for _, name in ipairs({ "sparse_logits", "topk", "remap" }) do
+        local key = "time_" .. name .. "_us"
+        la.time[key] = (la.time[key] or 0) + times.layers[l][name]
+      end
+    end
+    opts.acc.steps = (opts.acc.steps or 0) + 1
+    for _, name in ipairs({ "dense_logits", "candidate_select", "expand", "total" }) do
+      opts.acc["time_" .. name] = (opts.acc["time_" .. name] or 0) + times[name]
+    end
+    opts.acc.num_chunks = (opts.acc.num_chunks or 0) + #(step.chunks or {})
+    opts.acc.logits_bytes = math.max(opts.acc.logits_bytes or 0, peak_logits)
+  end
+  return { times = times, sz = sz, num_chunks = #(step.chunks or {}), logits_bytes = peak_logits }
+end
+
+M.new_acc = new_acc
+
+-- Turns an accumulator into a result row (SPEC 6): per-layer metrics, their mean over layers
+-- at the top level, and the step-level timings.
+function M.summarize(acc, info, by)
+  local row = { per_layer = {} }
+  local L = #acc.layers
+  for l = 1, L do row.per_layer[l] = layer_metrics(acc.layers[l]) end
+  local keys = { "recall_at_k", "mass_recall", "candidate_coverage", "selection_agreement", "fp32_selection_agreement",
+    "logit_diff", "time_sparse_logits_us", "time_topk_us", "time_remap_us" }
+  for _, key in ipairs(keys) do
+    local s, n = 0, 0
+    for l = 1, L do
+      local v = row.per_layer[l][key]
+      if v ~= nil then s = s + v; n = n + 1 end
+    end
+    row[key] = n > 0 and s / n or nil
+  end
+  local mism = 0
+  for l = 1, L do mism = mism + row.per_layer[l].logit_mismatches end
+  row.logit_mismatches = mism
+  row.active_rows = L > 0 and row.per_layer[1].active_rows or 0
+  local steps = math.max(acc.steps or 1, 1)
+  row.time_dense_logits_us = (acc.time_dense_logits or 0) / steps
+  row.time_candidate_select_us = (acc.time_candidate_select or 0) / steps
+  row.time_expand_us = (acc.time_expand or 0) / steps
+  row.time_step_us = (acc.time_total or 0) / steps
+  row.num_chunks = acc.num_chunks or 0
+  row.logits_bytes = acc.logits_bytes or 0
+  row.scratch_bytes = info and info.derived and info.derived.scratch_bytes or (info and info.scratch_bytes) or 0
+  row.steps = acc.steps or 0
+  if by == "length" then row.by_length = by_length(acc) end
+  return row
+end
+
+-- measure(ctx, point) -> row: generates (or loads) the point's workload, runs its step(s),
+-- and summarises. See the contract in docs/experiments.md.
+function M.measure(ctx, point)
+  if type(point) ~= "table" then arg_error("measure: point must be a table") end
+  local cfg = config.describe(point.config or {}, 2).config
+  local wl = point.workload or {}
+  local steps
+  if wl.kind == "replay" then
+    local replay = require("idxlab.replay")
+    steps = replay.load_workload(ctx, wl, cfg)
+  else
+    local workload = require("idxlab.workload")
+    steps = { workload.generate(ctx, wl, cfg, point.seed or 0) }
+  end
+  local p = M.new(ctx, cfg)
+  local acc = new_acc()
+  local ok, err = pcall(function()
+    for _, inputs in ipairs(steps) do
+      p:step(inputs, { acc = acc, timing = point.timing })
+    end
+  end)
+  local info = p.builder and p.builder:info() or nil
+  p:free()
+  for _, inputs in ipairs(steps) do
+    for _, t in pairs(inputs) do
+      if Tensor.is_tensor(t) then t:free() end
+    end
+  end
+  if not ok then error(err, 0) end
+  return M.summarize(acc, info, point.by)
+end
+
+return M

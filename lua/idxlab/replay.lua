@@ -1,0 +1,351 @@
+-- idxlab.replay: real tensors in, every result out (SPEC 7). Reads one or more steps of
+-- indexer inputs from safetensors files (a file, several files, or a folder), runs each step
+-- through the pipeline, and writes every output under SPEC 7's names.
+--
+-- Accepted input tensors per step (prefix "step<i>/" when a file holds several steps):
+--   q [R,H,D] F32|BF16|F16 (or q_codes U8 [R,H,VB] + q_scales I32|F32 [R,H], pre-quantized)
+--   weights [R,H] F32
+--   k [N,D] F32|BF16|F16 (or k_codes U8 [N,VB] + k_scales I32|F32 [N], pre-quantized)
+--   q_consumer [L,R,H,D] (same dtype as q) (or q_consumer_codes [L,R,H,VB] + q_consumer_scales [L,R,H])
+--   weights_consumer [L,R,H] F32
+--   ks, ke [R] I32 (ragged rows)  or  context_lens, row_start [R] I32 (decode rows, paged here)
+local core = require("idxlab.core")
+local config = require("idxlab.config")
+local st = require("idxlab.safetensors")
+local Tensor = require("idxlab.tensor")
+local json = require("idxlab.json")
+local ffi = core.ffi
+
+local M = {}
+
+local function fail(msg, level) error("idxlab: " .. msg, (level or 1) + 1) end
+
+local INPUTS = {
+  q = true, weights = true, k = true, q_consumer = true, weights_consumer = true,
+  ks = true, ke = true, context_lens = true, row_start = true,
+  q_codes = true, q_scales = true, k_codes = true, k_scales = true,
+  q_consumer_codes = true, q_consumer_scales = true,
+}
+M.INPUT_NAMES = INPUTS
+
+local function list_dir(path)
+  local p = io.popen(("ls -1 %q 2>/dev/null"):format(path))
+  local out = {}
+  for line in p:lines() do
+    if line:match("%.safetensors$") then out[#out + 1] = path .. "/" .. line end
+  end
+  p:close()
+  table.sort(out)
+  return out
+end
+
+local function is_dir(path)
+  local ok = os.execute(("test -d %q"):format(path))
+  return ok == true or ok == 0
+end
+
+-- Groups a file's tensors into steps: {[0] = {name = entry}, ...}.
+local function split_steps(file, path)
+  local steps, prefixed, plain = {}, false, false
+  for _, name in ipairs(file.names) do
+    local i, rest = name:match("^step(%d+)/(.+)$")
+    local idx, base
+    if i then
+      prefixed = true
+      idx, base = tonumber(i), rest
+    else
+      plain = true
+      idx, base = 0, name
+    end
+    if not INPUTS[base] then
+      fail(("%s: unknown tensor %q (inputs are q, weights, k, q_consumer, weights_consumer, ks/ke or context_lens/row_start, and the pre-quantized q_codes/q_scales/k_codes/k_scales/q_consumer_codes/q_consumer_scales)"):format(path, name), 3)
+    end
+    steps[idx] = steps[idx] or {}
+    steps[idx][base] = file.tensors[name]
+  end
+  if prefixed and plain then fail(("%s: mixes step<i>/ names with unprefixed names"):format(path), 3) end
+  local n = 0
+  while steps[n] do n = n + 1 end
+  for k in pairs(steps) do
+    if k >= n then fail(("%s: step%d/ present but step%d/ missing: steps count from 0 without gaps"):format(path, k, n), 3) end
+  end
+  return steps, n
+end
+
+local function shape_str(s) return "[" .. table.concat(s, ", ") .. "]" end
+
+local function expect(path, name, e, dtypes, rank)
+  if not e then fail(("%s: tensor %s is missing"):format(path, name), 4) end
+  local okd = false
+  for _, d in ipairs(dtypes) do if e.dtype == d then okd = true end end
+  if not okd then
+    fail(("%s: tensor %s has dtype %s, expected %s"):format(path, name, e.dtype, table.concat(dtypes, " or ")), 4)
+  end
+  if #e.shape ~= rank then
+    fail(("%s: tensor %s has shape %s: expected %d dims"):format(path, name, shape_str(e.shape), rank), 4)
+  end
+end
+
+local function expect_dim(path, name, e, dim, want, what)
+  if e.shape[dim] ~= want then
+    fail(("%s: tensor %s has shape %s: dimension %d is %d, expected %d (%s)"):format(path, name, shape_str(e.shape), dim, e.shape[dim], want, what), 4)
+  end
+end
+
+local dtype_map = { F32 = "f32", BF16 = "bf16", F16 = "f16", I32 = "i32", U8 = "u8", F8_E4M3 = "e4m3", E4M3 = "e4m3" }
+
+local function to_tensor(ctx, e)
+  local dt = dtype_map[e.dtype] or e.dtype
+  local t = Tensor.new(ctx, dt, e.shape, "host", 3)
+  if e.nbytes > 0 then ffi.copy(t.cd.data, e.data, e.nbytes) end
+  if ctx:device_kind() == "device" then
+    local d = t:to("device")
+    t:free()
+    return d
+  end
+  return t
+end
+
+-- Validates one step's entries against the config and turns them into pipeline inputs.
+local function step_inputs(ctx, ents, cfg, path)
+  local H, D = cfg.heads, cfg.head_dim
+  local vb = cfg.kv_format == "mxfp4" and 64 or 128
+  local floats = { "F32", "BF16", "F16" }
+  local R, N, L
+  local pre_q, pre_k = ents.q_codes ~= nil, ents.k_codes ~= nil
+  if pre_q then
+    if ents.q then fail(("%s: give q or q_codes/q_scales, not both"):format(path), 3) end
+    expect(path, "q_codes", ents.q_codes, { "U8" }, 3)
+    R = ents.q_codes.shape[1]
+    expect_dim(path, "q_codes", ents.q_codes, 2, H, "heads")
+    expect_dim(path, "q_codes", ents.q_codes, 3, vb, "value bytes of " .. cfg.kv_format)
+    expect(path, "q_scales", ents.q_scales, { cfg.kv_format == "fp8" and "F32" or "I32" }, 2)
+    expect_dim(path, "q_scales", ents.q_scales, 1, R, "rows")
+    expect_dim(path, "q_scales", ents.q_scales, 2, H, "heads")
+  else
+    expect(path, "q", ents.q, floats, 3)
+    R = ents.q.shape[1]
+    expect_dim(path, "q", ents.q, 2, H, "heads")
+    expect_dim(path, "q", ents.q, 3, D, "head_dim")
+  end
+  if pre_k then
+    if ents.k then fail(("%s: give k or k_codes/k_scales, not both"):format(path), 3) end
+    expect(path, "k_codes", ents.k_codes, { "U8" }, 2)
+    N = ents.k_codes.shape[1]
+    expect_dim(path, "k_codes", ents.k_codes, 2, vb, "value bytes of " .. cfg.kv_format)
+    expect(path, "k_scales", ents.k_scales, { cfg.kv_format == "fp8" and "F32" or "I32" }, 1)
+    expect_dim(path, "k_scales", ents.k_scales, 1, N, "positions")
+  else
+    expect(path, "k", ents.k, floats, 2)
+    N = ents.k.shape[1]
+    expect_dim(path, "k", ents.k, 2, D, "head_dim")
+  end
+  expect(path, "weights", ents.weights, { "F32" }, 2)
+  expect_dim(path, "weights", ents.weights, 1, R, "rows of q")
+  expect_dim(path, "weights", ents.weights, 2, H, "heads")
+  if pre_q then
+    expect(path, "q_consumer_codes", ents.q_consumer_codes, { "U8" }, 4)
+    L = ents.q_consumer_codes.shape[1]
+    expect_dim(path, "q_consumer_codes", ents.q_consumer_codes, 2, R, "rows of q")
+    expect_dim(path, "q_consumer_codes", ents.q_consumer_codes, 3, H, "heads")
+    expect_dim(path, "q_consumer_codes", ents.q_consumer_codes, 4, vb, "value bytes")
+    expect(path, "q_consumer_scales", ents.q_consumer_scales, { cfg.kv_format == "fp8" and "F32" or "I32" }, 3)
+  else
+    expect(path, "q_consumer", ents.q_consumer, { ents.q.dtype }, 4)
+    L = ents.q_consumer.shape[1]
+    expect_dim(path, "q_consumer", ents.q_consumer, 2, R, "rows of q")
+    expect_dim(path, "q_consumer", ents.q_consumer, 3, H, "heads")
+    expect_dim(path, "q_consumer", ents.q_consumer, 4, D, "head_dim")
+  end
+  if L < 1 then fail(("%s: q_consumer has L = 0 layers: need at least 1"):format(path), 3) end
+  expect(path, "weights_consumer", ents.weights_consumer, { "F32" }, 3)
+  expect_dim(path, "weights_consumer", ents.weights_consumer, 1, L, "consumer layers")
+  expect_dim(path, "weights_consumer", ents.weights_consumer, 2, R, "rows of q")
+  expect_dim(path, "weights_consumer", ents.weights_consumer, 3, H, "heads")
+  local ragged = ents.ks ~= nil or ents.ke ~= nil
+  local decode = ents.context_lens ~= nil or ents.row_start ~= nil
+  if ragged == decode then
+    fail(("%s: give the row ranges as ks/ke (ragged) or as context_lens/row_start (decode), exactly one form"):format(path), 3)
+  end
+  local names = ragged and { "ks", "ke" } or { "context_lens", "row_start" }
+  for _, nm in ipairs(names) do
+    expect(path, nm, ents[nm], { "I32" }, 1)
+    expect_dim(path, nm, ents[nm], 1, R, "rows of q")
+  end
+  local inputs = { n_decode = decode and R or 0, n_prefill = ragged and R or 0 }
+  local maxlen = 0
+  local a = ffi.cast("const int32_t *", ents[names[1]].data)
+  local b = ffi.cast("const int32_t *", ents[names[2]].data)
+  for r = 0, R - 1 do
+    local lo, len
+    if ragged then lo, len = a[r], b[r] - a[r] else lo, len = b[r], a[r] end
+    if lo < 0 or len < 0 or lo + len > N then
+      fail(("%s: row %d sees k[%d : %d], outside k's %d rows (or negative)"):format(path, r, lo, lo + len, N), 3)
+    end
+    maxlen = math.max(maxlen, len)
+  end
+  for nm, e in pairs(ents) do inputs[nm] = to_tensor(ctx, e) end
+  return inputs, { R = R, N = N, L = L, maxlen = maxlen }
+end
+
+-- Opens every step of a workload {files = {...}} or {file = path} or {dir = path}.
+-- Returns a list of {file = parsed, steps = {entries...}, path = path}.
+function M.open(spec)
+  local paths = {}
+  if type(spec) == "string" then spec = { files = { spec } } end
+  if spec.file then paths[#paths + 1] = spec.file end
+  for _, f in ipairs(spec.files or {}) do paths[#paths + 1] = f end
+  if spec.dir then for _, f in ipairs(list_dir(spec.dir)) do paths[#paths + 1] = f end end
+  local expanded = {}
+  for _, p in ipairs(paths) do
+    if is_dir(p) then
+      local l = list_dir(p)
+      if #l == 0 then fail(("%s: a folder with no .safetensors files"):format(p), 2) end
+      for _, f in ipairs(l) do expanded[#expanded + 1] = f end
+    else
+      expanded[#expanded + 1] = p
+    end
+  end
+  if #expanded == 0 then fail("replay workload: no files given (files = {...}, file = ..., or dir = ...)", 2) end
+  local out = {}
+  for _, p in ipairs(expanded) do
+    local f = st.read(p)
+    local steps, n = split_steps(f, p)
+    for i = 0, n - 1 do out[#out + 1] = { path = p, file = f, ents = steps[i], index = i, prefixed = n > 1 or f.names[1]:match("^step%d+/") ~= nil } end
+  end
+  return out
+end
+
+-- The config a replay needs: sized from the files (max_rows, max_model_len).
+function M.size_config(opened, base)
+  local cfg = {}
+  for k, v in pairs(base or {}) do cfg[k] = v end
+  local rows, len = 1, 1
+  for _, s in ipairs(opened) do
+    local e = s.ents.q or s.ents.q_codes
+    if e then rows = math.max(rows, e.shape[1]) end
+    local a = s.ents.ks and s.ents.ks or s.ents.context_lens
+    local b = s.ents.ke
+    if a then
+      local pa = ffi.cast("const int32_t *", a.data)
+      local pb = b and ffi.cast("const int32_t *", b.data)
+      for r = 0, a.shape[1] - 1 do
+        local l = pb and (pb[r] - pa[r]) or pa[r]
+        if l > len then len = l end
+      end
+    end
+  end
+  cfg.max_rows = cfg.max_rows or rows
+  if cfg.max_rows < rows then cfg.max_rows = rows end
+  local ratio = cfg.compress_ratio or 1
+  cfg.max_model_len = cfg.max_model_len or len * ratio
+  if cfg.max_model_len < len * ratio then cfg.max_model_len = len * ratio end
+  return cfg
+end
+
+-- For pipeline.measure: every step of a replay workload, as pipeline inputs.
+function M.load_workload(ctx, wl, cfg)
+  local opened = M.open(wl)
+  local out = {}
+  for _, s in ipairs(opened) do
+    local inputs = step_inputs(ctx, s.ents, cfg, s.path)
+    out[#out + 1] = inputs
+  end
+  return out
+end
+
+-- Output collector for one step: host tensors in SPEC 7's layouts.
+local function collector(ctx, cfg, sz)
+  local R, L = sz.R, sz.L
+  local T, k = cfg.candidate_topk_blocks, cfg.index_topk
+  local nsb = T * cfg.candidate_block_size / cfg.sparse_block_kv
+  local nsc = T * cfg.candidate_block_size
+  local nmax = math.max(sz.maxlen, 1)
+  local outs = {
+    dense_logits = Tensor.new(ctx, "f32", { R, nmax }, "host", 3),
+    cand_blocks = Tensor.new(ctx, "i32", { R, T }, "host", 3),
+    sparse_ids = Tensor.new(ctx, "i32", { R, nsb }, "host", 3),
+    ["end"] = Tensor.new(ctx, "i32", { R }, "host", 3),
+    sparse_logits = Tensor.new(ctx, "bf16", { L, R, nsc }, "host", 3),
+    topk_pos = Tensor.new(ctx, "i32", { L, R, k }, "host", 3),
+    masked_topk_pos = Tensor.new(ctx, "i32", { L, R, k }, "host", 3),
+    dense_topk_pos = Tensor.new(ctx, "i32", { L, R, k }, "host", 3),
+    source_topk_pos = Tensor.new(ctx, "i32", { R, k }, "host", 3),
+  }
+  -- -inf everywhere in dense_logits first (bf16/f32 0xff.. patterns differ: fill by value)
+  local dl = ffi.cast("float *", outs.dense_logits.cd.data)
+  for i = 0, R * nmax - 1 do dl[i] = -math.huge end
+  local c = { outs = outs, nmax = nmax }
+  local function elem(t) return ffi.sizeof(t:dtype() == "bf16" and "uint16_t" or "int32_t") end
+  function c.put(name, t, r0, n, width)
+    local o = outs[name]
+    if name == "dense_logits" then
+      local src = ffi.cast("const float *", t.cd.data)
+      for r = 0, n - 1 do
+        ffi.copy(dl + (r0 + r) * nmax, src + r * width, width * 4)
+      end
+      return
+    end
+    local s = o:shape()
+    local inner = 1
+    for i = 2, #s do inner = inner * s[i] end
+    ffi.copy(ffi.cast("uint8_t *", o.cd.data) + r0 * inner * elem(o), t.cd.data, n * inner * elem(o))
+  end
+  function c.put_layer(name, l, t, r0, n)
+    local o = outs[name]
+    local s = o:shape()
+    local inner = s[3]
+    local off = ((l - 1) * s[2] + r0) * inner * elem(o)
+    ffi.copy(ffi.cast("uint8_t *", o.cd.data) + off, t.cd.data, n * inner * elem(o))
+  end
+  return c
+end
+
+M.OUTPUT_ORDER = { "dense_logits", "cand_blocks", "sparse_ids", "end", "sparse_logits", "topk_pos",
+  "masked_topk_pos", "dense_topk_pos", "source_topk_pos" }
+
+-- replay.run(in_path(s), out_path, cfg_overrides, opts) -> summary rows per step.
+-- opts: { backend = "cpu"|"cuda"|"auto", seed = n, quiet = bool }.
+function M.run(inp, out_path, overrides, opts)
+  opts = opts or {}
+  if type(out_path) ~= "string" then fail("replay: output path must be a string", 2) end
+  local pipeline = require("idxlab.pipeline")
+  local Context = require("idxlab.context")
+  local opened = M.open(type(inp) == "table" and inp or { files = { inp } })
+  local cfg = config.describe(M.size_config(opened, overrides), 2).config
+  local ctx = opts.ctx or Context.new({ backend = opts.backend or "auto", seed = opts.seed or 0 }, 2)
+  local p = pipeline.new(ctx, cfg)
+  local entries = {}
+  local multi = #opened > 1 or opened[1].prefixed
+  local summaries = {}
+  local ok, err = pcall(function()
+    for si, s in ipairs(opened) do
+      local inputs, sz = step_inputs(ctx, s.ents, cfg, s.path)
+      local keep = collector(ctx, cfg, sz)
+      local acc = pipeline.new_acc()
+      p:step(inputs, { acc = acc, keep = keep })
+      summaries[si] = pipeline.summarize(acc, p.builder:info())
+      local prefix = multi and ("step%d/"):format(si - 1) or ""
+      for _, name in ipairs(M.OUTPUT_ORDER) do
+        entries[#entries + 1] = { name = prefix .. name, tensor = keep.outs[name] }
+      end
+      for _, t in pairs(inputs) do if Tensor.is_tensor(t) then t:free() end end
+    end
+  end)
+  p:free()
+  if not ok then
+    for _, e in ipairs(entries) do e.tensor:free() end
+    error(err, 0)
+  end
+  local meta = { config = json.encode(cfg, config.field_names()), idxlab_version = require("idxlab").version,
+    backend = ctx:backend(), device = ctx:device_name() }
+  local list = {}
+  for _, e in ipairs(entries) do
+    list[#list + 1] = { name = e.name, tensor = e.tensor }
+  end
+  st.write(out_path, list, meta)
+  for _, e in ipairs(entries) do e.tensor:free() end
+  return summaries, ctx
+end
+
+return M

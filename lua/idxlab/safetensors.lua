@@ -1,0 +1,282 @@
+-- idxlab.safetensors: safetensors files from Lua, through the C reader and writer.
+--
+--   local f = st.read("in.safetensors")
+--   f.names                 -- tensor names in header order
+--   f.tensors.q             -- {dtype = "F32", shape = {R, H, D}, data = const float *, nbytes = n}
+--   f.metadata.config       -- __metadata__ strings
+--   local q = f:load(ctx, "q", {dtypes = {"F32", "BF16"}, shape = {nil, 32, 128},
+--                              dims = {"rows", "heads", "head_dim"}})   -- an idxlab Tensor
+--   f:close()
+--   st.write("out.safetensors", {{name = "x", tensor = t}, {name = "y", dtype = "I32",
+--            shape = {3}, data = ptr_or_string}}, {config = "..."})
+--
+-- dtype names are the file's ("F32", "F16", "BF16", "I32", "U8", "F8_E4M3"); write also takes
+-- idxlab's ("f32", "e4m3", ...). The data pointers stay valid while the file object lives
+-- (every entry holds it) and until f:close().
+local core = require("idxlab.core")
+local Tensor = require("idxlab.tensor")
+local Context = require("idxlab.context")
+local ffi, C, check = core.ffi, core.C, core.check
+
+local M = {}
+
+local function fail(msg, level) error("idxlab: " .. msg, level + 1) end
+
+-- safetensors name <-> idxlab dtype enum
+local ST_OF = { [0] = "F32", [1] = "F16", [2] = "BF16", [3] = "F8_E4M3", [5] = "I32", [6] = "U8" }
+local IXL_OF = { F32 = 0, F16 = 1, BF16 = 2, F8_E4M3 = 3, I32 = 5, U8 = 6 }
+local LOWER = { F32 = "f32", F16 = "f16", BF16 = "bf16", F8_E4M3 = "e4m3", I32 = "i32", U8 = "u8" }
+M.dtypes = LOWER
+
+local ptr_type = {
+  F32 = ffi.typeof("const float *"), F16 = ffi.typeof("const uint16_t *"),
+  BF16 = ffi.typeof("const uint16_t *"), F8_E4M3 = ffi.typeof("const uint8_t *"),
+  I32 = ffi.typeof("const int32_t *"), U8 = ffi.typeof("const uint8_t *"),
+}
+local file_out = ffi.typeof("ixl_st_file *[1]")
+local i64arr = ffi.typeof("int64_t[?]")
+
+-- "F32" or "f32" (or "e4m3") -> the safetensors name, or nil.
+local function st_name(dt)
+  if type(dt) ~= "string" then return nil end
+  if IXL_OF[dt] then return dt end
+  for st, low in pairs(LOWER) do
+    if low == dt then return st end
+  end
+  return nil
+end
+M.st_name = st_name
+
+-- A private CPU context for callers that give none (it only carries error messages and
+-- allocation counts).
+local default_ctx
+local function ctx_or_default(ctx, level)
+  if ctx == nil then
+    default_ctx = default_ctx or Context.new({ backend = "cpu" }, level + 1)
+    return default_ctx
+  end
+  if getmetatable(ctx) ~= Context or ctx.cd == nil then
+    fail("safetensors: ctx must be an idxlab context", level + 1)
+  end
+  return ctx
+end
+
+local function shape_str(s) return "[" .. table.concat(s, ", ") .. "]" end
+
+local File = {}
+File.__index = File
+
+local function wrap(ctx, handle, path)
+  local f = setmetatable({ path = path, tensors = {}, names = {}, metadata = {}, ctx = ctx,
+    _handle = ffi.gc(handle, C.ixl_st_close) }, File)
+  local e = ffi.new("ixl_st_entry")
+  for i = 0, C.ixl_st_count(handle) - 1 do
+    check(ctx.cd, C.ixl_st_entry_at(handle, i, e), 3)
+    local name = ffi.string(e.name)
+    local shape = {}
+    for d = 0, e.ndim - 1 do shape[d + 1] = tonumber(e.shape[d]) end
+    local dt = ST_OF[e.dtype]
+    f.names[#f.names + 1] = name
+    f.tensors[name] = {
+      name = name, dtype = dt, ixl_dtype = LOWER[dt], shape = shape, nbytes = tonumber(e.nbytes),
+      data = ffi.cast(ptr_type[dt], C.ixl_st_data(handle, i)),
+      _handle = f._handle, -- keeps the file's memory alive as long as the entry is reachable
+    }
+  end
+  for i = 0, C.ixl_st_metadata_count(handle) - 1 do
+    local k = C.ixl_st_metadata_key(handle, i)
+    f.metadata[ffi.string(k)] = ffi.string(C.ixl_st_metadata(handle, k))
+  end
+  return f
+end
+
+-- st.read(path [, ctx]) -> File
+function M.read(path, ctx)
+  if type(path) ~= "string" then fail(("safetensors.read: path = %s: must be a string"):format(tostring(path)), 2) end
+  ctx = ctx_or_default(ctx, 2)
+  local out = file_out()
+  check(ctx.cd, C.ixl_st_open(ctx.cd, path, out), 2)
+  return wrap(ctx, out[0], path)
+end
+
+-- st.parse(bytes [, ctx]) -> File, from a Lua string holding a whole file.
+function M.parse(bytes, ctx)
+  if type(bytes) ~= "string" then fail("safetensors.parse: bytes must be a string", 2) end
+  ctx = ctx_or_default(ctx, 2)
+  local out = file_out()
+  check(ctx.cd, C.ixl_st_parse(ctx.cd, bytes, #bytes, out), 2)
+  return wrap(ctx, out[0], "<bytes>")
+end
+
+-- Releases the file's memory now; its entries' data pointers die with it.
+function File:close()
+  if self._handle ~= nil then
+    local h = self._handle
+    ffi.gc(h, nil)
+    C.ixl_st_close(h)
+    self._handle = nil
+    for _, e in pairs(self.tensors) do e.data = nil; e._handle = nil end
+  end
+end
+
+local function live(self, level)
+  if self._handle == nil then fail(("%s: the safetensors file was closed"):format(self.path), level + 1) end
+end
+
+-- Checks a named entry against expectations; errors name the file, the tensor and the
+-- dimension (1-based, as in the shape lists). opts: dtypes (list), rank, shape (list with nil
+-- or false for any size), dims (names of the dimensions, for messages).
+function File:expect(name, opts, level)
+  level = (level or 1) + 1
+  live(self, level)
+  opts = opts or {}
+  local e = self.tensors[name]
+  if not e then fail(("%s: tensor %s is missing"):format(self.path, name), level) end
+  if opts.dtypes then
+    local ok, want = false, {}
+    for _, d in ipairs(opts.dtypes) do
+      local s = st_name(d)
+      if not s then fail(("safetensors: dtype %s: not one of F32, F16, BF16, I32, U8, F8_E4M3"):format(tostring(d)), level) end
+      want[#want + 1] = s
+      if s == e.dtype then ok = true end
+    end
+    if not ok then
+      fail(("%s: tensor %s has dtype %s, expected %s"):format(self.path, name, e.dtype, table.concat(want, " or ")), level)
+    end
+  end
+  local rank = opts.rank or (opts.shape and #opts.shape)
+  if opts.shape and opts.rank == nil then
+    rank = 0
+    for k in pairs(opts.shape) do if type(k) == "number" and k > rank then rank = k end end
+    if opts.dims and #opts.dims > rank then rank = #opts.dims end
+  end
+  if rank and #e.shape ~= rank then
+    fail(("%s: tensor %s has shape %s: expected %d dims%s"):format(self.path, name, shape_str(e.shape), rank,
+      opts.dims and (" (" .. table.concat(opts.dims, ", ") .. ")") or ""), level)
+  end
+  if opts.shape then
+    for d = 1, #e.shape do
+      local want = opts.shape[d]
+      if want and e.shape[d] ~= want then
+        local what = opts.dims and opts.dims[d] and (" (" .. opts.dims[d] .. ")") or ""
+        fail(("%s: tensor %s has shape %s: dimension %d%s is %d, expected %d"):format(self.path, name,
+          shape_str(e.shape), d, what, e.shape[d], want), level)
+      end
+    end
+  end
+  return e
+end
+
+-- f:load(ctx, name, opts) -> a new Tensor (host, or ctx's device when opts.device = "device")
+-- holding a copy of the named tensor, after f:expect(name, opts).
+function File:load(ctx, name, opts)
+  if getmetatable(ctx) ~= Context then fail("safetensors load: ctx must be an idxlab context", 2) end
+  if type(name) ~= "string" then fail("safetensors load: name must be a string", 2) end
+  local e = self:expect(name, opts, 2)
+  if #e.shape > 4 then
+    fail(("%s: tensor %s has %d dims: idxlab tensors hold at most 4"):format(self.path, name, #e.shape), 2)
+  end
+  local t = Tensor.new(ctx, e.ixl_dtype, e.shape, "host", 3)
+  if e.nbytes > 0 then ffi.copy(t.cd.data, e.data, e.nbytes) end
+  local device = opts and opts.device
+  if device == "device" then
+    local d = t:to("device")
+    t:free()
+    return d
+  end
+  return t
+end
+M.load = function(file, ...) return File.load(file, ...) end
+
+-- The bytes of one list entry for the writer: (ptr, nbytes, dtype enum, shape list, keep).
+-- keep holds anything that must stay alive until the C writer has copied it.
+local function entry_bytes(e, i, level)
+  local name = e.name
+  local where = ("safetensors.write: entry %d (%s)"):format(i, tostring(name))
+  local src = e.tensor or e.data
+  if Tensor.is_tensor(src) then
+    if src.cd == nil then fail(where .. ": the tensor was freed", level + 1) end
+    local t, keep = src, nil
+    if src:device() == "device" then
+      t = src:to("host")
+      keep = t
+    end
+    if C.ixl_tensor_is_contiguous(t.cd) == 0 then fail(where .. ": the tensor must be contiguous", level + 1) end
+    local dt = ST_OF[t.cd.dtype]
+    if not dt then
+      fail(where .. (": dtype %s has no safetensors dtype (write e2m1x2 bytes as u8)"):format(t:dtype()), level + 1)
+    end
+    if e.dtype and st_name(e.dtype) ~= dt then
+      fail(where .. (": dtype = %s, but the tensor is %s"):format(tostring(e.dtype), dt), level + 1)
+    end
+    local shape = e.shape or t:shape()
+    local nb = t:numel() * tonumber(C.ixl_dtype_size(t.cd.dtype))
+    return t.cd.data, nb, IXL_OF[dt], shape, keep
+  end
+  local dt = st_name(e.dtype)
+  if not dt then
+    fail(where .. (": dtype = %s: must be one of F32, F16, BF16, I32, U8, F8_E4M3"):format(tostring(e.dtype)), level + 1)
+  end
+  if type(e.shape) ~= "table" then fail(where .. ": shape must be a list of integers", level + 1) end
+  if type(src) == "string" then
+    return src, #src, IXL_OF[dt], e.shape, src
+  end
+  if type(src) == "cdata" then
+    if type(e.nbytes) ~= "number" then fail(where .. ": nbytes is required with a data pointer", level + 1) end
+    return src, e.nbytes, IXL_OF[dt], e.shape, nil
+  end
+  if src == nil then
+    -- only an empty tensor may come without data
+    return nil, e.nbytes or 0, IXL_OF[dt], e.shape, nil
+  end
+  fail(where .. (": data must be a Tensor, a cdata pointer or a string, got %s"):format(type(src)), level + 1)
+end
+
+-- st.write(path, list, metadata [, ctx]): list of {name, tensor = Tensor} or {name, dtype,
+-- shape, data = pointer|string|Tensor, nbytes}; metadata: string -> string. Written to a
+-- temporary file and renamed into place.
+function M.write(path, list, metadata, ctx)
+  if type(path) ~= "string" then fail(("safetensors.write: path = %s: must be a string"):format(tostring(path)), 2) end
+  if type(list) ~= "table" then fail("safetensors.write: the tensors must be a list", 2) end
+  if metadata ~= nil and type(metadata) ~= "table" then fail("safetensors.write: metadata must be a table of strings", 2) end
+  ctx = ctx_or_default(ctx, 2)
+  local out = file_out()
+  check(ctx.cd, C.ixl_st_writer_new(ctx.cd, out), 2)
+  local w = ffi.gc(out[0], C.ixl_st_close)
+  -- Inside the pcall, level 4 is write's caller (closure, pcall, write, caller).
+  local ok, err = pcall(function()
+    for i, e in ipairs(list) do
+      if type(e) ~= "table" then fail(("safetensors.write: entry %d must be a table"):format(i), 4) end
+      if type(e.name) ~= "string" then fail(("safetensors.write: entry %d: name must be a string"):format(i), 4) end
+      local ptr, nb, dt, shape, keep = entry_bytes(e, i, 4)
+      local n = #shape
+      local shp = i64arr(math.max(n, 1))
+      for d = 1, n do
+        local v = shape[d]
+        if type(v) ~= "number" or v ~= math.floor(v) then
+          fail(("safetensors.write: entry %d (%s): shape[%d] = %s: must be an integer"):format(i, e.name, d, tostring(v)), 4)
+        end
+        shp[d - 1] = v
+      end
+      local st = C.ixl_st_writer_add(w, e.name, dt, n, shp, ptr, nb)
+      if Tensor.is_tensor(keep) then keep:free() end
+      check(ctx.cd, st, 4)
+    end
+    local keys = {}
+    for k in pairs(metadata or {}) do keys[#keys + 1] = k end
+    table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+    for _, k in ipairs(keys) do
+      local v = metadata[k]
+      if type(k) ~= "string" or type(v) ~= "string" then
+        fail(("safetensors.write: metadata %s = %s: keys and values must be strings"):format(tostring(k), tostring(v)), 4)
+      end
+      check(ctx.cd, C.ixl_st_writer_set_metadata(w, k, v), 4)
+    end
+    check(ctx.cd, C.ixl_st_writer_save(w, path), 4)
+  end)
+  ffi.gc(w, nil)
+  C.ixl_st_close(w)
+  if not ok then error(err, 0) end -- already carries the caller's position
+end
+
+return M

@@ -1,0 +1,335 @@
+-- idxlab.workload: the structured synthetic workload (docs/workload.md). It turns an
+-- experiment's `workload` table into a step's inputs: q, weights and k of the source layer
+-- and q/weights of the consumer layers, for a batch of decode and prefill requests, generated
+-- by the C library (seeded; the same bits on the CPU and the GPU).
+--
+--   local workload = require("idxlab.workload")
+--   local inputs = workload.generate(ctx, { decode = { rows = 8, context = 32768 },
+--     prefill = { { query_len = 64, context_len = 32704 } }, consumer_layers = 4,
+--     locality = 2 }, { heads = 32, head_dim = 128 }, 1)
+--   ...
+--   workload.free(inputs)
+--
+-- The inputs table (the contract with idxlab.pipeline): q F32 [R,H,D], weights F32 [R,H],
+-- k F32 [N,D], q_consumer F32 [L,R,H,D], weights_consumer F32 [L,R,H], n_decode, row_start and
+-- context_lens I32 [n_decode], n_prefill, ks and ke I32 [n_prefill], requests (one table per
+-- request: kind, k_start, seq_len, query_len, context_len, first_row) and lengths (each row's
+-- visible length). Rows: decode rows first, then prefill rows, in request order.
+local core = require("idxlab.core")
+local Tensor = require("idxlab.tensor")
+local ffi, C = core.ffi, core.C
+
+local M = {}
+
+-- The knobs, in the C struct's order: name, kind ("int" or "float"), meaning.
+M.knobs = {
+  { "sinks", "int", "sink positions at the start of each request" },
+  { "sink_strength", "float", "how much every query likes the sinks" },
+  { "locality", "float", "how much a query likes the keys near its own position" },
+  { "locality_window", "int", "positions between positional anchors (the recent window's scale)" },
+  { "topics", "int", "document spans per request, of random lengths" },
+  { "topic_strength", "float", "how much a query likes its preferred documents" },
+  { "topics_per_query", "int", "documents each query prefers, among those it sees" },
+  { "needles", "int", "isolated far positions per request, each wanted by one of its rows" },
+  { "needle_strength", "float", "how much that row wants its needle" },
+  { "needle_source", "float", "share of needle_strength in the source layer's query (0..1)" },
+  { "noise", "float", "query noise, drawn per layer" },
+  { "key_noise", "float", "key noise, shared by every layer" },
+  { "head_spread", "float", "spread of the per-head strengths around 1" },
+  { "weight_spread", "float", "spread of the head weights around their mean" },
+  { "layer_correlation", "float", "0: consumers' random parts independent of the source's; 1: identical" },
+  { "activation_scale", "float", "RMS of the q and k elements outside outlier channels" },
+  { "outlier_channels", "int", "channels with outlier_scale times larger keys (queries as much smaller)" },
+  { "outlier_scale", "float", "the outlier channels' factor" },
+}
+local knob_kind = {}
+for _, k in ipairs(M.knobs) do knob_kind[k[1]] = k[2] end
+
+-- Keys of a synthetic workload table besides the knobs.
+local batch_keys = { kind = true, decode = true, prefill = true, consumer_layers = true }
+
+M.default_decode = { rows = 8, context = 32768 }
+M.default_prefill = { { query_len = 64, context_len = 32704 } }
+M.default_consumer_layers = 4
+
+-- Errors raised inside this module carry this marker and are re-raised at the public caller's
+-- line by `public` below.
+local Fail = {}
+local function fail(fmt, ...)
+  error(setmetatable({ msg = fmt:format(...) }, Fail), 0)
+end
+
+local unpack = unpack or table.unpack
+local function public(fn)
+  return function(...)
+    local r = { pcall(fn, ...) }
+    if not r[1] then
+      local e = r[2]
+      if getmetatable(e) == Fail then error("idxlab: " .. e.msg, 2) end
+      error(e, 0)
+    end
+    return unpack(r, 2, table.maxn(r))
+  end
+end
+
+local function is_int(v) return type(v) == "number" and v == math.floor(v) and v > -2 ^ 53 and v < 2 ^ 53 end
+
+-- The defaults of every knob, from the C library (the one place they are kept).
+function M.defaults()
+  local p = ffi.new("ixl_workload_params")
+  C.ixl_workload_defaults(p)
+  local out = {}
+  for _, k in ipairs(M.knobs) do
+    local v = tonumber(p[k[1]])
+    -- floats as the decimal they were written as (0.7, not 0.699999988)
+    out[k[1]] = k[2] == "int" and v or tonumber(("%.7g"):format(v))
+  end
+  return out
+end
+
+-- The C params for a workload table: defaults, then the table's knobs. Unknown keys are errors.
+local function params_of(spec)
+  local p = ffi.new("ixl_workload_params")
+  C.ixl_workload_defaults(p)
+  for key, v in pairs(spec) do
+    local kind = knob_kind[key]
+    if kind then
+      if kind == "int" then
+        if not is_int(v) then fail("workload %s = %s: must be an integer", key, tostring(v)) end
+      elseif type(v) ~= "number" then
+        fail("workload %s = %s: must be a number", key, tostring(v))
+      end
+      p[key] = v
+    elseif not batch_keys[key] then
+      local names = {}
+      for _, k in ipairs(M.knobs) do names[#names + 1] = k[1] end
+      fail("workload key %s: unknown (batch: kind, decode, prefill, consumer_layers; knobs: %s)",
+        tostring(key), table.concat(names, ", "))
+    end
+  end
+  return p
+end
+
+local function positive_int(v, what, min)
+  if not is_int(v) or v < (min or 1) then
+    fail("%s = %s: must be an integer >= %d", what, tostring(v), min or 1)
+  end
+  return v
+end
+
+-- The requests of a workload table, in row order: decode requests, then prefill requests.
+-- Each: kind, seq_len (positions), query_len (rows), context_len (positions before the query).
+function M.requests(spec)
+  local reqs = {}
+  local dec, pre = spec.decode, spec.prefill
+  if dec == nil and pre == nil then dec, pre = M.default_decode, M.default_prefill end
+  if dec ~= nil and dec ~= false then
+    if type(dec) ~= "table" then fail("workload decode = %s: must be a table {rows = n, context = c} or {contexts = {...}}", tostring(dec)) end
+    for k in pairs(dec) do
+      if k ~= "rows" and k ~= "context" and k ~= "contexts" then
+        fail("workload decode.%s: unknown (rows, context, contexts)", tostring(k))
+      end
+    end
+    local contexts = {}
+    if dec.contexts ~= nil then
+      if type(dec.contexts) ~= "table" then fail("workload decode.contexts = %s: must be a list of lengths", tostring(dec.contexts)) end
+      if dec.rows ~= nil and dec.rows ~= #dec.contexts then
+        fail("workload decode.rows = %s: must equal #decode.contexts (%d)", tostring(dec.rows), #dec.contexts)
+      end
+      for i, c in ipairs(dec.contexts) do contexts[i] = positive_int(c, ("workload decode.contexts[%d]"):format(i)) end
+    else
+      local rows = positive_int(dec.rows == nil and M.default_decode.rows or dec.rows, "workload decode.rows", 0)
+      local c = positive_int(dec.context == nil and M.default_decode.context or dec.context, "workload decode.context")
+      for i = 1, rows do contexts[i] = c end
+    end
+    for _, c in ipairs(contexts) do
+      reqs[#reqs + 1] = { kind = "decode", seq_len = c, query_len = 1, context_len = c - 1 }
+    end
+  end
+  if pre ~= nil and pre ~= false then
+    if type(pre) ~= "table" then fail("workload prefill = %s: must be a list of {query_len, context_len} or {requests, query_len, context}", tostring(pre)) end
+    local list = {}
+    if pre.requests ~= nil or pre.query_len ~= nil then
+      for k in pairs(pre) do
+        if k ~= "requests" and k ~= "query_len" and k ~= "context" and k ~= "context_len" then
+          fail("workload prefill.%s: unknown (requests, query_len, context, context_len)", tostring(k))
+        end
+      end
+      local n = positive_int(pre.requests == nil and 1 or pre.requests, "workload prefill.requests", 0)
+      local q = positive_int(pre.query_len, "workload prefill.query_len")
+      local cl
+      if pre.context_len ~= nil then
+        if pre.context ~= nil then fail("workload prefill: give context or context_len, not both") end
+        cl = positive_int(pre.context_len, "workload prefill.context_len", 0)
+      else
+        -- context: the visible length of the request's last row, as for decode
+        local c = positive_int(pre.context, "workload prefill.context")
+        if c < q then fail("workload prefill.context = %d: must be >= query_len (%d)", c, q) end
+        cl = c - q
+      end
+      for i = 1, n do list[i] = { query_len = q, context_len = cl } end
+    else
+      for i, r in ipairs(pre) do
+        if type(r) ~= "table" then fail("workload prefill[%d] = %s: must be a table {query_len, context_len}", i, tostring(r)) end
+        for k in pairs(r) do
+          if k ~= "query_len" and k ~= "context_len" then
+            fail("workload prefill[%d].%s: unknown (query_len, context_len)", i, tostring(k))
+          end
+        end
+        list[i] = {
+          query_len = positive_int(r.query_len, ("workload prefill[%d].query_len"):format(i)),
+          context_len = positive_int(r.context_len, ("workload prefill[%d].context_len"):format(i), 0),
+        }
+      end
+    end
+    for _, r in ipairs(list) do
+      reqs[#reqs + 1] = { kind = "prefill", seq_len = r.context_len + r.query_len,
+        query_len = r.query_len, context_len = r.context_len }
+    end
+  end
+  local k, row = 0, 0
+  for _, r in ipairs(reqs) do
+    r.k_start, r.first_row = k, row
+    k, row = k + r.seq_len, row + r.query_len
+  end
+  if k >= 2 ^ 31 then fail("workload: %d key positions in all: must be below 2^31 (I32 ranges)", k) end
+  return reqs, k, row
+end
+
+local function check_spec(spec)
+  if spec == nil then spec = {} end
+  if type(spec) ~= "table" then fail("workload = %s: must be a table", tostring(spec)) end
+  if spec.kind ~= nil and spec.kind ~= "synthetic" then
+    fail("workload kind = %s: generate makes synthetic workloads only (replay files go through idxlab.replay)", tostring(spec.kind))
+  end
+  return spec
+end
+
+local function dims_of(cfg)
+  if cfg == nil then cfg = {} end
+  if type(cfg) ~= "table" then fail("config = %s: must be a table (heads, head_dim)", tostring(cfg)) end
+  local H = cfg.heads == nil and 32 or cfg.heads
+  local D = cfg.head_dim == nil and 128 or cfg.head_dim
+  positive_int(H, "heads")
+  positive_int(D, "head_dim")
+  return H, D
+end
+
+local function c_requests(reqs)
+  local cr = ffi.new("ixl_workload_request[?]", math.max(#reqs, 1))
+  for i, r in ipairs(reqs) do
+    cr[i - 1].k_start = r.k_start
+    cr[i - 1].seq_len = r.seq_len
+    cr[i - 1].query_len = r.query_len
+    cr[i - 1].first_row = r.first_row
+  end
+  return cr
+end
+
+local function check_seed(seed, ctx)
+  if seed == nil then seed = ctx and ctx:seed() or 0 end
+  if not is_int(seed) or seed < 0 then fail("seed = %s: must be an integer in [0, 2^53)", tostring(seed)) end
+  return seed
+end
+
+local function c_check(ctx_cd, st)
+  if st ~= 0 then fail("%s", ffi.string(C.ixl_last_error(ctx_cd))) end
+end
+
+-- generate(ctx, spec, cfg, seed) -> inputs (see the top of this file).
+M.generate = public(function(ctx, spec, cfg, seed)
+  if type(ctx) ~= "table" or ctx.cd == nil then fail("workload.generate: first argument must be a context") end
+  spec = check_spec(spec)
+  local H, D = dims_of(cfg)
+  local p = params_of(spec)
+  c_check(ctx.cd, C.ixl_workload_check(ctx.cd, p))
+  local L = spec.consumer_layers == nil and M.default_consumer_layers or spec.consumer_layers
+  positive_int(L, "workload consumer_layers")
+  seed = check_seed(seed, ctx)
+  local reqs, N, R = M.requests(spec)
+  local made = {}
+  local function new(dtype, shape)
+    local ok, t = pcall(Tensor.new, ctx, dtype, shape, nil, 1)
+    if not ok then
+      for _, x in ipairs(made) do x:free() end
+      fail("%s", tostring(t):gsub("^.-idxlab: ", ""))
+    end
+    made[#made + 1] = t
+    return t
+  end
+  local inputs = {
+    q = new("f32", { R, H, D }), weights = new("f32", { R, H }), k = new("f32", { N, D }),
+    q_consumer = new("f32", { L, R, H, D }), weights_consumer = new("f32", { L, R, H }),
+  }
+  local st = C.ixl_workload_generate(ctx.cd, p, c_requests(reqs), #reqs, seed, inputs.q.cd,
+    inputs.weights.cd, inputs.k.cd, inputs.q_consumer.cd, inputs.weights_consumer.cd)
+  if st ~= 0 then
+    local msg = ffi.string(C.ixl_last_error(ctx.cd))
+    for _, x in ipairs(made) do x:free() end
+    fail("%s", msg)
+  end
+  -- Row ranges: decode rows see [row_start, row_start + context_len); prefill row j of a
+  -- request sees [k_start, k_start + context_len + j + 1) (causal).
+  local row_start, context_lens, ks, ke, lengths = {}, {}, {}, {}, {}
+  for _, r in ipairs(reqs) do
+    if r.kind == "decode" then
+      row_start[#row_start + 1] = r.k_start
+      context_lens[#context_lens + 1] = r.seq_len
+      lengths[#lengths + 1] = r.seq_len
+    else
+      for j = 0, r.query_len - 1 do
+        ks[#ks + 1] = r.k_start
+        ke[#ke + 1] = r.k_start + r.context_len + j + 1
+        lengths[#lengths + 1] = r.context_len + j + 1
+      end
+    end
+  end
+  inputs.n_decode, inputs.n_prefill = #row_start, #ks
+  inputs.row_start = new("i32", { #row_start }):from_table(row_start)
+  inputs.context_lens = new("i32", { #context_lens }):from_table(context_lens)
+  inputs.ks = new("i32", { #ks }):from_table(ks)
+  inputs.ke = new("i32", { #ke }):from_table(ke)
+  inputs.requests = reqs
+  inputs.lengths = lengths
+  inputs.seed = seed
+  return inputs
+end)
+
+-- structure(spec, seed, request) -> { topic_starts = {...}, needles = { {pos =, row =}, ... } }:
+-- the hidden structure of request `request` (1-based, in row order) of the workload, for tests
+-- and plots. Positions and rows are request-local and 0-based.
+local scratch_ctx
+M.structure = public(function(spec, seed, request)
+  spec = check_spec(spec)
+  local p = params_of(spec)
+  local reqs = M.requests(spec)
+  if not is_int(request) or request < 1 or request > #reqs then
+    fail("request = %s: must be in [1, %d]", tostring(request), #reqs)
+  end
+  seed = check_seed(seed or 0)
+  local nt, nn = ffi.new("int32_t[1]"), ffi.new("int32_t[1]")
+  local maxt, maxn = math.max(tonumber(p.topics), 1), math.max(tonumber(p.needles), 1)
+  local ts = ffi.new("int64_t[?]", maxt)
+  local np, nr = ffi.new("int64_t[?]", maxn), ffi.new("int64_t[?]", maxn)
+  -- a CPU context only to hold error messages
+  scratch_ctx = scratch_ctx or require("idxlab.context").new({ backend = "cpu" })
+  c_check(scratch_ctx.cd, C.ixl_workload_structure(scratch_ctx.cd, p, c_requests(reqs), #reqs, seed,
+    request - 1, ts, maxt, nt, np, nr, maxn, nn))
+  local out = { topic_starts = {}, needles = {} }
+  for i = 0, nt[0] - 1 do out.topic_starts[i + 1] = tonumber(ts[i]) end
+  for i = 0, nn[0] - 1 do out.needles[i + 1] = { pos = tonumber(np[i]), row = tonumber(nr[i]) } end
+  return out
+end)
+
+-- Frees every tensor of an inputs table.
+function M.free(inputs)
+  if type(inputs) ~= "table" then error("idxlab: workload.free expects an inputs table", 2) end
+  for key, t in pairs(inputs) do
+    if Tensor.is_tensor(t) then
+      t:free()
+      inputs[key] = nil
+    end
+  end
+end
+
+return M

@@ -1,0 +1,1018 @@
+/* test_cuda_logits.c - GPU parity of the logits kernels K1 (dense ragged), K2 (dense paged)
+ * and K5 (sparse, ragged and paged) against the CPU reference (kernels/dense_logits_cpu.c,
+ * kernels/sparse_logits_cpu.c), on fresh seeded random inputs.
+ *
+ * What must match (issue 5's parity rules):
+ * - integer-like outputs (the -inf masks) exactly;
+ * - bf16-reduction logits of mxfp4 bitwise (+0 == -0; NaN == NaN), including exponent sums
+ *   outside the fast window (subnormal and NaN-scale cases) and K5 == K1/K2 on the GPU;
+ * - fp32 logits within eps * T, where T = the same kernel on |q|, |k| and |w| (so T bounds
+ *   sum_h |w_h| * sum_d |q_hd * k_d| with the scales applied):
+ *   - mxfp4: every dot is bitwise the CPU's (group partials are exact on both sides), only
+ *     the order of the head sum differs: |error| <= 2 (H - 1) 2^-24 T;
+ *   - mxfp8 / fp8: the tensor core's fp8 accumulation is not IEEE-sequential (Hopper keeps
+ *     about 13 fraction bits below the largest term), so eps = 2^-8;
+ *   - bf16 logits of mxfp8 / fp8: a dot one ulp apart can round v_h the other way, eps = 2^-5.
+ * Every output is poisoned before each GPU run (0xFF: NaN in f32 and bf16) so an unwritten
+ * element fails; a second run with another poison must give the same bits (determinism).
+ * Large shapes (1M and 128K positions, 256 rows) run in full on the GPU; the CPU checks a
+ * sample of rows. Without a GPU every test prints "ok - <name> # skipped: no GPU".
+ * IXL_TEST_SMALL=1 (the compute-sanitizer runs) keeps only tiny shapes; IXL_TEST_SEED sets
+ * the seed (default: the time, printed first). */
+#include <math.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "check.h"
+
+static ixl_ctx *g;      /* the CUDA context; host tensors live on it too (the CPU reference
+                           runs for host tensors whatever the context's backend) */
+static uint64_t g_seed; /* base seed of this run */
+static int g_small;     /* tiny shapes only */
+static int g_fake;      /* IXL_TEST_HOST_AS_DEVICE=1: "device" tensors are host tensors, so the
+                           CPU checks itself: this file's own logic, tested without a GPU */
+static uint64_t rs;     /* splitmix64 state */
+
+static uint64_t rnd64(void) {
+  uint64_t z = (rs += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+static int64_t rnd_int(int64_t lo, int64_t hi) { /* [lo, hi] */
+  return lo + (int64_t)(rnd64() % (uint64_t)(hi - lo + 1));
+}
+static double rnd_unit(void) { return (double)(rnd64() >> 11) * 0x1p-53; }
+
+static const char *fmt_name(int f) { return f == IXL_MXFP4 ? "mxfp4" : f == IXL_MXFP8 ? "mxfp8" : "fp8"; }
+
+/* ---------------------------------------------------------------- tensors */
+static ixl_tensor *tnew(ixl_dtype dt, int nd, int64_t a, int64_t b, int64_t c, ixl_device_kind dev) {
+  int64_t shape[3] = {a, b, c};
+  ixl_tensor *t = NULL;
+  if (g_fake) dev = IXL_HOST;
+  ixl_status st = ixl_tensor_new(g, dt, nd, shape, dev, &t);
+  if (st != IXL_OK) {
+    fprintf(stderr, "  tensor_new: %s\n", ixl_last_error(g));
+    return NULL;
+  }
+  return t;
+}
+static ixl_tensor *host(ixl_dtype dt, int nd, int64_t a, int64_t b, int64_t c) {
+  return tnew(dt, nd, a, b, c, IXL_HOST);
+}
+static ixl_tensor *to_dev(const ixl_tensor *h) {
+  if (!h) return NULL;
+  ixl_tensor *d = tnew((ixl_dtype)h->dtype, h->ndim, h->shape[0], h->shape[1], h->shape[2], IXL_DEVICE);
+  if (d && ixl_tensor_copy(g, d, h) != IXL_OK) fprintf(stderr, "  copy: %s\n", ixl_last_error(g));
+  return d;
+}
+static ixl_tensor *like_host(const ixl_tensor *t) {
+  return host((ixl_dtype)t->dtype, t->ndim, t->shape[0], t->shape[1], t->shape[2]);
+}
+static void to_host(ixl_tensor *h, const ixl_tensor *d) {
+  if (ixl_tensor_copy(g, h, d) != IXL_OK) fprintf(stderr, "  copy back: %s\n", ixl_last_error(g));
+}
+static void tfree(ixl_tensor **ts, int n) {
+  for (int i = 0; i < n; i++) ixl_tensor_free(ts[i]);
+}
+
+/* Output element i as a double (bf16 and f32 convert exactly). */
+static double out_at(const ixl_tensor *t, int64_t i) {
+  if (t->dtype == IXL_F32) return ((const float *)t->data)[i];
+  return ixl_bf16_to_f32(((const uint16_t *)t->data)[i]);
+}
+
+/* ---------------------------------------------------------------- random inputs */
+static int vb_of(int fmt) { return ixl_format_value_bytes((ixl_kv_format)fmt); }
+
+static void fill_codes(int fmt, uint8_t *p, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    uint8_t b = (uint8_t)rnd64();
+    if (fmt != IXL_MXFP4 && (b & 0x7F) == 0x7F) b ^= 1; /* no e4m3 NaN codes */
+    p[i] = b;
+  }
+}
+/* Packed UE8M0 words with every byte in [lo, hi]; a share nan_pct/100 of the bytes 0xFF. */
+static void fill_mx_scales(int32_t *p, int64_t n, int lo, int hi, int nan_pct) {
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t w = 0;
+    for (int g4 = 0; g4 < 4; g4++) {
+      uint32_t b = (uint32_t)rnd_int(lo, hi);
+      if (nan_pct && rnd_int(0, 99) < nan_pct) b = 0xFF;
+      w |= b << (8 * g4);
+    }
+    p[i] = (int32_t)w;
+  }
+}
+
+typedef struct {
+  int fmt, H;
+  int64_t R;
+  ixl_tensor *qc, *qs, *wf, *wb; /* host: codes, scales (NULL for fp8), F32 and BF16 weights */
+} query_in;
+
+static void gen_query(query_in *q, int fmt, int64_t R, int H, int lo, int hi, int nan_pct) {
+  q->fmt = fmt;
+  q->H = H;
+  q->R = R;
+  q->qc = host(IXL_U8, 3, R, H, vb_of(fmt));
+  fill_codes(fmt, q->qc->data, R * H * vb_of(fmt));
+  q->qs = NULL;
+  if (fmt != IXL_FP8) {
+    q->qs = host(IXL_I32, 2, R, H, 0);
+    fill_mx_scales(q->qs->data, R * H, lo, hi, nan_pct);
+  }
+  q->wf = host(IXL_F32, 2, R, H, 0);
+  q->wb = host(IXL_BF16, 2, R, H, 0);
+  float *wf = q->wf->data;
+  uint16_t *wb = q->wb->data;
+  for (int64_t i = 0; i < R * H; i++) {
+    wb[i] = ixl_f32_to_bf16((float)(rnd_unit() * 2.0 - 1.0));
+    wf[i] = ixl_bf16_to_f32(wb[i]); /* the same weights in both reductions */
+  }
+}
+static void free_query(query_in *q) {
+  ixl_tensor *ts[] = {q->qc, q->qs, q->wf, q->wb};
+  tfree(ts, 4);
+}
+
+/* Keys: codes [N, VB] and scales [N] (I32 UE8M0 words, or positive F32 for fp8). */
+static void gen_keys(int fmt, int64_t N, int lo, int hi, int nan_pct, ixl_tensor **kc, ixl_tensor **ks) {
+  *kc = host(IXL_U8, 2, N, vb_of(fmt), 0);
+  fill_codes(fmt, (*kc)->data, N * vb_of(fmt));
+  if (fmt == IXL_FP8) {
+    *ks = host(IXL_F32, 1, N, 0, 0);
+    float *s = (*ks)->data;
+    for (int64_t i = 0; i < N; i++) s[i] = (float)ldexp(1.0 + rnd_unit(), (int)rnd_int(-12, -6));
+  } else {
+    *ks = host(IXL_I32, 1, N, 0, 0);
+    fill_mx_scales((*ks)->data, N, lo, hi, nan_pct);
+  }
+}
+
+/* |x| versions for the tolerance bound T: sign bits cleared in codes, |w|. */
+static ixl_tensor *abs_codes(int fmt, const ixl_tensor *c) {
+  ixl_tensor *a = like_host(c);
+  const uint8_t *s = c->data;
+  uint8_t *d = a->data, m = fmt == IXL_MXFP4 ? 0x77 : 0x7F;
+  for (int64_t i = 0; i < ixl_tensor_numel(c); i++) d[i] = s[i] & m;
+  return a;
+}
+static ixl_tensor *abs_f32(const ixl_tensor *w) {
+  ixl_tensor *a = like_host(w);
+  for (int64_t i = 0; i < ixl_tensor_numel(w); i++) ((float *)a->data)[i] = fabsf(((const float *)w->data)[i]);
+  return a;
+}
+
+/* ---------------------------------------------------------------- comparison */
+typedef struct {
+  const char *what;
+  int fmt, H, bf16;
+  int64_t C;               /* row length of the outputs */
+  const ixl_tensor *gpu;   /* host copies */
+  const ixl_tensor *cpu;
+  const ixl_tensor *tol;   /* F32 T per element (fp32 run on |inputs|), or NULL for bitwise */
+  double eps;
+  int64_t bad, shown, checked;
+  double sxy, sxx;         /* DeepGEMM's diff measure over finite pairs */
+} cmp_t;
+
+static int same_bits(double a, double b) {
+  if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
+  return a == b; /* +0 == -0 */
+}
+
+/* Compares element (r, c) at index gi of the GPU rows and ci of the CPU rows; `defined`: a
+ * value (else both must be -inf). */
+static void cmp_one(cmp_t *m, int64_t r, int64_t c, int64_t gi, int64_t ci, int defined) {
+  const double a = out_at(m->gpu, gi), b = out_at(m->cpu, ci);
+  int ok;
+  double lim = 0.0;
+  m->checked++;
+  if (!defined) {
+    ok = isinf(a) && a < 0 && isinf(b) && b < 0;
+  } else if (!m->tol || isnan(b) || isinf(b) || isnan(a) || isinf(a)) {
+    ok = same_bits(a, b);
+  } else {
+    lim = m->eps * ((const float *)m->tol->data)[ci] + 1e-30;
+    ok = fabs(a - b) <= lim;
+  }
+  if (defined && isfinite(a) && isfinite(b)) {
+    m->sxy += a * b;
+    m->sxx += a * a + b * b;
+  }
+  if (!ok) {
+    m->bad++;
+    if (m->shown++ < 6)
+      fprintf(stderr, "  %s %s H=%d %s: row %lld col %lld: gpu %.9g cpu %.9g (tol %.3g)%s seed %llu\n",
+              m->what, fmt_name(m->fmt), m->H, m->bf16 ? "bf16" : "fp32", (long long)r, (long long)c,
+              a, b, lim, defined ? "" : " (must be -inf)", (unsigned long long)g_seed);
+  }
+}
+
+static double cmp_diff(const cmp_t *m) { return m->sxx > 0 ? 1.0 - 2.0 * m->sxy / m->sxx : 0.0; }
+
+/* eps for the tolerance runs (see the header); 0 = bitwise. */
+static double eps_for(int fmt, int bf16, int H) {
+  if (fmt == IXL_MXFP4) return bf16 ? 0.0 : 2.0 * (H > 1 ? H - 1 : 1) * 0x1p-24;
+  return bf16 ? 0x1p-5 : 0x1p-8;
+}
+
+/* Two GPU runs with different poisons must agree bit for bit where the output is defined;
+ * returns the first run's host copy. `run` launches the op writing `dev_out`. */
+typedef ixl_status (*gpu_op)(void *arg, ixl_tensor *out);
+static ixl_tensor *run_gpu_twice(gpu_op op, void *arg, ixl_tensor *dev_out, int64_t *nondet,
+                                 const uint8_t *defined_mask) {
+  ixl_tensor *h1 = like_host(dev_out), *h2 = like_host(dev_out);
+  CHECK_OK(g, ixl_tensor_fill_bytes(g, dev_out, 0xFF));
+  CHECK_OK(g, op(arg, dev_out));
+  CHECK_OK(g, ixl_ctx_sync(g));
+  to_host(h1, dev_out);
+  CHECK_OK(g, ixl_tensor_fill_bytes(g, dev_out, 0x7F));
+  CHECK_OK(g, op(arg, dev_out));
+  CHECK_OK(g, ixl_ctx_sync(g));
+  to_host(h2, dev_out);
+  const int64_t n = ixl_tensor_numel(dev_out);
+  const size_t es = ixl_dtype_size((ixl_dtype)dev_out->dtype);
+  *nondet = 0;
+  for (int64_t i = 0; i < n; i++)
+    if ((!defined_mask || defined_mask[i]) &&
+        memcmp((const uint8_t *)h1->data + i * es, (const uint8_t *)h2->data + i * es, es))
+      (*nondet)++;
+  ixl_tensor_free(h2);
+  return h1;
+}
+
+/* ---------------------------------------------------------------- K1 */
+typedef struct {
+  ixl_qk qk;
+  const ixl_tensor *w, *ks, *ke;
+  ixl_layout layout;
+  int clean;
+  ixl_reduction red;
+} k1_args;
+static ixl_status k1_op(void *a, ixl_tensor *out) {
+  k1_args *k = a;
+  return ixl_dense_logits(g, &k->qk, k->w, k->ks, k->ke, k->layout, k->clean, k->red, out);
+}
+
+/* Row ranges: an empty row, a full one, a single position at the end, causal rows and
+ * random ones. */
+static void gen_ranges(int32_t *ks, int32_t *ke, int64_t R, int64_t N) {
+  for (int64_t r = 0; r < R; r++) {
+    int64_t a, b;
+    switch (r % 6) {
+      case 0: a = b = rnd_int(0, N); break;
+      case 1: a = 0, b = N; break;
+      case 2: a = N - 1, b = N; break;
+      case 3: a = 0, b = N - R + r + 1 > 0 ? N - R + r + 1 : 1; break;
+      default:
+        a = rnd_int(0, N - 1);
+        b = rnd_int(a, N);
+    }
+    ks[r] = (int32_t)a;
+    ke[r] = (int32_t)b;
+  }
+}
+
+typedef struct {
+  int fmt, H;
+  int64_t R, N;
+  int qlo, qhi, klo, khi, nan_pct;
+} shape_cfg;
+
+/* K1 for one format and H: both reductions, a random layout and clean flag each. */
+static void k1_case(const shape_cfg *s, int64_t *bad_total) {
+  const int fmt = s->fmt, H = s->H;
+  const int64_t R = s->R, N = s->N;
+  query_in q;
+  gen_query(&q, fmt, R, H, s->qlo, s->qhi, s->nan_pct);
+  ixl_tensor *kc, *ksc;
+  gen_keys(fmt, N, s->klo, s->khi, s->nan_pct, &kc, &ksc);
+  ixl_tensor *ks = host(IXL_I32, 1, R, 0, 0), *ke = host(IXL_I32, 1, R, 0, 0);
+  gen_ranges(ks->data, ke->data, R, N);
+  int64_t max_len = 0;
+  for (int64_t r = 0; r < R; r++) {
+    int64_t l = ((int32_t *)ke->data)[r] - ((int32_t *)ks->data)[r];
+    max_len = l > max_len ? l : max_len;
+  }
+  max_len += rnd_int(0, 5); /* extra columns must be -inf */
+  ixl_tensor *aqc = abs_codes(fmt, q.qc), *akc = abs_codes(fmt, kc), *awf = abs_f32(q.wf);
+  ixl_tensor *dq[] = {to_dev(q.qc), to_dev(q.qs), to_dev(kc), to_dev(ksc), to_dev(ks), to_dev(ke),
+                      to_dev(q.wf), to_dev(q.wb)};
+  for (int red = 0; red < 2; red++) {
+    const int bf16 = red == IXL_REDUCE_BF16;
+    const ixl_layout layout = rnd_int(0, 1) ? IXL_LAYOUT_COMPRESSED : IXL_LAYOUT_FULL;
+    const int clean = (int)rnd_int(0, 1);
+    const int64_t C = layout == IXL_LAYOUT_FULL ? N : max_len;
+    const ixl_dtype odt = bf16 ? IXL_BF16 : IXL_F32;
+    /* CPU reference, and T for the tolerance */
+    ixl_qk hq = {q.qc, q.qs, kc, ksc, NULL, 0, fmt};
+    ixl_tensor *cpu = host(odt, 2, R, C, 0), *tol = NULL;
+    CHECK_OK(g, ixl_dense_logits(g, &hq, bf16 ? q.wb : q.wf, ks, ke, layout, 1, (ixl_reduction)red, cpu));
+    const double eps = eps_for(fmt, bf16, H);
+    if (eps > 0) {
+      ixl_qk aq = {aqc, q.qs, akc, ksc, NULL, 0, fmt};
+      tol = host(IXL_F32, 2, R, C, 0);
+      CHECK_OK(g, ixl_dense_logits(g, &aq, awf, ks, ke, layout, 1, IXL_REDUCE_FP32, tol));
+    }
+    /* GPU, twice */
+    k1_args a = {{dq[0], dq[1], dq[2], dq[3], NULL, 0, fmt}, bf16 ? dq[7] : dq[6], dq[4], dq[5],
+                 layout, clean, (ixl_reduction)red};
+    ixl_tensor *dout = tnew(odt, 2, R, C, 0, IXL_DEVICE);
+    uint8_t *def = malloc((size_t)(R * C)); /* 1: compared (a value or a required -inf) */
+    const int32_t *ksp = ks->data, *kep = ke->data;
+    for (int64_t r = 0; r < R; r++)
+      for (int64_t c = 0; c < C; c++) {
+        const int in = layout == IXL_LAYOUT_FULL ? c >= ksp[r] && c < kep[r] : c < kep[r] - ksp[r];
+        def[r * C + c] = in || clean || layout == IXL_LAYOUT_COMPRESSED;
+      }
+    int64_t nondet = 0;
+    ixl_tensor *gpu = run_gpu_twice(k1_op, &a, dout, &nondet, def);
+    cmp_t m = {"dense_logits", fmt, H, bf16, C, gpu, cpu, tol, eps, 0, 0, 0, 0, 0};
+    for (int64_t r = 0; r < R; r++)
+      for (int64_t c = 0; c < C; c++) {
+        if (!def[r * C + c]) continue;
+        const int in = layout == IXL_LAYOUT_FULL ? c >= ksp[r] && c < kep[r] : c < kep[r] - ksp[r];
+        cmp_one(&m, r, c, r * C + c, r * C + c, in);
+      }
+    CHECK_MSG(m.bad == 0, "K1 %s H=%d %s %s clean=%d: %lld of %lld elements differ (seed %llu)",
+              fmt_name(fmt), H, bf16 ? "bf16" : "fp32", layout ? "compressed" : "full", clean,
+              (long long)m.bad, (long long)m.checked, (unsigned long long)g_seed);
+    CHECK_MSG(nondet == 0, "K1 %s H=%d: %lld elements differ between two runs (seed %llu)",
+              fmt_name(fmt), H, (long long)nondet, (unsigned long long)g_seed);
+    if (!bf16 && fmt == IXL_MXFP4) CHECK_MSG(cmp_diff(&m) < 1e-9, "diff %.3g", cmp_diff(&m));
+    *bad_total += m.bad + nondet;
+    free(def);
+    ixl_tensor *ts[] = {cpu, tol, dout, gpu};
+    tfree(ts, 4);
+  }
+  tfree(dq, 8);
+  ixl_tensor *ts[] = {kc, ksc, ks, ke, aqc, akc, awf};
+  tfree(ts, 7);
+  free_query(&q);
+}
+
+static const int k_formats[3] = {IXL_MXFP4, IXL_MXFP8, IXL_FP8};
+
+TEST(dense_ragged_matches_cpu_every_format_and_h) {
+  static const int Hs[] = {4, 8, 12, 16, 20, 32, 48, 64, 128};
+  static const int Hs_small[] = {32, 4, 64}; /* one H per format */
+  int64_t bad = 0;
+  for (int f = 0; f < 3; f++)
+    for (int i = 0; i < (g_small ? 1 : 9); i++) {
+      shape_cfg s = {k_formats[f], g_small ? Hs_small[f] : Hs[i], g_small ? 7 : 23,
+                     g_small ? 300 : 777, 119, 135, 119, 135, 0};
+      k1_case(&s, &bad);
+    }
+  CHECK(bad == 0);
+}
+
+/* Exponent sums outside the fast window (subnormal and tiny results, the scalar path) and
+ * NaN scales (0xFF) must still match bitwise (mxfp4) or within the tolerance. */
+TEST(dense_ragged_extreme_scales_and_nan) {
+  int64_t bad = 0;
+  for (int f = 0; f < (g_small ? 1 : 3); f++) {
+    shape_cfg wide = {k_formats[f], 32, 9, g_small ? 260 : 700, 20, 160, 30, 150, 0};
+    k1_case(&wide, &bad);
+    shape_cfg nan = {k_formats[f], 16, 9, 300, 120, 134, 120, 134, 2};
+    if (k_formats[f] != IXL_FP8) k1_case(&nan, &bad);
+  }
+  CHECK(bad == 0);
+}
+
+/* ---------------------------------------------------------------- paged (K2) */
+typedef struct {
+  ixl_tensor *pages, *bt, *lens; /* host */
+  int P;
+  int64_t max_pages;
+} paged_in;
+
+/* Writes keys kc/ksc position by position into pages through random block tables (rows may
+ * share pages, as requests sharing a prefix do). */
+static void gen_paged(int fmt, int64_t R, int P, int64_t max_pages, const ixl_tensor *kc,
+                      const ixl_tensor *ksc, paged_in *pi) {
+  const int vb = vb_of(fmt);
+  int64_t stride = ((int64_t)P * (vb + 4) + 511) / 512 * 512;
+  if (rnd_int(0, 1)) stride += 512; /* a stride larger than needed */
+  const int64_t npos = kc->shape[0], num_pages = (npos + P - 1) / P;
+  pi->P = P;
+  pi->max_pages = max_pages;
+  pi->pages = host(IXL_U8, 2, num_pages, stride, 0);
+  memset(pi->pages->data, 0xAB, (size_t)(num_pages * stride)); /* garbage in the padding */
+  uint8_t *pg = pi->pages->data;
+  for (int64_t p = 0; p < npos; p++) {
+    uint8_t *base = pg + (p / P) * stride;
+    memcpy(base + (p % P) * vb, (const uint8_t *)kc->data + p * vb, (size_t)vb);
+    memcpy(base + (int64_t)P * vb + (p % P) * 4, (const uint8_t *)ksc->data + p * 4, 4);
+  }
+  pi->bt = host(IXL_I32, 2, R, max_pages, 0);
+  pi->lens = host(IXL_I32, 1, R, 0, 0);
+  int32_t *bt = pi->bt->data, *lens = pi->lens->data;
+  for (int64_t r = 0; r < R; r++) {
+    for (int64_t j = 0; j < max_pages; j++) bt[r * max_pages + j] = (int32_t)rnd_int(0, num_pages - 1);
+    const int64_t full = max_pages * P;
+    switch (r % 5) {
+      case 0: lens[r] = 0; break;
+      case 1: lens[r] = (int32_t)full; break;
+      case 2: lens[r] = 1; break;
+      default: lens[r] = (int32_t)rnd_int(1, full);
+    }
+  }
+}
+static void free_paged(paged_in *pi) {
+  ixl_tensor *ts[] = {pi->pages, pi->bt, pi->lens};
+  tfree(ts, 3);
+}
+
+typedef struct {
+  ixl_qk qk;
+  const ixl_tensor *w, *lens, *bt;
+  ixl_reduction red;
+} k2_args;
+static ixl_status k2_op(void *a, ixl_tensor *out) {
+  k2_args *k = a;
+  return ixl_dense_logits_paged(g, &k->qk, k->w, k->lens, k->bt, k->red, out);
+}
+
+static void k2_case(int fmt, int H, int64_t R, int P, int64_t max_pages, int64_t *bad_total) {
+  query_in q;
+  gen_query(&q, fmt, R, H, 119, 135, 0);
+  ixl_tensor *kc, *ksc;
+  const int64_t npos = P * (max_pages + 3);
+  gen_keys(fmt, npos, 119, 135, 0, &kc, &ksc);
+  paged_in pi;
+  gen_paged(fmt, R, P, max_pages, kc, ksc, &pi);
+  ixl_tensor *akc = abs_codes(fmt, kc), *aqc = abs_codes(fmt, q.qc), *awf = abs_f32(q.wf);
+  paged_in api; /* the same pages with |k| */
+  api.pages = like_host(pi.pages);
+  {
+    const int vb = vb_of(fmt);
+    memcpy(api.pages->data, pi.pages->data, (size_t)ixl_tensor_numel(pi.pages));
+    uint8_t *pg = api.pages->data;
+    const int64_t stride = pi.pages->shape[1];
+    for (int64_t p = 0; p < npos; p++)
+      memcpy(pg + (p / P) * stride + (p % P) * vb, (const uint8_t *)akc->data + p * vb, (size_t)vb);
+  }
+  const int64_t C = max_pages * P + 7;
+  ixl_tensor *dq[] = {to_dev(q.qc), to_dev(q.qs), to_dev(pi.pages), to_dev(pi.lens), to_dev(pi.bt),
+                      to_dev(q.wf), to_dev(q.wb)};
+  for (int red = 0; red < 2; red++) {
+    const int bf16 = red == IXL_REDUCE_BF16;
+    const ixl_dtype odt = bf16 ? IXL_BF16 : IXL_F32;
+    ixl_qk hq = {q.qc, q.qs, NULL, NULL, pi.pages, P, fmt};
+    ixl_tensor *cpu = host(odt, 2, R, C, 0), *tol = NULL;
+    CHECK_OK(g, ixl_dense_logits_paged(g, &hq, bf16 ? q.wb : q.wf, pi.lens, pi.bt, (ixl_reduction)red, cpu));
+    const double eps = eps_for(fmt, bf16, H);
+    if (eps > 0) {
+      ixl_qk aq = {aqc, q.qs, NULL, NULL, api.pages, P, fmt};
+      tol = host(IXL_F32, 2, R, C, 0);
+      CHECK_OK(g, ixl_dense_logits_paged(g, &aq, awf, pi.lens, pi.bt, IXL_REDUCE_FP32, tol));
+    }
+    k2_args a = {{dq[0], dq[1], NULL, NULL, dq[2], P, fmt}, bf16 ? dq[6] : dq[5], dq[3], dq[4],
+                 (ixl_reduction)red};
+    ixl_tensor *dout = tnew(odt, 2, R, C, 0, IXL_DEVICE);
+    int64_t nondet = 0;
+    ixl_tensor *gpu = run_gpu_twice(k2_op, &a, dout, &nondet, NULL);
+    cmp_t m = {"dense_logits_paged", fmt, H, bf16, C, gpu, cpu, tol, eps, 0, 0, 0, 0, 0};
+    const int32_t *lens = pi.lens->data;
+    for (int64_t r = 0; r < R; r++)
+      for (int64_t c = 0; c < C; c++) cmp_one(&m, r, c, r * C + c, r * C + c, c < lens[r]);
+    CHECK_MSG(m.bad == 0, "K2 %s H=%d P=%d %s: %lld of %lld elements differ (seed %llu)", fmt_name(fmt),
+              H, P, bf16 ? "bf16" : "fp32", (long long)m.bad, (long long)m.checked,
+              (unsigned long long)g_seed);
+    CHECK_MSG(nondet == 0, "K2 %s H=%d: %lld elements differ between two runs", fmt_name(fmt), H,
+              (long long)nondet);
+    *bad_total += m.bad + nondet;
+    ixl_tensor *ts[] = {cpu, tol, dout, gpu};
+    tfree(ts, 4);
+  }
+  tfree(dq, 7);
+  free_paged(&pi);
+  ixl_tensor *ts[] = {kc, ksc, akc, aqc, awf, api.pages};
+  tfree(ts, 6);
+  free_query(&q);
+}
+
+TEST(dense_paged_matches_cpu_every_format_and_h) {
+  static const int Hs[] = {4, 8, 24, 32, 64, 128};
+  static const int Ps[] = {16, 64, 128, 32, 64, 256};
+  int64_t bad = 0;
+  for (int f = 0; f < 3; f++)
+    for (int i = 0; i < (g_small ? 1 : 6); i++)
+      k2_case(k_formats[f], Hs[g_small ? 3 + f % 2 : i], g_small ? 5 : 11, Ps[g_small ? f : i], g_small ? 5 : 9, &bad);
+  CHECK(bad == 0);
+}
+
+/* ---------------------------------------------------------------- sparse (K5) */
+/* Sparse ids as K4 makes them for a row range [ks, ke) (paged: ks = 0): n_valid distinct
+ * blocks in increasing order, + ks / sbk, then pads repeating the last (ks / sbk when empty).
+ * garbage: random ids instead (negative, past the end, out of order). */
+static void gen_ids(int32_t *ids, int64_t nsb, int64_t ks, int64_t ke, int sbk, int garbage) {
+  const int64_t nblk = ke > ks ? (ke - ks + sbk - 1) / sbk : 0, base = ks / sbk;
+  if (garbage) {
+    for (int64_t j = 0; j < nsb; j++) ids[j] = (int32_t)rnd_int(base - 3, base + nblk + 3);
+    if (rnd_int(0, 1)) /* a long increasing run first, so the garbage lies past it */
+      for (int64_t j = 1; j < nsb / 2; j++) ids[j] = ids[j - 1] + (int32_t)rnd_int(1, 3);
+    return;
+  }
+  int64_t want = nblk < nsb ? nblk : nsb;
+  if (want > 0 && rnd_int(0, 2) == 0) want = rnd_int(1, want);
+  int64_t n = 0;
+  for (int64_t b = 0; b < nblk && n < want; b++) /* selection sampling: sorted, distinct */
+    if ((double)(want - n) > rnd_unit() * (double)(nblk - b)) ids[n++] = (int32_t)(b + base);
+  for (int64_t j = n; j < nsb; j++) ids[j] = n ? ids[n - 1] : (int32_t)base;
+}
+
+typedef struct {
+  ixl_qk qk;
+  const ixl_tensor *w, *ks, *ke, *bt, *ids;
+  int sbk;
+  ixl_ks_mode mode;
+} k5_args;
+static ixl_status k5_op(void *a, ixl_tensor *out) {
+  k5_args *k = a;
+  return ixl_sparse_logits(g, &k->qk, k->w, k->ks, k->ke, k->bt, k->ids, k->sbk, k->mode, out);
+}
+
+/* One K5 configuration against the CPU, and against K1/K2 (bf16) on the GPU at the same
+ * positions (SPEC 3: bitwise equal). */
+static void k5_case(int fmt, int H, int paged, int sbk, ixl_ks_mode mode, int garbage, int64_t *bad_total) {
+  const int64_t R = g_small ? 5 : 13, nsb = g_small ? 9 : 37;
+  const int64_t N = g_small ? 400 : 1500;
+  query_in q;
+  gen_query(&q, fmt, R, H, 119, 135, 0);
+  ixl_tensor *kc, *ksc;
+  gen_keys(fmt, N, 119, 135, 0, &kc, &ksc);
+  ixl_tensor *ks = host(IXL_I32, 1, R, 0, 0), *ke = host(IXL_I32, 1, R, 0, 0);
+  ixl_tensor *ids = host(IXL_I32, 2, R, nsb, 0);
+  int32_t *ksp = ks->data, *kep = ke->data, *idp = ids->data;
+  paged_in pi = {0};
+  const int P = 64;
+  if (paged) {
+    gen_paged(fmt, R, P, (N - 3 * P) / P, kc, ksc, &pi);
+    for (int64_t r = 0; r < R; r++) ksp[r] = 0;
+    memcpy(kep, pi.lens->data, (size_t)R * 4);
+  } else {
+    gen_ranges(ksp, kep, R, N);
+    if (mode == IXL_KS_ALIGNED)
+      for (int64_t r = 0; r < R; r++) ksp[r] = ksp[r] / sbk * sbk;
+  }
+  for (int64_t r = 0; r < R; r++) gen_ids(idp + r * nsb, nsb, paged ? 0 : ksp[r], kep[r], sbk, garbage && r % 2);
+  const int64_t C = nsb * sbk;
+  ixl_tensor *dq[] = {to_dev(q.qc), to_dev(q.qs), to_dev(kc), to_dev(ksc), to_dev(ks), to_dev(ke),
+                      to_dev(q.wb), to_dev(ids), paged ? to_dev(pi.pages) : NULL, paged ? to_dev(pi.bt) : NULL};
+  ixl_qk hq = {q.qc, q.qs, paged ? NULL : kc, paged ? NULL : ksc, paged ? pi.pages : NULL, paged ? P : 0, fmt};
+  ixl_tensor *cpu = host(IXL_BF16, 2, R, C, 0);
+  CHECK_OK(g, ixl_sparse_logits(g, &hq, q.wb, paged ? NULL : ks, ke, paged ? pi.bt : NULL, ids, sbk, mode, cpu));
+  /* T from the dense CPU kernel on |inputs| at the same positions (fp32) */
+  ixl_tensor *tol = NULL;
+  const double eps = eps_for(fmt, 1, H);
+  k5_args a = {{dq[0], dq[1], paged ? NULL : dq[2], paged ? NULL : dq[3], dq[8], paged ? P : 0, fmt},
+               dq[6], paged ? NULL : dq[4], dq[5], dq[9], dq[7], sbk, mode};
+  ixl_tensor *dout = tnew(IXL_BF16, 2, R, C, 0, IXL_DEVICE);
+  int64_t nondet = 0;
+  ixl_tensor *gpu = run_gpu_twice(k5_op, &a, dout, &nondet, NULL);
+  /* GPU K1/K2 bf16, full layout: the same positions must give the same bits */
+  ixl_tensor *dense_h = NULL, *dense_d = NULL;
+  int64_t DC;
+  if (paged) {
+    DC = pi.max_pages * P;
+    dense_d = tnew(IXL_BF16, 2, R, DC, 0, IXL_DEVICE);
+    ixl_qk dqk = {dq[0], dq[1], NULL, NULL, dq[8], P, fmt};
+    CHECK_OK(g, ixl_dense_logits_paged(g, &dqk, dq[6], dq[5], dq[9], IXL_REDUCE_BF16, dense_d));
+  } else {
+    DC = N;
+    dense_d = tnew(IXL_BF16, 2, R, DC, 0, IXL_DEVICE);
+    ixl_qk dqk = {dq[0], dq[1], dq[2], dq[3], NULL, 0, fmt};
+    CHECK_OK(g, ixl_dense_logits(g, &dqk, dq[6], dq[4], dq[5], IXL_LAYOUT_FULL, 1, IXL_REDUCE_BF16, dense_d));
+  }
+  dense_h = like_host(dense_d);
+  to_host(dense_h, dense_d);
+  if (eps > 0) {
+    ixl_tensor *aqc = abs_codes(fmt, q.qc), *akc = abs_codes(fmt, kc), *awf = abs_f32(q.wf);
+    ixl_tensor *full = host(IXL_F32, 2, R, N, 0), *zk = host(IXL_I32, 1, R, 0, 0), *nk = host(IXL_I32, 1, R, 0, 0);
+    for (int64_t r = 0; r < R; r++) ((int32_t *)zk->data)[r] = 0, ((int32_t *)nk->data)[r] = (int32_t)N;
+    ixl_qk aq = {aqc, q.qs, akc, ksc, NULL, 0, fmt};
+    CHECK_OK(g, ixl_dense_logits(g, &aq, awf, zk, nk, IXL_LAYOUT_FULL, 1, IXL_REDUCE_FP32, full));
+    tol = host(IXL_F32, 2, R, C, 0);
+    for (int64_t r = 0; r < R; r++) /* the K position of each column (garbage too: 0 if none) */
+      for (int64_t c = 0; c < C; c++) {
+        int64_t pos = (int64_t)idp[r * nsb + c / sbk] * sbk + (paged || mode == IXL_KS_ALIGNED ? 0 : ksp[r] % sbk) + c % sbk;
+        if (paged && pos >= 0 && pos < pi.max_pages * P)
+          pos = (int64_t)((int32_t *)pi.bt->data)[r * pi.max_pages + pos / P] * P + pos % P;
+        ((float *)tol->data)[r * C + c] = pos >= 0 && pos < N ? ((float *)full->data)[r * N + pos] : 0.0f;
+      }
+    ixl_tensor *ts[] = {aqc, akc, awf, full, zk, nk};
+    tfree(ts, 6);
+  }
+  cmp_t m = {"sparse_logits", fmt, H, 1, C, gpu, cpu, tol, eps, 0, 0, 0, 0, 0};
+  int64_t dense_bad = 0;
+  for (int64_t r = 0; r < R; r++)
+    for (int64_t c = 0; c < C; c++) {
+      const double b = out_at(cpu, r * C + c);
+      const int defined = !(isinf(b) && b < 0);
+      cmp_one(&m, r, c, r * C + c, r * C + c, defined);
+      if (defined) { /* K5 == K1/K2 bf16 at the same position, on the GPU */
+        int64_t pos = (int64_t)idp[r * nsb + c / sbk] * sbk + (paged || mode == IXL_KS_ALIGNED ? 0 : ksp[r] % sbk) + c % sbk;
+        if (pos >= 0 && pos < DC && !same_bits(out_at(gpu, r * C + c), out_at(dense_h, r * DC + pos))) {
+          if (dense_bad++ < 4)
+            fprintf(stderr, "  K5 vs dense (GPU) %s H=%d row %lld col %lld pos %lld: %.9g vs %.9g (seed %llu)\n",
+                    fmt_name(fmt), H, (long long)r, (long long)c, (long long)pos, out_at(gpu, r * C + c),
+                    out_at(dense_h, r * DC + pos), (unsigned long long)g_seed);
+        }
+      }
+    }
+  CHECK_MSG(m.bad == 0, "K5 %s H=%d %s sbk=%d %s%s: %lld of %lld elements differ (seed %llu)", fmt_name(fmt), H,
+            paged ? "paged" : "ragged", sbk, mode ? "aligned" : "unaligned", garbage ? " garbage ids" : "",
+            (long long)m.bad, (long long)m.checked, (unsigned long long)g_seed);
+  CHECK_MSG(nondet == 0, "K5 %s: %lld elements differ between two runs", fmt_name(fmt), (long long)nondet);
+  CHECK_MSG(dense_bad == 0, "K5 %s H=%d: %lld columns differ from K1/K2 bf16 on the GPU", fmt_name(fmt), H,
+            (long long)dense_bad);
+  *bad_total += m.bad + nondet + dense_bad;
+  tfree(dq, 10);
+  ixl_tensor *ts[] = {kc, ksc, ks, ke, ids, cpu, tol, dout, gpu, dense_h, dense_d};
+  tfree(ts, 11);
+  if (paged) free_paged(&pi);
+  free_query(&q);
+}
+
+TEST(sparse_ragged_matches_cpu_and_dense) {
+  static const int Hs[] = {4, 8, 32, 64, 128, 20};
+  static const int sbks[] = {8, 16, 4, 32, 8, 16};
+  int64_t bad = 0;
+  for (int f = 0; f < 3; f++)
+    for (int i = 0; i < (g_small ? 1 : 6); i++) {
+      const int k = g_small ? f : i;
+      k5_case(k_formats[f], Hs[k], 0, sbks[k], k % 2 ? IXL_KS_ALIGNED : IXL_KS_UNALIGNED, 0, &bad);
+    }
+  CHECK(bad == 0);
+}
+
+TEST(sparse_paged_matches_cpu_and_dense) {
+  static const int Hs[] = {32, 64, 4, 128};
+  static const int sbks[] = {8, 16, 32, 4};
+  int64_t bad = 0;
+  for (int f = 0; f < (g_small ? 1 : 3); f++)
+    for (int i = 0; i < (g_small ? 1 : 4); i++) k5_case(k_formats[f], Hs[i], 1, sbks[i], IXL_KS_UNALIGNED, 0, &bad);
+  CHECK(bad == 0);
+}
+
+/* Ids that are not K4's (negative, past the end, out of order) read nothing outside K or
+ * the pages and give the CPU's -inf/value pattern exactly. */
+TEST(sparse_garbage_ids_stay_inside_and_match) {
+  int64_t bad = 0;
+  for (int f = 0; f < (g_small ? 1 : 3); f++) {
+    k5_case(k_formats[f], 32, 0, 8, IXL_KS_UNALIGNED, 1, &bad);
+    k5_case(k_formats[f], 32, 1, 16, IXL_KS_UNALIGNED, 1, &bad);
+  }
+  CHECK(bad == 0);
+}
+
+/* ---------------------------------------------------------------- float64 oracle */
+/* The fp32 GPU logits against a float64 computation on the dequantized inputs (the CPU
+ * reference is not involved): the same tolerance must hold. */
+TEST(dense_fp32_matches_float64_oracle) {
+  int64_t bad = 0;
+  for (int f = 0; f < (g_small ? 1 : 3); f++) {
+    const int fmt = k_formats[f], H = 32, vb = vb_of(fmt);
+    const int64_t R = 5, N = g_small ? 100 : 300;
+    query_in q;
+    gen_query(&q, fmt, R, H, 119, 135, 0);
+    ixl_tensor *kc, *ksc;
+    gen_keys(fmt, N, 119, 135, 0, &kc, &ksc);
+    ixl_tensor *ks = host(IXL_I32, 1, R, 0, 0), *ke = host(IXL_I32, 1, R, 0, 0);
+    for (int64_t r = 0; r < R; r++) ((int32_t *)ks->data)[r] = 0, ((int32_t *)ke->data)[r] = (int32_t)N;
+    ixl_tensor *dq[] = {to_dev(q.qc), to_dev(q.qs), to_dev(kc), to_dev(ksc), to_dev(ks), to_dev(ke), to_dev(q.wf)};
+    ixl_tensor *dout = tnew(IXL_F32, 2, R, N, 0, IXL_DEVICE);
+    k1_args a = {{dq[0], dq[1], dq[2], dq[3], NULL, 0, fmt}, dq[6], dq[4], dq[5], IXL_LAYOUT_FULL, 1, IXL_REDUCE_FP32};
+    int64_t nondet = 0;
+    ixl_tensor *gpu = run_gpu_twice(k1_op, &a, dout, &nondet, NULL);
+    const uint8_t *qc = q.qc->data, *kcd = kc->data;
+    double worst = 0;
+    for (int64_t r = 0; r < R; r++)
+      for (int64_t n = 0; n < N; n++) {
+        double exact = 0, bound = 0;
+        for (int h = 0; h < H; h++) {
+          double dot = 0, adot = 0;
+          const uint8_t *qv = qc + (r * H + h) * vb, *kv = kcd + n * vb;
+          for (int d = 0; d < 128; d++) {
+            double x, y;
+            if (fmt == IXL_MXFP4) {
+              x = ixl_e2m1_to_f32((uint8_t)(qv[d / 2] >> (4 * (d & 1)) & 15));
+              y = ixl_e2m1_to_f32((uint8_t)(kv[d / 2] >> (4 * (d & 1)) & 15));
+            } else {
+              x = ixl_e4m3_to_f32(qv[d]);
+              y = ixl_e4m3_to_f32(kv[d]);
+            }
+            double s = 1.0;
+            if (fmt != IXL_FP8) {
+              const uint32_t qw = (uint32_t)((int32_t *)q.qs->data)[r * H + h], kw = (uint32_t)((int32_t *)ksc->data)[n];
+              s = ldexp(1.0, (int)(qw >> (8 * (d / 32)) & 255) - 127 + (int)(kw >> (8 * (d / 32)) & 255) - 127);
+            } else {
+              s = ((float *)ksc->data)[n];
+            }
+            dot += x * y * s;
+            adot += fabs(x * y * s);
+          }
+          const double w = ((float *)q.wf->data)[r * H + h];
+          exact += w * (dot > 0 ? dot : 0);
+          bound += fabs(w) * adot;
+        }
+        const double got = ((float *)gpu->data)[r * N + n];
+        /* the reference's own fp32 rounding (dots and head sum) is within 2^-22 H of bound */
+        const double eps = (fmt == IXL_MXFP4 ? 4.0 * H * 0x1p-24 : 0x1p-8) + 4.0 * H * 0x1p-24;
+        const double err = fabs(got - exact) / (bound > 0 ? bound : 1);
+        worst = err > worst ? err : worst;
+        if (!(err <= eps)) {
+          if (bad++ < 4)
+            fprintf(stderr, "  oracle %s row %lld pos %lld: gpu %.9g exact %.9g bound %.3g (seed %llu)\n",
+                    fmt_name(fmt), (long long)r, (long long)n, got, exact, bound, (unsigned long long)g_seed);
+        }
+      }
+    printf("# float64 oracle %s: worst |gpu - exact| / T = %.3g\n", fmt_name(fmt), worst);
+    bad += nondet;
+    tfree(dq, 7);
+    ixl_tensor *ts[] = {kc, ksc, ks, ke, dout, gpu};
+    tfree(ts, 6);
+    free_query(&q);
+  }
+  CHECK_MSG(bad == 0, "%lld elements off the float64 oracle (seed %llu)", (long long)bad, (unsigned long long)g_seed);
+}
+
+/* ---------------------------------------------------------------- large shapes */
+/* Copies rows `rows` of a device output [R, C] to a host tensor [n, C]. */
+static ixl_tensor *rows_to_host(const ixl_tensor *d, const int64_t *rows, int n) {
+  const int64_t C = d->shape[1];
+  ixl_tensor *h = host((ixl_dtype)d->dtype, 2, n, C, 0);
+  for (int i = 0; i < n; i++) {
+    ixl_tensor v, hv;
+    int64_t shape[2] = {1, C};
+    CHECK_OK(g, ixl_tensor_view(g, d, 2, shape, NULL, rows[i] * C, &v));
+    CHECK_OK(g, ixl_tensor_view(g, h, 2, shape, NULL, (int64_t)i * C, &hv));
+    CHECK_OK(g, ixl_tensor_copy(g, &hv, &v));
+  }
+  return h;
+}
+/* Rows `rows` of a host tensor [R, ...] as a new host tensor [n, ...]. */
+static ixl_tensor *pick_rows(const ixl_tensor *t, const int64_t *rows, int n) {
+  if (!t) return NULL;
+  ixl_tensor *h = host((ixl_dtype)t->dtype, t->ndim, n, t->shape[1], t->shape[2]);
+  const int64_t rb = ixl_tensor_numel(t) / t->shape[0] * (int64_t)ixl_dtype_size((ixl_dtype)t->dtype);
+  for (int i = 0; i < n; i++) memcpy((uint8_t *)h->data + i * rb, (const uint8_t *)t->data + rows[i] * rb, (size_t)rb);
+  return h;
+}
+
+/* K1 at 256 rows x 1M positions (V4.1-Flash: mxfp4, H = 32), both reductions; the CPU checks
+ * sampled rows. */
+TEST(large_dense_ragged_1m_positions) {
+  if (g_small || g_fake) return;
+  const int fmt = IXL_MXFP4, H = 32;
+  const int64_t R = 256, N = 1 << 20;
+  query_in q;
+  gen_query(&q, fmt, R, H, 121, 133, 0);
+  ixl_tensor *kc, *ksc;
+  gen_keys(fmt, N, 121, 133, 0, &kc, &ksc);
+  ixl_tensor *ks = host(IXL_I32, 1, R, 0, 0), *ke = host(IXL_I32, 1, R, 0, 0);
+  for (int64_t r = 0; r < R; r++) { /* causal rows of one request, some starting later */
+    ((int32_t *)ke->data)[r] = (int32_t)(N - R + r + 1);
+    ((int32_t *)ks->data)[r] = r % 4 == 3 ? (int32_t)rnd_int(0, N / 2) : 0;
+  }
+  ixl_tensor *dq[] = {to_dev(q.qc), to_dev(q.qs), to_dev(kc), to_dev(ksc), to_dev(ks), to_dev(ke), to_dev(q.wf), to_dev(q.wb)};
+  const int64_t rows[2] = {rnd_int(0, R - 1), R - 1};
+  ixl_tensor *aqc = abs_codes(fmt, q.qc), *akc = abs_codes(fmt, kc), *awf = abs_f32(q.wf);
+  int64_t bad = 0;
+  for (int red = 0; red < 2; red++) {
+    const int bf16 = red;
+    const ixl_dtype odt = bf16 ? IXL_BF16 : IXL_F32;
+    ixl_tensor *dout = tnew(odt, 2, R, N, 0, IXL_DEVICE);
+    CHECK_OK(g, ixl_tensor_fill_bytes(g, dout, 0xFF));
+    ixl_qk dqk = {dq[0], dq[1], dq[2], dq[3], NULL, 0, fmt};
+    CHECK_OK(g, ixl_timer_record(g, 0));
+    CHECK_OK(g, ixl_dense_logits(g, &dqk, bf16 ? dq[7] : dq[6], dq[4], dq[5], IXL_LAYOUT_FULL, 1, (ixl_reduction)red, dout));
+    CHECK_OK(g, ixl_timer_record(g, 1));
+    double us = 0;
+    CHECK_OK(g, ixl_timer_elapsed_us(g, 0, 1, &us));
+    double valid = 0;
+    for (int64_t r = 0; r < R; r++) valid += ((int32_t *)ke->data)[r] - ((int32_t *)ks->data)[r];
+    printf("# K1 mxfp4 H=32 %s 256 x 1M: %.1f us (first run), %.0f TFLOP/s\n", bf16 ? "bf16" : "fp32", us,
+           2.0 * valid * H * 128 / us * 1e-6);
+    ixl_tensor *gh = rows_to_host(dout, rows, 2);
+    ixl_tensor *sq = pick_rows(q.qc, rows, 2), *ss = pick_rows(q.qs, rows, 2), *sw = pick_rows(bf16 ? q.wb : q.wf, rows, 2);
+    ixl_tensor *sks = pick_rows(ks, rows, 2), *ske = pick_rows(ke, rows, 2);
+    ixl_tensor *cpu = host(odt, 2, 2, N, 0), *tol = NULL;
+    ixl_qk hq = {sq, ss, kc, ksc, NULL, 0, fmt};
+    CHECK_OK(g, ixl_dense_logits(g, &hq, sw, sks, ske, IXL_LAYOUT_FULL, 1, (ixl_reduction)red, cpu));
+    if (!bf16) {
+      ixl_tensor *saq = pick_rows(aqc, rows, 2), *saw = pick_rows(awf, rows, 2);
+      ixl_qk aq = {saq, ss, akc, ksc, NULL, 0, fmt};
+      tol = host(IXL_F32, 2, 2, N, 0);
+      CHECK_OK(g, ixl_dense_logits(g, &aq, saw, sks, ske, IXL_LAYOUT_FULL, 1, IXL_REDUCE_FP32, tol));
+      ixl_tensor *ts[] = {saq, saw};
+      tfree(ts, 2);
+    }
+    cmp_t m = {"large dense_logits", fmt, H, bf16, N, gh, cpu, tol, eps_for(fmt, bf16, H), 0, 0, 0, 0, 0};
+    for (int i = 0; i < 2; i++)
+      for (int64_t c = 0; c < N; c++)
+        cmp_one(&m, rows[i], c, i * N + c, i * N + c, c >= ((int32_t *)sks->data)[i] && c < ((int32_t *)ske->data)[i]);
+    CHECK_MSG(m.bad == 0, "large K1 %s: %lld of %lld differ", bf16 ? "bf16" : "fp32", (long long)m.bad, (long long)m.checked);
+    bad += m.bad;
+    ixl_tensor *ts[] = {dout, gh, sq, ss, sw, sks, ske, cpu, tol};
+    tfree(ts, 9);
+  }
+  tfree(dq, 8);
+  ixl_tensor *ts[] = {kc, ksc, ks, ke, aqc, akc, awf};
+  tfree(ts, 7);
+  free_query(&q);
+  CHECK(bad == 0);
+}
+
+/* K2 at 256 rows x 128K positions, page 64 (V3.2: fp8, H = 64), and K5 paged over the same
+ * pages (mxfp4 keys for K5: V4.1-Flash, H = 32, 2048 sparse blocks of 8). */
+TEST(large_paged_128k_and_sparse) {
+  if (g_small || g_fake) return;
+  const int64_t R = 256, P = 64, max_pages = 2048, npos = P * max_pages; /* 131072 */
+  int64_t bad = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    const int fmt = pass == 0 ? IXL_FP8 : IXL_MXFP4, H = pass == 0 ? 64 : 32;
+    query_in q;
+    gen_query(&q, fmt, R, H, 121, 133, 0);
+    ixl_tensor *kc, *ksc;
+    gen_keys(fmt, npos, 121, 133, 0, &kc, &ksc);
+    paged_in pi;
+    gen_paged(fmt, R, (int)P, max_pages, kc, ksc, &pi);
+    int32_t *lens = pi.lens->data;
+    for (int64_t r = 0; r < R; r++) lens[r] = (int32_t)(r % 3 == 0 ? npos : rnd_int(npos / 2, npos));
+    ixl_tensor *dq[] = {to_dev(q.qc), to_dev(q.qs), to_dev(pi.pages), to_dev(pi.lens), to_dev(pi.bt), to_dev(q.wf), to_dev(q.wb)};
+    const int64_t rows[3] = {0, rnd_int(1, R - 2), R - 1};
+    ixl_tensor *sq = pick_rows(q.qc, rows, 3), *ss = pick_rows(q.qs, rows, 3), *sl = pick_rows(pi.lens, rows, 3), *sbt = pick_rows(pi.bt, rows, 3);
+    ixl_qk hq = {sq, ss, NULL, NULL, pi.pages, (int)P, fmt};
+    ixl_qk dqk = {dq[0], dq[1], NULL, NULL, dq[2], (int)P, fmt};
+    if (pass == 0) { /* K2, fp32 */
+      ixl_tensor *dout = tnew(IXL_F32, 2, R, npos, 0, IXL_DEVICE);
+      CHECK_OK(g, ixl_tensor_fill_bytes(g, dout, 0xFF));
+      CHECK_OK(g, ixl_dense_logits_paged(g, &dqk, dq[5], dq[3], dq[4], IXL_REDUCE_FP32, dout));
+      ixl_tensor *gh = rows_to_host(dout, rows, 3);
+      ixl_tensor *sw = pick_rows(q.wf, rows, 3), *cpu = host(IXL_F32, 2, 3, npos, 0);
+      CHECK_OK(g, ixl_dense_logits_paged(g, &hq, sw, sl, sbt, IXL_REDUCE_FP32, cpu));
+      /* T: |q|, |k| pages, |w| */
+      ixl_tensor *ap = like_host(pi.pages);
+      memcpy(ap->data, pi.pages->data, (size_t)ixl_tensor_numel(pi.pages));
+      const int64_t stride = pi.pages->shape[1];
+      for (int64_t p = 0; p < npos; p++) {
+        uint8_t *v = (uint8_t *)ap->data + (p / P) * stride + (p % P) * 128;
+        for (int d = 0; d < 128; d++) v[d] &= 0x7F;
+      }
+      ixl_tensor *aq = abs_codes(fmt, sq), *aw = abs_f32(sw), *tol = host(IXL_F32, 2, 3, npos, 0);
+      ixl_qk aqk = {aq, NULL, NULL, NULL, ap, (int)P, fmt};
+      CHECK_OK(g, ixl_dense_logits_paged(g, &aqk, aw, sl, sbt, IXL_REDUCE_FP32, tol));
+      cmp_t m = {"large dense_logits_paged", fmt, H, 0, npos, gh, cpu, tol, eps_for(fmt, 0, H), 0, 0, 0, 0, 0};
+      for (int i = 0; i < 3; i++)
+        for (int64_t c = 0; c < npos; c++) cmp_one(&m, rows[i], c, i * npos + c, i * npos + c, c < ((int32_t *)sl->data)[i]);
+      CHECK_MSG(m.bad == 0, "large K2: %lld of %lld differ", (long long)m.bad, (long long)m.checked);
+      printf("# large K2 fp8 H=64 256 x 128K: diff measure %.3g over sampled rows\n", cmp_diff(&m));
+      bad += m.bad;
+      ixl_tensor *ts[] = {dout, gh, sw, cpu, ap, aq, aw, tol};
+      tfree(ts, 8);
+    } else { /* K5 paged, mxfp4, bitwise */
+      const int sbk = 8;
+      const int64_t nsb = 2048, C = nsb * sbk;
+      ixl_tensor *ids = host(IXL_I32, 2, R, nsb, 0);
+      for (int64_t r = 0; r < R; r++) gen_ids((int32_t *)ids->data + r * nsb, nsb, 0, lens[r], sbk, 0);
+      ixl_tensor *did = to_dev(ids), *dout = tnew(IXL_BF16, 2, R, C, 0, IXL_DEVICE);
+      CHECK_OK(g, ixl_tensor_fill_bytes(g, dout, 0xFF));
+      CHECK_OK(g, ixl_sparse_logits(g, &dqk, dq[6], NULL, dq[3], dq[4], did, sbk, IXL_KS_UNALIGNED, dout));
+      ixl_tensor *gh = rows_to_host(dout, rows, 3);
+      ixl_tensor *sw = pick_rows(q.wb, rows, 3), *sid = pick_rows(ids, rows, 3), *cpu = host(IXL_BF16, 2, 3, C, 0);
+      CHECK_OK(g, ixl_sparse_logits(g, &hq, sw, NULL, sl, sbt, sid, sbk, IXL_KS_UNALIGNED, cpu));
+      cmp_t m = {"large sparse_logits", fmt, H, 1, C, gh, cpu, NULL, 0, 0, 0, 0, 0, 0};
+      for (int i = 0; i < 3; i++)
+        for (int64_t c = 0; c < C; c++) {
+          const double b = out_at(cpu, i * C + c);
+          cmp_one(&m, rows[i], c, i * C + c, i * C + c, !(isinf(b) && b < 0));
+        }
+      CHECK_MSG(m.bad == 0, "large K5: %lld of %lld differ", (long long)m.bad, (long long)m.checked);
+      bad += m.bad;
+      ixl_tensor *ts[] = {ids, did, dout, gh, sw, sid, cpu};
+      tfree(ts, 7);
+    }
+    tfree(dq, 7);
+    ixl_tensor *ts[] = {sq, ss, sl, sbt, kc, ksc};
+    tfree(ts, 6);
+    free_paged(&pi);
+    free_query(&q);
+  }
+  CHECK(bad == 0);
+}
+
+/* ---------------------------------------------------------------- CUDA-side rules */
+/* The one rule the CUDA twins add: key data must be 16-byte aligned (16-byte copies). */
+TEST(cuda_rejects_misaligned_keys) {
+  if (g_fake) return;
+  const int fmt = IXL_MXFP8, H = 4;
+  const int64_t R = 2, N = 16;
+  ixl_tensor *qc = tnew(IXL_U8, 3, R, H, 128, IXL_DEVICE), *qs = tnew(IXL_I32, 2, R, H, 0, IXL_DEVICE);
+  ixl_tensor *kbase = tnew(IXL_U8, 2, N + 1, 128, 0, IXL_DEVICE), *ksc = tnew(IXL_I32, 1, N, 0, 0, IXL_DEVICE);
+  ixl_tensor *w = tnew(IXL_F32, 2, R, H, 0, IXL_DEVICE), *ks = tnew(IXL_I32, 1, R, 0, 0, IXL_DEVICE);
+  ixl_tensor *ke = tnew(IXL_I32, 1, R, 0, 0, IXL_DEVICE), *out = tnew(IXL_F32, 2, R, N, 0, IXL_DEVICE);
+  ixl_tensor kv;
+  int64_t shape[2] = {N, 128};
+  CHECK_OK(g, ixl_tensor_view(g, kbase, 2, shape, NULL, 8, &kv)); /* starts 8 bytes in */
+  ixl_qk qk = {qc, qs, &kv, ksc, NULL, 0, fmt};
+  CHECK_ERR(g, ixl_dense_logits(g, &qk, w, ks, ke, IXL_LAYOUT_FULL, 1, IXL_REDUCE_FP32, out), IXL_ERR_INVALID_ARG,
+            "k_codes data at");
+  CHECK(strstr(ixl_last_error(g), "16-byte aligned") != NULL);
+  ixl_tensor *ts[] = {qc, qs, kbase, ksc, w, ks, ke, out};
+  tfree(ts, 8);
+}
+
+/* Capturable: the ops issue nothing that breaks stream capture, and a replay of the graph
+ * gives the same bits as the direct launch. */
+TEST(ops_capture_in_a_cuda_graph) {
+  if (g_fake) return;
+  const int fmt = IXL_MXFP4, H = 32;
+  const int64_t R = 6, N = 500;
+  query_in q;
+  gen_query(&q, fmt, R, H, 120, 134, 0);
+  ixl_tensor *kc, *ksc;
+  gen_keys(fmt, N, 120, 134, 0, &kc, &ksc);
+  ixl_tensor *ks = host(IXL_I32, 1, R, 0, 0), *ke = host(IXL_I32, 1, R, 0, 0);
+  gen_ranges(ks->data, ke->data, R, N);
+  ixl_tensor *dq[] = {to_dev(q.qc), to_dev(q.qs), to_dev(kc), to_dev(ksc), to_dev(ks), to_dev(ke), to_dev(q.wb)};
+  ixl_tensor *o1 = tnew(IXL_BF16, 2, R, N, 0, IXL_DEVICE), *o2 = tnew(IXL_BF16, 2, R, N, 0, IXL_DEVICE);
+  ixl_qk qk = {dq[0], dq[1], dq[2], dq[3], NULL, 0, fmt};
+  CHECK_OK(g, ixl_dense_logits(g, &qk, dq[6], dq[4], dq[5], IXL_LAYOUT_FULL, 1, IXL_REDUCE_BF16, o1));
+  CHECK_OK(g, ixl_tensor_fill_bytes(g, o2, 0xFF));
+  CHECK_OK(g, ixl_graph_begin(g));
+  ixl_status st = ixl_dense_logits(g, &qk, dq[6], dq[4], dq[5], IXL_LAYOUT_FULL, 1, IXL_REDUCE_BF16, o2);
+  CHECK_OK(g, st);
+  CHECK_OK(g, ixl_graph_end(g));
+  CHECK_OK(g, ixl_graph_launch(g));
+  CHECK_OK(g, ixl_ctx_sync(g));
+  ixl_tensor *h1 = like_host(o1), *h2 = like_host(o2);
+  to_host(h1, o1);
+  to_host(h2, o2);
+  CHECK(memcmp(h1->data, h2->data, (size_t)(R * N * 2)) == 0);
+  tfree(dq, 7);
+  ixl_tensor *ts[] = {kc, ksc, ks, ke, o1, o2, h1, h2};
+  tfree(ts, 8);
+  free_query(&q);
+}
+
+/* ---------------------------------------------------------------- main */
+typedef struct {
+  const char *name;
+  void (*fn)(void);
+} test_entry;
+
+int main(void) {
+  static const test_entry tests[] = {
+      {"dense_ragged_matches_cpu_every_format_and_h", dense_ragged_matches_cpu_every_format_and_h},
+      {"dense_ragged_extreme_scales_and_nan", dense_ragged_extreme_scales_and_nan},
+      {"dense_paged_matches_cpu_every_format_and_h", dense_paged_matches_cpu_every_format_and_h},
+      {"sparse_ragged_matches_cpu_and_dense", sparse_ragged_matches_cpu_and_dense},
+      {"sparse_paged_matches_cpu_and_dense", sparse_paged_matches_cpu_and_dense},
+      {"sparse_garbage_ids_stay_inside_and_match", sparse_garbage_ids_stay_inside_and_match},
+      {"dense_fp32_matches_float64_oracle", dense_fp32_matches_float64_oracle},
+      {"large_dense_ragged_1m_positions", large_dense_ragged_1m_positions},
+      {"large_paged_128k_and_sparse", large_paged_128k_and_sparse},
+      {"cuda_rejects_misaligned_keys", cuda_rejects_misaligned_keys},
+      {"ops_capture_in_a_cuda_graph", ops_capture_in_a_cuda_graph},
+  };
+  const int n = (int)(sizeof tests / sizeof tests[0]);
+  char why[256];
+  g_fake = getenv("IXL_TEST_HOST_AS_DEVICE") && getenv("IXL_TEST_HOST_AS_DEVICE")[0] == '1';
+  if (!g_fake && !ixl_cuda_available(why, sizeof why)) {
+    for (int i = 0; i < n; i++) {
+      printf("ok - %s # skipped: no GPU (%s)\n", tests[i].name, why);
+      tests_passed_++;
+    }
+    DONE();
+  }
+  const char *env = getenv("IXL_TEST_SEED");
+  g_seed = env && *env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL);
+  g_small = getenv("IXL_TEST_SMALL") && getenv("IXL_TEST_SMALL")[0] == '1';
+  printf("# seed %llu%s (IXL_TEST_SEED reproduces a run)\n", (unsigned long long)g_seed, g_small ? ", small shapes" : "");
+  if (ixl_ctx_new(g_fake ? IXL_BACKEND_CPU : IXL_BACKEND_CUDA, 0, g_seed, &g) != IXL_OK) {
+    printf("not ok - cuda context: %s\n", ixl_last_error(g));
+    ixl_ctx_free(g);
+    return 1;
+  }
+  for (int i = 0; i < n; i++) {
+    rs = g_seed * 1000003ull + (uint64_t)i; /* each test its own stream: reproducible alone */
+    check_failed_ = 0;
+    const double t0 = (double)clock() / CLOCKS_PER_SEC;
+    tests[i].fn();
+    if (check_failed_) {
+      tests_failed_++;
+      printf("not ok - %s\n", tests[i].name);
+    } else {
+      tests_passed_++;
+      printf("ok - %s (%.1f s cpu)\n", tests[i].name, (double)clock() / CLOCKS_PER_SEC - t0);
+    }
+    fflush(stdout);
+  }
+  ixl_ctx_free(g);
+  DONE();
+}

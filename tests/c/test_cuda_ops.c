@@ -1,0 +1,897 @@
+/* test_cuda_ops.c - GPU parity of the CUDA ops outside the logits kernels: quantize,
+ * dequantize, prepare_weights, kv_pages_write (kernels/formats.cu), K6 top-k (topk.cu), K3
+ * candidate selection and the candidate mask (select.cu), K4 expand (expand.cu) and K7 remap
+ * (remap.cu). Each is run on fresh seeded random inputs on the device and on the host (the CPU
+ * reference) and the results compared: integer outputs and codes exactly, floats bitwise
+ * (+0 == -0, NaN == NaN). Device outputs are poisoned before every run, and each GPU op runs
+ * twice with different poison, so an unwritten element or a run-to-run difference fails.
+ *
+ * Without a usable GPU every test prints "ok - NAME # skipped: no GPU" and passes, so CI
+ * builds and runs this file. Environment: IXL_TEST_SEED (default: from the clock; printed),
+ * IXL_TEST_SMALL=1 (small shapes only, for compute-sanitizer), IXL_BENCH=1 (also time the ops at
+ * the V4.1-Flash and V3.2 shapes and print a table) or IXL_BENCH=only (just that). */
+#include <math.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "check.h"
+
+static ixl_ctx *g_ctx;
+static int g_small, g_bench;
+static uint64_t g_seed, g_rng;
+
+/* ---------------------------------------------------------------- random numbers */
+static uint64_t rnd_u64(void) {
+  uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+static double rnd_unif(void) { return (double)(rnd_u64() >> 11) * 0x1p-53; }
+static int64_t rnd_int(int64_t lo, int64_t hi) { /* [lo, hi] */
+  return lo + (int64_t)(rnd_u64() % (uint64_t)(hi - lo + 1));
+}
+static double rnd_normal(void) {
+  double u = rnd_unif(), v = rnd_unif();
+  if (u < 1e-300) u = 1e-300;
+  return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
+}
+
+/* ---------------------------------------------------------------- tensors */
+static ixl_tensor *tnew(int dtype, int ndim, const int64_t *shape, int device) {
+  ixl_tensor *t = NULL;
+  ixl_status st = ixl_tensor_new(g_ctx, (ixl_dtype)dtype, ndim, shape, (ixl_device_kind)device, &t);
+  if (st) {
+    fprintf(stderr, "  tensor_new: %s\n", ixl_last_error(g_ctx));
+    check_failed_ = 1;
+  }
+  return t;
+}
+static ixl_tensor *host2(int dtype, int64_t a, int64_t b) {
+  int64_t s[2] = {a, b};
+  return tnew(dtype, 2, s, IXL_HOST);
+}
+static ixl_tensor *host1(int dtype, int64_t a) {
+  int64_t s[1] = {a};
+  return tnew(dtype, 1, s, IXL_HOST);
+}
+static int64_t tbytes(const ixl_tensor *t) {
+  return ixl_tensor_numel(t) * (int64_t)ixl_dtype_size((ixl_dtype)t->dtype);
+}
+/* A device tensor with the same shape and contents. */
+static ixl_tensor *to_dev(const ixl_tensor *h) {
+  ixl_tensor *d = tnew(h->dtype, h->ndim, h->shape, IXL_DEVICE);
+  if (d) CHECK_OK(g_ctx, ixl_tensor_copy(g_ctx, d, h));
+  return d;
+}
+static ixl_tensor *to_host(const ixl_tensor *d) {
+  ixl_tensor *h = tnew(d->dtype, d->ndim, d->shape, IXL_HOST);
+  if (h) CHECK_OK(g_ctx, ixl_tensor_copy(g_ctx, h, d));
+  return h;
+}
+static void tfree(ixl_tensor **ts, int n) {
+  for (int i = 0; i < n; i++) ixl_tensor_free(ts[i]);
+}
+
+/* Element-wise equality of two host tensors of one dtype: bytes for integers and codes; for
+ * floats the bits, with +0 == -0 and any NaN == any NaN. Reports the first mismatches. */
+static int same(const ixl_tensor *a, const ixl_tensor *b, const char *what) {
+  const int64_t n = ixl_tensor_numel(a);
+  int64_t bad = 0, first = -1;
+  const int es = (int)ixl_dtype_size((ixl_dtype)a->dtype);
+  for (int64_t i = 0; i < n; i++) {
+    int eq;
+    if (a->dtype == IXL_F32) {
+      const float x = ((const float *)a->data)[i], y = ((const float *)b->data)[i];
+      uint32_t ux, uy;
+      memcpy(&ux, &x, 4);
+      memcpy(&uy, &y, 4);
+      eq = ux == uy || (isnan(x) && isnan(y)) || (x == 0 && y == 0);
+    } else if (a->dtype == IXL_BF16) {
+      const uint16_t x = ((const uint16_t *)a->data)[i], y = ((const uint16_t *)b->data)[i];
+      const int xn = (x & 0x7fff) > 0x7f80, yn = (y & 0x7fff) > 0x7f80;
+      eq = x == y || (xn && yn) || ((x & 0x7fff) == 0 && (y & 0x7fff) == 0);
+    } else {
+      eq = memcmp((const char *)a->data + i * es, (const char *)b->data + i * es, (size_t)es) == 0;
+    }
+    if (!eq) {
+      if (bad < 5) {
+        double va = 0, vb = 0;
+        if (a->dtype == IXL_I32) {
+          va = ((const int32_t *)a->data)[i];
+          vb = ((const int32_t *)b->data)[i];
+        } else if (a->dtype == IXL_F32) {
+          va = ((const float *)a->data)[i];
+          vb = ((const float *)b->data)[i];
+        } else if (a->dtype == IXL_BF16) {
+          va = ixl_bf16_to_f32(((const uint16_t *)a->data)[i]);
+          vb = ixl_bf16_to_f32(((const uint16_t *)b->data)[i]);
+        } else {
+          va = ((const uint8_t *)a->data)[i * es];
+          vb = ((const uint8_t *)b->data)[i * es];
+        }
+        int64_t row = a->ndim == 2 ? i / a->shape[1] : i;
+        int64_t col = a->ndim == 2 ? i % a->shape[1] : 0;
+        fprintf(stderr, "  %s: element %lld (row %lld, col %lld): gpu %.9g, cpu %.9g (seed %llu)\n",
+                what, (long long)i, (long long)row, (long long)col, va, vb,
+                (unsigned long long)g_seed);
+      }
+      if (first < 0) first = i;
+      bad++;
+    }
+  }
+  if (bad) {
+    fprintf(stderr, "  %s: %lld of %lld elements differ (seed %llu)\n", what, (long long)bad,
+            (long long)n, (unsigned long long)g_seed);
+    check_failed_ = 1;
+  }
+  return bad == 0;
+}
+
+/* Runs a device op twice with different poison on its outputs and checks both runs agree;
+ * `outs` are the device outputs, the op is `expr`. The second run's results stay. */
+#define RUN_TWICE(outs, nouts, expr)                                                    \
+  do {                                                                                  \
+    ixl_tensor *first_[8] = {0};                                                       \
+    for (int p_ = 0; p_ < 2; p_++) {                                                    \
+      for (int o_ = 0; o_ < (nouts); o_++)                                              \
+        CHECK_OK(g_ctx, ixl_tensor_fill_bytes(g_ctx, (outs)[o_], p_ ? 0x00 : 0xff));    \
+      CHECK_OK(g_ctx, (expr));                                                          \
+      CHECK_OK(g_ctx, ixl_ctx_sync(g_ctx));                                             \
+      for (int o_ = 0; o_ < (nouts); o_++) {                                            \
+        if (p_ == 0) {                                                                  \
+          first_[o_] = to_host((outs)[o_]);                                             \
+        } else {                                                                        \
+          ixl_tensor *again_ = to_host((outs)[o_]);                                     \
+          if (first_[o_] && again_ &&                                                   \
+              memcmp(first_[o_]->data, again_->data, (size_t)tbytes(again_)) != 0) {    \
+            fprintf(stderr, "  %s:%d: output %d differs between two runs (seed %llu)\n", \
+                    __FILE__, __LINE__, o_, (unsigned long long)g_seed);                \
+            check_failed_ = 1;                                                          \
+          }                                                                             \
+          ixl_tensor_free(again_);                                                      \
+          ixl_tensor_free(first_[o_]);                                                  \
+        }                                                                               \
+      }                                                                                 \
+    }                                                                                   \
+  } while (0)
+
+/* ---------------------------------------------------------------- formats */
+
+/* A value of a wide dynamic range, sometimes special: ties of the e2m1 grid, zeros of both
+ * signs, subnormals, infinities and (when allowed) NaN. */
+static float rnd_value(float group_scale, int specials) {
+  const int pick = (int)rnd_int(0, 99);
+  if (specials && pick == 0) return INFINITY;
+  if (specials && pick == 1) return -INFINITY;
+  if (specials && pick == 2) return NAN;
+  if (pick == 3) return -0.0f;
+  if (pick == 4) return 0.0f;
+  if (pick == 5) return 1e-41f; /* subnormal */
+  if (pick < 20) { /* exact e2m1 grid points and midpoints, times the group's scale */
+    static const float grid[] = {0.25f, 0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 1.75f, 2.0f, 2.5f,
+                                 3.0f, 3.5f, 4.0f, 5.0f, 6.0f};
+    float v = grid[rnd_int(0, 13)] * group_scale;
+    return rnd_int(0, 1) ? -v : v;
+  }
+  return (float)(rnd_normal() * group_scale);
+}
+
+static void fill_x(ixl_tensor *x, int64_t M, int specials) {
+  for (int64_t m = 0; m < M; m++) {
+    for (int g = 0; g < 4; g++) {
+      const float gs = ldexpf(1.0f, (int)rnd_int(-30, 30));
+      for (int d = g * 32; d < g * 32 + 32; d++) {
+        const float v = rnd_value(gs, specials);
+        const int64_t i = m * 128 + d;
+        if (x->dtype == IXL_F32) ((float *)x->data)[i] = v;
+        else if (x->dtype == IXL_BF16) ((uint16_t *)x->data)[i] = ixl_f32_to_bf16(v);
+        else ((uint16_t *)x->data)[i] = ixl_f32_to_f16(v);
+      }
+    }
+  }
+}
+
+static const char *fmt_names[] = {"mxfp4", "mxfp8", "fp8"};
+
+TEST(quantize_and_dequantize_match_cpu) {
+  const int64_t M = g_small ? 37 : 4099;
+  const int dtypes[3] = {IXL_F32, IXL_BF16, IXL_F16};
+  for (int fmt = 0; fmt < 3; fmt++) {
+    const int vb = ixl_format_value_bytes((ixl_kv_format)fmt);
+    for (int q = 0; q < 2; q++) {
+      for (int role = 0; role < 2; role++) {
+        for (int di = 0; di < 3; di++) {
+          ixl_tensor *x = host2(dtypes[di], M, 128);
+          ixl_tensor *hc = host2(IXL_U8, M, vb);
+          ixl_tensor *hs = host1(fmt == IXL_FP8 ? IXL_F32 : IXL_I32, M);
+          ixl_tensor *hd = host2(IXL_F32, M, 128);
+          if (!x || !hc || !hs || !hd) return;
+          fill_x(x, M, 1);
+          CHECK_OK(g_ctx, ixl_quantize(g_ctx, fmt, q, role, x, hc, hs));
+          const int q_no_scale = fmt == IXL_FP8 && role == IXL_ROLE_Q;
+          CHECK_OK(g_ctx, ixl_dequantize(g_ctx, fmt, role, hc, q_no_scale ? NULL : hs, hd));
+          ixl_tensor *dx = to_dev(x), *dc = to_dev(hc), *ds = to_dev(hs), *dd = to_dev(hd);
+          ixl_tensor *outs[2] = {dc, ds};
+          RUN_TWICE(outs, 2, ixl_quantize(g_ctx, fmt, q, role, dx, dc, ds));
+          ixl_tensor *gc = to_host(dc), *gs = to_host(ds);
+          char what[96];
+          snprintf(what, sizeof what, "quantize %s %s role %s x %s codes", fmt_names[fmt],
+                   q ? "ties_down" : "rne", role ? "k" : "q", ixl_dtype_name((ixl_dtype)dtypes[di]));
+          same(gc, hc, what);
+          snprintf(what, sizeof what, "quantize %s %s role %s x %s scales", fmt_names[fmt],
+                   q ? "ties_down" : "rne", role ? "k" : "q", ixl_dtype_name((ixl_dtype)dtypes[di]));
+          same(gs, hs, what);
+          /* dequantize the CPU's codes on the GPU */
+          ixl_tensor *dcc = to_dev(hc), *dsc = to_dev(hs);
+          ixl_tensor *douts[1] = {dd};
+          RUN_TWICE(douts, 1, ixl_dequantize(g_ctx, fmt, role, dcc, q_no_scale ? NULL : dsc, dd));
+          ixl_tensor *gd = to_host(dd);
+          snprintf(what, sizeof what, "dequantize %s role %s", fmt_names[fmt], role ? "k" : "q");
+          same(gd, hd, what);
+          ixl_tensor *all[] = {x, hc, hs, hd, dx, dc, ds, dd, gc, gs, dcc, dsc, gd};
+          tfree(all, 13);
+        }
+      }
+    }
+  }
+}
+
+TEST(prepare_weights_match_cpu) {
+  const int64_t R = g_small ? 5 : 333, H = 64;
+  for (int fmt = 0; fmt < 3; fmt++) {
+    ixl_tensor *w = host2(IXL_F32, R, H), *qs = host2(IXL_F32, R, H);
+    ixl_tensor *hd = host2(IXL_F32, R, H), *hb = host2(IXL_BF16, R, H);
+    if (!w || !qs || !hd || !hb) return;
+    for (int64_t i = 0; i < R * H; i++) {
+      ((float *)w->data)[i] = (float)rnd_normal();
+      ((float *)qs->data)[i] = ldexpf(1.0f, (int)rnd_int(-20, 10));
+    }
+    const ixl_tensor *hq = fmt == IXL_FP8 ? qs : NULL;
+    CHECK_OK(g_ctx, ixl_prepare_weights(g_ctx, fmt, w, hq, hd, hb));
+    ixl_tensor *dw = to_dev(w), *dq = to_dev(qs), *dd = to_dev(hd), *db = to_dev(hb);
+    ixl_tensor *outs[2] = {dd, db};
+    RUN_TWICE(outs, 2, ixl_prepare_weights(g_ctx, fmt, dw, fmt == IXL_FP8 ? dq : NULL, dd, db));
+    ixl_tensor *gd = to_host(dd), *gb = to_host(db);
+    same(gd, hd, "prepare_weights dense");
+    same(gb, hb, "prepare_weights sparse");
+    ixl_tensor *all[] = {w, qs, hd, hb, dw, dq, dd, db, gd, gb};
+    tfree(all, 10);
+  }
+}
+
+TEST(kv_pages_write_matches_cpu) {
+  const int sizes[2] = {64, 128};
+  for (int fmt = 0; fmt < 3; fmt++) {
+    for (int si = 0; si < 2; si++) {
+      const int P = sizes[si], vb = ixl_format_value_bytes((ixl_kv_format)fmt);
+      const int64_t N = g_small ? 300 : 5000, start = rnd_int(0, 40), count = N - start - rnd_int(0, 40);
+      const int64_t npages = (count + P - 1) / P, num_pages = npages + 3;
+      const int64_t stride = ((int64_t)P * (vb + 4) + 511) / 512 * 512 + 512 * rnd_int(0, 1);
+      ixl_tensor *c = host2(IXL_U8, N, vb), *s = host1(fmt == IXL_FP8 ? IXL_F32 : IXL_I32, N);
+      ixl_tensor *pg = host2(IXL_U8, num_pages, stride), *ids = host1(IXL_I32, npages);
+      if (!c || !s || !pg || !ids) return;
+      for (int64_t i = 0; i < N * vb; i++) ((uint8_t *)c->data)[i] = (uint8_t)rnd_u64();
+      for (int64_t i = 0; i < N; i++) ((uint32_t *)s->data)[i] = (uint32_t)rnd_u64();
+      /* a random injective page table */
+      int32_t *perm = (int32_t *)malloc((size_t)num_pages * sizeof *perm);
+      for (int64_t i = 0; i < num_pages; i++) perm[i] = (int32_t)i;
+      for (int64_t i = num_pages - 1; i > 0; i--) {
+        int64_t j = rnd_int(0, i);
+        int32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+      }
+      memcpy(ids->data, perm, (size_t)npages * sizeof *perm);
+      free(perm);
+      for (int64_t i = 0; i < num_pages * stride; i++) ((uint8_t *)pg->data)[i] = (uint8_t)(i * 7);
+      ixl_tensor *dc = to_dev(c), *ds = to_dev(s), *dp = to_dev(pg), *di = to_dev(ids);
+      CHECK_OK(g_ctx, ixl_kv_pages_write(g_ctx, fmt, c, s, start, count, pg, P, ids));
+      CHECK_OK(g_ctx, ixl_kv_pages_write(g_ctx, fmt, dc, ds, start, count, dp, P, di));
+      ixl_tensor *gp = to_host(dp);
+      same(gp, pg, "kv_pages_write pages");
+      ixl_tensor *all[] = {c, s, pg, ids, dc, ds, dp, di, gp};
+      tfree(all, 9);
+    }
+  }
+}
+
+/* ---------------------------------------------------------------- K6 top-k */
+
+/* Fills a logits row distribution: 0 normal, 1 few distinct values (heavy ties), 2 normal
+ * with specials (NaN, +-inf, -0), 3 plateau of exact zeros (the relu-sum case). */
+static float logit_value(int dist) {
+  switch (dist) {
+    case 1: return (float)rnd_int(-3, 3) * 0.5f;
+    case 2: {
+      const int p = (int)rnd_int(0, 199);
+      if (p == 0) return NAN;
+      if (p == 1) return INFINITY;
+      if (p == 2) return -INFINITY;
+      if (p == 3) return -0.0f;
+      return (float)rnd_normal();
+    }
+    case 3: return rnd_int(0, 3) ? 0.0f : (float)fabs(rnd_normal());
+    default: return (float)(rnd_normal() * 4.0);
+  }
+}
+
+static void fill_logits(ixl_tensor *t, int dist) {
+  const int64_t n = ixl_tensor_numel(t);
+  for (int64_t i = 0; i < n; i++) {
+    const float v = logit_value(dist);
+    if (t->dtype == IXL_BF16) ((uint16_t *)t->data)[i] = ixl_f32_to_bf16(v);
+    else ((float *)t->data)[i] = v;
+  }
+}
+
+/* One top-k case: R rows of C columns, random [start, end) per row (some empty, some full). */
+static void topk_case(int dtype, int64_t R, int64_t C, int k, int sorted, int dist, int starts) {
+  ixl_tensor *lg = host2(dtype, R, C), *rs = host1(IXL_I32, R), *re = host1(IXL_I32, R);
+  ixl_tensor *ho = host2(IXL_I32, R, k);
+  if (!lg || !rs || !re || !ho) return;
+  fill_logits(lg, dist);
+  for (int64_t r = 0; r < R; r++) {
+    int64_t s = starts ? rnd_int(0, C / 4) : 0, e = rnd_int(s, C);
+    if (r == 0) e = s;         /* an empty row */
+    if (r == 1) e = C;         /* a long one */
+    if (r == 2 && k < C) e = s + k; /* exactly k */
+    ((int32_t *)rs->data)[r] = (int32_t)s;
+    ((int32_t *)re->data)[r] = (int32_t)e;
+  }
+  CHECK_OK(g_ctx, ixl_topk(g_ctx, lg, starts ? rs : NULL, re, k, sorted, ho));
+  ixl_tensor *dl = to_dev(lg), *drs = to_dev(rs), *dre = to_dev(re), *dout = to_dev(ho);
+  ixl_tensor *outs[1] = {dout};
+  RUN_TWICE(outs, 1, ixl_topk(g_ctx, dl, starts ? drs : NULL, dre, k, sorted, dout));
+  ixl_tensor *go = to_host(dout);
+  char what[128];
+  snprintf(what, sizeof what, "topk %s R=%lld C=%lld k=%d %s dist %d", ixl_dtype_name((ixl_dtype)dtype),
+           (long long)R, (long long)C, k, sorted ? "sorted" : "unsorted", dist);
+  same(go, ho, what);
+  ixl_tensor *all[] = {lg, rs, re, ho, dl, drs, dre, dout, go};
+  tfree(all, 9);
+}
+
+TEST(topk_matches_cpu) {
+  const int ks_full[] = {1, 8, 64, 512, 2048, 4096};
+  const int ks_small[] = {1, 8, 64, 512};
+  const int *ks = g_small ? ks_small : ks_full;
+  const int nk = g_small ? 4 : 6;
+  const int64_t C = g_small ? 3000 : 20000, R = g_small ? 4 : 12;
+  for (int dt = 0; dt < 2; dt++) {
+    const int dtype = dt ? IXL_BF16 : IXL_F32;
+    for (int ki = 0; ki < nk; ki++)
+      for (int dist = 0; dist < 4; dist++)
+        topk_case(dtype, R, C, ks[ki], (ki + dist) % 2, dist, (ki + dist + dt) % 3 != 0);
+  }
+  /* both orders on the same shapes */
+  topk_case(IXL_F32, R, C, 512, 0, 2, 1);
+  topk_case(IXL_F32, R, C, 512, 1, 2, 1);
+  /* odd widths (unaligned rows, vector tails) */
+  topk_case(IXL_BF16, 5, 1237, 40, 1, 0, 1);
+  topk_case(IXL_F32, 5, 1237, 40, 0, 1, 1);
+}
+
+/* The tie path (too many keys equal to the k-th) and the large-k path (k beyond shared
+ * memory) are reached on small rows by shrinking the shared buffer. */
+TEST(topk_fallback_paths_match_cpu) {
+  setenv("IXL_SELECT_BUFFER", "64", 1);
+  const int64_t C = g_small ? 700 : 5000;
+  for (int dt = 0; dt < 2; dt++) {
+    const int dtype = dt ? IXL_BF16 : IXL_F32;
+    for (int sorted = 0; sorted < 2; sorted++) {
+      topk_case(dtype, 6, C, 40, sorted, 1, 1);  /* ties exceed the buffer */
+      topk_case(dtype, 6, C, 40, sorted, 3, 0);  /* plateau of zeros */
+      topk_case(dtype, 6, C, 200, sorted, 0, 1); /* k > buffer: written in place, sorted in global */
+      topk_case(dtype, 6, C, 200, sorted, 1, 0);
+    }
+  }
+  unsetenv("IXL_SELECT_BUFFER");
+}
+
+/* ---------------------------------------------------------------- K3 and the mask */
+
+/* Block scores of one row in double, as the CPU defines them (for the near-tie check). */
+static double block_score_f64(const float *x, int64_t n, int how) {
+  if (how == IXL_SCORE_SUM || how == IXL_SCORE_MEAN) {
+    double a = 0;
+    for (int64_t i = 0; i < n; i++) a += x[i];
+    return how == IXL_SCORE_SUM ? a : a / (double)n;
+  }
+  double m = -INFINITY;
+  for (int64_t i = 0; i < n; i++) {
+    if (isnan(x[i])) return NAN;
+    if (x[i] > m) m = x[i];
+  }
+  if (how == IXL_SCORE_MAX || isinf(m)) return m;
+  double s = 0;
+  for (int64_t i = 0; i < n; i++) s += exp((double)x[i] - m);
+  return m + log(s);
+}
+
+/* logsumexp may differ from the CPU by an ulp of libm: a differing slot is accepted when the
+ * two blocks' scores are within 1e-6 relative (a near-tie), and the sets of kept blocks may
+ * differ only at the boundary by such near-ties. */
+static int near_tie_ok(const float *row, int64_t len, int cbs, int32_t a, int32_t b) {
+  if (a < 0 || b < 0) return 0;
+  const int64_t nb = (len + cbs - 1) / cbs;
+  double sa = a == nb - 1 ? INFINITY : block_score_f64(row + (int64_t)a * cbs, (a + 1) * (int64_t)cbs < len ? cbs : len - (int64_t)a * cbs, IXL_SCORE_LOGSUMEXP);
+  double sb = b == nb - 1 ? INFINITY : block_score_f64(row + (int64_t)b * cbs, (b + 1) * (int64_t)cbs < len ? cbs : len - (int64_t)b * cbs, IXL_SCORE_LOGSUMEXP);
+  if (isinf(sa) || isinf(sb) || isnan(sa) || isnan(sb)) return 0;
+  return fabs(sa - sb) <= 1e-6 * fmax(1.0, fmax(fabs(sa), fabs(sb)));
+}
+
+static void candidate_case(int64_t R, int64_t C, int cbs, int64_t T, int how, int dist) {
+  ixl_tensor *lg = host2(IXL_F32, R, C), *lens = host1(IXL_I32, R), *ho = host2(IXL_I32, R, T);
+  if (!lg || !lens || !ho) return;
+  fill_logits(lg, dist);
+  for (int64_t r = 0; r < R; r++) {
+    int64_t len = rnd_int(0, C);
+    if (r == 0) len = 0;
+    if (r == 1) len = C;
+    if (r == 2) len = rnd_int(1, cbs); /* one block */
+    ((int32_t *)lens->data)[r] = (int32_t)len;
+  }
+  CHECK_OK(g_ctx, ixl_candidate_select(g_ctx, lg, lens, cbs, how, ho));
+  ixl_tensor *dl = to_dev(lg), *dn = to_dev(lens), *dout = to_dev(ho);
+  ixl_tensor *outs[1] = {dout};
+  RUN_TWICE(outs, 1, ixl_candidate_select(g_ctx, dl, dn, cbs, how, dout));
+  ixl_tensor *go = to_host(dout);
+  char what[128];
+  snprintf(what, sizeof what, "candidate_select R=%lld C=%lld cbs=%d T=%lld score %d dist %d",
+           (long long)R, (long long)C, cbs, (long long)T, how, dist);
+  if (how != IXL_SCORE_LOGSUMEXP) {
+    same(go, ho, what);
+  } else {
+    const int32_t *a = go->data, *b = ho->data;
+    for (int64_t r = 0; r < R; r++) {
+      const int64_t len = ((int32_t *)lens->data)[r];
+      for (int64_t j = 0; j < T; j++) {
+        const int32_t x = a[r * T + j], y = b[r * T + j];
+        if (x != y && !near_tie_ok((const float *)lg->data + r * C, len, cbs, x, y)) {
+          fprintf(stderr, "  %s: row %lld slot %lld: gpu %d, cpu %d, not a near-tie (seed %llu)\n",
+                  what, (long long)r, (long long)j, x, y, (unsigned long long)g_seed);
+          check_failed_ = 1;
+          break;
+        }
+      }
+    }
+  }
+  ixl_tensor *all[] = {lg, lens, ho, dl, dn, dout, go};
+  tfree(all, 7);
+}
+
+TEST(candidate_select_matches_cpu) {
+  const int cbss[] = {1, 8, 16, 64};
+  const int64_t C = g_small ? 2000 : 40000, R = g_small ? 4 : 9;
+  for (int how = 0; how < 4; how++) {
+    for (int ci = 0; ci < 4; ci++) {
+      const int cbs = cbss[ci];
+      const int64_t nbmax = (C + cbs - 1) / cbs;
+      const int64_t Ts[3] = {1, 16, g_small ? 64 : 2048};
+      for (int ti = 0; ti < 3; ti++) {
+        const int dist = (how + ci + ti) % 4;
+        candidate_case(R, C, cbs, Ts[ti], how, dist);
+      }
+      if (!g_small) candidate_case(R, C, cbs, nbmax + 5, how, 0); /* T beyond the blocks */
+    }
+  }
+  /* the large-T paths on small rows */
+  setenv("IXL_SELECT_BUFFER", "32", 1);
+  candidate_case(5, 1500, 8, 100, IXL_SCORE_MAX, 0);
+  candidate_case(5, 1500, 8, 100, IXL_SCORE_MAX, 1);
+  candidate_case(5, 1500, 8, 20, IXL_SCORE_SUM, 1);
+  unsetenv("IXL_SELECT_BUFFER");
+}
+
+TEST(mask_candidates_matches_cpu) {
+  const int64_t C = g_small ? 3000 : 50000, R = g_small ? 3 : 7, T = 64;
+  const int cbss[] = {1, 8, 16, 128};
+  for (int dt = 0; dt < 2; dt++) {
+    for (int ci = 0; ci < 4; ci++) {
+      const int cbs = cbss[ci], dtype = dt ? IXL_BF16 : IXL_F32;
+      ixl_tensor *lg = host2(dtype, R, C), *lens = host1(IXL_I32, R), *cand = host2(IXL_I32, R, T);
+      if (!lg || !lens || !cand) return;
+      fill_logits(lg, 0);
+      for (int64_t r = 0; r < R; r++) {
+        const int64_t len = r == 0 ? 0 : r == 1 ? C : rnd_int(0, C);
+        ((int32_t *)lens->data)[r] = (int32_t)len;
+        const int64_t nb = (len + cbs - 1) / cbs;
+        for (int64_t t = 0; t < T; t++) {
+          int64_t c = rnd_int(0, nb + 3);
+          if (t % 9 == 0) c = -1;
+          if (t % 13 == 0) c = 1 << 30;
+          ((int32_t *)cand->data)[r * T + t] = (int32_t)c;
+        }
+      }
+      ixl_tensor *dl = to_dev(lg), *dn = to_dev(lens), *dc = to_dev(cand);
+      CHECK_OK(g_ctx, ixl_mask_candidates(g_ctx, lg, lens, cand, cbs));
+      CHECK_OK(g_ctx, ixl_mask_candidates(g_ctx, dl, dn, dc, cbs));
+      ixl_tensor *gl = to_host(dl);
+      same(gl, lg, dt ? "mask_candidates bf16" : "mask_candidates f32");
+      ixl_tensor *all[] = {lg, lens, cand, dl, dn, dc, gl};
+      tfree(all, 7);
+    }
+  }
+}
+
+/* ---------------------------------------------------------------- K4 and K7 */
+
+static void expand_case(int64_t R, int64_t T, int cbs, int sbk, int mode, int paged) {
+  const int64_t nsb = T * (cbs / sbk);
+  ixl_tensor *cand = host2(IXL_I32, R, T), *ks = host1(IXL_I32, R), *ke = host1(IXL_I32, R);
+  ixl_tensor *hid = host2(IXL_I32, R, nsb), *hend = host1(IXL_I32, R);
+  if (!cand || !ks || !ke || !hid || !hend) return;
+  for (int64_t r = 0; r < R; r++) {
+    int64_t s = paged ? 0 : rnd_int(0, 100000), len = rnd_int(0, 20000);
+    if (mode == IXL_KS_ALIGNED) s -= s % sbk;
+    if (r == 0) len = 0;
+    ((int32_t *)ks->data)[r] = (int32_t)s;
+    ((int32_t *)ke->data)[r] = (int32_t)(s + len);
+    const int64_t nb = (len + cbs - 1) / cbs;
+    for (int64_t t = 0; t < T; t++) {
+      int64_t c = rnd_int(0, nb + 2);
+      const int p = (int)rnd_int(0, 19);
+      if (p == 0) c = -1;
+      if (p == 1) c = -7;
+      if (p == 2) c = 2000000000;
+      if (p == 3 && t > 0) c = ((int32_t *)cand->data)[r * T + t - 1]; /* a duplicate */
+      ((int32_t *)cand->data)[r * T + t] = (int32_t)c;
+    }
+  }
+  CHECK_OK(g_ctx, ixl_expand(g_ctx, cand, paged ? NULL : ks, ke, cbs, sbk, mode, hid, hend));
+  ixl_tensor *dc = to_dev(cand), *dks = to_dev(ks), *dke = to_dev(ke), *did = to_dev(hid),
+             *dend = to_dev(hend);
+  ixl_tensor *outs[2] = {did, dend};
+  RUN_TWICE(outs, 2, ixl_expand(g_ctx, dc, paged ? NULL : dks, dke, cbs, sbk, mode, did, dend));
+  ixl_tensor *gid = to_host(did), *gend = to_host(dend);
+  char what[96];
+  snprintf(what, sizeof what, "expand T=%lld cbs=%d sbk=%d mode %d paged %d ids", (long long)T,
+           cbs, sbk, mode, paged);
+  same(gid, hid, what);
+  snprintf(what, sizeof what, "expand T=%lld cbs=%d sbk=%d mode %d paged %d end", (long long)T,
+           cbs, sbk, mode, paged);
+  same(gend, hend, what);
+
+  /* K7 on these ids: random columns (and -1 pads), into a separate tensor and in place */
+  const int64_t k = 64;
+  ixl_tensor *cols = host2(IXL_I32, R, k), *hpos = host2(IXL_I32, R, k);
+  for (int64_t r = 0; r < R; r++) {
+    const int64_t e = ((int32_t *)hend->data)[r];
+    for (int64_t j = 0; j < k; j++)
+      ((int32_t *)cols->data)[r * k + j] = e > 0 && rnd_int(0, 7) ? (int32_t)rnd_int(0, e - 1) : -1;
+  }
+  CHECK_OK(g_ctx, ixl_remap(g_ctx, cols, hid, paged ? NULL : ks, sbk, hpos));
+  ixl_tensor *dcols = to_dev(cols), *dpos = to_dev(hpos);
+  ixl_tensor *routs[1] = {dpos};
+  RUN_TWICE(routs, 1, ixl_remap(g_ctx, dcols, did, paged ? NULL : dks, sbk, dpos));
+  ixl_tensor *gpos = to_host(dpos);
+  same(gpos, hpos, "remap");
+  CHECK_OK(g_ctx, ixl_remap(g_ctx, dcols, did, paged ? NULL : dks, sbk, dcols)); /* out == cols */
+  ixl_tensor *gin = to_host(dcols);
+  same(gin, hpos, "remap in place");
+  ixl_tensor *all[] = {cand, ks, ke, hid, hend, dc, dks, dke, did, dend, gid, gend,
+                       cols, hpos, dcols, dpos, gpos, gin};
+  tfree(all, 18);
+}
+
+TEST(expand_and_remap_match_cpu) {
+  const int64_t R = g_small ? 5 : 40;
+  const int pairs[][2] = {{8, 8}, {16, 8}, {64, 16}, {128, 4}};
+  for (int pi = 0; pi < 4; pi++)
+    for (int mode = 0; mode < 2; mode++)
+      for (int paged = 0; paged < 2; paged++)
+        expand_case(R, g_small ? 24 : (pi % 2 ? 2048 : 300), pairs[pi][0], pairs[pi][1], mode, paged);
+}
+
+TEST(expand_spec_vectors) {
+  /* SPEC 3's vectors, on the device */
+  struct { int cbs, sbk, ks, ke, n; int cand[2]; int ids[4]; int end; } v[] = {
+      {8, 8, 64, 72, 1, {0, 0}, {8, 8, 8, 8}, 8},
+      {8, 8, 13, 30, 2, {2, 0}, {1, 3, 3, 3}, 9},
+      {8, 8, 100, 100, 1, {0, 0}, {12, 12, 12, 12}, 0},
+      {16, 8, 0, 48, 2, {1, 0}, {0, 1, 2, 3}, 32},
+  };
+  for (int i = 0; i < 4; i++) {
+    const int ratio = v[i].cbs / v[i].sbk, T = 4 / ratio;
+    ixl_tensor *cand = host2(IXL_I32, 1, T), *ks = host1(IXL_I32, 1), *ke = host1(IXL_I32, 1);
+    for (int t = 0; t < T; t++) ((int32_t *)cand->data)[t] = t < v[i].n ? v[i].cand[t] : -1;
+    ((int32_t *)ks->data)[0] = v[i].ks;
+    ((int32_t *)ke->data)[0] = v[i].ke;
+    ixl_tensor *dc = to_dev(cand), *dks = to_dev(ks), *dke = to_dev(ke);
+    int64_t s2[2] = {1, 4}, s1[1] = {1};
+    ixl_tensor *did = tnew(IXL_I32, 2, s2, IXL_DEVICE), *dend = tnew(IXL_I32, 1, s1, IXL_DEVICE);
+    CHECK_OK(g_ctx, ixl_tensor_fill_bytes(g_ctx, did, 0xff));
+    CHECK_OK(g_ctx, ixl_expand(g_ctx, dc, dks, dke, v[i].cbs, v[i].sbk, IXL_KS_UNALIGNED, did, dend));
+    ixl_tensor *gid = to_host(did), *gend = to_host(dend);
+    for (int j = 0; j < 4; j++)
+      CHECK_MSG(((int32_t *)gid->data)[j] == v[i].ids[j], "vector %d slot %d: %d, expected %d", i, j,
+                ((int32_t *)gid->data)[j], v[i].ids[j]);
+    CHECK_MSG(((int32_t *)gend->data)[0] == v[i].end, "vector %d end %d, expected %d", i,
+              ((int32_t *)gend->data)[0], v[i].end);
+    ixl_tensor *all[] = {cand, ks, ke, dc, dks, dke, did, dend, gid, gend};
+    tfree(all, 10);
+  }
+}
+
+/* ---------------------------------------------------------------- graphs */
+
+/* The selection stages on one stream, captured into a CUDA graph and replayed: the same
+ * results as running them eagerly (the ops allocate and synchronise nothing). */
+TEST(selection_stages_replay_in_a_graph) {
+  const int64_t R = 6, C = g_small ? 1024 : 16384, cbs = 8, T = 32, sbk = 8, k = 64;
+  const int64_t nsb = T * (cbs / sbk);
+  ixl_tensor *lg = host2(IXL_F32, R, C), *lens = host1(IXL_I32, R);
+  fill_logits(lg, 0);
+  for (int64_t r = 0; r < R; r++) ((int32_t *)lens->data)[r] = (int32_t)rnd_int(C / 2, C);
+  ixl_tensor *dl = to_dev(lg), *dn = to_dev(lens);
+  int64_t sc[2] = {R, T}, si[2] = {R, nsb}, se[1] = {R}, sk[2] = {R, k}, sl[2] = {R, nsb * sbk};
+  ixl_tensor *cand = tnew(IXL_I32, 2, sc, IXL_DEVICE), *ids = tnew(IXL_I32, 2, si, IXL_DEVICE);
+  ixl_tensor *end = tnew(IXL_I32, 1, se, IXL_DEVICE), *cols = tnew(IXL_I32, 2, sk, IXL_DEVICE);
+  ixl_tensor *pos = tnew(IXL_I32, 2, sk, IXL_DEVICE), *sp = tnew(IXL_F32, 2, sl, IXL_DEVICE);
+  if (!cand || !ids || !end || !cols || !pos || !sp) return;
+  /* stand-in sparse logits: any fixed values */
+  ixl_tensor *hsp = host2(IXL_F32, R, nsb * sbk);
+  fill_logits(hsp, 0);
+  CHECK_OK(g_ctx, ixl_tensor_copy(g_ctx, sp, hsp));
+#define STAGES()                                                                          \
+  do {                                                                                    \
+    CHECK_OK(g_ctx, ixl_candidate_select(g_ctx, dl, dn, (int)cbs, IXL_SCORE_MAX, cand));  \
+    CHECK_OK(g_ctx, ixl_expand(g_ctx, cand, NULL, dn, (int)cbs, (int)sbk, IXL_KS_UNALIGNED, ids, end)); \
+    CHECK_OK(g_ctx, ixl_topk(g_ctx, sp, NULL, end, (int)k, 0, cols));                     \
+    CHECK_OK(g_ctx, ixl_remap(g_ctx, cols, ids, NULL, (int)sbk, pos));                    \
+  } while (0)
+  STAGES();
+  CHECK_OK(g_ctx, ixl_ctx_sync(g_ctx));
+  ixl_tensor *eager = to_host(pos);
+  CHECK_OK(g_ctx, ixl_tensor_fill_bytes(g_ctx, pos, 0xff));
+  CHECK_OK(g_ctx, ixl_tensor_fill_bytes(g_ctx, cand, 0xff));
+  CHECK_OK(g_ctx, ixl_ctx_sync(g_ctx));
+  ixl_alloc_stats before, after;
+  ixl_ctx_alloc_stats(g_ctx, &before);
+  CHECK_OK(g_ctx, ixl_graph_begin(g_ctx));
+  STAGES();
+  CHECK_OK(g_ctx, ixl_graph_end(g_ctx));
+  ixl_ctx_alloc_stats(g_ctx, &after);
+  CHECK(after.device_allocs == before.device_allocs && after.host_allocs == before.host_allocs);
+  CHECK_OK(g_ctx, ixl_graph_launch(g_ctx));
+  CHECK_OK(g_ctx, ixl_ctx_sync(g_ctx));
+  ixl_tensor *replay = to_host(pos);
+  if (eager && replay) same(replay, eager, "graph replay of the selection stages");
+  int positive = 0;
+  for (int64_t i = 0; eager && i < R * k; i++) positive += ((int32_t *)eager->data)[i] >= 0;
+  CHECK(positive > 0);
+#undef STAGES
+  ixl_tensor *all[] = {lg, lens, dl, dn, cand, ids, end, cols, pos, sp, hsp, eager, replay};
+  tfree(all, 13);
+}
+
+/* ---------------------------------------------------------------- large shapes */
+
+/* Rows of up to 1M columns, 256 rows, generated on the device (cuRAND normals); the CPU
+ * checks a sample of rows copied back. */
+static void large_topk(int64_t R, int64_t C, int k, int sorted, int nsample) {
+  int64_t s2[2] = {R, C}, s1[1] = {R}, so[2] = {R, k};
+  ixl_tensor *dl = tnew(IXL_F32, 2, s2, IXL_DEVICE), *dre = tnew(IXL_I32, 1, s1, IXL_DEVICE);
+  ixl_tensor *dout = tnew(IXL_I32, 2, so, IXL_DEVICE), *re = host1(IXL_I32, R);
+  if (!dl || !dre || !dout || !re) return;
+  CHECK_OK(g_ctx, ixl_rng_normal(g_ctx, dl, g_seed, 0, 0.0f, 3.0f));
+  for (int64_t r = 0; r < R; r++) ((int32_t *)re->data)[r] = (int32_t)(r % 3 ? C : rnd_int(C / 2, C));
+  CHECK_OK(g_ctx, ixl_tensor_copy(g_ctx, dre, re));
+  ixl_tensor *outs[1] = {dout};
+  RUN_TWICE(outs, 1, ixl_topk(g_ctx, dl, NULL, dre, k, sorted, dout));
+  ixl_tensor *go = to_host(dout);
+  /* sample rows: copy each to the host and run the CPU reference on it alone */
+  ixl_tensor *row = host2(IXL_F32, 1, C), *rend = host1(IXL_I32, 1), *ho = host2(IXL_I32, 1, k);
+  for (int i = 0; i < nsample && go && row; i++) {
+    const int64_t r = i == 0 ? 0 : i == 1 ? R - 1 : rnd_int(0, R - 1);
+    ixl_tensor view;
+    int64_t vs[2] = {1, C};
+    CHECK_OK(g_ctx, ixl_tensor_view(g_ctx, dl, 2, vs, NULL, r * C, &view));
+    CHECK_OK(g_ctx, ixl_tensor_copy(g_ctx, row, &view));
+    ((int32_t *)rend->data)[0] = ((int32_t *)re->data)[r];
+    CHECK_OK(g_ctx, ixl_topk(g_ctx, row, NULL, rend, k, sorted, ho));
+    if (memcmp(ho->data, (int32_t *)go->data + r * k, (size_t)k * 4) != 0) {
+      fprintf(stderr, "  large topk R=%lld C=%lld k=%d: row %lld differs from the CPU (seed %llu)\n",
+              (long long)R, (long long)C, k, (long long)r, (unsigned long long)g_seed);
+      check_failed_ = 1;
+    }
+  }
+  ixl_tensor *all[] = {dl, dre, dout, re, go, row, rend, ho};
+  tfree(all, 8);
+}
+
+static void large_candidates(int64_t R, int64_t C, int cbs, int64_t T, int nsample) {
+  int64_t s2[2] = {R, C}, s1[1] = {R}, so[2] = {R, T};
+  ixl_tensor *dl = tnew(IXL_F32, 2, s2, IXL_DEVICE), *dn = tnew(IXL_I32, 1, s1, IXL_DEVICE);
+  ixl_tensor *dout = tnew(IXL_I32, 2, so, IXL_DEVICE), *lens = host1(IXL_I32, R);
+  if (!dl || !dn || !dout || !lens) return;
+  CHECK_OK(g_ctx, ixl_rng_normal(g_ctx, dl, g_seed + 1, 0, 0.0f, 3.0f));
+  for (int64_t r = 0; r < R; r++) ((int32_t *)lens->data)[r] = (int32_t)rnd_int(C / 2, C);
+  CHECK_OK(g_ctx, ixl_tensor_copy(g_ctx, dn, lens));
+  ixl_tensor *outs[1] = {dout};
+  RUN_TWICE(outs, 1, ixl_candidate_select(g_ctx, dl, dn, cbs, IXL_SCORE_MAX, dout));
+  ixl_tensor *go = to_host(dout);
+  ixl_tensor *row = host2(IXL_F32, 1, C), *rl = host1(IXL_I32, 1), *ho = host2(IXL_I32, 1, T);
+  for (int i = 0; i < nsample && go && row; i++) {
+    const int64_t r = rnd_int(0, R - 1);
+    ixl_tensor view;
+    int64_t vs[2] = {1, C};
+    CHECK_OK(g_ctx, ixl_tensor_view(g_ctx, dl, 2, vs, NULL, r * C, &view));
+    CHECK_OK(g_ctx, ixl_tensor_copy(g_ctx, row, &view));
+    ((int32_t *)rl->data)[0] = ((int32_t *)lens->data)[r];
+    CHECK_OK(g_ctx, ixl_candidate_select(g_ctx, row, rl, cbs, IXL_SCORE_MAX, ho));
+    if (memcmp(ho->data, (int32_t *)go->data + r * T, (size_t)T * 4) != 0) {
+      fprintf(stderr, "  large candidate_select R=%lld C=%lld: row %lld differs from the CPU (seed %llu)\n",
+              (long long)R, (long long)C, (long long)r, (unsigned long long)g_seed);
+      check_failed_ = 1;
+    }
+  }
+  ixl_tensor *all[] = {dl, dn, dout, lens, go, row, rl, ho};
+  tfree(all, 8);
+}
+
+TEST(large_shapes_match_cpu_on_sampled_rows) {
+  large_topk(256, 131072, 2048, 0, 6);
+  large_topk(256, 1048576, 2048, 1, 3);
+  large_topk(64, 131072, 512, 1, 4);
+  large_candidates(256, 131072, 8, 2048, 4);
+  large_candidates(64, 1048576, 8, 2048, 2);
+}
+
+/* ---------------------------------------------------------------- benchmark */
+
+/* Median of `reps` timed runs (CUDA events on the context's stream) of `expr`. */
+#define TIME_US(out_us, reps, expr)                                           \
+  do {                                                                        \
+    double t_[64];                                                            \
+    for (int w_ = 0; w_ < 3; w_++) CHECK_OK(g_ctx, (expr));                   \
+    for (int i_ = 0; i_ < (reps); i_++) {                                     \
+      CHECK_OK(g_ctx, ixl_timer_record(g_ctx, 0));                            \
+      CHECK_OK(g_ctx, (expr));                                                \
+      CHECK_OK(g_ctx, ixl_timer_record(g_ctx, 1));                            \
+      CHECK_OK(g_ctx, ixl_timer_elapsed_us(g_ctx, 0, 1, &t_[i_]));            \
+    }                                                                         \
+    for (int a_ = 0; a_ < (reps); a_++)                                       \
+      for (int b_ = a_ + 1; b_ < (reps); b_++)                                \
+        if (t_[b_] < t_[a_]) { double x_ = t_[a_]; t_[a_] = t_[b_]; t_[b_] = x_; } \
+    (out_us) = t_[(reps) / 2];                                                \
+  } while (0)
+
+static void bench_row(const char *name, double us, double bytes) {
+  printf("# bench %-52s %10.1f us %8.0f GB/s\n", name, us, bytes / (us * 1e-6) / 1e9);
+}
+
+TEST(bench_ops) {
+  if (!g_bench) return;
+  const int reps = 21;
+  double us;
+  struct { int64_t R, C; int k, dtype, sorted; const char *name; } tk[] = {
+      {64, 16384, 512, IXL_BF16, 0, "topk V4.1 decode: 64 x 16384 bf16, k=512"},
+      {4096, 16384, 512, IXL_BF16, 0, "topk V4.1 prefill: 4096 x 16384 bf16, k=512"},
+      {1, 131072, 2048, IXL_F32, 0, "topk V3.2: 1 x 131072 f32, k=2048"},
+      {64, 131072, 2048, IXL_F32, 0, "topk V3.2: 64 x 131072 f32, k=2048"},
+      {256, 131072, 2048, IXL_F32, 0, "topk: 256 x 131072 f32, k=2048"},
+      {64, 1048576, 2048, IXL_F32, 0, "topk: 64 x 1048576 f32, k=2048"},
+      {64, 131072, 2048, IXL_F32, 1, "topk sorted: 64 x 131072 f32, k=2048"},
+  };
+  for (size_t i = 0; i < sizeof tk / sizeof tk[0]; i++) {
+    int64_t s2[2] = {tk[i].R, tk[i].C}, s1[1] = {tk[i].R}, so[2] = {tk[i].R, tk[i].k};
+    ixl_tensor *f = tnew(IXL_F32, 2, s2, IXL_DEVICE);
+    ixl_tensor *lg = tk[i].dtype == IXL_F32 ? f : tnew(IXL_BF16, 2, s2, IXL_DEVICE);
+    ixl_tensor *re = host1(IXL_I32, tk[i].R), *dre = tnew(IXL_I32, 1, s1, IXL_DEVICE);
+    ixl_tensor *out = tnew(IXL_I32, 2, so, IXL_DEVICE);
+    if (!f || !lg || !re || !dre || !out) return;
+    CHECK_OK(g_ctx, ixl_rng_normal(g_ctx, f, g_seed, 0, 0.0f, 3.0f));
+    if (lg != f) { /* bf16 rows: from host-made values */
+      ixl_tensor *h = host2(IXL_BF16, tk[i].R, tk[i].C);
+      fill_logits(h, 0);
+      CHECK_OK(g_ctx, ixl_tensor_copy(g_ctx, lg, h));
+      ixl_tensor_free(h);
+    }
+    for (int64_t r = 0; r < tk[i].R; r++) ((int32_t *)re->data)[r] = (int32_t)tk[i].C;
+    CHECK_OK(g_ctx, ixl_tensor_copy(g_ctx, dre, re));
+    TIME_US(us, reps, ixl_topk(g_ctx, lg, NULL, dre, tk[i].k, tk[i].sorted, out));
+    bench_row(tk[i].name, us, (double)tk[i].R * tk[i].C * (tk[i].dtype == IXL_F32 ? 4 : 2));
+    if (lg != f) ixl_tensor_free(lg);
+    ixl_tensor *all[] = {f, re, dre, out};
+    tfree(all, 4);
+  }
+  /* K3 at the V4.1 decode shape, K4 and K7 with it */
+  {
+    const int64_t R = 64, C = 131072, cbs = 8, T = 2048, k = 512, nsb = T;
+    int64_t s2[2] = {R, C}, s1[1] = {R}, sc[2] = {R, T}, sk[2] = {R, k}, sl[2] = {R, nsb * 8};
+    ixl_tensor *dl = tnew(IXL_F32, 2, s2, IXL_DEVICE), *dn = tnew(IXL_I32, 1, s1, IXL_DEVICE);
+    ixl_tensor *cand = tnew(IXL_I32, 2, sc, IXL_DEVICE), *ids = tnew(IXL_I32, 2, sc, IXL_DEVICE);
+    ixl_tensor *end = tnew(IXL_I32, 1, s1, IXL_DEVICE), *cols = tnew(IXL_I32, 2, sk, IXL_DEVICE);
+    ixl_tensor *sp = tnew(IXL_BF16, 2, sl, IXL_DEVICE), *lens = host1(IXL_I32, R);
+    if (!dl || !dn || !cand || !ids || !end || !cols || !sp || !lens) return;
+    CHECK_OK(g_ctx, ixl_rng_normal(g_ctx, dl, g_seed, 0, 0.0f, 3.0f));
+    for (int64_t r = 0; r < R; r++) ((int32_t *)lens->data)[r] = (int32_t)C;
+    CHECK_OK(g_ctx, ixl_tensor_copy(g_ctx, dn, lens));
+    TIME_US(us, reps, ixl_candidate_select(g_ctx, dl, dn, (int)cbs, IXL_SCORE_MAX, cand));
+    bench_row("candidate_select V4.1: 64 x 131072, cbs=8, T=2048", us, (double)R * C * 4);
+    TIME_US(us, reps, ixl_mask_candidates(g_ctx, dl, dn, cand, (int)cbs));
+    bench_row("mask_candidates: 64 x 131072 f32, T=2048", us, (double)R * C * 4);
+    TIME_US(us, reps, ixl_expand(g_ctx, cand, NULL, dn, (int)cbs, 8, IXL_KS_UNALIGNED, ids, end));
+    bench_row("expand V4.1: 64 rows, T=2048, cbs=sbk=8", us, (double)R * T * 8);
+    ixl_tensor *hsp = host2(IXL_BF16, R, nsb * 8);
+    fill_logits(hsp, 0);
+    CHECK_OK(g_ctx, ixl_tensor_copy(g_ctx, sp, hsp));
+    CHECK_OK(g_ctx, ixl_topk(g_ctx, sp, NULL, end, (int)k, 0, cols));
+    TIME_US(us, reps, ixl_remap(g_ctx, cols, ids, NULL, 8, cols));
+    bench_row("remap V4.1: 64 x 512", us, (double)R * k * 8);
+    ixl_tensor *all[] = {dl, dn, cand, ids, end, cols, sp, lens, hsp};
+    tfree(all, 9);
+  }
+  /* quantize K at 1M positions */
+  for (int fmt = 0; fmt < 3; fmt++) {
+    const int64_t M = 1 << 20;
+    const int vb = ixl_format_value_bytes((ixl_kv_format)fmt);
+    int64_t sx[2] = {M, 128}, sc2[2] = {M, vb}, ss[1] = {M};
+    ixl_tensor *x = tnew(IXL_F32, 2, sx, IXL_DEVICE), *c = tnew(IXL_U8, 2, sc2, IXL_DEVICE);
+    ixl_tensor *s = tnew(fmt == IXL_FP8 ? IXL_F32 : IXL_I32, 1, ss, IXL_DEVICE);
+    if (!x || !c || !s) return;
+    CHECK_OK(g_ctx, ixl_rng_normal(g_ctx, x, g_seed, 0, 0.0f, 1.0f));
+    TIME_US(us, reps, ixl_quantize(g_ctx, fmt, IXL_Q_RNE, IXL_ROLE_K, x, c, s));
+    char name[96];
+    snprintf(name, sizeof name, "quantize %s K: 1048576 x 128 f32", fmt_names[fmt]);
+    bench_row(name, us, (double)M * (512 + vb + 4));
+    ixl_tensor *all[] = {x, c, s};
+    tfree(all, 3);
+  }
+}
+
+/* ---------------------------------------------------------------- main */
+
+#define RUN_GPU(name)                                                   \
+  do {                                                                  \
+    if (g_ctx) {                                                        \
+      RUN(name);                                                        \
+    } else {                                                            \
+      printf("ok - %s # skipped: no GPU\n", #name);                     \
+      tests_passed_++;                                                  \
+    }                                                                   \
+  } while (0)
+
+int main(void) {
+  const char *seed_env = getenv("IXL_TEST_SEED");
+  g_seed = seed_env && *seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL);
+  g_rng = g_seed;
+  g_small = getenv("IXL_TEST_SMALL") && getenv("IXL_TEST_SMALL")[0] == '1';
+  g_bench = getenv("IXL_BENCH") && getenv("IXL_BENCH")[0] == '1';
+  printf("# seed %llu%s\n", (unsigned long long)g_seed, g_small ? " (small shapes)" : "");
+  char why[256];
+  if (ixl_cuda_available(why, sizeof why)) {
+    if (ixl_ctx_new(IXL_BACKEND_CUDA, 0, g_seed, &g_ctx) != IXL_OK) {
+      printf("# CUDA context failed: %s\n", ixl_last_error(g_ctx));
+      ixl_ctx_free(g_ctx);
+      g_ctx = NULL;
+      tests_failed_++;
+    } else {
+      printf("# device: %s\n", ixl_ctx_device_name(g_ctx));
+    }
+  } else {
+    printf("# no GPU: %s\n", why);
+  }
+  if (getenv("IXL_BENCH") && strcmp(getenv("IXL_BENCH"), "only") == 0) {
+    g_bench = 1;
+    RUN_GPU(bench_ops);
+    ixl_ctx_free(g_ctx);
+    DONE();
+  }
+  RUN_GPU(quantize_and_dequantize_match_cpu);
+  RUN_GPU(prepare_weights_match_cpu);
+  RUN_GPU(kv_pages_write_matches_cpu);
+  RUN_GPU(topk_matches_cpu);
+  RUN_GPU(topk_fallback_paths_match_cpu);
+  RUN_GPU(candidate_select_matches_cpu);
+  RUN_GPU(mask_candidates_matches_cpu);
+  RUN_GPU(expand_and_remap_match_cpu);
+  RUN_GPU(expand_spec_vectors);
+  RUN_GPU(selection_stages_replay_in_a_graph);
+  if (!g_small) RUN_GPU(large_shapes_match_cpu_on_sampled_rows);
+  if (g_bench) RUN_GPU(bench_ops);
+  ixl_ctx_free(g_ctx);
+  DONE();
+}

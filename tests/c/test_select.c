@@ -1,0 +1,824 @@
+/* test_select.c - the selection kernels on the CPU: K3 candidate selection, K4 expansion,
+ * K6 top-k, K7 remap and the candidate mask. Each is compared with a plain reference written
+ * here (sorts and marks, no radix tricks) on seeded random inputs with heavy ties, NaNs,
+ * infinities and signed zeros, and every validation rule is triggered with its message
+ * checked. Failures print the seed. */
+#include <math.h>
+#include <stdint.h>
+
+#include "check.h"
+
+static ixl_ctx *ctx;
+static uint64_t rng_state;
+
+static uint64_t next_u64(void) { /* splitmix64 */
+  uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+static int64_t rnd(int64_t lo, int64_t hi) { /* inclusive */
+  return lo + (int64_t)(next_u64() % (uint64_t)(hi - lo + 1));
+}
+static uint64_t seed_test(uint64_t base) {
+  rng_state = base;
+  return base;
+}
+
+static ixl_tensor *tensor(ixl_dtype dt, int ndim, int64_t a, int64_t b) {
+  int64_t shape[2] = {a, b};
+  ixl_tensor *t = NULL;
+  CHECK_OK(ctx, ixl_tensor_new(ctx, dt, ndim, shape, IXL_HOST, &t));
+  if (t && ixl_tensor_numel(t) > 0) ixl_tensor_fill_bytes(ctx, t, 0xA5); /* poison */
+  return t;
+}
+static ixl_tensor *i32_from(int ndim, int64_t a, int64_t b, const int32_t *v) {
+  ixl_tensor *t = tensor(IXL_I32, ndim, a, b);
+  if (t && v) memcpy(t->data, v, (size_t)ixl_tensor_numel(t) * 4);
+  return t;
+}
+#define I32(t) ((int32_t *)(t)->data)
+#define F32(t) ((float *)(t)->data)
+#define U16(t) ((uint16_t *)(t)->data)
+
+/* ---------------------------------------------------------------- K4 reference */
+
+static int i64_cmp(const void *pa, const void *pb) {
+  int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
+  return (a > b) - (a < b);
+}
+
+/* SPEC 3's steps one by one: expand every candidate, drop, sort, deduplicate, offset, pad. */
+static void ref_expand_row(const int32_t *cand, int64_t T, int64_t ks, int64_t ke, int64_t cbs,
+                           int64_t sbk, int32_t *ids, int64_t nsb, int32_t *end) {
+  int64_t len = ke - ks > 0 ? ke - ks : 0, nb = (len + sbk - 1) / sbk, ratio = cbs / sbk;
+  int64_t *blocks = malloc((size_t)(T * ratio + 1) * sizeof *blocks), n = 0;
+  for (int64_t t = 0; t < T; t++)
+    if (cand[t] >= 0)
+      for (int64_t i = 0; i < ratio; i++) {
+        int64_t b = (int64_t)cand[t] * ratio + i;
+        if (b < nb) blocks[n++] = b;
+      }
+  qsort(blocks, (size_t)n, sizeof *blocks, i64_cmp);
+  int64_t nv = 0;
+  for (int64_t i = 0; i < n; i++)
+    if (nv == 0 || blocks[i] != blocks[nv - 1]) blocks[nv++] = blocks[i];
+  for (int64_t j = 0; j < nsb; j++)
+    ids[j] = (int32_t)((nv ? blocks[j < nv ? j : nv - 1] : 0) + ks / sbk);
+  if (!nv) {
+    *end = 0;
+  } else {
+    int64_t tail = ke - (blocks[nv - 1] * sbk + ks);
+    tail = tail < 1 ? 1 : tail > sbk ? sbk : tail;
+    *end = (int32_t)((nv - 1) * sbk + tail);
+  }
+  free(blocks);
+}
+
+static int expand_one(int64_t T, const int32_t *cand, int32_t ks, int32_t ke, int cbs, int sbk,
+                      int32_t *ids_out, int32_t *end_out) {
+  int32_t ksv[1] = {ks}, kev[1] = {ke};
+  ixl_tensor *c = i32_from(2, 1, T, cand), *tks = i32_from(1, 1, 0, ksv),
+             *tke = i32_from(1, 1, 0, kev);
+  ixl_tensor *ids = tensor(IXL_I32, 2, 1, T * (cbs / sbk)), *end = tensor(IXL_I32, 1, 1, 0);
+  ixl_status st = ixl_expand(ctx, c, tks, tke, cbs, sbk, IXL_KS_UNALIGNED, ids, end);
+  if (st == IXL_OK) {
+    memcpy(ids_out, ids->data, (size_t)(T * (cbs / sbk)) * 4);
+    *end_out = I32(end)[0];
+  } else {
+    fprintf(stderr, "  expand: %s\n", ixl_last_error(ctx));
+  }
+  ixl_tensor_free(c), ixl_tensor_free(tks), ixl_tensor_free(tke), ixl_tensor_free(ids),
+      ixl_tensor_free(end);
+  return st == IXL_OK;
+}
+
+TEST(expand_spec_vectors) {
+  int32_t ids[4], end;
+  const int32_t c1[4] = {0, -1, -1, -1};
+  CHECK(expand_one(4, c1, 64, 72, 8, 8, ids, &end));
+  CHECK(ids[0] == 8 && ids[1] == 8 && ids[2] == 8 && ids[3] == 8 && end == 8);
+  const int32_t c2[4] = {2, 0, -1, -1};
+  CHECK(expand_one(4, c2, 13, 30, 8, 8, ids, &end));
+  CHECK_MSG(ids[0] == 1 && ids[1] == 3 && ids[2] == 3 && ids[3] == 3 && end == 9,
+            "ids %d %d %d %d end %d", ids[0], ids[1], ids[2], ids[3], end);
+  const int32_t c3[4] = {0, 1, 2, 3};
+  CHECK(expand_one(4, c3, 100, 100, 8, 8, ids, &end));
+  CHECK(ids[0] == 12 && ids[1] == 12 && ids[2] == 12 && ids[3] == 12 && end == 0);
+  const int32_t c4[2] = {1, 0};
+  CHECK(expand_one(2, c4, 0, 48, 16, 8, ids, &end));
+  CHECK_MSG(ids[0] == 0 && ids[1] == 1 && ids[2] == 2 && ids[3] == 3 && end == 32,
+            "ids %d %d %d %d end %d", ids[0], ids[1], ids[2], ids[3], end);
+}
+
+static void check_expand_against_ref(uint64_t seed, int64_t R, int64_t T, int cbs, int sbk,
+                                     const int32_t *cand, const int32_t *ks, const int32_t *ke,
+                                     int paged) {
+  const int64_t nsb = T * (cbs / sbk);
+  ixl_tensor *c = i32_from(2, R, T, cand), *tks = paged ? NULL : i32_from(1, R, 0, ks),
+             *tke = i32_from(1, R, 0, ke);
+  ixl_tensor *ids = tensor(IXL_I32, 2, R, nsb), *end = tensor(IXL_I32, 1, R, 0);
+  CHECK_OK(ctx, ixl_expand(ctx, c, tks, tke, cbs, sbk, IXL_KS_UNALIGNED, ids, end));
+  int32_t *ref = malloc((size_t)(nsb + 1) * 4);
+  for (int64_t r = 0; r < R; r++) {
+    int32_t rend;
+    int64_t s = paged ? 0 : ks[r];
+    ref_expand_row(cand + r * T, T, s, ke[r], cbs, sbk, ref, nsb, &rend);
+    const int32_t *got = I32(ids) + r * nsb;
+    int same = rend == I32(end)[r];
+    for (int64_t j = 0; j < nsb; j++) same &= got[j] == ref[j];
+    CHECK_MSG(same, "seed %llu row %lld (ks %lld ke %d cbs %d sbk %d T %lld): end %d vs ref %d",
+              (unsigned long long)seed, (long long)r, (long long)s, ke[r], cbs, sbk, (long long)T,
+              I32(end)[r], rend);
+    /* The first n_valid ids are strictly increasing (n_valid = the ref's count). */
+    for (int64_t j = 1; j < nsb && got[j] != got[j - 1]; j++)
+      CHECK_MSG(got[j] > got[j - 1], "seed %llu row %lld slot %lld not increasing",
+                (unsigned long long)seed, (long long)r, (long long)j);
+  }
+  free(ref);
+  ixl_tensor_free(c), ixl_tensor_free(tks), ixl_tensor_free(tke), ixl_tensor_free(ids),
+      ixl_tensor_free(end);
+}
+
+TEST(expand_random_vs_reference) {
+  static const int pairs[][2] = {{8, 8}, {16, 8}, {16, 16}, {64, 16}, {32, 4}, {8, 1}, {128, 8}};
+  for (int iter = 0; iter < 60; iter++) {
+    uint64_t seed = seed_test(1000 + iter);
+    int cbs = pairs[iter % 7][0], sbk = pairs[iter % 7][1];
+    int64_t R = rnd(1, 24), T = rnd(1, 40);
+    int32_t *cand = malloc((size_t)(R * T) * 4), *ks = malloc((size_t)R * 4),
+            *ke = malloc((size_t)R * 4);
+    for (int64_t r = 0; r < R; r++) {
+      ks[r] = (int32_t)rnd(0, 3000);
+      ke[r] = (int32_t)(ks[r] + rnd(-20, 2000)); /* some rows with ke < ks: empty */
+      if (rnd(0, 9) == 0) ke[r] = ks[r];
+      int64_t nb = ((ke[r] - ks[r] > 0 ? ke[r] - ks[r] : 0) + cbs - 1) / cbs;
+      for (int64_t t = 0; t < T; t++) {
+        int kind = (int)rnd(0, 9);
+        cand[r * T + t] = kind == 0   ? -1
+                          : kind == 1 ? (int32_t)rnd(-5, 100000) /* garbage */
+                          : kind == 2 && t ? cand[r * T + t - 1] /* duplicate */
+                                           : (int32_t)rnd(0, nb + 2);
+      }
+    }
+    check_expand_against_ref(seed, R, T, cbs, sbk, cand, ks, ke, 0);
+    check_expand_against_ref(seed, R, T, cbs, sbk, cand, ks, ke, 1);
+    free(cand), free(ks), free(ke);
+  }
+}
+
+TEST(expand_hostile_candidates) {
+  /* Huge and negative ids, duplicates, rows near INT32_MAX, a huge ratio: no crash, no
+   * overflow (UBSan watches), and the reference's answer. */
+  const int32_t cand[] = {INT32_MAX, INT32_MIN, 3, 3, 3, -1, 0, INT32_MAX - 1, 1, 1};
+  const int32_t ks[] = {0, INT32_MAX - 100, 5, INT32_MAX, 0, 1000};
+  const int32_t ke[] = {INT32_MAX, INT32_MAX, INT32_MIN, INT32_MAX, 0, 999};
+  int32_t big[6 * 10];
+  for (int r = 0; r < 6; r++) memcpy(big + r * 10, cand, sizeof cand);
+  check_expand_against_ref(1, 6, 10, 8, 8, big, ks, ke, 0);
+  check_expand_against_ref(2, 6, 10, 1 << 16, 1, big, ks, ke, 0);
+  check_expand_against_ref(3, 6, 10, 1 << 20, 1 << 10, big, ks, ke, 0);
+  check_expand_against_ref(4, 6, 10, 16, 8, big, ks, ke, 1);
+}
+
+TEST(expand_aligned_mode) {
+  int32_t cand[] = {0, 1, 1, 0, 0, 0};
+  int32_t ks_bad[] = {16, 13, 13}, ke_bad[] = {40, 30, 13};
+  ixl_tensor *c = i32_from(2, 3, 2, cand), *ks = i32_from(1, 3, 0, ks_bad),
+             *ke = i32_from(1, 3, 0, ke_bad);
+  ixl_tensor *ids = tensor(IXL_I32, 2, 3, 2), *end = tensor(IXL_I32, 1, 3, 0);
+  CHECK_ERR(ctx, ixl_expand(ctx, c, ks, ke, 8, 8, IXL_KS_ALIGNED, ids, end), IXL_ERR_INVALID_ARG,
+            "row 1: ks = 13 is not a multiple of sparse_block_kv (8)");
+  /* An empty row with an unaligned ks is fine; aligned ids equal unaligned ones. */
+  I32(ke)[1] = 13;
+  CHECK_OK(ctx, ixl_expand(ctx, c, ks, ke, 8, 8, IXL_KS_ALIGNED, ids, end));
+  int32_t a0 = I32(ids)[0], a1 = I32(ids)[1], e0 = I32(end)[0];
+  CHECK_OK(ctx, ixl_expand(ctx, c, ks, ke, 8, 8, IXL_KS_UNALIGNED, ids, end));
+  CHECK(a0 == 2 && a1 == 3 && e0 == 16);
+  CHECK(I32(ids)[0] == a0 && I32(ids)[1] == a1 && I32(end)[0] == e0);
+  CHECK(I32(end)[1] == 0 && I32(ids)[2] == 1);
+  ixl_tensor_free(c), ixl_tensor_free(ks), ixl_tensor_free(ke), ixl_tensor_free(ids),
+      ixl_tensor_free(end);
+}
+
+TEST(expand_validation) {
+  int32_t cand[] = {0, 1, 2, 3}, z[] = {0, 0}, e[] = {64, 64}, neg[] = {0, -8};
+  ixl_tensor *c = i32_from(2, 2, 2, cand), *ks = i32_from(1, 2, 0, z), *ke = i32_from(1, 2, 0, e),
+             *ids = tensor(IXL_I32, 2, 2, 4), *end = tensor(IXL_I32, 1, 2, 0);
+  ixl_tensor *kneg = i32_from(1, 2, 0, neg), *f = tensor(IXL_F32, 2, 2, 2),
+             *ids3 = tensor(IXL_I32, 2, 2, 3), *end3 = tensor(IXL_I32, 1, 3, 0),
+             *ke3 = tensor(IXL_I32, 1, 3, 0);
+  CHECK_OK(ctx, ixl_expand(ctx, c, ks, ke, 16, 8, IXL_KS_UNALIGNED, ids, end));
+  CHECK_ERR(ctx, ixl_expand(ctx, c, ks, ke, 0, 8, IXL_KS_UNALIGNED, ids, end),
+            IXL_ERR_INVALID_ARG, "candidate_block_size = 0: must be >= 1");
+  CHECK_ERR(ctx, ixl_expand(ctx, c, ks, ke, 24, 12, IXL_KS_UNALIGNED, ids, end),
+            IXL_ERR_INVALID_ARG, "sparse_block_kv = 12: must be a power of two");
+  CHECK_ERR(ctx, ixl_expand(ctx, c, ks, ke, 12, 8, IXL_KS_UNALIGNED, ids, end),
+            IXL_ERR_INVALID_ARG, "candidate_block_size = 12: must be a multiple of sparse_block_kv (8)");
+  CHECK_ERR(ctx, ixl_expand(ctx, c, ks, ke, 16, 8, (ixl_ks_mode)7, ids, end), IXL_ERR_INVALID_ARG,
+            "ks_mode = 7: must be unaligned (0) or aligned (1)");
+  CHECK_ERR(ctx, ixl_expand(ctx, f, ks, ke, 16, 8, IXL_KS_UNALIGNED, ids, end), IXL_ERR_DTYPE,
+            "cand: dtype f32, expected i32");
+  CHECK_ERR(ctx, ixl_expand(ctx, c, ks, ke, 16, 8, IXL_KS_UNALIGNED, ids3, end), IXL_ERR_SHAPE,
+            "sparse_ids: shape[1] = 3, expected T * candidate_block_size / sparse_block_kv = 2 * 16 / 8 = 4");
+  CHECK_ERR(ctx, ixl_expand(ctx, c, ks, ke, 16, 8, IXL_KS_UNALIGNED, ids, end3), IXL_ERR_SHAPE,
+            "end: shape[0] = 3, expected 2");
+  CHECK_ERR(ctx, ixl_expand(ctx, c, ks, ke3, 16, 8, IXL_KS_UNALIGNED, ids, end), IXL_ERR_SHAPE,
+            "row_ke: shape[0] = 3, expected 2");
+  CHECK_ERR(ctx, ixl_expand(ctx, c, ke3, ke, 16, 8, IXL_KS_UNALIGNED, ids, end), IXL_ERR_SHAPE,
+            "row_ks: shape[0] = 3, expected 2");
+  CHECK_ERR(ctx, ixl_expand(ctx, c, ks, NULL, 16, 8, IXL_KS_UNALIGNED, ids, end),
+            IXL_ERR_INVALID_ARG, "row_ke: missing tensor");
+  CHECK_ERR(ctx, ixl_expand(ctx, c, kneg, ke, 16, 8, IXL_KS_UNALIGNED, ids, end),
+            IXL_ERR_INVALID_ARG, "row_ks[1] = -8: must be >= 0");
+  ixl_tensor_free(c), ixl_tensor_free(ks), ixl_tensor_free(ke), ixl_tensor_free(ids),
+      ixl_tensor_free(end), ixl_tensor_free(kneg), ixl_tensor_free(f), ixl_tensor_free(ids3),
+      ixl_tensor_free(end3), ixl_tensor_free(ke3);
+}
+
+TEST(expand_t_overflow) {
+  /* T * ratio overflowing int64 is refused before anything is allocated. A view with a huge
+   * shape over a small tensor is not allowed, so build the descriptor by hand: the check
+   * must come before the data is touched. */
+  ixl_tensor *c = tensor(IXL_I32, 2, 1, 1), *ke = tensor(IXL_I32, 1, 1, 0),
+             *ids = tensor(IXL_I32, 2, 1, 1), *end = tensor(IXL_I32, 1, 1, 0);
+  ixl_tensor huge = *c;
+  huge.shape[1] = INT64_MAX / 2;
+  huge.stride[0] = huge.shape[1];
+  huge.owns = 0;
+  CHECK_ERR(ctx, ixl_expand(ctx, &huge, NULL, ke, 1 << 20, 1, IXL_KS_UNALIGNED, ids, end),
+            IXL_ERR_OVERFLOW, "overflows");
+  ixl_tensor_free(c), ixl_tensor_free(ke), ixl_tensor_free(ids), ixl_tensor_free(end);
+}
+
+/* ---------------------------------------------------------------- K6 reference */
+
+typedef struct {
+  float v;
+  int32_t col;
+} vc;
+
+/* (value descending, column ascending), NaN above everything, -0 == +0. */
+static int vc_cmp(const void *pa, const void *pb) {
+  const vc *a = pa, *b = pb;
+  int an = isnan(a->v), bn = isnan(b->v);
+  if (an != bn) return an ? -1 : 1;
+  if (!an && a->v != b->v) return a->v > b->v ? -1 : 1;
+  return (a->col > b->col) - (a->col < b->col);
+}
+static int i32_cmp(const void *pa, const void *pb) {
+  int32_t a = *(const int32_t *)pa, b = *(const int32_t *)pb;
+  return (a > b) - (a < b);
+}
+
+static void ref_topk_row(const float *x, int64_t n, int64_t k, int sorted, int32_t *out) {
+  vc *a = malloc((size_t)(n + 1) * sizeof *a);
+  for (int64_t i = 0; i < n; i++) a[i] = (vc){x[i], (int32_t)i};
+  qsort(a, (size_t)n, sizeof *a, vc_cmp);
+  int64_t m = n < k ? n : k;
+  for (int64_t j = 0; j < m; j++) out[j] = a[j].col;
+  if (!sorted) qsort(out, (size_t)m, sizeof *out, i32_cmp);
+  for (int64_t j = m; j < k; j++) out[j] = -1;
+  free(a);
+}
+
+/* A value drawn to make ties, NaNs, infinities and signed zeros common. */
+static float tricky(int ties) {
+  int kind = (int)rnd(0, 99);
+  if (kind < 2) return NAN;
+  if (kind < 4) return kind == 2 ? INFINITY : -INFINITY;
+  if (kind < 7) return kind == 4 ? 0.0f : -0.0f;
+  if (ties) return (float)rnd(-8, 8) * 0.25f;
+  return (float)((double)(int64_t)(next_u64() >> 11) / 9007199254740992.0 * 20.0 - 10.0);
+}
+
+static void check_topk_case(uint64_t seed, int64_t R, int64_t C, int k, int bf16, int with_start,
+                            int ties) {
+  ixl_tensor *lg = tensor(bf16 ? IXL_BF16 : IXL_F32, 2, R, C);
+  ixl_tensor *st = tensor(IXL_I32, 1, R, 0), *en = tensor(IXL_I32, 1, R, 0);
+  ixl_tensor *out = tensor(IXL_I32, 2, R, k);
+  float *vals = malloc((size_t)(R * C + 1) * sizeof *vals);
+  for (int64_t i = 0; i < R * C; i++) {
+    float v = tricky(ties);
+    if (bf16) {
+      U16(lg)[i] = ixl_f32_to_bf16(v);
+      vals[i] = ixl_bf16_to_f32(U16(lg)[i]);
+    } else {
+      F32(lg)[i] = vals[i] = v;
+    }
+  }
+  for (int64_t r = 0; r < R; r++) {
+    int64_t s = with_start ? rnd(0, C) : 0;
+    int64_t e = rnd(s, C);
+    if (rnd(0, 4) == 0) e = s + (C - s < k ? C - s : rnd(0, k)); /* rows not longer than k */
+    if (rnd(0, 9) == 0) e = s;                                  /* empty rows */
+    I32(st)[r] = (int32_t)s;
+    I32(en)[r] = (int32_t)e;
+  }
+  int32_t *ref = malloc((size_t)k * 4);
+  for (int sorted = 0; sorted < 2; sorted++) {
+    CHECK_OK(ctx, ixl_topk(ctx, lg, with_start ? st : NULL, en, k, sorted, out));
+    for (int64_t r = 0; r < R; r++) {
+      int64_t s = with_start ? I32(st)[r] : 0;
+      ref_topk_row(vals + r * C + s, I32(en)[r] - s, k, sorted, ref);
+      int64_t bad = -1;
+      for (int64_t j = 0; j < k && bad < 0; j++)
+        if (I32(out)[r * k + j] != ref[j]) bad = j;
+      CHECK_MSG(bad < 0,
+                "seed %llu R %lld C %lld k %d bf16 %d sorted %d row %lld [%lld, %d): slot %lld "
+                "got %d, ref %d",
+                (unsigned long long)seed, (long long)R, (long long)C, k, bf16, sorted,
+                (long long)r, (long long)s, I32(en)[r], (long long)bad,
+                bad >= 0 ? I32(out)[r * k + bad] : 0, bad >= 0 ? ref[bad] : 0);
+    }
+  }
+  free(ref), free(vals);
+  ixl_tensor_free(lg), ixl_tensor_free(st), ixl_tensor_free(en), ixl_tensor_free(out);
+}
+
+TEST(topk_random_vs_reference) {
+  static const int ks[] = {1, 3, 8, 17, 64, 256};
+  for (int iter = 0; iter < 48; iter++) {
+    uint64_t seed = seed_test(5000 + iter);
+    int64_t R = rnd(1, 12), C = rnd(0, 3000);
+    int k = ks[iter % 6];
+    check_topk_case(seed, R, C, k, iter % 2, iter % 3 == 0, iter % 4 < 2);
+  }
+}
+
+TEST(topk_long_rows) {
+  /* 128K columns: every radix pass has work; ties force the threshold into a crowded bin. */
+  uint64_t seed = seed_test(77);
+  check_topk_case(seed, 3, 131072, 2048, 0, 0, 1);
+  check_topk_case(seed, 2, 131072, 512, 0, 1, 0);
+  check_topk_case(seed, 2, 131072, 4096, 1, 0, 1);
+}
+
+TEST(topk_all_equal_and_nan_rows) {
+  /* All equal values: the k smallest columns; all NaN: the same; NaN beats +inf. */
+  ixl_tensor *lg = tensor(IXL_F32, 2, 3, 100), *en = tensor(IXL_I32, 1, 3, 0),
+             *out = tensor(IXL_I32, 2, 3, 8);
+  for (int j = 0; j < 100; j++) {
+    F32(lg)[j] = 1.5f;
+    F32(lg)[100 + j] = NAN;
+    F32(lg)[200 + j] = j % 2 ? -0.0f : 0.0f;
+  }
+  F32(lg)[250] = INFINITY;
+  F32(lg)[260] = NAN;
+  F32(lg)[270] = -NAN;
+  for (int r = 0; r < 3; r++) I32(en)[r] = 100;
+  CHECK_OK(ctx, ixl_topk(ctx, lg, NULL, en, 8, 1, out));
+  for (int j = 0; j < 8; j++) CHECK(I32(out)[j] == j && I32(out)[8 + j] == j);
+  CHECK(I32(out)[16] == 60 && I32(out)[17] == 70 && I32(out)[18] == 50);
+  for (int j = 3; j < 8; j++) CHECK(I32(out)[16 + j] == j - 3); /* -0 ties +0: by column */
+  ixl_tensor_free(lg), ixl_tensor_free(en), ixl_tensor_free(out);
+}
+
+TEST(topk_validation) {
+  ixl_tensor *lg = tensor(IXL_F32, 2, 2, 10), *en = tensor(IXL_I32, 1, 2, 0),
+             *st = tensor(IXL_I32, 1, 2, 0), *out = tensor(IXL_I32, 2, 2, 8);
+  ixl_tensor *li = tensor(IXL_I32, 2, 2, 10), *out9 = tensor(IXL_I32, 2, 2, 9),
+             *en3 = tensor(IXL_I32, 1, 3, 0), *outf = tensor(IXL_F32, 2, 2, 8);
+  I32(en)[0] = 10, I32(en)[1] = 4, I32(st)[0] = 0, I32(st)[1] = 2;
+  for (int i = 0; i < 20; i++) F32(lg)[i] = (float)i;
+  CHECK_OK(ctx, ixl_topk(ctx, lg, st, en, 8, 0, out));
+  CHECK(I32(out)[8] == 0 && I32(out)[9] == 1 && I32(out)[10] == -1);
+  CHECK_ERR(ctx, ixl_topk(ctx, li, st, en, 8, 0, out), IXL_ERR_DTYPE,
+            "logits: dtype i32, expected f32 or bf16");
+  CHECK_ERR(ctx, ixl_topk(ctx, lg, st, en, 0, 0, out), IXL_ERR_INVALID_ARG,
+            "k = 0: must be in [1, 4096]");
+  CHECK_ERR(ctx, ixl_topk(ctx, lg, st, en, 5000, 0, out), IXL_ERR_INVALID_ARG,
+            "k = 5000: must be in [1, 4096]");
+  CHECK_ERR(ctx, ixl_topk(ctx, lg, st, en, 8, 0, out9), IXL_ERR_SHAPE,
+            "out: shape[1] = 9, expected k (8)");
+  CHECK_ERR(ctx, ixl_topk(ctx, lg, st, en, 8, 0, outf), IXL_ERR_DTYPE, "out: dtype f32");
+  CHECK_ERR(ctx, ixl_topk(ctx, lg, st, en3, 8, 0, out), IXL_ERR_SHAPE,
+            "row_end: shape[0] = 3, expected 2");
+  CHECK_ERR(ctx, ixl_topk(ctx, lg, en3, en, 8, 0, out), IXL_ERR_SHAPE,
+            "row_start: shape[0] = 3, expected 2");
+  I32(en)[1] = 11;
+  CHECK_ERR(ctx, ixl_topk(ctx, lg, st, en, 8, 0, out), IXL_ERR_INVALID_ARG,
+            "row_end[1] = 11: must be <= C (10), the columns of logits");
+  I32(en)[1] = 1;
+  CHECK_ERR(ctx, ixl_topk(ctx, lg, st, en, 8, 0, out), IXL_ERR_INVALID_ARG,
+            "row_end[1] = 1: must be >= row_start[1] (2)");
+  I32(st)[1] = -1;
+  CHECK_ERR(ctx, ixl_topk(ctx, lg, st, en, 8, 0, out), IXL_ERR_INVALID_ARG,
+            "row_start[1] = -1: must be >= 0");
+  ixl_tensor_free(lg), ixl_tensor_free(en), ixl_tensor_free(st), ixl_tensor_free(out),
+      ixl_tensor_free(li), ixl_tensor_free(out9), ixl_tensor_free(en3), ixl_tensor_free(outf);
+}
+
+/* ---------------------------------------------------------------- K3 reference */
+
+static double ref_score(const float *x, int64_t n, ixl_block_score how) {
+  int any_nan = 0;
+  double mx = -INFINITY, sum = 0;
+  for (int64_t i = 0; i < n; i++) {
+    any_nan |= isnan(x[i]);
+    if (x[i] > mx) mx = x[i];
+    sum += x[i];
+  }
+  if (any_nan) return NAN;
+  switch (how) {
+    case IXL_SCORE_MAX: return mx;
+    case IXL_SCORE_SUM: return (float)sum;
+    case IXL_SCORE_MEAN: return (float)(sum / (double)n);
+    default: {
+      if (isinf(mx)) return mx;
+      double s = 0;
+      for (int64_t i = 0; i < n; i++) s += exp(x[i] - mx);
+      return (float)(mx + log(s));
+    }
+  }
+}
+
+static void check_candidates_case(uint64_t seed, int64_t R, int64_t C, int cbs, int64_t T,
+                                  ixl_block_score how, int ties) {
+  ixl_tensor *lg = tensor(IXL_F32, 2, R, C), *lens = tensor(IXL_I32, 1, R, 0),
+             *out = tensor(IXL_I32, 2, R, T);
+  for (int64_t i = 0; i < R * C; i++) F32(lg)[i] = tricky(ties);
+  for (int64_t r = 0; r < R; r++) {
+    int64_t n = rnd(0, C);
+    if (rnd(0, 5) == 0) n = C < T * cbs ? C : T * cbs; /* exactly T blocks */
+    if (rnd(0, 9) == 0) n = 0;
+    I32(lens)[r] = (int32_t)n;
+  }
+  CHECK_OK(ctx, ixl_candidate_select(ctx, lg, lens, cbs, how, out));
+  for (int64_t r = 0; r < R; r++) {
+    int64_t n = I32(lens)[r], nb = (n + cbs - 1) / cbs;
+    vc *a = malloc((size_t)(nb + 1) * sizeof *a);
+    for (int64_t b = 0; b < nb; b++) {
+      int64_t lo = b * cbs, hi = lo + cbs < n ? lo + cbs : n;
+      a[b] = (vc){(float)ref_score(F32(lg) + r * C + lo, hi - lo, how), (int32_t)b};
+    }
+    if (nb && !isnan(a[nb - 1].v)) a[nb - 1].v = INFINITY;
+    qsort(a, (size_t)nb, sizeof *a, vc_cmp);
+    int64_t bad = -1;
+    for (int64_t j = 0; j < T && bad < 0; j++)
+      if (I32(out)[r * T + j] != (j < nb ? a[j].col : -1)) bad = j;
+    CHECK_MSG(bad < 0, "seed %llu score %d cbs %d T %lld row %lld len %lld: slot %lld got %d",
+              (unsigned long long)seed, (int)how, cbs, (long long)T, (long long)r, (long long)n,
+              (long long)bad, bad >= 0 ? I32(out)[r * T + bad] : 0);
+    free(a);
+  }
+  ixl_tensor_free(lg), ixl_tensor_free(lens), ixl_tensor_free(out);
+}
+
+TEST(candidates_random_vs_reference) {
+  static const int cbss[] = {1, 3, 8, 16, 64};
+  for (int iter = 0; iter < 40; iter++) {
+    uint64_t seed = seed_test(9000 + iter);
+    int cbs = cbss[iter % 5];
+    int64_t R = rnd(1, 10), C = rnd(0, 4000), T = rnd(1, 300);
+    check_candidates_case(seed, R, C, cbs, T, (ixl_block_score)(iter % 4), iter % 3 != 0);
+  }
+  uint64_t seed = seed_test(99);
+  check_candidates_case(seed, 2, 16384 * 8 + 5, 8, 2048, IXL_SCORE_MAX, 0); /* production-sized */
+}
+
+TEST(candidates_edges) {
+  /* len < cbs: one block, kept; len 0: all -1; a NaN block outranks the newest block. */
+  const int64_t T = 3;
+  ixl_tensor *lg = tensor(IXL_F32, 2, 3, 40), *lens = tensor(IXL_I32, 1, 3, 0),
+             *out = tensor(IXL_I32, 2, 3, T);
+  for (int i = 0; i < 120; i++) F32(lg)[i] = (float)(i % 40);
+  I32(lens)[0] = 5, I32(lens)[1] = 0, I32(lens)[2] = 40;
+  F32(lg)[80 + 9] = NAN; /* row 2, block 1 */
+  CHECK_OK(ctx, ixl_candidate_select(ctx, lg, lens, 8, IXL_SCORE_MAX, out));
+  CHECK(I32(out)[0] == 0 && I32(out)[1] == -1 && I32(out)[2] == -1);
+  CHECK(I32(out)[3] == -1 && I32(out)[4] == -1 && I32(out)[5] == -1);
+  CHECK_MSG(I32(out)[6] == 1 && I32(out)[7] == 4 && I32(out)[8] == 3, "%d %d %d", I32(out)[6],
+            I32(out)[7], I32(out)[8]);
+  /* sum vs max differ: block 0 of row 2 holds a big value but a small sum. */
+  for (int j = 0; j < 40; j++) F32(lg)[80 + j] = 1.0f;
+  F32(lg)[80] = 5.0f;  /* block 0: max 5, sum 12 */
+  F32(lg)[88] = -9.0f; /* block 1: max 1, sum -2 */
+  for (int j = 16; j < 24; j++) F32(lg)[80 + j] = 2.0f; /* block 2: max 2, sum 16 */
+  I32(lens)[2] = 40;
+  CHECK_OK(ctx, ixl_candidate_select(ctx, lg, lens, 8, IXL_SCORE_MAX, out));
+  CHECK(I32(out)[6] == 4 && I32(out)[7] == 0 && I32(out)[8] == 2);
+  CHECK_OK(ctx, ixl_candidate_select(ctx, lg, lens, 8, IXL_SCORE_SUM, out));
+  CHECK(I32(out)[6] == 4 && I32(out)[7] == 2 && I32(out)[8] == 0);
+  ixl_tensor_free(lg), ixl_tensor_free(lens), ixl_tensor_free(out);
+}
+
+TEST(candidates_block_scores) {
+  /* Four full blocks of 4 and a newest one. Block 0: four 5s (lse 5 + log 4 = 6.39, mean 5);
+   * block 1: one 6 and -inf (lse 6, mean -inf); block 2: all -inf (lse must be -inf, not
+   * NaN); block 3: {7, -100, -100, -100} (max 7, lse ~7, mean ~-73). */
+  const float v[20] = {5, 5, 5, 5, 6, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY,
+                       -INFINITY, -INFINITY, 7, -100, -100, -100, 0, 0, 0, 0};
+  ixl_tensor *lg = tensor(IXL_F32, 2, 1, 20), *lens = tensor(IXL_I32, 1, 1, 0),
+             *out = tensor(IXL_I32, 2, 1, 5);
+  memcpy(lg->data, v, sizeof v);
+  I32(lens)[0] = 20;
+  const int32_t want[4][5] = {
+      {4, 3, 1, 0, 2}, /* max */
+      {4, 0, 3, 1, 2}, /* mean: block 1 is -inf, block 2 -inf: tie to the smaller id */
+      {4, 0, 3, 1, 2}, /* sum */
+      {4, 3, 0, 1, 2}, /* logsumexp */
+  };
+  for (int how = 0; how < 4; how++) {
+    CHECK_OK(ctx, ixl_candidate_select(ctx, lg, lens, 4, (ixl_block_score)how, out));
+    int same = 1;
+    for (int j = 0; j < 5; j++) same &= I32(out)[j] == want[how][j];
+    CHECK_MSG(same, "block_score %d: %d %d %d %d %d", how, I32(out)[0], I32(out)[1], I32(out)[2],
+              I32(out)[3], I32(out)[4]);
+  }
+  /* +inf and -inf in one block: max +inf, sum NaN (above everything, even the newest). */
+  F32(lg)[12] = INFINITY;
+  F32(lg)[13] = -INFINITY;
+  CHECK_OK(ctx, ixl_candidate_select(ctx, lg, lens, 4, IXL_SCORE_SUM, out));
+  CHECK(I32(out)[0] == 3 && I32(out)[1] == 4);
+  CHECK_OK(ctx, ixl_candidate_select(ctx, lg, lens, 4, IXL_SCORE_LOGSUMEXP, out));
+  CHECK(I32(out)[0] == 3 && I32(out)[1] == 4); /* +inf ties the newest: smaller id first */
+  ixl_tensor_free(lg), ixl_tensor_free(lens), ixl_tensor_free(out);
+}
+
+TEST(candidates_validation) {
+  ixl_tensor *lg = tensor(IXL_F32, 2, 2, 16), *lens = tensor(IXL_I32, 1, 2, 0),
+             *out = tensor(IXL_I32, 2, 2, 4), *bf = tensor(IXL_BF16, 2, 2, 16),
+             *lens3 = tensor(IXL_I32, 1, 3, 0), *out3 = tensor(IXL_I32, 2, 3, 4);
+  for (int i = 0; i < 32; i++) F32(lg)[i] = (float)i;
+  I32(lens)[0] = 16, I32(lens)[1] = 17;
+  CHECK_ERR(ctx, ixl_candidate_select(ctx, lg, lens, 8, IXL_SCORE_MAX, out), IXL_ERR_INVALID_ARG,
+            "lens[1] = 17: must be in [0, C] (C = 16, the columns of logits)");
+  I32(lens)[1] = -1;
+  CHECK_ERR(ctx, ixl_candidate_select(ctx, lg, lens, 8, IXL_SCORE_MAX, out), IXL_ERR_INVALID_ARG,
+            "lens[1] = -1");
+  I32(lens)[1] = 3;
+  CHECK_OK(ctx, ixl_candidate_select(ctx, lg, lens, 8, IXL_SCORE_MAX, out));
+  CHECK_ERR(ctx, ixl_candidate_select(ctx, lg, lens, 0, IXL_SCORE_MAX, out), IXL_ERR_INVALID_ARG,
+            "candidate_block_size = 0: must be >= 1");
+  CHECK_ERR(ctx, ixl_candidate_select(ctx, lg, lens, 8, (ixl_block_score)9, out),
+            IXL_ERR_INVALID_ARG, "block_score = 9: must be max (0), mean (1), sum (2) or logsumexp (3)");
+  CHECK_ERR(ctx, ixl_candidate_select(ctx, bf, lens, 8, IXL_SCORE_MAX, out), IXL_ERR_DTYPE,
+            "logits: dtype bf16, expected f32");
+  CHECK_ERR(ctx, ixl_candidate_select(ctx, lg, lens3, 8, IXL_SCORE_MAX, out), IXL_ERR_SHAPE,
+            "lens: shape[0] = 3, expected 2");
+  CHECK_ERR(ctx, ixl_candidate_select(ctx, lg, lens, 8, IXL_SCORE_MAX, out3), IXL_ERR_SHAPE,
+            "out: shape[0] = 3, expected 2");
+  CHECK_ERR(ctx, ixl_candidate_select(ctx, lg, lens, 8, IXL_SCORE_MAX, NULL), IXL_ERR_INVALID_ARG,
+            "out: missing tensor");
+  ixl_tensor_free(lg), ixl_tensor_free(lens), ixl_tensor_free(out), ixl_tensor_free(bf),
+      ixl_tensor_free(lens3), ixl_tensor_free(out3);
+}
+
+/* ---------------------------------------------------------------- mask */
+
+TEST(mask_random_vs_reference) {
+  for (int iter = 0; iter < 30; iter++) {
+    uint64_t seed = seed_test(12000 + iter);
+    int bf16 = iter % 2, cbs = (int)rnd(1, 20);
+    int64_t R = rnd(1, 8), C = rnd(0, 500), T = rnd(0, 12);
+    ixl_tensor *lg = tensor(bf16 ? IXL_BF16 : IXL_F32, 2, R, C), *lens = tensor(IXL_I32, 1, R, 0),
+               *cand = tensor(IXL_I32, 2, R, T);
+    float *orig = malloc((size_t)(R * C + 1) * sizeof *orig);
+    for (int64_t i = 0; i < R * C; i++) {
+      orig[i] = tricky(0);
+      if (isinf(orig[i]) && orig[i] < 0) orig[i] = 1.0f; /* -inf inputs would hide a bug */
+      if (bf16) {
+        U16(lg)[i] = ixl_f32_to_bf16(orig[i]);
+        orig[i] = ixl_bf16_to_f32(U16(lg)[i]);
+      } else {
+        F32(lg)[i] = orig[i];
+      }
+    }
+    for (int64_t r = 0; r < R; r++) {
+      I32(lens)[r] = (int32_t)rnd(0, C);
+      for (int64_t t = 0; t < T; t++)
+        I32(cand)[r * T + t] = (int32_t)(rnd(0, 5) == 0 ? rnd(-3, 1000) : rnd(-1, C / cbs + 1));
+    }
+    CHECK_OK(ctx, ixl_mask_candidates(ctx, lg, lens, cand, cbs));
+    for (int64_t r = 0; r < R; r++)
+      for (int64_t j = 0; j < C; j++) {
+        int keep = 0;
+        for (int64_t t = 0; t < T; t++) keep |= I32(cand)[r * T + t] == j / cbs;
+        keep &= j < I32(lens)[r];
+        float got = bf16 ? ixl_bf16_to_f32(U16(lg)[r * C + j]) : F32(lg)[r * C + j];
+        float want = keep ? orig[r * C + j] : -INFINITY;
+        int same = (isnan(got) && isnan(want)) || got == want;
+        CHECK_MSG(same, "seed %llu row %lld col %lld: got %g want %g", (unsigned long long)seed,
+                  (long long)r, (long long)j, got, want);
+        if (!same) break;
+      }
+    free(orig);
+    ixl_tensor_free(lg), ixl_tensor_free(lens), ixl_tensor_free(cand);
+  }
+}
+
+TEST(mask_validation) {
+  ixl_tensor *lg = tensor(IXL_F32, 2, 2, 16), *lens = tensor(IXL_I32, 1, 2, 0),
+             *cand = tensor(IXL_I32, 2, 2, 2), *li = tensor(IXL_I32, 2, 2, 16),
+             *cand3 = tensor(IXL_I32, 2, 3, 2), *candf = tensor(IXL_F32, 2, 2, 2);
+  I32(lens)[0] = 16, I32(lens)[1] = 20;
+  CHECK_ERR(ctx, ixl_mask_candidates(ctx, lg, lens, cand, 8), IXL_ERR_INVALID_ARG,
+            "lens[1] = 20: must be in [0, C] (C = 16, the columns of logits)");
+  I32(lens)[1] = 2;
+  CHECK_ERR(ctx, ixl_mask_candidates(ctx, lg, lens, cand, 0), IXL_ERR_INVALID_ARG,
+            "candidate_block_size = 0: must be >= 1");
+  CHECK_ERR(ctx, ixl_mask_candidates(ctx, li, lens, cand, 8), IXL_ERR_DTYPE,
+            "logits: dtype i32, expected f32 or bf16");
+  CHECK_ERR(ctx, ixl_mask_candidates(ctx, lg, lens, cand3, 8), IXL_ERR_SHAPE,
+            "cand: shape[0] = 3, expected 2");
+  CHECK_ERR(ctx, ixl_mask_candidates(ctx, lg, lens, candf, 8), IXL_ERR_DTYPE,
+            "cand: dtype f32, expected i32");
+  ixl_tensor_free(lg), ixl_tensor_free(lens), ixl_tensor_free(cand), ixl_tensor_free(li),
+      ixl_tensor_free(cand3), ixl_tensor_free(candf);
+}
+
+/* ---------------------------------------------------------------- K7 */
+
+TEST(remap_examples_and_random) {
+  /* SPEC's second vector: ks = 13, ids [1, 3, 3, 3], sbk 8. Column 9 is block 1 (id 3),
+   * offset 1: (3 - 1) * 8 + 1 = 17, request-local. */
+  int32_t ids_v[] = {1, 3, 3, 3}, cols_v[] = {9, 0, -1, 7}, ks_v[] = {13};
+  ixl_tensor *ids = i32_from(2, 1, 4, ids_v), *cols = i32_from(2, 1, 4, cols_v),
+             *ks = i32_from(1, 1, 0, ks_v), *out = tensor(IXL_I32, 2, 1, 4);
+  CHECK_OK(ctx, ixl_remap(ctx, cols, ids, ks, 8, out));
+  CHECK(I32(out)[0] == 17 && I32(out)[1] == 0 && I32(out)[2] == -1 && I32(out)[3] == 7);
+  CHECK_OK(ctx, ixl_remap(ctx, cols, ids, NULL, 8, cols)); /* in place, ks = 0 */
+  CHECK(I32(cols)[0] == 25 && I32(cols)[1] == 8 && I32(cols)[2] == -1 && I32(cols)[3] == 15);
+  ixl_tensor_free(ids), ixl_tensor_free(cols), ixl_tensor_free(ks), ixl_tensor_free(out);
+
+  /* Random: expand, then remap every sparse column below end; the positions must be the
+   * kept blocks' positions in order, inside [0, ke - ks). */
+  for (int iter = 0; iter < 20; iter++) {
+    uint64_t seed = seed_test(15000 + iter);
+    int sbk = 1 << rnd(0, 4), cbs = sbk << rnd(0, 2);
+    int64_t R = rnd(1, 6), T = rnd(1, 20), nsb = T * (cbs / sbk), k = nsb * sbk;
+    ixl_tensor *cand = tensor(IXL_I32, 2, R, T), *tks = tensor(IXL_I32, 1, R, 0),
+               *tke = tensor(IXL_I32, 1, R, 0), *sid = tensor(IXL_I32, 2, R, nsb),
+               *end = tensor(IXL_I32, 1, R, 0), *c = tensor(IXL_I32, 2, R, k),
+               *pos = tensor(IXL_I32, 2, R, k);
+    for (int64_t r = 0; r < R; r++) {
+      I32(tks)[r] = (int32_t)rnd(0, 100);
+      I32(tke)[r] = I32(tks)[r] + (int32_t)rnd(0, 300);
+      for (int64_t t = 0; t < T; t++) I32(cand)[r * T + t] = (int32_t)rnd(-1, 300 / cbs);
+    }
+    CHECK_OK(ctx, ixl_expand(ctx, cand, tks, tke, cbs, sbk, IXL_KS_UNALIGNED, sid, end));
+    for (int64_t r = 0; r < R; r++)
+      for (int64_t j = 0; j < k; j++) I32(c)[r * k + j] = j < I32(end)[r] ? (int32_t)j : -1;
+    CHECK_OK(ctx, ixl_remap(ctx, c, sid, tks, sbk, pos));
+    for (int64_t r = 0; r < R; r++) {
+      int64_t ks0 = I32(tks)[r], len = I32(tke)[r] - ks0;
+      for (int64_t j = 0; j < k; j++) {
+        int32_t p = I32(pos)[r * k + j];
+        if (j >= I32(end)[r]) {
+          CHECK(p == -1);
+          continue;
+        }
+        int64_t want = ((int64_t)I32(sid)[r * nsb + j / sbk] - ks0 / sbk) * sbk + j % sbk;
+        CHECK_MSG(p == want && p >= 0 && p < len, "seed %llu row %lld col %lld: %d vs %lld",
+                  (unsigned long long)seed, (long long)r, (long long)j, p, (long long)want);
+        if (j > 0) CHECK(p > I32(pos)[r * k + j - 1]);
+      }
+    }
+    ixl_tensor_free(cand), ixl_tensor_free(tks), ixl_tensor_free(tke), ixl_tensor_free(sid),
+        ixl_tensor_free(end), ixl_tensor_free(c), ixl_tensor_free(pos);
+  }
+}
+
+TEST(remap_validation) {
+  int32_t ids_v[] = {1, 3, 0, 0}, cols_v[] = {9, 16, 0, 1}, ks_v[] = {13, 0};
+  ixl_tensor *ids = i32_from(2, 2, 2, ids_v), *cols = i32_from(2, 2, 2, cols_v),
+             *ks = i32_from(1, 2, 0, ks_v), *out = tensor(IXL_I32, 2, 2, 2),
+             *out3 = tensor(IXL_I32, 2, 2, 3), *ids3 = tensor(IXL_I32, 2, 3, 2),
+             *colsf = tensor(IXL_F32, 2, 2, 2);
+  CHECK_ERR(ctx, ixl_remap(ctx, cols, ids, ks, 8, out), IXL_ERR_INVALID_ARG,
+            "cols[0][1] = 16: must be < num_sparse_blocks (2) * sparse_block_kv (8) = 16");
+  CHECK(I32(out)[0] == (int32_t)0xA5A5A5A5); /* nothing written on error */
+  I32(cols)[1] = 1;
+  I32(ks)[0] = 40; /* ks/sbk = 5 > id 1: a negative position */
+  CHECK_ERR(ctx, ixl_remap(ctx, cols, ids, ks, 8, out), IXL_ERR_INVALID_ARG,
+            "sparse_ids[0][1] = 3 with row_ks = 40 maps cols[0][0] = 9 to position -15");
+  I32(ks)[0] = -2;
+  CHECK_ERR(ctx, ixl_remap(ctx, cols, ids, ks, 8, out), IXL_ERR_INVALID_ARG,
+            "row_ks[0] = -2: must be >= 0");
+  I32(ks)[0] = 13;
+  CHECK_OK(ctx, ixl_remap(ctx, cols, ids, ks, 8, out));
+  CHECK_ERR(ctx, ixl_remap(ctx, cols, ids, ks, 6, out), IXL_ERR_INVALID_ARG,
+            "sparse_block_kv = 6: must be a power of two");
+  CHECK_ERR(ctx, ixl_remap(ctx, cols, ids, ks, 8, out3), IXL_ERR_SHAPE,
+            "out: shape[1] = 3, expected 2");
+  CHECK_ERR(ctx, ixl_remap(ctx, cols, ids3, ks, 8, out), IXL_ERR_SHAPE,
+            "sparse_ids: shape[0] = 3, expected 2");
+  CHECK_ERR(ctx, ixl_remap(ctx, colsf, ids, ks, 8, out), IXL_ERR_DTYPE, "cols: dtype f32");
+  /* out overlapping cols at an offset. */
+  ixl_tensor *wide = tensor(IXL_I32, 2, 1, 8), vcols, vout;
+  int64_t shp[2] = {2, 2};
+  for (int i = 0; i < 8; i++) I32(wide)[i] = 0;
+  CHECK_OK(ctx, ixl_tensor_view(ctx, wide, 2, shp, NULL, 0, &vcols));
+  CHECK_OK(ctx, ixl_tensor_view(ctx, wide, 2, shp, NULL, 1, &vout));
+  CHECK_ERR(ctx, ixl_remap(ctx, &vcols, ids, ks, 8, &vout), IXL_ERR_INVALID_ARG,
+            "out overlaps cols");
+  ixl_tensor_free(ids), ixl_tensor_free(cols), ixl_tensor_free(ks), ixl_tensor_free(out),
+      ixl_tensor_free(out3), ixl_tensor_free(ids3), ixl_tensor_free(colsf), ixl_tensor_free(wide);
+}
+
+/* ---------------------------------------------------------------- the chain */
+
+TEST(sparse_selection_equals_masked_dense) {
+  /* Without ties, top-k over the candidate-masked dense logits equals top-k over
+   * the gathered sparse columns, remapped. The gather here is the identity of K5 on the
+   * dense logits (what K5 computes bitwise in bf16 mode). */
+  uint64_t seed = seed_test(424242);
+  const int cbs = 16, sbk = 8, k = 64;
+  const int64_t R = 5, C = 3000, T = 20, nsb = T * cbs / sbk, ncols = nsb * sbk;
+  ixl_tensor *lg = tensor(IXL_F32, 2, R, C), *lens = tensor(IXL_I32, 1, R, 0),
+             *cand = tensor(IXL_I32, 2, R, T), *sid = tensor(IXL_I32, 2, R, nsb),
+             *end = tensor(IXL_I32, 1, R, 0), *sp = tensor(IXL_F32, 2, R, ncols),
+             *cols = tensor(IXL_I32, 2, R, k), *dense = tensor(IXL_I32, 2, R, k);
+  for (int64_t i = 0; i < R * C; i++) F32(lg)[i] = tricky(0);
+  for (int64_t i = 0; i < R * C; i++)
+    if (isnan(F32(lg)[i]) || isinf(F32(lg)[i]) || F32(lg)[i] == 0) F32(lg)[i] = (float)i * 1e-4f;
+  for (int64_t r = 0; r < R; r++) I32(lens)[r] = (int32_t)rnd(1, C);
+  I32(lens)[0] = (int32_t)(T * cbs); /* exactly T blocks */
+  CHECK_OK(ctx, ixl_candidate_select(ctx, lg, lens, cbs, IXL_SCORE_MAX, cand));
+  CHECK_OK(ctx, ixl_expand(ctx, cand, NULL, lens, cbs, sbk, IXL_KS_UNALIGNED, sid, end));
+  for (int64_t r = 0; r < R; r++)
+    for (int64_t j = 0; j < ncols; j++) {
+      int64_t p = (int64_t)I32(sid)[r * nsb + j / sbk] * sbk + j % sbk;
+      F32(sp)[r * ncols + j] = j < I32(end)[r] ? F32(lg)[r * C + p] : -INFINITY;
+    }
+  CHECK_OK(ctx, ixl_topk(ctx, sp, NULL, end, k, 1, cols));
+  CHECK_OK(ctx, ixl_remap(ctx, cols, sid, NULL, sbk, cols));
+  CHECK_OK(ctx, ixl_mask_candidates(ctx, lg, lens, cand, cbs));
+  CHECK_OK(ctx, ixl_topk(ctx, lg, NULL, lens, k, 1, dense));
+  for (int64_t r = 0; r < R; r++)
+    for (int64_t j = 0; j < k; j++) {
+      /* Sorted, the finite winners come first on both sides and in the same order (sparse
+       * column order is position order). Where the dense side has run out of candidate
+       * positions (-inf fill), the sparse side has run out of columns (-1). */
+      int32_t d = I32(dense)[r * k + j];
+      if (d >= 0 && isinf(F32(lg)[r * C + d])) d = -1;
+      CHECK_MSG(I32(cols)[r * k + j] == d, "seed %llu row %lld slot %lld: sparse %d dense %d",
+                (unsigned long long)seed, (long long)r, (long long)j, I32(cols)[r * k + j], d);
+    }
+  ixl_tensor_free(lg), ixl_tensor_free(lens), ixl_tensor_free(cand), ixl_tensor_free(sid),
+      ixl_tensor_free(end), ixl_tensor_free(sp), ixl_tensor_free(cols), ixl_tensor_free(dense);
+}
+
+TEST(empty_shapes) {
+  /* Zero rows, zero columns, T = 0, k = 0: legal, nothing read or written out of bounds
+   * (tensors of no elements have no data). */
+  ixl_tensor *lg0 = tensor(IXL_F32, 2, 2, 0), *lens = tensor(IXL_I32, 1, 2, 0),
+             *cand0 = tensor(IXL_I32, 2, 2, 0), *out3 = tensor(IXL_I32, 2, 2, 3),
+             *ids0 = tensor(IXL_I32, 2, 2, 0), *end = tensor(IXL_I32, 1, 2, 0),
+             *lg = tensor(IXL_F32, 2, 2, 5), *none = tensor(IXL_I32, 2, 0, 4),
+             *lens_none = tensor(IXL_I32, 1, 0, 0), *lg_none = tensor(IXL_F32, 2, 0, 7),
+             *cols0 = tensor(IXL_I32, 2, 2, 0);
+  I32(lens)[0] = I32(lens)[1] = 0;
+  CHECK_OK(ctx, ixl_candidate_select(ctx, lg0, lens, 8, IXL_SCORE_MAX, out3));
+  CHECK(I32(out3)[0] == -1 && I32(out3)[5] == -1);
+  CHECK_OK(ctx, ixl_candidate_select(ctx, lg, lens, 8, IXL_SCORE_MAX, cand0));
+  CHECK_OK(ctx, ixl_topk(ctx, lg0, NULL, lens, 3, 1, out3));
+  CHECK(I32(out3)[0] == -1 && I32(out3)[5] == -1);
+  CHECK_OK(ctx, ixl_mask_candidates(ctx, lg0, lens, cand0, 8));
+  for (int i = 0; i < 10; i++) F32(lg)[i] = 1.0f;
+  I32(lens)[0] = 5;
+  CHECK_OK(ctx, ixl_mask_candidates(ctx, lg, lens, cand0, 8));
+  CHECK(isinf(F32(lg)[0]) && isinf(F32(lg)[9]));
+  I32(end)[0] = I32(end)[1] = 77;
+  CHECK_OK(ctx, ixl_expand(ctx, cand0, NULL, lens, 8, 8, IXL_KS_UNALIGNED, ids0, end));
+  CHECK(I32(end)[0] == 0 && I32(end)[1] == 0);
+  CHECK_OK(ctx, ixl_remap(ctx, cols0, out3, NULL, 8, cols0));
+  CHECK_OK(ctx, ixl_remap(ctx, out3, ids0, lens, 8, out3)); /* all -1: no block needed */
+  CHECK_OK(ctx, ixl_expand(ctx, none, NULL, lens_none, 8, 8, IXL_KS_UNALIGNED, none, lens_none));
+  CHECK_OK(ctx, ixl_topk(ctx, lg_none, NULL, lens_none, 4, 0, none));
+  CHECK_OK(ctx, ixl_candidate_select(ctx, lg_none, lens_none, 8, IXL_SCORE_MAX, none));
+  ixl_tensor_free(lg0), ixl_tensor_free(lens), ixl_tensor_free(cand0), ixl_tensor_free(out3),
+      ixl_tensor_free(ids0), ixl_tensor_free(end), ixl_tensor_free(lg), ixl_tensor_free(none),
+      ixl_tensor_free(lens_none), ixl_tensor_free(lg_none), ixl_tensor_free(cols0);
+}
+
+int main(void) {
+  if (ixl_ctx_new(IXL_BACKEND_CPU, 0, 1, &ctx) != IXL_OK) {
+    printf("# 0 passed, 1 failed\n");
+    return 1;
+  }
+  ixl_ctx_set_threads(ctx, 2);
+  RUN(expand_spec_vectors);
+  RUN(expand_random_vs_reference);
+  RUN(expand_hostile_candidates);
+  RUN(expand_aligned_mode);
+  RUN(expand_validation);
+  RUN(expand_t_overflow);
+  RUN(topk_random_vs_reference);
+  RUN(topk_long_rows);
+  RUN(topk_all_equal_and_nan_rows);
+  RUN(topk_validation);
+  RUN(candidates_random_vs_reference);
+  RUN(candidates_edges);
+  RUN(candidates_block_scores);
+  RUN(candidates_validation);
+  RUN(mask_random_vs_reference);
+  RUN(mask_validation);
+  RUN(remap_examples_and_random);
+  RUN(remap_validation);
+  RUN(sparse_selection_equals_masked_dense);
+  RUN(empty_shapes);
+  ixl_ctx_free(ctx);
+  DONE();
+}

@@ -1,0 +1,251 @@
+-- pipeline_spec: one step of the two-level indexer on the CPU, end to end, against the
+-- definitions of SPEC 6: exactness (K5 == dense bf16 reduction, bitwise), agreement with the
+-- masked dense selection, recall bounds, active rows, edge rows, every kv_format and
+-- quantizer, no allocation after the first step, and replay files in and out.
+local idxlab = require("idxlab")
+local pipeline = require("idxlab.pipeline")
+local Tensor = require("idxlab.tensor")
+local ffi = require("ffi")
+
+local SEED = tonumber(os.getenv("IDXLAB_TEST_SEED") or "") or 20261129
+
+local function normal(rng)
+  local u1, u2 = rng(), rng()
+  return math.sqrt(-2 * math.log(1 - u1)) * math.cos(2 * math.pi * u2)
+end
+
+-- Small random step inputs: `lens` are prefill rows' lengths (ragged, each row its own range
+-- of a shared k) or decode context lengths (decode = true).
+local function make_inputs(ctx, cfg, lens, opts)
+  opts = opts or {}
+  math.randomseed(opts.seed or SEED)
+  local rng = math.random
+  local H, D, L = cfg.heads, 128, opts.layers or 2
+  local R = #lens
+  local N = 0
+  for _, l in ipairs(lens) do N = N + l end
+  N = N + (opts.extra_k or 0)
+  local function tensor(dt, shape, gen)
+    local n = 1
+    for _, d in ipairs(shape) do n = n * d end
+    local t = Tensor.new(ctx, dt, shape, "host")
+    local p = ffi.cast(dt == "f32" and "float *" or "int32_t *", t.cd.data)
+    for i = 0, n - 1 do p[i] = gen(i) end
+    return t
+  end
+  local inputs = {
+    q = tensor("f32", { R, H, D }, function() return normal(rng) end),
+    weights = tensor("f32", { R, H }, function() return rng() * 2 - 0.5 end),
+    k = tensor("f32", { math.max(N, 1), D }, function() return normal(rng) end),
+    q_consumer = tensor("f32", { L, R, H, D }, function() return normal(rng) end),
+    weights_consumer = tensor("f32", { L, R, H }, function() return rng() * 2 - 0.5 end),
+  }
+  local starts, s = {}, 0
+  for i, l in ipairs(lens) do starts[i] = s; s = s + l end
+  if opts.decode then
+    inputs.n_decode, inputs.n_prefill = R, 0
+    inputs.row_start = tensor("i32", { R }, function(i) return starts[i + 1] end)
+    inputs.context_lens = tensor("i32", { R }, function(i) return lens[i + 1] end)
+  else
+    inputs.n_decode, inputs.n_prefill = 0, R
+    inputs.ks = tensor("i32", { R }, function(i) return starts[i + 1] end)
+    inputs.ke = tensor("i32", { R }, function(i) return starts[i + 1] + lens[i + 1] end)
+  end
+  return inputs
+end
+
+local function small_cfg(over)
+  local cfg = {
+    heads = 8, index_topk = 64, candidate_block_size = 8, candidate_topk_blocks = 64,
+    max_rows = 64, max_model_len = 8192, page_size = 64,
+  }
+  for k, v in pairs(over or {}) do cfg[k] = v end
+  return cfg
+end
+
+local function run_step(ctx, cfg, inputs, keep)
+  local p = pipeline.new(ctx, cfg)
+  local acc = pipeline.new_acc()
+  p:step(inputs, { acc = acc, keep = keep })
+  local row = pipeline.summarize(acc, p.builder:info())
+  return row, p
+end
+
+describe("pipeline step on the CPU", function()
+  local ctx = idxlab.context{ backend = "cpu", seed = SEED, threads = 2 }
+
+  it("is exact and agrees with the masked dense selection (mxfp4, ragged)", function()
+    local lens = { 1500, 700, 513, 512, 100, 3, 0, 2000 }
+    local cfg = small_cfg()
+    local row = run_step(ctx, cfg, make_inputs(ctx, cfg, lens))
+    assert.equals(0, row.logit_mismatches, "seed " .. SEED)
+    assert.equals(4, row.active_rows) -- rows longer than T * cbs = 512
+    assert.equals(1, row.selection_agreement, "seed " .. SEED)
+    assert.is_true(row.recall_at_k > 0 and row.recall_at_k <= 1)
+    assert.is_true(row.candidate_coverage >= row.recall_at_k - 1e-12)
+    assert.is_true(row.mass_recall > 0 and row.mass_recall <= 1 + 1e-9)
+    assert.is_true(row.fp32_selection_agreement > 0.8)
+    assert.equals(2, #row.per_layer)
+    assert.is_true(math.abs(row.logit_diff) < 1e-12)
+  end)
+
+  it("reports null quality metrics when no row is active", function()
+    local cfg = small_cfg()
+    local row = run_step(ctx, cfg, make_inputs(ctx, cfg, { 100, 512, 7 }))
+    assert.equals(0, row.active_rows)
+    assert.is_nil(row.recall_at_k)
+    assert.is_nil(row.selection_agreement)
+    assert.equals(0, row.logit_mismatches)
+  end)
+
+  for _, fmt in ipairs({ "mxfp4", "mxfp8", "fp8" }) do
+    for _, quant in ipairs({ "rne", "ties_down" }) do
+      it(("runs %s with the %s quantizer, decode rows paged"):format(fmt, quant), function()
+        local cfg = small_cfg({ kv_format = fmt, quantizer = quant })
+        local lens = { 900, 64, 1, 513, 1200 }
+        local row = run_step(ctx, cfg, make_inputs(ctx, cfg, lens, { decode = true, seed = SEED + #fmt }))
+        assert.equals(0, row.logit_mismatches, fmt .. " " .. quant .. " seed " .. SEED)
+        assert.equals(3, row.active_rows)
+        assert.equals(1, row.selection_agreement)
+      end)
+    end
+  end
+
+  it("keeps outputs in SPEC 7 layouts; short rows select exactly the dense top-k", function()
+    local cfg = small_cfg()
+    local lens = { 300, 1000, 40 }
+    local inputs = make_inputs(ctx, cfg, lens, { extra_k = 5 })
+    local replay = require("idxlab.replay")
+    assert.is_function(replay.run)
+    local p = pipeline.new(ctx, cfg)
+    local acc = pipeline.new_acc()
+    local outs = {}
+    local keep = {
+      put = function(name, t, r0, n) outs[name] = outs[name] or {}; outs[name][r0] = t:to_table() end,
+      put_layer = function(name, l, t, r0, n)
+        outs[name .. l] = outs[name .. l] or {}
+        outs[name .. l][r0] = t:to_table()
+      end,
+    }
+    p:step(inputs, { acc = acc, keep = keep })
+    local k = cfg.index_topk
+    -- row 0 (300 positions <= 512) and row 2 (40): sparse top-k == dense top-k as sets
+    for _, r in ipairs({ 0, 2 }) do
+      local sp, de = {}, {}
+      local tk, dk = outs.topk_pos1[0], outs.dense_topk_pos1[0]
+      for j = 1, k do
+        local a, b = tk[r * k + j], dk[r * k + j]
+        if a >= 0 then sp[a] = true end
+        if b >= 0 then de[b] = true end
+      end
+      for pos in pairs(de) do assert.is_true(sp[pos] ~= nil, "row " .. r .. " pos " .. pos) end
+      for pos in pairs(sp) do assert.is_true(de[pos] ~= nil, "row " .. r .. " pos " .. pos) end
+    end
+    -- a 40-position row has 40 valid positions and 24 pads of -1, pads last
+    local tk = outs.topk_pos1[0]
+    local valid = 0
+    for j = 1, k do if tk[2 * k + j] >= 0 then valid = valid + 1 end end
+    assert.equals(40, valid)
+    p:free()
+  end)
+
+  it("allocates nothing on the context after the first step", function()
+    local cfg = small_cfg()
+    local inputs = make_inputs(ctx, cfg, { 1500, 700, 200 })
+    local p = pipeline.new(ctx, cfg)
+    p:step(inputs, { acc = pipeline.new_acc() })
+    local before = ctx:alloc_stats()
+    for _ = 1, 3 do p:step(inputs, {}) end
+    local after = ctx:alloc_stats()
+    assert.equals(before.host_allocs, after.host_allocs)
+    assert.equals(before.host_bytes_live, after.host_bytes_live)
+    p:free()
+  end)
+
+  it("refuses inputs that do not fit the config, naming the tensor", function()
+    local cfg = small_cfg()
+    local inputs = make_inputs(ctx, cfg, { 100, 200 })
+    local p = pipeline.new(ctx, small_cfg({ heads = 16 }))
+    local ok, err = pcall(function() p:step(inputs) end)
+    assert.is_false(ok)
+    assert.matches("q: shape%[2%] = 8, expected heads = 16", err)
+    inputs.n_prefill = 3
+    p = pipeline.new(ctx, cfg)
+    ok, err = pcall(function() p:step(inputs) end)
+    assert.matches("n_decode %(0%) %+ n_prefill %(3%) = 3 rows, but q has 2", err)
+  end)
+end)
+
+describe("replay files", function()
+  local st = require("idxlab.safetensors")
+  local tmp = os.tmpname()
+  local ctx = idxlab.context{ backend = "cpu", seed = SEED, threads = 2 }
+
+  local function write_inputs(path, inputs, prefix, list)
+    list = list or {}
+    for _, name in ipairs({ "q", "weights", "k", "q_consumer", "weights_consumer", "ks", "ke", "context_lens", "row_start" }) do
+      if inputs[name] then list[#list + 1] = { name = (prefix or "") .. name, tensor = inputs[name] } end
+    end
+    return list
+  end
+
+  it("replays a ragged step and writes every SPEC 7 output", function()
+    local cfg = small_cfg()
+    local inputs = make_inputs(ctx, cfg, { 1200, 90, 600 })
+    local inp, out = tmp .. "_in.safetensors", tmp .. "_out.safetensors"
+    st.write(inp, write_inputs(inp, inputs), {})
+    local over = { heads = 8, index_topk = 64, candidate_block_size = 8, candidate_topk_blocks = 64, page_size = 64 }
+    local summaries = require("idxlab.replay").run(inp, out, over, { backend = "cpu" })
+    assert.equals(0, summaries[1].logit_mismatches)
+    local f = st.read(out)
+    local want = {
+      dense_logits = { 3, 1200 }, cand_blocks = { 3, 64 }, sparse_ids = { 3, 64 }, ["end"] = { 3 },
+      sparse_logits = { 2, 3, 512 }, topk_pos = { 2, 3, 64 }, masked_topk_pos = { 2, 3, 64 },
+      dense_topk_pos = { 2, 3, 64 }, source_topk_pos = { 3, 64 },
+    }
+    for name, shape in pairs(want) do
+      assert.is_not_nil(f.tensors[name], name)
+      assert.are.same(shape, f.tensors[name].shape, name)
+    end
+    local cfgjson = require("idxlab.json").decode(f.metadata.config)
+    assert.equals(8, cfgjson.sparse_block_kv)
+    assert.equals(3, cfgjson.max_rows)
+    os.remove(inp); os.remove(out)
+  end)
+
+  it("replays several steps with step<i>/ prefixes", function()
+    local cfg = small_cfg()
+    local a = make_inputs(ctx, cfg, { 700, 30 }, { seed = SEED + 1 })
+    local b = make_inputs(ctx, cfg, { 50, 900, 600 }, { decode = true, seed = SEED + 2 })
+    local inp, out = tmp .. "_m.safetensors", tmp .. "_mo.safetensors"
+    local list = write_inputs(inp, a, "step0/")
+    write_inputs(inp, b, "step1/", list)
+    st.write(inp, list, {})
+    local over = { heads = 8, index_topk = 64, candidate_block_size = 8, candidate_topk_blocks = 64, page_size = 64 }
+    local summaries = require("idxlab.replay").run(inp, out, over, { backend = "cpu" })
+    assert.equals(2, #summaries)
+    local f = st.read(out)
+    assert.are.same({ 2, 64 }, f.tensors["step0/source_topk_pos"].shape)
+    assert.are.same({ 3, 64 }, f.tensors["step1/source_topk_pos"].shape)
+    os.remove(inp); os.remove(out)
+  end)
+
+  it("names the tensor and the dimension of a bad input", function()
+    local cfg = small_cfg()
+    local inputs = make_inputs(ctx, cfg, { 100 })
+    local inp = tmp .. "_bad.safetensors"
+    local list = write_inputs(inp, inputs)
+    list[#list + 1] = { name = "bogus", tensor = inputs.ks }
+    st.write(inp, list, {})
+    local over = { heads = 8, index_topk = 64, candidate_block_size = 8, candidate_topk_blocks = 64, page_size = 64 }
+    local ok, err = pcall(require("idxlab.replay").run, inp, tmp .. "_x.safetensors", over, { backend = "cpu" })
+    assert.is_false(ok)
+    assert.matches('unknown tensor "bogus"', err)
+    list[#list] = nil
+    st.write(inp, list, {})
+    over.heads = 16
+    ok, err = pcall(require("idxlab.replay").run, inp, tmp .. "_x.safetensors", over, { backend = "cpu" })
+    assert.matches("tensor q has shape %[1, 8, 128%]: dimension 2 is 8, expected 16 %(heads%)", err)
+    os.remove(inp)
+  end)
+end)

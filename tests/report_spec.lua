@@ -1,0 +1,217 @@
+-- report_spec: the summary table (mean and spread over repeats against a float64
+-- computation), the plot data (one line per swept series, never averaging a swept field
+-- away), axis labels with units, the PNG/SVG files gnuplot renders (checked by their
+-- signature), the message when gnuplot is absent, and `idxlab report DIR` regenerating
+-- everything from results.jsonl.
+local results = require("idxlab.results")
+local report = require("idxlab.report")
+local experiment = require("idxlab.experiment")
+
+local ROOT = os.getenv("IDXLAB_ROOT") or "."
+local BIN = ROOT .. "/bin/idxlab"
+local q = results.shell_quote
+
+local tmp_dirs = {}
+local function tmpdir()
+  local d = ("%s/idxlab-report-spec-%d-%d"):format(os.getenv("TMPDIR") or "/tmp", os.time(), math.random(1, 1e9))
+  results.mkdir_p(d)
+  tmp_dirs[#tmp_dirs + 1] = d
+  return d
+end
+teardown(function()
+  for _, d in ipairs(tmp_dirs) do os.execute("rm -rf " .. q(d)) end
+end)
+
+local sink = { write = function(self) return self end, flush = function(self) return self end }
+
+local function exp_table()
+  return {
+    name = "rep", question = "does the report render?", seed = 4, backend = "cpu",
+    workload = { decode = { rows = 2, context = 8192 }, prefill = false, consumer_layers = 2 },
+    config = { index_topk = 64, max_rows = 64, max_model_len = 65536 },
+    sweep = { candidate_block_size = { 8, 16 }, candidate_topk_blocks = { 64, 128, 256 } },
+    repeats = 3,
+    metrics = { "recall_at_k", "time_step_us", "scratch_bytes" },
+    plots = {
+      { x = "candidate_topk_blocks", y = "recall_at_k", series = "candidate_block_size" },
+      { x = "candidate_topk_blocks", y = { "time_sparse_logits_us", "time_step_us" }, name = "times" },
+    },
+  }
+end
+
+local function gnuplot_present()
+  local ok = os.execute("command -v gnuplot >/dev/null 2>&1")
+  return ok == 0 or ok == true
+end
+
+describe("the summary table", function()
+  it("shows each metric's mean and sample standard deviation over repeats", function()
+    local seed = os.time()
+    math.randomseed(seed)
+    local rows = {}
+    local vals = { a = {}, b = {} }
+    for i = 0, 7 do
+      local g = i < 4 and "a" or "b"
+      local v = math.random() * 10
+      vals[g][#vals[g] + 1] = v
+      rows[#rows + 1] = { point = i, config_hash = g, candidate_block_size = g == "a" and 8 or 16, recall_at_k = v }
+    end
+    for _, g in ipairs({ "a", "b" }) do
+      local s = report.stats(vals[g])
+      local sum = 0
+      for _, v in ipairs(vals[g]) do sum = sum + v end
+      local mean = sum / #vals[g]
+      local ss = 0
+      for _, v in ipairs(vals[g]) do ss = ss + (v - mean) ^ 2 end
+      assert.is_true(math.abs(s.mean - mean) < 1e-12, "seed " .. seed)
+      assert.is_true(math.abs(s.sd - math.sqrt(ss / (#vals[g] - 1))) < 1e-12, "seed " .. seed)
+    end
+    local text = report.summary(rows, { name = "t", swept = { "candidate_block_size" }, metrics = { "recall_at_k" } })
+    assert.matches("candidate_block_size%s+n%s+recall_at_k", text)
+    assert.matches("\n%s+8%s+4%s+" .. report.fmt_num(report.stats(vals.a).mean):gsub("%.", "%%.") .. " ±", text)
+    assert.matches("mean ±sd over repeats", text)
+  end)
+
+  it("shows null for a metric without active rows, and bytes in MiB", function()
+    local text = report.summary({ { point = 0, config_hash = "x", recall_at_k = nil, logits_bytes = 64 * 2 ^ 20 } },
+      { swept = {}, metrics = { "recall_at_k", "logits_bytes" } })
+    assert.matches("null%s+64 MiB", text)
+  end)
+end)
+
+describe("the by-length table", function()
+  it("shows each bucket's rows, whether it is active, and its quality metrics", function()
+    local rows = {}
+    for r = 0, 1 do
+      rows[#rows + 1] = { point = r, config_hash = "h", candidate_topk_blocks = 64, recall_at_k = 0.5,
+        by_length = { { bucket = 1024, rows = 2, active_rows = 0, active = false },
+          { bucket = 16384, rows = 3, active_rows = 3, active = true, recall_at_k = 0.25 + r / 2 } } }
+    end
+    local text = report.summary(rows, { swept = { "candidate_topk_blocks" }, metrics = { "recall_at_k" } })
+    assert.matches("by row length", text)
+    assert.matches("\n%s+64%s+>= 1024%s+2%s+no%s+null", text)
+    assert.matches("\n%s+64%s+>= 16384%s+3%s+yes%s+0%.5%s", text)
+  end)
+end)
+
+describe("plot data", function()
+  it("draws one line per series, sorted by x, with min and max over repeats", function()
+    local rows = {}
+    local i = 0
+    for _, cbs in ipairs({ 8, 16 }) do
+      for _, T in ipairs({ 256, 64, 128 }) do
+        for r = 1, 2 do
+          rows[#rows + 1] = { point = i, candidate_block_size = cbs, candidate_topk_blocks = T, block_score = "max",
+            recall_at_k = T / 1000 + cbs / 100 + r / 1e4 }
+          i = i + 1
+        end
+      end
+    end
+    local data = report.plot_data(rows, { x = "candidate_topk_blocks", y = "recall_at_k", series = "candidate_block_size" },
+      { "candidate_block_size", "candidate_topk_blocks" })
+    assert.equals(2, #data.lines)
+    assert.equals("candidate_block_size=8", data.lines[1].title)
+    local pts = data.lines[1].points
+    assert.are.same({ 64, 128, 256 }, { pts[1].x, pts[2].x, pts[3].x })
+    assert.equals(2, pts[1].n)
+    assert.is_true(math.abs(pts[1].mean - (0.064 + 0.08 + 1.5e-4)) < 1e-12)
+    assert.is_true(math.abs(pts[1].lo - (0.064 + 0.08 + 1e-4)) < 1e-12)
+    -- a swept field the plot does not name gets its own lines instead of being averaged
+    data = report.plot_data(rows, { x = "candidate_topk_blocks", y = "recall_at_k" }, { "candidate_block_size", "candidate_topk_blocks" })
+    assert.equals(2, #data.lines)
+    -- several y metrics: a line each; categorical x keeps first-seen order
+    data = report.plot_data(rows, { x = "block_score", y = { "recall_at_k", "point" } }, {})
+    assert.equals(2, #data.lines)
+    assert.is_false(data.numeric)
+    assert.are.same({ "max" }, data.categories)
+  end)
+
+  it("labels axes with units", function()
+    assert.equals("recall_at_k (share of the dense top-k kept)", report.label("recall_at_k"))
+    assert.equals("time_step_us (µs)", report.label("time_step_us"))
+    assert.equals("max_logits_bytes (bytes)", report.label("max_logits_bytes"))
+    assert.equals("candidate_topk_blocks (blocks)", report.label("candidate_topk_blocks"))
+    assert.equals("workload.decode.context (positions)", report.label("workload.decode.context"))
+  end)
+end)
+
+describe("plots and report regeneration", function()
+  it("renders a valid PNG and an SVG per plot when gnuplot is present", function()
+    if not gnuplot_present() then pending("gnuplot is not installed (apt-get install gnuplot-nox)") return end
+    local d = tmpdir()
+    local res = experiment.run(exp_table(), { out = d, measure = "fake", progress = "off", stdout = sink, stderr = sink })
+    for _, stem in ipairs({ "plot_recall_at_k_vs_candidate_topk_blocks", "plot_times" }) do
+      local png = results.read_file(res.dir .. "/" .. stem .. ".png")
+      assert.is_string(png, stem .. ".png missing: " .. table.concat(res.messages, "; "))
+      assert.equals("\137PNG\r\n\26\n", png:sub(1, 8))
+      assert.equals("IHDR", png:sub(13, 16))
+      assert.is_true(#png > 2000)
+      local svg = results.read_file(res.dir .. "/" .. stem .. ".svg")
+      assert.matches("<svg", svg)
+      assert.matches("candidate_topk_blocks %(blocks%)", svg)
+      assert.is_string(results.read_file(res.dir .. "/" .. stem .. ".dat"))
+      assert.is_string(results.read_file(res.dir .. "/" .. stem .. ".gp"))
+    end
+    local svg = results.read_file(res.dir .. "/plot_recall_at_k_vs_candidate_topk_blocks.svg")
+    assert.matches("candidate_block_size=8", svg)
+    assert.matches("candidate_block_size=16", svg)
+    -- no temporary file left behind
+    local p = io.popen("ls -A " .. q(res.dir))
+    local names = p:read("*a")
+    p:close()
+    assert.is_nil(names:find("tmp", 1, true), names)
+  end)
+
+  it("says how to get gnuplot when it is absent, and still writes the data", function()
+    local d = tmpdir()
+    local res = experiment.run(exp_table(), { out = d, measure = "fake", progress = "off", stdout = sink, stderr = sink,
+      gnuplot = "none" })
+    local msg = table.concat(res.messages, "\n")
+    assert.matches("gnuplot not found: plots not rendered %(apt%-get install gnuplot%-nox%)", msg)
+    assert.is_false(results.exists(res.dir .. "/plot_times.png"))
+    assert.is_string(results.read_file(res.dir .. "/plot_times.dat"))
+    assert.is_true(results.exists(res.dir .. "/results.csv"))
+  end)
+
+  it("idxlab report DIR re-renders the table, the CSV and the plots from results.jsonl", function()
+    local d = tmpdir()
+    local res = experiment.run(exp_table(), { out = d, measure = "fake", progress = "off", stdout = sink, stderr = sink })
+    local summary = results.read_file(res.dir .. "/summary.txt")
+    local csv = results.read_file(res.dir .. "/results.csv")
+    for _, f in ipairs({ "summary.txt", "results.csv", "plot_times.dat", "plot_times.png", "plot_times.svg" }) do
+      os.remove(res.dir .. "/" .. f)
+    end
+    local p = io.popen(("cd / && %s report %s 2>&1; echo rc=$?"):format(BIN, q(res.dir)))
+    local out = p:read("*a")
+    p:close()
+    assert.matches("rc=0", out)
+    assert.equals(summary, results.read_file(res.dir .. "/summary.txt"))
+    assert.equals(csv, results.read_file(res.dir .. "/results.csv"))
+    assert.is_string(results.read_file(res.dir .. "/plot_times.dat"))
+    if gnuplot_present() then
+      assert.equals("\137PNG", results.read_file(res.dir .. "/plot_times.png"):sub(1, 4))
+    end
+    assert.matches("experiment rep: does the report render%?", out)
+  end)
+
+  it("warns about a half-written last line and reports the whole ones", function()
+    local d = tmpdir()
+    local res = experiment.run(exp_table(), { out = d, measure = "fake", progress = "off", stdout = sink, stderr = sink,
+      gnuplot = "none" })
+    local f = assert(io.open(res.dir .. "/results.jsonl", "ab"))
+    f:write('{"schema":1,"point":')
+    f:close()
+    local out = report.render(res.dir, { gnuplot = "none" })
+    assert.equals(#res.rows, #out.rows)
+    assert.matches("half%-written", out.messages[1])
+  end)
+
+  it("names a directory without results", function()
+    local d = tmpdir()
+    local p = io.popen(("%s report %s 2>&1; echo rc=$?"):format(BIN, q(d)))
+    local out = p:read("*a")
+    p:close()
+    assert.matches("no results%.jsonl here", out)
+    assert.matches("rc=1", out)
+  end)
+end)
