@@ -49,6 +49,10 @@ ixl_status ixl_ctx_new(ixl_backend backend, int device, uint64_t seed, ixl_ctx *
 }
 
 static void ctx_destroy(ixl_ctx *ctx) {
+  for (int i = 0; i < IXL_SCRATCH_SLOTS; i++) {
+    ixl_host_free(ctx, ctx->scratch[IXL_HOST][i], ctx->scratch_bytes[IXL_HOST][i]);
+    ixl_device_free(ctx, ctx->scratch[IXL_DEVICE][i], ctx->scratch_bytes[IXL_DEVICE][i]);
+  }
   if (ctx->backend == IXL_BACKEND_CUDA) ixl_cuda_shutdown(ctx);
   free(ctx);
 }
@@ -150,5 +154,30 @@ ixl_status ixl_timer_elapsed_us(ixl_ctx *ctx, int a, int b, double *us) {
     return ixl_cuda_timer_elapsed(ctx, a, b, us);
   }
   *us = ctx->host_times_us[b] - ctx->host_times_us[a];
+  return IXL_OK;
+}
+
+ixl_status ixl_ctx_scratch(ixl_ctx *ctx, int slot, int64_t bytes, ixl_device_kind device,
+                           void **out) {
+  *out = NULL;
+  if (!ctx || slot < 0 || slot >= IXL_SCRATCH_SLOTS || (device != IXL_HOST && device != IXL_DEVICE))
+    return ixl_set_error(ctx, IXL_ERR_INTERNAL, "scratch slot %d on device kind %d: out of range",
+                         slot, (int)device);
+  if (bytes < 0)
+    return ixl_set_error(ctx, IXL_ERR_OVERFLOW, "scratch of %lld bytes: negative size",
+                         (long long)bytes);
+  if (bytes > ctx->scratch_bytes[device][slot]) {
+    void *p = NULL;
+    ixl_status st = device == IXL_DEVICE ? ixl_device_alloc(ctx, bytes, &p)
+                                         : ixl_host_alloc(ctx, bytes, &p);
+    if (st) return st;
+    if (device == IXL_DEVICE)
+      ixl_device_free(ctx, ctx->scratch[device][slot], ctx->scratch_bytes[device][slot]);
+    else
+      ixl_host_free(ctx, ctx->scratch[device][slot], ctx->scratch_bytes[device][slot]);
+    ctx->scratch[device][slot] = p;
+    ctx->scratch_bytes[device][slot] = bytes;
+  }
+  *out = ctx->scratch[device][slot];
   return IXL_OK;
 }

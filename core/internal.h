@@ -14,6 +14,7 @@ extern "C" {
 
 #define IXL_MAX_TIMERS 64
 #define IXL_ERRLEN 1024
+#define IXL_SCRATCH_SLOTS 8
 
 struct ixl_ctx {
   ixl_backend backend;      /* resolved: CPU or CUDA */
@@ -28,6 +29,8 @@ struct ixl_ctx {
   void *graph_exec;         /* cudaGraphExec_t */
   int capturing;
   ixl_alloc_stats stats;
+  void *scratch[2][IXL_SCRATCH_SLOTS];     /* [host/device][slot]: grow-only op scratch */
+  int64_t scratch_bytes[2][IXL_SCRATCH_SLOTS];
   int refs;                 /* owners besides the user: tensors, builders, files */
   int released;             /* ixl_ctx_free was called; freed when refs reaches 0 */
   char device_name[256];
@@ -48,6 +51,14 @@ ixl_status ixl_host_alloc(ixl_ctx *ctx, int64_t bytes, void **out);
 void ixl_host_free(ixl_ctx *ctx, void *p, int64_t bytes);
 ixl_status ixl_device_alloc(ixl_ctx *ctx, int64_t bytes, void **out);
 void ixl_device_free(ixl_ctx *ctx, void *p, int64_t bytes);
+
+/* Temporary memory for one op, owned by the context and reused by every later op: grows only
+ * when an op needs more than any before, so a steady stream of steps allocates nothing.
+ * `slot` (0..IXL_SCRATCH_SLOTS-1) separates buffers one op needs at the same time; an op
+ * must not expect its contents to survive the op, nor call another op that uses the same
+ * slot. device: IXL_HOST or IXL_DEVICE. */
+ixl_status ixl_ctx_scratch(ixl_ctx *ctx, int slot, int64_t bytes, ixl_device_kind device,
+                           void **out);
 
 /* Overflow-checked arithmetic on non-negative sizes: false on overflow or negative input. */
 static inline bool ixl_mul_ok(int64_t a, int64_t b, int64_t *out) {

@@ -89,7 +89,7 @@ ixl_status ixl_rows_overlap(ixl_ctx *ctx, const ixl_tensor *a, const ixl_tensor 
   const int64_t ka = row_width(a), kb = row_width(b);
   int64_t bytes = (ka + kb) * 4;
   int32_t *buf;
-  if ((st = ixl_host_alloc(ctx, bytes, (void **)&buf))) return st;
+  if ((st = ixl_ctx_scratch(ctx, 0, bytes, IXL_HOST, (void **)&buf))) return st;
   for (int64_t r = 0; r < R; r++) {
     int32_t *sa = buf, *sb = buf + ka;
     int64_t na = sorted_valid((const int32_t *)a->data + r * ka, ka, sa);
@@ -103,7 +103,6 @@ ixl_status ixl_rows_overlap(ixl_ctx *ctx, const ixl_tensor *a, const ixl_tensor 
     ((int32_t *)counts->data)[r] = (int32_t)c;
     if (valid) ((int32_t *)valid->data)[r] = (int32_t)na;
   }
-  ixl_host_free(ctx, buf, bytes);
   return IXL_OK;
 }
 
@@ -119,7 +118,7 @@ ixl_status ixl_rows_in_candidates(ixl_ctx *ctx, const ixl_tensor *pos, const ixl
   const int64_t k = row_width(pos), T = row_width(cand);
   int64_t bytes = T * 4;
   int32_t *buf;
-  if ((st = ixl_host_alloc(ctx, bytes, (void **)&buf))) return st;
+  if ((st = ixl_ctx_scratch(ctx, 0, bytes, IXL_HOST, (void **)&buf))) return st;
   for (int64_t r = 0; r < R; r++) {
     int64_t nc = sorted_valid((const int32_t *)cand->data + r * T, T, buf);
     int32_t c = 0;
@@ -131,7 +130,6 @@ ixl_status ixl_rows_in_candidates(ixl_ctx *ctx, const ixl_tensor *pos, const ixl
     }
     ((int32_t *)counts->data)[r] = c;
   }
-  ixl_host_free(ctx, buf, bytes);
   return IXL_OK;
 }
 
@@ -154,7 +152,7 @@ ixl_status ixl_rows_mass_recall(ixl_ctx *ctx, const ixl_tensor *dense_pos,
   const int64_t ks = row_width(sel);
   int64_t bytes = ks * 4;
   int32_t *buf;
-  if ((st = ixl_host_alloc(ctx, bytes, (void **)&buf))) return st;
+  if ((st = ixl_ctx_scratch(ctx, 0, bytes, IXL_HOST, (void **)&buf))) return st;
   for (int64_t r = 0; r < R; r++) {
     const int32_t *p = (const int32_t *)dense_pos->data + r * k;
     const float *v = (const float *)dense_vals->data + r * k;
@@ -171,7 +169,6 @@ ixl_status ixl_rows_mass_recall(ixl_ctx *ctx, const ixl_tensor *dense_pos,
     }
     ((float *)out->data)[r] = total > 0 ? (float)(kept / total) : NAN;
   }
-  ixl_host_free(ctx, buf, bytes);
   return IXL_OK;
 }
 

@@ -32,7 +32,8 @@ ixl_status ixl_rng_uniform(ixl_ctx *ctx, ixl_tensor *out, uint64_t seed, uint64_
   /* Values before the first chunk boundary, so the parallel loop starts on whole chunks. */
   int64_t head = (int64_t)((4 - offset % 4) % 4);
   if (head > n) head = n;
-  for (int64_t i = 0; i < head; i++) y[i] = ixl_u32_to_uniform(ixl_philox_at(seed, offset + (uint64_t)i));
+  for (int64_t i = 0; i < head; i++)
+    y[i] = ixl_u32_to_uniform(ixl_philox_at(seed, offset + (uint64_t)i));
   uint64_t first_chunk = (offset + (uint64_t)head) / 4;
   int64_t nchunks = ixl_ceil_div(n - head, 4);
 #pragma omp parallel for schedule(static) num_threads(ixl_ctx_threads(ctx)) if (nchunks > 4096)
@@ -45,8 +46,8 @@ ixl_status ixl_rng_uniform(ixl_ctx *ctx, ixl_tensor *out, uint64_t seed, uint64_
   return IXL_OK;
 }
 
-ixl_status ixl_rng_normal(ixl_ctx *ctx, ixl_tensor *out, uint64_t seed, uint64_t offset,
-                          float mean, float stddev) {
+ixl_status ixl_rng_normal(ixl_ctx *ctx, ixl_tensor *out, uint64_t seed, uint64_t offset, float mean,
+                          float stddev) {
   int device;
   ixl_status st = check_out(ctx, out, "rng_normal: out", &device);
   if (st) return st;

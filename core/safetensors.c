@@ -27,24 +27,24 @@
 
 #define ST_MAX_HEADER 100000000ull /* the reference implementation's limit */
 #define ST_MAX_DIMS 8
-#define ST_MAX_DEPTH 64            /* JSON nesting; a valid header needs 3 */
+#define ST_MAX_DEPTH 64 /* JSON nesting; a valid header needs 3 */
 
 /* ---------------------------------------------------------------- the file object */
 typedef struct st_tensor {
-  char *name;          /* owned */
+  char *name; /* owned */
   int32_t dtype;
   int32_t ndim;
   int64_t shape[ST_MAX_DIMS];
-  int64_t begin, end;  /* bytes [begin, end) of the data buffer */
-  void *own;           /* owned copy (writer, or a misaligned tensor); NULL: in the buffer */
+  int64_t begin, end; /* bytes [begin, end) of the data buffer */
+  void *own;          /* owned copy (writer, or a misaligned tensor); NULL: in the buffer */
   int64_t own_bytes;
-  int64_t hdr_pos;     /* header byte of the entry, for messages */
+  int64_t hdr_pos; /* header byte of the entry, for messages */
 } st_tensor;
 
 struct ixl_st_file {
-  ixl_ctx *ctx;        /* retained */
+  ixl_ctx *ctx; /* retained */
   int is_writer;
-  uint8_t *data;       /* reader: the data buffer, counted host memory; owned */
+  uint8_t *data; /* reader: the data buffer, counted host memory; owned */
   int64_t data_bytes;
   st_tensor *t;
   int32_t n, cap;
@@ -56,10 +56,10 @@ static const struct {
   const char *name;
   int dtype; /* -1: a safetensors dtype idxlab does not take */
 } st_dtypes[] = {
-    {"F32", IXL_F32}, {"F16", IXL_F16}, {"BF16", IXL_BF16}, {"I32", IXL_I32},
-    {"U8", IXL_U8}, {"F8_E4M3", IXL_E4M3}, {"F64", -1}, {"I64", -1}, {"U64", -1},
-    {"I16", -1}, {"U16", -1}, {"U32", -1}, {"I8", -1}, {"BOOL", -1}, {"F8_E5M2", -1},
-    {"F8_E8M0", -1}, {"F4", -1}, {"F6_E2M3", -1}, {"F6_E3M2", -1}, {"C64", -1},
+    {"F32", IXL_F32},      {"F16", IXL_F16}, {"BF16", IXL_BF16}, {"I32", IXL_I32}, {"U8", IXL_U8},
+    {"F8_E4M3", IXL_E4M3}, {"F64", -1},      {"I64", -1},        {"U64", -1},      {"I16", -1},
+    {"U16", -1},           {"U32", -1},      {"I8", -1},         {"BOOL", -1},     {"F8_E5M2", -1},
+    {"F8_E8M0", -1},       {"F4", -1},       {"F6_E2M3", -1},    {"F6_E3M2", -1},  {"C64", -1},
 };
 #define ST_SUPPORTED "F32, F16, BF16, I32, U8, F8_E4M3"
 
@@ -121,10 +121,17 @@ static size_t utf8_len(const uint8_t *s, size_t n) {
   if (c < 0x80) return 1;
   size_t len;
   uint32_t cp;
-  if ((c & 0xe0) == 0xc0) { len = 2; cp = c & 0x1f; }
-  else if ((c & 0xf0) == 0xe0) { len = 3; cp = c & 0x0f; }
-  else if ((c & 0xf8) == 0xf0) { len = 4; cp = c & 0x07; }
-  else return 0;
+  if ((c & 0xe0) == 0xc0) {
+    len = 2;
+    cp = c & 0x1f;
+  } else if ((c & 0xf0) == 0xe0) {
+    len = 3;
+    cp = c & 0x0f;
+  } else if ((c & 0xf8) == 0xf0) {
+    len = 4;
+    cp = c & 0x07;
+  } else
+    return 0;
   if (n < len) return 0;
   for (size_t i = 1; i < len; i++) {
     if ((s[i] & 0xc0) != 0x80) return 0;
@@ -213,18 +220,18 @@ static void arena_free(arena *a) {
 
 enum { J_OBJ, J_ARR, J_STR, J_INT, J_NUM, J_TRUE, J_FALSE, J_NULL };
 static const char *const jtype_names[] = {"an object", "an array", "a string", "an integer",
-                                          "a number", "true", "false", "null"};
+                                          "a number",  "true",     "false",    "null"};
 
 typedef struct jval {
   int type;
-  size_t pos;          /* header byte where the value starts */
-  int64_t i;           /* J_INT */
-  char *s;             /* J_STR: decoded, NUL-terminated; J_NUM: the literal */
+  size_t pos; /* header byte where the value starts */
+  int64_t i;  /* J_INT */
+  char *s;    /* J_STR: decoded, NUL-terminated; J_NUM: the literal */
   size_t slen;
-  char *key;           /* member of an object: its key (decoded) */
+  char *key; /* member of an object: its key (decoded) */
   size_t keylen, keypos;
-  struct jval *child;  /* J_OBJ / J_ARR: first member */
-  struct jval *next;   /* next sibling */
+  struct jval *child; /* J_OBJ / J_ARR: first member */
+  struct jval *next;  /* next sibling */
   int64_t count;
 } jval;
 
@@ -256,17 +263,24 @@ static int hex4(const uint8_t *s, uint32_t *out) {
   for (int k = 0; k < 4; k++) {
     uint8_t c = s[k];
     v <<= 4;
-    if (c >= '0' && c <= '9') v |= (uint32_t)(c - '0');
-    else if (c >= 'a' && c <= 'f') v |= (uint32_t)(c - 'a' + 10);
-    else if (c >= 'A' && c <= 'F') v |= (uint32_t)(c - 'A' + 10);
-    else return 0;
+    if (c >= '0' && c <= '9')
+      v |= (uint32_t)(c - '0');
+    else if (c >= 'a' && c <= 'f')
+      v |= (uint32_t)(c - 'a' + 10);
+    else if (c >= 'A' && c <= 'F')
+      v |= (uint32_t)(c - 'A' + 10);
+    else
+      return 0;
   }
   *out = v;
   return 1;
 }
 
 static size_t put_utf8(uint32_t cp, char *o) {
-  if (cp < 0x80) { o[0] = (char)cp; return 1; }
+  if (cp < 0x80) {
+    o[0] = (char)cp;
+    return 1;
+  }
   if (cp < 0x800) {
     o[0] = (char)(0xc0 | (cp >> 6));
     o[1] = (char)(0x80 | (cp & 0x3f));
@@ -337,8 +351,7 @@ static int jstring(jparser *ps, char **out, size_t *out_len) {
         o += put_utf8(cp, buf + o);
         break;
       }
-      default:
-        return jfail(ps, esc, "bad escape in a string"), 0;
+      default: return jfail(ps, esc, "bad escape in a string"), 0;
     }
   }
   ps->i++; /* closing quote */
@@ -348,7 +361,9 @@ static int jstring(jparser *ps, char **out, size_t *out_len) {
   return 1;
 }
 
-static int is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
+static int is_digit(uint8_t c) {
+  return c >= '0' && c <= '9';
+}
 
 static jval *jnew(jparser *ps, int type, size_t pos) {
   jval *v = arena_alloc(ps->a, sizeof *v);
@@ -364,7 +379,10 @@ static jval *jvalue(jparser *ps, int depth);
 static jval *jnumber(jparser *ps) {
   size_t start = ps->i, j = ps->i;
   int neg = 0, is_int = 1;
-  if (ps->p[j] == '-') { neg = 1; j++; }
+  if (ps->p[j] == '-') {
+    neg = 1;
+    j++;
+  }
   if (j >= ps->n || !is_digit(ps->p[j])) return jfail(ps, start, "bad number");
   if (ps->p[j] == '0' && j + 1 < ps->n && is_digit(ps->p[j + 1]))
     return jfail(ps, start, "bad number: leading zero");
@@ -372,14 +390,16 @@ static jval *jnumber(jparser *ps) {
   if (j < ps->n && ps->p[j] == '.') {
     is_int = 0;
     j++;
-    if (j >= ps->n || !is_digit(ps->p[j])) return jfail(ps, start, "bad number: digits must follow '.'");
+    if (j >= ps->n || !is_digit(ps->p[j]))
+      return jfail(ps, start, "bad number: digits must follow '.'");
     while (j < ps->n && is_digit(ps->p[j])) j++;
   }
   if (j < ps->n && (ps->p[j] == 'e' || ps->p[j] == 'E')) {
     is_int = 0;
     j++;
     if (j < ps->n && (ps->p[j] == '+' || ps->p[j] == '-')) j++;
-    if (j >= ps->n || !is_digit(ps->p[j])) return jfail(ps, start, "bad number: digits must follow the exponent");
+    if (j >= ps->n || !is_digit(ps->p[j]))
+      return jfail(ps, start, "bad number: digits must follow the exponent");
     while (j < ps->n && is_digit(ps->p[j])) j++;
   }
   jval *v = jnew(ps, J_INT, start);
@@ -389,8 +409,10 @@ static jval *jnumber(jparser *ps) {
     uint64_t acc = 0;
     for (size_t k = start + (size_t)neg; k < j && is_int; k++) {
       uint64_t d = (uint64_t)(ps->p[k] - '0');
-      if (acc > (UINT64_MAX - d) / 10) is_int = 0;
-      else acc = acc * 10 + d;
+      if (acc > (UINT64_MAX - d) / 10)
+        is_int = 0;
+      else
+        acc = acc * 10 + d;
     }
     if (is_int && acc > (uint64_t)INT64_MAX + (uint64_t)neg) is_int = 0;
     if (is_int) v->i = neg ? (int64_t)(0 - acc) : (int64_t)acc;
@@ -428,7 +450,8 @@ static jval *jcontainer(jparser *ps, int depth, int is_obj) {
       keypos = ps->i;
       if (!jstring(ps, &key, &keylen)) return NULL;
       jskip_ws(ps);
-      if (ps->i >= ps->n || ps->p[ps->i] != ':') return jfail(ps, ps->i, "expected ':' after a key");
+      if (ps->i >= ps->n || ps->p[ps->i] != ':')
+        return jfail(ps, ps->i, "expected ':' after a key");
       ps->i++;
     }
     jval *m = jvalue(ps, depth + 1);
@@ -441,8 +464,9 @@ static jval *jcontainer(jparser *ps, int depth, int is_obj) {
     v->count++;
     jskip_ws(ps);
     if (ps->i >= ps->n)
-      return jfail(ps, ps->i, is_obj ? "unexpected end of header inside an object"
-                                     : "unexpected end of header inside an array");
+      return jfail(ps, ps->i,
+                   is_obj ? "unexpected end of header inside an object"
+                          : "unexpected end of header inside an array");
     uint8_t c = ps->p[ps->i++];
     if (c == ',') continue;
     if (c == (is_obj ? '}' : ']')) return v;
@@ -503,7 +527,9 @@ static ixl_status c_string(const st_where *w, const char *s, size_t len, size_t 
   return IXL_OK;
 }
 
-static int cmp_i64(int64_t a, int64_t b) { return (a > b) - (a < b); }
+static int cmp_i64(int64_t a, int64_t b) {
+  return (a > b) - (a < b);
+}
 
 /* qsort context through a file-scope pointer is not reentrant; sort index pairs instead. */
 typedef struct {
@@ -545,9 +571,12 @@ static ixl_status read_entry(const st_where *w, const jval *e, st_tensor *t) {
   const jval *dt = NULL, *shape = NULL, *offs = NULL;
   for (const jval *m = e->child; m; m = m->next) {
     const jval **slot = NULL;
-    if (!strcmp(m->key, "dtype") && m->keylen == 5) slot = &dt;
-    else if (!strcmp(m->key, "shape") && m->keylen == 5) slot = &shape;
-    else if (!strcmp(m->key, "data_offsets") && m->keylen == 12) slot = &offs;
+    if (!strcmp(m->key, "dtype") && m->keylen == 5)
+      slot = &dt;
+    else if (!strcmp(m->key, "shape") && m->keylen == 5)
+      slot = &shape;
+    else if (!strcmp(m->key, "data_offsets") && m->keylen == 12)
+      slot = &offs;
     else
       return st_err(w, IXL_ERR_FORMAT,
                     "tensor %s: unknown field %s at header byte %zu (expected dtype, shape, "
@@ -560,7 +589,9 @@ static ixl_status read_entry(const st_where *w, const jval *e, st_tensor *t) {
   }
   if (!dt || !shape || !offs)
     return st_err(w, IXL_ERR_FORMAT, "tensor %s (header byte %zu): missing field %s", nm, e->pos,
-                  !dt ? "dtype" : !shape ? "shape" : "data_offsets");
+                  !dt      ? "dtype"
+                  : !shape ? "shape"
+                           : "data_offsets");
   if (dt->type != J_STR)
     return st_err(w, IXL_ERR_FORMAT, "tensor %s: dtype is %s, expected a string such as \"F32\"",
                   nm, jtype_names[dt->type]);
@@ -568,8 +599,9 @@ static ixl_status read_entry(const st_where *w, const jval *e, st_tensor *t) {
   for (size_t i = 0; i < sizeof st_dtypes / sizeof st_dtypes[0]; i++) {
     if (strcmp(dt->s, st_dtypes[i].name) || strlen(st_dtypes[i].name) != dt->slen) continue;
     if (st_dtypes[i].dtype < 0)
-      return st_err(w, IXL_ERR_FORMAT, "tensor %s: dtype %s is not supported (idxlab reads " ST_SUPPORTED ")",
-                    nm, st_dtypes[i].name);
+      return st_err(w, IXL_ERR_FORMAT,
+                    "tensor %s: dtype %s is not supported (idxlab reads " ST_SUPPORTED ")", nm,
+                    st_dtypes[i].name);
     t->dtype = st_dtypes[i].dtype;
     found = 1;
   }
@@ -580,15 +612,15 @@ static ixl_status read_entry(const st_where *w, const jval *e, st_tensor *t) {
     return st_err(w, IXL_ERR_FORMAT, "tensor %s: shape is %s, expected an array of integers", nm,
                   jtype_names[shape->type]);
   if (shape->count > ST_MAX_DIMS)
-    return st_err(w, IXL_ERR_FORMAT, "tensor %s: shape has %lld dims, at most %d are supported",
-                  nm, (long long)shape->count, ST_MAX_DIMS);
+    return st_err(w, IXL_ERR_FORMAT, "tensor %s: shape has %lld dims, at most %d are supported", nm,
+                  (long long)shape->count, ST_MAX_DIMS);
   t->ndim = (int32_t)shape->count;
   int d = 0;
   for (const jval *m = shape->child; m; m = m->next, d++) {
     if (m->type != J_INT || m->i < 0)
       return st_err(w, IXL_ERR_FORMAT,
-                    "tensor %s: shape[%d] (header byte %zu) is %s%s%s, expected an integer >= 0", nm,
-                    d, m->pos, m->type == J_INT ? "negative" : jtype_names[m->type],
+                    "tensor %s: shape[%d] (header byte %zu) is %s%s%s, expected an integer >= 0",
+                    nm, d, m->pos, m->type == J_INT ? "negative" : jtype_names[m->type],
                     m->type == J_NUM ? " " : "", m->type == J_NUM ? m->s : "");
     t->shape[d] = m->i;
   }
@@ -756,10 +788,11 @@ static ixl_status parse_header(const st_where *w, const uint8_t *hdr, size_t hle
       free(names);
     }
     if (dup) {
-      st = dup < 0 ? st_err(w, IXL_ERR_OOM, "out of memory checking names")
-                   : st_err(w, IXL_ERR_FORMAT, "duplicate tensor name %s (header bytes %lld and %lld)",
-                            show(f->t[d1].name, nb, sizeof nb), (long long)f->t[d1].hdr_pos,
-                            (long long)f->t[d2].hdr_pos);
+      st = dup < 0
+               ? st_err(w, IXL_ERR_OOM, "out of memory checking names")
+               : st_err(w, IXL_ERR_FORMAT, "duplicate tensor name %s (header bytes %lld and %lld)",
+                        show(f->t[d1].name, nb, sizeof nb), (long long)f->t[d1].hdr_pos,
+                        (long long)f->t[d2].hdr_pos);
       goto done;
     }
   }
@@ -780,8 +813,8 @@ static ixl_status parse_header(const st_where *w, const uint8_t *hdr, size_t hle
         st = st_err(w, IXL_ERR_FORMAT,
                     "tensors %s (data_offsets [%lld, %lld]) and %s ([%lld, %lld]) overlap",
                     show(f->t[prev].name, nb, sizeof nb), (long long)f->t[prev].begin,
-                    (long long)f->t[prev].end, show(t->name, nb2, sizeof nb2),
-                    (long long)t->begin, (long long)t->end);
+                    (long long)f->t[prev].end, show(t->name, nb2, sizeof nb2), (long long)t->begin,
+                    (long long)t->end);
       else if (t->begin > pos)
         st = st_err(w, IXL_ERR_FORMAT,
                     "no tensor covers data bytes [%lld, %lld) before %s: the data_offsets must "
@@ -916,7 +949,8 @@ ixl_status ixl_st_open(ixl_ctx *ctx, const char *path, ixl_st_file **out) {
   uint64_t total = (uint64_t)sb.st_size;
   errno = 0;
   if (total >= 8 && !read_all(fd, b8, 8)) {
-    st = st_err(&w, IXL_ERR_IO, "cannot read the header length: %s", errno ? strerror(errno) : "short read");
+    st = st_err(&w, IXL_ERR_IO, "cannot read the header length: %s",
+                errno ? strerror(errno) : "short read");
     goto done;
   }
   if ((st = check_header_len(&w, b8, total, &hlen))) goto done;
@@ -957,13 +991,15 @@ done:
 }
 
 /* ---------------------------------------------------------------- queries */
-int32_t ixl_st_count(const ixl_st_file *f) { return f ? f->n : 0; }
+int32_t ixl_st_count(const ixl_st_file *f) {
+  return f ? f->n : 0;
+}
 
 ixl_status ixl_st_entry_at(const ixl_st_file *f, int32_t i, ixl_st_entry *out) {
   if (!f || !out) return IXL_ERR_INVALID_ARG;
   if (i < 0 || i >= f->n)
-    return ixl_set_error(f->ctx, IXL_ERR_INVALID_ARG, "st_entry_at: index %d: the file has %d tensors",
-                         i, f->n);
+    return ixl_set_error(f->ctx, IXL_ERR_INVALID_ARG,
+                         "st_entry_at: index %d: the file has %d tensors", i, f->n);
   const st_tensor *t = &f->t[i];
   memset(out, 0, sizeof *out);
   out->name = t->name;
@@ -995,7 +1031,9 @@ const char *ixl_st_metadata(const ixl_st_file *f, const char *key) {
   return NULL;
 }
 
-int32_t ixl_st_metadata_count(const ixl_st_file *f) { return f ? f->nmeta : 0; }
+int32_t ixl_st_metadata_count(const ixl_st_file *f) {
+  return f ? f->nmeta : 0;
+}
 
 const char *ixl_st_metadata_key(const ixl_st_file *f, int32_t i) {
   if (!f || i < 0 || i >= f->nmeta) return NULL;
@@ -1023,7 +1061,8 @@ ixl_status ixl_st_writer_add(ixl_st_file *w, const char *name, ixl_dtype dtype, 
   ixl_ctx *ctx = w->ctx;
   char nb[128], sb[256];
   if (!w->is_writer)
-    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "st_writer_add: the file was opened for reading");
+    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
+                         "st_writer_add: the file was opened for reading");
   if (!name) return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "st_writer_add: name is NULL");
   ixl_status st = check_text(ctx, name, "st_writer_add: the tensor name");
   if (st) return st;
@@ -1037,20 +1076,24 @@ ixl_status ixl_st_writer_add(ixl_st_file *w, const char *name, ixl_dtype dtype, 
                          "e2m1x2 bytes as u8)",
                          nm, ixl_dtype_name(dtype));
   if (ndim < 0 || ndim > ST_MAX_DIMS)
-    return ixl_set_error(ctx, IXL_ERR_SHAPE, "st_writer_add: tensor %s: ndim = %d: must be in [0, %d]",
-                         nm, ndim, ST_MAX_DIMS);
+    return ixl_set_error(ctx, IXL_ERR_SHAPE,
+                         "st_writer_add: tensor %s: ndim = %d: must be in [0, %d]", nm, ndim,
+                         ST_MAX_DIMS);
   if (ndim > 0 && !shape)
     return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "st_writer_add: tensor %s: shape is NULL", nm);
   int64_t numel = 1, need;
   for (int d = 0; d < ndim; d++) {
     if (shape[d] < 0)
-      return ixl_set_error(ctx, IXL_ERR_SHAPE, "st_writer_add: tensor %s: shape[%d] = %lld: must be >= 0",
-                           nm, d, (long long)shape[d]);
+      return ixl_set_error(ctx, IXL_ERR_SHAPE,
+                           "st_writer_add: tensor %s: shape[%d] = %lld: must be >= 0", nm, d,
+                           (long long)shape[d]);
     if (!ixl_mul_ok(numel, shape[d], &numel))
-      return ixl_set_error(ctx, IXL_ERR_OVERFLOW, "st_writer_add: tensor %s: shape overflows int64", nm);
+      return ixl_set_error(ctx, IXL_ERR_OVERFLOW, "st_writer_add: tensor %s: shape overflows int64",
+                           nm);
   }
   if (!ixl_mul_ok(numel, (int64_t)ixl_dtype_size(dtype), &need))
-    return ixl_set_error(ctx, IXL_ERR_OVERFLOW, "st_writer_add: tensor %s: size overflows int64", nm);
+    return ixl_set_error(ctx, IXL_ERR_OVERFLOW, "st_writer_add: tensor %s: size overflows int64",
+                         nm);
   show_shape(shape, ndim, sb, sizeof sb);
   if (nbytes != need)
     return ixl_set_error(ctx, IXL_ERR_SHAPE,
@@ -1083,7 +1126,8 @@ ixl_status ixl_st_writer_add(ixl_st_file *w, const char *name, ixl_dtype dtype, 
 ixl_status ixl_st_writer_set_metadata(ixl_st_file *w, const char *key, const char *value) {
   if (!w) return IXL_ERR_INVALID_ARG;
   if (!w->is_writer)
-    return ixl_set_error(w->ctx, IXL_ERR_INVALID_ARG, "st_writer_set_metadata: the file was opened for reading");
+    return ixl_set_error(w->ctx, IXL_ERR_INVALID_ARG,
+                         "st_writer_set_metadata: the file was opened for reading");
   if (!key || !value)
     return ixl_set_error(w->ctx, IXL_ERR_INVALID_ARG, "st_writer_set_metadata: %s is NULL",
                          !key ? "key" : "value");
@@ -1098,7 +1142,8 @@ ixl_status ixl_st_writer_set_metadata(ixl_st_file *w, const char *key, const cha
       w->mval[i] = v;
       return IXL_OK;
     }
-  if (add_meta(w, key, value)) return ixl_set_error(w->ctx, IXL_ERR_OOM, "out of memory for metadata");
+  if (add_meta(w, key, value))
+    return ixl_set_error(w->ctx, IXL_ERR_OOM, "out of memory for metadata");
   return IXL_OK;
 }
 
@@ -1126,7 +1171,9 @@ static void sb_put(sbuf *b, const char *s, size_t n) {
   b->n += n;
   b->p[b->n] = '\0';
 }
-static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+static void sb_str(sbuf *b, const char *s) {
+  sb_put(b, s, strlen(s));
+}
 
 /* A JSON string: quotes, backslashes and control characters escaped; UTF-8 kept as is. */
 static void sb_json(sbuf *b, const char *s) {
@@ -1163,8 +1210,10 @@ ixl_status ixl_st_writer_save(ixl_st_file *w, const char *path) {
   if (!w) return IXL_ERR_INVALID_ARG;
   ixl_ctx *ctx = w->ctx;
   if (!w->is_writer)
-    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "st_writer_save: the file was opened for reading");
-  if (!path || !path[0]) return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "st_writer_save: path is empty");
+    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
+                         "st_writer_save: the file was opened for reading");
+  if (!path || !path[0])
+    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "st_writer_save: path is empty");
   /* Layout as the reference writer: larger elements first (keeps every tensor aligned for its
    * dtype), insertion order within a size; the header lists tensors in that order. */
   int32_t *order = malloc((size_t)(w->n ? w->n : 1) * sizeof *order);
@@ -1228,21 +1277,23 @@ ixl_status ixl_st_writer_save(ixl_st_file *w, const char *path) {
   ixl_status st = IXL_OK;
   int fd = -1;
   if (!tmp) st = ixl_set_error(ctx, IXL_ERR_OOM, "st_writer_save: out of memory");
-  static unsigned counter;
+  static _Atomic unsigned counter; /* distinct temp names for concurrent saves */
   for (int attempt = 0; !st && fd < 0 && attempt < 100; attempt++) {
     snprintf(tmp, plen + 64, "%s.tmp.%ld.%u", path, (long)getpid(), counter++);
     fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0 && errno != EEXIST)
       st = ixl_set_error(ctx, IXL_ERR_IO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
   }
-  if (!st && fd < 0) st = ixl_set_error(ctx, IXL_ERR_IO, "%s: cannot create a temporary file", path);
+  if (!st && fd < 0)
+    st = ixl_set_error(ctx, IXL_ERR_IO, "%s: cannot create a temporary file", path);
   int ok = !st && write_all(fd, len8, 8) && write_all(fd, b.p, b.n);
   for (int32_t j = 0; ok && j < k; j++) {
     const st_tensor *t = &w->t[order[j]];
     ok = write_all(fd, t->own, (size_t)t->own_bytes);
   }
   if (!st && ok && fsync(fd) != 0) ok = 0;
-  if (!st && !ok) st = ixl_set_error(ctx, IXL_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+  if (!st && !ok)
+    st = ixl_set_error(ctx, IXL_ERR_IO, "%s: write failed: %s", path, strerror(errno));
   if (fd >= 0 && close(fd) != 0 && !st)
     st = ixl_set_error(ctx, IXL_ERR_IO, "%s: close failed: %s", path, strerror(errno));
   if (!st && rename(tmp, path) != 0)

@@ -363,6 +363,7 @@ static ixl_status generate_cpu(ixl_ctx *ctx, const wl_plan *p, const unsigned ch
   ixl_status st = ixl_host_alloc(ctx, tab_bytes, (void **)&tables);
   if (st) return st;
   const int threads = ixl_ctx_threads(ctx);
+  (void)threads; /* unused where the compiler runs OpenMP pragmas serially */
   const wl_req *rq = (const wl_req *)(blob + p->off_req);
 
 #pragma omp parallel for num_threads(threads) schedule(static)

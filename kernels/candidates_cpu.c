@@ -82,7 +82,7 @@ static ixl_status candidate_select_cpu(ixl_ctx *ctx, const ixl_tensor *logits,
                          "overflows",
                          (long long)max_blocks, (long long)T, nt);
   uint32_t *scratch;
-  if ((st = ixl_host_alloc(ctx, bytes, (void **)&scratch))) return st;
+  if ((st = ixl_ctx_scratch(ctx, 0, bytes, IXL_HOST, (void **)&scratch))) return st;
 
   const int32_t *len = (const int32_t *)lens->data;
 #pragma omp parallel num_threads(nt)
@@ -103,7 +103,6 @@ static ixl_status candidate_select_cpu(ixl_ctx *ctx, const ixl_tensor *logits,
       for (int64_t j = kept; j < T; j++) o[j] = -1;
     }
   }
-  ixl_host_free(ctx, scratch, bytes);
   return IXL_OK;
 }
 
@@ -164,7 +163,7 @@ static ixl_status mask_candidates_cpu(ixl_ctx *ctx, ixl_tensor *logits, const ix
                          "mask_candidates: scratch for %lld blocks overflows",
                          (long long)max_blocks);
   uint8_t *scratch;
-  if ((st = ixl_host_alloc(ctx, bytes, (void **)&scratch))) return st;
+  if ((st = ixl_ctx_scratch(ctx, 0, bytes, IXL_HOST, (void **)&scratch))) return st;
 
   const int32_t *len = (const int32_t *)lens->data;
 #pragma omp parallel num_threads(nt)
@@ -184,7 +183,6 @@ static ixl_status mask_candidates_cpu(ixl_ctx *ctx, ixl_tensor *logits, const ix
       fill_neg_inf(logits, r, n, C);
     }
   }
-  ixl_host_free(ctx, scratch, bytes);
   return IXL_OK;
 }
 

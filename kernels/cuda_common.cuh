@@ -19,11 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-// internal.h has no extern "C" block of its own; without one its declarations would get C++
-// linkage here and not link against the C runtime.
-extern "C" {
-#include "internal.h"
-}
+#include "internal.h" // C linkage under C++ (its own extern "C" block)
 #include "backend.h"
 
 namespace ixl {
@@ -213,9 +209,10 @@ static inline cudaStream_t stream_of(ixl_ctx *ctx) { return (cudaStream_t)ctx->s
 //  5. kk > B (only K3 with a very large T): the ordered pass of 4 writes straight to out in
 //     index order, and sorted mode sorts out in place (bitonic, keys looked up again).
 // B is a power of two >= 32: the entries of 64-bit (~key << 32 | index) that shared memory
-// holds. A source type provides n, key_at(i) and visit(lo, hi, f), which calls f(i, key) for
-// every i in [lo, hi) across the block (vectorised where it can; f may be called by a
-// partial warp, so the helpers below aggregate with __activemask).
+// holds. A source type provides n, key_at(i), a width W and visit(lo, hi, f): every thread
+// of the block calls f(i0, key[W], valid) the same number of times (so f may use warp-wide
+// intrinsics), and together the calls cover [lo, hi) exactly once: entry j of a call is
+// index i0 + j, present when bit j of `valid` is set.
 
 constexpr int SELECT_THREADS = 512;
 
@@ -232,26 +229,37 @@ __device__ __forceinline__ uint64_t select_composite(uint32_t key, int64_t i) {
   return ((uint64_t)(~key) << 32) | (uint32_t)i;
 }
 
-// Appends (key, i) to buf when pred, one shared atomic per warp; slots past B are counted
-// but not written (the caller sees *count > B and takes another path).
-__device__ __forceinline__ void select_append(bool pred, uint32_t key, int64_t i, uint64_t *buf,
-                                              int B, unsigned *count) {
-  const unsigned active = __activemask();
-  const unsigned want = __ballot_sync(active, pred);
-  if (!pred) return;
-  const int lane = threadIdx.x & 31, leader = __ffs(want) - 1;
+// Appends the entries (key[j], i0 + j) whose bit j of `take` is set to buf, in any order,
+// with one shared atomic per warp. Every lane of the warp must call it (visit's calls are
+// block-uniform). Slots past B are counted but not written (the caller sees *count > B).
+template <int W>
+__device__ __forceinline__ void select_append(unsigned take, const uint32_t (&key)[W], int64_t i0,
+                                              uint64_t *buf, int B, unsigned *count) {
+  const int c = __popc(take);
+  if (!__any_sync(0xffffffffu, c)) return; // the common case: nothing here
+  const int lane = threadIdx.x & 31;
+  int incl = c;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const int y = __shfl_up_sync(0xffffffffu, incl, d);
+    if (lane >= d) incl += y;
+  }
   unsigned base = 0;
-  if (lane == leader) base = atomicAdd(count, (unsigned)__popc(want));
-  base = __shfl_sync(want, base, leader);
-  const unsigned pos = base + (unsigned)__popc(want & ((1u << lane) - 1u));
-  if (pos < (unsigned)B) buf[pos] = select_composite(key, i);
+  if (lane == 31) base = atomicAdd(count, (unsigned)incl);
+  base = __shfl_sync(0xffffffffu, base, 31);
+  unsigned pos = base + (unsigned)(incl - c);
+#pragma unroll
+  for (int j = 0; j < W; j++)
+    if (take >> j & 1u) {
+      if (pos < (unsigned)B) buf[pos] = select_composite(key[j], i0 + j);
+      pos++;
+    }
 }
 
 // hist[bin] += 1 when pred; lanes of a warp with the same bin add together, so a row full of
-// equal values does not serialise on one shared address.
+// equal values does not serialise on one shared address. Every lane must call it.
 __device__ __forceinline__ void select_hist_add(unsigned *hist, bool pred, unsigned bin) {
-  const unsigned active = __activemask();
-  const unsigned peers = __match_any_sync(active, pred ? bin : 0xffffffffu);
+  const unsigned peers = __match_any_sync(0xffffffffu, pred ? bin : 0xffffffffu);
   if (pred && (int)(threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&hist[bin], (unsigned)__popc(peers));
 }
 
@@ -260,11 +268,13 @@ __device__ __forceinline__ void select_hist_add(unsigned *hist, bool pred, unsig
 // never move.
 template <int NT>
 __device__ void block_bitonic_sort(uint64_t *buf, int P) {
-  for (int size = 2; size <= P; size <<= 1) {
-    const int half = size >> 1;
+  // sizes and strides are powers of two: index arithmetic by shifts and masks (an integer
+  // division per comparator would cost more than the comparator)
+  for (int ls = 1; (1 << ls) <= P; ls++) {
+    const int size = 1 << ls, lh = ls - 1;
     for (int t = threadIdx.x; t < P / 2; t += NT) {
-      const int blk = t / half, off = t % half;
-      const int i = blk * size + off, j = blk * size + size - 1 - off;
+      const int blk = t >> lh, off = t & ((1 << lh) - 1);
+      const int i = (blk << ls) + off, j = (blk << ls) + size - 1 - off;
       const uint64_t a = buf[i], b = buf[j];
       if (b < a) {
         buf[i] = b;
@@ -272,9 +282,9 @@ __device__ void block_bitonic_sort(uint64_t *buf, int P) {
       }
     }
     __syncthreads();
-    for (int d = half >> 1; d >= 1; d >>= 1) {
+    for (int ld = lh - 1; ld >= 0; ld--) {
       for (int t = threadIdx.x; t < P / 2; t += NT) {
-        const int i = (t / d) * 2 * d + t % d, j = i + d;
+        const int i = ((t >> ld) << (ld + 1)) + (t & ((1 << ld) - 1)), j = i + (1 << ld);
         const uint64_t a = buf[i], b = buf[j];
         if (b < a) {
           buf[i] = b;
@@ -372,7 +382,8 @@ __device__ int64_t select_ordered_pass(const Src &src, int64_t n, uint32_t t, in
     if (to_out) {
       if (take) out[written + gt_before + min(eq_before, left)] = (int32_t)i;
     } else {
-      select_append(take, key, i, buf, B, &sh.count);
+      const uint32_t k1[1] = {key};
+      select_append<1>(take ? 1u : 0u, k1, i, buf, B, &sh.count);
     }
     written += gt_total + min(eq_total, left);
     eq_seen += eq_total;
@@ -383,7 +394,12 @@ __device__ int64_t select_ordered_pass(const Src &src, int64_t n, uint32_t t, in
   }
   if (!to_out && i0 < n) {
     // the ties are all taken: the rest of the row adds only keys > t, in any order
-    src.visit(i0, n, [&](int64_t i, uint32_t key) { select_append(key > t, key, i, buf, B, &sh.count); });
+    src.visit(i0, n, [&](int64_t i, const uint32_t(&key)[Src::W], unsigned valid) {
+      unsigned take = 0;
+#pragma unroll
+      for (int j = 0; j < Src::W; j++) take |= (unsigned)(key[j] > t) << j;
+      select_append<Src::W>(take & valid, key, i, buf, B, &sh.count);
+    });
   }
   __syncthreads();
   if (!to_out) written = sh.count;
@@ -391,9 +407,20 @@ __device__ int64_t select_ordered_pass(const Src &src, int64_t n, uint32_t t, in
   return written;
 }
 
+// flags: SELECT_NO_SAMPLE skips case 2 (to time the exact paths alone). Building with
+// -DIXL_SELECT_PROFILE makes the first row print the cycles of each phase (device printf).
+constexpr int SELECT_NO_SAMPLE = 1;
+#ifdef IXL_SELECT_PROFILE
+#define IXL_PROF(...) __VA_ARGS__
+#else
+#define IXL_PROF(...)
+#endif
+
 template <int NT, class Src>
 __device__ void radix_select_row(const Src &src, int64_t k, bool sorted, int32_t *out,
-                                 uint64_t *buf, int B, bool key16, SelectShared &sh) {
+                                 uint64_t *buf, int B, bool key16, SelectShared &sh, int flags) {
+  IXL_PROF(const bool prof = blockIdx.x == 0 && threadIdx.x == 0;
+           long long tp[8] = {clock64(), 0, 0, 0, 0, 0, 0, 0}; int path = 0;)
   const int64_t n = src.n;
   const int64_t kk = k < n ? k : n;
   unsigned *hist = reinterpret_cast<unsigned *>(buf); // the histogram and buf never overlap in time
@@ -409,17 +436,23 @@ __device__ void radix_select_row(const Src &src, int64_t k, bool sorted, int32_t
   if (kk <= 0) {
     collected = true;
   } else if (n <= B) {
-    src.visit(0, n, [&](int64_t i, uint32_t key) { buf[i] = select_composite(key, i); });
+    src.visit(0, n, [&](int64_t i, const uint32_t(&key)[Src::W], unsigned valid) {
+#pragma unroll
+      for (int j = 0; j < Src::W; j++)
+        if (valid >> j & 1u) buf[i + j] = select_composite(key[j], i + j);
+    });
     M = n;
     collected = true;
-  } else if (2 * kk <= B) {
+  } else if (2 * kk <= B && !(flags & SELECT_NO_SAMPLE)) {
     // case 2: a threshold from B evenly spaced samples
     for (int s = threadIdx.x; s < B; s += NT) {
       const int64_t i = (int64_t)s * n / B;
       buf[s] = select_composite(src.key_at(i), i);
     }
     __syncthreads();
+    IXL_PROF(if (prof) tp[1] = clock64();)
     block_bitonic_sort<NT>(buf, B);
+    IXL_PROF(if (prof) tp[2] = clock64();)
     if (threadIdx.x == 0) {
       int64_t j = ((kk + B) / 2) * (int64_t)B / n; // sample rank of the wanted count
       if (j >= B) j = B - 1;
@@ -427,12 +460,19 @@ __device__ void radix_select_row(const Src &src, int64_t k, bool sorted, int32_t
     }
     __syncthreads();
     const uint32_t t0 = sh.t0;
-    src.visit(0, n, [&](int64_t i, uint32_t key) { select_append(key >= t0, key, i, buf, B, &sh.count); });
+    src.visit(0, n, [&](int64_t i, const uint32_t(&key)[Src::W], unsigned valid) {
+      unsigned take = 0;
+#pragma unroll
+      for (int j = 0; j < Src::W; j++) take |= (unsigned)(key[j] >= t0) << j;
+      select_append<Src::W>(take & valid, key, i, buf, B, &sh.count);
+    });
     __syncthreads();
+    IXL_PROF(if (prof) tp[3] = clock64();)
     const int64_t c = sh.count;
     if (c >= kk && c <= B) {
       M = c;
       collected = true;
+      IXL_PROF(path = 2;)
     }
     __syncthreads();
     if (threadIdx.x == 0) sh.count = 0;
@@ -447,21 +487,31 @@ __device__ void radix_select_row(const Src &src, int64_t k, bool sorted, int32_t
       for (int b = threadIdx.x; b < nbins; b += NT) hist[b] = 0;
       __syncthreads();
       const uint32_t prefix = sh.prefix, mask = sh.mask;
-      src.visit(0, n, [&](int64_t, uint32_t key) {
-        select_hist_add(hist, (key & mask) == prefix, (key >> shift) & (unsigned)(nbins - 1));
+      src.visit(0, n, [&](int64_t, const uint32_t(&key)[Src::W], unsigned valid) {
+#pragma unroll
+        for (int j = 0; j < Src::W; j++)
+          select_hist_add(hist, (valid >> j & 1u) && (key[j] & mask) == prefix,
+                          (key[j] >> shift) & (unsigned)(nbins - 1));
       });
       __syncthreads();
       select_find_bin<NT>(hist, nbins, shift, kk, sh);
+      IXL_PROF(if (prof) tp[4] = clock64(); path = 30 + p;)
       if (kk <= B && sh.above + sh.inbin <= B) {
         // every key >= the new prefix fits: collect them (all keys above the bin, the bin)
         const uint32_t lo = sh.prefix;
-        src.visit(0, n, [&](int64_t i, uint32_t key) { select_append(key >= lo, key, i, buf, B, &sh.count); });
+        src.visit(0, n, [&](int64_t i, const uint32_t(&key)[Src::W], unsigned valid) {
+          unsigned take = 0;
+#pragma unroll
+          for (int j = 0; j < Src::W; j++) take |= (unsigned)(key[j] >= lo) << j;
+          select_append<Src::W>(take & valid, key, i, buf, B, &sh.count);
+        });
         __syncthreads();
         M = sh.above + sh.inbin;
         collected = true;
       }
     }
     if (!collected) {
+      IXL_PROF(path = 4;)
       const uint32_t t = sh.prefix; // every digit known: the kk-th largest key itself
       const int64_t need = kk - sh.above;
       if (kk <= B) {
@@ -475,6 +525,7 @@ __device__ void radix_select_row(const Src &src, int64_t k, bool sorted, int32_t
     }
   }
   __syncthreads();
+  IXL_PROF(if (prof) tp[5] = clock64();)
   // sort buf[0..M) by (key desc, index asc), keep kk; unsorted mode re-sorts those by index
   if (M > 1) {
     int P = 1;
@@ -492,6 +543,16 @@ __device__ void radix_select_row(const Src &src, int64_t k, bool sorted, int32_t
   }
   for (int64_t j = threadIdx.x; j < k; j += NT)
     out[j] = j < kk ? (int32_t)(uint32_t)(buf[j] & 0xffffffffull) : -1;
+#ifdef IXL_SELECT_PROFILE
+  if (prof) {
+    tp[6] = clock64();
+    printf("select profile: n %lld k %lld B %d path %d M %lld | cycles: sample %lld, sample sort %lld, "
+           "filter %lld, histogram passes %lld, to collected %lld, sorts+write %lld, total %lld\n",
+           (long long)n, (long long)k, B, path, (long long)M, tp[1] ? tp[1] - tp[0] : 0,
+           tp[2] ? tp[2] - tp[1] : 0, tp[3] ? tp[3] - tp[2] : 0, tp[4] ? tp[4] - (tp[3] ? tp[3] : tp[0]) : 0,
+           tp[5] - tp[0], tp[6] - tp[5], tp[6] - tp[0]);
+  }
+#endif
 }
 
 // Shared-memory entries for a select of k from rows of up to C columns: at least 2k (room
@@ -509,6 +570,12 @@ static inline int select_buffer_entries(int64_t k, int64_t C) {
   while (B < 2 * k && B < 8192) B <<= 1;
   if (C > 32 * (int64_t)B && B < 8192) B <<= 1;
   return B;
+}
+
+// A development switch read from the environment: IXL_SELECT_NO_SAMPLE=1.
+static inline int select_flags(void) {
+  const char *a = getenv("IXL_SELECT_NO_SAMPLE");
+  return a && a[0] == '1' ? SELECT_NO_SAMPLE : 0;
 }
 
 static inline size_t select_smem_bytes(int B) {

@@ -34,7 +34,7 @@ extern "C" ixl_status ixl_cuda_dense_logits(ixl_ctx *ctx, const ixl_qk *in,
   if (p.R == 0 || p.out_cols == 0) return IXL_OK;
   p.nrb = ixl_ceil_div(p.R, p.RB);
   int64_t blocks = 0;
-  if ((st = plan_chunks(ctx, op, p, p.nrb, &blocks))) return st;
+  if ((st = plan_chunks(ctx, op, p, p.nrb, kMaxChunk, &blocks))) return st;
   return launch_fmt<DENSE_RAGGED>(ctx, p, blocks, in->kv_format, reduction == IXL_REDUCE_BF16,
                                   "dense_logits kernel");
 }
@@ -63,7 +63,9 @@ extern "C" ixl_status ixl_cuda_dense_logits_paged(ixl_ctx *ctx, const ixl_qk *in
   if (p.R == 0 || p.out_cols == 0) return IXL_OK;
   p.nrb = p.R;
   int64_t blocks = 0;
-  if ((st = plan_chunks(ctx, op, p, p.R, &blocks))) return st;
+  // a chunk's pages must fit the kernel's prefetch of page ids
+  if ((st = plan_chunks(ctx, op, p, p.R, (int64_t)(kMaxChunkBlocks - 2) * p.page_size, &blocks)))
+    return st;
   return launch_fmt<DENSE_PAGED>(ctx, p, blocks, in->kv_format, reduction == IXL_REDUCE_BF16,
                                  "dense_logits_paged kernel");
 }

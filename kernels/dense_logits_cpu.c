@@ -42,6 +42,7 @@ typedef struct worker {
   float kscale[IXL_KBLOCK];     /* fast, fp8: the keys' fp32 scales */
   uint8_t valid[IXL_KBLOCK];
   int kmin, kmax, kff;          /* fast, MX: min/max scale byte over the block, any 0xFF */
+  int prescaled;                /* fast, MX: b holds value * 2^(ke - 127) (see ixl_engine_pack) */
   int n;
   ixl_kref keys[IXL_KBLOCK];    /* reference: the keys themselves */
   float *qf;                    /* reference: [H][128] one row's query values */
@@ -58,10 +59,12 @@ struct ixl_engine {
   int64_t chunk_rows, r0, nrows;
   float *qa;                    /* fast: [chunk][H/4][128][MR] query values */
   int32_t *qe;                  /* fast, MX: [chunk][H][4] scale bytes */
+  float *fq;                    /* fast, MX: [chunk][H][4] 2^(qe - 127) (0 for a 0xFF byte) */
   float *wf;                    /* [chunk][H] weights as floats */
   int32_t *qinfo;               /* fast, MX: [chunk][3] min byte, max byte, any 0xFF */
   worker *wk;
-  int64_t qa_bytes, qe_bytes, wf_bytes, qinfo_bytes, b_bytes, qf_bytes;
+  float e2m1[16], e4m3[256];    /* decoding tables (unscaled values) */
+  int64_t qa_bytes, qe_bytes, fq_bytes, wf_bytes, qinfo_bytes, b_bytes, qf_bytes;
 };
 
 static int cpu_has_avx2_fma(void) {
@@ -85,6 +88,7 @@ void ixl_engine_free(ixl_engine *e) {
   }
   ixl_host_free(ctx, e->qa, e->qa_bytes);
   ixl_host_free(ctx, e->qe, e->qe_bytes);
+  ixl_host_free(ctx, e->fq, e->fq_bytes);
   ixl_host_free(ctx, e->wf, e->wf_bytes);
   ixl_host_free(ctx, e->qinfo, e->qinfo_bytes);
   ixl_host_free(ctx, e, (int64_t)sizeof *e);
@@ -109,6 +113,8 @@ ixl_status ixl_engine_new(ixl_ctx *ctx, int fmt, int reduction, const ixl_tensor
   e->qs = q_scales ? q_scales->data : NULL;
   e->w = weights->data;
   e->fast = path != IXL_PATH_REFERENCE && cpu_has_avx2_fma();
+  ixl_e2m1_table(e->e2m1);
+  ixl_e4m3_table(e->e4m3);
   /* Rows per chunk: keep the prepared query values near 4 MiB. */
   int64_t per_row = e->H * IXL_D * 4;
   e->chunk_rows = (4 << 20) / per_row;
@@ -117,12 +123,14 @@ ixl_status ixl_engine_new(ixl_ctx *ctx, int fmt, int reduction, const ixl_tensor
   /* Every size below is bounded: H <= 128, chunk_rows * per_row <= 4 MiB + per_row. */
   e->qa_bytes = e->fast ? e->chunk_rows * per_row : 0;
   e->qe_bytes = e->fast && fmt != IXL_FP8 ? e->chunk_rows * e->H * 4 * 4 : 0;
+  e->fq_bytes = e->qe_bytes;
   e->wf_bytes = e->chunk_rows * e->H * 4;
   e->qinfo_bytes = e->chunk_rows * 3 * 4;
   e->b_bytes = e->fast ? (int64_t)IXL_KBLOCK * IXL_D * 4 : 0;
   e->qf_bytes = e->fast ? 0 : e->H * IXL_D * 4;
   if ((st = ixl_host_alloc(ctx, e->qa_bytes, (void **)&e->qa)) ||
       (st = ixl_host_alloc(ctx, e->qe_bytes, (void **)&e->qe)) ||
+      (st = ixl_host_alloc(ctx, e->fq_bytes, (void **)&e->fq)) ||
       (st = ixl_host_alloc(ctx, e->wf_bytes, (void **)&e->wf)) ||
       (st = ixl_host_alloc(ctx, e->qinfo_bytes, (void **)&e->qinfo)) ||
       (st = ixl_host_alloc(ctx, (int64_t)sizeof(worker) * e->threads, (void **)&e->wk))) {
@@ -149,6 +157,18 @@ static float weight_at(const ixl_engine *e, int64_t r, int64_t h) {
   return ixl_bf16_to_f32(((const uint16_t *)e->w)[r * e->H + h]);
 }
 
+/* ixl_decode_values through the engine's tables. */
+static void decode_values_tab(const ixl_engine *e, const uint8_t *codes, float *out) {
+  if (e->fmt == IXL_MXFP4) {
+    for (int i = 0; i < IXL_D / 2; i++) {
+      out[2 * i] = e->e2m1[codes[i] & 15];
+      out[2 * i + 1] = e->e2m1[codes[i] >> 4];
+    }
+  } else {
+    for (int i = 0; i < IXL_D; i++) out[i] = e->e4m3[codes[i]];
+  }
+}
+
 void ixl_engine_load_rows(ixl_engine *e, int64_t r0, int64_t n) {
   e->r0 = r0;
   e->nrows = n;
@@ -162,13 +182,14 @@ void ixl_engine_load_rows(ixl_engine *e, int64_t r0, int64_t n) {
     float v[IXL_D];
     int mn = 255, mx = 0, ff = 0;
     for (int64_t h = 0; h < H; h++) {
-      ixl_decode_values(e->fmt, e->qc + (r * H + h) * e->vb, v);
+      decode_values_tab(e, e->qc + (r * H + h) * e->vb, v);
       float *dst = e->qa + ((i * (H / MR) + h / MR) * IXL_D) * MR + h % MR;
       for (int d = 0; d < IXL_D; d++) dst[d * MR] = v[d];
       if (e->fmt != IXL_FP8) {
         for (int g = 0; g < 4; g++) {
           int b = e->qs[(r * H + h) * 4 + g];
           e->qe[(i * H + h) * 4 + g] = b;
+          e->fq[(i * H + h) * 4 + g] = b == IXL_NAN_SCALE ? 0.0f : ldexpf(1.0f, b - 127);
           mn = b < mn ? b : mn;
           mx = b > mx ? b : mx;
           ff |= b == IXL_NAN_SCALE;
@@ -182,6 +203,89 @@ void ixl_engine_load_rows(ixl_engine *e, int64_t r0, int64_t n) {
 }
 
 /* ---------------------------------------------------------------- packing keys */
+#if IXL_HAVE_X86
+#define AVX2 __attribute__((target("avx2,fma")))
+
+/* Transposes a 16 x 16 byte block: dst[j] = column j of the rows src[0..15]. */
+AVX2 static inline void transpose16(const __m128i r[16], __m128i w[16]) {
+  __m128i t[16], u[16], v[16];
+  for (int k = 0; k < 8; k++) {
+    t[2 * k] = _mm_unpacklo_epi8(r[2 * k], r[2 * k + 1]);
+    t[2 * k + 1] = _mm_unpackhi_epi8(r[2 * k], r[2 * k + 1]);
+  }
+  for (int k = 0; k < 4; k++) { /* rows 4k..4k+3 */
+    u[4 * k + 0] = _mm_unpacklo_epi16(t[4 * k], t[4 * k + 2]);
+    u[4 * k + 1] = _mm_unpackhi_epi16(t[4 * k], t[4 * k + 2]);
+    u[4 * k + 2] = _mm_unpacklo_epi16(t[4 * k + 1], t[4 * k + 3]);
+    u[4 * k + 3] = _mm_unpackhi_epi16(t[4 * k + 1], t[4 * k + 3]);
+  }
+  for (int k = 0; k < 2; k++) { /* rows 8k..8k+7 */
+    for (int c = 0; c < 4; c++) {
+      v[8 * k + 2 * c] = _mm_unpacklo_epi32(u[8 * k + c], u[8 * k + 4 + c]);
+      v[8 * k + 2 * c + 1] = _mm_unpackhi_epi32(u[8 * k + c], u[8 * k + 4 + c]);
+    }
+  }
+  for (int c = 0; c < 8; c++) {
+    w[2 * c] = _mm_unpacklo_epi64(v[c], v[8 + c]);
+    w[2 * c + 1] = _mm_unpackhi_epi64(v[c], v[8 + c]);
+  }
+}
+
+/* 16 int8 values (twice the e2m1 value) times the keys' factors f0 (keys 0-7), f1 (8-15) -> 16
+ * floats at dst. Exact: the factors are powers of two in range (ixl_engine_pack). */
+AVX2 static inline void store_e2m1x2(__m128i q, __m256 f0, __m256 f1, float *dst) {
+  _mm256_storeu_ps(dst, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), f0));
+  _mm256_storeu_ps(dst + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q, 8))), f1));
+}
+
+/* mxfp4 strip: 16 keys' 64 code bytes -> [128][16] floats, value * fk[group][key]. */
+AVX2 static void pack_strip_mxfp4(const uint8_t *const codes[STRIP], const float fk[4][STRIP], float *dst) {
+  /* e2m1 codes 0..15 as twice their value (exact in int8); -0 -> 0 */
+  const __m128i lut = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+  const __m128i lo4 = _mm_set1_epi8(0x0F);
+  for (int blk = 0; blk < 4; blk++) { /* bytes 16 * blk .. + 15 of every key */
+    __m128i r[16], w[16];
+    for (int i = 0; i < STRIP; i++)
+      r[i] = codes[i] ? _mm_loadu_si128((const __m128i *)(codes[i] + 16 * blk)) : _mm_setzero_si128();
+    transpose16(r, w);
+    /* bytes 16 * blk .. + 15 hold elements 32 * blk .. + 31: group blk */
+    const __m256 half = _mm256_set1_ps(0.5f);
+    const __m256 f0 = _mm256_mul_ps(half, _mm256_loadu_ps(fk[blk])), f1 = _mm256_mul_ps(half, _mm256_loadu_ps(fk[blk] + 8));
+    for (int j = 0; j < 16; j++) { /* byte 16 * blk + j holds elements 2 * that and + 1 */
+      int d = 2 * (16 * blk + j);
+      store_e2m1x2(_mm_shuffle_epi8(lut, _mm_and_si128(w[j], lo4)), f0, f1, dst + d * STRIP);
+      store_e2m1x2(_mm_shuffle_epi8(lut, _mm_and_si128(_mm_srli_epi16(w[j], 4), lo4)), f0, f1, dst + (d + 1) * STRIP);
+    }
+  }
+}
+#endif
+
+/* One strip of 16 keys (NULL = empty slot, zeros) -> dst [128][16]: value * fk[d / 32][key]. */
+static void pack_strip(const ixl_engine *e, const uint8_t *const codes[STRIP], const float fk[4][STRIP],
+                       float *dst) {
+#if IXL_HAVE_X86
+  if (e->fmt == IXL_MXFP4) {
+    pack_strip_mxfp4(codes, fk, dst);
+    return;
+  }
+#endif
+  for (int i = 0; i < STRIP; i++) {
+    const uint8_t *c = codes[i];
+    float v[IXL_D];
+    if (c) decode_values_tab(e, c, v);
+    else memset(v, 0, sizeof v);
+    for (int d = 0; d < IXL_D; d++) dst[d * STRIP + i] = v[d] * fk[d / IXL_GROUP][i];
+  }
+}
+
+/* Packs the keys for the tile kernel. MX blocks are "prescaled" when every key's scale byte ke
+ * lies where value * 2^(ke - 127) and every partial sum of products scaled the same way stay
+ * exact (normal fp32, no overflow): then b holds the scaled values, each group partial comes
+ * out as p_g * 2^(ke - 127) exactly, and the epilogue's single multiply by 2^(qe - 127) rounds
+ * exactly as the reference's p_g * 2^(qe + ke - 254) does. mxfp4 partials are multiples of
+ * 1/4 up to 1152: exact for ke <= 244. mxfp8 products are multiples of 2^-18 with partials up
+ * to 32 * 448^2 < 2^23: exact for 19 <= ke <= 231. Other blocks keep unscaled values and take
+ * the scalar epilogue. */
 void ixl_engine_pack(ixl_engine *e, int tid, const ixl_kref *keys, int n) {
   worker *w = &e->wk[tid];
   w->n = n;
@@ -189,45 +293,43 @@ void ixl_engine_pack(ixl_engine *e, int tid, const ixl_kref *keys, int n) {
     memcpy(w->keys, keys, sizeof(ixl_kref) * (size_t)n);
     return;
   }
-  float e2[16];
-  ixl_e2m1_table(e2);
-  int mn = 255, mx = 0, ff = 0;
-  int nfull = (n + STRIP - 1) / STRIP * STRIP;
+  const int mx = e->fmt != IXL_FP8;
+  int mn = 255, mxb = 0, ff = 0;
+  const int nfull = (n + STRIP - 1) / STRIP * STRIP;
   for (int i = 0; i < nfull; i++) {
-    float *dst = w->b + (i / STRIP) * IXL_D * STRIP + i % STRIP;
     const uint8_t *c = i < n ? keys[i].codes : NULL;
     w->valid[i] = c != NULL;
     if (!c) {
-      for (int d = 0; d < IXL_D; d++) dst[d * STRIP] = 0.0f;
       for (int g = 0; g < 4; g++) w->ke[g][i] = 127;
       w->kscale[i] = 1.0f;
-      mn = 127 < mn ? 127 : mn;
-      mx = 127 > mx ? 127 : mx;
       continue;
     }
-    if (e->fmt == IXL_MXFP4) {
-      for (int j = 0; j < IXL_D / 2; j++) {
-        dst[(2 * j) * STRIP] = e2[c[j] & 15];
-        dst[(2 * j + 1) * STRIP] = e2[c[j] >> 4];
-      }
-    } else {
-      for (int d = 0; d < IXL_D; d++) dst[d * STRIP] = ixl_e4m3_to_f32(c[d]);
+    const uint8_t *sc = keys[i].scale;
+    if (!mx) {
+      w->kscale[i] = ixl_load_f32(sc);
+      continue;
     }
-    const uint8_t *s = keys[i].scale;
-    if (e->fmt == IXL_FP8) {
-      w->kscale[i] = ixl_load_f32(s);
-    } else {
-      for (int g = 0; g < 4; g++) {
-        w->ke[g][i] = s[g];
-        mn = s[g] < mn ? s[g] : mn;
-        mx = s[g] > mx ? s[g] : mx;
-        ff |= s[g] == IXL_NAN_SCALE;
-      }
+    for (int g = 0; g < 4; g++) {
+      w->ke[g][i] = sc[g];
+      mn = sc[g] < mn ? sc[g] : mn;
+      mxb = sc[g] > mxb ? sc[g] : mxb;
+      ff |= sc[g] == IXL_NAN_SCALE;
     }
   }
   w->kmin = mn;
-  w->kmax = mx;
+  w->kmax = mxb;
   w->kff = ff;
+  const int lo = e->fmt == IXL_MXFP4 ? 0 : 19, hi = e->fmt == IXL_MXFP4 ? 244 : 231;
+  w->prescaled = mx && !ff && mn >= lo && mxb <= hi;
+  for (int s0 = 0; s0 < nfull; s0 += STRIP) {
+    const uint8_t *codes[STRIP];
+    float fk[4][STRIP];
+    for (int i = 0; i < STRIP; i++) {
+      codes[i] = s0 + i < n ? keys[s0 + i].codes : NULL;
+      for (int g = 0; g < 4; g++) fk[g][i] = w->prescaled ? ldexpf(1.0f, w->ke[g][s0 + i] - 127) : 1.0f;
+    }
+    pack_strip(e, codes, fk, w->b + (s0 / STRIP) * IXL_D * STRIP);
+  }
 }
 
 /* ---------------------------------------------------------------- reference path */
@@ -256,8 +358,6 @@ static void row_reference(ixl_engine *e, worker *w, int64_t r, int p0, int p1, f
 
 /* ---------------------------------------------------------------- fast path (AVX2 + FMA) */
 #if IXL_HAVE_X86
-#define AVX2 __attribute__((target("avx2,fma")))
-
 /* Group partials of 4 heads x 16 positions: c[g][i][n] = sum over d in group g of
  * a[d][i] * b[d][n], one fma chain per (g, i, n) in increasing d. glen: 32 (MX) or 128 (fp8). */
 AVX2 static void tile_4x16(const float *a, const float *b, int glen, float *c) {
@@ -267,6 +367,7 @@ AVX2 static void tile_4x16(const float *a, const float *b, int glen, float *c) {
     __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
     __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
     const float *ap = a + g0 * MR, *bp = b + g0 * STRIP;
+#pragma GCC unroll 4
     for (int d = 0; d < glen; d++, ap += MR, bp += STRIP) {
       __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
       __m256 a0 = _mm256_broadcast_ss(ap), a1 = _mm256_broadcast_ss(ap + 1);
@@ -378,11 +479,11 @@ static void tile_dots_scalar(const ixl_engine *e, const worker *w, int64_t li, i
       int slot = s0 + n;
       float pg[4];
       for (int g = 0; g < 4; g++) {
-        float p = c[(g * MR + i) * STRIP + n];
+        float p = c[(g * MR + i) * STRIP + n]; /* prescaled: p_g * 2^(ke - 127), exactly */
         int ke = w->ke[g][slot];
         pg[g] = qe[g] == IXL_NAN_SCALE || ke == IXL_NAN_SCALE
                     ? NAN
-                    : ixl_scale_pow2f(p, qe[g] - 127 + ke - 127);
+                    : ixl_scale_pow2f(p, qe[g] - 127 + (w->prescaled ? 0 : ke - 127));
       }
       dots[i][n] = (pg[0] + pg[1]) + (pg[2] + pg[3]);
     }
@@ -395,9 +496,8 @@ AVX2 static void row_fast(ixl_engine *e, worker *w, int64_t r, int p0, int p1, f
   const float *qa = e->qa + li * (H / MR) * IXL_D * MR;
   const int mx = e->fmt != IXL_FP8;
   const int32_t *qinfo = e->qinfo + li * 3;
-  /* exact power-of-two factors as fp32 when every qe + ke - 254 is a normal exponent */
-  const int scale_fast = !mx || (!w->kff && qinfo[0] + w->kmin >= 128 &&
-                                 qinfo[1] + w->kmax <= 381);
+  /* prescaled keys and no NaN scale on the query side: one multiply per group partial */
+  const int scale_fast = !mx || (w->prescaled && !qinfo[2]);
   const int glen = mx ? IXL_GROUP : IXL_D;
   const int bf16 = e->reduction == IXL_REDUCE_BF16;
   float c[4 * MR * STRIP];
@@ -414,14 +514,8 @@ AVX2 static void row_fast(ixl_engine *e, worker *w, int64_t r, int p0, int p1, f
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     float sacc[4][STRIP];
     memset(sacc, 0, sizeof sacc);
-    __m256i kev[4][2] = {{_mm256_setzero_si256()}};
     __m256 ksv0 = _mm256_setzero_ps(), ksv1 = _mm256_setzero_ps();
-    if (mx) {
-      for (int g = 0; g < 4; g++) {
-        kev[g][0] = _mm256_loadu_si256((const __m256i *)&w->ke[g][s0]);
-        kev[g][1] = _mm256_loadu_si256((const __m256i *)&w->ke[g][s0 + 8]);
-      }
-    } else {
+    if (!mx) {
       ksv0 = _mm256_loadu_ps(&w->kscale[s0]);
       ksv1 = _mm256_loadu_ps(&w->kscale[s0 + 8]);
     }
@@ -435,14 +529,11 @@ AVX2 static void row_fast(ixl_engine *e, worker *w, int64_t r, int p0, int p1, f
           d0 = _mm256_mul_ps(_mm256_loadu_ps(c + i * STRIP), ksv0);
           d1 = _mm256_mul_ps(_mm256_loadu_ps(c + i * STRIP + 8), ksv1);
         } else if (scale_fast) {
-          const int32_t *qe = e->qe + (li * H + h0 + i) * 4;
+          const float *fq = e->fq + (li * H + h0 + i) * 4;
           __m256 x[4][2];
           for (int g = 0; g < 4; g++) {
-            __m256i qb = _mm256_set1_epi32(qe[g] - 127);
-            for (int j = 0; j < 2; j++) {
-              __m256 f = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(kev[g][j], qb), 23));
-              x[g][j] = _mm256_mul_ps(_mm256_loadu_ps(c + (g * MR + i) * STRIP + 8 * j), f);
-            }
+            __m256 f = _mm256_broadcast_ss(fq + g);
+            for (int j = 0; j < 2; j++) x[g][j] = _mm256_mul_ps(_mm256_loadu_ps(c + (g * MR + i) * STRIP + 8 * j), f);
           }
           d0 = _mm256_add_ps(_mm256_add_ps(x[0][0], x[1][0]), _mm256_add_ps(x[2][0], x[3][0]));
           d1 = _mm256_add_ps(_mm256_add_ps(x[0][1], x[1][1]), _mm256_add_ps(x[2][1], x[3][1]));

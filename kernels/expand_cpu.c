@@ -114,7 +114,7 @@ static ixl_status expand_cpu(ixl_ctx *ctx, const ixl_tensor *cand, const ixl_ten
     return ixl_set_error(ctx, IXL_ERR_OVERFLOW,
                          "expand: scratch for T = %lld, %d threads overflows", (long long)T, nt);
   int32_t *scratch;
-  if ((st = ixl_host_alloc(ctx, bytes, (void **)&scratch))) return st;
+  if ((st = ixl_ctx_scratch(ctx, 0, bytes, IXL_HOST, (void **)&scratch))) return st;
 
   const int32_t *ks = row_ks ? (const int32_t *)row_ks->data : NULL;
   const int32_t *ke = (const int32_t *)row_ke->data;
@@ -131,7 +131,6 @@ static ixl_status expand_cpu(ixl_ctx *ctx, const ixl_tensor *cand, const ixl_ten
                  buf + T + 1);
     }
   }
-  ixl_host_free(ctx, scratch, bytes);
   return IXL_OK;
 }
 

@@ -11,19 +11,25 @@
 //   lengths (they live on the device) and without scratch memory.
 // - The M dimension of the MMAs is (row, head): heads are padded to HP = a multiple of 16, so
 //   every m-block of 16 belongs to one row. The CTA has MB <= 8 m-blocks; each warp keeps the
-//   Q fragments of 2 m-blocks in registers for the whole kernel and walks its slice of every
-//   key tile (N = positions).
-// - Key tiles of 128 positions stream through a 3-stage cp.async pipeline (16-byte copies;
-//   K5 gathers its sparse blocks as contiguous 512-byte runs). MXFP4 tiles are widened once
-//   per tile in shared memory (e2m1 -> e4m3 on sm_89+, -> 2*e2m1 as s8 on sm_80).
-// - The dot product (SPEC 3): one m16n8k32 MMA per 32-element scale group into its own fp32
-//   accumulator (sm_89+: e4m3 x e4m3; every e2m1 product sum of a group is a multiple of 1/4
-//   below 1152, exact in the accumulator). Then p_g * 2^(qe_g + ke_g - 254) and
-//   (p0 + p1) + (p2 + p3) in fp32, as an exact power-of-two multiply and one fma when every
-//   exponent of the thread's n-block lies in a safe window (the common case), else with
-//   dot_cpu.h's scalar formula (NaN scales, subnormal or huge results).
-//   sm_80 fallback: mxfp4 as s8 (2 * e2m1 is a small integer, the int32 sum is exact);
-//   mxfp8/fp8 as f16 (every e4m3 value is exact in f16) with m16n8k16.
+//   query fragments of one m-block in registers for the whole kernel and walks its slice of
+//   every key tile (N = positions).
+// - Key tiles of 128 positions stream through a cp.async pipeline (16-byte copies; K5
+//   gathers its sparse blocks as contiguous runs of sbk * 64 or sbk * 128 bytes, through ids
+//   and page ids fetched into shared memory once per CTA). Each tile is converted once, in
+//   shared memory, to f16: every e2m1 value is exact in f16, and an e4m3 value placed bit for
+//   bit into f16's fields is exactly value * 2^-8 (normals and subnormals alike). The query
+//   fragments are converted the same way once. So the MMAs are plain m16n8k16 f16 MMAs with
+//   fp32 accumulation on every target (on sm_90, mma.sync with e4m3 operands is itself lowered
+//   to f16 MMAs plus conversions, repeated for every fragment: converting once is cheaper).
+//   Within each 32-element scale group the k order is permuted identically in A and B so
+//   that a thread's B operand of a group is one 16-byte shared-memory load.
+// - The dot product (SPEC 3): one accumulator per 32-element scale group (two k16 MMAs).
+//   For mxfp4 every group sum is a multiple of 1/4 below 1152, exact in the accumulator. Then
+//   p_g * 2^(qe_g + ke_g - 254) and (p0 + p1) + (p2 + p3) in fp32, as an exact power-of-two
+//   multiply and one fma when every exponent of the tile lies in a safe window (the common
+//   case, decided once per tile by a block vote), else with dot_cpu.h's scalar formula (NaN
+//   scales, subnormal or huge results). fp8: one sum over the 128 products, times the key's
+//   fp32 scale.
 // - fp32 reduction: relu and the weights in registers, the head sum by warp shuffles and a
 //   fixed-order sum over the row's m-blocks (deterministic; SPEC allows any order).
 //   bf16 reduction: bf16(relu(dot)) of each (head, position) is staged in shared memory, and
@@ -46,23 +52,23 @@ extern "C" {
 }
 #include "backend.h"
 
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-#define IXL_LG_FP8MMA 1 // e4m3 tensor-core MMA (sm_89+)
-#else
-#define IXL_LG_FP8MMA 0
-#endif
-
 namespace ixl_lg {
 
 constexpr int kBN = 128;      // positions (slots) per key tile
 constexpr int kThreads = 256; // 8 warps
 constexpr int kWarps = 8;
-constexpr int kStages = 3;    // cp.async pipeline depth
-constexpr int kKRow = 144;    // bytes per slot of an MMA-ready tile: 128 + 16 (conflict-free B loads)
+constexpr int kHRow = 320;    // bytes per slot of the f16 tile: 256 + 64 (conflict-free 16-byte B loads)
 constexpr int kVS = kBN + 8;  // bf16 per staged (row, head): 68 words, conflict-free stores
 constexpr int kMaxMB = 8;     // m-blocks of 16 (row, head) pairs per CTA
 constexpr int kMaxRB = 8;     // rows per CTA (HP = 16 gives 8)
 constexpr int kMaxChunk = 4096;
+// K2, K5: a CTA's chunk of columns covers at most this many pages (K2) or sparse blocks
+// (K5, sbk >= 4); their page ids / key bases are fetched into shared memory once per CTA.
+constexpr int kMaxChunkBlocks = kMaxChunk / 4 + 2;
+
+// cp.async pipeline depth: 3, or 2 where shared memory would otherwise allow only one CTA
+// per SM (e4m3 keys with the bf16 staging buffer).
+__host__ __device__ constexpr int stages_for(int fmt, bool bf16) { return fmt != IXL_MXFP4 && bf16 ? 2 : 3; }
 
 enum Mode { DENSE_RAGGED = 0, DENSE_PAGED = 1, SPARSE_RAGGED = 2, SPARSE_PAGED = 3 };
 
@@ -92,23 +98,28 @@ struct Params {
 
 // Dynamic shared memory layout; the host sizes the launch with the same struct.
 struct Smem {
-  int stage_bytes, stage, scale, flag, wide, red, w, total;
-  __host__ __device__ Smem(int fmt, bool bf16, int MB, int RB, int H) {
-    stage_bytes = kBN * (fmt == IXL_MXFP4 ? 64 : kKRow);
+  int stages, stage_bytes, stage, scale, flag, half, kinfo, red, w, pre, total;
+  __host__ __device__ Smem(int fmt, bool bf16, int MB, int RB, int H, bool one_row) {
+    stages = stages_for(fmt, bf16);
+    stage_bytes = kBN * (fmt == IXL_MXFP4 ? 64 : 128); // raw codes, as copied
     int off = 0;
     stage = off;
-    off += kStages * stage_bytes;
-    scale = off;
-    off += kStages * kBN * 4;
-    flag = off;
-    off += kStages * kBN;
-    wide = off;
-    if (fmt == IXL_MXFP4) off += kBN * kKRow;
+    off += stages * stage_bytes;
+    scale = off; // raw scale words per stage
+    off += stages * kBN * 4;
+    flag = off;  // 1 where a slot holds a key, per stage
+    off += stages * kBN;
     off = (off + 15) & ~15;
-    red = off;
+    half = off;  // the current tile as f16
+    off += kBN * kHRow;
+    kinfo = off; // per slot: MX ke_g << 23 for g = 0..3; fp8 the scale * 2^16
+    off += kBN * 16;
+    red = off;   // fp32: per m-block head sums [MB][kBN]; bf16: staged values [MB*16][kVS]
     off += bf16 ? MB * 16 * kVS * 2 : MB * kBN * 4;
     w = off;
     off += bf16 ? ((RB * H * 2 + 15) & ~15) : 0;
+    pre = off; // K2, K5: int64 base[kMaxChunkBlocks], int32 page[..], int32 slot[..]
+    if (one_row) off += kMaxChunkBlocks * 16;
     total = off;
   }
 };
@@ -130,43 +141,28 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-// Four e2m1 codes (the low 16 bits of x, element i in nibble i) -> four MMA bytes: e4m3
-// codes on sm_89+ (every e2m1 value is exact in e4m3), or 2 * value as s8 on sm_80.
-__device__ __forceinline__ uint32_t widen4(uint32_t x) {
-  const uint32_t sel = x & 0x7777u;          // magnitude codes, one per selector nibble
-  const uint32_t sgn = (x >> 3) & 0x1111u;   // sign bits, as selector 0 or 1
-#if IXL_LG_FP8MMA
-  // |e2m1| {0, .5, 1, 1.5, 2, 3, 4, 6} as e4m3 bytes; the sign is bit 7
-  const uint32_t mag = __byte_perm(0x3C383000u, 0x4C484440u, sel);
-  return mag | __byte_perm(0x8000u, 0u, sgn);
-#else
-  const uint32_t pos = __byte_perm(0x03020100u, 0x0C080604u, sel); // {0,1,2,3,4,6,8,12}
-  const uint32_t neg = __byte_perm(0xFDFEFF00u, 0xF4F8FAFCu, sel); // their negatives
-  const uint32_t m = __byte_perm(0xFF00u, 0u, sgn);
-  return (pos & ~m) | (neg & m);
-#endif
+// Four e2m1 codes (the low 16 bits of x, element i in nibble i) -> four f16 values, exact,
+// as two f16x2 words (elements 0, 1 and 2, 3). The magnitude codes {0, .5, 1, 1.5, 2, 3, 4, 6}
+// map to f16 high bytes; the low bytes are 0; the sign is bit 15.
+__device__ __forceinline__ void e2m1x4_to_f16(uint32_t x, uint32_t &lo, uint32_t &hi) {
+  const uint32_t sel = x & 0x7777u;        // magnitude codes, one per selector nibble
+  const uint32_t sgn = (x >> 3) & 0x1111u; // sign bits, as selector 0 or 1
+  const uint32_t v = __byte_perm(0x3E3C3800u, 0x46444240u, sel) | __byte_perm(0x8000u, 0u, sgn);
+  lo = __byte_perm(v, 0u, 0x1404u); // [0, v0, 0, v1]
+  hi = __byte_perm(v, 0u, 0x3424u); // [0, v2, 0, v3]
 }
 
-#if IXL_LG_FP8MMA
-__device__ __forceinline__ void mma_e4m3(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-#endif
-
-__device__ __forceinline__ void mma_s8(int (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                       uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+// Four e4m3 bytes -> four f16 values (two f16x2 words), each exactly value * 2^-8: the e4m3
+// bit pattern shifted into f16's exponent/mantissa fields (both formats' subnormals line up).
+// The NaN codes (0x7F, 0xFF) become f16 NaNs, so a NaN propagates as on the CPU.
+__device__ __forceinline__ void e4m3x4_to_f16(uint32_t r, uint32_t &lo, uint32_t &hi) {
+  const uint32_t a = __byte_perm(r, 0u, 0x4140u), b = __byte_perm(r, 0u, 0x4342u);
+  const uint32_t nan = __vcmpeq4(r & 0x7F7F7F7Fu, 0x7F7F7F7Fu) & 0x01010101u; // 1 per NaN byte
+  lo = ((a & 0x007F007Fu) << 7) | ((a & 0x00800080u) << 8) | __byte_perm(nan, 0u, 0x4140u) * 0x7E00u;
+  hi = ((b & 0x007F007Fu) << 7) | ((b & 0x00800080u) << 8) | __byte_perm(nan, 0u, 0x4342u) * 0x7E00u;
 }
 
+// d += A (16 x 16 f16, 4 registers) x B (16 x 8 f16, 2 registers), fp32 accumulation.
 __device__ __forceinline__ void mma_f16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
                                         uint32_t a3, uint32_t b0, uint32_t b1) {
   asm volatile(
@@ -176,40 +172,14 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], uint32_t a0, uint32_t a1,
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// Four e4m3 bytes -> two f16x2 (bytes 0,1 and bytes 2,3), each value times 2^-8 exactly:
-// the e4m3 bit pattern shifted into f16's exponent/mantissa fields is the value * 2^-8, for
-// normals and subnormals alike (sm_80 has no fp8 conversion instruction).
-__device__ __forceinline__ void e4m3x4_to_f16(uint32_t r, uint32_t &lo, uint32_t &hi) {
-  const uint32_t a = __byte_perm(r, 0u, 0x4140u), b = __byte_perm(r, 0u, 0x4342u);
-  lo = ((a & 0x007F007Fu) << 7) | ((a & 0x00800080u) << 8);
-  hi = ((b & 0x007F007Fu) << 7) | ((b & 0x00800080u) << 8);
-}
-
-// One 32-element group: d += A (16 x 32, this thread's 4 registers) x B (32 x 8, 2 registers).
-// The f16 path splits the group into two k16 MMAs; k is permuted the same way in A and B, so
-// the sum is the same set of products.
-template <typename Acc>
-__device__ __forceinline__ void mma_group(Acc (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                          uint32_t b1, bool s8) {
-#if IXL_LG_FP8MMA
-  (void)s8;
-  mma_e4m3(d, a, b0, b1);
-#else
-  if constexpr (std::is_same<Acc, int>::value) { // int accumulator: s8 operands
-    mma_s8(d, a, b0, b1);
-  } else {
-    (void)s8;
-    uint32_t al0, ah0, al1, ah1, al2, ah2, al3, ah3, bl0, bh0, bl1, bh1;
-    e4m3x4_to_f16(a[0], al0, ah0);
-    e4m3x4_to_f16(a[1], al1, ah1);
-    e4m3x4_to_f16(a[2], al2, ah2);
-    e4m3x4_to_f16(a[3], al3, ah3);
-    e4m3x4_to_f16(b0, bl0, bh0);
-    e4m3x4_to_f16(b1, bl1, bh1);
-    mma_f16(d, al0, al1, ah0, ah1, bl0, bh0);
-    mma_f16(d, al2, al3, ah2, ah3, bl1, bh1);
-  }
-#endif
+// One 32-element group: d += Q (16 rows) . K (8 positions). The k order within the group is
+// permuted the same way in A and B: thread t4 holds elements 8*t4 .. 8*t4 + 7 of the group,
+// as [e0 e1 | e2 e3 | e4 e5 | e6 e7]; the first k16 MMA takes e0..e3, the second e4..e7. So
+// a thread's B operand of a group is one 16-byte load, and every product appears once.
+// a[h][j]: row gid + 8h, word j; b: the 4 words of position gid.
+__device__ __forceinline__ void mma_group(float (&d)[4], const uint32_t (&a)[2][4], uint4 b) {
+  mma_f16(d, a[0][0], a[1][0], a[0][1], a[1][1], b.x, b.y);
+  mma_f16(d, a[0][2], a[1][2], a[0][3], a[1][3], b.z, b.w);
 }
 
 // x * 2^n rounded once to fp32, for |n| <= 300: the product is exact in double, so this is
@@ -253,28 +223,28 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
   constexpr bool kPaged = MODE == DENSE_PAGED || MODE == SPARSE_PAGED;
   constexpr bool kSparse = MODE == SPARSE_RAGGED || MODE == SPARSE_PAGED;
   constexpr bool kOneRow = MODE != DENSE_RAGGED;
-#if IXL_LG_FP8MMA
-  constexpr int SH = 0;                       // the MMA sums the unscaled products
-  using Acc = float;
-#else
-  constexpr int SH = FMT == IXL_MXFP4 ? 2 : -16; // s8: values doubled; f16: values * 2^-8
-  using Acc = typename std::conditional<FMT == IXL_MXFP4, int, float>::type;
-#endif
+  // the MMAs sum the f16 images of the values: e2m1 exactly, e4m3 times 2^-8 (products 2^-16)
+  constexpr int SH = FMT == IXL_MXFP4 ? 0 : -16;
+  constexpr int kSt = stages_for(FMT, BF16);
   // the scale word of a slot that holds no key: exponent 0 in every group (MX) or 1.0f
   constexpr uint32_t kNoScale = kMX ? 0x7F7F7F7Fu : 0x3F800000u;
 
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ int64_t s_lo[kMaxRB], s_hi[kMaxRB], s_coloff[kMaxRB];
-  __shared__ int s_nvalid;
+  __shared__ int s_nvalid, s_qlo, s_qhi, s_qff;
 
-  const Smem L(FMT, BF16, p.MB, p.RB, p.H);
+  const Smem L(FMT, BF16, p.MB, p.RB, p.H, kOneRow);
   uint8_t *const stage = smem + L.stage;
   uint32_t *const sscale = reinterpret_cast<uint32_t *>(smem + L.scale);
   uint8_t *const sflag = smem + L.flag;
-  uint8_t *const wide = smem + L.wide;
+  uint8_t *const htile = smem + L.half;
+  uint32_t *const kinfo = reinterpret_cast<uint32_t *>(smem + L.kinfo);
   float *const psum = reinterpret_cast<float *>(smem + L.red);
   __nv_bfloat16 *const vbuf = reinterpret_cast<__nv_bfloat16 *>(smem + L.red);
   __nv_bfloat16 *const sw = reinterpret_cast<__nv_bfloat16 *>(smem + L.w);
+  int64_t *const pre_base = reinterpret_cast<int64_t *>(smem + L.pre);
+  int32_t *const pre_page = reinterpret_cast<int32_t *>(smem + L.pre + kMaxChunkBlocks * 8);
+  int32_t *const pre_slot = reinterpret_cast<int32_t *>(smem + L.pre + kMaxChunkBlocks * 12);
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gid = lane >> 2, t4 = lane & 3;
   const int H = p.H, HP = p.HP, RB = p.RB, MB = p.MB, MW = p.MW;
@@ -327,7 +297,12 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
     row_hi = clamp64(p.ke[row], row_lo, p.N);
     koff = p.aligned ? 0 : row_lo % p.sbk;
   }
-  if (kSparse && tid == 0) s_nvalid = (int)mn64(p.nsb, 0x7fffffff);
+  if (tid == 0) {
+    s_nvalid = (int)mn64(p.nsb, 0x7fffffff);
+    s_qlo = 1 << 20;
+    s_qhi = -(1 << 20);
+    s_qff = 0;
+  }
   // the query side's bf16 weights (bf16 reduction)
   if (BF16) {
     const __nv_bfloat16 *wb = reinterpret_cast<const __nv_bfloat16 *>(p.weights);
@@ -348,6 +323,37 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
       if (ids[j] <= ids[j - 1]) atomicMin(&s_nvalid, (int)j);
     __syncthreads();
     nvalid = s_nvalid;
+  }
+
+  // K2, K5: the chunk's page ids (K2) or its sparse blocks' key bases and pages (K5), once,
+  // so that loading a tile needs no dependent global load.
+  const int64_t pre0 = kSparse ? c0 / p.sbk : kPaged ? c0 / p.page_size : 0;
+  if (MODE == DENSE_PAGED) {
+    const int64_t last = mn64(chunk_hi, row_hi) - 1;
+    for (int64_t j = tid; pre0 + j <= last / p.page_size; j += kThreads) {
+      const int64_t pg = p.block_table[row * p.bt_cols + pre0 + j];
+      pre_page[j] = pg >= 0 && pg < p.num_pages ? (int32_t)pg : -1;
+    }
+  } else if (kSparse) {
+    const int64_t nb = (chunk_hi - c0 + p.sbk - 1) / p.sbk;
+    for (int64_t j = tid; j < nb; j += kThreads) {
+      const int64_t jb = pre0 + j;
+      int64_t base = -1;
+      int32_t pg = -1, slot = 0;
+      if (jb < nvalid) {
+        base = (int64_t)ids[jb] * p.sbk + koff; // the key (or logical position) of o = 0
+        if (kPaged && base >= 0 && base < row_hi) {
+          const int64_t e = p.block_table[row * p.bt_cols + base / p.page_size];
+          if (e >= 0 && e < p.num_pages) pg = (int32_t)e;
+          slot = (int32_t)(base % p.page_size);
+        }
+      } else {
+        base = INT64_MIN / 2; // no key: every position of the block lies outside the row
+      }
+      pre_base[j] = base;
+      pre_page[j] = pg;
+      pre_slot[j] = slot;
+    }
   }
 
   // K1: -inf where this CTA's columns lie outside a row's range (clean, or compressed), and
@@ -376,66 +382,69 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
   const int64_t span = MODE == DENSE_RAGGED ? hull_hi - hull_lo : chunk_hi - c0;
   const int T = (int)((span + kBN - 1) / kBN);
 
-  // ---- the query fragments: this warp's 2 m-blocks, for the whole kernel
+  // ---- the query fragments: this warp's m-block, as f16, for the whole kernel
   const int mw = warp % MW, nw = warp / MW;
+  const int mb = mw;                     // this warp's m-block (none when mb >= MB)
   const int slice = kBN / (kWarps / MW); // positions of each tile this warp computes
-  uint32_t qa[2][4][4];                  // [m-block][group][register]
-  uint32_t qbits[2][2][4];               // MX: (qe - 127 - SH) << 23, [m-block][half][group]
-  float wf[2][2];                        // fp32 reduction: the weights, 0 for padded heads
-  bool rowok[2][2];
-  bool q_ff = false;
-  int qlo = 0, qhi = 0;
+  uint32_t qa[4][2][4];                  // [group][half: row gid, gid + 8][word]
+  uint32_t qbits[2][4];                  // MX: (qe - 127 - SH) << 23, [half][group]
+  float wf[2];                           // fp32 reduction: the weights
+  bool rowok[2];
   {
+    bool q_ff = false;
     int lo = 1 << 20, hi = -(1 << 20);
 #pragma unroll
-    for (int mbl = 0; mbl < 2; mbl++) {
-      const int mb = mw * 2 + mbl;
+    for (int half = 0; half < 2; half++) {
+      const int qh = mb * 16 + gid + half * 8;
+      const int r = qh / HP, h = qh % HP;
+      const int64_t qrow = row0 + r;
+      const bool ok = mb < MB && h < H && r < RB && qrow < p.R;
+      rowok[half] = ok;
+      const int64_t qi = qrow * H + h;
 #pragma unroll
-      for (int half = 0; half < 2; half++) {
-        const int qh = mb * 16 + gid + half * 8;
-        const int r = qh / HP, h = qh % HP;
-        const int64_t qrow = row0 + r;
-        const bool ok = mb < MB && h < H && r < RB && qrow < p.R;
-        rowok[mbl][half] = ok;
-        const int64_t qi = qrow * H + h;
-#pragma unroll
-        for (int g = 0; g < 4; g++) {
-#pragma unroll
-          for (int kh = 0; kh < 2; kh++) {
-            const int e = g * 32 + kh * 16 + t4 * 4; // first of this register's 4 elements
-            uint32_t v = 0;
-            if (ok) {
-              if (FMT == IXL_MXFP4)
-                v = widen4(*reinterpret_cast<const uint16_t *>(p.q_codes + qi * 64 + e / 2));
-              else
-                v = *reinterpret_cast<const uint32_t *>(p.q_codes + qi * 128 + e);
-            }
-            qa[mbl][g][kh * 2 + half] = v;
+      for (int g = 0; g < 4; g++) {
+        uint32_t w0 = 0, w1 = 0, w2 = 0, w3 = 0;
+        if (ok) { // elements 32g + 8*t4 .. + 7
+          if (FMT == IXL_MXFP4) {
+            const uint32_t x = *reinterpret_cast<const uint32_t *>(p.q_codes + qi * 64 + g * 16 + t4 * 4);
+            e2m1x4_to_f16(x, w0, w1);
+            e2m1x4_to_f16(x >> 16, w2, w3);
+          } else {
+            const uint2 x = *reinterpret_cast<const uint2 *>(p.q_codes + qi * 128 + g * 32 + t4 * 8);
+            e4m3x4_to_f16(x.x, w0, w1);
+            e4m3x4_to_f16(x.y, w2, w3);
           }
         }
-        uint32_t qw = 0x7F7F7F7Fu;
-        if (kMX && ok) qw = p.q_scales[qi];
-#pragma unroll
-        for (int g = 0; g < 4; g++) {
-          const int qb = (int)((qw >> (8 * g)) & 0xFF);
-          qbits[mbl][half][g] = (uint32_t)(qb - 127 - SH) << 23;
-          if (ok) {
-            lo = min(lo, qb - 127);
-            hi = max(hi, qb - 127);
-            q_ff |= qb == 0xFF;
-          }
-        }
-        wf[mbl][half] = 0.0f;
-        if (!BF16 && ok) wf[mbl][half] = reinterpret_cast<const float *>(p.weights)[qi];
+        qa[g][half][0] = w0;
+        qa[g][half][1] = w1;
+        qa[g][half][2] = w2;
+        qa[g][half][3] = w3;
       }
+      uint32_t qw = 0x7F7F7F7Fu;
+      if (kMX && ok) qw = p.q_scales[qi];
+#pragma unroll
+      for (int g = 0; g < 4; g++) {
+        const int qb = (int)((qw >> (8 * g)) & 0xFF);
+        qbits[half][g] = (uint32_t)(qb - 127 - SH) << 23;
+        if (ok) {
+          lo = min(lo, qb - 127);
+          hi = max(hi, qb - 127);
+          q_ff |= qb == 0xFF;
+        }
+      }
+      wf[half] = 0.0f;
+      if (!BF16 && ok) wf[half] = reinterpret_cast<const float *>(p.weights)[qi];
     }
-    if (hi >= lo) {
-      qlo = lo;
-      qhi = hi;
+    if (kMX) { // the CTA's window of query exponents, for the per-tile fast-path vote
+      if (hi >= lo) {
+        atomicMin(&s_qlo, lo);
+        atomicMax(&s_qhi, hi);
+      }
+      if (q_ff) atomicOr(&s_qff, 1);
     }
   }
 
-  // ---- loading one tile into a stage
+  // ---- loading one tile into a stage (raw codes and scale words, as stored)
   auto load_tile = [&](int t, int s) {
     uint8_t *dst = stage + s * L.stage_bytes;
     uint32_t *dsc = sscale + s * kBN;
@@ -459,37 +468,45 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
           ssrc = p.k_scales + n * 4;
         }
       } else {
-        const int64_t col = c0 + (int64_t)t * kBN + i;
-        int64_t pos = -1;
-        if (col < chunk_hi) {
-          if (kSparse) {
-            const int64_t j = col / p.sbk;
-            if (j < nvalid) {
-              pos = (int64_t)ids[j] * p.sbk + koff + col % p.sbk;
-              if (pos < row_lo || pos >= row_hi) pos = -1;
-            }
-          } else if (col < row_hi) {
-            pos = col;
-          }
-        }
-        if (pos >= 0) {
-          if (kPaged) {
-            const int64_t pg = p.block_table[row * p.bt_cols + pos / p.page_size];
-            if (pg >= 0 && pg < p.num_pages) {
-              const int64_t slot = pos % p.page_size;
-              const uint8_t *base = p.k_pages + pg * p.page_stride;
-              vsrc = base + slot * VB;
-              ssrc = base + (int64_t)p.page_size * VB + slot * 4;
+        const int local = t * kBN + i; // column - c0, < kMaxChunk
+        int64_t pg = -1, slot = 0, pos = -1;
+        if (c0 + local < chunk_hi) {
+          if (MODE == DENSE_PAGED) {
+            if (c0 + local < row_hi) {
+              const unsigned P = (unsigned)p.page_size, col = (unsigned)(c0 + local);
+              const unsigned pi = col / P;
+              pg = pre_page[pi - (unsigned)pre0];
+              slot = col - pi * P;
             }
           } else {
-            vsrc = p.k_codes + pos * VB;
-            ssrc = p.k_scales + pos * 4;
+            const int jl = local / p.sbk, o = local % p.sbk; // c0 is a multiple of sbk
+            const int64_t q = pre_base[jl] + o;
+            if (q >= row_lo && q < row_hi) {
+              if (MODE == SPARSE_RAGGED) {
+                pos = q;
+              } else {
+                pg = pre_page[jl];
+                slot = pre_slot[jl] + o;
+                if (slot >= p.page_size) { // a block across a page boundary (page_size % sbk != 0)
+                  const int64_t e = p.block_table[row * p.bt_cols + q / p.page_size];
+                  pg = e >= 0 && e < p.num_pages ? e : -1;
+                  slot = q % p.page_size;
+                }
+              }
+            }
           }
         }
+        if (kPaged && pg >= 0) {
+          const uint8_t *base = p.k_pages + pg * p.page_stride;
+          vsrc = base + slot * VB;
+          ssrc = base + (int64_t)p.page_size * VB + slot * 4;
+        } else if (!kPaged && pos >= 0) {
+          vsrc = p.k_codes + pos * VB;
+          ssrc = p.k_scales + pos * 4;
+        }
       }
-      uint8_t *d = dst + i * (FMT == IXL_MXFP4 ? 64 : kKRow) + c * 16;
       // a slot without a key is zero-filled without reading (src-size 0)
-      cp_async16(d, vsrc ? vsrc + c * 16 : p.q_codes, vsrc ? 16 : 0);
+      cp_async16(dst + i * VB + c * 16, vsrc ? vsrc + c * 16 : p.q_codes, vsrc ? 16 : 0);
       if (c == 0) {
         if (ssrc)
           cp_async4(dsc + i, ssrc);
@@ -501,19 +518,21 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
   };
 
   // ---- the pipeline
+  __syncthreads(); // the prefetched page ids / key bases, the CTA's query exponent window
+  const int cq_lo = s_qlo, cq_hi = s_qhi, cq_ff = s_qff;
 #pragma unroll
-  for (int s = 0; s < kStages - 1; s++) {
+  for (int s = 0; s < kSt - 1; s++) {
     if (s < T) load_tile(s, s);
     cp_async_commit();
   }
   __syncthreads(); // the prologue tiles' flags (plain stores) are visible to every thread
 
   for (int t = 0; t < T; t++) {
-    const int s = t % kStages;
-    cp_async_wait<kStages - 2>();
+    const int s = t % kSt;
+    cp_async_wait<kSt - 2>();
     // every thread's copies of tile t have landed, and every thread is done with tile t - 1
     const int any = __syncthreads_or(tid < kBN && sflag[s * kBN + tid]);
-    if (t + kStages - 1 < T) load_tile(t + kStages - 1, (t + kStages - 1) % kStages);
+    if (t + kSt - 1 < T) load_tile(t + kSt - 1, (t + kSt - 1) % kSt);
     cp_async_commit();
 
     const int64_t tbase = MODE == DENSE_RAGGED ? hull_lo + (int64_t)t * kBN : c0 + (int64_t)t * kBN;
@@ -524,61 +543,66 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
       continue;
     }
 
-    const uint8_t *kt;
-    if (FMT == IXL_MXFP4) {
+    // ---- the tile to f16 (once for all warps), and the per-slot scale information
+    {
       const uint32_t *raw = reinterpret_cast<const uint32_t *>(stage + s * L.stage_bytes);
-      for (int i = tid; i < kBN * 16; i += kThreads) {
-        const uint32_t x = raw[i];
-        *reinterpret_cast<uint2 *>(wide + (i >> 4) * kKRow + (i & 15) * 8) =
-            make_uint2(widen4(x), widen4(x >> 16));
+      if (FMT == IXL_MXFP4) {
+        for (int i = tid; i < kBN * 16; i += kThreads) { // 16 words of 8 codes per slot
+          const uint32_t x = raw[i];
+          uint4 o;
+          e2m1x4_to_f16(x, o.x, o.y);
+          e2m1x4_to_f16(x >> 16, o.z, o.w);
+          *reinterpret_cast<uint4 *>(htile + (i >> 4) * kHRow + (i & 15) * 16) = o;
+        }
+      } else {
+        for (int i = tid; i < kBN * 32; i += kThreads) { // 32 words of 4 codes per slot
+          uint2 o;
+          e4m3x4_to_f16(raw[i], o.x, o.y);
+          *reinterpret_cast<uint2 *>(htile + (i >> 5) * kHRow + (i & 31) * 8) = o;
+        }
       }
-      __syncthreads();
-      kt = wide;
-    } else {
-      kt = stage + s * L.stage_bytes;
     }
-    const uint32_t *ksc = sscale + s * kBN;
-
-    // ---- MMAs and the per-head epilogue
-    for (int nb = 0; nb < slice / 8; nb++) {
-      const int sb = nw * slice + nb * 8; // first slot of this n-block
-      uint32_t bf[4][2];
-      const uint8_t *bp = kt + (sb + gid) * kKRow + t4 * 4;
-#pragma unroll
-      for (int g = 0; g < 4; g++) {
-        bf[g][0] = *reinterpret_cast<const uint32_t *>(bp + g * 32);
-        bf[g][1] = *reinterpret_cast<const uint32_t *>(bp + g * 32 + 16);
-      }
-      const uint32_t kw[2] = {ksc[sb + 2 * t4], ksc[sb + 2 * t4 + 1]};
-      uint32_t kb[2][4]; // MX: ke << 23 per column and group
-      bool fast = true;
+    // MX: the tile takes the fast scale path when every exponent sum qe + ke - 254 of the CTA's
+    // rows and the tile's keys lies in [-100, 100] and no scale is 0xFF. Then every p_g * 2^E
+    // is a normal fp32 number (|p_g| in [2^-18, 2^23] or 0), and so is the factor 2^(E - SH):
+    // the products are exact and one fma rounds each pair sum once, as the CPU does.
+    bool bad = false;
+    if (tid < kBN) {
+      const uint32_t w = sscale[s * kBN + tid];
       if (kMX) {
-#pragma unroll
-        for (int col = 0; col < 2; col++)
-#pragma unroll
-          for (int g = 0; g < 4; g++) kb[col][g] = ((kw[col] >> (8 * g)) & 0xFFu) << 23;
-        uint32_t mn = __vminu4(kw[0], kw[1]), mx = __vmaxu4(kw[0], kw[1]);
-        mn = __vminu4(mn, mn >> 16);
+        uint32_t mn = __vminu4(w, w >> 16), mx = __vmaxu4(w, w >> 16);
         mn = __vminu4(mn, mn >> 8);
-        mx = __vmaxu4(mx, mx >> 16);
         mx = __vmaxu4(mx, mx >> 8);
         const int klo = (int)(mn & 0xFF) - 127, khi = (int)(mx & 0xFF) - 127;
-        // every p_g * 2^E is then a normal fp32 number (|p_g| in [2^-18, 2^23] or 0), and the
-        // factor 2^(E - SH) too: the products are exact and one fma rounds the pair sum once
-        fast = !q_ff && khi != 128 && qlo + klo >= -100 && qhi + khi <= 100;
+        bad = cq_ff || khi == 128 || cq_lo + klo < -100 || cq_hi + khi > 100;
+        *reinterpret_cast<uint4 *>(kinfo + tid * 4) =
+            make_uint4((w & 0xFFu) << 23, (w & 0xFF00u) << 15, (w & 0xFF0000u) << 7, (w >> 24) << 23);
+      } else {
+        kinfo[tid * 4] = __float_as_uint(__fmul_rn(__uint_as_float(w), 65536.0f)); // exact: 2^16
       }
+    }
+    const bool fast = !__syncthreads_or(bad);
+
+    // ---- MMAs and the per-head epilogue
+    if (mb < MB) {
+      for (int nb = 0; nb < slice / 8; nb++) {
+        const int sb = nw * slice + nb * 8; // first slot of this n-block
+        const uint8_t *bp = htile + (sb + gid) * kHRow + t4 * 16;
+        uint4 bf[4];
 #pragma unroll
-      for (int mbl = 0; mbl < 2; mbl++) {
-        const int mb = mw * 2 + mbl;
-        if (mb >= MB) break;
+        for (int g = 0; g < 4; g++) bf[g] = *reinterpret_cast<const uint4 *>(bp + g * 64);
+        const int c0s = sb + 2 * t4;
         float d[4];
         if (kMX) {
-          Acc acc[4][4];
+          const uint4 k0 = *reinterpret_cast<const uint4 *>(kinfo + c0s * 4);
+          const uint4 k1 = *reinterpret_cast<const uint4 *>(kinfo + c0s * 4 + 4);
+          const uint32_t kb[2][4] = {{k0.x, k0.y, k0.z, k0.w}, {k1.x, k1.y, k1.z, k1.w}};
+          float acc[4][4];
 #pragma unroll
           for (int g = 0; g < 4; g++) {
 #pragma unroll
-            for (int e = 0; e < 4; e++) acc[g][e] = Acc(0);
-            mma_group(acc[g], qa[mbl][g], bf[g][0], bf[g][1], FMT == IXL_MXFP4);
+            for (int e = 0; e < 4; e++) acc[g][e] = 0.0f;
+            mma_group(acc[g], qa[g], bf[g]);
           }
           if (fast) {
 #pragma unroll
@@ -586,9 +610,9 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
               const int half = e >> 1, col = e & 1;
               float m[4];
 #pragma unroll
-              for (int g = 0; g < 4; g++) m[g] = __uint_as_float(qbits[mbl][half][g] + kb[col][g]);
-              const float t01 = __fmaf_rn((float)acc[1][e], m[1], __fmul_rn((float)acc[0][e], m[0]));
-              const float t23 = __fmaf_rn((float)acc[3][e], m[3], __fmul_rn((float)acc[2][e], m[2]));
+              for (int g = 0; g < 4; g++) m[g] = __uint_as_float(qbits[half][g] + kb[col][g]);
+              const float t01 = __fmaf_rn(acc[1][e], m[1], __fmul_rn(acc[0][e], m[0]));
+              const float t23 = __fmaf_rn(acc[3][e], m[3], __fmul_rn(acc[2][e], m[2]));
               d[e] = __fadd_rn(t01, t23);
             }
           } else {
@@ -598,42 +622,40 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
               float pg[4];
 #pragma unroll
               for (int g = 0; g < 4; g++) {
-                const int qe = ((int)qbits[mbl][half][g] >> 23) + 127 + SH;
+                const int qe = ((int)qbits[half][g] >> 23) + 127 + SH;
                 const int ke = (int)(kb[col][g] >> 23);
-                pg[g] = qe == 0xFF || ke == 0xFF
-                            ? __uint_as_float(0x7fc00000u)
-                            : scale_pow2_exact((float)acc[g][e], qe + ke - 254 - SH);
+                pg[g] = qe == 0xFF || ke == 0xFF ? __uint_as_float(0x7fc00000u)
+                                                 : scale_pow2_exact(acc[g][e], qe + ke - 254 - SH);
               }
               d[e] = __fadd_rn(__fadd_rn(pg[0], pg[1]), __fadd_rn(pg[2], pg[3]));
             }
           }
-        } else { // fp8: one accumulator over the 128 elements, times the key's fp32 scale
-          Acc acc[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
+        } else { // fp8: the sum of the 128 products (two independent chains), times the scale
+          float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+          mma_group(acc, qa[0], bf[0]);
+          mma_group(acc2, qa[1], bf[1]);
+          mma_group(acc, qa[2], bf[2]);
+          mma_group(acc2, qa[3], bf[3]);
+          const float ks0 = __uint_as_float(kinfo[c0s * 4]), ks1 = __uint_as_float(kinfo[c0s * 4 + 4]);
 #pragma unroll
-          for (int g = 0; g < 4; g++) mma_group(acc, qa[mbl][g], bf[g][0], bf[g][1], false);
-#pragma unroll
-          for (int e = 0; e < 4; e++) {
-            float x = (float)acc[e];
-            if (SH) x = __fmul_rn(x, 65536.0f); // the f16 path's 2^-16, exactly
-            d[e] = __fmul_rn(x, __uint_as_float(kw[e & 1]));
-          }
+          for (int e = 0; e < 4; e++) d[e] = __fmul_rn(acc[e] + acc2[e], (e & 1) ? ks1 : ks0);
         }
 
         if (BF16) {
           // bf16(relu(dot)) of rows gid and gid + 8, columns 2*t4 and 2*t4 + 1
-          __nv_bfloat16 *vb = vbuf + (mb * 16 + gid) * kVS + sb + 2 * t4;
+          __nv_bfloat16 *vb = vbuf + (mb * 16 + gid) * kVS + c0s;
           *reinterpret_cast<__nv_bfloat162 *>(vb) = __floats2bfloat162_rn(relu(d[0]), relu(d[1]));
           *reinterpret_cast<__nv_bfloat162 *>(vb + 8 * kVS) =
               __floats2bfloat162_rn(relu(d[2]), relu(d[3]));
         } else {
           float c0v = 0.0f, c1v = 0.0f;
-          if (rowok[mbl][0]) {
-            c0v = wf[mbl][0] * relu(d[0]);
-            c1v = wf[mbl][0] * relu(d[1]);
+          if (rowok[0]) {
+            c0v = wf[0] * relu(d[0]);
+            c1v = wf[0] * relu(d[1]);
           }
-          if (rowok[mbl][1]) {
-            c0v += wf[mbl][1] * relu(d[2]);
-            c1v += wf[mbl][1] * relu(d[3]);
+          if (rowok[1]) {
+            c0v += wf[1] * relu(d[2]);
+            c1v += wf[1] * relu(d[3]);
           }
 #pragma unroll
           for (int o = 4; o < 32; o <<= 1) {
@@ -641,8 +663,8 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
             c1v += __shfl_xor_sync(0xffffffffu, c1v, o);
           }
           if (gid == 0) {
-            psum[mb * kBN + sb + 2 * t4] = c0v;
-            psum[mb * kBN + sb + 2 * t4 + 1] = c1v;
+            psum[mb * kBN + c0s] = c0v;
+            psum[mb * kBN + c0s + 1] = c1v;
           }
         }
       }
@@ -733,14 +755,15 @@ static inline void plan_rows(Params &p, int H, bool one_row) {
   p.RB = one_row ? 1 : (128 / p.HP > kMaxRB ? kMaxRB : 128 / p.HP);
   if (p.RB < 1) p.RB = 1;
   p.MB = p.RB * p.HP / 16;
-  const int pairs = (p.MB + 1) / 2;
-  p.MW = pairs <= 1 ? 1 : pairs <= 2 ? 2 : 4;
+  p.MW = p.MB <= 1 ? 1 : p.MB <= 2 ? 2 : p.MB <= 4 ? 4 : 8; // one m-block per m-warp
 }
 
-// Chunk of output columns per CTA: large enough to amortise a CTA's set-up (Q fragments),
-// small enough that the grid fills the GPU (about 4 CTAs per SM when the work allows).
+// Chunk of output columns per CTA: large enough to amortise a CTA's set-up (Q fragments,
+// prefetched page ids, pipeline fill), small enough that the grid fills the GPU: one wave of
+// 2 CTAs per SM when the work is small, else chunks of kMaxChunk columns. `cap` bounds it
+// further (K2: the chunk's pages must fit the prefetch array).
 static inline ixl_status plan_chunks(ixl_ctx *ctx, const char *op, Params &p, int64_t units,
-                                     int64_t *blocks) {
+                                     int64_t cap, int64_t *blocks) {
   int sms = 132;
   if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ixl_ctx_device(ctx)) !=
           cudaSuccess ||
@@ -749,17 +772,20 @@ static inline ixl_status plan_chunks(ixl_ctx *ctx, const char *op, Params &p, in
     sms = 132;
   }
   const int64_t cols = p.out_cols;
-  int64_t want = ixl_ceil_div(units * ixl_ceil_div(cols, kBN), 4LL * sms) * kBN;
+  if (cols > INT32_MAX)
+    return ixl_set_error(ctx, IXL_ERR_UNSUPPORTED, "%s: out has %lld columns: at most 2^31 - 1 on the GPU",
+                         op, (long long)cols);
+  cap = cap / kBN * kBN;
+  if (cap > kMaxChunk) cap = kMaxChunk;
+  if (cap < kBN) cap = kBN;
+  int64_t want = ixl_ceil_div(units * ixl_ceil_div(cols, kBN), 2LL * sms) * kBN;
   if (want < kBN) want = kBN;
-  if (want > kMaxChunk) want = kMaxChunk;
+  if (want > cap) want = cap;
   int64_t nch = ixl_ceil_div(cols, want);
   if (units > 0 && nch > INT32_MAX / units) { // keep the 1-D grid within 2^31 - 1 blocks
-    const int64_t maxch = INT32_MAX / units;
-    if (maxch < 1)
-      return ixl_set_error(ctx, IXL_ERR_UNSUPPORTED, "%s: %lld row blocks: more than a CUDA grid holds",
-                           op, (long long)units);
-    want = ixl_ceil_div(ixl_ceil_div(cols, maxch), kBN) * kBN;
-    nch = ixl_ceil_div(cols, want);
+    return ixl_set_error(ctx, IXL_ERR_UNSUPPORTED,
+                         "%s: %lld rows x %lld chunks of columns: more CTAs than a CUDA grid holds",
+                         op, (long long)units, (long long)nch);
   }
   p.chunk = want;
   p.nchunks = nch;
@@ -769,7 +795,7 @@ static inline ixl_status plan_chunks(ixl_ctx *ctx, const char *op, Params &p, in
 
 template <int FMT, int MODE, bool BF16>
 static ixl_status launch_one(ixl_ctx *ctx, const Params &p, int64_t blocks, const char *name) {
-  const Smem L(FMT, BF16, p.MB, p.RB, p.H);
+  const Smem L(FMT, BF16, p.MB, p.RB, p.H, MODE != DENSE_RAGGED);
   auto kern = logits_kernel<FMT, MODE, BF16>;
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, L.total);
   if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaFuncSetAttribute (logits kernel)");
@@ -801,7 +827,7 @@ static ixl_status launch_fmt(ixl_ctx *ctx, const Params &p, int64_t blocks, int 
 static inline ixl_status fill_query(ixl_ctx *ctx, const char *op, Params &p, const ixl_qk *in,
                                     const ixl_tensor *weights, const ixl_tensor *out) {
   ixl_status st;
-  if ((st = check_align(ctx, op, in->q_codes, "q_codes", 4)) ||
+  if ((st = check_align(ctx, op, in->q_codes, "q_codes", 16)) ||
       (st = check_align(ctx, op, in->q_scales, "q_scales", 4)) ||
       (st = check_align(ctx, op, weights, "weights", weights->dtype == IXL_F32 ? 4 : 2)) ||
       (st = check_align(ctx, op, out, "out", out->dtype == IXL_F32 ? 4 : 2)))

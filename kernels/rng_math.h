@@ -175,10 +175,22 @@ IXL_RNG_FN void ixl_rng_sincos_2pi(double t, double *sin_out, double *cos_out) {
   double c = cp;
   /* rotate by k quarter turns: (cos, sin) -> (-sin, cos) per turn */
   switch (k & 3) {
-    case 0: *sin_out = s; *cos_out = c; break;
-    case 1: *sin_out = c; *cos_out = -s; break;
-    case 2: *sin_out = -s; *cos_out = -c; break;
-    default: *sin_out = -c; *cos_out = s; break;
+    case 0:
+      *sin_out = s;
+      *cos_out = c;
+      break;
+    case 1:
+      *sin_out = c;
+      *cos_out = -s;
+      break;
+    case 2:
+      *sin_out = -s;
+      *cos_out = -c;
+      break;
+    default:
+      *sin_out = -c;
+      *cos_out = s;
+      break;
   }
 }
 

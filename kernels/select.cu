@@ -56,15 +56,20 @@ struct RowBlocks {
     const uint32_t key = order_key_f32(score(b));
     return b == n - 1 && key != KEY_NAN ? KEY_POS_INF : key;
   }
+  static constexpr int W = 1;
   template <class F>
   __device__ void visit(int64_t lo, int64_t hi, F &&f) const {
-    for (int64_t b = lo + threadIdx.x; b < hi; b += NT) f(b, key_at(b));
+    for (int64_t base = lo; base < hi; base += NT) { // the same trip count in every thread
+      const int64_t b = base + threadIdx.x;
+      const uint32_t k[1] = {b < hi ? key_at(b) : 0u};
+      f(b, k, b < hi ? 1u : 0u);
+    }
   }
 };
 
-__global__ void __launch_bounds__(NT) candidate_select_kernel(
+__global__ void __launch_bounds__(NT, 1) candidate_select_kernel(
     const float *__restrict__ logits, int64_t C, const int32_t *__restrict__ lens, int cbs,
-    int how, int64_t T, int32_t *__restrict__ out, int B) {
+    int how, int64_t T, int32_t *__restrict__ out, int B, int flags) {
   extern __shared__ uint64_t smem[];
   __shared__ SelectShared sh;
   const int64_t r = blockIdx.x;
@@ -74,7 +79,7 @@ __global__ void __launch_bounds__(NT) candidate_select_kernel(
   const float *row = logits + r * C;
   const bool aligned4 = cbs % 4 == 0 && ((uintptr_t)row & 15u) == 0;
   RowBlocks src{row, len, (len + cbs - 1) / cbs, cbs, how, aligned4};
-  radix_select_row<NT>(src, T, true, out + r * T, smem, B, false, sh);
+  radix_select_row<NT>(src, T, true, out + r * T, smem, B, false, sh, flags);
 }
 
 // ---------------------------------------------------------------- the candidate mask
@@ -141,7 +146,7 @@ extern "C" ixl_status ixl_cuda_candidate_select(ixl_ctx *ctx, const ixl_tensor *
   if (st) return st;
   candidate_select_kernel<<<(unsigned)R, NT, smem, stream_of(ctx)>>>(
       (const float *)logits->data, C, (const int32_t *)lens->data, candidate_block_size,
-      (int)score, T, (int32_t *)out->data, B);
+      (int)score, T, (int32_t *)out->data, B, select_flags());
   return ixl_cuda_check_launch(ctx, "candidate_select");
 }
 

@@ -57,7 +57,7 @@ extern "C" ixl_status ixl_cuda_sparse_logits(ixl_ctx *ctx, const ixl_qk *in,
   if (p.R == 0 || p.out_cols == 0) return IXL_OK;
   p.nrb = p.R;
   int64_t blocks = 0;
-  if ((st = plan_chunks(ctx, op, p, p.R, &blocks))) return st;
+  if ((st = plan_chunks(ctx, op, p, p.R, kMaxChunk, &blocks))) return st;
   return paged ? launch_fmt<SPARSE_PAGED>(ctx, p, blocks, in->kv_format, true, "sparse_logits kernel")
                : launch_fmt<SPARSE_RAGGED>(ctx, p, blocks, in->kv_format, true, "sparse_logits kernel");
 }

@@ -10,6 +10,10 @@
  * and its key lies inside the row (ragged: ks <= K row < ke; paged: 0 <= position <
  * context_len); every other column is -inf and reads nothing. For K4's ids this gives exactly
  * the columns < end, and no id, however wrong, makes the kernel read outside K or the pages.
+ * One case cannot be told apart without `end`: a non-empty row with n_valid = 0 (K4 pads it
+ * with ks / sbk) looks like one valid block ks / sbk, whose columns are then computed rather
+ * than -inf. SPEC leaves columns past `end` unspecified, and K3 always keeps a non-empty row's
+ * newest block, so the pipeline never makes such a row. 
  * Numerics: the engine of dense_logits_cpu.c with the bf16 reduction, so a column equals K1/K2
  * with the bf16 reduction at the same position, bit for bit. */
 #include "backend.h"

@@ -15,8 +15,11 @@ namespace {
 using namespace ixl;
 constexpr int NT = SELECT_THREADS;
 
-// A row of fp32 logits: keys read with 16-byte loads where the row is aligned.
+// A row of fp32 logits, 4 keys per call: 16-byte loads where the row is aligned (a head of
+// fewer than 4 elements before that, and a tail after, go to thread 0). Every thread makes
+// the same calls (visit's contract in cuda_common.cuh).
 struct RowF32 {
+  static constexpr int W = 4;
   const float *x;
   int64_t n;
   __device__ uint32_t key_at(int64_t i) const { return order_key_f32(x[i]); }
@@ -26,32 +29,45 @@ struct RowF32 {
     const int64_t m = hi - lo;
     int64_t head = (int64_t)(((16u - ((uintptr_t)p & 15u)) & 15u) >> 2);
     if (head > m) head = m;
-    for (int64_t i = threadIdx.x; i < head; i += NT) f(lo + i, order_key_f32(p[i]));
+    const int64_t nv = (m - head) >> 2, tail = m - head - 4 * nv;
+    uint32_t k[4] = {0, 0, 0, 0};
+    if (head > 0) {
+      if (threadIdx.x == 0)
+        for (int j = 0; j < head; j++) k[j] = order_key_f32(p[j]);
+      f(lo, k, threadIdx.x == 0 ? (1u << head) - 1u : 0u);
+    }
     const float4 *q = reinterpret_cast<const float4 *>(p + head);
-    const int64_t nv = (m - head) >> 2;
     // 4 loads of 16 bytes in flight per thread, 32 KiB per CTA (two CTAs fit an SM)
-    for (int64_t v = threadIdx.x; v < nv; v += 4 * NT) {
+    for (int64_t base = 0; base < nv; base += 4 * NT) {
       float4 a[4];
 #pragma unroll
-      for (int u = 0; u < 4; u++)
-        if (v + u * NT < nv) a[u] = q[v + u * NT];
+      for (int u = 0; u < 4; u++) {
+        const int64_t v = base + u * NT + threadIdx.x;
+        if (v < nv) a[u] = q[v];
+      }
 #pragma unroll
       for (int u = 0; u < 4; u++) {
-        if (v + u * NT < nv) {
-          const int64_t b = lo + head + 4 * (v + u * NT);
-          f(b, order_key_f32(a[u].x));
-          f(b + 1, order_key_f32(a[u].y));
-          f(b + 2, order_key_f32(a[u].z));
-          f(b + 3, order_key_f32(a[u].w));
-        }
+        const int64_t v = base + u * NT + threadIdx.x;
+        const bool ok = v < nv;
+        k[0] = ok ? order_key_f32(a[u].x) : 0u;
+        k[1] = ok ? order_key_f32(a[u].y) : 0u;
+        k[2] = ok ? order_key_f32(a[u].z) : 0u;
+        k[3] = ok ? order_key_f32(a[u].w) : 0u;
+        f(lo + head + 4 * v, k, ok ? 0xfu : 0u);
       }
     }
-    for (int64_t i = head + 4 * nv + threadIdx.x; i < m; i += NT) f(lo + i, order_key_f32(p[i]));
+    if (tail > 0) {
+      const int64_t t0 = head + 4 * nv;
+      if (threadIdx.x == 0)
+        for (int j = 0; j < tail; j++) k[j] = order_key_f32(p[t0 + j]);
+      f(lo + t0, k, threadIdx.x == 0 ? (1u << tail) - 1u : 0u);
+    }
   }
 };
 
-// A row of bf16 logits: 8 values per 16-byte load.
+// A row of bf16 logits, 8 keys per call from one 16-byte load.
 struct RowBF16 {
+  static constexpr int W = 8;
   const uint16_t *x;
   int64_t n;
   __device__ uint32_t key_at(int64_t i) const { return order_key_bf16(x[i]); }
@@ -61,36 +77,49 @@ struct RowBF16 {
     const int64_t m = hi - lo;
     int64_t head = (int64_t)(((16u - ((uintptr_t)p & 15u)) & 15u) >> 1);
     if (head > m) head = m;
-    for (int64_t i = threadIdx.x; i < head; i += NT) f(lo + i, order_key_bf16(p[i]));
+    const int64_t nv = (m - head) >> 3, tail = m - head - 8 * nv;
+    uint32_t k[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    if (head > 0) {
+      if (threadIdx.x == 0)
+        for (int j = 0; j < head; j++) k[j] = order_key_bf16(p[j]);
+      f(lo, k, threadIdx.x == 0 ? (1u << head) - 1u : 0u);
+    }
     const uint4 *q = reinterpret_cast<const uint4 *>(p + head);
-    const int64_t nv = (m - head) >> 3;
-    for (int64_t v = threadIdx.x; v < nv; v += 4 * NT) {
+    for (int64_t base = 0; base < nv; base += 4 * NT) {
       uint4 a[4];
 #pragma unroll
-      for (int u = 0; u < 4; u++)
-        if (v + u * NT < nv) a[u] = q[v + u * NT];
+      for (int u = 0; u < 4; u++) {
+        const int64_t v = base + u * NT + threadIdx.x;
+        if (v < nv) a[u] = q[v];
+      }
 #pragma unroll
       for (int u = 0; u < 4; u++) {
-        if (v + u * NT < nv) {
-          const int64_t b = lo + head + 8 * (v + u * NT);
-          const uint32_t w[4] = {a[u].x, a[u].y, a[u].z, a[u].w};
+        const int64_t v = base + u * NT + threadIdx.x;
+        const bool ok = v < nv;
+        const uint32_t w[4] = {a[u].x, a[u].y, a[u].z, a[u].w};
 #pragma unroll
-          for (int h = 0; h < 4; h++) {
-            f(b + 2 * h, order_key_bf16((uint16_t)(w[h] & 0xffffu)));
-            f(b + 2 * h + 1, order_key_bf16((uint16_t)(w[h] >> 16)));
-          }
+        for (int h = 0; h < 4; h++) {
+          k[2 * h] = ok ? order_key_bf16((uint16_t)(w[h] & 0xffffu)) : 0u;
+          k[2 * h + 1] = ok ? order_key_bf16((uint16_t)(w[h] >> 16)) : 0u;
         }
+        f(lo + head + 8 * v, k, ok ? 0xffu : 0u);
       }
     }
-    for (int64_t i = head + 8 * nv + threadIdx.x; i < m; i += NT) f(lo + i, order_key_bf16(p[i]));
+    if (tail > 0) {
+      const int64_t t0 = head + 8 * nv;
+      if (threadIdx.x == 0)
+        for (int j = 0; j < tail; j++) k[j] = order_key_bf16(p[t0 + j]);
+      f(lo + t0, k, threadIdx.x == 0 ? (1u << tail) - 1u : 0u);
+    }
   }
 };
 
 template <typename T, class Row, bool KEY16>
-__global__ void __launch_bounds__(NT, 2) topk_kernel(const T *__restrict__ logits, int64_t C,
+__global__ void __launch_bounds__(NT, 1) topk_kernel(const T *__restrict__ logits, int64_t C,
                                                   const int32_t *__restrict__ row_start,
                                                   const int32_t *__restrict__ row_end, int k,
-                                                  int sorted, int32_t *__restrict__ out, int B) {
+                                                  int sorted, int32_t *__restrict__ out, int B,
+                                                  int flags) {
   extern __shared__ uint64_t smem[];
   __shared__ SelectShared sh;
   const int64_t r = blockIdx.x;
@@ -100,7 +129,7 @@ __global__ void __launch_bounds__(NT, 2) topk_kernel(const T *__restrict__ logit
   if (e > C) e = C;
   const int64_t n = e > s ? e - s : 0;
   Row src{n > 0 ? logits + r * C + s : logits, n};
-  radix_select_row<NT>(src, k, sorted != 0, out + r * (int64_t)k, smem, B, KEY16, sh);
+  radix_select_row<NT>(src, k, sorted != 0, out + r * (int64_t)k, smem, B, KEY16, sh, flags);
 }
 
 template <typename T, class Row, bool KEY16>
@@ -116,7 +145,7 @@ ixl_status launch(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *row_
   if (st) return st;
   kern<<<(unsigned)R, NT, smem, stream_of(ctx)>>>(
       (const T *)logits->data, C, row_start ? (const int32_t *)row_start->data : nullptr,
-      (const int32_t *)row_end->data, k, sorted, (int32_t *)out->data, B);
+      (const int32_t *)row_end->data, k, sorted, (int32_t *)out->data, B, select_flags());
   return ixl_cuda_check_launch(ctx, "topk");
 }
 

@@ -190,7 +190,7 @@ static ixl_status topk_cpu(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_ten
                          "topk: scratch for rows of %lld columns, k = %d, %d threads overflows",
                          (long long)max_len, k, nt);
   uint32_t *scratch;
-  if ((st = ixl_host_alloc(ctx, bytes, (void **)&scratch))) return st;
+  if ((st = ixl_ctx_scratch(ctx, 0, bytes, IXL_HOST, (void **)&scratch))) return st;
 
   const int32_t *rs = row_start ? (const int32_t *)row_start->data : NULL;
   const int32_t *re = (const int32_t *)row_end->data;
@@ -215,7 +215,6 @@ static ixl_status topk_cpu(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_ten
       for (int64_t j = m; j < k; j++) o[j] = -1;
     }
   }
-  ixl_host_free(ctx, scratch, bytes);
   return IXL_OK;
 }
 

@@ -12,7 +12,8 @@
 # into /) and points PATH, LD_LIBRARY_PATH, LIBRARY_PATH, CPATH, LUA_PATH and LUA_CPATH there.
 # Logs go to $OUT when it is set (the device tool brings that folder back), else to
 # $BUILD/gpu-logs. Environment: BUILD (default build-gpu), JOBS (default 16), SAN_TIMEOUT
-# (seconds per compute-sanitizer run, default 150).
+# (seconds per compute-sanitizer run, default 150), SAN_PROGRAMS (a glob of the test programs
+# to run under compute-sanitizer, default test_cuda_*).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -121,7 +122,7 @@ if [ ! -x "$san" ]; then
 elif [ $gpu_ok -ne 1 ]; then
   san_rows+=("compute-sanitizer|skipped: no usable GPU")
 else
-  for t in "$BUILD"/tests/test_cuda_*; do
+  for t in "$BUILD"/tests/${SAN_PROGRAMS:-test_cuda_*}; do
     [ -x "$t" ] || continue
     name=$(basename "$t")
     for tool in memcheck racecheck; do

@@ -243,19 +243,20 @@ describe("workload knobs", function()
   end)
 
   it("layer_correlation = 1 gives the consumers the source's candidate coverage", function()
-    local m1 = measure({ layer_correlation = 1 }, 16)
+    -- T = k: the source's own top-k lies in at most k blocks, so its coverage is about 1
+    local m1 = measure({ layer_correlation = 1 }, 32)
     for row, r in pairs(m1.per_row) do
       assert(r[1] == r.source and r[2] == r.source,
         msg("row %d: consumer coverage %.4f, %.4f, source %.4f", row, r[1], r[2], r.source))
     end
-    local m0 = measure({ layer_correlation = 0 }, 16)
+    local m0 = measure({ layer_correlation = 0 }, 32)
     assert(m0.candidate_coverage < m1.candidate_coverage - 0.01,
       msg("coverage %.3f at correlation 0, %.3f at 1", m0.candidate_coverage, m1.candidate_coverage))
   end)
 
   it("a needle outside every candidate block is missed by the sparse path, found by the dense one", function()
     for _, source in ipairs({ 0, 1 }) do
-      with({ needle_source = source }, function(inputs, spec)
+      with({ needle_source = source, needle_strength = 64 }, function(inputs, spec)
         local rr = O.row_ranges(inputs)
         for i, r in ipairs(inputs.requests) do
           local nd = workload.structure(spec, SEED, i).needles[1]
@@ -265,8 +266,8 @@ describe("workload knobs", function()
           local cand = O.candidates(O.logits(inputs, 0, row, rg), rg.len, 8, 16)
           for l = 1, 2 do
             local x = O.logits(inputs, l, row, rg)
-            local dense = O.topk(x, rg.len, 32)
-            local sparse = O.masked_topk(x, rg.len, cand, 8, 32)
+            local dense = O.topk(x, rg.len, 64)
+            local sparse = O.masked_topk(x, rg.len, cand, 8, 64)
             assert(dense[nd.pos], msg("request %d layer %d: the dense top-k misses the needle at %d", i, l, nd.pos))
             if source == 0 then
               assert(not cand[math.floor(nd.pos / 8)], msg("request %d: needle_source = 0, yet its block is a candidate", i))
@@ -297,13 +298,13 @@ describe("workload knobs", function()
 
   it("topic_strength concentrates the top-k in a few documents", function()
     local function concentration(strength)
-      return with({ locality = 0, needles = 0, topic_strength = strength }, function(inputs, spec)
+      return with({ locality = 0, needles = 0, sinks = 0, topic_strength = strength }, function(inputs, spec)
         local tot, n = 0, 0
         for row, rg in pairs(O.row_ranges(inputs)) do
           local ri
           for i, r in ipairs(inputs.requests) do if r == rg.req then ri = i end end
           local starts = workload.structure(spec, SEED, ri).topic_starts
-          local set = O.topk(O.logits(inputs, 0, row, rg), rg.len, 64)
+          local set = O.topk(O.logits(inputs, 0, row, rg), rg.len, 256)
           local per = {}
           for p in pairs(set) do
             local t = 1
@@ -313,14 +314,14 @@ describe("workload knobs", function()
           local counts = {}
           for _, c in pairs(per) do counts[#counts + 1] = c end
           table.sort(counts, function(a, b) return a > b end)
-          tot, n = tot + ((counts[1] or 0) + (counts[2] or 0)) / 64, n + 1
+          tot, n = tot + ((counts[1] or 0) + (counts[2] or 0)) / 256, n + 1
         end
         return tot / n
       end)
     end
     local none, strong = concentration(0), concentration(8)
     assert(strong > none + 0.2 and strong > 0.8,
-      msg("share of the top-64 in the two busiest documents: %.3f at strength 0, %.3f at 8", none, strong))
+      msg("share of the top-256 in the two busiest documents: %.3f at strength 0, %.3f at 8", none, strong))
   end)
 
   it("activation_scale sets the element RMS; outlier channels widen the keys' range", function()

@@ -316,7 +316,8 @@ function Pipeline:production(g, gi, st, inputs, sz, timers)
   local decode = g.is_decode
   local G = { r0 = r0, n = n, maxlen = maxlen, decode = decode }
   local qk = {
-    q_codes = rows_view(st.q_codes, r0, n), q_scales = st.q_scales and rows_view(st.q_scales, r0, n) or nil,
+    q_codes = rows_view(st.q_codes, r0, n),
+    q_scales = cfg.kv_format ~= "fp8" and rows_view(st.q_scales, r0, n) or nil, -- fp8: folded into the weights
     kv_format = cfg.kv_format,
   }
   if decode then
@@ -590,30 +591,55 @@ function Pipeline:step(inputs, opts)
   local batch = make_batch(cfg, inputs, sz, st.block_table)
   local step = self.builder:build(batch)
   local groups = groups_of(step)
+  -- the production path keeps every group's buffers until the comparisons run, so size the
+  -- shared buffers for the largest group first: no buffer may move under a live view
+  do
+    local T, cbs, k = cfg.candidate_topk_blocks, cfg.candidate_block_size, cfg.index_topk
+    local maxn, maxcells = 1, 1
+    for _, g in ipairs(groups) do
+      local n = g.token_end - g.token_start
+      local ml = 1
+      for i = g.token_start + 1, g.token_end do ml = math.max(ml, sz.lens[i]) end
+      maxn = math.max(maxn, n)
+      maxcells = math.max(maxcells, n * ml)
+    end
+    self:buf("src_logits", "f32", { maxcells })
+    self:buf("cand", "i32", { maxn, T })
+    self:buf("src_topk", "i32", { maxn, k })
+    for l = 1, sz.L do
+      self:buf("sparse_" .. l, "bf16", { maxn, T * cbs })
+      if l > 1 then self:buf("cols_" .. l, "i32", { maxn, k }) end
+      self:buf("topk_pos_" .. l, "i32", { maxn, k })
+    end
+  end
   local timing = opts.timing or {}
   local warmup, iters = timing.warmup or 0, math.max(timing.iters or 1, 1)
-  local stage_runs = {}
-  local Gs
+  -- per group: the production path (warm-up and timed iterations), then its comparisons,
+  -- which reuse the shared buffers before the next group overwrites them
+  local runs = {}
+  for it = 1, iters do runs[it] = { layers = {} } end
   local peak_logits = 0
-  for it = 1, warmup + iters do
-    local tsum = { layers = {} }
-    Gs = {}
-    for gi, g in ipairs(groups) do
+  for gi, g in ipairs(groups) do
+    local G
+    for it = 1, warmup + iters do
       local timers = {}
-      local G = self:production(g, gi, st, inputs, sz, timers)
+      G = self:production(g, gi, st, inputs, sz, timers)
       local t = read_timers(ctx, timers)
-      for k2, v in pairs(t) do
-        if k2 ~= "layers" then tsum[k2] = (tsum[k2] or 0) + v end
+      if it > warmup then
+        local tsum = runs[it - warmup]
+        for k2, v in pairs(t) do
+          if k2 ~= "layers" then tsum[k2] = (tsum[k2] or 0) + v end
+        end
+        for l, lt in pairs(t.layers) do
+          tsum.layers[l] = tsum.layers[l] or {}
+          for k2, v in pairs(lt) do tsum.layers[l][k2] = (tsum.layers[l][k2] or 0) + v end
+        end
       end
-      for l, lt in pairs(t.layers) do
-        tsum.layers[l] = tsum.layers[l] or {}
-        for k2, v in pairs(lt) do tsum.layers[l][k2] = (tsum.layers[l][k2] or 0) + v end
-      end
-      Gs[gi] = G
-      peak_logits = math.max(peak_logits, G.n * G.maxlen * 4)
     end
-    if it > warmup then stage_runs[#stage_runs + 1] = tsum end
+    peak_logits = math.max(peak_logits, G.n * G.maxlen * 4)
+    if opts.acc then self:compare(G, st, sz, opts.acc, opts.keep) end
   end
+  local stage_runs = runs
   -- medians over the timed iterations
   local times = { layers = {} }
   local function med(get)
@@ -631,7 +657,6 @@ function Pipeline:step(inputs, opts)
     end
   end
   if opts.acc then
-    for gi, G in ipairs(Gs) do self:compare(G, st, sz, opts.acc, opts.keep) end
     for l = 1, sz.L do
       local la = opts.acc.layer(l)
       for _, name in ipairs({ "sparse_logits", "topk", "remap" }) do

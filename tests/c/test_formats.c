@@ -218,6 +218,33 @@ TEST(fp8_known_vectors) {
   ixl_ctx_free(ctx);
 }
 
+/* fp8 K ties_down is scale = fp32(amax / 448) and codes e4m3(x * fp32(1 / scale)): elements
+ * placed on e4m3 midpoints make the codes depend on the last bit of that reciprocal. */
+TEST(fp8_ties_down_k_formula) {
+  ixl_ctx *ctx = new_ctx();
+  const int M = 200;
+  static const float mids[6] = {1.0625f, 1.1875f, 3.25f, 13.0f, 0.0703125f, 208.0f};
+  ixl_tensor *x = tnew(ctx, IXL_F32, 2, M, 128, 0), *c = tnew(ctx, IXL_U8, 2, M, 128, 0);
+  ixl_tensor *s = tnew(ctx, IXL_F32, 1, M, 0, 0);
+  for (int m = 0; m < M; m++) {
+    float amax = (float)(1.0 + next_unit() * 999.0), sc = amax / 448.0f;
+    F(x)[m * 128] = amax;
+    for (int d = 1; d < 128; d++) F(x)[m * 128 + d] = mids[next_u64() % 6] * sc * (d % 2 ? 1.0f : -1.0f);
+  }
+  CHECK_OK(ctx, ixl_quantize(ctx, IXL_FP8, IXL_Q_TIES_DOWN, IXL_ROLE_K, x, c, s));
+  int bad = 0;
+  for (int m = 0; m < M; m++) {
+    float sc = F(x)[m * 128] / 448.0f, inv = 1.0f / sc;
+    bad += F(s)[m] != sc;
+    for (int d = 0; d < 128; d++) bad += U8(c)[m * 128 + d] != ixl_f32_to_e4m3(F(x)[m * 128 + d] * inv);
+  }
+  CHECK_MSG(bad == 0, "%d codes or scales differ (seed %llu)", bad, (unsigned long long)seed_);
+  ixl_tensor_free(x);
+  ixl_tensor_free(c);
+  ixl_tensor_free(s);
+  ixl_ctx_free(ctx);
+}
+
 TEST(dequantize_rules) {
   ixl_ctx *ctx = new_ctx();
   ixl_tensor *codes = tnew(ctx, IXL_U8, 2, 1, 64, 0), *scales = tnew(ctx, IXL_I32, 1, 1, 0, 0);
@@ -532,6 +559,7 @@ int main(void) {
   RUN(mx_tiny_huge_nan_and_inf);
   RUN(mxfp8_known_vectors);
   RUN(fp8_known_vectors);
+  RUN(fp8_ties_down_k_formula);
   RUN(dequantize_rules);
   RUN(round_trips);
   RUN(random_quantization_error_and_input_dtypes);

@@ -52,9 +52,15 @@ static int replay(const char *name, int (*fn)(const uint8_t *, size_t)) {
   return n;
 }
 
-TEST(safetensors_corpus) { CHECK(replay("fuzz_safetensors", fuzz_safetensors_one) >= 5); }
-TEST(config_corpus) { CHECK(replay("fuzz_config", fuzz_config_one) >= 3); }
-TEST(expand_corpus) { CHECK(replay("fuzz_expand", fuzz_expand_one) >= 3); }
+TEST(safetensors_corpus) {
+  CHECK(replay("fuzz_safetensors", fuzz_safetensors_one) >= 5);
+}
+TEST(config_corpus) {
+  CHECK(replay("fuzz_config", fuzz_config_one) >= 3);
+}
+TEST(expand_corpus) {
+  CHECK(replay("fuzz_expand", fuzz_expand_one) >= 3);
+}
 
 /* Found by fuzz_config: core/builder.c check_pages() computed `t->data + row * max_pages` on
  * an empty block table (data NULL, max_pages 0) when a request needs 0 pages (fewer tokens than

@@ -325,9 +325,9 @@ TEST(k1_matches_float64) {
   const int cases = 12;
   for (int c = 0; c < cases; c++) {
     int fmt = c % 3, H = heads_choice[rnd(5)], R = 1 + (int)rnd(64), N;
-    /* keep R * N * H near 200K so the float64 oracle stays fast */
+    /* keep R * N * H below 150K so the float64 oracle stays fast */
     if (c == 0 || c == 5) R = 1 + (int)rnd(2), H = 4, N = 30000 + (int)rnd(10001);
-    else N = 1 + (int)rnd(200000 / (R * H) + 1);
+    else N = 1 + (int)rnd(150000 / (R * H) + 1);
     problem p;
     problem_make(ctx, &p, fmt, (int)rnd(2), R, H, N, 0);
     ixl_tensor *ks = tnew(ctx, IXL_I32, 1, R, 0, 0), *ke = tnew(ctx, IXL_I32, 1, R, 0, 0);
@@ -393,7 +393,7 @@ TEST(k1_fast_path_equals_reference) {
   ixl_ctx *ctx = new_ctx(2);
   for (int c = 0; c < 12; c++) {
     int fmt = c % 3, raw = c >= 6, H = heads_choice[rnd(5)], R = 1 + (int)rnd(16);
-    int N = 1 + (int)rnd(60000 / (R * H) + 100);
+    int N = 1 + (int)rnd(40000 / (R * H) + 100);
     problem p;
     problem_make(ctx, &p, fmt, (int)rnd(2), R, H, N, raw);
     ixl_tensor *ks = tnew(ctx, IXL_I32, 1, R, 0, 0), *ke = tnew(ctx, IXL_I32, 1, R, 0, 0);
@@ -503,7 +503,7 @@ static ixl_qk paged_qk(const problem *p, const paged *g) {
 TEST(k2_equals_k1_on_the_same_keys) {
   ixl_ctx *ctx = new_ctx(2);
   for (int c = 0; c < 6; c++) {
-    int fmt = c % 3, H = heads_choice[rnd(4)], R = 1 + (int)rnd(12), N = 200 + (int)rnd(4000);
+    int fmt = c % 3, H = heads_choice[rnd(3)], R = 1 + (int)rnd(12), N = 200 + (int)rnd(2000);
     problem p;
     problem_make(ctx, &p, fmt, 0, R, H, N, c >= 3);
     paged g;
@@ -537,7 +537,8 @@ TEST(k2_equals_k1_on_the_same_keys) {
 
 /* ---------------------------------------------------------------- K5 */
 /* K4-like ids: n_valid distinct increasing blocks of the row's ceil(len / sbk) (the last one
- * always when force_last), pads repeating the last id (ks / sbk for an empty row). */
+ * always when force_last, and at least one for a non-empty row, as K3 always keeps the newest
+ * block), pads repeating the last id (ks / sbk for an empty row). */
 static void make_ids(ixl_tensor *ids, int r, int nsb, int64_t ks, int64_t ke, int sbk, int force_last,
                      int *nvalid_out) {
   int64_t nb = ke > ks ? (ke - ks + sbk - 1) / sbk : 0;
@@ -547,7 +548,7 @@ static void make_ids(ixl_tensor *ids, int r, int nsb, int64_t ks, int64_t ke, in
   for (int64_t b = 0; b < nb; b++)
     if (nv < nsb && next_unit() < prob) row[nv++] = (int32_t)(b + ks / sbk);
   int32_t last = (int32_t)(nb - 1 + ks / sbk);
-  if (force_last && nb > 0 && (nv == 0 || row[nv - 1] != last)) {
+  if (nb > 0 && (nv == 0 || (force_last && row[nv - 1] != last))) {
     if (nv == nsb) nv--;
     row[nv++] = last;
   }
@@ -701,11 +702,11 @@ TEST(k5_hostile_ids_read_nothing_outside) {
  * are kept low so that only the 0xFF itself can send a block to the exact scalar epilogue. */
 TEST(empty_rows_and_nan_scales) {
   ixl_ctx *ctx = new_ctx(2);
-  const int R = 3, H = 8, N = 40;
+  const int R = 3, H = 8, N = 48; /* whole strips: no empty key slots in the block */
   problem p;
   problem_make(ctx, &p, IXL_MXFP4, 0, R, H, N, 0);
   ixl_tensor *ks = tnew(ctx, IXL_I32, 1, R, 0, 0), *ke = tnew(ctx, IXL_I32, 1, R, 0, 0);
-  int32_t ksv[3] = {5, 40, 0}, kev[3] = {5, 40, 40};
+  int32_t ksv[3] = {5, 48, 0}, kev[3] = {5, 48, 40};
   memcpy(ks->data, ksv, sizeof ksv);
   memcpy(ke->data, kev, sizeof kev);
   uint8_t *qsb = (uint8_t *)p.q_scales->data, *ksb = (uint8_t *)p.k_scales->data;
@@ -722,7 +723,8 @@ TEST(empty_rows_and_nan_scales) {
         for (int i = 0; i < 2 * N; i++) CHECK(out_at(out, i) == -INFINITY);
         int nan = 0;
         for (int n = 0; n < N; n++) nan += isnan(out_at(out, 2 * N + n));
-        CHECK_MSG(side == 0 ? nan == 1 && isnan(out_at(out, 2 * N + 7)) : nan == N,
+        for (int n = 40; n < N; n++) CHECK(out_at(out, 2 * N + n) == -INFINITY);
+        CHECK_MSG(side == 0 ? nan == 1 && isnan(out_at(out, 2 * N + 7)) : nan == 40,
                   "side %d red %d path %d: %d NaN", side, red, path, nan);
         ixl_tensor_free(out);
       }

@@ -32,13 +32,17 @@ static uint32_t f2u(float x) {
 /* Known answers: Random123's published Philox4x32-10 vectors, and cuRAND's first block for
  * seed 1234 (key = the seed's two halves, counter 0). */
 TEST(philox_known_answers) {
-  struct { uint32_t ctr[4], key[2], out[4]; } kat[] = {
-    {{0, 0, 0, 0}, {0, 0}, {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
-    {{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, {0xffffffff, 0xffffffff},
-     {0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}},
-    {{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, {0xa4093822, 0x299f31d0},
-     {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
-    {{0, 0, 0, 0}, {1234, 0}, {546353992u, 3665621163u, 1140953199u, 3419031310u}},
+  struct {
+    uint32_t ctr[4], key[2], out[4];
+  } kat[] = {
+      {{0, 0, 0, 0}, {0, 0}, {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
+      {{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff},
+       {0xffffffff, 0xffffffff},
+       {0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}},
+      {{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344},
+       {0xa4093822, 0x299f31d0},
+       {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
+      {{0, 0, 0, 0}, {1234, 0}, {546353992u, 3665621163u, 1140953199u, 3419031310u}},
   };
   for (size_t k = 0; k < sizeof kat / sizeof kat[0]; k++) {
     uint32_t out[4];
@@ -66,7 +70,8 @@ static struct {
 static int load_curand(void) {
   const char *paths[] = {"libcurand.so.10", "/usr/local/cuda/lib64/libcurand.so.10",
                          "libcurand.so"};
-  for (size_t i = 0; i < 3 && !curand.lib; i++) curand.lib = dlopen(paths[i], RTLD_NOW | RTLD_LOCAL);
+  for (size_t i = 0; i < 3 && !curand.lib; i++)
+    curand.lib = dlopen(paths[i], RTLD_NOW | RTLD_LOCAL);
   if (!curand.lib) return 0;
   curand.create = (cr_create_t)dlsym(curand.lib, "curandCreateGeneratorHost");
   curand.seed = (cr_u64_t)dlsym(curand.lib, "curandSetPseudoRandomGeneratorSeed");
@@ -80,16 +85,18 @@ static int load_curand(void) {
 static int curand_uniform(uint64_t seed, uint64_t offset, float *out, size_t n) {
   void *g = NULL;
   if (curand.create(&g, 161) != 0) return 0;
-  int ok = curand.seed(g, seed) == 0 && curand.offset(g, offset) == 0 &&
-           curand.uniform(g, out, n) == 0;
+  int ok =
+      curand.seed(g, seed) == 0 && curand.offset(g, offset) == 0 && curand.uniform(g, out, n) == 0;
   curand.destroy(g);
   return ok;
 }
 
 TEST(uniform_matches_curand_host_generator) {
   if (!load_curand()) {
-    printf("# skipped: libcurand.so.10 not found (%s); the stream is still checked against the "
-           "known answers above\n", dlerror());
+    printf(
+        "# skipped: libcurand.so.10 not found (%s); the stream is still checked against the "
+        "known answers above\n",
+        dlerror());
     return;
   }
   ixl_ctx *ctx = new_ctx();
@@ -144,7 +151,8 @@ TEST(uniform_offsets_and_threads_agree) {
     lo = a[i] < lo ? a[i] : lo;
     hi = a[i] > hi ? a[i] : hi;
   }
-  CHECK_MSG(bad == 0, "%lld values differ between offset 1001 and offset 0 shifted", (long long)bad);
+  CHECK_MSG(bad == 0, "%lld values differ between offset 1001 and offset 0 shifted",
+            (long long)bad);
   CHECK_MSG(lo > 0 && hi <= 1, "uniforms outside (0, 1]: min %g max %g", lo, hi);
   CHECK_MSG(fabs(sum / n - 0.5) < 5 * sqrt(1.0 / 12 / n), "mean %g", sum / n);
   /* seed 1234: the first 4 values come from subsequence 0, the next 4 from subsequence 1 */
@@ -213,15 +221,27 @@ TEST(normal_values_and_statistics) {
       far++;
     }
     double v = y[i];
-    m1 += v; m2 += v * v; m3 += v * v * v; m4 += v * v * v * v;
-    tail1 += fabs(v) > 1; tail2 += fabs(v) > 2; tail3 += fabs(v) > 3; neg += v < 0;
+    m1 += v;
+    m2 += v * v;
+    m3 += v * v * v;
+    m4 += v * v * v * v;
+    tail1 += fabs(v) > 1;
+    tail2 += fabs(v) > 2;
+    tail3 += fabs(v) > 3;
+    neg += v < 0;
   }
-  m1 /= n; m2 /= n; m3 /= n; m4 /= n;
+  m1 /= n;
+  m2 /= n;
+  m3 /= n;
+  m4 /= n;
   double var = m2 - m1 * m1;
   CHECK_MSG(fabs(m1) < 5 / sqrt((double)n), "seed %llu: mean %g", (unsigned long long)seed, m1);
-  CHECK_MSG(fabs(var - 1) < 5 * sqrt(2.0 / n), "seed %llu: variance %g", (unsigned long long)seed, var);
-  CHECK_MSG(fabs(m3) < 5 * sqrt(15.0 / n), "seed %llu: third moment %g", (unsigned long long)seed, m3);
-  CHECK_MSG(fabs(m4 - 3) < 5 * sqrt(96.0 / n), "seed %llu: fourth moment %g", (unsigned long long)seed, m4);
+  CHECK_MSG(fabs(var - 1) < 5 * sqrt(2.0 / n), "seed %llu: variance %g", (unsigned long long)seed,
+            var);
+  CHECK_MSG(fabs(m3) < 5 * sqrt(15.0 / n), "seed %llu: third moment %g", (unsigned long long)seed,
+            m3);
+  CHECK_MSG(fabs(m4 - 3) < 5 * sqrt(96.0 / n), "seed %llu: fourth moment %g",
+            (unsigned long long)seed, m4);
   /* two-sided tail shares of N(0,1), each within 5 binomial sigmas */
   const double p[3] = {0.31731050786291415, 0.04550026389635842, 0.0026997960632601866};
   const int64_t got[3] = {tail1, tail2, tail3};
@@ -278,15 +298,20 @@ TEST(rng_argument_errors) {
   ixl_tensor *i32 = NULL, *m = NULL, *e = NULL;
   CHECK_OK(ctx, ixl_tensor_new(ctx, IXL_I32, 1, &n, IXL_HOST, &i32));
   CHECK_OK(ctx, ixl_tensor_new(ctx, IXL_F32, 2, shp, IXL_HOST, &m));
-  CHECK_ERR(ctx, ixl_rng_uniform(ctx, i32, 1, 0), IXL_ERR_DTYPE, "rng_uniform: out: dtype i32, expected f32");
+  CHECK_ERR(ctx, ixl_rng_uniform(ctx, i32, 1, 0), IXL_ERR_DTYPE,
+            "rng_uniform: out: dtype i32, expected f32");
   CHECK_ERR(ctx, ixl_rng_normal(ctx, i32, 1, 0, 0, 1), IXL_ERR_DTYPE, "rng_normal: out: dtype i32");
-  CHECK_ERR(ctx, ixl_rng_uniform(ctx, NULL, 1, 0), IXL_ERR_INVALID_ARG, "rng_uniform: out: missing tensor");
+  CHECK_ERR(ctx, ixl_rng_uniform(ctx, NULL, 1, 0), IXL_ERR_INVALID_ARG,
+            "rng_uniform: out: missing tensor");
   ixl_tensor tr;
   CHECK_OK(ctx, ixl_tensor_view(ctx, m, 2, shp, str, 0, &tr));
-  CHECK_ERR(ctx, ixl_rng_uniform(ctx, &tr, 1, 0), IXL_ERR_SHAPE, "rng_uniform: out: must be contiguous");
-  CHECK_ERR(ctx, ixl_rng_normal(ctx, m, 1, 0, 0, -1), IXL_ERR_INVALID_ARG, "stddev = -1: must be finite and >= 0");
+  CHECK_ERR(ctx, ixl_rng_uniform(ctx, &tr, 1, 0), IXL_ERR_SHAPE,
+            "rng_uniform: out: must be contiguous");
+  CHECK_ERR(ctx, ixl_rng_normal(ctx, m, 1, 0, 0, -1), IXL_ERR_INVALID_ARG,
+            "stddev = -1: must be finite and >= 0");
   CHECK_ERR(ctx, ixl_rng_normal(ctx, m, 1, 0, 0, INFINITY), IXL_ERR_INVALID_ARG, "stddev = inf");
-  CHECK_ERR(ctx, ixl_rng_normal(ctx, m, 1, 0, NAN, 1), IXL_ERR_INVALID_ARG, "mean = nan: must be finite");
+  CHECK_ERR(ctx, ixl_rng_normal(ctx, m, 1, 0, NAN, 1), IXL_ERR_INVALID_ARG,
+            "mean = nan: must be finite");
   /* a device tensor on a CPU context */
   ixl_tensor dev = *m;
   dev.device = IXL_DEVICE;
@@ -304,6 +329,64 @@ TEST(rng_argument_errors) {
   ixl_ctx_free(ctx);
 }
 
+/* On a CUDA device: ixl_rng_uniform (cuRAND's device generator) and ixl_rng_normal (our kernel)
+ * give the CPU's floats bit for bit. Skipped without a usable device (CUDA=0 builds). */
+TEST(device_matches_cpu) {
+  char why[256];
+  if (!ixl_cuda_available(why, sizeof why)) {
+    printf("# skipped: device_matches_cpu needs a CUDA device (%s)\n", why);
+    return;
+  }
+  ixl_ctx *gpu = NULL, *cpu = new_ctx();
+  CHECK_OK(gpu, ixl_ctx_new(IXL_BACKEND_CUDA, 0, 1, &gpu));
+  if (!gpu) return;
+  const struct {
+    uint64_t seed, offset;
+    int64_t n;
+  } cases[] = {
+      {1234, 0, 1},
+      {99, 3, 1000003},
+      {(1ull << 40) + 1, 262141, 600001},
+      {7, (1ull << 34) + 5, 4099},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    int64_t n = cases[k].n;
+    for (int normal = 0; normal < 2; normal++) {
+      ixl_tensor *d = NULL, *h = NULL, *back = f32(cpu, n);
+      CHECK_OK(gpu, ixl_tensor_new(gpu, IXL_F32, 1, &n, IXL_DEVICE, &d));
+      h = f32(cpu, n);
+      if (normal) {
+        CHECK_OK(gpu, ixl_rng_normal(gpu, d, cases[k].seed, cases[k].offset, 0.25f, 2.0f));
+        CHECK_OK(cpu, ixl_rng_normal(cpu, h, cases[k].seed, cases[k].offset, 0.25f, 2.0f));
+      } else {
+        CHECK_OK(gpu, ixl_rng_uniform(gpu, d, cases[k].seed, cases[k].offset));
+        CHECK_OK(cpu, ixl_rng_uniform(cpu, h, cases[k].seed, cases[k].offset));
+      }
+      CHECK_OK(gpu, ixl_tensor_copy(gpu, back, d));
+      const float *a = back->data, *b = h->data;
+      int64_t bad = 0, first = -1;
+      for (int64_t i = 0; i < n; i++)
+        if (f2u(a[i]) != f2u(b[i])) {
+          bad++;
+          if (first < 0) first = i;
+        }
+      CHECK_MSG(bad == 0,
+                "%s seed %llu offset %llu n %lld: %lld differ, first %lld: gpu %.9g cpu %.9g",
+                normal ? "normal" : "uniform", (unsigned long long)cases[k].seed,
+                (unsigned long long)cases[k].offset, (long long)n, (long long)bad, (long long)first,
+                first >= 0 ? a[first] : 0.0, first >= 0 ? b[first] : 0.0);
+      ixl_tensor_free(d);
+      ixl_tensor_free(h);
+      ixl_tensor_free(back);
+    }
+  }
+  ixl_alloc_stats s;
+  ixl_ctx_alloc_stats(gpu, &s);
+  CHECK(s.device_bytes_live == 0);
+  ixl_ctx_free(gpu);
+  ixl_ctx_free(cpu);
+}
+
 int main(void) {
   RUN(philox_known_answers);
   RUN(uniform_matches_curand_host_generator);
@@ -312,5 +395,6 @@ int main(void) {
   RUN(normal_values_and_statistics);
   RUN(normal_lengths_offsets_threads);
   RUN(rng_argument_errors);
+  RUN(device_matches_cpu);
   DONE();
 }

@@ -90,17 +90,22 @@ TEST(round_trip_every_dtype_and_metadata) {
   ixl_ctx_alloc_stats(ctx, &s0);
   const uint64_t seed = next_u64();
   rng_state = seed;
-  struct { const char *name; ixl_dtype dt; int ndim; int64_t shape[8]; } spec[] = {
-    {"q", IXL_F32, 3, {3, 4, 5}},
-    {"k.bf16", IXL_BF16, 2, {7, 3}},
-    {"odd_f16", IXL_F16, 1, {5}},
-    {"codes", IXL_U8, 2, {3, 3}},
-    {"e4m3", IXL_E4M3, 1, {9}},
-    {"ks", IXL_I32, 1, {6}},
-    {"scalar", IXL_F32, 0, {0}},
-    {"empty", IXL_I32, 2, {0, 7}},
-    {"eight_dims", IXL_U8, 8, {1, 2, 1, 2, 1, 2, 1, 3}},
-    {"step0/q \"quoted\"\ttab \xc3\xa9", IXL_BF16, 1, {3}},
+  struct {
+    const char *name;
+    ixl_dtype dt;
+    int ndim;
+    int64_t shape[8];
+  } spec[] = {
+      {"q", IXL_F32, 3, {3, 4, 5}},
+      {"k.bf16", IXL_BF16, 2, {7, 3}},
+      {"odd_f16", IXL_F16, 1, {5}},
+      {"codes", IXL_U8, 2, {3, 3}},
+      {"e4m3", IXL_E4M3, 1, {9}},
+      {"ks", IXL_I32, 1, {6}},
+      {"scalar", IXL_F32, 0, {0}},
+      {"empty", IXL_I32, 2, {0, 7}},
+      {"eight_dims", IXL_U8, 8, {1, 2, 1, 2, 1, 2, 1, 3}},
+      {"step0/q \"quoted\"\ttab \xc3\xa9", IXL_BF16, 1, {3}},
   };
   const int n = (int)(sizeof spec / sizeof spec[0]);
   uint8_t *payload[16];
@@ -164,7 +169,8 @@ TEST(round_trip_every_dtype_and_metadata) {
   }
   CHECK(ixl_st_find(f, "nope") == -1 && ixl_st_data(f, n) == NULL && ixl_st_data(f, -1) == NULL);
   ixl_st_entry e;
-  CHECK_ERR(ctx, ixl_st_entry_at(f, n, &e), IXL_ERR_INVALID_ARG, "index 10: the file has 10 tensors");
+  CHECK_ERR(ctx, ixl_st_entry_at(f, n, &e), IXL_ERR_INVALID_ARG,
+            "index 10: the file has 10 tensors");
   CHECK(ixl_st_metadata_count(f) == 3);
   CHECK(ixl_st_metadata(f, "format") && strcmp(ixl_st_metadata(f, "format"), "idxlab") == 0);
   CHECK(ixl_st_metadata(f, "config") &&
@@ -199,8 +205,11 @@ TEST(reads_a_file_written_by_python) {
     return;
   }
   CHECK(ixl_st_count(f) == 8);
-  const char *head_name = "h\xc3\xa9" "ad/\xf0\x9f\x98\x80"; /* \xa9 then "ad": split literal */
-  const char *order[8] = {"bytes.u8", "weights", head_name, "ks", "f16", "codes", "empty", "scalar"};
+  const char *head_name =
+      "h\xc3\xa9"
+      "ad/\xf0\x9f\x98\x80"; /* \xa9 then "ad": split literal */
+  const char *order[8] = {"bytes.u8", "weights", head_name, "ks",
+                          "f16",      "codes",   "empty",   "scalar"};
   for (int i = 0; i < 8; i++) {
     ixl_st_entry e;
     CHECK_OK(ctx, ixl_st_entry_at(f, i, &e));
@@ -382,7 +391,8 @@ TEST(bad_header_length) {
     fwrite(b, 1, 10, fp);
     fclose(fp);
   }
-  CHECK_ERR(ctx, ixl_st_open(ctx, path, &f), IXL_ERR_FORMAT, "short.safetensors: header length 5 is larger");
+  CHECK_ERR(ctx, ixl_st_open(ctx, path, &f), IXL_ERR_FORMAT,
+            "short.safetensors: header length 5 is larger");
   ixl_ctx_free(ctx);
 }
 
@@ -419,18 +429,21 @@ TEST(bad_entries) {
   BAD("{\"a\": 5}", 0, "tensor 'a' (header byte 6): the entry is an integer, expected an object");
   BAD("{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4], \"extra\": 1}}", 4,
       "tensor 'a': unknown field 'extra' at header byte 61");
-  BAD("{\"a\": {\"dtype\": \"F32\", \"shape\": [1]}}", 4, "tensor 'a' (header byte 6): missing field data_offsets");
-  BAD("{\"a\": {\"dtype\": \"F32\", \"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}}", 4,
-      "tensor 'a': field dtype given twice");
+  BAD("{\"a\": {\"dtype\": \"F32\", \"shape\": [1]}}", 4,
+      "tensor 'a' (header byte 6): missing field data_offsets");
+  BAD("{\"a\": {\"dtype\": \"F32\", \"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}}",
+      4, "tensor 'a': field dtype given twice");
   BAD("{\"a\": {\"dtype\": 3, \"shape\": [1], \"data_offsets\": [0, 4]}}", 4,
       "tensor 'a': dtype is an integer, expected a string");
   BAD("{\"a\\u0000b\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}}", 4,
       "a tensor name at header byte 1 contains a NUL character");
   BAD("{\"__metadata__\": 5}", 0, "__metadata__ is an integer, expected an object of strings");
-  BAD("{\"__metadata__\": {\"k\": 5}}", 0, "__metadata__ value of 'k' is an integer: values must be strings");
+  BAD("{\"__metadata__\": {\"k\": 5}}", 0,
+      "__metadata__ value of 'k' is an integer: values must be strings");
   BAD("{\"__metadata__\": {\"k\": \"a\", \"k\": \"b\"}}", 0, "__metadata__ key 'k' given twice");
   BAD("{\"__metadata__\": {}, \"__metadata__\": {}}", 0, "__metadata__ given twice");
-  BAD("{\"__metadata__\": {\"k\": \"a\\u0000\"}}", 0, "a __metadata__ value at header byte 23 contains a NUL");
+  BAD("{\"__metadata__\": {\"k\": \"a\\u0000\"}}", 0,
+      "a __metadata__ value at header byte 23 contains a NUL");
   ixl_ctx_free(ctx);
 }
 
@@ -455,18 +468,20 @@ TEST(bad_shapes_and_sizes) {
       "tensor 'x': shape[1] (header byte 36) is negative, expected an integer >= 0");
   BAD("{\"x\": {\"dtype\": \"F32\", \"shape\": [2.5], \"data_offsets\": [0, 24]}}", 24,
       "tensor 'x': shape[0] (header byte 33) is a number 2.5, expected an integer >= 0");
-  BAD("{\"x\": {\"dtype\": \"F32\", \"shape\": [99999999999999999999], \"data_offsets\": [0, 24]}}", 24,
-      "is a number 99999999999999999999");
+  BAD("{\"x\": {\"dtype\": \"F32\", \"shape\": [99999999999999999999], \"data_offsets\": [0, 24]}}",
+      24, "is a number 99999999999999999999");
   BAD("{\"x\": {\"dtype\": \"F32\", \"shape\": 6, \"data_offsets\": [0, 24]}}", 24,
       "tensor 'x': shape is an integer, expected an array");
   BAD("{\"x\": {\"dtype\": \"U8\", \"shape\": [1,1,1,1,1,1,1,1,1], \"data_offsets\": [0, 1]}}", 1,
       "tensor 'x': shape has 9 dims, at most 8 are supported");
-  BAD("{\"x\": {\"dtype\": \"F32\", \"shape\": [4611686018427387904, 4], \"data_offsets\": [0, 16]}}", 16,
-      "tensor 'x': shape [4611686018427387904, 4] is too large (its size overflows int64)");
-  BAD("{\"x\": {\"dtype\": \"F32\", \"shape\": [1073741824, 4611686018427387904], \"data_offsets\": [0, 16]}}", 16,
-      "is too large");
-  BAD("{\"x\": {\"dtype\": \"F32\", \"shape\": [2305843009213693952], \"data_offsets\": [0, 16]}}", 16,
-      "tensor 'x': shape [2305843009213693952] is too large");
+  BAD("{\"x\": {\"dtype\": \"F32\", \"shape\": [4611686018427387904, 4], \"data_offsets\": [0, "
+      "16]}}",
+      16, "tensor 'x': shape [4611686018427387904, 4] is too large (its size overflows int64)");
+  BAD("{\"x\": {\"dtype\": \"F32\", \"shape\": [1073741824, 4611686018427387904], "
+      "\"data_offsets\": [0, 16]}}",
+      16, "is too large");
+  BAD("{\"x\": {\"dtype\": \"F32\", \"shape\": [2305843009213693952], \"data_offsets\": [0, 16]}}",
+      16, "tensor 'x': shape [2305843009213693952] is too large");
   BAD("{\"x\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0]}}", 4,
       "tensor 'x': data_offsets (header byte 53) must be an array [begin, end]");
   BAD("{\"x\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [-4, 0]}}", 4,
@@ -478,28 +493,35 @@ TEST(bad_shapes_and_sizes) {
 
 TEST(bad_offsets_overlap_gap_truncation) {
   ixl_ctx *ctx = new_ctx();
-  const char *two = "{\"a\": {\"dtype\": \"F32\", \"shape\": [6], \"data_offsets\": [0, 24]},"
-                    " \"b\": {\"dtype\": \"F32\", \"shape\": [6], \"data_offsets\": [16, 40]}}";
+  const char *two =
+      "{\"a\": {\"dtype\": \"F32\", \"shape\": [6], \"data_offsets\": [0, 24]},"
+      " \"b\": {\"dtype\": \"F32\", \"shape\": [6], \"data_offsets\": [16, 40]}}";
   BAD(two, 40, "tensors 'a' (data_offsets [0, 24]) and 'b' ([16, 40]) overlap");
-  const char *gap = "{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]},"
-                    " \"b\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [16, 24]}}";
+  const char *gap =
+      "{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]},"
+      " \"b\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [16, 24]}}";
   BAD(gap, 24, "no tensor covers data bytes [8, 16) before 'b'");
   const char *late = "{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [4, 12]}}";
   BAD(late, 12, "no tensor covers data bytes [0, 4) before 'a'");
   const char *one = "{\"a\": {\"dtype\": \"F32\", \"shape\": [4], \"data_offsets\": [0, 16]}}";
-  BAD(one, 12, "tensor 'a': data_offsets [0, 16] run past the end of the data buffer (12 bytes "
-               "follow the header): the file is truncated");
+  BAD(one, 12,
+      "tensor 'a': data_offsets [0, 16] run past the end of the data buffer (12 bytes "
+      "follow the header): the file is truncated");
   BAD(one, 20, "4 bytes of trailing data after the last tensor ('a' ends at data byte 16 of 20)");
   CHECK_OK(ctx, parse(ctx, one, 16));
-  const char *far = "{\"a\": {\"dtype\": \"U8\", \"shape\": [1099511627776], \"data_offsets\": [0, 1099511627776]}}";
+  const char *far =
+      "{\"a\": {\"dtype\": \"U8\", \"shape\": [1099511627776], \"data_offsets\": [0, "
+      "1099511627776]}}";
   BAD(far, 16, "run past the end of the data buffer (16 bytes follow the header)");
   BAD("{}", 3, "3 bytes of trailing data after a header that lists no tensors");
-  const char *dup = "{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]},"
-                    " \"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}}";
+  const char *dup =
+      "{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]},"
+      " \"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}}";
   BAD(dup, 8, "duplicate tensor name 'a' (header bytes 1 and 62)");
   /* zero-size tensors sit at the running offset, like any other */
-  const char *zero = "{\"z\": {\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [4, 4]},"
-                     " \"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}";
+  const char *zero =
+      "{\"z\": {\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [4, 4]},"
+      " \"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}";
   BAD(zero, 8, "tensors 'a' (data_offsets [0, 8]) and 'z' ([4, 4]) overlap");
 
   /* a real file cut short on disk: the message says truncated */
@@ -528,9 +550,10 @@ TEST(bad_offsets_overlap_gap_truncation) {
  * the context's counters come back (the fuzzer does this at scale; this is the quick check). */
 TEST(mutated_files_fail_cleanly) {
   ixl_ctx *ctx = new_ctx();
-  const char *hdr = "{\"__metadata__\": {\"k\": \"v\"}, \"a\": {\"dtype\": \"F32\", \"shape\": [2, 2], "
-                    "\"data_offsets\": [0, 16]}, \"b\": {\"dtype\": \"U8\", \"shape\": [3], "
-                    "\"data_offsets\": [16, 19]}}";
+  const char *hdr =
+      "{\"__metadata__\": {\"k\": \"v\"}, \"a\": {\"dtype\": \"F32\", \"shape\": [2, 2], "
+      "\"data_offsets\": [0, 16]}, \"b\": {\"dtype\": \"U8\", \"shape\": [3], "
+      "\"data_offsets\": [16, 19]}}";
   uint8_t data[19];
   for (int i = 0; i < 19; i++) data[i] = (uint8_t)i;
   size_t len;

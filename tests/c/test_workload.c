@@ -345,7 +345,7 @@ TEST(layer_correlation_one_copies_the_source_and_zero_decorrelates) {
   ixl_workload_params p;
   ixl_workload_defaults(&p);
   batch b;
-  batch_init(&b, 3, 1, 512, 16, 8, 128, 3);
+  batch_init(&b, 3, 1, 512, 16, 32, 128, 3);
   CHECK_OK(ctx, batch_alloc(ctx, &b, IXL_HOST));
   p.layer_correlation = 1.0f;
   CHECK_OK(ctx, batch_gen(ctx, &b, &p, g_seed));
@@ -361,7 +361,7 @@ TEST(layer_correlation_one_copies_the_source_and_zero_decorrelates) {
   for (int t = 0; t < 3; t++) {
     p.layer_correlation = rhos[t];
     CHECK_OK(ctx, batch_gen(ctx, &b, &p, g_seed));
-    double sxy = 0, sxx = 0, syy = 0, m = 1.0 / sqrt(8.0 * 128.0); /* the weights' mean */
+    double sxy = 0, sxx = 0, syy = 0, m = 1.0 / sqrt(32.0 * 128.0); /* the weights' mean */
     for (int64_t l = 0; l < b.L; l++)
       for (int64_t i = 0; i < nw; i++) {
         double x = F(b.w)[i] - m, y = F(b.wc)[l * nw + i] - m;
@@ -370,7 +370,7 @@ TEST(layer_correlation_one_copies_the_source_and_zero_decorrelates) {
         syy += y * y;
       }
     double corr = sxy / sqrt(sxx * syy);
-    CHECK_MSG(fabs(corr - rhos[t]) < 0.12, "seed %llu: correlation %g at layer_correlation %g",
+    CHECK_MSG(fabs(corr - rhos[t]) < 0.1, /* 3 x 19 x 32 samples: sigma about 0.02 */ "seed %llu: correlation %g at layer_correlation %g",
               (unsigned long long)g_seed, corr, (double)rhos[t]);
   }
   batch_free(&b);
@@ -384,7 +384,8 @@ TEST(needles_are_wanted_and_topics_ascend) {
   ixl_workload_params p;
   ixl_workload_defaults(&p);
   batch b;
-  batch_init(&b, 4, 1, 4096, 8, 8, 128, 2);
+  p.needle_strength = 64; /* clearly above the chance highs of 4096 positions at H = 16 */
+  batch_init(&b, 4, 1, 4096, 8, 16, 128, 2);
   CHECK_OK(ctx, batch_alloc(ctx, &b, IXL_HOST));
   static double lg[4096];
   for (int src = 1; src >= 0; src--) {
@@ -406,15 +407,15 @@ TEST(needles_are_wanted_and_topics_ascend) {
       int64_t row = b.req[i].first_row + nr[0], len = qpos + nr[0] + 1;
       logits64(&b, 0, row, b.req[i].k_start, len, lg);
       int64_t rc = rank_of(lg, len, np[0]);
-      CHECK_MSG(rc < 16, "seed %llu request %d: the needle ranks %lld in a consumer",
+      CHECK_MSG(rc < 4, "seed %llu request %d: the needle ranks %lld in a consumer",
                 (unsigned long long)g_seed, i, (long long)rc);
       logits64(&b, -1, row, b.req[i].k_start, len, lg);
       int64_t rs = rank_of(lg, len, np[0]);
       if (src)
-        CHECK_MSG(rs < 16, "seed %llu request %d: the needle ranks %lld in the source",
+        CHECK_MSG(rs < 4, "seed %llu request %d: the needle ranks %lld in the source",
                   (unsigned long long)g_seed, i, (long long)rs);
       else
-        CHECK_MSG(rs > 64, "seed %llu request %d: needle_source = 0, yet the needle ranks %lld "
+        CHECK_MSG(rs >= 8, "seed %llu request %d: needle_source = 0, yet the needle ranks %lld "
                   "in the source", (unsigned long long)g_seed, i, (long long)rs);
     }
   }
@@ -454,7 +455,7 @@ TEST(sinks_and_locality_shape_the_logits) {
             sink_rank[1]);
   CHECK_MSG(sink_rank[0] > 1000, "seed %llu: mean sink rank %g without", (unsigned long long)g_seed,
             sink_rank[0]);
-  CHECK_MSG(recent[1] > 0.2 && recent[0] < 0.1,
+  CHECK_MSG(recent[1] > 0.15 && recent[1] > 3 * recent[0],
             "seed %llu: recent share of the top 256: %g with locality, %g without",
             (unsigned long long)g_seed, recent[1], recent[0]);
   batch_free(&b);

@@ -21,19 +21,19 @@ static void check_accepted(const ixl_config *in, const ixl_builder_info *info) {
              (long long)c->candidate_topk_blocks);
   FZ_REQUIRE(sbk >= 4 && sbk <= 128 && (sbk & (sbk - 1)) == 0 && sbk <= cbs && cbs % sbk == 0,
              "sbk %lld with cbs %lld", (long long)sbk, (long long)cbs);
-  FZ_REQUIRE(in->sparse_block_kv == 0 || in->sparse_block_kv == sbk, "explicit sbk %lld became %lld",
-             (long long)in->sparse_block_kv, (long long)sbk);
+  FZ_REQUIRE(in->sparse_block_kv == 0 || in->sparse_block_kv == sbk,
+             "explicit sbk %lld became %lld", (long long)in->sparse_block_kv, (long long)sbk);
   FZ_REQUIRE(in->sparse_block_kv != 0 || sbk == (cbs % 16 == 0 ? 16 : 8),
              "auto sbk %lld for cbs %lld", (long long)sbk, (long long)cbs);
   FZ_REQUIRE(c->page_size > 0 && c->page_size % sbk == 0, "page_size %lld, sbk %lld",
              (long long)c->page_size, (long long)sbk);
-  FZ_REQUIRE(info->num_sparse_blocks == c->candidate_topk_blocks * (cbs / sbk), "num_sparse_blocks %lld",
-             (long long)info->num_sparse_blocks);
+  FZ_REQUIRE(info->num_sparse_blocks == c->candidate_topk_blocks * (cbs / sbk),
+             "num_sparse_blocks %lld", (long long)info->num_sparse_blocks);
   FZ_REQUIRE(info->num_sparse_cols == c->candidate_topk_blocks * cbs &&
                  info->num_sparse_cols % 512 == 0 && info->num_sparse_cols < (1 << 23),
              "num_sparse_cols %lld", (long long)info->num_sparse_cols);
-  FZ_REQUIRE(c->index_topk >= 8 && c->index_topk <= 4096 && c->index_topk % 8 == 0, "index_topk %lld",
-             (long long)c->index_topk);
+  FZ_REQUIRE(c->index_topk >= 8 && c->index_topk <= 4096 && c->index_topk % 8 == 0,
+             "index_topk %lld", (long long)c->index_topk);
   FZ_REQUIRE(c->heads >= 4 && c->heads <= 128 && c->heads % 4 == 0 && c->head_dim == 128,
              "heads %lld head_dim %lld", (long long)c->heads, (long long)c->head_dim);
   FZ_REQUIRE(c->context_parallel == 1, "context_parallel %lld", (long long)c->context_parallel);
@@ -62,8 +62,9 @@ static ixl_tensor *block_table(ixl_ctx *ctx, fz_in *in, int32_t rows) {
 
 static void check_rows(const ixl_rows *r, const ixl_config *c, int64_t n_rows) {
   const int64_t rows = r->token_end - r->token_start;
-  FZ_REQUIRE(rows >= 0 && r->token_start >= 0 && r->token_end <= n_rows, "rows [%lld, %lld) of %lld",
-             (long long)r->token_start, (long long)r->token_end, (long long)n_rows);
+  FZ_REQUIRE(rows >= 0 && r->token_start >= 0 && r->token_end <= n_rows,
+             "rows [%lld, %lld) of %lld", (long long)r->token_start, (long long)r->token_end,
+             (long long)n_rows);
   FZ_REQUIRE(r->row_ks.shape[0] == rows && r->row_ke.shape[0] == rows && r->end.shape[0] == rows &&
                  r->sparse_ids.shape[0] == rows && r->col_indices.shape[0] == rows &&
                  r->col_indices.shape[1] == c->index_topk,
@@ -104,8 +105,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   cfg.split_width = pick_enum(&in, cfg.split_width, 2);
   in_cfg = cfg;
 
-  ixl_alloc_stats s0, s1, sb;
-  ixl_ctx_alloc_stats(ctx, &s0);
+  ixl_alloc_stats s1, sb;
+  const int64_t live0 = fz_live_bytes(ctx);
   ixl_builder_info info;
   ixl_status st = ixl_config_validate(ctx, &cfg, &info);
   int32_t sbks[16], nsbk = 0;
@@ -154,16 +155,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     st = ixl_builder_build(b, &batch, (tables >> 2) & 1, &step);
     ixl_ctx_alloc_stats(ctx, &s1);
     FZ_REQUIRE(s1.host_allocs == sb.host_allocs && s1.device_allocs == sb.device_allocs,
-               "builder_build allocated %lld times",
-               (long long)(s1.host_allocs - sb.host_allocs));
+               "builder_build allocated %lld times", (long long)(s1.host_allocs - sb.host_allocs));
     if (st != IXL_OK) {
       fz_check_error(ctx, st, "ixl_builder_build");
     } else {
       const ixl_config *c = &info.config;
       int64_t want = batch.n_decode;
       for (int32_t p = 0; p < batch.n_prefill; p++) want += ql[p];
-      FZ_REQUIRE(step.n_rows == want && step.n_decode_rows == batch.n_decode, "n_rows %lld, expected %lld",
-                 (long long)step.n_rows, (long long)want);
+      FZ_REQUIRE(step.n_rows == want && step.n_decode_rows == batch.n_decode,
+                 "n_rows %lld, expected %lld", (long long)step.n_rows, (long long)want);
       if (step.has_decode) {
         check_rows(&step.decode, c, step.n_rows);
         const int32_t *ke = step.decode.row_ke.data;
@@ -175,8 +175,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const ixl_rows *r = &step.chunks[k];
         FZ_REQUIRE(r->token_start == next, "chunk %d starts at row %lld, expected %lld", k,
                    (long long)r->token_start, (long long)next);
-        FZ_REQUIRE(r->workspace_tokens <= c->workspace_tokens, "chunk %d gathers %lld > workspace %lld",
-                   k, (long long)r->workspace_tokens, (long long)c->workspace_tokens);
+        FZ_REQUIRE(r->workspace_tokens <= c->workspace_tokens,
+                   "chunk %d gathers %lld > workspace %lld", k, (long long)r->workspace_tokens,
+                   (long long)c->workspace_tokens);
         check_rows(r, c, step.n_rows);
         next = r->token_end;
       }
@@ -187,8 +188,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ixl_tensor_free(pt);
   }
   ixl_builder_free(b);
-  ixl_ctx_alloc_stats(ctx, &s1);
-  FZ_REQUIRE(s1.host_bytes_live == s0.host_bytes_live, "counted host memory leaked: %lld bytes",
-             (long long)(s1.host_bytes_live - s0.host_bytes_live));
+  FZ_REQUIRE(fz_live_bytes(ctx) == live0, "counted host memory leaked: %lld bytes",
+             (long long)(fz_live_bytes(ctx) - live0));
   return 0;
 }

@@ -53,24 +53,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint8_t flags = fz_u8(&in);
   const int paged = flags & 1, wrong_shape = (flags & 0x0e) == 0x0e;
 
-  ixl_alloc_stats s0, s1;
-  ixl_ctx_alloc_stats(ctx, &s0);
+  const int64_t live0 = fz_live_bytes(ctx);
   ixl_tensor *cand = i32_tensor(ctx, 2, R, T), *ks = paged ? NULL : i32_tensor(ctx, 1, R, 0);
   ixl_tensor *ke = i32_tensor(ctx, 1, R, 0), *end = i32_tensor(ctx, 1, R, 0);
   int32_t *c = cand->data;
   for (int64_t i = 0; i < R * T; i++) {
     uint8_t k = fz_u8(&in);
-    c[i] = k < 96 ? (int32_t)(k % 24)                      /* small ids, many duplicates */
-           : k < 128 ? -1                                   /* the pad */
+    c[i] = k < 96    ? (int32_t)(k % 24) /* small ids, many duplicates */
+           : k < 128 ? -1                /* the pad */
            : k < 160 ? (int32_t)fz_interesting[fz_u8(&in) % FZ_NINTERESTING]
-                     : (int32_t)fz_u32(&in);                /* garbage */
+                     : (int32_t)fz_u32(&in); /* garbage */
   }
   for (int64_t r = 0; r < R; r++) {
     uint8_t k = fz_u8(&in);
     int32_t s = k < 200 ? (int32_t)(fz_u8(&in) * (k % 4 + 1)) : (int32_t)fz_u32(&in);
     int32_t len = (int32_t)(fz_u8(&in) | (fz_u8(&in) & 1) << 8) - 16;
     if (ks) ((int32_t *)ks->data)[r] = s;
-    ((int32_t *)ke->data)[r] = (int32_t)((int64_t)(ks ? s : 0) + len > INT32_MAX ? INT32_MAX : (ks ? s : 0) + len);
+    ((int32_t *)ke->data)[r] =
+        (int32_t)((int64_t)(ks ? s : 0) + len > INT32_MAX ? INT32_MAX : (ks ? s : 0) + len);
   }
   /* the ids tensor: the expected shape when it is small enough, else a small wrong one */
   int64_t nsb = -1;
@@ -98,8 +98,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       reference_row(T ? c + r * T : NULL, T, s, e, cbs, sbk, want, cols, &want_end);
       const int32_t *got = cols ? (const int32_t *)ids->data + r * cols : NULL;
       for (int64_t j = 0; j < cols; j++)
-        FZ_REQUIRE(got[j] == want[j], "row %lld (ks %lld ke %lld cbs %d sbk %d): id %lld = %d, SPEC gives %d",
-                   (long long)r, (long long)s, (long long)e, cbs, sbk, (long long)j, got[j], want[j]);
+        FZ_REQUIRE(got[j] == want[j],
+                   "row %lld (ks %lld ke %lld cbs %d sbk %d): id %lld = %d, SPEC gives %d",
+                   (long long)r, (long long)s, (long long)e, cbs, sbk, (long long)j, got[j],
+                   want[j]);
       FZ_REQUIRE(((int32_t *)end->data)[r] == want_end, "row %lld: end %d, SPEC gives %d",
                  (long long)r, ((int32_t *)end->data)[r], want_end);
     }
@@ -110,8 +112,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   ixl_tensor_free(ke);
   ixl_tensor_free(end);
   ixl_tensor_free(ids);
-  ixl_ctx_alloc_stats(ctx, &s1);
-  FZ_REQUIRE(s1.host_bytes_live == s0.host_bytes_live, "counted host memory leaked: %lld bytes",
-             (long long)(s1.host_bytes_live - s0.host_bytes_live));
+  FZ_REQUIRE(fz_live_bytes(ctx) == live0, "counted host memory leaked: %lld bytes",
+             (long long)(fz_live_bytes(ctx) - live0));
   return 0;
 }

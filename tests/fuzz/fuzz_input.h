@@ -9,14 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "idxlab.h"
+#include "internal.h" /* the context's scratch sizes, for fz_live_bytes */
 
 typedef struct {
   const uint8_t *p;
   size_t n, i;
 } fz_in;
 
-static inline uint8_t fz_u8(fz_in *in) { return in->i < in->n ? in->p[in->i++] : 0; }
+static inline uint8_t fz_u8(fz_in *in) {
+  return in->i < in->n ? in->p[in->i++] : 0;
+}
 static inline uint32_t fz_u32(fz_in *in) {
   uint32_t v = 0;
   for (int k = 0; k < 4; k++) v |= (uint32_t)fz_u8(in) << (8 * k);
@@ -29,11 +31,49 @@ static inline int64_t fz_i64(fz_in *in) {
 }
 
 /* Sizes near every boundary the library checks. */
-static const int64_t fz_interesting[] = {
-    0, 1, -1, 2, 3, 4, 5, 7, 8, 12, 16, 24, 32, 48, 64, 100, 127, 128, 129, 256, 512, 1000,
-    1024, 2048, 4095, 4096, 4097, 8192, 16384, 65536, 1 << 20, 1 << 23, (1 << 23) + 8,
-    2147483647LL, 2147483648LL, 4294967296LL, 1LL << 40, 1LL << 62, INT64_MAX, INT64_MIN, -8,
-    40 * 1048576LL, 536870912LL};
+static const int64_t fz_interesting[] = {0,
+                                         1,
+                                         -1,
+                                         2,
+                                         3,
+                                         4,
+                                         5,
+                                         7,
+                                         8,
+                                         12,
+                                         16,
+                                         24,
+                                         32,
+                                         48,
+                                         64,
+                                         100,
+                                         127,
+                                         128,
+                                         129,
+                                         256,
+                                         512,
+                                         1000,
+                                         1024,
+                                         2048,
+                                         4095,
+                                         4096,
+                                         4097,
+                                         8192,
+                                         16384,
+                                         65536,
+                                         1 << 20,
+                                         1 << 23,
+                                         (1 << 23) + 8,
+                                         2147483647LL,
+                                         2147483648LL,
+                                         4294967296LL,
+                                         1LL << 40,
+                                         1LL << 62,
+                                         INT64_MAX,
+                                         INT64_MIN,
+                                         -8,
+                                         40 * 1048576LL,
+                                         536870912LL};
 #define FZ_NINTERESTING (sizeof fz_interesting / sizeof fz_interesting[0])
 
 /* A field value: the default, an interesting size, a small number, or any 64-bit value. */
@@ -48,14 +88,14 @@ static inline int64_t fz_pick(fz_in *in, int64_t dflt) {
   }
 }
 
-#define FZ_REQUIRE(cond, ...)                                     \
-  do {                                                            \
-    if (!(cond)) {                                                \
-      fprintf(stderr, "invariant broken: %s: ", #cond);           \
-      fprintf(stderr, __VA_ARGS__);                               \
-      fprintf(stderr, "\n");                                      \
-      abort();                                                    \
-    }                                                             \
+#define FZ_REQUIRE(cond, ...)                           \
+  do {                                                  \
+    if (!(cond)) {                                      \
+      fprintf(stderr, "invariant broken: %s: ", #cond); \
+      fprintf(stderr, __VA_ARGS__);                     \
+      fprintf(stderr, "\n");                            \
+      abort();                                          \
+    }                                                   \
   } while (0)
 
 /* One CPU context per process, single-threaded (libFuzzer runs one input at a time). */
@@ -66,6 +106,14 @@ static inline ixl_ctx *fz_ctx(void) {
     ixl_ctx_set_threads(ctx, 1);
   }
   return ctx;
+}
+
+/* Counted host bytes held by everything but the context's own grow-only op scratch (kept
+ * between calls on purpose): what must come back to its value after each input. */
+static inline int64_t fz_live_bytes(const ixl_ctx *ctx) {
+  int64_t live = ctx->stats.host_bytes_live;
+  for (int i = 0; i < IXL_SCRATCH_SLOTS; i++) live -= ctx->scratch_bytes[IXL_HOST][i];
+  return live;
 }
 
 /* A failed call must say why: a known status and a message. */

@@ -1,0 +1,141 @@
+-- idxlab.formats: the number formats of SPEC 2 and 8 from Lua. Thin wrappers over
+-- ixl_quantize, ixl_dequantize, ixl_prepare_weights and ixl_kv_pages_write that take Tensor
+-- objects and the names "mxfp4" | "mxfp8" | "fp8", "rne" | "ties_down", "q" | "k".
+-- Outputs are allocated on the input's device (host or device) unless given.
+local core = require("idxlab.core")
+local Tensor = require("idxlab.tensor")
+local C, check = core.C, core.check
+
+local M = {}
+
+local function arg_error(msg, level)
+  error("idxlab: " .. msg, (level or 2) + 1)
+end
+
+local function want_ctx(ctx, fn)
+  if type(ctx) ~= "table" or ctx.cd == nil then
+    arg_error(("formats.%s: ctx must be an idxlab context"):format(fn), 3)
+  end
+end
+
+local function want_tensor(t, name, fn, optional)
+  if t == nil and optional then return end
+  if not Tensor.is_tensor(t) then
+    arg_error(("formats.%s: %s must be a Tensor, got %s"):format(fn, name, type(t)), 3)
+  end
+  if t.cd == nil then arg_error(("formats.%s: %s was freed"):format(fn, name), 3) end
+end
+
+local function want_int(v, name, fn, min)
+  if type(v) ~= "number" or v ~= math.floor(v) or v < (min or 0) then
+    arg_error(("formats.%s: %s = %s: must be an integer >= %d"):format(fn, name, tostring(v), min or 0), 3)
+  end
+end
+
+-- Bytes of one 128-vector's values: 64 for mxfp4, 128 for mxfp8 and fp8.
+function M.value_bytes(fmt)
+  return C.ixl_format_value_bytes(core.enum("kv_format", fmt, 2))
+end
+
+-- The dtype of the scales of `fmt`: "i32" (UE8M0 bytes, MX formats) or "f32" (fp8).
+function M.scale_dtype(fmt)
+  core.enum("kv_format", fmt, 2)
+  return fmt == "fp8" and "f32" or "i32"
+end
+
+local function leading(shape)
+  local s = {}
+  for i = 1, #shape - 1 do s[i] = shape[i] end
+  return s
+end
+
+-- codes, scales = formats.quantize(ctx, fmt, quantizer, role, x [, codes, scales])
+-- x: [..., 128] f32/bf16/f16. codes: u8 [..., value_bytes]; scales: [...] (i32 or f32).
+function M.quantize(ctx, fmt, quantizer, role, x, codes, scales)
+  want_ctx(ctx, "quantize")
+  local f = core.enum("kv_format", fmt, 2)
+  local q = core.enum("quantizer", quantizer, 2)
+  local r = core.enum("role", role, 2)
+  want_tensor(x, "x", "quantize")
+  want_tensor(codes, "codes", "quantize", true)
+  want_tensor(scales, "scales", "quantize", true)
+  local shape = x:shape()
+  if #shape < 1 or shape[#shape] ~= 128 then
+    arg_error(("formats.quantize: x has shape {%s}: the last dim must be 128 (the head dim D)"):format(
+      table.concat(shape, ", ")), 2)
+  end
+  local lead = leading(shape)
+  if not codes then
+    local cs = leading(shape)
+    cs[#cs + 1] = C.ixl_format_value_bytes(f)
+    codes = Tensor.new(ctx, "u8", cs, x:device(), 3)
+  end
+  scales = scales or Tensor.new(ctx, M.scale_dtype(fmt), lead, x:device(), 3)
+  check(ctx.cd, C.ixl_quantize(ctx.cd, f, q, r, x.cd, codes.cd, scales.cd), 2)
+  return codes, scales
+end
+
+-- out = formats.dequantize(ctx, fmt, role, codes, scales [, out]): f32 [..., 128]. fp8 role "q"
+-- leaves the Q scale out (it lives in the weights); scales may then be nil.
+function M.dequantize(ctx, fmt, role, codes, scales, out)
+  want_ctx(ctx, "dequantize")
+  local f = core.enum("kv_format", fmt, 2)
+  local r = core.enum("role", role, 2)
+  want_tensor(codes, "codes", "dequantize")
+  want_tensor(scales, "scales", "dequantize", true)
+  want_tensor(out, "out", "dequantize", true)
+  if not out then
+    local s = leading(codes:shape())
+    s[#s + 1] = 128
+    out = Tensor.new(ctx, "f32", s, codes:device(), 3)
+  end
+  check(ctx.cd, C.ixl_dequantize(ctx.cd, f, r, codes.cd, scales and scales.cd or nil, out.cd), 2)
+  return out
+end
+
+-- dense_f32, sparse_bf16 = formats.prepare_weights(ctx, fmt, weights, q_scales_or_nil
+--   [, dense_f32, sparse_bf16])
+-- weights f32 [R, H]. fp8 folds its per-(row, head) Q scales (f32 [R, H]) into both; the MX
+-- formats take nil (their Q scales stay with the codes).
+function M.prepare_weights(ctx, fmt, weights, q_scales, dense, sparse)
+  want_ctx(ctx, "prepare_weights")
+  local f = core.enum("kv_format", fmt, 2)
+  want_tensor(weights, "weights", "prepare_weights")
+  want_tensor(q_scales, "q_scales", "prepare_weights", true)
+  want_tensor(dense, "dense_f32", "prepare_weights", true)
+  want_tensor(sparse, "sparse_bf16", "prepare_weights", true)
+  local shape = weights:shape()
+  dense = dense or Tensor.new(ctx, "f32", shape, weights:device(), 3)
+  sparse = sparse or Tensor.new(ctx, "bf16", shape, weights:device(), 3)
+  check(ctx.cd, C.ixl_prepare_weights(ctx.cd, f, weights.cd, q_scales and q_scales.cd or nil, dense.cd,
+    sparse.cd), 2)
+  return dense, sparse
+end
+
+-- formats.write_pages(ctx, fmt, codes, scales, src_start, count, pages, page_size, page_ids)
+-- Writes positions src_start .. src_start+count-1 of codes/scales into pages (u8 [num_pages,
+-- page_stride]) at logical positions 0..count-1 through page_ids (i32 [>= ceil(count /
+-- page_size)]): values first, then scales (SPEC 2).
+function M.write_pages(ctx, fmt, codes, scales, src_start, count, pages, page_size, page_ids)
+  want_ctx(ctx, "write_pages")
+  local f = core.enum("kv_format", fmt, 2)
+  want_tensor(codes, "codes", "write_pages")
+  want_tensor(scales, "scales", "write_pages")
+  want_int(src_start, "src_start", "write_pages")
+  want_int(count, "count", "write_pages")
+  want_tensor(pages, "pages", "write_pages")
+  want_int(page_size, "page_size", "write_pages", 1)
+  want_tensor(page_ids, "page_ids", "write_pages")
+  check(ctx.cd, C.ixl_kv_pages_write(ctx.cd, f, codes.cd, scales.cd, src_start, count, pages.cd, page_size,
+    page_ids.cd), 2)
+end
+
+-- The smallest page stride for page_size positions of fmt: page_size * (value_bytes + 4)
+-- rounded up to a multiple of 512 bytes.
+function M.page_stride(fmt, page_size)
+  want_int(page_size, "page_size", "page_stride", 1)
+  local bytes = page_size * (M.value_bytes(fmt) + 4)
+  return math.ceil(bytes / 512) * 512
+end
+
+return M

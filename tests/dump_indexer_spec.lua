@@ -1,0 +1,173 @@
+-- dump_indexer_spec: scripts/dump_indexer.py for real. A project-local virtual environment
+-- (.venv, git-ignored) gets numpy and safetensors from PyPI once; the helper then dumps
+-- multi-step and decode files, which idxlab reads back (names, shapes, dtypes, exact values,
+-- metadata) and replays with `bin/idxlab replay`. Where PyPI cannot be reached, the specs say
+-- so and count as pending, never as passed.
+local st = require("idxlab.safetensors")
+local json = require("idxlab.json")
+
+local ROOT = os.getenv("IDXLAB_ROOT") or "."
+local PY = ROOT .. "/.venv/bin/python"
+local PYB = PY .. " -B" -- writes no __pycache__ into scripts/
+-- Subprocesses run without the sanitizer runtime that `make test SANITIZE=1` preloads.
+local ENV = "unset LD_PRELOAD; "
+
+local function sh(cmd)
+  local p = io.popen(ENV .. cmd .. " 2>&1; echo \"rc=$?\"")
+  local out = p:read("*a")
+  p:close()
+  local rc = tonumber(out:match("rc=(%d+)%s*$"))
+  return rc, out:gsub("rc=%d+%s*$", "")
+end
+
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+-- The venv, made once and reused; nil and the reason when PyPI is out of reach.
+local venv_ready, venv_why
+local function venv()
+  if venv_ready ~= nil then return venv_ready, venv_why end
+  if sh(("%q -c 'import numpy, safetensors'"):format(PY)) == 0 then
+    venv_ready = true
+    return true
+  end
+  if not exists(PY) then
+    local rc, out = sh(("python3 -m venv %q"):format(ROOT .. "/.venv"))
+    if rc ~= 0 then
+      venv_ready, venv_why = false, "python3 -m venv failed: " .. out:sub(1, 300)
+      return venv_ready, venv_why
+    end
+  end
+  local rc, out = sh(("%q -m pip install -q --disable-pip-version-check --timeout 30 numpy safetensors"):format(PY))
+  if rc ~= 0 then
+    venv_ready, venv_why = false, "PyPI cannot be reached (pip install numpy safetensors failed): " .. out:sub(-300)
+    return venv_ready, venv_why
+  end
+  venv_ready = true
+  return true
+end
+
+local function tmpname(tag)
+  return os.tmpname() .. "-" .. tag .. ".safetensors"
+end
+
+-- The demo's values, restated from dump_indexer.demo_step.
+local function demo_value(i, salt, s)
+  return ((i * 7919 + salt * 104729 + s * 15485863) % 1000 - 500) / 128
+end
+
+describe("scripts/dump_indexer.py", function()
+  it("writes a multi-step replay file that idxlab reads back exactly", function()
+    local ok, why = venv()
+    if not ok then pending(why) return end
+    local path = tmpname("steps")
+    local rc, out = sh(("cd %q && %s scripts/dump_indexer.py --demo %q --steps 2"):format(ROOT, PYB, path))
+    assert.equals(0, rc, out)
+    -- the fixture scripts/make_fixtures.sh writes holds these very tensors (the header's
+    -- metadata order may differ: the writer keeps it in a hash map)
+    local fresh, fixture = st.read(path), st.read(ROOT .. "/tests/fixtures/replay_steps.safetensors")
+    assert.equals(#fresh.names, #fixture.names)
+    for _, name in ipairs(fresh.names) do
+      local a, b = fresh.tensors[name], fixture.tensors[name]
+      assert(b and a.dtype == b.dtype and a.nbytes == b.nbytes
+        and require("ffi").string(a.data, a.nbytes) == require("ffi").string(b.data, b.nbytes),
+        name .. " differs in tests/fixtures/replay_steps.safetensors: run scripts/make_fixtures.sh")
+    end
+    fresh:close()
+    fixture:close()
+    local f = st.read(path)
+    local want = {
+      q = { "F32", { 4, 4, 128 } }, weights = { "F32", { 4, 4 } }, k = { "F32", { 256, 128 } },
+      q_consumer = { "F32", { 2, 4, 4, 128 } }, weights_consumer = { "F32", { 2, 4, 4 } },
+      ks = { "I32", { 4 } }, ke = { "I32", { 4 } },
+    }
+    for s = 0, 1 do
+      for name, w in pairs(want) do
+        local e = f.tensors[("step%d/%s"):format(s, name)]
+        assert(e, ("step%d/%s missing"):format(s, name))
+        assert.equals(w[1], e.dtype)
+        assert.are.same(w[2], e.shape)
+      end
+      local q, k = f.tensors[("step%d/q"):format(s)], f.tensors[("step%d/k"):format(s)]
+      for _, i in ipairs({ 0, 1, 777, 2047 }) do
+        assert.equals(demo_value(i, 1, s), q.data[i])
+        assert.equals(demo_value(i, 3, s), k.data[i])
+      end
+      local ks, ke = f.tensors[("step%d/ks"):format(s)], f.tensors[("step%d/ke"):format(s)]
+      for r = 0, 3 do
+        assert.equals(64 * r, ks.data[r])
+        assert.equals(64 * r + 64 - 7 * r, ke.data[r])
+      end
+    end
+    assert.equals(14, #f.names)
+    assert.are.same({ heads = 4 }, json.decode(f.metadata.config))
+    f:close()
+    os.remove(path)
+  end)
+
+  it("refuses inconsistent steps with a message naming the tensor", function()
+    local ok, why = venv()
+    if not ok then pending(why) return end
+    local cases = {
+      { "del s['weights']", "weights is required" },
+      { "s['k'] = s['k'][:, :64]", "k: shape (256, 64), expected (256, 128)" },
+      { "s['context_lens'] = s['ke']", "give the row ranges as ks and ke (ragged) or as context_lens and row_start" },
+      { "s['q_codes'] = s['q'].astype('uint8')", "give q, or q_codes with q_scales (exactly one of them)" },
+      { "s['colour'] = s['q']", "unknown tensor(s) ['colour']" },
+      { "s['q_consumer'] = s['q_consumer'].astype('float16')", "q_consumer: dtype float16 differs from q's float32" },
+    }
+    for _, c in ipairs(cases) do
+      local code = ("import sys; sys.path.insert(0, 'scripts'); import dump_indexer as d; "
+        .. "s = d.demo_step(0, False); %s; d.dump('/dev/null', [s])"):format(c[1])
+      local rc, out = sh(("cd %q && %s -c %q"):format(ROOT, PYB, code))
+      assert.are_not.equal(0, rc)
+      assert.is_truthy(out:find("step 0: " .. c[2], 1, true), out)
+    end
+  end)
+
+  it("dumps a decode step that `idxlab replay` replays", function()
+    local ok, why = venv()
+    if not ok then pending(why) return end
+    -- replay needs the whole pipeline; until every module of it exists, say so
+    local have, err = pcall(require, "idxlab.replay")
+    if have then have, err = pcall(require, "idxlab.pipeline") end
+    if not exists(ROOT .. "/lua/idxlab/cmd/replay.lua") or not have then
+      pending("bin/idxlab replay is not complete yet: " .. tostring(err):match("[^\n]*"))
+      return
+    end
+    for _, decode in ipairs({ true, false }) do
+      local path, out_path = tmpname("in"), tmpname("out")
+      local rc, out = sh(("cd %q && %s scripts/dump_indexer.py --demo %q %s"):format(ROOT, PYB, path,
+        decode and "--decode" or ""))
+      assert.equals(0, rc, out)
+      local f = st.read(path)
+      assert.is_not_nil(f.tensors[decode and "context_lens" or "ks"])
+      f:close()
+      rc, out = sh(("cd %q && bin/idxlab replay %q %q --set backend=cpu --set heads=4 --set index_topk=8 "
+        .. "--set candidate_block_size=8 --set candidate_topk_blocks=64"):format(ROOT, path, out_path))
+      assert.equals(0, rc, out)
+      local o = st.read(out_path)
+      local dl = o:expect("dense_logits", { dtypes = { "f32" }, shape = { 4, 64 } })
+      local src = o:expect("source_topk_pos", { dtypes = { "i32" }, shape = { 4, 8 } })
+      o:expect("topk_pos", { dtypes = { "i32" }, shape = { 2, 4, 8 } })
+      for r = 0, 3 do
+        local len = 64 - 7 * r
+        for j = 0, 63 do
+          local v = dl.data[r * 64 + j]
+          if j < len then assert(v > -math.huge and v == v, ("row %d col %d: %s"):format(r, j, tostring(v)))
+          else assert.equals(-math.huge, v) end
+        end
+        for i = 0, 7 do
+          local p = src.data[r * 8 + i]
+          assert(p >= 0 and p < len, ("row %d: source top-k position %d outside [0, %d)"):format(r, p, len))
+        end
+      end
+      o:close()
+      os.remove(path)
+      os.remove(out_path)
+    end
+  end)
+end)
