@@ -85,7 +85,7 @@ $(BUILD)/obj/%.o: %.cu core/idxlab.h core/internal.h $(wildcard kernels/*.h) $(w
 
 $(LIB): $(OBJ) $(CU_OBJ)
 	@echo "  LD      $@"
-	@$(CC) -shared -o $@ $^ $(LDLIBS)
+	@$(CC) -shared -Wl,-z,nodelete -o $@ $^ $(LDLIBS)
 
 $(CDEF): core/idxlab.h scripts/gen_cdef.sh
 	@mkdir -p $(BUILD)

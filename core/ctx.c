@@ -49,6 +49,9 @@ ixl_status ixl_ctx_new(ixl_backend backend, int device, uint64_t seed, ixl_ctx *
 }
 
 static void ctx_destroy(ixl_ctx *ctx) {
+  /* the frees below subtract from the live counters, which never held the scratch */
+  ctx->stats.host_bytes_live += ctx->stats.host_scratch_bytes;
+  ctx->stats.device_bytes_live += ctx->stats.device_scratch_bytes;
   for (int i = 0; i < IXL_SCRATCH_SLOTS; i++) {
     ixl_host_free(ctx, ctx->scratch[IXL_HOST][i], ctx->scratch_bytes[IXL_HOST][i]);
     ixl_device_free(ctx, ctx->scratch[IXL_DEVICE][i], ctx->scratch_bytes[IXL_DEVICE][i]);
@@ -168,15 +171,24 @@ ixl_status ixl_ctx_scratch(ixl_ctx *ctx, int slot, int64_t bytes, ixl_device_kin
                          (long long)bytes);
   if (bytes > ctx->scratch_bytes[device][slot]) {
     void *p = NULL;
+    int64_t old = ctx->scratch_bytes[device][slot];
     ixl_status st = device == IXL_DEVICE ? ixl_device_alloc(ctx, bytes, &p)
                                          : ixl_host_alloc(ctx, bytes, &p);
     if (st) return st;
     if (device == IXL_DEVICE)
-      ixl_device_free(ctx, ctx->scratch[device][slot], ctx->scratch_bytes[device][slot]);
+      ixl_device_free(ctx, ctx->scratch[device][slot], old);
     else
-      ixl_host_free(ctx, ctx->scratch[device][slot], ctx->scratch_bytes[device][slot]);
+      ixl_host_free(ctx, ctx->scratch[device][slot], old);
     ctx->scratch[device][slot] = p;
     ctx->scratch_bytes[device][slot] = bytes;
+    /* scratch is reported on its own, not as live data: it stays until the context goes */
+    if (device == IXL_DEVICE) {
+      ctx->stats.device_bytes_live -= bytes - old;
+      ctx->stats.device_scratch_bytes += bytes - old;
+    } else {
+      ctx->stats.host_bytes_live -= bytes - old;
+      ctx->stats.host_scratch_bytes += bytes - old;
+    }
   }
   *out = ctx->scratch[device][slot];
   return IXL_OK;

@@ -81,12 +81,14 @@ typedef enum ixl_layout { IXL_LAYOUT_FULL = 0, IXL_LAYOUT_COMPRESSED = 1 } ixl_l
 typedef struct ixl_ctx ixl_ctx; /* opaque: backend, device, stream, seed, last error, counters */
 
 typedef struct ixl_alloc_stats {
-  int64_t host_bytes_live;   /* bytes of tensor data held now */
-  int64_t host_allocs;       /* allocation calls since the context was made */
+  int64_t host_bytes_live;   /* bytes of tensor data (and other objects' buffers) held now */
+  int64_t host_allocs;       /* allocation calls since the context was made, scratch included */
   int64_t host_frees;
   int64_t device_bytes_live;
   int64_t device_allocs;
   int64_t device_frees;
+  int64_t host_scratch_bytes;   /* the context's grow-only op scratch (kept until it is freed) */
+  int64_t device_scratch_bytes;
 } ixl_alloc_stats;
 
 /* Makes a context. backend: IXL_BACKEND_CPU, _CUDA (an error saying why when it cannot be

@@ -7,7 +7,8 @@
 -- kernel's time) and a cheaper candidate selection. The plots show recall and time per stage
 -- against the block size.
 --
--- CPU default: 4 decode rows at 32768 positions, 2 consumer layers: about a minute on 2 cores.
+-- CPU default: 8 decode rows at 32768 positions, 2 consumer layers, 2 repeats with the
+-- stages timed as the median of 3 runs after a warm-up: a minute or two on 2 cores.
 -- Larger, on a GPU:
 --   idxlab run experiments/candidate_block_size.lua --set workload.decode.rows=64 \
 --     --set workload.decode.context=131072 --set index_topk=512 \
@@ -22,10 +23,12 @@ return {
   question = "At a fixed candidate budget (positions per row), how do recall and time change with the candidate block size?",
   seed = 1,
   backend = "auto",
-  workload = { decode = { rows = 4, context = 32768 }, prefill = false, consumer_layers = 2 },
+  workload = { decode = { rows = 8, context = 32768 }, prefill = false, consumer_layers = 2 },
   config = { index_topk = 256, max_rows = 64, max_model_len = 65536 },
   sweep = { candidate_block_size = sizes, candidate_topk_blocks = blocks },
   zip = true,
+  repeats = 2,
+  timing = { warmup = 1, iters = 3 },
   metrics = { "recall_at_k", "mass_recall", "candidate_coverage", "time_candidate_select_us",
     "time_sparse_logits_us", "time_step_us" },
   plots = {

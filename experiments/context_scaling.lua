@@ -6,7 +6,8 @@
 -- stays flat at a fixed T * candidate_block_size). The plot shows both against the context on
 -- log axes.
 --
--- CPU default: 2 decode rows, 1 consumer layer, contexts 4K..64K: about a minute on 2 cores.
+-- CPU default: 2 decode rows, 1 consumer layer, contexts 4K..64K, 3 repeats with the stages
+-- timed as the median of 3 runs after a warm-up: under a minute on 2 cores.
 -- The CPU stops at what fits; the full range on a GPU:
 --   idxlab run experiments/context_scaling.lua --set workload.decode.rows=64 \
 --     --set sweep.workload.decode.context=4096,16384,65536,262144,1048576
@@ -17,6 +18,8 @@ return {
   backend = "auto",
   workload = { decode = { rows = 2, context = 4096 }, prefill = false, consumer_layers = 1 },
   config = { index_topk = 256, candidate_topk_blocks = 256, max_rows = 64 },
+  repeats = 3,
+  timing = { warmup = 1, iters = 3 },
   sweep = {
     ["workload.decode.context"] = { 4096, 8192, 16384, 32768, 65536 },
   },

@@ -7,8 +7,8 @@
 -- selection_agreement 1 for every choice (the sparse logits are bitwise those of the dense
 -- bf16 path); the times show the cost of smaller reads.
 --
--- CPU default: 4 decode rows at 16384 positions, 1 consumer layer: well under 5 minutes on 2
--- cores. On a GPU: --set workload.decode.rows=64 --set workload.decode.context=131072.
+-- CPU default: 4 decode rows at 16384 positions, 1 consumer layer, 14 points, 2 repeats with
+-- the stages timed as the median of 3 runs after a warm-up: a minute or two on 2 cores. On a GPU: --set workload.decode.rows=64 --set workload.decode.context=131072.
 return {
   name = "sparse_block_kv",
   question = "For each candidate block size, how do time and exactness depend on the sparse block size?",
@@ -22,6 +22,8 @@ return {
     sparse_block_kv = "all",
   },
   zip = { { "candidate_block_size", "candidate_topk_blocks" } },
+  repeats = 2,
+  timing = { warmup = 1, iters = 3 },
   metrics = { "logit_mismatches", "selection_agreement", "recall_at_k", "time_expand_us",
     "time_sparse_logits_us", "time_topk_us", "time_step_us" },
   plots = {

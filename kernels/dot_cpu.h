@@ -229,8 +229,9 @@ ixl_status ixl_check_block_table(ixl_ctx *ctx, const char *lens_name, const int3
  * tests; returns 1 when the AVX2 code ran, 0 when the scalar reference did. */
 int ixl_bf16_fma_batch(const float *w, const float *v, const float *s, float *out, int64_t n);
 
-/* Measures the 2-thread (or `threads`-thread) AVX2 FMA peak in GFLOP/s for the benchmark
- * (experiments/bench_cpu.lua declares it itself; it is not part of the public header). */
+/* The AVX2 FMA rate in GFLOP/s of `threads` threads over about `seconds` (an average over the
+ * interval, 0 without AVX2/FMA), for the benchmark (experiments/bench_cpu.lua declares it
+ * itself; it is not part of the public header). */
 double ixl_bench_fma_peak_gflops(int threads, double seconds);
 
 #endif

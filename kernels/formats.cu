@@ -87,6 +87,13 @@ __device__ __forceinline__ float clamp_inf(float x) {
   return x > FLT_MAX ? FLT_MAX : x < -FLT_MAX ? -FLT_MAX : x; // NaN passes through
 }
 
+// The e4m3 code of a scaled fp8 value y = x * scale. A NaN x keeps its sign (sign | 0x7F,
+// as on the CPU, where x86 arithmetic carries a NaN operand through); GPU arithmetic would
+// return the canonical positive NaN, so it is taken from x itself.
+__device__ __forceinline__ uint8_t fp8_code(float x, float y) {
+  return isnan(x) ? (uint8_t)(signbit(x) ? 0xff : 0x7f) : f32_to_e4m3(y);
+}
+
 template <typename T, bool F16>
 __global__ void __launch_bounds__(QUANT_THREADS) quantize_kernel(const T *__restrict__ x, int64_t M,
                                                                  int fmt, int quantizer, int role,
@@ -116,13 +123,13 @@ __global__ void __launch_bounds__(QUANT_THREADS) quantize_kernel(const T *__rest
         scale = amax / 448.0f;
         const float recip = 1.0f / scale;
 #pragma unroll
-        for (int j = 0; j < 4; j++) packed |= (uint32_t)f32_to_e4m3(v[j] * recip) << (8 * j);
+        for (int j = 0; j < 4; j++) packed |= (uint32_t)fp8_code(v[j], v[j] * recip) << (8 * j);
       } else {
         // Q (either quantizer) and K rne: a power-of-two scale
         const int e = ceil_log2_ratio(amax, 448.0f);
         scale = ldexp_exact(1.0f, e);
 #pragma unroll
-        for (int j = 0; j < 4; j++) packed |= (uint32_t)f32_to_e4m3(ldexp_exact(v[j], -e)) << (8 * j);
+        for (int j = 0; j < 4; j++) packed |= (uint32_t)fp8_code(v[j], ldexp_exact(v[j], -e)) << (8 * j);
       }
       reinterpret_cast<uint32_t *>(codes + m * 128)[lane] = packed;
       if (lane == 0) reinterpret_cast<float *>(scales)[m] = scale;

@@ -59,6 +59,10 @@ constexpr int kThreads = 256; // 8 warps
 constexpr int kWarps = 8;
 constexpr int kHRow = 320;    // bytes per slot of the f16 tile: 256 + 64 (conflict-free 16-byte B loads)
 constexpr int kVS = kBN + 8;  // bf16 per staged (row, head): 68 words, conflict-free stores
+constexpr int kPS = kBN + 8;  // fp32 per (m-block, lane group) partial head sums: 2-way stores at most
+// mxfp4 exponent folding: a scale byte within 127 +- kFold moves into the f16 values' exponents
+// (e2m1 magnitudes times 2^+-13 stay normal f16 numbers: [2^-14, 49152])
+constexpr int kFold = 13;
 constexpr int kMaxMB = 8;     // m-blocks of 16 (row, head) pairs per CTA
 constexpr int kMaxRB = 8;     // rows per CTA (HP = 16 gives 8)
 constexpr int kMaxChunk = 4096;
@@ -66,9 +70,9 @@ constexpr int kMaxChunk = 4096;
 // (K5, sbk >= 4); their page ids / key bases are fetched into shared memory once per CTA.
 constexpr int kMaxChunkBlocks = kMaxChunk / 4 + 2;
 
-// cp.async pipeline depth: 3, or 2 where shared memory would otherwise allow only one CTA
-// per SM (e4m3 keys with the bf16 staging buffer).
-__host__ __device__ constexpr int stages_for(int fmt, bool bf16) { return fmt != IXL_MXFP4 && bf16 ? 2 : 3; }
+// cp.async pipeline depth: 3 for mxfp4 tiles (8 KiB), 2 for e4m3 tiles (16 KiB), so that two
+// CTAs fit an SM.
+__host__ __device__ constexpr int stages_for(int fmt, bool bf16) { return (void)bf16, fmt == IXL_MXFP4 ? 3 : 2; }
 
 enum Mode { DENSE_RAGGED = 0, DENSE_PAGED = 1, SPARSE_RAGGED = 2, SPARSE_PAGED = 3 };
 
@@ -114,8 +118,8 @@ struct Smem {
     off += kBN * kHRow;
     kinfo = off; // per slot: MX ke_g << 23 for g = 0..3; fp8 the scale * 2^16
     off += kBN * 16;
-    red = off;   // fp32: per m-block head sums [MB][kBN]; bf16: staged values [MB*16][kVS]
-    off += bf16 ? MB * 16 * kVS * 2 : MB * kBN * 4;
+    red = off;   // fp32: partial head sums [MB][8 lane groups][kPS]; bf16: staged values [MB*16][kVS]
+    off += bf16 ? MB * 16 * kVS * 2 : MB * 8 * kPS * 4;
     w = off;
     off += bf16 ? ((RB * H * 2 + 15) & ~15) : 0;
     pre = off; // K2, K5: int64 base[kMaxChunkBlocks], int32 page[..], int32 slot[..]
@@ -150,6 +154,25 @@ __device__ __forceinline__ void e2m1x4_to_f16(uint32_t x, uint32_t &lo, uint32_t
   const uint32_t v = __byte_perm(0x3E3C3800u, 0x46444240u, sel) | __byte_perm(0x8000u, 0u, sgn);
   lo = __byte_perm(v, 0u, 0x1404u); // [0, v0, 0, v1]
   hi = __byte_perm(v, 0u, 0x3424u); // [0, v2, 0, v3]
+}
+
+// The same with every value times 2^d, |d| <= kFold, exactly: d is added to the exponent of
+// every nonzero value (in the f16 high byte, bits 2..6).
+__device__ __forceinline__ void e2m1x4_to_f16_scaled(uint32_t x, int d, uint32_t &lo, uint32_t &hi) {
+  const uint32_t sel = x & 0x7777u;
+  const uint32_t sgn = (x >> 3) & 0x1111u;
+  const uint32_t nz = __byte_perm(0xFFFFFF00u, 0xFFFFFFFFu, sel); // 0xFF where the magnitude != 0
+  const uint32_t add = ((uint32_t)(d * 4) & 0xFFu) * 0x01010101u & nz;
+  const uint32_t v = __vadd4(__byte_perm(0x3E3C3800u, 0x46444240u, sel), add) | __byte_perm(0x8000u, 0u, sgn);
+  lo = __byte_perm(v, 0u, 0x1404u);
+  hi = __byte_perm(v, 0u, 0x3424u);
+}
+
+// 1 when every byte of a packed UE8M0 word lies within 127 +- kFold.
+__device__ __forceinline__ bool foldable(uint32_t w) {
+  const uint32_t mn = __vminu4(w, w >> 16), mx = __vmaxu4(w, w >> 16);
+  const int lo = (int)(__vminu4(mn, mn >> 8) & 0xFF), hi = (int)(__vmaxu4(mx, mx >> 8) & 0xFF);
+  return lo >= 127 - kFold && hi <= 127 + kFold;
 }
 
 // Four e4m3 bytes -> four f16 values (two f16x2 words), each exactly value * 2^-8: the e4m3
@@ -316,14 +339,42 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
   // K5: n_valid = the length of the strictly increasing prefix of the row's ids (this CTA
   // needs it only up to its last block).
   const int32_t *ids = kSparse ? p.sparse_ids + row * p.nsb : nullptr;
-  int64_t nvalid = 0;
   if (kSparse) {
     const int64_t jmax = mn64(p.nsb, (chunk_hi + p.sbk - 1) / p.sbk);
     for (int64_t j = 1 + tid; j < jmax; j += kThreads)
       if (ids[j] <= ids[j - 1]) atomicMin(&s_nvalid, (int)j);
-    __syncthreads();
-    nvalid = s_nvalid;
   }
+  // MX: the window of the CTA's query exponents (the per-tile fast-path vote, and whether the
+  // mxfp4 query exponents fold into the f16 values)
+  const int mw = warp % MW, nw = warp / MW;
+  const int mb = mw; // this warp's m-block (none when mb >= MB)
+  if (kMX) {
+    bool q_ff = false;
+    int lo = 1 << 20, hi = -(1 << 20);
+    for (int half = 0; half < 2; half++) {
+      const int qh = mb * 16 + gid + half * 8, r = qh / HP, h = qh % HP;
+      if (mb < MB && h < H && r < RB && row0 + r < p.R && t4 == 0) {
+        const uint32_t qw = p.q_scales[(row0 + r) * H + h];
+        for (int g = 0; g < 4; g++) {
+          const int qb = (int)((qw >> (8 * g)) & 0xFF);
+          lo = min(lo, qb - 127);
+          hi = max(hi, qb - 127);
+          q_ff |= qb == 0xFF;
+        }
+      }
+    }
+    if (hi >= lo) {
+      atomicMin(&s_qlo, lo);
+      atomicMax(&s_qhi, hi);
+    }
+    if (q_ff) atomicOr(&s_qff, 1);
+  }
+  __syncthreads();
+  const int64_t nvalid = kSparse ? s_nvalid : 0;
+  const int cq_lo = s_qlo, cq_hi = s_qhi, cq_ff = s_qff;
+  // mxfp4: fold every query exponent into the f16 query values (then the MMA's group sums
+  // already carry 2^(qe - 127)); the keys fold per slot when the tile is converted
+  const bool fold_q = FMT == IXL_MXFP4 && !cq_ff && cq_lo >= -kFold && cq_hi <= kFold;
 
   // K2, K5: the chunk's page ids (K2) or its sparse blocks' key bases and pages (K5), once,
   // so that loading a tile needs no dependent global load.
@@ -383,65 +434,45 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
   const int T = (int)((span + kBN - 1) / kBN);
 
   // ---- the query fragments: this warp's m-block, as f16, for the whole kernel
-  const int mw = warp % MW, nw = warp / MW;
-  const int mb = mw;                     // this warp's m-block (none when mb >= MB)
   const int slice = kBN / (kWarps / MW); // positions of each tile this warp computes
   uint32_t qa[4][2][4];                  // [group][half: row gid, gid + 8][word]
-  uint32_t qbits[2][4];                  // MX: (qe - 127 - SH) << 23, [half][group]
+  uint32_t qbits[2][4];                  // MX: (qe - 127 - SH) << 23 (qe = 127 once folded)
   float wf[2];                           // fp32 reduction: the weights
   bool rowok[2];
-  {
-    bool q_ff = false;
-    int lo = 1 << 20, hi = -(1 << 20);
 #pragma unroll
-    for (int half = 0; half < 2; half++) {
-      const int qh = mb * 16 + gid + half * 8;
-      const int r = qh / HP, h = qh % HP;
-      const int64_t qrow = row0 + r;
-      const bool ok = mb < MB && h < H && r < RB && qrow < p.R;
-      rowok[half] = ok;
-      const int64_t qi = qrow * H + h;
+  for (int half = 0; half < 2; half++) {
+    const int qh = mb * 16 + gid + half * 8;
+    const int r = qh / HP, h = qh % HP;
+    const int64_t qrow = row0 + r;
+    const bool ok = mb < MB && h < H && r < RB && qrow < p.R;
+    rowok[half] = ok;
+    const int64_t qi = qrow * H + h;
+    uint32_t qw = 0x7F7F7F7Fu;
+    if (kMX && ok) qw = p.q_scales[qi];
 #pragma unroll
-      for (int g = 0; g < 4; g++) {
-        uint32_t w0 = 0, w1 = 0, w2 = 0, w3 = 0;
-        if (ok) { // elements 32g + 8*t4 .. + 7
-          if (FMT == IXL_MXFP4) {
-            const uint32_t x = *reinterpret_cast<const uint32_t *>(p.q_codes + qi * 64 + g * 16 + t4 * 4);
-            e2m1x4_to_f16(x, w0, w1);
-            e2m1x4_to_f16(x >> 16, w2, w3);
-          } else {
-            const uint2 x = *reinterpret_cast<const uint2 *>(p.q_codes + qi * 128 + g * 32 + t4 * 8);
-            e4m3x4_to_f16(x.x, w0, w1);
-            e4m3x4_to_f16(x.y, w2, w3);
-          }
-        }
-        qa[g][half][0] = w0;
-        qa[g][half][1] = w1;
-        qa[g][half][2] = w2;
-        qa[g][half][3] = w3;
-      }
-      uint32_t qw = 0x7F7F7F7Fu;
-      if (kMX && ok) qw = p.q_scales[qi];
-#pragma unroll
-      for (int g = 0; g < 4; g++) {
-        const int qb = (int)((qw >> (8 * g)) & 0xFF);
-        qbits[half][g] = (uint32_t)(qb - 127 - SH) << 23;
-        if (ok) {
-          lo = min(lo, qb - 127);
-          hi = max(hi, qb - 127);
-          q_ff |= qb == 0xFF;
+    for (int g = 0; g < 4; g++) {
+      const int qb = (int)((qw >> (8 * g)) & 0xFF);
+      uint32_t w0 = 0, w1 = 0, w2 = 0, w3 = 0;
+      if (ok) { // elements 32g + 8*t4 .. + 7
+        if (FMT == IXL_MXFP4) {
+          const uint32_t x = *reinterpret_cast<const uint32_t *>(p.q_codes + qi * 64 + g * 16 + t4 * 4);
+          const int dq = fold_q ? qb - 127 : 0;
+          e2m1x4_to_f16_scaled(x, dq, w0, w1);
+          e2m1x4_to_f16_scaled(x >> 16, dq, w2, w3);
+        } else {
+          const uint2 x = *reinterpret_cast<const uint2 *>(p.q_codes + qi * 128 + g * 32 + t4 * 8);
+          e4m3x4_to_f16(x.x, w0, w1);
+          e4m3x4_to_f16(x.y, w2, w3);
         }
       }
-      wf[half] = 0.0f;
-      if (!BF16 && ok) wf[half] = reinterpret_cast<const float *>(p.weights)[qi];
+      qa[g][half][0] = w0;
+      qa[g][half][1] = w1;
+      qa[g][half][2] = w2;
+      qa[g][half][3] = w3;
+      qbits[half][g] = (uint32_t)((fold_q ? 127 : qb) - 127 - SH) << 23;
     }
-    if (kMX) { // the CTA's window of query exponents, for the per-tile fast-path vote
-      if (hi >= lo) {
-        atomicMin(&s_qlo, lo);
-        atomicMax(&s_qhi, hi);
-      }
-      if (q_ff) atomicOr(&s_qff, 1);
-    }
+    wf[half] = 0.0f;
+    if (!BF16 && ok) wf[half] = reinterpret_cast<const float *>(p.weights)[qi];
   }
 
   // ---- loading one tile into a stage (raw codes and scale words, as stored)
@@ -458,8 +489,10 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
       for (int r = 0; r < RB; r++)
         needed |= s_hi[r] > s_lo[r] && s_lo[r] < n0 + kBN && s_hi[r] > n0;
     }
-    for (int idx = tid; idx < kBN * CPP; idx += kThreads) {
-      const int i = idx / CPP, c = idx % CPP;
+    {
+      // two threads per slot: the slot's source is computed once; thread `part` copies the
+      // 16-byte chunks 2j + part, so a warp's copies cover whole 32-byte sectors
+      const int i = tid >> 1, part = tid & 1;
       const uint8_t *vsrc = nullptr, *ssrc = nullptr;
       if (MODE == DENSE_RAGGED) {
         const int64_t n = n0 + i;
@@ -506,8 +539,12 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
         }
       }
       // a slot without a key is zero-filled without reading (src-size 0)
-      cp_async16(dst + i * VB + c * 16, vsrc ? vsrc + c * 16 : p.q_codes, vsrc ? 16 : 0);
-      if (c == 0) {
+#pragma unroll
+      for (int j = 0; j < CPP / 2; j++) {
+        const int c = 2 * j + part;
+        cp_async16(dst + i * VB + c * 16, vsrc ? vsrc + c * 16 : p.q_codes, vsrc ? 16 : 0);
+      }
+      if (part == 0) {
         if (ssrc)
           cp_async4(dsc + i, ssrc);
         else
@@ -518,8 +555,7 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
   };
 
   // ---- the pipeline
-  __syncthreads(); // the prefetched page ids / key bases, the CTA's query exponent window
-  const int cq_lo = s_qlo, cq_hi = s_qhi, cq_ff = s_qff;
+  __syncthreads(); // the prefetched page ids / key bases
 #pragma unroll
   for (int s = 0; s < kSt - 1; s++) {
     if (s < T) load_tile(s, s);
@@ -543,45 +579,75 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
       continue;
     }
 
-    // ---- the tile to f16 (once for all warps), and the per-slot scale information
+    // ---- the tile to f16 (once for all warps), and the per-slot scale information. Two
+    // threads per slot: the slot's scale word is read and judged once per thread. A thread
+    // walks its chunks in a rotated order so that the lanes of a store phase spread over
+    // the banks.
+    bool bad = false, unfolded = false;
     {
+      const int slot = tid >> 1, part = tid & 1;
+      uint32_t w = sscale[s * kBN + slot];
       const uint32_t *raw = reinterpret_cast<const uint32_t *>(stage + s * L.stage_bytes);
+      uint8_t *hrow = htile + slot * kHRow;
       if (FMT == IXL_MXFP4) {
-        for (int i = tid; i < kBN * 16; i += kThreads) { // 16 words of 8 codes per slot
-          const uint32_t x = raw[i];
+        // a slot whose 4 exponents all fold carries 2^(ke_g - 127) in its f16 values, and its
+        // effective exponents are then 127
+        const bool fold = foldable(w);
+        const uint4 r0 = *reinterpret_cast<const uint4 *>(raw + slot * 16 + part * 8);
+        const uint4 r1 = *reinterpret_cast<const uint4 *>(raw + slot * 16 + part * 8 + 4);
+        const uint32_t x[8] = {r0.x, r0.y, r0.z, r0.w, r1.x, r1.y, r1.z, r1.w};
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+          const int jj = (j + tid) & 7;      // rotated chunk order
+          const int c = part * 8 + jj;       // 16-byte chunk of the f16 row (8 codes)
+          const int dk = fold ? (int)((w >> (8 * (c >> 2))) & 0xFF) - 127 : 0;
+          uint32_t xv = x[0];
+#pragma unroll
+          for (int q = 1; q < 8; q++) xv = jj == q ? x[q] : xv;
           uint4 o;
-          e2m1x4_to_f16(x, o.x, o.y);
-          e2m1x4_to_f16(x >> 16, o.z, o.w);
-          *reinterpret_cast<uint4 *>(htile + (i >> 4) * kHRow + (i & 15) * 16) = o;
+          e2m1x4_to_f16_scaled(xv, dk, o.x, o.y);
+          e2m1x4_to_f16_scaled(xv >> 16, dk, o.z, o.w);
+          *reinterpret_cast<uint4 *>(hrow + c * 16) = o;
         }
+        if (fold)
+          w = 0x7F7F7F7Fu;
+        else
+          unfolded = part == 0;
       } else {
-        for (int i = tid; i < kBN * 32; i += kThreads) { // 32 words of 4 codes per slot
-          uint2 o;
-          e4m3x4_to_f16(raw[i], o.x, o.y);
-          *reinterpret_cast<uint2 *>(htile + (i >> 5) * kHRow + (i & 31) * 8) = o;
+#pragma unroll
+        for (int j4 = 0; j4 < 4; j4++) {
+          const int jj = (j4 + tid) & 3;
+          const uint4 r = *reinterpret_cast<const uint4 *>(raw + slot * 32 + part * 16 + jj * 4);
+          uint4 o0, o1;
+          e4m3x4_to_f16(r.x, o0.x, o0.y);
+          e4m3x4_to_f16(r.y, o0.z, o0.w);
+          e4m3x4_to_f16(r.z, o1.x, o1.y);
+          e4m3x4_to_f16(r.w, o1.z, o1.w);
+          *reinterpret_cast<uint4 *>(hrow + (part * 16 + jj * 4) * 8) = o0;
+          *reinterpret_cast<uint4 *>(hrow + (part * 16 + jj * 4) * 8 + 16) = o1;
         }
       }
-    }
-    // MX: the tile takes the fast scale path when every exponent sum qe + ke - 254 of the CTA's
-    // rows and the tile's keys lies in [-100, 100] and no scale is 0xFF. Then every p_g * 2^E
-    // is a normal fp32 number (|p_g| in [2^-18, 2^23] or 0), and so is the factor 2^(E - SH):
-    // the products are exact and one fma rounds each pair sum once, as the CPU does.
-    bool bad = false;
-    if (tid < kBN) {
-      const uint32_t w = sscale[s * kBN + tid];
-      if (kMX) {
-        uint32_t mn = __vminu4(w, w >> 16), mx = __vmaxu4(w, w >> 16);
-        mn = __vminu4(mn, mn >> 8);
-        mx = __vmaxu4(mx, mx >> 8);
-        const int klo = (int)(mn & 0xFF) - 127, khi = (int)(mx & 0xFF) - 127;
-        bad = cq_ff || khi == 128 || cq_lo + klo < -100 || cq_hi + khi > 100;
-        *reinterpret_cast<uint4 *>(kinfo + tid * 4) =
-            make_uint4((w & 0xFFu) << 23, (w & 0xFF00u) << 15, (w & 0xFF0000u) << 7, (w >> 24) << 23);
-      } else {
-        kinfo[tid * 4] = __float_as_uint(__fmul_rn(__uint_as_float(w), 65536.0f)); // exact: 2^16
+      // MX: the tile takes the fast scale path when every exponent sum qe + ke - 254 of the
+      // CTA's rows and the tile's keys lies in [-100, 100] and no scale is 0xFF. Then every
+      // p_g * 2^E is a normal fp32 number (|p_g| in [2^-18, 2^23] or 0), and so is the factor
+      // 2^(E - SH): the products are exact and one fma rounds each pair sum once, as the CPU.
+      if (part == 0) {
+        if (kMX) {
+          uint32_t mn = __vminu4(w, w >> 16), mx = __vmaxu4(w, w >> 16);
+          mn = __vminu4(mn, mn >> 8);
+          mx = __vmaxu4(mx, mx >> 8);
+          const int klo = (int)(mn & 0xFF) - 127, khi = (int)(mx & 0xFF) - 127;
+          bad = cq_ff || khi == 128 || cq_lo + klo < -100 || cq_hi + khi > 100;
+          *reinterpret_cast<uint4 *>(kinfo + slot * 4) =
+              make_uint4((w & 0xFFu) << 23, (w & 0xFF00u) << 15, (w & 0xFF0000u) << 7, (w >> 24) << 23);
+        } else {
+          kinfo[slot * 4] = __float_as_uint(__fmul_rn(__uint_as_float(w), 65536.0f)); // exact: 2^16
+        }
       }
     }
     const bool fast = !__syncthreads_or(bad);
+    // mxfp4, query and every key of the tile folded: the group sums are the scaled partials
+    const bool folded = FMT == IXL_MXFP4 && fold_q && !__syncthreads_or(unfolded);
 
     // ---- MMAs and the per-head epilogue
     if (mb < MB) {
@@ -604,7 +670,11 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
             for (int e = 0; e < 4; e++) acc[g][e] = 0.0f;
             mma_group(acc[g], qa[g], bf[g]);
           }
-          if (fast) {
+          if (folded) {
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+              d[e] = __fadd_rn(__fadd_rn(acc[0][e], acc[1][e]), __fadd_rn(acc[2][e], acc[3][e]));
+          } else if (fast) {
 #pragma unroll
             for (int e = 0; e < 4; e++) {
               const int half = e >> 1, col = e & 1;
@@ -657,15 +727,8 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
             c0v += wf[1] * relu(d[2]);
             c1v += wf[1] * relu(d[3]);
           }
-#pragma unroll
-          for (int o = 4; o < 32; o <<= 1) {
-            c0v += __shfl_xor_sync(0xffffffffu, c0v, o);
-            c1v += __shfl_xor_sync(0xffffffffu, c1v, o);
-          }
-          if (gid == 0) {
-            psum[mb * kBN + c0s] = c0v;
-            psum[mb * kBN + c0s + 1] = c1v;
-          }
+          // this lane group's share of the head sum; the stores sum the 8 groups
+          *reinterpret_cast<float2 *>(psum + (mb * 8 + gid) * kPS + c0s) = make_float2(c0v, c1v);
         }
       }
     }
@@ -691,7 +754,8 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
           }
         }
         float v = 0.0f;
-        for (int k = 0; k < per_row; k++) v += psum[(r * per_row + k) * kBN + i];
+        const float *ps = psum + (r * per_row) * 8 * kPS + i;
+        for (int k = 0; k < per_row * 8; k++) v += ps[k * kPS];
         store_out(p.out, o, v, false);
       }
     } else {

@@ -351,7 +351,8 @@ describe("--set", function()
 
   it("sets seed, repeats, backend, name, metrics and workload knobs", function()
     local plan = experiment.plan(base_exp(), { set = { "seed=11", "repeats=3", "name=other", "metrics=mass_recall,recall_at_k",
-      "workload.decode.rows=5", "workload.locality=2.5", "max_logits_bytes=64MiB" } })
+      "workload.decode.rows=5", "workload.locality=2.5", "max_logits_bytes=64MiB", "timing.iters=3" } })
+    assert.equals(3, plan.exp.timing.iters)
     assert.equals(12, #plan.points)
     assert.equals(11, plan.points[1].seed)
     assert.equals(13, plan.points[3].seed)
@@ -731,8 +732,8 @@ describe("shipped experiments", function()
     end
     local d = tmpdir()
     local o = { out = d, progress = "off", stdout = sink(), stderr = sink(), gnuplot = "none",
-      set = { "workload.decode.rows=2", "workload.decode.context=8192", "workload.consumer_layers=1",
-        "sweep.candidate_topk_blocks=64,512", "sweep.workload.locality=0,8" } }
+      set = { "workload.decode.rows=4", "workload.decode.context=8192", "workload.consumer_layers=1",
+        "sweep.candidate_topk_blocks=64,512", "sweep.workload.locality=0,8,32", "timing.warmup=0", "timing.iters=1" } }
     local res = experiment.run(ROOT .. "/experiments/candidate_topk_blocks.lua", o)
     assert.equals(0, res.status, table.concat(o.stderr.text))
     local recall = {}
@@ -743,7 +744,7 @@ describe("shipped experiments", function()
     end
     assert.is_true(recall["512/8"] - recall["64/8"] >= 0.05,
       ("recall %s at T = 64, %s at T = 512 (seed 1)"):format(recall["64/8"], recall["512/8"]))
-    assert.is_true(recall["64/0"] < recall["64/8"],
-      ("recall %s at locality 0, %s at locality 8 (T = 64, seed 1)"):format(recall["64/0"], recall["64/8"]))
+    assert.is_true(recall["64/0"] < recall["64/8"] and recall["64/8"] < recall["64/32"],
+      ("recall %s, %s, %s at locality 0, 8, 32 (T = 64, seed 1)"):format(recall["64/0"], recall["64/8"], recall["64/32"]))
   end)
 end)

@@ -61,6 +61,7 @@ function Context:alloc_stats()
     host_bytes_live = tonumber(s.host_bytes_live), host_allocs = tonumber(s.host_allocs),
     host_frees = tonumber(s.host_frees), device_bytes_live = tonumber(s.device_bytes_live),
     device_allocs = tonumber(s.device_allocs), device_frees = tonumber(s.device_frees),
+    host_scratch_bytes = tonumber(s.host_scratch_bytes), device_scratch_bytes = tonumber(s.device_scratch_bytes),
   }
 end
 

@@ -853,6 +853,10 @@ local function apply_sets(exp, sets, src)
         e.sweep = type(e.sweep) == "table" and e.sweep or {}
         e.sweep[key] = nil
         if listy then e.sweep[key] = value else e[key] = value; remove_from_zip(e, key); unplot(e, key) end
+      elseif key:match("^timing%.") then
+        if listy then fail(("--set %s: %s takes one value"):format(full, key)) end
+        if type(e.timing) ~= "table" then e.timing = {} end
+        e.timing[key:sub(8)] = value
       elseif key == "metrics" then
         e.metrics = listy and value or { value }
       elseif key == "name" or key == "question" or key == "repeats" or key == "mode" or key == "by" or key == "zip" then
@@ -861,7 +865,7 @@ local function apply_sets(exp, sets, src)
       else
         local known = { "name", "question", "seed", "backend", "repeats", "mode", "by", "metrics", "zip" }
         for _, f in ipairs(field_names()) do known[#known + 1] = f end
-        fail(("--set %s: unknown key %s%s (builder config fields, seed, backend, repeats, mode, by, metrics, zip, name, question, workload.<knob>, sweep.<field>)")
+        fail(("--set %s: unknown key %s%s (builder config fields, seed, backend, repeats, mode, by, metrics, zip, name, question, timing.warmup, timing.iters, workload.<knob>, sweep.<field>)")
           :format(full, key, suggest(key, known)))
       end
     end

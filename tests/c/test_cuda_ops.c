@@ -164,7 +164,7 @@ static float rnd_value(float group_scale, int specials) {
   const int pick = (int)rnd_int(0, 99);
   if (specials && pick == 0) return INFINITY;
   if (specials && pick == 1) return -INFINITY;
-  if (specials && pick == 2) return NAN;
+  if (specials && pick == 2) return rnd_int(0, 1) ? NAN : -NAN; /* both signs: fp8 keeps it */
   if (pick == 3) return -0.0f;
   if (pick == 4) return 0.0f;
   if (pick == 5) return 1e-41f; /* subnormal */

@@ -226,9 +226,10 @@ static void problem_make(ixl_ctx *ctx, problem *p, int fmt, int quantizer, int R
   for (int i = 0; i < R * H; i++) F(w)[i] = (float)(next_normal() + 0.3);
   if (raw) {
     /* scale bytes: wide (0 and 0xFF included), near the top of fp32's exponent range (sums past
-     * it take the exact scalar epilogue), near the bottom (subnormal partials), or inside */
-    static const int lo_b[4] = {0, 175, 50, 64}, span_b[4] = {256, 26, 31, 127};
-    const int mode = (int)rnd(4), lo = lo_b[mode], span = span_b[mode];
+     * it overflow), near the bottom (subnormal results), inside, or across the limits of the
+     * fast path's key prescaling (mxfp8: 19 and 231, mxfp4: 244) */
+    static const int lo_b[6] = {0, 175, 50, 64, 5, 215}, span_b[6] = {256, 26, 31, 127, 36, 40};
+    const int mode = (int)rnd(6), lo = lo_b[mode], span = span_b[mode];
     for (int64_t i = 0; i < (int64_t)R * H * vb; i++) ((uint8_t *)p->q_codes->data)[i] = (uint8_t)next_u64();
     for (int64_t i = 0; i < (int64_t)N * vb; i++) ((uint8_t *)p->k_codes->data)[i] = (uint8_t)next_u64();
     for (int64_t i = 0; i < (int64_t)R * H; i++) {

@@ -341,6 +341,7 @@ TEST(writer_argument_errors) {
   CHECK_ERR(ctx, ixl_st_writer_add(f, "x", IXL_F32, 2, shp, data, 24), IXL_ERR_INVALID_ARG,
             "opened for reading");
   CHECK_ERR(ctx, ixl_st_writer_save(f, "/tmp/x"), IXL_ERR_INVALID_ARG, "opened for reading");
+  CHECK_ERR(ctx, ixl_st_writer_set_metadata(f, "k", "v"), IXL_ERR_INVALID_ARG, "opened for reading");
   ixl_st_close(f);
   free(b);
   /* NULL handles are refused or ignored, never crash */
@@ -419,6 +420,11 @@ TEST(bad_json_names_the_byte) {
   for (int i = 0; i < 100; i++) strcat(deep, "[");
   BAD(deep, 0, "nested too deeply");
   BAD("[1]", 0, "the header is an array, expected a JSON object");
+  BAD("{\"a\": 1e}", 0, "header byte 6 (file byte 14): bad number: digits must follow the exponent");
+  BAD("{\"a\": {} ]", 0, "header byte 9 (file byte 17): expected ',' or '}'");
+  BAD("{\"a\": [1, ", 0, "unexpected end of header, expected a value");
+  BAD("{\"a\": [1", 0, "unexpected end of header inside an array");
+  BAD("{\"a\": \"x\\", 0, "header byte 6 (file byte 14): unterminated string");
   BAD("  {}  x", 0, "unexpected data after the header's JSON object");
   CHECK_OK(ctx, parse(ctx, "  {}   ", 0)); /* whitespace around the object is fine */
   ixl_ctx_free(ctx);
@@ -442,6 +448,8 @@ TEST(bad_entries) {
       "__metadata__ value of 'k' is an integer: values must be strings");
   BAD("{\"__metadata__\": {\"k\": \"a\", \"k\": \"b\"}}", 0, "__metadata__ key 'k' given twice");
   BAD("{\"__metadata__\": {}, \"__metadata__\": {}}", 0, "__metadata__ given twice");
+  BAD("{\"__metadata__\": {\"k\\u0000\": \"a\"}}", 0,
+      "a __metadata__ key at header byte 18 contains a NUL");
   BAD("{\"__metadata__\": {\"k\": \"a\\u0000\"}}", 0,
       "a __metadata__ value at header byte 23 contains a NUL");
   ixl_ctx_free(ctx);

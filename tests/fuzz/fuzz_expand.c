@@ -69,8 +69,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int32_t s = k < 200 ? (int32_t)(fz_u8(&in) * (k % 4 + 1)) : (int32_t)fz_u32(&in);
     int32_t len = (int32_t)(fz_u8(&in) | (fz_u8(&in) & 1) << 8) - 16;
     if (ks) ((int32_t *)ks->data)[r] = s;
-    ((int32_t *)ke->data)[r] =
-        (int32_t)((int64_t)(ks ? s : 0) + len > INT32_MAX ? INT32_MAX : (ks ? s : 0) + len);
+    int64_t e = (int64_t)(ks ? s : 0) + len; /* int64: s may be near either int32 limit */
+    ((int32_t *)ke->data)[r] = (int32_t)(e > INT32_MAX ? INT32_MAX : e < INT32_MIN ? INT32_MIN : e);
   }
   /* the ids tensor: the expected shape when it is small enough, else a small wrong one */
   int64_t nsb = -1;
