@@ -120,4 +120,4 @@ install: all
 	chmod 755 $(DESTDIR)$(PREFIX)/bin/idxlab
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-fuzz

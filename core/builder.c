@@ -362,7 +362,7 @@ static ixl_status check_pages(ixl_builder *b, const ixl_tensor *t, const char *t
                          "columns (max_pages)",
                          who, LL(positions), LL(need), LL(b->info.config.page_size), table,
                          LL(t->shape[1]));
-  if (t->device == IXL_HOST) {
+  if (t->device == IXL_HOST && need > 0) {
     const int32_t *p = (const int32_t *)t->data + row * t->shape[1];
     for (int64_t j = 0; j < need; j++)
       if (p[j] < 0)

@@ -27,7 +27,7 @@ return {
     "time_step_us", "recall_at_k" },
   plots = {
     { x = "workload.decode.context", y = { "time_dense_logits_us", "time_sparse_logits_us", "time_step_us" },
-      name = "time_vs_context", logy = true, title = "dense against sparse logits time" },
+      name = "time_vs_context", logx = true, logy = true, title = "dense against sparse logits time" },
     { x = "workload.decode.context", y = "recall_at_k" },
   },
 }

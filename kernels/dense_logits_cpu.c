@@ -319,7 +319,7 @@ void ixl_engine_pack(ixl_engine *e, int tid, const ixl_kref *keys, int n) {
   w->kmin = mn;
   w->kmax = mxb;
   w->kff = ff;
-  const int lo = e->fmt == IXL_MXFP4 ? 0 : 0, hi = e->fmt == IXL_MXFP4 ? 244 : 231;
+  const int lo = e->fmt == IXL_MXFP4 ? 0 : 19, hi = e->fmt == IXL_MXFP4 ? 254 : 231;
   w->prescaled = mx && !ff && mn >= lo && mxb <= hi;
   for (int s0 = 0; s0 < nfull; s0 += STRIP) {
     const uint8_t *codes[STRIP];

@@ -90,8 +90,11 @@ __device__ __forceinline__ float clamp_inf(float x) {
 // The e4m3 code of a scaled fp8 value y = x * scale. A NaN x keeps its sign (sign | 0x7F,
 // as on the CPU, where x86 arithmetic carries a NaN operand through); GPU arithmetic would
 // return the canonical positive NaN, so it is taken from x itself.
-__device__ __forceinline__ uint8_t fp8_code(float x, float y) {
-  return isnan(x) ? (uint8_t)(signbit(x) ? 0xff : 0x7f) : f32_to_e4m3(y);
+// x_bits are the input's bits as loaded: the compiler may lower the inf clamp to a min/max
+// that canonicalises NaN, so its sign is read before any arithmetic.
+__device__ __forceinline__ uint8_t fp8_code(uint32_t x_bits, float y) {
+  if ((x_bits & 0x7fffffffu) > 0x7f800000u) return (uint8_t)((x_bits >> 24 & 0x80u) | 0x7fu);
+  return f32_to_e4m3(y);
 }
 
 template <typename T, bool F16>
@@ -103,11 +106,13 @@ __global__ void __launch_bounds__(QUANT_THREADS) quantize_kernel(const T *__rest
   const int64_t warps = (int64_t)gridDim.x * (QUANT_THREADS / 32);
   for (int64_t m = (int64_t)blockIdx.x * (QUANT_THREADS / 32) + (threadIdx.x >> 5); m < M; m += warps) {
     float v[4];
+    uint32_t vb[4]; // bits as loaded, before any arithmetic
     float amax = 0.0f;
     bool nan = false;
 #pragma unroll
     for (int j = 0; j < 4; j++) {
       v[j] = load_elem<T, F16>(x, m * 128 + lane * 4 + j);
+      vb[j] = __float_as_uint(v[j]);
       nan |= isnan(v[j]);
       amax = fmaxf(amax, amax_abs(v[j]));
       v[j] = clamp_inf(v[j]);
@@ -123,13 +128,13 @@ __global__ void __launch_bounds__(QUANT_THREADS) quantize_kernel(const T *__rest
         scale = amax / 448.0f;
         const float recip = 1.0f / scale;
 #pragma unroll
-        for (int j = 0; j < 4; j++) packed |= (uint32_t)fp8_code(v[j], v[j] * recip) << (8 * j);
+        for (int j = 0; j < 4; j++) packed |= (uint32_t)fp8_code(vb[j], v[j] * recip) << (8 * j);
       } else {
         // Q (either quantizer) and K rne: a power-of-two scale
         const int e = ceil_log2_ratio(amax, 448.0f);
         scale = ldexp_exact(1.0f, e);
 #pragma unroll
-        for (int j = 0; j < 4; j++) packed |= (uint32_t)fp8_code(v[j], ldexp_exact(v[j], -e)) << (8 * j);
+        for (int j = 0; j < 4; j++) packed |= (uint32_t)fp8_code(vb[j], ldexp_exact(v[j], -e)) << (8 * j);
       }
       reinterpret_cast<uint32_t *>(codes + m * 128)[lane] = packed;
       if (lane == 0) reinterpret_cast<float *>(scales)[m] = scale;

@@ -16,13 +16,17 @@
 // - Key tiles of 128 positions stream through a cp.async pipeline (16-byte copies; K5
 //   gathers its sparse blocks as contiguous runs of sbk * 64 or sbk * 128 bytes, through ids
 //   and page ids fetched into shared memory once per CTA). Each tile is converted once, in
-//   shared memory, to f16: every e2m1 value is exact in f16, and an e4m3 value placed bit for
-//   bit into f16's fields is exactly value * 2^-8 (normals and subnormals alike). The query
-//   fragments are converted the same way once. So the MMAs are plain m16n8k16 f16 MMAs with
-//   fp32 accumulation on every target (on sm_90, mma.sync with e4m3 operands is itself lowered
-//   to f16 MMAs plus conversions, repeated for every fragment: converting once is cheaper).
+//   shared memory, to f16, two threads per slot: every e2m1 value is exact in f16 (a byte
+//   table), and so is every e4m3 value (sm_89+: the hardware conversion; sm_80: the e4m3 bit
+//   pattern placed into f16's fields, exactly value * 2^-8). The query fragments are
+//   converted the same way once. So the MMAs are plain m16n8k16 f16 MMAs with fp32
+//   accumulation on every target. (On sm_90, mma.sync with e4m3 operands is itself lowered
+//   to f16 MMAs plus conversions, repeated for every fragment: converting once is cheaper.)
 //   Within each 32-element scale group the k order is permuted identically in A and B so
 //   that a thread's B operand of a group is one 16-byte shared-memory load.
+// - mxfp4 exponent folding: when a scale byte lies within 127 +- 13, 2^(e - 127) moves into
+//   the f16 values themselves (the table's exponents), exactly; a group sum then already is
+//   SPEC's scaled partial p_g * 2^(qe + ke - 254), and the epilogue is three fp32 adds.
 // - The dot product (SPEC 3): one accumulator per 32-element scale group (two k16 MMAs).
 //   For mxfp4 every group sum is a multiple of 1/4 below 1152, exact in the accumulator. Then
 //   p_g * 2^(qe_g + ke_g - 254) and (p0 + p1) + (p2 + p3) in fp32, as an exact power-of-two
@@ -50,6 +54,12 @@
 extern "C" {
 #include "internal.h"
 }
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#define IXL_LG_CVT_E4M3 1 // cvt.rn.f16x2.e4m3x2 (sm_89+)
+#else
+#define IXL_LG_CVT_E4M3 0
+#endif
 #include "backend.h"
 
 namespace ixl_lg {
@@ -145,27 +155,21 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-// Four e2m1 codes (the low 16 bits of x, element i in nibble i) -> four f16 values, exact,
-// as two f16x2 words (elements 0, 1 and 2, 3). The magnitude codes {0, .5, 1, 1.5, 2, 3, 4, 6}
-// map to f16 high bytes; the low bytes are 0; the sign is bit 15.
-__device__ __forceinline__ void e2m1x4_to_f16(uint32_t x, uint32_t &lo, uint32_t &hi) {
-  const uint32_t sel = x & 0x7777u;        // magnitude codes, one per selector nibble
-  const uint32_t sgn = (x >> 3) & 0x1111u; // sign bits, as selector 0 or 1
-  const uint32_t v = __byte_perm(0x3E3C3800u, 0x46444240u, sel) | __byte_perm(0x8000u, 0u, sgn);
+// e2m1 -> f16 through a byte table: the f16 high bytes of the magnitudes {0, .5, 1, 1.5, 2,
+// 3, 4, 6} (the low bytes are 0), with d (|d| <= kFold) added to the exponent of every nonzero
+// entry, so that the values come out times 2^d, exactly. No byte carries or borrows: the
+// entries stay within [0x04, 0x7A].
+__device__ __forceinline__ void e2m1_table(int d, uint32_t &l0, uint32_t &l1) {
+  l0 = 0x3E3C3800u + (uint32_t)(d * 4 * 0x01010100);
+  l1 = 0x46444240u + (uint32_t)(d * 4 * 0x01010101);
+}
+// Four e2m1 codes (the low 16 bits of x, element i in nibble i) -> four f16 values as two
+// f16x2 words (elements 0, 1 and 2, 3); the sign is bit 15.
+__device__ __forceinline__ void e2m1x4_to_f16(uint32_t x, uint32_t l0, uint32_t l1, uint32_t &lo,
+                                              uint32_t &hi) {
+  const uint32_t v = __byte_perm(l0, l1, x & 0x7777u) | __byte_perm(0x8000u, 0u, (x >> 3) & 0x1111u);
   lo = __byte_perm(v, 0u, 0x1404u); // [0, v0, 0, v1]
   hi = __byte_perm(v, 0u, 0x3424u); // [0, v2, 0, v3]
-}
-
-// The same with every value times 2^d, |d| <= kFold, exactly: d is added to the exponent of
-// every nonzero value (in the f16 high byte, bits 2..6).
-__device__ __forceinline__ void e2m1x4_to_f16_scaled(uint32_t x, int d, uint32_t &lo, uint32_t &hi) {
-  const uint32_t sel = x & 0x7777u;
-  const uint32_t sgn = (x >> 3) & 0x1111u;
-  const uint32_t nz = __byte_perm(0xFFFFFF00u, 0xFFFFFFFFu, sel); // 0xFF where the magnitude != 0
-  const uint32_t add = ((uint32_t)(d * 4) & 0xFFu) * 0x01010101u & nz;
-  const uint32_t v = __vadd4(__byte_perm(0x3E3C3800u, 0x46444240u, sel), add) | __byte_perm(0x8000u, 0u, sgn);
-  lo = __byte_perm(v, 0u, 0x1404u);
-  hi = __byte_perm(v, 0u, 0x3424u);
 }
 
 // 1 when every byte of a packed UE8M0 word lies within 127 +- kFold.
@@ -175,14 +179,27 @@ __device__ __forceinline__ bool foldable(uint32_t w) {
   return lo >= 127 - kFold && hi <= 127 + kFold;
 }
 
-// Four e4m3 bytes -> four f16 values (two f16x2 words), each exactly value * 2^-8: the e4m3
-// bit pattern shifted into f16's exponent/mantissa fields (both formats' subnormals line up).
-// The NaN codes (0x7F, 0xFF) become f16 NaNs, so a NaN propagates as on the CPU.
+// Four e4m3 bytes -> four f16 values (two f16x2 words). sm_89+: the exact values, by the
+// hardware conversion. sm_80: each value times 2^-8, exactly: the e4m3 bit pattern placed
+// into f16's exponent/mantissa fields (both formats' subnormals line up). Either way the NaN
+// codes (0x7F, 0xFF) become NaNs, so a NaN propagates as on the CPU.
+#if IXL_LG_CVT_E4M3
+constexpr int kE4m3Sh = 0;
+#else
+constexpr int kE4m3Sh = -16; // products of two values carry 2^-16
+#endif
 __device__ __forceinline__ void e4m3x4_to_f16(uint32_t r, uint32_t &lo, uint32_t &hi) {
+#if IXL_LG_CVT_E4M3
+  asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n"
+      " cvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+      : "=r"(lo), "=r"(hi)
+      : "r"(r));
+#else
   const uint32_t a = __byte_perm(r, 0u, 0x4140u), b = __byte_perm(r, 0u, 0x4342u);
   const uint32_t nan = __vcmpeq4(r & 0x7F7F7F7Fu, 0x7F7F7F7Fu) & 0x01010101u; // 1 per NaN byte
   lo = ((a & 0x007F007Fu) << 7) | ((a & 0x00800080u) << 8) | __byte_perm(nan, 0u, 0x4140u) * 0x7E00u;
   hi = ((b & 0x007F007Fu) << 7) | ((b & 0x00800080u) << 8) | __byte_perm(nan, 0u, 0x4342u) * 0x7E00u;
+#endif
 }
 
 // d += A (16 x 16 f16, 4 registers) x B (16 x 8 f16, 2 registers), fp32 accumulation.
@@ -246,8 +263,9 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
   constexpr bool kPaged = MODE == DENSE_PAGED || MODE == SPARSE_PAGED;
   constexpr bool kSparse = MODE == SPARSE_RAGGED || MODE == SPARSE_PAGED;
   constexpr bool kOneRow = MODE != DENSE_RAGGED;
-  // the MMAs sum the f16 images of the values: e2m1 exactly, e4m3 times 2^-8 (products 2^-16)
-  constexpr int SH = FMT == IXL_MXFP4 ? 0 : -16;
+  // the MMAs sum the f16 images of the values: e2m1 exactly, e4m3 exactly (sm_89+) or times
+  // 2^-8 (sm_80: products 2^-16)
+  constexpr int SH = FMT == IXL_MXFP4 ? 0 : kE4m3Sh;
   constexpr int kSt = stages_for(FMT, BF16);
   // the scale word of a slot that holds no key: exponent 0 in every group (MX) or 1.0f
   constexpr uint32_t kNoScale = kMX ? 0x7F7F7F7Fu : 0x3F800000u;
@@ -456,9 +474,10 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
       if (ok) { // elements 32g + 8*t4 .. + 7
         if (FMT == IXL_MXFP4) {
           const uint32_t x = *reinterpret_cast<const uint32_t *>(p.q_codes + qi * 64 + g * 16 + t4 * 4);
-          const int dq = fold_q ? qb - 127 : 0;
-          e2m1x4_to_f16_scaled(x, dq, w0, w1);
-          e2m1x4_to_f16_scaled(x >> 16, dq, w2, w3);
+          uint32_t l0, l1;
+          e2m1_table(fold_q ? qb - 127 : 0, l0, l1);
+          e2m1x4_to_f16(x, l0, l1, w0, w1);
+          e2m1x4_to_f16(x >> 16, l0, l1, w2, w3);
         } else {
           const uint2 x = *reinterpret_cast<const uint2 *>(p.q_codes + qi * 128 + g * 32 + t4 * 8);
           e4m3x4_to_f16(x.x, w0, w1);
@@ -580,9 +599,7 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
     }
 
     // ---- the tile to f16 (once for all warps), and the per-slot scale information. Two
-    // threads per slot: the slot's scale word is read and judged once per thread. A thread
-    // walks its chunks in a rotated order so that the lanes of a store phase spread over
-    // the banks.
+    // threads per slot: the slot's scale word is read and judged once per thread.
     bool bad = false, unfolded = false;
     {
       const int slot = tid >> 1, part = tid & 1;
@@ -597,17 +614,17 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
         const uint4 r1 = *reinterpret_cast<const uint4 *>(raw + slot * 16 + part * 8 + 4);
         const uint32_t x[8] = {r0.x, r0.y, r0.z, r0.w, r1.x, r1.y, r1.z, r1.w};
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
-          const int jj = (j + tid) & 7;      // rotated chunk order
-          const int c = part * 8 + jj;       // 16-byte chunk of the f16 row (8 codes)
-          const int dk = fold ? (int)((w >> (8 * (c >> 2))) & 0xFF) - 127 : 0;
-          uint32_t xv = x[0];
+        for (int gg = 0; gg < 2; gg++) { // this thread's groups: 2 * part + gg
+          const int g = 2 * part + gg;
+          uint32_t l0, l1;
+          e2m1_table(fold ? (int)((w >> (8 * g)) & 0xFF) - 127 : 0, l0, l1);
 #pragma unroll
-          for (int q = 1; q < 8; q++) xv = jj == q ? x[q] : xv;
-          uint4 o;
-          e2m1x4_to_f16_scaled(xv, dk, o.x, o.y);
-          e2m1x4_to_f16_scaled(xv >> 16, dk, o.z, o.w);
-          *reinterpret_cast<uint4 *>(hrow + c * 16) = o;
+          for (int j = 0; j < 4; j++) { // 16-byte chunk 4g + j of the f16 row (8 codes)
+            uint4 o;
+            e2m1x4_to_f16(x[4 * gg + j], l0, l1, o.x, o.y);
+            e2m1x4_to_f16(x[4 * gg + j] >> 16, l0, l1, o.z, o.w);
+            *reinterpret_cast<uint4 *>(hrow + (4 * g + j) * 16) = o;
+          }
         }
         if (fold)
           w = 0x7F7F7F7Fu;
@@ -641,7 +658,8 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
           *reinterpret_cast<uint4 *>(kinfo + slot * 4) =
               make_uint4((w & 0xFFu) << 23, (w & 0xFF00u) << 15, (w & 0xFF0000u) << 7, (w >> 24) << 23);
         } else {
-          kinfo[slot * 4] = __float_as_uint(__fmul_rn(__uint_as_float(w), 65536.0f)); // exact: 2^16
+          // the key's scale, times 2^-SH: exact
+          kinfo[slot * 4] = __float_as_uint(__fmul_rn(__uint_as_float(w), SH ? 65536.0f : 1.0f));
         }
       }
     }

@@ -3,7 +3,7 @@
 # everything is present; says what it installs; uses sudo when not root.
 set -euo pipefail
 pkgs=(luajit lua-busted lua-penlight lua-cjson lua-term rlwrap gnuplot-nox libopenblas-dev
-      clang libclang-rt-14-dev python3-venv)
+      clang libclang-rt-14-dev libomp-14-dev python3-venv)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

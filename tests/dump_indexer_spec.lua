@@ -9,11 +9,12 @@ local json = require("idxlab.json")
 local ROOT = os.getenv("IDXLAB_ROOT") or "."
 local PY = ROOT .. "/.venv/bin/python"
 local PYB = PY .. " -B" -- writes no __pycache__ into scripts/
--- Subprocesses run without the sanitizer runtime that `make test SANITIZE=1` preloads.
+-- Python runs without the sanitizer runtime that `make test SANITIZE=1` preloads; idxlab's own
+-- command keeps it (a sanitized library needs it).
 local ENV = "unset LD_PRELOAD; "
 
-local function sh(cmd)
-  local p = io.popen(ENV .. cmd .. " 2>&1; echo \"rc=$?\"")
+local function sh(cmd, keep_preload)
+  local p = io.popen((keep_preload and "" or ENV) .. cmd .. " 2>&1; echo \"rc=$?\"")
   local out = p:read("*a")
   p:close()
   local rc = tonumber(out:match("rc=(%d+)%s*$"))
@@ -147,7 +148,7 @@ describe("scripts/dump_indexer.py", function()
       assert.is_not_nil(f.tensors[decode and "context_lens" or "ks"])
       f:close()
       rc, out = sh(("cd %q && bin/idxlab replay %q %q --set backend=cpu --set heads=4 --set index_topk=8 "
-        .. "--set candidate_block_size=8 --set candidate_topk_blocks=64"):format(ROOT, path, out_path))
+        .. "--set candidate_block_size=8 --set candidate_topk_blocks=64"):format(ROOT, path, out_path), true)
       assert.equals(0, rc, out)
       local o = st.read(out_path)
       local dl = o:expect("dense_logits", { dtypes = { "f32" }, shape = { 4, 64 } })

@@ -51,6 +51,19 @@ function M.label(name)
   return u and ("%s (%s)"):format(name, u) or name
 end
 
+-- The y label of several metrics: their shared unit ("time (µs)"), or their names.
+function M.common_label(names)
+  local unit
+  for i, n in ipairs(names) do
+    local u = M.label(n):match("%((.*)%)$") or ""
+    if i == 1 then unit = u elseif u ~= unit then unit = nil break end
+  end
+  if unit == "µs" then return "time (µs)" end
+  if unit == "bytes" then return "size (bytes)" end
+  if unit and unit ~= "" then return unit end
+  return table.concat(names, ", ")
+end
+
 ---------------------------------------------------------------------------- statistics
 
 local function stats(values)
@@ -407,10 +420,10 @@ function M.plot(dir, rows, p, exp, gp)
     for _, ln in ipairs(data.lines) do
       for _, pt in ipairs(ln.points) do lo = math.min(lo, pt.x); hi = math.max(hi, pt.x) end
     end
-    logx = lo > 0 and hi / lo >= 32
+    logx = lo > 0 and hi / lo >= 16
   end
   local title = p.title or ("%s: %s against %s"):format(exp and exp.name or "", table.concat(as_list(p.y), ", "), p.x)
-  local ylabel = #as_list(p.y) == 1 and M.label(as_list(p.y)[1]) or table.concat(as_list(p.y), ", ")
+  local ylabel = #as_list(p.y) == 1 and M.label(as_list(p.y)[1]) or M.common_label(as_list(p.y))
   local pngtmp = ("%s/.%s.png.tmp"):format(dir, stem)
   local svgtmp = ("%s/.%s.svg.tmp"):format(dir, stem)
   local gpl = {

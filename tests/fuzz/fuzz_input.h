@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h" /* the context's scratch sizes, for fz_live_bytes */
+#include "idxlab.h"
 
 typedef struct {
   const uint8_t *p;
@@ -108,12 +108,12 @@ static inline ixl_ctx *fz_ctx(void) {
   return ctx;
 }
 
-/* Counted host bytes held by everything but the context's own grow-only op scratch (kept
- * between calls on purpose): what must come back to its value after each input. */
+/* Counted host bytes held now; the context's grow-only op scratch is reported apart
+ * (host_scratch_bytes), so this must come back to its value after each input. */
 static inline int64_t fz_live_bytes(const ixl_ctx *ctx) {
-  int64_t live = ctx->stats.host_bytes_live;
-  for (int i = 0; i < IXL_SCRATCH_SLOTS; i++) live -= ctx->scratch_bytes[IXL_HOST][i];
-  return live;
+  ixl_alloc_stats s;
+  ixl_ctx_alloc_stats(ctx, &s);
+  return s.host_bytes_live;
 }
 
 /* A failed call must say why: a known status and a message. */
