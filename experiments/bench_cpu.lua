@@ -2,7 +2,7 @@
 -- peak? K1 (dense, mxfp4 keys, fp32 and bf16 reductions) and K5 (sparse, ragged and paged) at
 -- the V4.1-Flash shape (H = 32, D = 128), on the context's threads (2 by default).
 --
---   luajit experiments/bench_cpu.lua [reps]          (LUA_PATH or the checkout's lua/)
+--   luajit experiments/bench_cpu.lua [reps [threads]]   (LUA_PATH or the checkout's lua/)
 --   bin/idxlab run experiments/bench_cpu.lua
 --
 -- Method: inputs are random normal q and k quantized with the production rule (mxfp4, rne);
@@ -138,11 +138,11 @@ function M.main(ctx, opts)
   return rows
 end
 
--- Run directly: `luajit experiments/bench_cpu.lua [reps]`.
+-- Run directly: `luajit experiments/bench_cpu.lua [reps [threads]]`.
 if arg and type(arg[0]) == "string" and arg[0]:match("bench_cpu%.lua$") and not rawget(_G, "IDXLAB_EXPERIMENT") then
   local here = arg[0]:match("^(.*)/[^/]*$") or "."
   package.path = here .. "/../lua/?.lua;" .. here .. "/../lua/?/init.lua;" .. package.path
-  M.main(nil, { reps = tonumber(arg[1]) })
+  M.main(nil, { reps = tonumber(arg[1]), threads = tonumber(arg[2]) })
 end
 
 return M

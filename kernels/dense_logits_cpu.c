@@ -4,17 +4,19 @@
  * Two paths compute the same bits (dot_cpu.h fixes the arithmetic):
  * - the reference path: per position and head, ixl_dot_ref then ixl_reduce_heads. It is the
  *   definition, written to be read;
- * - the fast path (AVX2 + FMA, chosen at run time): per block of IXL_KBLOCK keys, the unscaled
- *   key values are decoded once into strips of 16 positions ([strip][d][16] floats); a 4x16
+ * - the fast path (AVX2 + FMA, chosen at run time): per block of IXL_KBLOCK keys, the key
+ *   values are decoded once into strips of 16 positions ([strip][d][16] floats; MX values
+ *   already times their group's 2^(ke - 127) where that is exact, see ixl_engine_pack); a 4x16
  *   register tile then computes the group partials of 4 heads x 16 positions with one fma
  *   chain per group in increasing element order. The products are exact (<= 8 significant
  *   bits), so each fma rounds exactly as the reference's add does, and the partials are
- *   bitwise the reference's for every format. The epilogue applies the scales (as an exact
- *   power-of-two multiply when every exponent sum is a normal fp32 exponent, else the
- *   reference's scalar formula), relu, the weights and the head reduction; the bf16 reduction
- *   runs 8 positions at a time as an fp32 TwoSum with a correction on bf16 midpoints, and falls
- *   back to the double-precision reference per lane when a product could be inexact in fp32
- *   (underflow) or a value is not finite. The tests compare both paths bitwise.
+ *   bitwise the reference's (times the key scale) for every format. The epilogue applies the
+ *   query scale (one exact power-of-two multiply, or the reference's scalar formula for
+ *   blocks outside the exact range and NaN scales), relu, the weights and the head reduction;
+ *   the bf16 reduction runs 8 positions at a time as an fp32 TwoSum with a correction on bf16
+ *   midpoints, and falls back to the double-precision reference per lane when a product could
+ *   be inexact in fp32 (underflow) or a value is not finite. The tests compare both paths
+ *   bitwise.
  * Threads: OpenMP over blocks of keys (K1) or (row, block) pairs (K2, K5), ixl_ctx_threads. */
 #include "backend.h"
 #include "dot_cpu.h"
@@ -22,6 +24,7 @@
 #include <float.h>
 #include <omp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -37,12 +40,11 @@
 
 /* ---------------------------------------------------------------- engine state */
 typedef struct worker {
-  float *b;                     /* fast: [NSTRIPS][128][STRIP] unscaled key values */
+  float *b;                     /* fast: [NSTRIPS][128][STRIP] key values */
   int32_t ke[4][IXL_KBLOCK];    /* fast, MX: scale bytes per group; 127 in empty slots */
   float kscale[IXL_KBLOCK];     /* fast, fp8: the keys' fp32 scales */
   uint8_t valid[IXL_KBLOCK];
-  int kmin, kmax, kff;          /* fast, MX: min/max scale byte over the block, any 0xFF */
-  int prescaled;                /* fast, MX: b holds value * 2^(ke - 127) (see ixl_engine_pack) */
+  int prescaled;                /* fast, MX: b holds value * 2^(ke - 127), else the value */
   int n;
   ixl_kref keys[IXL_KBLOCK];    /* reference: the keys themselves */
   float *qf;                    /* reference: [H][128] one row's query values */
@@ -61,11 +63,28 @@ struct ixl_engine {
   int32_t *qe;                  /* fast, MX: [chunk][H][4] scale bytes */
   float *fq;                    /* fast, MX: [chunk][H][4] 2^(qe - 127) (0 for a 0xFF byte) */
   float *wf;                    /* [chunk][H] weights as floats */
-  int32_t *qinfo;               /* fast, MX: [chunk][3] min byte, max byte, any 0xFF */
+  int32_t *qff;                 /* fast, MX: [chunk] the row has a 0xFF (NaN) scale byte */
   worker *wk;
   float e2m1[16], e4m3[256];    /* decoding tables (unscaled values) */
-  int64_t qa_bytes, qe_bytes, fq_bytes, wf_bytes, qinfo_bytes, b_bytes, qf_bytes;
+  int64_t qa_bytes, qe_bytes, fq_bytes, wf_bytes, qff_bytes, b_bytes, qf_bytes; /* workspace */
 };
+
+/* Kernel workspace: 64-byte aligned, freed before the kernel returns. It is not tensor data, so
+ * it stays out of the context's allocation counters (a pipeline step allocates nothing there
+ * after the first). bytes == 0 gives NULL. */
+static ixl_status ws_alloc(ixl_ctx *ctx, int64_t bytes, void **out) {
+  *out = NULL;
+  if (bytes == 0) return IXL_OK;
+  int64_t rounded;
+  if (bytes < 0 || !ixl_add_ok(bytes, 63, &rounded))
+    return ixl_set_error(ctx, IXL_ERR_OVERFLOW, "logits workspace of %lld bytes: bad size", (long long)bytes);
+  *out = aligned_alloc(64, (size_t)(rounded & ~(int64_t)63));
+  if (!*out)
+    return ixl_set_error(ctx, IXL_ERR_OOM, "out of host memory for %lld bytes of logits workspace",
+                         (long long)bytes);
+  return IXL_OK;
+}
+static void ws_free(void *p) { free(p); }
 
 static int cpu_has_avx2_fma(void) {
 #if IXL_HAVE_X86 && (defined(__GNUC__) || defined(__clang__))
@@ -78,20 +97,19 @@ static int cpu_has_avx2_fma(void) {
 
 void ixl_engine_free(ixl_engine *e) {
   if (!e) return;
-  ixl_ctx *ctx = e->ctx;
   if (e->wk) {
     for (int t = 0; t < e->threads; t++) {
-      ixl_host_free(ctx, e->wk[t].b, e->b_bytes);
-      ixl_host_free(ctx, e->wk[t].qf, e->qf_bytes);
+      ws_free(e->wk[t].b);
+      ws_free(e->wk[t].qf);
     }
-    ixl_host_free(ctx, e->wk, (int64_t)sizeof(worker) * e->threads);
+    ws_free(e->wk);
   }
-  ixl_host_free(ctx, e->qa, e->qa_bytes);
-  ixl_host_free(ctx, e->qe, e->qe_bytes);
-  ixl_host_free(ctx, e->fq, e->fq_bytes);
-  ixl_host_free(ctx, e->wf, e->wf_bytes);
-  ixl_host_free(ctx, e->qinfo, e->qinfo_bytes);
-  ixl_host_free(ctx, e, (int64_t)sizeof *e);
+  ws_free(e->qa);
+  ws_free(e->qe);
+  ws_free(e->fq);
+  ws_free(e->wf);
+  ws_free(e->qff);
+  ws_free(e);
 }
 
 ixl_status ixl_engine_new(ixl_ctx *ctx, int fmt, int reduction, const ixl_tensor *q_codes,
@@ -99,7 +117,7 @@ ixl_status ixl_engine_new(ixl_ctx *ctx, int fmt, int reduction, const ixl_tensor
                           int path, ixl_engine **out) {
   *out = NULL;
   ixl_engine *e;
-  ixl_status st = ixl_host_alloc(ctx, (int64_t)sizeof *e, (void **)&e);
+  ixl_status st = ws_alloc(ctx, (int64_t)sizeof *e, (void **)&e);
   if (st) return st;
   memset(e, 0, sizeof *e);
   e->ctx = ctx;
@@ -125,23 +143,23 @@ ixl_status ixl_engine_new(ixl_ctx *ctx, int fmt, int reduction, const ixl_tensor
   e->qe_bytes = e->fast && fmt != IXL_FP8 ? e->chunk_rows * e->H * 4 * 4 : 0;
   e->fq_bytes = e->qe_bytes;
   e->wf_bytes = e->chunk_rows * e->H * 4;
-  e->qinfo_bytes = e->chunk_rows * 3 * 4;
+  e->qff_bytes = e->chunk_rows * 4;
   e->b_bytes = e->fast ? (int64_t)IXL_KBLOCK * IXL_D * 4 : 0;
   e->qf_bytes = e->fast ? 0 : e->H * IXL_D * 4;
-  if ((st = ixl_host_alloc(ctx, e->qa_bytes, (void **)&e->qa)) ||
-      (st = ixl_host_alloc(ctx, e->qe_bytes, (void **)&e->qe)) ||
-      (st = ixl_host_alloc(ctx, e->fq_bytes, (void **)&e->fq)) ||
-      (st = ixl_host_alloc(ctx, e->wf_bytes, (void **)&e->wf)) ||
-      (st = ixl_host_alloc(ctx, e->qinfo_bytes, (void **)&e->qinfo)) ||
-      (st = ixl_host_alloc(ctx, (int64_t)sizeof(worker) * e->threads, (void **)&e->wk))) {
+  if ((st = ws_alloc(ctx, e->qa_bytes, (void **)&e->qa)) ||
+      (st = ws_alloc(ctx, e->qe_bytes, (void **)&e->qe)) ||
+      (st = ws_alloc(ctx, e->fq_bytes, (void **)&e->fq)) ||
+      (st = ws_alloc(ctx, e->wf_bytes, (void **)&e->wf)) ||
+      (st = ws_alloc(ctx, e->qff_bytes, (void **)&e->qff)) ||
+      (st = ws_alloc(ctx, (int64_t)sizeof(worker) * e->threads, (void **)&e->wk))) {
     ixl_engine_free(e);
     return st;
   }
   memset(e->wk, 0, sizeof(worker) * (size_t)e->threads);
   for (int t = 0; t < e->threads; t++) {
     e->wk[t].qf_row = -1;
-    if ((st = ixl_host_alloc(ctx, e->b_bytes, (void **)&e->wk[t].b)) ||
-        (st = ixl_host_alloc(ctx, e->qf_bytes, (void **)&e->wk[t].qf))) {
+    if ((st = ws_alloc(ctx, e->b_bytes, (void **)&e->wk[t].b)) ||
+        (st = ws_alloc(ctx, e->qf_bytes, (void **)&e->wk[t].qf))) {
       ixl_engine_free(e);
       return st;
     }
@@ -180,7 +198,7 @@ void ixl_engine_load_rows(ixl_engine *e, int64_t r0, int64_t n) {
     for (int64_t h = 0; h < H; h++) e->wf[i * H + h] = weight_at(e, r, h);
     if (!e->fast) continue;
     float v[IXL_D];
-    int mn = 255, mx = 0, ff = 0;
+    int ff = 0;
     for (int64_t h = 0; h < H; h++) {
       decode_values_tab(e, e->qc + (r * H + h) * e->vb, v);
       float *dst = e->qa + ((i * (H / MR) + h / MR) * IXL_D) * MR + h % MR;
@@ -190,15 +208,11 @@ void ixl_engine_load_rows(ixl_engine *e, int64_t r0, int64_t n) {
           int b = e->qs[(r * H + h) * 4 + g];
           e->qe[(i * H + h) * 4 + g] = b;
           e->fq[(i * H + h) * 4 + g] = b == IXL_NAN_SCALE ? 0.0f : ldexpf(1.0f, b - 127);
-          mn = b < mn ? b : mn;
-          mx = b > mx ? b : mx;
           ff |= b == IXL_NAN_SCALE;
         }
       }
     }
-    e->qinfo[i * 3] = mn;
-    e->qinfo[i * 3 + 1] = mx;
-    e->qinfo[i * 3 + 2] = ff;
+    e->qff[i] = ff;
   }
 }
 
@@ -279,13 +293,15 @@ static void pack_strip(const ixl_engine *e, const uint8_t *const codes[STRIP], c
 }
 
 /* Packs the keys for the tile kernel. MX blocks are "prescaled" when every key's scale byte ke
- * lies where value * 2^(ke - 127) and every partial sum of products scaled the same way stay
- * exact (normal fp32, no overflow): then b holds the scaled values, each group partial comes
- * out as p_g * 2^(ke - 127) exactly, and the epilogue's single multiply by 2^(qe - 127) rounds
- * exactly as the reference's p_g * 2^(qe + ke - 254) does. mxfp4 partials are multiples of
- * 1/4 up to 1152: exact for ke <= 244. mxfp8 products are multiples of 2^-18 with partials up
- * to 32 * 448^2 < 2^23: exact for 19 <= ke <= 231. Other blocks keep unscaled values and take
- * the scalar epilogue. */
+ * keeps value * 2^(ke - 127), and every partial sum scaled the same way, rounding exactly as
+ * the unscaled ones: then b holds the scaled values, each group partial comes out as
+ * p_g * 2^(ke - 127) exactly, and the epilogue's single multiply by 2^(qe - 127) rounds as the
+ * reference's p_g * 2^(qe + ke - 254) does. In the normal range scaling by a power of two
+ * commutes with rounding. Below it, the partial sums are multiples of 2^-2 (mxfp4) or 2^-18
+ * (mxfp8, the smallest product of two e4m3 values), so scaled by 2^(ke - 127) >= 2^-127 they
+ * are still multiples of 2^-149 and exact, as the unscaled ones are there. Above it, the
+ * partials reach 32 * 36 < 2^11 (mxfp4) and 32 * 448^2 < 2^23 (mxfp8): no overflow for
+ * ke <= 244 and ke <= 231. Other blocks keep unscaled values and take the scalar epilogue. */
 void ixl_engine_pack(ixl_engine *e, int tid, const ixl_kref *keys, int n) {
   worker *w = &e->wk[tid];
   w->n = n;
@@ -294,7 +310,7 @@ void ixl_engine_pack(ixl_engine *e, int tid, const ixl_kref *keys, int n) {
     return;
   }
   const int mx = e->fmt != IXL_FP8;
-  int mn = 255, mxb = 0, ff = 0;
+  int mxb = 0, ff = 0; /* the largest scale byte of the keys present, any 0xFF */
   const int nfull = (n + STRIP - 1) / STRIP * STRIP;
   for (int i = 0; i < nfull; i++) {
     const uint8_t *c = i < n ? keys[i].codes : NULL;
@@ -311,16 +327,11 @@ void ixl_engine_pack(ixl_engine *e, int tid, const ixl_kref *keys, int n) {
     }
     for (int g = 0; g < 4; g++) {
       w->ke[g][i] = sc[g];
-      mn = sc[g] < mn ? sc[g] : mn;
       mxb = sc[g] > mxb ? sc[g] : mxb;
       ff |= sc[g] == IXL_NAN_SCALE;
     }
   }
-  w->kmin = mn;
-  w->kmax = mxb;
-  w->kff = ff;
-  const int lo = e->fmt == IXL_MXFP4 ? 0 : 19, hi = e->fmt == IXL_MXFP4 ? 254 : 231;
-  w->prescaled = mx && !ff && mn >= lo && mxb <= hi;
+  w->prescaled = mx && !ff && mxb <= (e->fmt == IXL_MXFP4 ? 244 : 231);
   for (int s0 = 0; s0 < nfull; s0 += STRIP) {
     const uint8_t *codes[STRIP];
     float fk[4][STRIP];
@@ -469,8 +480,8 @@ AVX2 static inline __m256 bf16_add8(__m256 a, __m256 b) {
   return r;
 }
 
-/* Scalar epilogue of one head tile (exponent sums outside fp32's normal range, or a 0xFF
- * scale): the reference's formula on the tile's partials. */
+/* Scalar epilogue of one head tile (keys not prescaled, or a 0xFF scale on the query side):
+ * the reference's formula on the tile's partials. */
 static void tile_dots_scalar(const ixl_engine *e, const worker *w, int64_t li, int64_t h0,
                              int s0, const float *c, float dots[MR][STRIP]) {
   for (int i = 0; i < MR; i++) {
@@ -495,9 +506,8 @@ AVX2 static void row_fast(ixl_engine *e, worker *w, int64_t r, int p0, int p1, f
   const float *wt = e->wf + li * H;
   const float *qa = e->qa + li * (H / MR) * IXL_D * MR;
   const int mx = e->fmt != IXL_FP8;
-  const int32_t *qinfo = e->qinfo + li * 3;
   /* prescaled keys and no NaN scale on the query side: one multiply per group partial */
-  const int scale_fast = !mx || (w->prescaled && !qinfo[2]);
+  const int scale_fast = !mx || (w->prescaled && !e->qff[li]);
   const int glen = mx ? IXL_GROUP : IXL_D;
   const int bf16 = e->reduction == IXL_REDUCE_BF16;
   float c[4 * MR * STRIP];
@@ -889,7 +899,7 @@ ixl_status ixl_dense_logits_paged_path(ixl_ctx *ctx, const ixl_qk *in, const ixl
   const int64_t cr = ixl_engine_chunk_rows(e);
   /* tasks are (row, block of positions); first[i] = the first task of row r0 + i */
   int64_t *first, first_bytes = (cr + 1) * (int64_t)sizeof(int64_t);
-  if ((st = ixl_host_alloc(ctx, first_bytes, (void **)&first))) {
+  if ((st = ws_alloc(ctx, first_bytes, (void **)&first))) {
     ixl_engine_free(e);
     return st;
   }
@@ -928,7 +938,7 @@ ixl_status ixl_dense_logits_paged_path(ixl_ctx *ctx, const ixl_qk *in, const ixl
       }
     }
   }
-  ixl_host_free(ctx, first, first_bytes);
+  ws_free(first);
   ixl_engine_free(e);
   return IXL_OK;
 }

@@ -183,7 +183,8 @@ typedef struct ixl_engine ixl_engine; /* opaque: formats, query chunk, per-threa
 
 /* The query side of a call: q_codes U8 [R,H,VB], q_scales I32 [R,H] or NULL (fp8), weights
  * [R,H] F32 (fp32 reduction) or BF16 (bf16 reduction). path: IXL_PATH_*; AUTO takes the fast
- * path when the CPU has AVX2 and FMA. Allocates its scratch (counted) for `threads` workers. */
+ * path when the CPU has AVX2 and FMA. Allocates its workspace for `threads` workers (plain
+ * aligned memory, freed by ixl_engine_free; not tensor data, so not in the context counters). */
 ixl_status ixl_engine_new(ixl_ctx *ctx, int fmt, int reduction, const ixl_tensor *q_codes,
                           const ixl_tensor *q_scales, const ixl_tensor *weights, int threads,
                           int path, ixl_engine **out);

@@ -34,8 +34,9 @@
 //   case, decided once per tile by a block vote), else with dot_cpu.h's scalar formula (NaN
 //   scales, subnormal or huge results). fp8: one sum over the 128 products, times the key's
 //   fp32 scale.
-// - fp32 reduction: relu and the weights in registers, the head sum by warp shuffles and a
-//   fixed-order sum over the row's m-blocks (deterministic; SPEC allows any order).
+// - fp32 reduction: relu and the weights in registers; each lane group's share of the head
+//   sum goes to shared memory, and the store phase sums the shares of the row's m-blocks in
+//   a fixed order (deterministic; SPEC allows any order).
 //   bf16 reduction: bf16(relu(dot)) of each (head, position) is staged in shared memory, and
 //   one thread per pair of positions runs SPEC's fixed chain with fma.rn.bf16x2 (one rounding
 //   per step, heads in increasing order, 4 partial sums), so the result is bitwise the CPU's.
@@ -48,8 +49,6 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
-
-#include <type_traits>
 
 extern "C" {
 #include "internal.h"
@@ -585,6 +584,10 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
   for (int t = 0; t < T; t++) {
     const int s = t % kSt;
     cp_async_wait<kSt - 2>();
+    // two stages: tile t's flags were stored in the previous iteration, after its barrier;
+    // one more barrier orders them before the vote reads them (three stages: two barriers
+    // back already)
+    if (kSt == 2) __syncthreads();
     // every thread's copies of tile t have landed, and every thread is done with tile t - 1
     const int any = __syncthreads_or(tid < kBN && sflag[s * kBN + tid]);
     if (t + kSt - 1 < T) load_tile(t + kSt - 1, (t + kSt - 1) % kSt);

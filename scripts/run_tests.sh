@@ -44,7 +44,7 @@ if [ "$SANITIZE" = 1 ]; then
   asan=$(clang -print-file-name=libclang_rt.asan-x86_64.so)
   pre=(env "LD_PRELOAD=$asan" "ASAN_OPTIONS=detect_leaks=0:abort_on_error=0")
 fi
-"${pre[@]}" luajit /usr/bin/busted --lpath='lua/?.lua;lua/?/init.lua' --helper=tests/helper.lua \
+"${pre[@]}" luajit "${BUSTED:-/usr/bin/busted}" --lpath='lua/?.lua;lua/?/init.lua' --helper=tests/helper.lua \
   -o tests/summary_handler.lua "${tags[@]}" ${BUSTED_ARGS:-} tests >"$log/busted.out" 2>&1
 rc=$?
 cat "$log/busted.out" | grep -v '^busted: ' | tail -n 200

@@ -131,8 +131,9 @@ local function check(case, f, ...)
   return "plan"
 end
 
+-- A unique file (os.tmpname is mkstemp): concurrent runs with the same seed never share it.
 local function tmpfile()
-  return ("%s/idxlab-fuzz-%d-%d.lua"):format(os.getenv("TMPDIR") or "/tmp", os.time(), rnd(1, 1e9))
+  return os.tmpname()
 end
 
 describe("the experiment loader under fuzzing", function()

@@ -12,14 +12,23 @@ local ROOT = os.getenv("IDXLAB_ROOT") or "."
 local BIN = ROOT .. "/bin/idxlab"
 local q = results.shell_quote
 
+-- Each directory is named after a unique os.tmpname() file (mkstemp), so two test runs at
+-- once (another build dir, the same second, the same random seed) never share one.
 local tmp_dirs = {}
 local function tmpdir()
-  local base = os.getenv("TMPDIR") or "/tmp"
-  local d = ("%s/idxlab-exp-spec-%d-%d"):format(base, os.time(), math.random(1, 1e9))
+  local reserve = os.tmpname()
+  local d = reserve .. "-idxlab-exp-spec"
   results.mkdir_p(d)
-  tmp_dirs[#tmp_dirs + 1] = d
+  tmp_dirs[#tmp_dirs + 1] = { d, reserve }
   return d
 end
+teardown(function()
+  for _, t in ipairs(tmp_dirs) do
+    os.execute("rm -rf " .. q(t[1]))
+    os.remove(t[2])
+  end
+end)
+
 local function write(path, text)
   local f = assert(io.open(path, "wb"))
   f:write(text)
@@ -75,10 +84,6 @@ return {
   metrics = { "recall_at_k" },
 }
 ]]
-
-teardown(function()
-  for _, d in ipairs(tmp_dirs) do os.execute("rm -rf " .. q(d)) end
-end)
 
 describe("sweep expansion", function()
   it("expands a product in a fixed order, the last field fastest, repeats innermost", function()

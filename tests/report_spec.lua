@@ -11,15 +11,21 @@ local ROOT = os.getenv("IDXLAB_ROOT") or "."
 local BIN = ROOT .. "/bin/idxlab"
 local q = results.shell_quote
 
+-- Each directory is named after a unique os.tmpname() file (mkstemp), so two test runs at
+-- once (another build dir, the same second, the same random seed) never share one.
 local tmp_dirs = {}
 local function tmpdir()
-  local d = ("%s/idxlab-report-spec-%d-%d"):format(os.getenv("TMPDIR") or "/tmp", os.time(), math.random(1, 1e9))
+  local reserve = os.tmpname()
+  local d = reserve .. "-idxlab-report-spec"
   results.mkdir_p(d)
-  tmp_dirs[#tmp_dirs + 1] = d
+  tmp_dirs[#tmp_dirs + 1] = { d, reserve }
   return d
 end
 teardown(function()
-  for _, d in ipairs(tmp_dirs) do os.execute("rm -rf " .. q(d)) end
+  for _, t in ipairs(tmp_dirs) do
+    os.execute("rm -rf " .. q(t[1]))
+    os.remove(t[2])
+  end
 end)
 
 local sink = { write = function(self) return self end, flush = function(self) return self end }
@@ -167,6 +173,7 @@ describe("plots and report regeneration", function()
     local res = experiment.run(exp_table(), { out = d, measure = "fake", progress = "off", stdout = sink, stderr = sink,
       gnuplot = "none" })
     local msg = table.concat(res.messages, "\n")
+    assert.equals(0, res.status, "failed points: " .. require("idxlab.results").encode(res.failed))
     assert.matches("gnuplot not found: plots not rendered %(apt%-get install gnuplot%-nox%)", msg)
     assert.is_false(results.exists(res.dir .. "/plot_times.png"))
     assert.is_string(results.read_file(res.dir .. "/plot_times.dat"))

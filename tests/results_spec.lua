@@ -10,15 +10,21 @@ local ROOT = os.getenv("IDXLAB_ROOT") or "."
 local BIN = ROOT .. "/bin/idxlab"
 local q = results.shell_quote
 
+-- Each directory is named after a unique os.tmpname() file (mkstemp), so two test runs at
+-- once (another build dir, the same second, the same random seed) never share one.
 local tmp_dirs = {}
 local function tmpdir()
-  local d = ("%s/idxlab-results-spec-%d-%d"):format(os.getenv("TMPDIR") or "/tmp", os.time(), math.random(1, 1e9))
+  local reserve = os.tmpname()
+  local d = reserve .. "-idxlab-results-spec"
   results.mkdir_p(d)
-  tmp_dirs[#tmp_dirs + 1] = d
+  tmp_dirs[#tmp_dirs + 1] = { d, reserve }
   return d
 end
 teardown(function()
-  for _, d in ipairs(tmp_dirs) do os.execute("rm -rf " .. q(d)) end
+  for _, t in ipairs(tmp_dirs) do
+    os.execute("rm -rf " .. q(t[1]))
+    os.remove(t[2])
+  end
 end)
 
 local function write(path, text)

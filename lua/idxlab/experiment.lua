@@ -248,7 +248,7 @@ end
 ---------------------------------------------------------------------------- validation
 
 M.TOP_FIELDS = { "name", "question", "seed", "backend", "workload", "config", "sweep", "zip", "repeats",
-  "metrics", "plots", "by", "mode", "timing" }
+  "metrics", "plots", "by", "mode", "timing", "on_backend" }
 local top_known = {}
 for _, k in ipairs(M.TOP_FIELDS) do top_known[k] = true end
 
@@ -533,6 +533,17 @@ local function validate(exp, src)
   end
   if e.by ~= nil and e.mode == "chunks" then
     fail(("%s: field 'by' = \"length\": only for mode = \"step\" (the chunker measures no rows)"):format(src))
+  end
+  if e.on_backend ~= nil then
+    if type(e.on_backend) ~= "table" then fail(("%s: field 'on_backend' = %s: must be { cpu = {...}, cuda = {...} }"):format(src, show(e.on_backend))) end
+    for b, ob in pairs(e.on_backend) do
+      if b ~= "cpu" and b ~= "cuda" then fail(("%s: field 'on_backend.%s': unknown backend (cpu, cuda)"):format(src, tostring(b))) end
+      if type(ob) ~= "table" then fail(("%s: field 'on_backend.%s' must be a table { workload = ..., timing = ... }"):format(src, b)) end
+      for k in pairs(ob) do
+        if k ~= "workload" and k ~= "timing" then fail(("%s: field 'on_backend.%s.%s': unknown (workload, timing)"):format(src, b, tostring(k))) end
+      end
+      if ob.workload ~= nil then check_workload(ob.workload, src, "on_backend." .. b .. ".workload") end
+    end
   end
   if e.timing ~= nil then
     if type(e.timing) ~= "table" then fail(("%s: field 'timing' = %s: must be { warmup = n, iters = n }"):format(src, show(e.timing))) end
@@ -1554,6 +1565,12 @@ local function run_impl(src, opts)
         local ctx = get_ctx(pt.backend)
         if ctx then
           ctx_backend, device = ctx:backend(), ctx:device_name()
+          -- on_backend[<backend>] replaces the workload and timing where that backend runs
+          local ob = type(e.on_backend) == "table" and e.on_backend[ctx_backend]
+          if type(ob) == "table" then
+            if ob.workload ~= nil then mpoint.workload = deep_copy(ob.workload) end
+            if ob.timing ~= nil then mpoint.timing = deep_copy(ob.timing) end
+          end
         end
         return real_measure(ctx, mpoint)
       end)

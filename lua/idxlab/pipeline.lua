@@ -339,6 +339,7 @@ function Pipeline:production(g, gi, st, inputs, sz, timers)
   G.sparse_ids, G.end_ = g.sparse_ids, g["end"]
   local slot = 0
   local function mark(name)
+    if not timers then return end -- under graph capture: no timers
     ctx:timer_record(slot)
     timers[#timers + 1] = { group = gi, name = name, slot = slot }
     slot = slot + 1
@@ -675,6 +676,30 @@ function Pipeline:step(inputs, opts)
 end
 
 M.new_acc = new_acc
+
+-- Captures the production path of every group of one step in a CUDA graph (CUDA contexts
+-- only), then replays it `replays` times. Returns a function that reads a group's remapped
+-- top-k positions of layer l to the host, for comparison with an eager run.
+function Pipeline:capture(inputs, replays)
+  local ctx, cfg = self.ctx, self.cfg
+  local sz = check_inputs(cfg, inputs)
+  local st = self:prepare(inputs, sz)
+  if not self.builder then self.builder = Builder(ctx, cfg) end
+  local step = self.builder:build(make_batch(cfg, inputs, sz, st.block_table))
+  local groups = groups_of(step)
+  if #groups ~= 1 then arg_error("capture: the step must be one group of rows (one decode group or one chunk)") end
+  -- an eager run first sizes every buffer, so nothing is allocated under capture
+  local G = self:production(groups[1], 1, st, inputs, sz, {})
+  ctx:sync()
+  check(ctx.cd, C.ixl_graph_begin(ctx.cd))
+  local ok, err = pcall(function() G = self:production(groups[1], 1, st, inputs, sz, nil) end)
+  local st_end = C.ixl_graph_end(ctx.cd)
+  if not ok then error(err, 0) end
+  check(ctx.cd, st_end)
+  for _ = 1, replays or 1 do check(ctx.cd, C.ixl_graph_launch(ctx.cd)) end
+  ctx:sync()
+  return G
+end
 
 -- Turns an accumulator into a result row (SPEC 6): per-layer metrics, their mean over layers
 -- at the top level, and the step-level timings.

@@ -737,6 +737,42 @@ TEST(empty_rows_and_nan_scales) {
   ixl_ctx_free(ctx);
 }
 
+/* Saturated codes (every product at the top of the format) with key scale bytes just inside and
+ * just past the limits of the fast path's key prescaling, and a small query scale byte: the
+ * logits stay finite and both paths agree bit for bit. */
+TEST(prescale_limits_with_saturated_codes) {
+  ixl_ctx *ctx = new_ctx(2);
+  const int R = 1, H = 4, N = 32;
+  for (int fmt = 0; fmt < 2; fmt++) {
+    const int limit = fmt == IXL_MXFP4 ? 244 : 231;
+    for (int past = 0; past <= 3; past++) {
+      problem p;
+      problem_make(ctx, &p, fmt, 0, R, H, N, 0);
+      const int vb = fmt == IXL_MXFP4 ? 64 : 128;
+      memset(p.q_codes->data, fmt == IXL_MXFP4 ? 0x77 : 0x7E, (size_t)R * H * vb); /* 6 or 448 */
+      memset(p.k_codes->data, fmt == IXL_MXFP4 ? 0x77 : 0x7E, (size_t)N * vb);
+      memset(p.q_scales->data, 1, (size_t)R * H * 4); /* 2^-126 */
+      memset(p.k_scales->data, limit + past, (size_t)N * 4);
+      ixl_tensor *ks = tnew(ctx, IXL_I32, 1, R, 0, 0), *ke = tnew(ctx, IXL_I32, 1, R, 0, 0);
+      I32(ks)[0] = 0, I32(ke)[0] = N;
+      for (int red = 0; red < 2; red++) {
+        ixl_tensor *o1 = tnew(ctx, red ? IXL_BF16 : IXL_F32, 2, R, N, 0), *o2 = tnew(ctx, red ? IXL_BF16 : IXL_F32, 2, R, N, 0);
+        const ixl_tensor *w = red ? p.wbf : p.w32;
+        CHECK_OK(ctx, ixl_dense_logits_path(ctx, &p.qk, w, ks, ke, IXL_LAYOUT_FULL, 1, (ixl_reduction)red, o1, IXL_PATH_REFERENCE));
+        CHECK_OK(ctx, ixl_dense_logits_path(ctx, &p.qk, w, ks, ke, IXL_LAYOUT_FULL, 1, (ixl_reduction)red, o2, IXL_PATH_FAST));
+        CHECK_MSG(compare_outputs(o1, o2, "saturated"), "fmt %d ke %d red %d", fmt, limit + past, red);
+        for (int n = 0; n < N; n++) CHECK_MSG(isfinite(out_at(o1, n)), "fmt %d ke %d: %g", fmt, limit + past, out_at(o1, n));
+        ixl_tensor_free(o1);
+        ixl_tensor_free(o2);
+      }
+      ixl_tensor_free(ks);
+      ixl_tensor_free(ke);
+      problem_free(&p);
+    }
+  }
+  ixl_ctx_free(ctx);
+}
+
 /* ---------------------------------------------------------------- validation */
 TEST(k1_errors) {
   ixl_ctx *ctx = new_ctx(2);
@@ -777,6 +813,10 @@ TEST(k1_errors) {
   CHECK_ERR(ctx, ixl_dense_logits(ctx, &qk, p8.w32, ks, ke, IXL_LAYOUT_FULL, 1, IXL_REDUCE_FP32, out), IXL_ERR_INVALID_ARG, "q_scales: must be NULL for fp8");
   qk = p.qk;
   CHECK_ERR(ctx, ixl_dense_logits(ctx, &qk, p.wbf, ks, ke, IXL_LAYOUT_FULL, 1, IXL_REDUCE_FP32, out), IXL_ERR_DTYPE, "weights: dtype bf16, expected f32 for the fp32 reduction");
+  ixl_tensor *w12 = tnew(ctx, IXL_F32, 2, R, H + 4, 0), *kscale3 = tnew(ctx, IXL_I32, 1, N + 1, 0, 0);
+  CHECK_ERR(ctx, ixl_dense_logits(ctx, &qk, w12, ks, ke, IXL_LAYOUT_FULL, 1, IXL_REDUCE_FP32, out), IXL_ERR_SHAPE, "weights: shape[1] = 12, expected 8");
+  qk.k_scales = kscale3;
+  CHECK_ERR(ctx, ixl_dense_logits(ctx, &qk, p.w32, ks, ke, IXL_LAYOUT_FULL, 1, IXL_REDUCE_FP32, out), IXL_ERR_SHAPE, "k_scales: shape[0] = 33, expected 32");
   qk.k_scales = p8.k_scales;
   CHECK_ERR(ctx, ixl_dense_logits(ctx, &qk, p.w32, ks, ke, IXL_LAYOUT_FULL, 1, IXL_REDUCE_FP32, out), IXL_ERR_DTYPE, "k_scales: dtype f32, expected i32");
   qk = p.qk;
@@ -806,7 +846,7 @@ TEST(k1_errors) {
   dev.owns = 0;
   qk.k_codes = &dev;
   CHECK_ERR(ctx, ixl_dense_logits(ctx, &qk, p.w32, ks, ke, IXL_LAYOUT_FULL, 1, IXL_REDUCE_FP32, out), IXL_ERR_BACKEND, "k_codes is in device memory but q_codes is in host memory");
-  ixl_tensor *tensors[] = {ks, ke, ks3, kf, out, outb, out_n, out_r, small, q6, q132, qf, fake_qs};
+  ixl_tensor *tensors[] = {ks, ke, ks3, kf, out, outb, out_n, out_r, small, q6, q132, qf, fake_qs, w12, kscale3};
   for (size_t i = 0; i < sizeof tensors / sizeof *tensors; i++) ixl_tensor_free(tensors[i]);
   problem_free(&p);
   problem_free(&p8);
@@ -826,7 +866,10 @@ TEST(k2_errors) {
     int32_t row[4] = {0, 1, -1, -1};
     memcpy(I32(bt) + r * 4, row, sizeof row);
   }
+  ixl_tensor *pg4 = tnew(ctx, IXL_U8, 2, 4, 1536, 0); /* 4 pages of 16 mxfp4 keys */
+  ixl_tensor_fill_bytes(ctx, pg4, 0x11);
   ixl_qk qk = paged_qk(&p, &g);
+  qk.k_pages = pg4;
   ixl_tensor *out = tnew(ctx, IXL_F32, 2, 3, 64, 0), *out_small = tnew(ctx, IXL_F32, 2, 3, 21, 0);
   ixl_tensor *bt2 = tnew(ctx, IXL_I32, 2, 2, 4, 0), *lens4 = tnew(ctx, IXL_I32, 1, 4, 0, 0);
   CHECK_OK(ctx, ixl_dense_logits_paged(ctx, &qk, p.w32, lens, bt, IXL_REDUCE_FP32, out));
@@ -846,6 +889,7 @@ TEST(k2_errors) {
   CHECK_ERR(ctx, ixl_dense_logits_paged(ctx, &bad, p.w32, lens, bt, IXL_REDUCE_FP32, out), IXL_ERR_SHAPE,
             "k_pages: shape[1] (page stride) = 1100: must be a multiple of 512");
   CHECK_ERR(ctx, ixl_dense_logits_paged(ctx, &qk, p.w32, lens4, bt, IXL_REDUCE_FP32, out), IXL_ERR_SHAPE, "context_lens: shape[0] = 4, expected 3");
+  CHECK_ERR(ctx, ixl_dense_logits_paged(ctx, &qk, p.wbf, lens, bt, IXL_REDUCE_BF16, out), IXL_ERR_DTYPE, "out: dtype f32, expected bf16 for the bf16 reduction");
   CHECK_ERR(ctx, ixl_dense_logits_paged(ctx, &qk, p.w32, lens, bt2, IXL_REDUCE_FP32, out), IXL_ERR_SHAPE, "block_table: shape[0] = 2, expected 3");
   CHECK_ERR(ctx, ixl_dense_logits_paged(ctx, &qk, p.w32, lens, bt, IXL_REDUCE_FP32, out_small), IXL_ERR_SHAPE,
             "context_lens[2] = 22: must be <= max_len = 21 (out shape[1])");
@@ -856,7 +900,7 @@ TEST(k2_errors) {
   CHECK_ERR(ctx, ixl_dense_logits_paged(ctx, &qk, p.w32, lens, bt, IXL_REDUCE_FP32, out), IXL_ERR_INVALID_ARG,
             "context_lens[2] = -1");
   I32(lens)[2] = 22;
-  int64_t np = g.pages->shape[0];
+  int64_t np = pg4->shape[0];
   I32(bt)[1 * 4 + 1] = (int32_t)np;
   char msg[128];
   snprintf(msg, sizeof msg, "block_table[1][1] = %lld: must be in [0, num_pages) = [0, %lld)", (long long)np, (long long)np);
@@ -867,7 +911,7 @@ TEST(k2_errors) {
   I32(lens)[1] = 16; /* the second page is no longer used: its entry may be anything */
   I32(bt)[1 * 4 + 1] = -3;
   CHECK_OK(ctx, ixl_dense_logits_paged(ctx, &qk, p.w32, lens, bt, IXL_REDUCE_FP32, out));
-  ixl_tensor *tensors[] = {out, out_small, bt2, lens4, odd, lens, bt};
+  ixl_tensor *tensors[] = {out, out_small, bt2, lens4, odd, lens, bt, pg4};
   for (size_t i = 0; i < sizeof tensors / sizeof *tensors; i++) ixl_tensor_free(tensors[i]);
   paged_free(&g);
   problem_free(&p);
@@ -890,6 +934,13 @@ TEST(k5_errors) {
             "weights: dtype f32, expected bf16 for the bf16 reduction");
   CHECK_ERR(ctx, ixl_sparse_logits(ctx, &p.qk, p.wbf, NULL, ke, NULL, ids, sbk, IXL_KS_UNALIGNED, out), IXL_ERR_INVALID_ARG,
             "row_ks: missing tensor");
+  ixl_qk q4 = p.qk;
+  q4.kv_format = IXL_MXFP4;
+  ixl_tensor *qc64 = tnew(ctx, IXL_U8, 3, R, 8, 64);
+  q4.q_codes = qc64;
+  CHECK_ERR(ctx, ixl_sparse_logits(ctx, &q4, p.wbf, ks, ke, NULL, ids, sbk, IXL_KS_UNALIGNED, out), IXL_ERR_SHAPE,
+            "k_codes: shape[1] = 128, expected 64 (the value bytes of mxfp4)");
+  ixl_tensor_free(qc64);
   CHECK_ERR(ctx, ixl_sparse_logits(ctx, &p.qk, p.wbf, ks, ke, ids, ids, sbk, IXL_KS_UNALIGNED, out), IXL_ERR_INVALID_ARG,
             "block_table must be NULL for ragged rows");
   CHECK_ERR(ctx, ixl_sparse_logits(ctx, &p.qk, p.wbf, ks, ke, NULL, ids, 6, IXL_KS_UNALIGNED, out), IXL_ERR_INVALID_ARG,
@@ -960,6 +1011,7 @@ int main(void) {
   RUN(k5_paged_equals_k2_bf16_at_the_same_positions);
   RUN(k5_hostile_ids_read_nothing_outside);
   RUN(empty_rows_and_nan_scales);
+  RUN(prescale_limits_with_saturated_codes);
   RUN(k1_errors);
   RUN(k2_errors);
   RUN(k5_errors);

@@ -1,0 +1,120 @@
+-- pipeline_gpu_spec (#gpu): the whole step on the GPU against the CPU reference, through the
+-- same replay outputs (SPEC 7), and the production path captured in a CUDA graph and replayed.
+local idxlab = require("idxlab")
+local pipeline = require("idxlab.pipeline")
+local Tensor = require("idxlab.tensor")
+local ffi = require("ffi")
+
+local SEED = tonumber(os.getenv("IDXLAB_TEST_SEED") or "") or 4242
+
+local function normal(rng)
+  local u1, u2 = rng(), rng()
+  return math.sqrt(-2 * math.log(1 - u1)) * math.cos(2 * math.pi * u2)
+end
+
+-- host inputs, copied to `ctx`'s memory
+local function inputs_on(ctx, host)
+  local out = {}
+  for k, v in pairs(host) do
+    if Tensor.is_tensor(v) and ctx:device_kind() == "device" then
+      out[k] = Tensor.new(ctx, v:dtype(), v:shape(), "device"):copy_from(v)
+    else
+      out[k] = v
+    end
+  end
+  return out
+end
+
+local function make_host(ctx, H, lens, decode, seed)
+  math.randomseed(seed)
+  local rng = math.random
+  local R, L, N = #lens, 2, 0
+  for _, l in ipairs(lens) do N = N + l end
+  local function tensor(dt, shape, gen)
+    local t = Tensor.new(ctx, dt, shape, "host")
+    local p = ffi.cast(dt == "f32" and "float *" or "int32_t *", t.cd.data)
+    for i = 0, t:numel() - 1 do p[i] = gen(i) end
+    return t
+  end
+  local starts, s = {}, 0
+  for i, l in ipairs(lens) do starts[i] = s; s = s + l end
+  local x = {
+    q = tensor("f32", { R, H, 128 }, function() return normal(rng) end),
+    weights = tensor("f32", { R, H }, function() return rng() * 2 - 0.5 end),
+    k = tensor("f32", { N, 128 }, function() return normal(rng) end),
+    q_consumer = tensor("f32", { L, R, H, 128 }, function() return normal(rng) end),
+    weights_consumer = tensor("f32", { L, R, H }, function() return rng() * 2 - 0.5 end),
+  }
+  if decode then
+    x.n_decode, x.n_prefill = R, 0
+    x.row_start = tensor("i32", { R }, function(i) return starts[i + 1] end)
+    x.context_lens = tensor("i32", { R }, function(i) return lens[i + 1] end)
+  else
+    x.n_decode, x.n_prefill = 0, R
+    x.ks = tensor("i32", { R }, function(i) return starts[i + 1] end)
+    x.ke = tensor("i32", { R }, function(i) return starts[i + 1] + lens[i + 1] end)
+  end
+  return x
+end
+
+local function collect()
+  local outs = {}
+  return outs, {
+    put = function(name, t, r0) outs[name] = outs[name] or {}; outs[name][r0] = t:to_table() end,
+    put_layer = function(name, l, t, r0) outs[name .. l] = outs[name .. l] or {}; outs[name .. l][r0] = t:to_table() end,
+  }
+end
+
+describe("#gpu the step on the GPU", function()
+  local ok_cuda = idxlab.cuda_available()
+  local cpu = idxlab.context{ backend = "cpu", seed = SEED }
+  local gpu = ok_cuda and idxlab.context{ backend = "cuda", seed = SEED } or nil
+
+  for _, case in ipairs({
+    { fmt = "mxfp4", H = 32, decode = false }, { fmt = "mxfp4", H = 64, decode = true },
+    { fmt = "mxfp8", H = 8, decode = false }, { fmt = "fp8", H = 16, decode = true },
+  }) do
+    it(("matches the CPU step: %s, H = %d, %s"):format(case.fmt, case.H, case.decode and "decode" or "ragged"), function()
+      assert.is_true(ok_cuda, "no usable CUDA device")
+      local cfg = { heads = case.H, index_topk = 64, candidate_block_size = 8, candidate_topk_blocks = 64,
+        max_rows = 64, max_model_len = 16384, page_size = 64, kv_format = case.fmt }
+      -- a decode row always sees at least its own token; a ragged row may be empty
+      local host = make_host(cpu, case.H, { 3000, 513, 100, case.decode and 1 or 0, 1999 }, case.decode, SEED + case.H)
+      local res = {}
+      for name, ctx in pairs({ cpu = cpu, gpu = gpu }) do
+        local p = pipeline.new(ctx, cfg)
+        local acc = pipeline.new_acc()
+        local outs, keep = collect()
+        p:step(inputs_on(ctx, host), { acc = acc, keep = keep })
+        res[name] = { outs = outs, row = pipeline.summarize(acc, nil) }
+        p:free()
+      end
+      assert.equals(0, res.gpu.row.logit_mismatches)
+      assert.equals(1, res.gpu.row.selection_agreement)
+      for _, name in ipairs({ "cand_blocks", "sparse_ids", "end", "source_topk_pos", "topk_pos1", "topk_pos2",
+        "dense_topk_pos1", "masked_topk_pos1" }) do
+        assert.are.same(res.cpu.outs[name], res.gpu.outs[name], name .. " seed " .. SEED)
+      end
+      if case.fmt == "mxfp4" then
+        assert.are.same(res.cpu.outs.sparse_logits1, res.gpu.outs.sparse_logits1, "sparse logits bitwise")
+      end
+    end)
+  end
+
+  it("captures the production path in a CUDA graph and replays it", function()
+    assert.is_true(ok_cuda, "no usable CUDA device")
+    local cfg = { heads = 32, index_topk = 64, candidate_block_size = 8, candidate_topk_blocks = 64,
+      max_rows = 64, max_model_len = 16384, page_size = 64 }
+    local host = make_host(cpu, 32, { 2500, 800, 1600 }, true, SEED + 7)
+    local p = pipeline.new(gpu, cfg)
+    local inputs = inputs_on(gpu, host)
+    local eager_outs, keep = collect()
+    p:step(inputs, { acc = pipeline.new_acc(), keep = keep })
+    local before = gpu:alloc_stats()
+    local G = p:capture(inputs, 3)
+    assert.equals(before.device_bytes_live, gpu:alloc_stats().device_bytes_live)
+    assert.are.same(eager_outs.topk_pos1[0], G.layers[1].pos:to_table())
+    assert.are.same(eager_outs.topk_pos2[0], G.layers[2].pos:to_table())
+    p:free()
+  end)
+end)
