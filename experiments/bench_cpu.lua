@@ -36,8 +36,10 @@ local function median(t)
   return n % 2 == 1 and s[(n + 1) / 2] or (s[n / 2] + s[n / 2 + 1]) / 2
 end
 
-function M.main(ctx, opts)
+-- main(opts): opts.ctx (a CPU context; default 2 threads), reps, threads, rows, positions.
+function M.main(opts)
   opts = opts or {}
+  local ctx = opts.ctx
   local idxlab = require("idxlab")
   local core = require("idxlab.core")
   local formats = require("idxlab.formats")
@@ -139,10 +141,10 @@ function M.main(ctx, opts)
 end
 
 -- Run directly: `luajit experiments/bench_cpu.lua [reps [threads]]`.
-if arg and type(arg[0]) == "string" and arg[0]:match("bench_cpu%.lua$") and not rawget(_G, "IDXLAB_EXPERIMENT") then
+if arg and type(arg[0]) == "string" and arg[0]:match("bench_cpu%.lua$") and not rawget(_G, "IDXLAB_EXPERIMENT") and not rawget(_G, "IDXLAB_SCRIPT") then
   local here = arg[0]:match("^(.*)/[^/]*$") or "."
   package.path = here .. "/../lua/?.lua;" .. here .. "/../lua/?/init.lua;" .. package.path
-  M.main(nil, { reps = tonumber(arg[1]), threads = tonumber(arg[2]) })
+  M.main({ reps = tonumber(arg[1]), threads = tonumber(arg[2]) })
 end
 
 return M

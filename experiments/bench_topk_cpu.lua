@@ -87,7 +87,7 @@ M.bench = bench
 -- `bin/idxlab run experiments/bench_topk_cpu.lua` calls main(opts) with the --set values.
 function M.main(opts) return bench(opts) end
 
-if arg and arg[0] and arg[0]:match("bench_topk_cpu%.lua$") then
+if arg and arg[0] and arg[0]:match("bench_topk_cpu%.lua$") and not rawget(_G, "IDXLAB_SCRIPT") then
   bench({ rows = tonumber(arg[1]), reps = tonumber(arg[2]) })
 end
 

@@ -3,7 +3,7 @@
 -- being local?
 --
 -- recall_at_k (the share of the unrestricted dense top-k that the sparse top-k keeps) rises
--- with T: on the default synthetic workload (workload.locality = 8) by well over 0.05 from the
+-- with T: on the default synthetic workload (workload.locality = 10) by well over 0.05 from the
 -- smallest to the largest T. The locality knob is how much a query likes the keys near its
 -- own position: lowering it (32 -> 8, the default -> 0) spreads what the queries want over the
 -- whole context, so the same T keeps less -- recall falls with locality at the small T values

@@ -135,7 +135,7 @@ M.soak = soak
 -- `bin/idxlab run experiments/soak.lua` calls main(opts) with the --set values.
 function M.main(opts) return soak(opts) end
 
-if arg and arg[0] and arg[0]:match("soak%.lua$") then
+if arg and arg[0] and arg[0]:match("soak%.lua$") and not rawget(_G, "IDXLAB_SCRIPT") then
   soak({ steps = tonumber(arg[1]) or 2000, backend = arg[2] or "auto", progress = true })
 end
 

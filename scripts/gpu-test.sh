@@ -148,6 +148,17 @@ else
 fi
 grep -E 'Invalid|Race|Hazard|ERROR SUMMARY|RACECHECK SUMMARY' "$logdir/sanitizer.log" | head -n 40
 
+# ------------------------------------------------------------ soak on the GPU (issue 9)
+soak_row="skipped: no usable GPU"
+soak_rc=0
+if [ $gpu_ok -eq 1 ]; then
+  t0=$(date +%s)
+  IDXLAB_LIBDIR=$root/$BUILD timeout "${SOAK_TIMEOUT:-240}" bin/idxlab script experiments/soak.lua \
+    steps="${SOAK_STEPS:-500}" backend=cuda >"$logdir/soak.log" 2>&1
+  soak_rc=$?
+  soak_row="$(tail -n 1 "$logdir/soak.log") ($(($(date +%s) - t0))s, exit $soak_rc)"
+fi
+
 # ------------------------------------------------------------ summary (printed last)
 {
   echo
@@ -155,6 +166,7 @@ grep -E 'Invalid|Race|Hazard|ERROR SUMMARY|RACECHECK SUMMARY' "$logdir/sanitizer
   printf '%-40s %s\n' "build ($BUILD)" "ok in ${build_s}s"
   printf '%-40s %s\n' "suite (C tests + busted, #gpu included)" "$suite_line in ${suite_s}s"
   for r in "${san_rows[@]}"; do printf '%-40s %s\n' "${r%%|*}" "${r#*|}"; done
+  printf '%-40s %s\n' "soak (cuda)" "$soak_row"
   printf '%-40s %s\n' "total" "$(($(date +%s) - t_start))s; logs in $logdir"
 } | tee "$logdir/summary.txt"
-[ $suite_rc -eq 0 ] && [ $san_bad -eq 0 ]
+[ $suite_rc -eq 0 ] && [ $san_bad -eq 0 ] && [ $soak_rc -eq 0 ]

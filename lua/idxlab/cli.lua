@@ -2,7 +2,8 @@
 -- returns function(argv) -> exit status. Errors print one line on stderr and exit 1
 -- (IDXLAB_DEBUG=1 adds the traceback).
 local commands = {
-  run = "run an experiment file: idxlab run FILE.lua [--set key=value ...] [--dry-run] [--resume] [--shard i/n]",
+  run = "run an experiment file: idxlab run FILE.lua [--set key=value ...] [--dry-run] [--resume] [--shard i/n] [--out DIR] [--progress bar|plain|off]",
+  script = "run a Lua script (benchmarks, the soak run): idxlab script FILE.lua [ARGS ...]",
   config = "print the validated builder config as JSON: idxlab config [--set key=value ...]",
   replay = "replay a step from a safetensors file: idxlab replay IN.safetensors OUT.safetensors [--set key=value ...]",
   report = "re-render tables and plots from saved results: idxlab report results/NAME",
