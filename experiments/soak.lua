@@ -17,7 +17,7 @@ local function soak(opts)
   local idxlab = require("idxlab")
   local pipeline = require("idxlab.pipeline")
   local Tensor = require("idxlab.tensor")
-  local ffi = require("ffi")
+  local workload = require("idxlab.workload")
   local steps = opts.steps or 2000
   local seed = opts.seed or 1
   local ctx = opts.ctx or idxlab.context{ backend = opts.backend or "auto", seed = seed }
@@ -33,18 +33,6 @@ local function soak(opts)
   local formats = { "mxfp4", "mxfp8", "fp8" }
   local quants = { "rne", "ties_down" }
   local t0 = os.clock()
-  local function tensor(dt, shape, gen)
-    local t = Tensor.new(ctx, dt, shape, "host")
-    local n = t:numel()
-    local p = ffi.cast(dt == "f32" and "float *" or "int32_t *", t.cd.data)
-    for i = 0, n - 1 do p[i] = gen(i) end
-    if ctx:device_kind() == "device" then
-      local d = t:to("device")
-      t:free()
-      return d
-    end
-    return t
-  end
   for step = 1, steps do
     local kind = rnd(10)
     if kind == 1 then
@@ -70,31 +58,14 @@ local function soak(opts)
         page_size = 64,
       }
       local R = rnd(1, 6)
+      local lens = {}
+      for i = 1, R do lens[i] = rnd(0, 1200) end
       local decode = rnd(2) == 1
-      local lens, N = {}, 0
-      for i = 1, R do
-        lens[i] = rnd(0, 1200)
-        N = N + lens[i]
-      end
-      local starts, s = {}, 0
-      for i = 1, R do starts[i] = s; s = s + lens[i] end
-      local L = rnd(1, 2)
-      local function nrm() return (rnd() - 0.5) * 4 end
-      local inputs = {
-        q = tensor("f32", { R, heads, 128 }, nrm), weights = tensor("f32", { R, heads }, function() return rnd() end),
-        k = tensor("f32", { math.max(N, 1), 128 }, nrm),
-        q_consumer = tensor("f32", { L, R, heads, 128 }, nrm),
-        weights_consumer = tensor("f32", { L, R, heads }, function() return rnd() end),
-      }
       if decode then
-        inputs.n_decode, inputs.n_prefill = R, 0
-        inputs.row_start = tensor("i32", { R }, function(i) return starts[i + 1] end)
-        inputs.context_lens = tensor("i32", { R }, function(i) return lens[i + 1] end)
-      else
-        inputs.n_decode, inputs.n_prefill = 0, R
-        inputs.ks = tensor("i32", { R }, function(i) return starts[i + 1] end)
-        inputs.ke = tensor("i32", { R }, function(i) return starts[i + 1] + lens[i + 1] end)
+        for i = 1, R do lens[i] = math.max(lens[i], 1) end -- a decode row sees its own token
       end
+      local inputs = workload.random(ctx, { heads = heads, lens = lens, decode = decode, layers = rnd(1, 2),
+        seed = seed * 100003 + step })
       if rnd(8) == 1 then
         -- an error mid-step: inputs that contradict the config
         inputs.n_prefill = (inputs.n_prefill or 0) + 1

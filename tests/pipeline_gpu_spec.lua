@@ -3,14 +3,8 @@
 local idxlab = require("idxlab")
 local pipeline = require("idxlab.pipeline")
 local Tensor = require("idxlab.tensor")
-local ffi = require("ffi")
 
 local SEED = tonumber(os.getenv("IDXLAB_TEST_SEED") or "") or 4242
-
-local function normal(rng)
-  local u1, u2 = rng(), rng()
-  return math.sqrt(-2 * math.log(1 - u1)) * math.cos(2 * math.pi * u2)
-end
 
 -- host inputs, copied to `ctx`'s memory
 local function inputs_on(ctx, host)
@@ -26,35 +20,7 @@ local function inputs_on(ctx, host)
 end
 
 local function make_host(ctx, H, lens, decode, seed)
-  math.randomseed(seed)
-  local rng = math.random
-  local R, L, N = #lens, 2, 0
-  for _, l in ipairs(lens) do N = N + l end
-  local function tensor(dt, shape, gen)
-    local t = Tensor.new(ctx, dt, shape, "host")
-    local p = ffi.cast(dt == "f32" and "float *" or "int32_t *", t.cd.data)
-    for i = 0, t:numel() - 1 do p[i] = gen(i) end
-    return t
-  end
-  local starts, s = {}, 0
-  for i, l in ipairs(lens) do starts[i] = s; s = s + l end
-  local x = {
-    q = tensor("f32", { R, H, 128 }, function() return normal(rng) end),
-    weights = tensor("f32", { R, H }, function() return rng() * 2 - 0.5 end),
-    k = tensor("f32", { N, 128 }, function() return normal(rng) end),
-    q_consumer = tensor("f32", { L, R, H, 128 }, function() return normal(rng) end),
-    weights_consumer = tensor("f32", { L, R, H }, function() return rng() * 2 - 0.5 end),
-  }
-  if decode then
-    x.n_decode, x.n_prefill = R, 0
-    x.row_start = tensor("i32", { R }, function(i) return starts[i + 1] end)
-    x.context_lens = tensor("i32", { R }, function(i) return lens[i + 1] end)
-  else
-    x.n_decode, x.n_prefill = 0, R
-    x.ks = tensor("i32", { R }, function(i) return starts[i + 1] end)
-    x.ke = tensor("i32", { R }, function(i) return starts[i + 1] + lens[i + 1] end)
-  end
-  return x
+  return require("idxlab.workload").random(ctx, { heads = H, lens = lens, decode = decode, seed = seed })
 end
 
 local function collect()

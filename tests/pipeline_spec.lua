@@ -4,54 +4,15 @@
 -- quantizer, no allocation after the first step, and replay files in and out.
 local idxlab = require("idxlab")
 local pipeline = require("idxlab.pipeline")
-local Tensor = require("idxlab.tensor")
-local ffi = require("ffi")
 
 local SEED = tonumber(os.getenv("IDXLAB_TEST_SEED") or "") or 20261129
 
-local function normal(rng)
-  local u1, u2 = rng(), rng()
-  return math.sqrt(-2 * math.log(1 - u1)) * math.cos(2 * math.pi * u2)
-end
-
--- Small random step inputs: `lens` are prefill rows' lengths (ragged, each row its own range
--- of a shared k) or decode context lengths (decode = true).
+-- Small random step inputs (workload.random): `lens` are prefill rows' lengths (ragged, each
+-- row its own range of a shared k) or decode context lengths (decode = true).
 local function make_inputs(ctx, cfg, lens, opts)
   opts = opts or {}
-  math.randomseed(opts.seed or SEED)
-  local rng = math.random
-  local H, D, L = cfg.heads, 128, opts.layers or 2
-  local R = #lens
-  local N = 0
-  for _, l in ipairs(lens) do N = N + l end
-  N = N + (opts.extra_k or 0)
-  local function tensor(dt, shape, gen)
-    local n = 1
-    for _, d in ipairs(shape) do n = n * d end
-    local t = Tensor.new(ctx, dt, shape, "host")
-    local p = ffi.cast(dt == "f32" and "float *" or "int32_t *", t.cd.data)
-    for i = 0, n - 1 do p[i] = gen(i) end
-    return t
-  end
-  local inputs = {
-    q = tensor("f32", { R, H, D }, function() return normal(rng) end),
-    weights = tensor("f32", { R, H }, function() return rng() * 2 - 0.5 end),
-    k = tensor("f32", { math.max(N, 1), D }, function() return normal(rng) end),
-    q_consumer = tensor("f32", { L, R, H, D }, function() return normal(rng) end),
-    weights_consumer = tensor("f32", { L, R, H }, function() return rng() * 2 - 0.5 end),
-  }
-  local starts, s = {}, 0
-  for i, l in ipairs(lens) do starts[i] = s; s = s + l end
-  if opts.decode then
-    inputs.n_decode, inputs.n_prefill = R, 0
-    inputs.row_start = tensor("i32", { R }, function(i) return starts[i + 1] end)
-    inputs.context_lens = tensor("i32", { R }, function(i) return lens[i + 1] end)
-  else
-    inputs.n_decode, inputs.n_prefill = 0, R
-    inputs.ks = tensor("i32", { R }, function(i) return starts[i + 1] end)
-    inputs.ke = tensor("i32", { R }, function(i) return starts[i + 1] + lens[i + 1] end)
-  end
-  return inputs
+  return require("idxlab.workload").random(ctx, { heads = cfg.heads, lens = lens, decode = opts.decode,
+    layers = opts.layers or 2, seed = opts.seed or SEED, extra_k = opts.extra_k })
 end
 
 local function small_cfg(over)

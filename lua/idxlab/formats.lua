@@ -4,6 +4,7 @@
 -- Outputs are allocated on the input's device (host or device) unless given.
 local core = require("idxlab.core")
 local Tensor = require("idxlab.tensor")
+local argcheck = require("idxlab.argcheck")
 local C, check = core.C, core.check
 
 local M = {}
@@ -12,25 +13,8 @@ local function arg_error(msg, level)
   error("idxlab: " .. msg, (level or 2) + 1)
 end
 
-local function want_ctx(ctx, fn)
-  if type(ctx) ~= "table" or ctx.cd == nil then
-    arg_error(("formats.%s: ctx must be an idxlab context"):format(fn), 3)
-  end
-end
 
-local function want_tensor(t, name, fn, optional)
-  if t == nil and optional then return end
-  if not Tensor.is_tensor(t) then
-    arg_error(("formats.%s: %s must be a Tensor, got %s"):format(fn, name, type(t)), 3)
-  end
-  if t.cd == nil then arg_error(("formats.%s: %s was freed"):format(fn, name), 3) end
-end
 
-local function want_int(v, name, fn, min)
-  if type(v) ~= "number" or v ~= math.floor(v) or v < (min or 0) then
-    arg_error(("formats.%s: %s = %s: must be an integer >= %d"):format(fn, name, tostring(v), min or 0), 3)
-  end
-end
 
 -- Bytes of one 128-vector's values: 64 for mxfp4, 128 for mxfp8 and fp8.
 function M.value_bytes(fmt)
@@ -52,13 +36,13 @@ end
 -- codes, scales = formats.quantize(ctx, fmt, quantizer, role, x [, codes, scales])
 -- x: [..., 128] f32/bf16/f16. codes: u8 [..., value_bytes]; scales: [...] (i32 or f32).
 function M.quantize(ctx, fmt, quantizer, role, x, codes, scales)
-  want_ctx(ctx, "quantize")
+  argcheck.ctx(ctx, "formats.quantize")
   local f = core.enum("kv_format", fmt, 2)
   local q = core.enum("quantizer", quantizer, 2)
   local r = core.enum("role", role, 2)
-  want_tensor(x, "x", "quantize")
-  want_tensor(codes, "codes", "quantize", true)
-  want_tensor(scales, "scales", "quantize", true)
+  argcheck.tensor(x, "x", "formats.quantize")
+  argcheck.tensor(codes, "codes", "formats.quantize", true)
+  argcheck.tensor(scales, "scales", "formats.quantize", true)
   local shape = x:shape()
   if #shape < 1 or shape[#shape] ~= 128 then
     arg_error(("formats.quantize: x has shape {%s}: the last dim must be 128 (the head dim D)"):format(
@@ -78,12 +62,12 @@ end
 -- out = formats.dequantize(ctx, fmt, role, codes, scales [, out]): f32 [..., 128]. fp8 role "q"
 -- leaves the Q scale out (it lives in the weights); scales may then be nil.
 function M.dequantize(ctx, fmt, role, codes, scales, out)
-  want_ctx(ctx, "dequantize")
+  argcheck.ctx(ctx, "formats.dequantize")
   local f = core.enum("kv_format", fmt, 2)
   local r = core.enum("role", role, 2)
-  want_tensor(codes, "codes", "dequantize")
-  want_tensor(scales, "scales", "dequantize", true)
-  want_tensor(out, "out", "dequantize", true)
+  argcheck.tensor(codes, "codes", "formats.dequantize")
+  argcheck.tensor(scales, "scales", "formats.dequantize", true)
+  argcheck.tensor(out, "out", "formats.dequantize", true)
   if not out then
     local s = leading(codes:shape())
     s[#s + 1] = 128
@@ -98,12 +82,12 @@ end
 -- weights f32 [R, H]. fp8 folds its per-(row, head) Q scales (f32 [R, H]) into both; the MX
 -- formats take nil (their Q scales stay with the codes).
 function M.prepare_weights(ctx, fmt, weights, q_scales, dense, sparse)
-  want_ctx(ctx, "prepare_weights")
+  argcheck.ctx(ctx, "formats.prepare_weights")
   local f = core.enum("kv_format", fmt, 2)
-  want_tensor(weights, "weights", "prepare_weights")
-  want_tensor(q_scales, "q_scales", "prepare_weights", true)
-  want_tensor(dense, "dense_f32", "prepare_weights", true)
-  want_tensor(sparse, "sparse_bf16", "prepare_weights", true)
+  argcheck.tensor(weights, "weights", "formats.prepare_weights")
+  argcheck.tensor(q_scales, "q_scales", "formats.prepare_weights", true)
+  argcheck.tensor(dense, "dense_f32", "formats.prepare_weights", true)
+  argcheck.tensor(sparse, "sparse_bf16", "formats.prepare_weights", true)
   local shape = weights:shape()
   dense = dense or Tensor.new(ctx, "f32", shape, weights:device(), 3)
   sparse = sparse or Tensor.new(ctx, "bf16", shape, weights:device(), 3)
@@ -117,15 +101,15 @@ end
 -- page_stride]) at logical positions 0..count-1 through page_ids (i32 [>= ceil(count /
 -- page_size)]): values first, then scales (SPEC 2).
 function M.write_pages(ctx, fmt, codes, scales, src_start, count, pages, page_size, page_ids)
-  want_ctx(ctx, "write_pages")
+  argcheck.ctx(ctx, "formats.write_pages")
   local f = core.enum("kv_format", fmt, 2)
-  want_tensor(codes, "codes", "write_pages")
-  want_tensor(scales, "scales", "write_pages")
-  want_int(src_start, "src_start", "write_pages")
-  want_int(count, "count", "write_pages")
-  want_tensor(pages, "pages", "write_pages")
-  want_int(page_size, "page_size", "write_pages", 1)
-  want_tensor(page_ids, "page_ids", "write_pages")
+  argcheck.tensor(codes, "codes", "formats.write_pages")
+  argcheck.tensor(scales, "scales", "formats.write_pages")
+  argcheck.int(src_start, "src_start", "formats.write_pages")
+  argcheck.int(count, "count", "formats.write_pages")
+  argcheck.tensor(pages, "pages", "formats.write_pages")
+  argcheck.int(page_size, "page_size", "formats.write_pages", 1, 2147483647)
+  argcheck.tensor(page_ids, "page_ids", "formats.write_pages")
   check(ctx.cd, C.ixl_kv_pages_write(ctx.cd, f, codes.cd, scales.cd, src_start, count, pages.cd, page_size,
     page_ids.cd), 2)
 end
@@ -133,7 +117,7 @@ end
 -- The smallest page stride for page_size positions of fmt: page_size * (value_bytes + 4)
 -- rounded up to a multiple of 512 bytes.
 function M.page_stride(fmt, page_size)
-  want_int(page_size, "page_size", "page_stride", 1)
+  argcheck.int(page_size, "page_size", "formats.page_stride", 1, 2147483647)
   local bytes = page_size * (M.value_bytes(fmt) + 4)
   return math.ceil(bytes / 512) * 512
 end

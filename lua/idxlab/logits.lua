@@ -10,6 +10,7 @@
 -- q_codes' device).
 local core = require("idxlab.core")
 local Tensor = require("idxlab.tensor")
+local argcheck = require("idxlab.argcheck")
 local ffi, C, check = core.ffi, core.C, core.check
 
 local M = {}
@@ -18,20 +19,7 @@ local function arg_error(msg, level)
   error("idxlab: " .. msg, (level or 2) + 1)
 end
 
--- Argument checks raise at the caller of the public function (level 3 from here).
-local function want_ctx(ctx, fn)
-  if type(ctx) ~= "table" or ctx.cd == nil then
-    arg_error(("logits.%s: ctx must be an idxlab context"):format(fn), 3)
-  end
-end
 
-local function want_tensor(t, name, fn, optional)
-  if t == nil and optional then return end
-  if not Tensor.is_tensor(t) then
-    arg_error(("logits.%s: %s must be a Tensor, got %s"):format(fn, name, type(t)), 3)
-  end
-  if t.cd == nil then arg_error(("logits.%s: %s was freed"):format(fn, name), 3) end
-end
 
 local qk_fields = {
   q_codes = true, q_scales = true, k_codes = true, k_scales = true, k_pages = true,
@@ -124,11 +112,11 @@ end
 -- (compressed; max_len defaults to the longest row), f32 or bf16 as the reduction.
 local dense_opts = { layout = true, clean = true, reduction = true, out = true, max_len = true }
 function M.dense(ctx, qk, weights, ks, ke, opts)
-  want_ctx(ctx, "dense")
+  argcheck.ctx(ctx, "logits.dense")
   local q = to_qk(qk, "dense")
-  want_tensor(weights, "weights", "dense")
-  want_tensor(ks, "ks", "dense")
-  want_tensor(ke, "ke", "dense")
+  argcheck.tensor(weights, "weights", "logits.dense")
+  argcheck.tensor(ks, "ks", "logits.dense")
+  argcheck.tensor(ke, "ke", "logits.dense")
   opts = check_opts(opts, dense_opts, "dense")
   local layout = enum_opt("layout", opts.layout, "compressed", "dense")
   local reduction = enum_opt("reduction", opts.reduction, "fp32", "dense")
@@ -137,7 +125,7 @@ function M.dense(ctx, qk, weights, ks, ke, opts)
   if type(clean) ~= "boolean" then arg_error(("logits.dense: clean = %s: must be a boolean"):format(tostring(clean)), 2) end
   want_len(opts.max_len, "max_len", "dense")
   local out = opts.out
-  want_tensor(out, "out", "dense", true)
+  argcheck.tensor(out, "out", "logits.dense", true)
   if out == nil then
     local R = qk.q_codes:shape()[1]
     local cols
@@ -159,16 +147,16 @@ end
 -- qk holds k_pages and page_size. out [R, max_len]; columns >= context_len are -inf.
 local paged_opts = { reduction = true, out = true, max_len = true }
 function M.dense_paged(ctx, qk, weights, context_lens, block_table, opts)
-  want_ctx(ctx, "dense_paged")
+  argcheck.ctx(ctx, "logits.dense_paged")
   local q = to_qk(qk, "dense_paged")
-  want_tensor(weights, "weights", "dense_paged")
-  want_tensor(context_lens, "context_lens", "dense_paged")
-  want_tensor(block_table, "block_table", "dense_paged")
+  argcheck.tensor(weights, "weights", "logits.dense_paged")
+  argcheck.tensor(context_lens, "context_lens", "logits.dense_paged")
+  argcheck.tensor(block_table, "block_table", "logits.dense_paged")
   opts = check_opts(opts, paged_opts, "dense_paged")
   local reduction = enum_opt("reduction", opts.reduction, "fp32", "dense_paged")
   want_len(opts.max_len, "max_len", "dense_paged")
   local out = opts.out
-  want_tensor(out, "out", "dense_paged", true)
+  argcheck.tensor(out, "out", "logits.dense_paged", true)
   if out == nil then
     local R = qk.q_codes:shape()[1]
     out = Tensor.new(ctx, reduction == 0 and "f32" or "bf16", { R, opts.max_len or max_of(context_lens) },
@@ -185,18 +173,18 @@ end
 -- row_ks nil (ks = 0), row_ke = context_lens, block_table given. out: bf16
 -- [R, num_sparse_blocks * sparse_block_kv]; columns past the row's end are -inf.
 function M.sparse(ctx, qk, weights, row_ks, row_ke, block_table, sparse_ids, sbk, ks_mode, out)
-  want_ctx(ctx, "sparse")
+  argcheck.ctx(ctx, "logits.sparse")
   local q = to_qk(qk, "sparse")
-  want_tensor(weights, "weights", "sparse")
-  want_tensor(row_ks, "row_ks", "sparse", true)
-  want_tensor(row_ke, "row_ke", "sparse")
-  want_tensor(block_table, "block_table", "sparse", true)
-  want_tensor(sparse_ids, "sparse_ids", "sparse")
+  argcheck.tensor(weights, "weights", "logits.sparse")
+  argcheck.tensor(row_ks, "row_ks", "logits.sparse", true)
+  argcheck.tensor(row_ke, "row_ke", "logits.sparse")
+  argcheck.tensor(block_table, "block_table", "logits.sparse", true)
+  argcheck.tensor(sparse_ids, "sparse_ids", "logits.sparse")
   if type(sbk) ~= "number" or sbk ~= math.floor(sbk) then
     arg_error(("logits.sparse: sparse_block_kv = %s: must be an integer"):format(tostring(sbk)), 2)
   end
   local mode = enum_opt("ks_mode", ks_mode, "unaligned", "sparse")
-  want_tensor(out, "out", "sparse", true)
+  argcheck.tensor(out, "out", "logits.sparse", true)
   if out == nil then
     local s = sparse_ids:shape()
     out = Tensor.new(ctx, "bf16", { s[1], (s[2] or 0) * sbk }, qk.q_codes:device(), 3)

@@ -332,4 +332,62 @@ function M.free(inputs)
   end
 end
 
+-- workload.random(ctx, opts) -> inputs: unstructured step inputs (Gaussian q and k, uniform
+-- (0, 1] weights) from the Philox stream, so the same seed gives the same tensors on either
+-- backend. For tests and soak runs, where structure does not matter. opts: heads, lens (a
+-- list of row lengths; each row gets its own range of k, in order), decode (true: decode rows
+-- with row_start/context_lens; else ragged ks/ke), layers (consumer layers, default 2), seed,
+-- extra_k (positions appended to k beyond every row), head_dim (128).
+function M.random(ctx, opts)
+  if type(ctx) ~= "table" or ctx.cd == nil then error("idxlab: workload.random: ctx must be an idxlab context", 2) end
+  if type(opts) ~= "table" or type(opts.lens) ~= "table" or type(opts.heads) ~= "number" then
+    error("idxlab: workload.random: opts must give heads (a number) and lens (a list of row lengths)", 2)
+  end
+  local H, D, L = opts.heads, opts.head_dim or 128, opts.layers or 2
+  local R, N = #opts.lens, 0
+  local starts = {}
+  for i, len in ipairs(opts.lens) do
+    if type(len) ~= "number" or len < 0 or len ~= math.floor(len) then
+      error(("idxlab: workload.random: lens[%d] = %s: must be a non-negative integer"):format(i, tostring(len)), 2)
+    end
+    starts[i] = N
+    N = N + len
+  end
+  N = math.max(N + (opts.extra_k or 0), 1)
+  local seed, offset = opts.seed or 0, 0
+  local function gen(shape, normal)
+    local t = Tensor.new(ctx, "f32", shape, nil, 3)
+    local st = normal and C.ixl_rng_normal(ctx.cd, t.cd, seed, offset, 0, 1)
+      or C.ixl_rng_uniform(ctx.cd, t.cd, seed, offset)
+    core.check(ctx.cd, st, 2)
+    offset = offset + t:numel() -- disjoint draws from one stream
+    return t
+  end
+  local x = {
+    q = gen({ R, H, D }, true), weights = gen({ R, H }, false), k = gen({ N, D }, true),
+    q_consumer = gen({ L, R, H, D }, true), weights_consumer = gen({ L, R, H }, false),
+  }
+  local function i32(vals)
+    local t = Tensor.new(ctx, "i32", { math.max(#vals, 1) }, "host", 3)
+    local p = ffi.cast("int32_t *", t.cd.data)
+    for i, v in ipairs(vals) do p[i - 1] = v end
+    if ctx:device_kind() == "device" then
+      local d = Tensor.new(ctx, "i32", { math.max(#vals, 1) }, "device", 3):copy_from(t)
+      t:free()
+      return d
+    end
+    return t
+  end
+  local ends = {}
+  for i, len in ipairs(opts.lens) do ends[i] = starts[i] + len end
+  if opts.decode then
+    x.n_decode, x.n_prefill = R, 0
+    x.row_start, x.context_lens = i32(starts), i32(opts.lens)
+  else
+    x.n_decode, x.n_prefill = 0, R
+    x.ks, x.ke = i32(starts), i32(ends)
+  end
+  return x
+end
+
 return M
