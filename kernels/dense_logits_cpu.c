@@ -69,22 +69,21 @@ struct ixl_engine {
   int64_t qa_bytes, qe_bytes, fq_bytes, wf_bytes, qff_bytes, b_bytes, qf_bytes; /* workspace */
 };
 
-/* Kernel workspace: 64-byte aligned, freed before the kernel returns. It is not tensor data, so
- * it stays out of the context's allocation counters (a pipeline step allocates nothing there
- * after the first). bytes == 0 gives NULL. */
-static ixl_status ws_alloc(ixl_ctx *ctx, int64_t bytes, void **out) {
-  *out = NULL;
-  if (bytes == 0) return IXL_OK;
-  int64_t rounded;
-  if (bytes < 0 || !ixl_add_ok(bytes, 63, &rounded))
-    return ixl_set_error(ctx, IXL_ERR_OVERFLOW, "logits workspace of %lld bytes: bad size", (long long)bytes);
-  *out = aligned_alloc(64, (size_t)(rounded & ~(int64_t)63));
-  if (!*out)
-    return ixl_set_error(ctx, IXL_ERR_OOM, "out of host memory for %lld bytes of logits workspace",
-                         (long long)bytes);
-  return IXL_OK;
+/* Kernel workspace comes from the context's grow-only scratch (ixl_ctx_scratch): the engine
+ * is carved out of slot 1 in one piece and K2's page prefix takes slot 2, so a steady stream of
+ * steps allocates nothing. The carve keeps every piece 64-byte aligned. */
+#define IXL_WS_ENGINE_SLOT 1
+#define IXL_WS_PREFIX_SLOT 2
+
+static int64_t ws_round(int64_t bytes) { return (bytes + 63) & ~(int64_t)63; }
+
+/* Takes `bytes` from *cursor (NULL for 0 bytes). */
+static void *ws_carve(char **cursor, int64_t bytes) {
+  if (bytes == 0) return NULL;
+  void *p = *cursor;
+  *cursor += ws_round(bytes);
+  return p;
 }
-static void ws_free(void *p) { free(p); }
 
 static int cpu_has_avx2_fma(void) {
 #if IXL_HAVE_X86 && (defined(__GNUC__) || defined(__clang__))
@@ -95,30 +94,15 @@ static int cpu_has_avx2_fma(void) {
 #endif
 }
 
-void ixl_engine_free(ixl_engine *e) {
-  if (!e) return;
-  if (e->wk) {
-    for (int t = 0; t < e->threads; t++) {
-      ws_free(e->wk[t].b);
-      ws_free(e->wk[t].qf);
-    }
-    ws_free(e->wk);
-  }
-  ws_free(e->qa);
-  ws_free(e->qe);
-  ws_free(e->fq);
-  ws_free(e->wf);
-  ws_free(e->qff);
-  ws_free(e);
-}
+/* The engine's memory belongs to the context's scratch: nothing to release. */
+void ixl_engine_free(ixl_engine *e) { (void)e; }
 
 ixl_status ixl_engine_new(ixl_ctx *ctx, int fmt, int reduction, const ixl_tensor *q_codes,
                           const ixl_tensor *q_scales, const ixl_tensor *weights, int threads,
                           int path, ixl_engine **out) {
   *out = NULL;
-  ixl_engine *e;
-  ixl_status st = ws_alloc(ctx, (int64_t)sizeof *e, (void **)&e);
-  if (st) return st;
+  ixl_engine tmp;
+  ixl_engine *e = &tmp;
   memset(e, 0, sizeof *e);
   e->ctx = ctx;
   e->fmt = fmt;
@@ -146,23 +130,26 @@ ixl_status ixl_engine_new(ixl_ctx *ctx, int fmt, int reduction, const ixl_tensor
   e->qff_bytes = e->chunk_rows * 4;
   e->b_bytes = e->fast ? (int64_t)IXL_KBLOCK * IXL_D * 4 : 0;
   e->qf_bytes = e->fast ? 0 : e->H * IXL_D * 4;
-  if ((st = ws_alloc(ctx, e->qa_bytes, (void **)&e->qa)) ||
-      (st = ws_alloc(ctx, e->qe_bytes, (void **)&e->qe)) ||
-      (st = ws_alloc(ctx, e->fq_bytes, (void **)&e->fq)) ||
-      (st = ws_alloc(ctx, e->wf_bytes, (void **)&e->wf)) ||
-      (st = ws_alloc(ctx, e->qff_bytes, (void **)&e->qff)) ||
-      (st = ws_alloc(ctx, (int64_t)sizeof(worker) * e->threads, (void **)&e->wk))) {
-    ixl_engine_free(e);
-    return st;
-  }
-  memset(e->wk, 0, sizeof(worker) * (size_t)e->threads);
+  int64_t wk_bytes = (int64_t)sizeof(worker) * e->threads;
+  int64_t total = ws_round(sizeof *e) + ws_round(e->qa_bytes) + ws_round(e->qe_bytes) +
+                  ws_round(e->fq_bytes) + ws_round(e->wf_bytes) + ws_round(e->qff_bytes) +
+                  ws_round(wk_bytes) + e->threads * (ws_round(e->b_bytes) + ws_round(e->qf_bytes));
+  char *cursor;
+  ixl_status st = ixl_ctx_scratch(ctx, IXL_WS_ENGINE_SLOT, total, IXL_HOST, (void **)&cursor);
+  if (st) return st;
+  e = ws_carve(&cursor, sizeof *e);
+  *e = tmp;
+  e->qa = ws_carve(&cursor, e->qa_bytes);
+  e->qe = ws_carve(&cursor, e->qe_bytes);
+  e->fq = ws_carve(&cursor, e->fq_bytes);
+  e->wf = ws_carve(&cursor, e->wf_bytes);
+  e->qff = ws_carve(&cursor, e->qff_bytes);
+  e->wk = ws_carve(&cursor, wk_bytes);
+  memset(e->wk, 0, (size_t)wk_bytes);
   for (int t = 0; t < e->threads; t++) {
     e->wk[t].qf_row = -1;
-    if ((st = ws_alloc(ctx, e->b_bytes, (void **)&e->wk[t].b)) ||
-        (st = ws_alloc(ctx, e->qf_bytes, (void **)&e->wk[t].qf))) {
-      ixl_engine_free(e);
-      return st;
-    }
+    e->wk[t].b = ws_carve(&cursor, e->b_bytes);
+    e->wk[t].qf = ws_carve(&cursor, e->qf_bytes);
   }
   *out = e;
   return IXL_OK;
@@ -899,7 +886,7 @@ ixl_status ixl_dense_logits_paged_path(ixl_ctx *ctx, const ixl_qk *in, const ixl
   const int64_t cr = ixl_engine_chunk_rows(e);
   /* tasks are (row, block of positions); first[i] = the first task of row r0 + i */
   int64_t *first, first_bytes = (cr + 1) * (int64_t)sizeof(int64_t);
-  if ((st = ws_alloc(ctx, first_bytes, (void **)&first))) {
+  if ((st = ixl_ctx_scratch(ctx, IXL_WS_PREFIX_SLOT, first_bytes, IXL_HOST, (void **)&first))) {
     ixl_engine_free(e);
     return st;
   }
@@ -938,7 +925,6 @@ ixl_status ixl_dense_logits_paged_path(ixl_ctx *ctx, const ixl_qk *in, const ixl
       }
     }
   }
-  ws_free(first);
   ixl_engine_free(e);
   return IXL_OK;
 }

@@ -119,6 +119,9 @@ function Tensor:from_table(values)
 end
 
 function Tensor:fill_bytes(byte)
+  if type(byte) ~= "number" or byte ~= math.floor(byte) or byte < 0 or byte > 255 then
+    error(("idxlab: fill_bytes: byte = %s: must be an integer in [0, 255]"):format(tostring(byte)), 2)
+  end
   check(self.ctx.cd, C.ixl_tensor_fill_bytes(self.ctx.cd, live(self, 2), byte), 2)
   return self
 end
@@ -131,6 +134,9 @@ end
 
 -- A new tensor with the same contents on "host" or "device".
 function Tensor:to(device)
+  if device ~= "host" and device ~= "device" then
+    error(("idxlab: to: device = %s: must be \"host\" or \"device\""):format(tostring(device)), 2)
+  end
   local t = Tensor.new(self.ctx, self:dtype(), self:shape(), device, 3)
   check(self.ctx.cd, C.ixl_tensor_copy(self.ctx.cd, t.cd, live(self, 2)), 2)
   return t
@@ -140,6 +146,19 @@ end
 function Tensor:view(shape, offset, stride)
   local cd = live(self, 2)
   check_shape(shape, 2)
+  if offset ~= nil and (type(offset) ~= "number" or offset ~= math.floor(offset) or offset < 0) then
+    error(("idxlab: view: offset = %s: must be a non-negative integer (elements)"):format(tostring(offset)), 2)
+  end
+  if stride ~= nil then
+    if type(stride) ~= "table" or #stride ~= #shape then
+      error(("idxlab: view: stride must be a list of %d integers, like shape"):format(#shape), 2)
+    end
+    for i, v in ipairs(stride) do
+      if type(v) ~= "number" or v ~= math.floor(v) then
+        error(("idxlab: view: stride[%d] = %s: must be an integer"):format(i, tostring(v)), 2)
+      end
+    end
+  end
   local shp = i64arr(math.max(#shape, 1))
   for i, n in ipairs(shape) do shp[i - 1] = n end
   local st = nil
