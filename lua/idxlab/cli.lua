@@ -52,7 +52,11 @@ local ok, rc = xpcall(main, function(e)
   return tostring(e)
 end, argv)
 if not ok then
-  local msg = tostring(rc):gsub("^idxlab: ", "")
+  -- the message from its first "idxlab: " on: a file:line prefix means nothing on the shell
+  local msg = tostring(rc)
+  local at = msg:find("idxlab: ", 1, true)
+  if at and os.getenv("IDXLAB_DEBUG") ~= "1" then msg = msg:sub(at) end
+  msg = msg:gsub("^idxlab: ", "")
   io.stderr:write("idxlab: " .. msg .. "\n")
   os.exit(1)
 end

@@ -237,9 +237,12 @@ function M.size_config(opened, base)
   end
   cfg.max_rows = cfg.max_rows or rows
   if cfg.max_rows < rows then cfg.max_rows = rows end
+  -- max_model_len only has to hold the longest row; it sizes no buffer, so it keeps its
+  -- default (and with it a workspace wide enough for any candidate budget) unless a row is
+  -- longer
   local ratio = cfg.compress_ratio or 1
-  cfg.max_model_len = cfg.max_model_len or len * ratio
-  if cfg.max_model_len < len * ratio then cfg.max_model_len = len * ratio end
+  local default_len = require("idxlab.config").defaults().max_model_len
+  if (cfg.max_model_len or default_len) < len * ratio then cfg.max_model_len = len * ratio end
   return cfg
 end
 
