@@ -108,16 +108,22 @@ fuzz: setup
 gpu-bundle: setup
 	@scripts/gpu_bundle.sh
 
+# Installed layout (also what LuaRocks deploys): PREFIX/bin/idxlab, the Lua modules in
+# LUADIR/idxlab, the library and its cdef in LIBDIR/idxlab.
+LUADIR ?= $(PREFIX)/share/lua/5.1
+LIBDIR ?= $(PREFIX)/lib/lua/5.1
+BINDIR ?= $(PREFIX)/bin
+INCDIR ?= $(PREFIX)/include
 install: all
-	install -d $(DESTDIR)$(PREFIX)/lib/idxlab $(DESTDIR)$(PREFIX)/share/lua/5.1/idxlab/cmd \
-	  $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include
-	install -m 755 $(LIB) $(DESTDIR)$(PREFIX)/lib/idxlab/
-	install -m 644 $(CDEF) $(DESTDIR)$(PREFIX)/lib/idxlab/
-	install -m 644 core/idxlab.h $(DESTDIR)$(PREFIX)/include/
-	install -m 644 lua/idxlab/*.lua $(DESTDIR)$(PREFIX)/share/lua/5.1/idxlab/
-	install -m 644 lua/idxlab/cmd/*.lua $(DESTDIR)$(PREFIX)/share/lua/5.1/idxlab/cmd/
-	sed -e 's|^IDXLAB_INSTALLED=.*|IDXLAB_INSTALLED=$(PREFIX)|' bin/idxlab > $(DESTDIR)$(PREFIX)/bin/idxlab
-	chmod 755 $(DESTDIR)$(PREFIX)/bin/idxlab
+	install -d $(DESTDIR)$(LIBDIR)/idxlab $(DESTDIR)$(LUADIR)/idxlab/cmd $(DESTDIR)$(BINDIR) \
+	  $(DESTDIR)$(INCDIR)
+	install -m 755 $(LIB) $(DESTDIR)$(LIBDIR)/idxlab/
+	install -m 644 $(CDEF) $(DESTDIR)$(LIBDIR)/idxlab/
+	install -m 644 core/idxlab.h $(DESTDIR)$(INCDIR)/
+	install -m 644 lua/idxlab/*.lua $(DESTDIR)$(LUADIR)/idxlab/
+	install -m 644 lua/idxlab/cmd/*.lua $(DESTDIR)$(LUADIR)/idxlab/cmd/
+	sed -e 's|^IDXLAB_INSTALLED=.*|IDXLAB_INSTALLED=1|' bin/idxlab > $(DESTDIR)$(BINDIR)/idxlab
+	chmod 755 $(DESTDIR)$(BINDIR)/idxlab
 
 clean:
 	rm -rf build build-san build-fuzz

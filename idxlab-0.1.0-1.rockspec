@@ -13,6 +13,7 @@ dependencies = { "lua == 5.1" }
 build = {
   type = "make",
   build_variables = { SETUP = "0" },
-  install_variables = { PREFIX = "$(PREFIX)", SETUP = "0" },
+  install_variables = { PREFIX = "$(PREFIX)", LUADIR = "$(LUADIR)", LIBDIR = "$(LIBDIR)", BINDIR = "$(BINDIR)",
+    SETUP = "0" },
   install_pass = true,
 }

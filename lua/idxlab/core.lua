@@ -25,7 +25,7 @@ local function find_libdir()
   local candidates = {
     os.getenv("IDXLAB_LIBDIR"),
     here .. "/../../build",
-    here .. "/../../../../lib/idxlab",
+    here .. "/../../../../lib/lua/5.1/idxlab",
   }
   for _, d in ipairs(candidates) do
     if d and d ~= "" and file_exists(d .. "/libidxlab.so") and file_exists(d .. "/idxlab_cdef.h") then
