@@ -274,8 +274,9 @@ describe("idxlab config (the command)", function()
       { "--set heads=8,16", "heads: idxlab config takes one value per field" },
       { "--set sparse_block_kv=all", "sparse_block_kv = all is for sweeps" },
       { "--set heads", "%-%-set heads: expected key=value" },
-      { "--set", "%-%-set needs key=value" },
-      { "--frobnicate", "config: unknown argument '%-%-frobnicate'" },
+      { "--set", "config: %-%-set needs a value" },
+      { "--frobnicate", "config: unknown option %-%-frobnicate" },
+      { "stray", "config: unknown argument 'stray'" },
     }
     for _, c in ipairs(cases) do
       local out, err, rc = run(c[1])

@@ -314,6 +314,10 @@ function Pipeline:production(g, gi, st, inputs, sz, timers)
   for i = r0 + 1, r0 + n do maxlen = math.max(maxlen, sz.lens[i]) end
   maxlen = math.max(maxlen, 1)
   local decode = g.is_decode
+  -- timer slots: 5 for the source layer and the expansion, 3 per consumer layer, 64 in all
+  if timers and 5 + 3 * sz.L > 64 then
+    arg_error(("%d consumer layers: the step's timers hold at most 19"):format(sz.L))
+  end
   local G = { r0 = r0, n = n, maxlen = maxlen, decode = decode }
   local qk = {
     q_codes = rows_view(st.q_codes, r0, n),
@@ -376,7 +380,6 @@ function Pipeline:production(g, gi, st, inputs, sz, timers)
     G.layers[l] = { qk = lqk, S = S, cols = cols, pos = pos, w_dense = rows_view(ly.w_dense, r0, n),
       w_sparse = rows_view(ly.w_sparse, r0, n) }
   end
-  if slot > 64 then arg_error("too many consumer layers for the timers (at most 14)") end
   return G
 end
 

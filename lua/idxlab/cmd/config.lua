@@ -16,24 +16,14 @@ end
 return function(argv)
   local config = require("idxlab.config")
   local json = require("idxlab.json")
-  local sets = {}
-  local i = 1
-  while i <= #argv do
-    local a = argv[i]
-    if a == "--set" then
-      if argv[i + 1] == nil then return fail("--set needs key=value") end
-      sets[#sets + 1] = argv[i + 1]
-      i = i + 2
-    elseif a:match("^%-%-set=") then
-      sets[#sets + 1] = a:sub(7)
-      i = i + 1
-    elseif a == "--help" or a == "-h" then
-      io.stdout:write(usage, "\n")
-      return 0
-    else
-      return fail(("config: unknown argument '%s'\n%s"):format(a, usage))
-    end
+  local okp, o, positional = pcall(require("idxlab.cmd.args").parse, argv, { ["--set"] = "list" }, usage, "config")
+  if not okp then return fail(o) end
+  if o.help then
+    io.stdout:write(usage, "\n")
+    return 0
   end
+  if #positional > 0 then return fail(("config: unknown argument '%s'\n%s"):format(positional[1], usage)) end
+  local sets = o.set
   local ok, res = pcall(function()
     local map, order = config.parse_sets(sets)
     local cfg = {}

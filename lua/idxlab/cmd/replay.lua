@@ -7,27 +7,12 @@ local replay = require("idxlab.replay")
 local USAGE = "usage: idxlab replay IN.safetensors|DIR OUT.safetensors [--set key=value ...]"
 
 return function(argv)
-  local pos, sets = {}, {}
-  local i = 1
-  while i <= #argv do
-    local a = argv[i]
-    if a == "--set" then
-      if not argv[i + 1] then error("idxlab: --set needs key=value\n" .. USAGE, 0) end
-      sets[#sets + 1] = argv[i + 1]
-      i = i + 2
-    elseif a:match("^%-%-set=") then
-      sets[#sets + 1] = a:sub(7)
-      i = i + 1
-    elseif a == "-h" or a == "--help" then
-      print(USAGE)
-      return 0
-    elseif a:sub(1, 1) == "-" then
-      error(("idxlab: replay: unknown option %s\n%s"):format(a, USAGE), 0)
-    else
-      pos[#pos + 1] = a
-      i = i + 1
-    end
+  local o, pos = require("idxlab.cmd.args").parse(argv, { ["--set"] = "list" }, USAGE, "replay")
+  if o.help then
+    print(USAGE)
+    return 0
   end
+  local sets = o.set
   if #pos ~= 2 then error("idxlab: replay needs IN and OUT\n" .. USAGE, 0) end
   local kv = config.parse_sets(sets)
   local overrides, opts = {}, {}

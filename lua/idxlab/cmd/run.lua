@@ -11,63 +11,31 @@ local USAGE = [[usage: idxlab run FILE.lua [options]
   --out DIR         base directory of the results (default: results); they go in DIR/<name>/
   --progress STYLE  bar, plain or off (default: bar on a terminal, plain otherwise)]]
 
-local function shell_word(s)
-  if s:match("^[%w_%./=,:+%-]+$") then return s end
-  return "'" .. s:gsub("'", "'\\''") .. "'"
-end
+local args = require("idxlab.cmd.args")
 
 return function(argv)
-  local file
-  local opts = { set = {} }
-  local words = {}
-  local i = 1
-  local function value_of(flag)
-    local v = argv[i + 1]
-    if v == nil then error(("idxlab: run: %s needs a value\n%s"):format(flag, USAGE), 0) end
-    i = i + 2
-    return v
+  local spec = { ["--set"] = "list", ["--dry-run"] = "flag", ["--resume"] = "flag", ["--shard"] = "value",
+    ["--out"] = "value", ["--progress"] = "value" }
+  local o, positional, words = args.parse(argv, spec, USAGE, "run")
+  if o.help then
+    print(USAGE)
+    return 0
   end
-  while i <= #argv do
-    local a = argv[i]
-    local flag, inline = a:match("^(%-%-[%w%-]+)=(.*)$")
-    if flag then
-      -- --set=k=v, --shard=0/2, --out=DIR
-      table.insert(argv, i + 1, inline)
-      a = flag
-    end
-    if a == "--set" then
-      local v = value_of(a)
-      opts.set[#opts.set + 1] = v
-      words[#words + 1] = "--set " .. shell_word(v)
-    elseif a == "--dry-run" then
-      opts.dry_run = true
-      i = i + 1
-    elseif a == "--resume" then
-      opts.resume = true
-      i = i + 1
-    elseif a == "--shard" then
-      opts.shard = value_of(a)
-      words[#words + 1] = "--shard " .. shell_word(opts.shard)
-    elseif a == "--out" then
-      opts.out = value_of(a)
-      words[#words + 1] = "--out " .. shell_word(opts.out)
-    elseif a == "--progress" then
-      opts.progress = value_of(a)
-    elseif a == "-h" or a == "--help" then
-      print(USAGE)
-      return 0
-    elseif a:sub(1, 1) == "-" and a ~= "-" then
-      error(("idxlab: run: unknown option %s\n%s"):format(a, USAGE), 0)
-    elseif file then
-      error(("idxlab: run: one experiment file only (got %s and %s)\n%s"):format(file, a, USAGE), 0)
-    else
-      file = a
-      i = i + 1
-    end
+  if #positional > 1 then
+    error(("idxlab: run: one experiment file only (got %s and %s)\n%s"):format(positional[1], positional[2], USAGE), 0)
   end
+  local file = positional[1]
+  local opts = { set = o.set, dry_run = o["dry-run"], resume = o.resume, shard = o.shard, out = o.out,
+    progress = o.progress }
+  -- the resume hint repeats every option but the progress style
+  local kept = {}
+  for _, w in ipairs(words) do
+    if not w:match("^%-%-progress ") then kept[#kept + 1] = w end
+  end
+  words = kept
   if not file then error("idxlab: run: no experiment file given\n" .. USAGE, 0) end
   if #opts.set == 0 then opts.set = nil end
-  opts.command = "idxlab run " .. shell_word(file) .. (#words > 0 and (" " .. table.concat(words, " ")) or "")
+  opts.command = "idxlab run " .. args.shell_word(file) .. (#words > 0 and (" " .. table.concat(words, " ")) or "")
   local experiment = require("idxlab.experiment")
   local ok, res = pcall(experiment.run, file, opts)
   if not ok then

@@ -1,0 +1,62 @@
+-- idxlab.cmd.args: the one command-line parser of bin/idxlab's commands. A spec maps each
+-- option to its kind: "flag" (--dry-run), "value" (--out DIR) or "list" (--set k=v, repeated).
+-- `--opt=value` works for value and list options. `-h`/`--help` asks for the usage.
+local M = {}
+
+-- parse(argv, spec, usage, cmd) -> opts, positional, words. opts[name] is true (flag), the
+-- string (value) or a list (list), keyed by the option without its dashes ("dry-run");
+-- positional holds the other arguments; words are the value and list options again as shell
+-- words (for printing a command that repeats them). opts.help is true for -h/--help. Errors
+-- name the command and the option and end with the usage.
+function M.parse(argv, spec, usage, cmd)
+  local opts, positional, words = {}, {}, {}
+  for name, kind in pairs(spec) do
+    if kind == "list" then opts[name:sub(3)] = {} end
+  end
+  local i = 1
+  while i <= #argv do
+    local a = argv[i]
+    local flag, inline = a:match("^(%-%-[%w%-]+)=(.*)$")
+    if flag then a = flag end
+    local kind = spec[a]
+    if a == "-h" or a == "--help" then
+      opts.help = true
+      i = i + 1
+    elseif kind == "flag" then
+      if inline then error(("idxlab: %s: %s takes no value\n%s"):format(cmd, a, usage), 0) end
+      opts[a:sub(3)] = true
+      i = i + 1
+    elseif kind == "value" or kind == "list" then
+      local v = inline
+      if v == nil then
+        v = argv[i + 1]
+        if v == nil then error(("idxlab: %s: %s needs a value\n%s"):format(cmd, a, usage), 0) end
+        i = i + 2
+      else
+        i = i + 1
+      end
+      local key = a:sub(3)
+      if kind == "list" then
+        local l = opts[key]
+        l[#l + 1] = v
+      else
+        opts[key] = v
+      end
+      words[#words + 1] = a .. " " .. M.shell_word(v)
+    elseif a:sub(1, 1) == "-" and a ~= "-" then
+      error(("idxlab: %s: unknown option %s\n%s"):format(cmd, a, usage), 0)
+    else
+      positional[#positional + 1] = a
+      i = i + 1
+    end
+  end
+  return opts, positional, words
+end
+
+-- A string as one word of a POSIX shell command.
+function M.shell_word(s)
+  if s:match("^[%w_%./=,:+%-]+$") then return s end
+  return "'" .. s:gsub("'", "'\\''") .. "'"
+end
+
+return M
