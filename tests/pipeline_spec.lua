@@ -206,7 +206,7 @@ describe("replay files", function()
     st.write(inp, list, {})
     over.heads = 16
     ok, err = pcall(require("idxlab.replay").run, inp, tmp .. "_x.safetensors", over, { backend = "cpu" })
-    assert.matches("tensor q has shape %[1, 8, 128%]: dimension 2 is 8, expected 16 %(heads%)", err)
+    assert.matches("tensor q has shape %[1, 8, 128%]: dimension 2 %(heads%) is 8, expected 16", err)
     os.remove(inp)
   end)
 end)

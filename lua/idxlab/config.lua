@@ -62,7 +62,7 @@ function M.defaults()
   return t
 end
 
--- Edit distance, for "did you mean" on unknown field names.
+-- Edit distance, for "did you mean" on unknown names.
 local function distance(a, b)
   local prev = {}
   for j = 0, #b do prev[j] = j end
@@ -77,14 +77,25 @@ local function distance(a, b)
   return prev[#b]
 end
 
-local function suggest(name)
+-- The name of `known` closest to `name` (case ignored) when it is close enough to be what was
+-- meant, else nil. Names longer than 64 characters get no suggestion (bounded work).
+function M.closest(name, known)
+  if type(name) ~= "string" or #name > 64 then return nil end
   local best, bestd = nil, math.huge
-  for _, f in ipairs(fields) do
-    local d = distance(name, f.name)
-    if d < bestd then best, bestd = f.name, d end
+  for _, k in ipairs(known) do
+    if #k <= 64 then
+      local d = distance(name:lower(), k:lower())
+      if d < bestd then best, bestd = k, d end
+    end
   end
   if best and bestd <= math.max(2, math.floor(#name / 3)) then return best end
   return nil
+end
+
+local function suggest(name)
+  local names = {}
+  for _, f in ipairs(fields) do names[#names + 1] = f.name end
+  return M.closest(name, names)
 end
 
 function M.unknown_field_message(name)

@@ -100,30 +100,10 @@ end
 
 ---------------------------------------------------------------------------- helpers
 
-local function levenshtein(a, b)
-  if #a > 64 or #b > 64 then return math.huge end
-  local prev = {}
-  for j = 0, #b do prev[j] = j end
-  for i = 1, #a do
-    local cur = { [0] = i }
-    for j = 1, #b do
-      local cost = a:sub(i, i) == b:sub(j, j) and 0 or 1
-      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
-    end
-    prev = cur
-  end
-  return prev[#b]
-end
-
 -- " (did you mean x?)" when a known name is close to `name`.
 local function suggest(name, known)
-  if type(name) ~= "string" then return "" end
-  local best, bd = nil, math.huge
-  for _, k in ipairs(known) do
-    local d = levenshtein(name:lower(), k:lower())
-    if d < bd then best, bd = k, d end
-  end
-  if best and bd <= math.max(2, math.floor(#name / 3)) then return (" (did you mean %s?)"):format(best) end
+  local best = cfgmod().closest(name, known)
+  if best then return (" (did you mean %s?)"):format(best) end
   return ""
 end
 M.suggest = suggest

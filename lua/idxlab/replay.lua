@@ -72,106 +72,50 @@ local function split_steps(file, path)
   return steps, n
 end
 
-local function shape_str(s) return "[" .. table.concat(s, ", ") .. "]" end
-
-local function expect(path, name, e, dtypes, rank)
-  if not e then fail(("%s: tensor %s is missing"):format(path, name), 4) end
-  local okd = false
-  for _, d in ipairs(dtypes) do if e.dtype == d then okd = true end end
-  if not okd then
-    fail(("%s: tensor %s has dtype %s, expected %s"):format(path, name, e.dtype, table.concat(dtypes, " or ")), 4)
+-- Validates one step's entries against the config (each through the file's expect, so errors
+-- name the file, the tensor and the dimension) and turns them into pipeline inputs.
+local function step_inputs(ctx, s, cfg)
+  local ents, file, path = s.ents, s.file, s.path
+  local function want(base, dtypes, shape, dims)
+    if not ents[base] then fail(("%s: tensor %s is missing"):format(path, s.full_name(base)), 4) end
+    return file:expect(s.full_name(base), { dtypes = dtypes, shape = shape, dims = dims }, 4)
   end
-  if #e.shape ~= rank then
-    fail(("%s: tensor %s has shape %s: expected %d dims"):format(path, name, shape_str(e.shape), rank), 4)
-  end
-end
-
-local function expect_dim(path, name, e, dim, want, what)
-  if e.shape[dim] ~= want then
-    fail(("%s: tensor %s has shape %s: dimension %d is %d, expected %d (%s)"):format(path, name, shape_str(e.shape), dim, e.shape[dim], want, what), 4)
-  end
-end
-
-local dtype_map = { F32 = "f32", BF16 = "bf16", F16 = "f16", I32 = "i32", U8 = "u8", F8_E4M3 = "e4m3", E4M3 = "e4m3" }
-
-local function to_tensor(ctx, e)
-  local dt = dtype_map[e.dtype] or e.dtype
-  local t = Tensor.new(ctx, dt, e.shape, "host", 3)
-  if e.nbytes > 0 then ffi.copy(t.cd.data, e.data, e.nbytes) end
-  if ctx:device_kind() == "device" then
-    local d = t:to("device")
-    t:free()
-    return d
-  end
-  return t
-end
-
--- Validates one step's entries against the config and turns them into pipeline inputs.
-local function step_inputs(ctx, ents, cfg, path)
   local H, D = cfg.heads, cfg.head_dim
   local vb = cfg.kv_format == "mxfp4" and 64 or 128
+  local vbs = "value bytes of " .. cfg.kv_format
+  local scale_dt = { cfg.kv_format == "fp8" and "F32" or "I32" }
   local floats = { "F32", "BF16", "F16" }
   local R, N, L
-  local pre_q, pre_k = ents.q_codes ~= nil, ents.k_codes ~= nil
-  if pre_q then
+  if ents.q_codes then
     if ents.q then fail(("%s: give q or q_codes/q_scales, not both"):format(path), 3) end
-    expect(path, "q_codes", ents.q_codes, { "U8" }, 3)
-    R = ents.q_codes.shape[1]
-    expect_dim(path, "q_codes", ents.q_codes, 2, H, "heads")
-    expect_dim(path, "q_codes", ents.q_codes, 3, vb, "value bytes of " .. cfg.kv_format)
-    expect(path, "q_scales", ents.q_scales, { cfg.kv_format == "fp8" and "F32" or "I32" }, 2)
-    expect_dim(path, "q_scales", ents.q_scales, 1, R, "rows")
-    expect_dim(path, "q_scales", ents.q_scales, 2, H, "heads")
+    R = want("q_codes", { "U8" }, { false, H, vb }, { "rows", "heads", vbs }).shape[1]
+    want("q_scales", scale_dt, { R, H }, { "rows of q", "heads" })
   else
-    expect(path, "q", ents.q, floats, 3)
-    R = ents.q.shape[1]
-    expect_dim(path, "q", ents.q, 2, H, "heads")
-    expect_dim(path, "q", ents.q, 3, D, "head_dim")
+    R = want("q", floats, { false, H, D }, { "rows", "heads", "head_dim" }).shape[1]
   end
-  if pre_k then
+  if ents.k_codes then
     if ents.k then fail(("%s: give k or k_codes/k_scales, not both"):format(path), 3) end
-    expect(path, "k_codes", ents.k_codes, { "U8" }, 2)
-    N = ents.k_codes.shape[1]
-    expect_dim(path, "k_codes", ents.k_codes, 2, vb, "value bytes of " .. cfg.kv_format)
-    expect(path, "k_scales", ents.k_scales, { cfg.kv_format == "fp8" and "F32" or "I32" }, 1)
-    expect_dim(path, "k_scales", ents.k_scales, 1, N, "positions")
+    N = want("k_codes", { "U8" }, { false, vb }, { "positions", vbs }).shape[1]
+    want("k_scales", scale_dt, { N }, { "positions" })
   else
-    expect(path, "k", ents.k, floats, 2)
-    N = ents.k.shape[1]
-    expect_dim(path, "k", ents.k, 2, D, "head_dim")
+    N = want("k", floats, { false, D }, { "positions", "head_dim" }).shape[1]
   end
-  expect(path, "weights", ents.weights, { "F32" }, 2)
-  expect_dim(path, "weights", ents.weights, 1, R, "rows of q")
-  expect_dim(path, "weights", ents.weights, 2, H, "heads")
-  if pre_q then
-    expect(path, "q_consumer_codes", ents.q_consumer_codes, { "U8" }, 4)
-    L = ents.q_consumer_codes.shape[1]
-    expect_dim(path, "q_consumer_codes", ents.q_consumer_codes, 2, R, "rows of q")
-    expect_dim(path, "q_consumer_codes", ents.q_consumer_codes, 3, H, "heads")
-    expect_dim(path, "q_consumer_codes", ents.q_consumer_codes, 4, vb, "value bytes")
-    expect(path, "q_consumer_scales", ents.q_consumer_scales, { cfg.kv_format == "fp8" and "F32" or "I32" }, 3)
+  want("weights", { "F32" }, { R, H }, { "rows of q", "heads" })
+  if ents.q_codes then
+    L = want("q_consumer_codes", { "U8" }, { false, R, H, vb }, { "consumer layers", "rows of q", "heads", vbs }).shape[1]
+    want("q_consumer_scales", scale_dt, { L, R, H }, { "consumer layers", "rows of q", "heads" })
   else
-    expect(path, "q_consumer", ents.q_consumer, { ents.q.dtype }, 4)
-    L = ents.q_consumer.shape[1]
-    expect_dim(path, "q_consumer", ents.q_consumer, 2, R, "rows of q")
-    expect_dim(path, "q_consumer", ents.q_consumer, 3, H, "heads")
-    expect_dim(path, "q_consumer", ents.q_consumer, 4, D, "head_dim")
+    L = want("q_consumer", { ents.q.dtype }, { false, R, H, D }, { "consumer layers", "rows of q", "heads", "head_dim" }).shape[1]
   end
   if L < 1 then fail(("%s: q_consumer has L = 0 layers: need at least 1"):format(path), 3) end
-  expect(path, "weights_consumer", ents.weights_consumer, { "F32" }, 3)
-  expect_dim(path, "weights_consumer", ents.weights_consumer, 1, L, "consumer layers")
-  expect_dim(path, "weights_consumer", ents.weights_consumer, 2, R, "rows of q")
-  expect_dim(path, "weights_consumer", ents.weights_consumer, 3, H, "heads")
+  want("weights_consumer", { "F32" }, { L, R, H }, { "consumer layers", "rows of q", "heads" })
   local ragged = ents.ks ~= nil or ents.ke ~= nil
   local decode = ents.context_lens ~= nil or ents.row_start ~= nil
   if ragged == decode then
     fail(("%s: give the row ranges as ks/ke (ragged) or as context_lens/row_start (decode), exactly one form"):format(path), 3)
   end
   local names = ragged and { "ks", "ke" } or { "context_lens", "row_start" }
-  for _, nm in ipairs(names) do
-    expect(path, nm, ents[nm], { "I32" }, 1)
-    expect_dim(path, nm, ents[nm], 1, R, "rows of q")
-  end
+  for _, nm in ipairs(names) do want(nm, { "I32" }, { R }, { "rows of q" }) end
   local inputs = { n_decode = decode and R or 0, n_prefill = ragged and R or 0 }
   local maxlen = 0
   local a = ffi.cast("const int32_t *", ents[names[1]].data)
@@ -184,7 +128,9 @@ local function step_inputs(ctx, ents, cfg, path)
     end
     maxlen = math.max(maxlen, len)
   end
-  for nm, e in pairs(ents) do inputs[nm] = to_tensor(ctx, e) end
+  for base in pairs(ents) do
+    inputs[base] = file:load(ctx, s.full_name(base), { device = ctx:device_kind() })
+  end
   return inputs, { R = R, N = N, L = L, maxlen = maxlen }
 end
 
@@ -211,7 +157,12 @@ function M.open(spec)
   for _, p in ipairs(expanded) do
     local f = st.read(p)
     local steps, n = split_steps(f, p)
-    for i = 0, n - 1 do out[#out + 1] = { path = p, file = f, ents = steps[i], index = i, prefixed = n > 1 or f.names[1]:match("^step%d+/") ~= nil } end
+    local prefixed = n > 1 or (f.names[1] or ""):match("^step%d+/") ~= nil
+    for i = 0, n - 1 do
+      local prefix = prefixed and ("step%d/"):format(i) or ""
+      out[#out + 1] = { path = p, file = f, ents = steps[i], index = i, prefixed = prefixed,
+        full_name = function(base) return prefix .. base end }
+    end
   end
   return out
 end
@@ -251,7 +202,7 @@ function M.load_workload(ctx, wl, cfg)
   local opened = M.open(wl)
   local out = {}
   for _, s in ipairs(opened) do
-    local inputs = step_inputs(ctx, s.ents, cfg, s.path)
+    local inputs = step_inputs(ctx, s, cfg)
     out[#out + 1] = inputs
   end
   return out
@@ -323,7 +274,7 @@ function M.run(inp, out_path, overrides, opts)
   local summaries = {}
   local ok, err = pcall(function()
     for si, s in ipairs(opened) do
-      local inputs, sz = step_inputs(ctx, s.ents, cfg, s.path)
+      local inputs, sz = step_inputs(ctx, s, cfg)
       local keep = collector(ctx, cfg, sz)
       local acc = pipeline.new_acc()
       p:step(inputs, { acc = acc, keep = keep })
