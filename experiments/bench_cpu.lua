@@ -3,7 +3,7 @@
 -- the V4.1-Flash shape (H = 32, D = 128), on the context's threads (2 by default).
 --
 --   luajit experiments/bench_cpu.lua [reps [threads]]   (LUA_PATH or the checkout's lua/)
---   bin/idxlab run experiments/bench_cpu.lua
+--   bin/idxlab script experiments/bench_cpu.lua [reps=N] [rows=N] [positions=N] [threads=N]
 --
 -- Method: inputs are random normal q and k quantized with the production rule (mxfp4, rne);
 -- every row sees all N keys (K1) or 1024 sparse blocks of 16 (K5: 16384 positions, T * cbs of

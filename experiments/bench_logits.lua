@@ -2,8 +2,8 @@
 -- ragged prefill), K2 (dense, paged decode) and K5 (sparse) -- at the V4.1-Flash shape
 -- (mxfp4, H = 32) and the V3.2 shape (fp8, H = 64), including GPU.md's peer shapes?
 --
---   bin/idxlab run experiments/bench_logits.lua [--set reps=20] [--set only=k2_]
---                                               [--set scale=0.01 --set backend=cpu]
+--   bin/idxlab script experiments/bench_logits.lua [reps=20] [only=k2_]
+--                                                  [scale=0.01 backend=cpu]
 --
 -- The same cases and method as scripts/bench_logits.c (which scripts/bench_logits.sh runs
 -- next to the PyTorch baseline and the measured ceilings, in one command on the GPU machine):
@@ -216,7 +216,7 @@ end
 
 M.bench = bench
 
--- `bin/idxlab run experiments/bench_logits.lua` calls main(opts) with the --set values.
+-- `bin/idxlab script experiments/bench_logits.lua key=value ...` calls main(opts) with those values.
 function M.main(opts) return bench(opts) end
 
 return M

@@ -1,7 +1,7 @@
 -- bench_topk_cpu.lua -- Question: how long does K6 top-k take per row on the CPU at 128K
 -- columns, for k = 512 (V4.1-Flash) and k = 2048 (V3.2)? The target is under 1 ms per row.
 --
---   bin/idxlab run experiments/bench_topk_cpu.lua
+--   bin/idxlab script experiments/bench_topk_cpu.lua
 --   luajit experiments/bench_topk_cpu.lua [rows] [reps]     (with LUA_PATH as bin/idxlab sets it)
 --
 -- Method: R rows of 131072 random fp32 logits (and their bf16 copy), one warm-up call, then
@@ -84,7 +84,7 @@ end
 
 M.bench = bench
 
--- `bin/idxlab run experiments/bench_topk_cpu.lua` calls main(opts) with the --set values.
+-- `bin/idxlab script experiments/bench_topk_cpu.lua key=value ...` calls main(opts) with those values.
 function M.main(opts) return bench(opts) end
 
 if arg and arg[0] and arg[0]:match("bench_topk_cpu%.lua$") and not rawget(_G, "IDXLAB_SCRIPT") then

@@ -3,8 +3,8 @@
 -- checking after every step that the context's live allocation returns to its starting value
 -- (host and device) and that the session keeps working after each error.
 --
---   bin/idxlab run experiments/soak.lua [--set steps=N] [--set backend=cuda]
---   luajit experiments/soak.lua [steps] [backend]        (with LUA_PATH set by bin/idxlab)
+--   bin/idxlab script experiments/soak.lua [steps=N] [backend=cuda] [seed=N]
+--   luajit experiments/soak.lua [steps] [backend]        (with LUA_PATH set)
 --
 -- CI runs it bounded (tests/soak_spec.lua); the GPU script runs it on the GPU.
 local M = {
@@ -103,7 +103,7 @@ end
 
 M.soak = soak
 
--- `bin/idxlab run experiments/soak.lua` calls main(opts) with the --set values.
+-- `bin/idxlab script experiments/soak.lua key=value ...` calls main(opts) with those values.
 function M.main(opts) return soak(opts) end
 
 if arg and arg[0] and arg[0]:match("soak%.lua$") and not rawget(_G, "IDXLAB_SCRIPT") then

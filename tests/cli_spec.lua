@@ -1,0 +1,44 @@
+-- cli_spec: bin/idxlab's commands from the shell: `script` (benchmarks and the soak run take
+-- key=value options), `help`, and errors printed as one "idxlab: ..." line without a Lua
+-- file:line prefix, with exit status 1.
+local ROOT = os.getenv("IDXLAB_ROOT") or "."
+local BIN = ROOT .. "/bin/idxlab"
+
+local function sh(cmd)
+  local p = io.popen(cmd .. " 2>&1; echo \"rc=$?\"")
+  local out = p:read("*a")
+  p:close()
+  return tonumber(out:match("rc=(%d+)%s*$")), out:gsub("rc=%d+%s*$", "")
+end
+
+describe("bin/idxlab", function()
+  it("runs a script with key=value options (a short soak on the CPU)", function()
+    local rc, out = sh(("cd / && %s script %s/experiments/soak.lua steps=6 backend=cpu seed=3"):format(BIN, ROOT))
+    assert.equals(0, rc, out)
+    assert.matches("soak: 6 steps %(%d+ ran, %d+ errors handled%) on cpu; live host bytes 0 %-> 0", out)
+  end)
+
+  it("refuses a script argument that is not key=value, and an experiment file given to script", function()
+    local rc, out = sh(("%s script %s/experiments/soak.lua 12"):format(BIN, ROOT))
+    assert.equals(1, rc)
+    assert.matches('^idxlab: script argument "12": expected key=value', out)
+    rc, out = sh(("%s script %s/experiments/quick.lua"):format(BIN, ROOT))
+    assert.equals(1, rc)
+    assert.matches("does not return a table with main%(opts%); experiment files run with `idxlab run`", out)
+  end)
+
+  it("prints one clean error line for a bad config", function()
+    local rc, out = sh(("%s replay %s/tests/fixtures/replay_steps.safetensors /tmp/never.safetensors --set heads=8"):format(BIN, ROOT))
+    assert.equals(1, rc)
+    assert.matches("^idxlab: [^\n]*tensor step0/q has shape %[4, 4, 128%]: dimension 2 %(heads%) is 4, expected 8", out)
+    assert.is_nil(out:match("%.lua:%d+:"), out)
+  end)
+
+  it("lists its commands", function()
+    local rc, out = sh(BIN .. " help")
+    assert.equals(0, rc)
+    for _, cmd in ipairs({ "run", "script", "config", "replay", "report", "merge", "diff" }) do
+      assert.matches("\n  " .. cmd .. " ", out)
+    end
+  end)
+end)
