@@ -84,3 +84,17 @@ describe("#gpu the step on the GPU", function()
     p:free()
   end)
 end)
+
+describe("#gpu errors on the GPU", function()
+  it("reports an out-of-memory with the bytes asked for and free, and the context keeps working", function()
+    assert.is_true(require("idxlab").cuda_available(), "no usable CUDA device")
+    local gpu = require("idxlab").context{ backend = "cuda" }
+    local ok, err = pcall(function() return gpu:tensor("f32", { 2 ^ 40 }) end) -- 4 TiB
+    assert.is_false(ok)
+    assert.matches("out of device memory: asked for 4398046511104 bytes, %d+ bytes free of %d+", err)
+    assert.is_false(gpu:poisoned())
+    local t = gpu:tensor("i32", { 4 }):from_table({ 1, 2, 3, 4 })
+    assert.are.same({ 1, 2, 3, 4 }, t:to_table())
+    t:free()
+  end)
+end)
