@@ -268,6 +268,12 @@ function M.summary(rows, exp)
   else
     lines[#lines + 1] = "no finished points"
   end
+  if #groups == 1 and #swept == 0 then
+    -- one point (quick.lua): a metric per line reads better than one very wide row
+    local tbody = {}
+    for i, h in ipairs(header) do tbody[#tbody + 1] = { h, body[1][i] } end
+    header, body = { "metric", "value" }, tbody
+  end
   if #groups > 0 then
     lines[#lines + 1] = ""
     lines[#lines + 1] = render_table(header, body)
