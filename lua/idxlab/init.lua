@@ -24,7 +24,7 @@ function M.built_with_cuda() return C.ixl_built_with_cuda() ~= 0 end
 -- Lazily loaded submodules: idxlab.builder, idxlab.pipeline, ...
 local lazy = {
   builder = "idxlab.builder", config = "idxlab.config", pipeline = "idxlab.pipeline",
-  formats = "idxlab.formats", kernels = "idxlab.kernels", experiment = "idxlab.experiment",
+  formats = "idxlab.formats", experiment = "idxlab.experiment",
   report = "idxlab.report", workload = "idxlab.workload", replay = "idxlab.replay",
   safetensors = "idxlab.safetensors", rng = "idxlab.rng", chunker = "idxlab.chunker",
   select = "idxlab.select", logits = "idxlab.logits", results = "idxlab.results", json = "idxlab.json",
@@ -38,6 +38,8 @@ idxlab ]] .. M.version .. [[ - the two-level sparse indexer of DeepSeek V4.1, on
   b = idxlab.builder{candidate_block_size = 16, candidate_topk_blocks = 1024}
   b:info()                                            -- derived sizes
   idxlab.run("experiments/quick.lua")                 -- run an experiment file
+  p = idxlab.pipeline.new(ctx, {})                    -- one step: p:step(inputs, {acc = ...})
+  inputs = idxlab.workload.generate(ctx, {}, {}, 1)   -- synthetic step inputs (docs/workload.md)
   idxlab.config.defaults()                            -- every config field and default
   idxlab.cuda_available()                             -- true, or false and why
 
