@@ -188,12 +188,20 @@ function M.size_config(opened, base)
   end
   cfg.max_rows = cfg.max_rows or rows
   if cfg.max_rows < rows then cfg.max_rows = rows end
-  -- max_model_len only has to hold the longest row; it sizes no buffer, so it keeps its
-  -- default (and with it a workspace wide enough for any candidate budget) unless a row is
-  -- longer
+  -- SPEC 7: max_model_len from the file (the longest row), unless given
   local ratio = cfg.compress_ratio or 1
-  local default_len = require("idxlab.config").defaults().max_model_len
-  if (cfg.max_model_len or default_len) < len * ratio then cfg.max_model_len = len * ratio end
+  if cfg.max_model_len == nil or cfg.max_model_len < len * ratio then cfg.max_model_len = len * ratio end
+  -- the default workspace (40 * max_model_len / ratio) of a small file can be narrower than
+  -- one sparse row is budgeted (min_split_seq_len), which no request could fit: widen it to
+  -- that, when workspace_tokens is not given
+  if cfg.workspace_tokens == nil or cfg.workspace_tokens == "auto" then
+    local config = require("idxlab.config")
+    local r = config.resolve(cfg)
+    local B = r.split_width == "bf16+fp32" and 6 or 2
+    local min_split = math.ceil(r.candidate_topk_blocks * r.candidate_block_size * B / 4)
+    local ws = math.floor(40 * r.max_model_len / r.compress_ratio)
+    if ws < min_split then cfg.workspace_tokens = min_split end
+  end
   return cfg
 end
 
