@@ -73,7 +73,8 @@ end
 
 -- ctx:tensor("f32", {2, 3}) on this context's default memory; device = "host"|"device".
 function Context:tensor(dtype, shape, device)
-  return Tensor.new(self, dtype, shape, device, 3)
+  local t = Tensor.new(self, dtype, shape, device, 3) -- not a tail call: level 3 is our caller
+  return t
 end
 
 function Context:timer_record(slot) check(self.cd, C.ixl_timer_record(self.cd, slot), 2) end

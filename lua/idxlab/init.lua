@@ -11,7 +11,10 @@ M.version = ffi.string(C.ixl_version())
 M.Tensor = require("idxlab.tensor")
 M.Context = require("idxlab.context")
 
-function M.context(opts) return M.Context.new(opts, 2) end
+function M.context(opts)
+  local ctx = M.Context.new(opts, 2) -- not a tail call: level 2 is our caller
+  return ctx
+end
 
 -- Probe: true, or false and the reason.
 function M.cuda_available()

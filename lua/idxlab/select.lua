@@ -47,7 +47,8 @@ local function output(ctx, out, name, shape, like, level)
     need_tensor(out, name, level + 1)
     return out
   end
-  return Tensor.new(ctx, "i32", shape, like:device(), level + 1)
+  local t = Tensor.new(ctx, "i32", shape, like:device(), level + 1) -- not a tail call: levels count this frame
+  return t
 end
 
 -- K3. logits F32 [R, C] (compressed layout), lens I32 [R]; block_score "max" (default),
