@@ -63,6 +63,13 @@ describe("builder config", function()
     assert.equals(before, c2:alloc_stats().host_bytes_live)
     assert.matches("builder was freed", err_of(function() return b:build{} end))
     b:free()
+    -- the views of an earlier step die with the builder: an error, never a read of freed memory
+    local b4 = idxlab.builder(c2, small())
+    local step = b4:build{ decode = { { context_len = 100 } } }
+    b4:free()
+    assert.matches("builder this view looks into was freed", err_of(function() return step.decode.sparse_ids:to_table() end))
+    assert.matches("cols: the tensor or builder this view looks into was freed",
+      err_of(function() return require("idxlab.select").remap(c2, step.decode.col_indices, step.decode.sparse_ids, nil, 8) end))
     local b3 = idxlab.builder(small())
     assert.equals("host", b3:info().device)
     b3:free()

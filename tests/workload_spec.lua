@@ -370,16 +370,23 @@ describe("workload through pipeline.measure", function()
       pending("idxlab.pipeline does not load yet: " .. tostring(pipeline):match("[^\n]*"))
       return
     end
-    local function recall(locality)
+    local function recall(locality, seed)
       local row = pipeline.measure(ctx, {
         config = { heads = 8, index_topk = 32, candidate_block_size = 8, candidate_topk_blocks = 64 },
-        workload = small({ locality = locality }), seed = SEED })
+        workload = small({ locality = locality }), seed = seed })
       assert.is_number(row.recall_at_k)
       assert.equals(2, #row.per_layer)
       return row.recall_at_k
     end
-    local lo, hi = recall(2), recall(10)
-    assert(hi > lo + 0.05, msg("pipeline recall_at_k: %.3f with locality 2, %.3f with 10", lo, hi))
+    -- one small step is noisy (the gain from locality 0 to 32 ranges 0.03..0.17 over seeds), so
+    -- every seed must show the fall and four seeds together must show it clearly
+    local gain = 0
+    for s = SEED, SEED + 3 do
+      local lo, hi = recall(0, s), recall(32, s)
+      assert(hi > lo, ("seed %d: pipeline recall_at_k: %.3f with locality 0, %.3f with 32"):format(s, lo, hi))
+      gain = gain + (hi - lo) / 4
+    end
+    assert(gain > 0.05, msg("mean recall_at_k gain from locality 0 to 32 over 4 seeds: %.3f", gain))
   end)
 end)
 

@@ -19,7 +19,8 @@ function M.tensor(t, name, where, optional)
   if not Tensor.is_tensor(t) then
     fail(("%s: %s must be a Tensor, got %s"):format(where, name, type(t)))
   end
-  if t.cd == nil then fail(("%s: %s was freed"):format(where, name)) end
+  local why = Tensor.dead_reason(t)
+  if why then fail(("%s: %s: %s"):format(where, name, why)) end
 end
 
 -- An integer >= min (default 0), and <= max when given (pass 2^31 - 1 for a C int: the FFI

@@ -91,7 +91,8 @@ end
 local function check_table_arg(t, what, level)
   if t == nil then return nil end
   if not Tensor.is_tensor(t) then error(("idxlab: %s must be an i32 Tensor"):format(what), level + 1) end
-  if t.cd == nil then error(("idxlab: %s was freed"):format(what), level + 1) end
+  local why = Tensor.dead_reason(t)
+  if why then error(("idxlab: %s: %s"):format(what, why), level + 1) end
   return t
 end
 

@@ -42,7 +42,8 @@ local function to_qk(qk, fn)
       if not Tensor.is_tensor(t) then
         arg_error(("logits.%s: qk.%s must be a Tensor, got %s"):format(fn, name, type(t)), 3)
       end
-      if t.cd == nil then arg_error(("logits.%s: qk.%s was freed"):format(fn, name), 3) end
+      local why = Tensor.dead_reason(t)
+      if why then arg_error(("logits.%s: qk.%s: %s"):format(fn, name, why), 3) end
       s[name] = t.cd
     end
   end

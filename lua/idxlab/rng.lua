@@ -45,7 +45,8 @@ end
 -- (t, opts) or (ctx, shape, opts): the tensor to fill and the options.
 local function target(a, b, c, level)
   if Tensor.is_tensor(a) then
-    if a.cd == nil then fail("rng: the tensor was freed", level + 1) end
+    local why = Tensor.dead_reason(a)
+    if why then fail("rng: the " .. why, level + 1) end
     return a, b
   end
   if getmetatable(a) == Context then

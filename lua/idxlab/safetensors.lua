@@ -195,7 +195,8 @@ local function entry_bytes(e, i, level)
   local where = ("safetensors.write: entry %d (%s)"):format(i, tostring(name))
   local src = e.tensor or e.data
   if Tensor.is_tensor(src) then
-    if src.cd == nil then fail(where .. ": the tensor was freed", level + 1) end
+    local why = Tensor.dead_reason(src)
+    if why then fail(where .. ": the " .. why, level + 1) end
     local t, keep = src, nil
     if src:device() == "device" then
       t = src:to("host")

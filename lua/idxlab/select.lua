@@ -26,7 +26,8 @@ local function need_tensor(t, name, level, optional)
     error(("idxlab: %s = %s: must be a tensor%s"):format(name, tostring(t),
       optional and " or nil" or ""), level + 1)
   end
-  if t.cd == nil then error(("idxlab: %s: tensor was freed"):format(name), level + 1) end
+  local why = Tensor.dead_reason(t)
+  if why then error(("idxlab: %s: %s"):format(name, why), level + 1) end
   return t.cd
 end
 

@@ -64,8 +64,19 @@ function Tensor:free()
   self.cd = nil
 end
 
+-- Why a tensor cannot be used, or nil: it was freed, or it is a view (a builder's step
+-- metadata, a slice) whose base -- a tensor or a builder -- was freed. Using such a view
+-- would read freed memory, so every entry point asks first.
+function Tensor.dead_reason(t)
+  if t.cd == nil then return "tensor was freed" end
+  local b = t.base
+  if b ~= nil and b.cd == nil then return "the tensor or builder this view looks into was freed" end
+  return nil
+end
+
 local function live(self, level)
-  if self.cd == nil then error("idxlab: tensor was freed", level + 1) end
+  local why = Tensor.dead_reason(self)
+  if why then error("idxlab: " .. why, level + 1) end
   return self.cd
 end
 
@@ -79,7 +90,7 @@ function Tensor:dtype() return core.enum_name("dtype", live(self, 2).dtype) end
 function Tensor:device() return live(self, 2).device == 1 and "device" or "host" end
 function Tensor:numel() return tonumber(C.ixl_tensor_numel(live(self, 2))) end
 function Tensor:__tostring()
-  if self.cd == nil then return "Tensor(freed)" end
+  if Tensor.dead_reason(self) then return "Tensor(freed)" end
   return ("Tensor(%s, {%s}, %s)"):format(self:dtype(), table.concat(self:shape(), ", "), self:device())
 end
 
