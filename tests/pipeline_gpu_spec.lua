@@ -67,6 +67,21 @@ describe("#gpu the step on the GPU", function()
     end)
   end
 
+  it("allocates nothing on the host or the device after the first step", function()
+    assert.is_true(ok_cuda, "no usable CUDA device")
+    local cfg = { heads = 32, index_topk = 64, candidate_block_size = 8, candidate_topk_blocks = 64,
+      max_rows = 64, max_model_len = 16384, page_size = 64 }
+    local p = pipeline.new(gpu, cfg)
+    local inputs = inputs_on(gpu, make_host(cpu, 32, { 2500, 800, 1600 }, false, SEED + 9))
+    p:step(inputs, { acc = pipeline.new_acc() })
+    local before = gpu:alloc_stats()
+    for _ = 1, 3 do p:step(inputs, { acc = pipeline.new_acc() }) end
+    local after = gpu:alloc_stats()
+    assert.equals(before.device_allocs, after.device_allocs)
+    assert.equals(before.host_allocs, after.host_allocs)
+    p:free()
+  end)
+
   it("captures the production path in a CUDA graph and replays it", function()
     assert.is_true(ok_cuda, "no usable CUDA device")
     local cfg = { heads = 32, index_topk = 64, candidate_block_size = 8, candidate_topk_blocks = 64,
