@@ -12,28 +12,11 @@ local ROOT = os.getenv("IDXLAB_ROOT") or "."
 local BIN = ROOT .. "/bin/idxlab"
 local q = results.shell_quote
 
--- Each directory is named after a unique os.tmpname() file (mkstemp), so two test runs at
--- once (another build dir, the same second, the same random seed) never share one.
-local tmp_dirs = {}
-local function tmpdir()
-  local reserve = os.tmpname()
-  local d = reserve .. "-idxlab-exp-spec"
-  results.mkdir_p(d)
-  tmp_dirs[#tmp_dirs + 1] = { d, reserve }
-  return d
-end
-teardown(function()
-  for _, t in ipairs(tmp_dirs) do
-    os.execute("rm -rf " .. q(t[1]))
-    os.remove(t[2])
-  end
-end)
+local support = dofile(ROOT .. "/tests/support.lua")
+local function tmpdir() return support.tmpdir("exp-spec") end
+teardown(support.cleanup)
 
-local function write(path, text)
-  local f = assert(io.open(path, "wb"))
-  f:write(text)
-  f:close()
-end
+local write = support.write
 local function lines_of(path)
   local out = {}
   local f = io.open(path, "rb")

@@ -1,0 +1,33 @@
+-- support.lua: what several spec files share (loaded with dofile, not a spec itself): private
+-- temporary directories, removed with `teardown(support.cleanup)`, and writing a file.
+local results = require("idxlab.results")
+
+local M = {}
+
+local made = {}
+
+-- A fresh directory named after a unique os.tmpname() file (mkstemp), so two test runs at
+-- once (another build dir, the same second, the same random seed) never share one.
+function M.tmpdir(tag)
+  local reserve = os.tmpname()
+  local d = reserve .. "-idxlab-" .. (tag or "spec")
+  results.mkdir_p(d)
+  made[#made + 1] = { d, reserve }
+  return d
+end
+
+function M.cleanup()
+  for _, t in ipairs(made) do
+    os.execute("rm -rf " .. results.shell_quote(t[1]))
+    os.remove(t[2])
+  end
+  made = {}
+end
+
+function M.write(path, text)
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+end
+
+return M
