@@ -582,6 +582,22 @@ static const char *fmt_name(int fmt) {
   return fmt == IXL_MXFP4 ? "mxfp4" : fmt == IXL_MXFP8 ? "mxfp8" : fmt == IXL_FP8 ? "fp8" : "?";
 }
 
+/* A 2-D tensor whose dtype the reduction fixes (F32 for fp32, BF16 for bf16), with `rows`
+ * rows and, when cols >= 0, `cols` columns: the weights and the outputs of K1/K2. */
+static ixl_status check_reduction_tensor(ixl_ctx *ctx, const ixl_tensor *t, const char *name,
+                                         ixl_reduction reduction, int64_t rows, int64_t cols) {
+  ixl_status st;
+  int dt = reduction == IXL_REDUCE_FP32 ? IXL_F32 : IXL_BF16;
+  if (t && t->dtype != dt)
+    return ixl_set_error(ctx, IXL_ERR_DTYPE, "%s: dtype %s, expected %s for the %s reduction", name,
+                         ixl_dtype_name((ixl_dtype)t->dtype), ixl_dtype_name((ixl_dtype)dt),
+                         reduction == IXL_REDUCE_FP32 ? "fp32" : "bf16");
+  if ((st = ixl_check_tensor(ctx, t, name, dt, 2)) || (st = ixl_check_dim(ctx, t, name, 0, rows)))
+    return st;
+  if (cols >= 0 && (st = ixl_check_dim(ctx, t, name, 1, cols))) return st;
+  return IXL_OK;
+}
+
 ixl_status ixl_check_query(ixl_ctx *ctx, const char *op, const ixl_qk *in,
                            const ixl_tensor *weights, int reduction, int64_t *R, int64_t *H) {
   ixl_status st;
@@ -615,16 +631,7 @@ ixl_status ixl_check_query(ixl_ctx *ctx, const char *op, const ixl_qk *in,
         (st = ixl_check_dim(ctx, in->q_scales, "q_scales", 1, *H)))
       return st;
   }
-  int wdt = reduction == IXL_REDUCE_FP32 ? IXL_F32 : IXL_BF16;
-  if (weights && weights->dtype != wdt)
-    return ixl_set_error(ctx, IXL_ERR_DTYPE, "weights: dtype %s, expected %s for the %s reduction",
-                         ixl_dtype_name((ixl_dtype)weights->dtype), ixl_dtype_name((ixl_dtype)wdt),
-                         reduction == IXL_REDUCE_FP32 ? "fp32" : "bf16");
-  if ((st = ixl_check_tensor(ctx, weights, "weights", wdt, 2)) ||
-      (st = ixl_check_dim(ctx, weights, "weights", 0, *R)) ||
-      (st = ixl_check_dim(ctx, weights, "weights", 1, *H)))
-    return st;
-  return IXL_OK;
+  return check_reduction_tensor(ctx, weights, "weights", reduction, *R, *H);
 }
 
 /* Ragged K: k_codes U8 [N, VB] and k_scales [N]; returns N. */
@@ -749,13 +756,7 @@ ixl_status ixl_dense_logits_path(ixl_ctx *ctx, const ixl_qk *in, const ixl_tenso
   if (layout != IXL_LAYOUT_FULL && layout != IXL_LAYOUT_COMPRESSED)
     return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "layout = %d: must be full (0) or compressed (1)",
                          (int)layout);
-  int odt = reduction == IXL_REDUCE_FP32 ? IXL_F32 : IXL_BF16;
-  if (out && out->dtype != odt)
-    return ixl_set_error(ctx, IXL_ERR_DTYPE, "out: dtype %s, expected %s for the %s reduction",
-                         ixl_dtype_name((ixl_dtype)out->dtype), ixl_dtype_name((ixl_dtype)odt),
-                         reduction == IXL_REDUCE_FP32 ? "fp32" : "bf16");
-  if ((st = ixl_check_tensor(ctx, out, "out", odt, 2)) || (st = ixl_check_dim(ctx, out, "out", 0, R)))
-    return st;
+  if ((st = check_reduction_tensor(ctx, out, "out", reduction, R, -1))) return st;
   if (layout == IXL_LAYOUT_FULL && out->shape[1] != N)
     return ixl_set_error(ctx, IXL_ERR_SHAPE,
                          "out: shape[1] = %lld, expected N = %lld (the rows of k_codes) in the full layout",
@@ -852,13 +853,7 @@ ixl_status ixl_dense_logits_paged_path(ixl_ctx *ctx, const ixl_qk *in, const ixl
       (st = ixl_check_tensor(ctx, block_table, "block_table", IXL_I32, 2)) ||
       (st = ixl_check_dim(ctx, block_table, "block_table", 0, R)))
     return st;
-  int odt = reduction == IXL_REDUCE_FP32 ? IXL_F32 : IXL_BF16;
-  if (out && out->dtype != odt)
-    return ixl_set_error(ctx, IXL_ERR_DTYPE, "out: dtype %s, expected %s for the %s reduction",
-                         ixl_dtype_name((ixl_dtype)out->dtype), ixl_dtype_name((ixl_dtype)odt),
-                         reduction == IXL_REDUCE_FP32 ? "fp32" : "bf16");
-  if ((st = ixl_check_tensor(ctx, out, "out", odt, 2)) || (st = ixl_check_dim(ctx, out, "out", 0, R)))
-    return st;
+  if ((st = check_reduction_tensor(ctx, out, "out", reduction, R, -1))) return st;
   const ixl_tensor *all[] = {in->q_codes, in->q_scales, in->k_pages, weights, context_lens, block_table, out};
   const char *names[] = {"q_codes", "q_scales", "k_pages", "weights", "context_lens", "block_table", "out"};
   int dev;
