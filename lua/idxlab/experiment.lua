@@ -68,21 +68,22 @@ local function is_config_field(name)
   return false
 end
 
--- resolve(tbl) -> resolved table, or nil and the reason.
-local function resolve_config(tbl)
-  local c = cfgmod()
-  local ok, res = pcall(c.resolve, tbl)
+-- config.<fn>(arg) -> its result, or nil and the reason (the message without "idxlab: ").
+local function try_config(fn, arg)
+  local ok, res = pcall(cfgmod()[fn], arg)
   if not ok then return nil, (clean(res):gsub("^idxlab: ", "")) end
   return res
 end
+
+-- resolve(tbl) -> resolved table, or nil and the reason.
+local function resolve_config(tbl) return try_config("resolve", tbl) end
 
 -- Builder validation of a resolved config: every SPEC 4 check, in C, allocating nothing
 -- (config.describe). Returns info (sparse_block_kv and workspace_tokens as the builder chose
 -- them, and the derived sizes), or nil and the reason.
 local function validate_config(resolved)
-  local c = cfgmod()
-  local ok, d = pcall(c.describe, resolved)
-  if not ok then return nil, (clean(d):gsub("^idxlab: ", "")) end
+  local d, why = try_config("describe", resolved)
+  if not d then return nil, why end
   local info = {}
   for k, v in pairs(d.derived or {}) do info[k] = v end
   info.sparse_block_kv = d.config and d.config.sparse_block_kv
@@ -91,9 +92,8 @@ local function validate_config(resolved)
 end
 
 local function valid_sbk(resolved)
-  local c = cfgmod()
-  local ok, list = pcall(c.valid_sparse_block_kv, resolved)
-  if not ok then return nil, (clean(list):gsub("^idxlab: ", "")) end
+  local list, why = try_config("valid_sparse_block_kv", resolved)
+  if not list then return nil, why end
   if type(list) ~= "table" then return nil, "no list of valid sparse_block_kv" end
   return list
 end
