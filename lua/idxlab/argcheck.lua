@@ -9,7 +9,7 @@ local function fail(msg) error("idxlab: " .. msg, 4) end
 
 -- where: the public function's name, e.g. "formats.quantize".
 function M.ctx(ctx, where)
-  if type(ctx) ~= "table" or ctx.cd == nil then
+  if not require("idxlab.context").is_context(ctx) then
     fail(("%s: ctx must be an idxlab context"):format(where))
   end
 end

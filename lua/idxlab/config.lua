@@ -80,10 +80,10 @@ end
 -- The name of `known` closest to `name` (case ignored) when it is close enough to be what was
 -- meant, else nil. Names longer than 64 characters get no suggestion (bounded work).
 function M.closest(name, known)
-  if type(name) ~= "string" or #name > 64 then return nil end
+  if type(name) ~= "string" or #name > 64 or type(known) ~= "table" then return nil end
   local best, bestd = nil, math.huge
   for _, k in ipairs(known) do
-    if #k <= 64 then
+    if type(k) == "string" and #k <= 64 then
       local d = distance(name:lower(), k:lower())
       if d < bestd then best, bestd = k, d end
     end
@@ -173,7 +173,7 @@ end
 -- With a config field the text must fit the field's type; without one, true/false become
 -- booleans, numbers (and byte sizes) numbers, anything else a string.
 function M.parse_value(field, str, level)
-  level = level or 1
+  level = type(level) == "number" and level or 1
   if type(str) ~= "string" then
     error(("idxlab: parse_value: expected a string, got %s"):format(type(str)), level + 1)
   end
@@ -203,7 +203,7 @@ end
 -- Keys are not restricted to config fields (the caller decides which it accepts); config
 -- fields' values are parsed by the field's type.
 function M.parse_sets(list, level)
-  level = level or 1
+  level = type(level) == "number" and level or 1
   if type(list) ~= "table" then
     error("idxlab: parse_sets expects a list of \"key=value\" strings", level + 1)
   end
@@ -259,7 +259,7 @@ end
 -- resolve(tbl) -> a new table with every field: the given values (type-checked) and the
 -- defaults for the rest. Unknown fields are errors. The SPEC 4 rules run in C (describe).
 function M.resolve(tbl, level)
-  level = level or 1
+  level = type(level) == "number" and level or 1
   if tbl == nil then return M.defaults() end
   if type(tbl) ~= "table" then
     error(("idxlab: config must be a table of fields, got %s"):format(type(tbl)), level + 1)
@@ -277,7 +277,7 @@ end
 
 -- to_c(tbl) -> ixl_config cdata ("auto" becomes 0, enums their C values).
 function M.to_c(tbl, level)
-  level = level or 1
+  level = type(level) == "number" and level or 1
   local r = M.resolve(tbl, level + 1)
   local c = ffi.new("ixl_config")
   for _, f in ipairs(fields) do
@@ -326,6 +326,9 @@ end
 -- The builder_info cdata -> plain tables: the resolved config (sparse_block_kv and
 -- workspace_tokens as the numbers chosen) and the derived values.
 function M.from_info(info)
+  if type(info) ~= "cdata" or not ffi.istype("ixl_builder_info", info) then
+    error("idxlab: config.from_info: info must be an ixl_builder_info (from config.describe)", 2)
+  end
   local cfg = {}
   for _, f in ipairs(fields) do
     local v = info.config[f.name]
@@ -358,7 +361,7 @@ M.derived_order = {
 -- { config = resolved values (sparse_block_kv, workspace_tokens as chosen), derived = {...},
 --   valid_sparse_block_kv = {...} }, or raises the check's message at the caller's line.
 function M.describe(tbl, level)
-  level = level or 1
+  level = type(level) == "number" and level or 1
   local c = M.to_c(tbl, level + 1)
   local ctx = msg_ctx()
   local info = ffi.new("ixl_builder_info")

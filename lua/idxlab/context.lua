@@ -8,6 +8,11 @@ Context.__index = Context
 
 local ctx_out = ffi.typeof("ixl_ctx *[1]")
 
+-- A live context made by Context.new (a tensor or a builder, which also carry `cd`, is not).
+function Context.is_context(x)
+  return getmetatable(x) == Context and x.cd ~= nil
+end
+
 -- Context.new{backend = "auto"|"cpu"|"cuda", device = 0, seed = 0, threads = n}
 function Context.new(opts, level)
   level = (level or 1) + 1
@@ -51,7 +56,13 @@ function Context:seed() return tonumber(C.ixl_ctx_seed(self.cd)) end
 function Context:threads() return C.ixl_ctx_threads(self.cd) end
 function Context:poisoned() return C.ixl_ctx_poisoned(self.cd) ~= 0 end
 function Context:sync() check(self.cd, C.ixl_ctx_sync(self.cd), 2) end
-function Context:check(st, level) check(self.cd, st, (level or 1) + 1) end
+-- Raises the context's last error when st (a status from a C call) is not 0.
+function Context:check(st, level)
+  if type(st) ~= "number" and type(st) ~= "cdata" then
+    error(("idxlab: check: status = %s: must be a status from a C call"):format(tostring(st)), 2)
+  end
+  check(self.cd, st, (type(level) == "number" and level or 1) + 1)
+end
 function Context:last_error() return ffi.string(C.ixl_last_error(self.cd)) end
 
 function Context:alloc_stats()
@@ -77,8 +88,19 @@ function Context:tensor(dtype, shape, device)
   return t
 end
 
-function Context:timer_record(slot) check(self.cd, C.ixl_timer_record(self.cd, slot), 2) end
+local function want_slot(v, name)
+  if type(v) ~= "number" or v ~= math.floor(v) or v < 0 or v > 63 then
+    error(("idxlab: %s = %s: must be a timer slot, an integer in [0, 63]"):format(name, tostring(v)), 3)
+  end
+end
+
+function Context:timer_record(slot)
+  want_slot(slot, "slot")
+  check(self.cd, C.ixl_timer_record(self.cd, slot), 2)
+end
 function Context:timer_elapsed_us(a, b)
+  want_slot(a, "start slot")
+  want_slot(b, "end slot")
   local us = ffi.new("double[1]")
   check(self.cd, C.ixl_timer_elapsed_us(self.cd, a, b, us), 2)
   return us[0]

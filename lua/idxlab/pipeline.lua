@@ -30,7 +30,7 @@ local function arg_error(msg, level) error("idxlab: " .. msg, (level or 1) + 2) 
 
 -- pipeline.new(ctx, cfg) -> Pipeline. cfg: a builder config table (validated here).
 function M.new(ctx, cfg)
-  if type(ctx) ~= "table" or ctx.cd == nil then arg_error("pipeline.new: first argument must be a context") end
+  if not require("idxlab.context").is_context(ctx) then arg_error("pipeline.new: first argument must be a context") end
   if type(cfg) ~= "table" then arg_error("pipeline.new: config must be a table") end
   -- describe() runs every engine-start check and resolves "auto" values to numbers
   local resolved = config.describe(cfg, 2).config
@@ -703,6 +703,12 @@ end
 -- Turns an accumulator into a result row (SPEC 6): per-layer metrics, their mean over layers
 -- at the top level, and the step-level timings.
 function M.summarize(acc, info, by)
+  if type(acc) ~= "table" or type(acc.layers) ~= "table" then
+    error("idxlab: pipeline.summarize: acc must be an accumulator from pipeline.new_acc()", 2)
+  end
+  if info ~= nil and type(info) ~= "table" then
+    error("idxlab: pipeline.summarize: info must be a builder's info() table or nil", 2)
+  end
   local row = { per_layer = {} }
   local L = #acc.layers
   for l = 1, L do row.per_layer[l] = layer_metrics(acc.layers[l]) end

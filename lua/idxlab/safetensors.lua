@@ -127,7 +127,9 @@ end
 -- dimension (1-based, as in the shape lists). opts: dtypes (list), rank, shape (list with nil
 -- or false for any size), dims (names of the dimensions, for messages).
 function File:expect(name, opts, level)
-  level = (level or 1) + 1
+  level = (type(level) == "number" and level or 1) + 1
+  if getmetatable(self) ~= File then fail("safetensors expect: call it on a file from safetensors.read or parse", level) end
+  if opts ~= nil and type(opts) ~= "table" then fail("safetensors expect: opts must be a table", level) end
   live(self, level)
   opts = opts or {}
   local e = self.tensors[name]
@@ -170,6 +172,7 @@ end
 -- f:load(ctx, name, opts) -> a new Tensor (host, or ctx's device when opts.device = "device")
 -- holding a copy of the named tensor, after f:expect(name, opts).
 function File:load(ctx, name, opts)
+  if getmetatable(self) ~= File then fail("safetensors load: call it on a file from safetensors.read or parse", 2) end
   if getmetatable(ctx) ~= Context then fail("safetensors load: ctx must be an idxlab context", 2) end
   if type(name) ~= "string" then fail("safetensors load: name must be a string", 2) end
   local e = self:expect(name, opts, 2)

@@ -12,7 +12,7 @@ local M = {}
 local INT32_MIN, INT32_MAX = -2 ^ 31, 2 ^ 31 - 1
 
 local function need_ctx(ctx, level)
-  if type(ctx) ~= "table" or ctx.cd == nil then
+  if not require("idxlab.context").is_context(ctx) then
     error(("idxlab: ctx = %s: must be a live context (idxlab.context{...})"):format(tostring(ctx)),
       level + 1)
   end

@@ -119,7 +119,8 @@ end
 
 -- The requests of a workload table, in row order: decode requests, then prefill requests.
 -- Each: kind, seq_len (positions), query_len (rows), context_len (positions before the query).
-function M.requests(spec)
+local function requests(spec)
+  if type(spec) ~= "table" then fail("workload.requests: spec = %s: must be a workload table", tostring(spec)) end
   local reqs = {}
   local dec, pre = spec.decode, spec.prefill
   if dec == nil and pre == nil then dec, pre = M.default_decode, M.default_prefill end
@@ -195,6 +196,7 @@ function M.requests(spec)
   if k >= 2 ^ 31 then fail("workload: %d key positions in all: must be below 2^31 (I32 ranges)", k) end
   return reqs, k, row
 end
+M.requests = public(requests)
 
 local function check_spec(spec)
   if spec == nil then spec = {} end
@@ -238,7 +240,7 @@ end
 
 -- generate(ctx, spec, cfg, seed) -> inputs (see the top of this file).
 M.generate = public(function(ctx, spec, cfg, seed)
-  if type(ctx) ~= "table" or ctx.cd == nil then fail("workload.generate: first argument must be a context") end
+  if not require("idxlab.context").is_context(ctx) then fail("workload.generate: first argument must be a context") end
   spec = check_spec(spec)
   local H, D = dims_of(cfg)
   local p = params_of(spec)
@@ -246,7 +248,7 @@ M.generate = public(function(ctx, spec, cfg, seed)
   local L = spec.consumer_layers == nil and M.default_consumer_layers or spec.consumer_layers
   positive_int(L, "workload consumer_layers")
   seed = check_seed(seed, ctx)
-  local reqs, N, R = M.requests(spec)
+  local reqs, N, R = requests(spec)
   local made = {}
   local function new(dtype, shape)
     local ok, t = pcall(Tensor.new, ctx, dtype, shape, nil, 1)
@@ -302,7 +304,7 @@ local scratch_ctx
 M.structure = public(function(spec, seed, request)
   spec = check_spec(spec)
   local p = params_of(spec)
-  local reqs = M.requests(spec)
+  local reqs = requests(spec)
   if not is_int(request) or request < 1 or request > #reqs then
     fail("request = %s: must be in [1, %d]", tostring(request), #reqs)
   end
@@ -339,7 +341,7 @@ end
 -- with row_start/context_lens; else ragged ks/ke), layers (consumer layers, default 2), seed,
 -- extra_k (positions appended to k beyond every row), head_dim (128).
 function M.random(ctx, opts)
-  if type(ctx) ~= "table" or ctx.cd == nil then error("idxlab: workload.random: ctx must be an idxlab context", 2) end
+  if not require("idxlab.context").is_context(ctx) then error("idxlab: workload.random: ctx must be an idxlab context", 2) end
   if type(opts) ~= "table" or type(opts.lens) ~= "table" or type(opts.heads) ~= "number" then
     error("idxlab: workload.random: opts must give heads (a number) and lens (a list of row lengths)", 2)
   end
