@@ -6,7 +6,7 @@
 local idxlab = require("idxlab")
 local Tensor = require("idxlab.tensor")
 
-local SEED = tonumber(os.getenv("IDXLAB_TEST_SEED") or "") or (os.time() % 100000)
+local SEED = tonumber(os.getenv("IXL_TEST_SEED") or "") or (os.time() % 100000)
 local ITERS = tonumber(os.getenv("IDXLAB_API_FUZZ_ITERS") or "") or 4000
 
 describe("the public Lua API under random arguments", function()

@@ -4,7 +4,9 @@ local idxlab = require("idxlab")
 local pipeline = require("idxlab.pipeline")
 local Tensor = require("idxlab.tensor")
 
-local SEED = tonumber(os.getenv("IDXLAB_TEST_SEED") or "") or 4242
+-- fixed by default: CPU and GPU selections from fp32 logits agree exactly except at near-ties,
+-- so a fixed seed keeps a failure reproducible (IXL_TEST_SEED picks another)
+local SEED = tonumber(os.getenv("IXL_TEST_SEED") or "") or 4242
 
 -- host inputs, copied to `ctx`'s memory
 local function inputs_on(ctx, host)
