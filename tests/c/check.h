@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "idxlab.h"
 
@@ -48,6 +50,16 @@ static int tests_passed_, tests_failed_;
       check_failed_ = 1;                                                                 \
     }                                                                                    \
   } while (0)
+
+/* The run's seed: IXL_TEST_SEED when set, else fresh from the clock and the pid. Printed, so a
+ * failing run can be repeated. */
+static inline uint64_t test_seed(void) {
+  const char *env = getenv("IXL_TEST_SEED");
+  uint64_t seed = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
+  printf("# seed %llu (IXL_TEST_SEED=%llu repeats this run)\n", (unsigned long long)seed,
+         (unsigned long long)seed);
+  return seed;
+}
 
 #define TEST(name) static void name(void)
 #define RUN(name)                                 \

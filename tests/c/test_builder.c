@@ -241,10 +241,6 @@ static uint64_t next_u64(void) {
   return z ^ (z >> 31);
 }
 static int64_t rnd(int64_t lo, int64_t hi) { return lo + (int64_t)(next_u64() % (uint64_t)(hi - lo + 1)); }
-static uint64_t test_seed(void) {
-  const char *env = getenv("IXL_TEST_SEED");
-  return env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL);
-}
 
 typedef struct rand_batch {
   int32_t nd, np;

@@ -228,8 +228,7 @@ static int64_t rnd(int64_t lo, int64_t hi) { return lo + (int64_t)(next_u64() % 
 
 TEST(random_plans_respect_both_budgets_and_cover_every_row_once) {
   ixl_ctx *ctx = cpu();
-  const char *env = getenv("IXL_TEST_SEED");
-  uint64_t seed = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL);
+  uint64_t seed = test_seed();
   ixl_chunk ch[512];
   for (int trial = 0; trial < 400; trial++) {
     rng_state = seed * 1000003u + (uint64_t)trial;

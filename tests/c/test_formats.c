@@ -549,11 +549,8 @@ TEST(paged_write_errors) {
 }
 
 int main(void) {
-  const char *env = getenv("IXL_TEST_SEED");
-  seed_ = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
+  seed_ = test_seed();
   rng_ = seed_ * 0x9E3779B97F4A7C15ull + 1;
-  printf("# seed %llu (IXL_TEST_SEED=%llu repeats this run)\n", (unsigned long long)seed_,
-         (unsigned long long)seed_);
   RUN(mxfp4_rne_known_vectors);
   RUN(mxfp4_ties_down_known_vectors);
   RUN(mx_tiny_huge_nan_and_inf);

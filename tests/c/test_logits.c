@@ -996,11 +996,8 @@ TEST(k5_errors) {
 }
 
 int main(void) {
-  const char *env = getenv("IXL_TEST_SEED");
-  seed_ = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
+  seed_ = test_seed();
   rng_ = seed_ * 0x9E3779B97F4A7C15ull + 1;
-  printf("# seed %llu (IXL_TEST_SEED=%llu repeats this run)\n", (unsigned long long)seed_,
-         (unsigned long long)seed_);
   RUN(bf16_fma_is_exact);
   RUN(dot_reference_known_values);
   RUN(k1_matches_float64);
