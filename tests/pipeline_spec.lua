@@ -133,8 +133,10 @@ describe("pipeline step on the CPU", function()
         st.host_scratch_bytes)
     end
     local why = ("before: %s; after: %s; seed %d"):format(show(before), show(after), SEED)
+    -- the steps allocate nothing; the collector may still free what earlier specs dropped
+    -- (finalizers can take more than one cycle), so live bytes may only fall
     assert.equals(before.host_allocs, after.host_allocs, why)
-    assert.equals(before.host_bytes_live, after.host_bytes_live, why)
+    assert.is_true(after.host_bytes_live <= before.host_bytes_live, why)
     p:free()
   end)
 
