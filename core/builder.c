@@ -198,7 +198,8 @@ ixl_status ixl_config_validate(ixl_ctx *ctx, const ixl_config *in, ixl_builder_i
     return ixl_set_error(ctx, IXL_ERR_CONFIG,
                          "max_rows = %lld: must be in [1, %d] (rows are numbered with int32)",
                          LL(c.max_rows), INT32_MAX);
-  if (c.workspace_tokens == 0) {
+  const bool workspace_auto = c.workspace_tokens == 0;
+  if (workspace_auto) {
     /* Cannot overflow: max_model_len < 2^31. */
     int64_t w = 40 * c.max_model_len / c.compress_ratio;
     if (w > INT32_MAX)
@@ -222,6 +223,16 @@ ixl_status ixl_config_validate(ixl_ctx *ctx, const ixl_config *in, ixl_builder_i
    * fp32 copy), expressed as fp32 positions. Exact: ncols is a multiple of 512. */
   const int64_t B = c.split_width == IXL_SPLIT_BF16 ? 2 : 6;
   const int64_t min_split = ixl_ceil_div(ncols * B, 4);
+  if (c.workspace_tokens < min_split && workspace_auto)
+    return ixl_set_error(ctx, IXL_ERR_CONFIG,
+                         "workspace_tokens = auto = 40 * max_model_len (%lld) / compress_ratio "
+                         "(%lld) = %lld: must be >= min_split_seq_len = ceil(candidate_topk_blocks "
+                         "(%lld) * candidate_block_size (%lld) * %lld / 4) = %lld (split_width %s), "
+                         "the least every sparse prefill request is budgeted at; raise "
+                         "max_model_len or set workspace_tokens explicitly",
+                         LL(c.max_model_len), LL(c.compress_ratio), LL(c.workspace_tokens),
+                         LL(c.candidate_topk_blocks), LL(c.candidate_block_size), LL(B),
+                         LL(min_split), c.split_width == IXL_SPLIT_BF16 ? "bf16" : "bf16+fp32");
   if (c.workspace_tokens < min_split)
     return ixl_set_error(ctx, IXL_ERR_CONFIG,
                          "workspace_tokens = %lld: must be >= min_split_seq_len = "

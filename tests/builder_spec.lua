@@ -102,6 +102,8 @@ describe("builder config", function()
     { "candidate_topk_blocks sane", { candidate_topk_blocks = 2 ^ 31 }, "= 17179869184: must be < 8388608" },
     { "scratch under 2^40 bytes", { max_rows = 2 ^ 31 - 1 },
       "scratch = max_rows %(2147483647%) %* %(num_sparse_blocks %(2048, from candidate_topk_blocks 2048 %* candidate_block_size 8 / sparse_block_kv 8%) %+ index_topk %(512%) %+ 5%) %* 4 bytes: more than 2%^40 bytes" },
+    { "auto workspace_tokens >= min_split_seq_len names max_model_len", { max_model_len = 128 },
+      "workspace_tokens = auto = 40 %* max_model_len %(128%) / compress_ratio %(1%) = 5120: must be >= min_split_seq_len = .* raise max_model_len or set workspace_tokens" },
     { "workspace_tokens >= min_split_seq_len", { workspace_tokens = 1000 },
       "workspace_tokens = 1000: must be >= min_split_seq_len = ceil%(candidate_topk_blocks %(2048%) %* candidate_block_size %(8%) %* 2 / 4%) = 8192" },
     { "workspace_tokens auto fits int32", { max_model_len = 2 ^ 30 },

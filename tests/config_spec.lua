@@ -79,6 +79,9 @@ describe("config fields", function()
     assert.matches("max_logits_bytes = 1.3KiB: must be a byte count", err_of(config.resolve, { max_logits_bytes = "1.3KiB" }))
     assert.matches("split_width = fp32: must be one of bf16, bf16%+fp32", err_of(config.resolve, { split_width = "fp32" }))
     assert.matches("config must be a table", err_of(config.resolve, 5))
+    -- 0 is "auto" only in the C API: from Lua an explicit number means itself
+    assert.matches('sparse_block_kv = 0: must be a positive integer or "auto"', err_of(config.resolve, { sparse_block_kv = 0 }))
+    assert.matches('workspace_tokens = %-5: must be a positive integer or "auto"', err_of(config.resolve, { workspace_tokens = -5 }))
   end)
 
   it("converts to the C struct (auto as 0, enums as their C values)", function()

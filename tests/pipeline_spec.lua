@@ -72,6 +72,25 @@ describe("pipeline step on the CPU", function()
     end
   end
 
+  it("summarizes per step: layer times over the steps, consumer stages summed over layers", function()
+    local acc = pipeline.new_acc()
+    acc.steps = 3
+    acc.time_dense_logits, acc.time_total = 900, 3000
+    local la1, la2 = acc.layer(1), acc.layer(2)
+    la1.time.time_sparse_logits_us, la2.time.time_sparse_logits_us = 300, 600
+    la1.time.time_topk_us, la2.time.time_topk_us = 30, 60
+    la1.mismatches, la2.mismatches = 3, 0
+    local row = pipeline.summarize(acc)
+    assert.equals(100, row.per_layer[1].time_sparse_logits_us)
+    assert.equals(200, row.per_layer[2].time_sparse_logits_us)
+    assert.equals(300, row.time_sparse_logits_us)  -- SPEC 6: per step, summed over consumer layers
+    assert.equals(30, row.time_topk_us)
+    assert.equals(300, row.time_dense_logits_us)
+    assert.equals(1000, row.time_step_us)
+    assert.equals(1.5, row.logit_mismatches)       -- SPEC 6: the mean over consumer layers
+    assert.equals(3, row.per_layer[1].logit_mismatches)
+  end)
+
   it("keeps outputs in SPEC 7 layouts; short rows see every position", function()
     local cfg = small_cfg()
     local lens = { 300, 1000, 40 }

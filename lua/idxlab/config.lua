@@ -253,6 +253,9 @@ local function check_value(f, v, level)
     local what = t == "int|auto" and "an integer or \"auto\"" or "an integer"
     error(("idxlab: %s = %s: must be %s"):format(f.name, tostring(v), what), level + 1)
   end
+  if t == "int|auto" and v <= 0 then -- 0 is the C API's "auto": an explicit number must mean itself
+    error(("idxlab: %s = %s: must be a positive integer or \"auto\""):format(f.name, tostring(v)), level + 1)
+  end
   return v
 end
 

@@ -1213,13 +1213,13 @@ function M.fake_measure(ctx, point, delay_s)
     row.per_layer[l] = m
     for k, v in pairs(m) do sums[k] = (sums[k] or 0) + v end
   end
-  for k, v in pairs(sums) do row[k] = v / L end
+  for k, v in pairs(sums) do row[k] = k:match("^time_") and v or v / L end -- stage times: summed over layers
   row.logit_mismatches = 0
   row.active_rows = active
   row.time_dense_logits_us = context * 0.05
   row.time_candidate_select_us = context * 0.001
   row.time_expand_us = 2
-  row.time_step_us = row.time_dense_logits_us + (row.time_sparse_logits_us or 0) * L
+  row.time_step_us = row.time_dense_logits_us + (row.time_sparse_logits_us or 0)
   row.scratch_bytes = (point.config.max_rows or 8192) * (T * cbs / (cfg.sparse_block_kv == "auto" and 8 or cfg.sparse_block_kv or 8) + 8) * 4
   row.logits_bytes = context * 4 * 4
   row.num_chunks = 0

@@ -527,7 +527,7 @@ local function mean_over(rows, name, pred)
   return s / n
 end
 
-local function layer_metrics(la)
+local function layer_metrics(la, steps)
   local m = {}
   local active = 0
   for _, r in ipairs(la.rows) do if r.active then active = active + 1 end end
@@ -537,7 +537,7 @@ local function layer_metrics(la)
   end
   m.logit_mismatches = la.mismatches
   m.logit_diff = la.sum_sq > 0 and 1 - 2 * la.sum_xy / la.sum_sq or 0
-  for k2, v in pairs(la.time) do m[k2] = v end
+  for k2, v in pairs(la.time) do m[k2] = v / steps end -- per step
   return m
 end
 
@@ -701,7 +701,7 @@ function Pipeline:capture(inputs, replays)
 end
 
 -- Turns an accumulator into a result row (SPEC 6): per-layer metrics, their mean over layers
--- at the top level, and the step-level timings.
+-- at the top level, and the timings per step (a consumer stage summed over the layers).
 function M.summarize(acc, info, by)
   if type(acc) ~= "table" or type(acc.layers) ~= "table" then
     error("idxlab: pipeline.summarize: acc must be an accumulator from pipeline.new_acc()", 2)
@@ -711,22 +711,27 @@ function M.summarize(acc, info, by)
   end
   local row = { per_layer = {} }
   local L = #acc.layers
-  for l = 1, L do row.per_layer[l] = layer_metrics(acc.layers[l]) end
-  local keys = { "recall_at_k", "mass_recall", "candidate_coverage", "selection_agreement", "fp32_selection_agreement",
-    "logit_diff", "time_sparse_logits_us", "time_topk_us", "time_remap_us" }
-  for _, key in ipairs(keys) do
+  local steps = math.max(acc.steps or 1, 1)
+  for l = 1, L do row.per_layer[l] = layer_metrics(acc.layers[l], steps) end
+  local function over_layers(key, mean)
     local s, n = 0, 0
     for l = 1, L do
       local v = row.per_layer[l][key]
       if v ~= nil then s = s + v; n = n + 1 end
     end
-    row[key] = n > 0 and s / n or nil
+    if n == 0 then return nil end
+    return mean and s / n or s
   end
-  local mism = 0
-  for l = 1, L do mism = mism + row.per_layer[l].logit_mismatches end
-  row.logit_mismatches = mism
+  -- metrics: the mean over consumer layers; consumer stage times: their sum (SPEC 6)
+  for _, key in ipairs({ "recall_at_k", "mass_recall", "candidate_coverage", "selection_agreement",
+    "fp32_selection_agreement", "logit_diff", "logit_mismatches" }) do
+    row[key] = over_layers(key, true)
+  end
+  row.logit_mismatches = row.logit_mismatches or 0
+  for _, key in ipairs({ "time_sparse_logits_us", "time_topk_us", "time_remap_us" }) do
+    row[key] = over_layers(key, false)
+  end
   row.active_rows = L > 0 and row.per_layer[1].active_rows or 0
-  local steps = math.max(acc.steps or 1, 1)
   row.time_dense_logits_us = (acc.time_dense_logits or 0) / steps
   row.time_candidate_select_us = (acc.time_candidate_select or 0) / steps
   row.time_expand_us = (acc.time_expand or 0) / steps
