@@ -301,7 +301,26 @@ describe("the sandbox", function()
     assert.matches("still running after 1000000 instructions", msg)
   end)
 
+  it("stops a loop that hides inside pcall, and refuses Lua patterns and huge method reps", function()
+    local keep = experiment.MAX_INSTRUCTIONS
+    experiment.MAX_INSTRUCTIONS = 1e6
+    local msg = load_text("for i = 1, 1e15 do pcall(function() for j = 1, 1e9 do end end) end\nreturn {}\n")
+    experiment.MAX_INSTRUCTIONS = keep
+    assert.matches("still running after 1000000 instructions", msg)
+    -- a backtracking pattern would run in C, out of the hook's reach
+    assert.matches("string.find: only plain find",
+      load_text("string.find(string.rep('a', 40), string.rep('a*', 20) .. 'b')\nreturn {}\n"))
+    assert.matches("string.match: Lua patterns are not available", load_text("local x = ('abc'):match('b')\nreturn {}\n"))
+    assert.matches("string.rep: result longer than 16 MiB", load_text("local x = ('x'):rep(2 ^ 30)\nreturn {}\n"))
+    assert.equals(3, ("abc"):find("c", 1, true)) -- the real string methods are back afterwards
+    assert.equals("b", ("abc"):match("b"))
+    local d = tmpdir()
+    write(d .. "/plain.lua", "return { name = ('x'):rep(3) .. tostring(('abc'):find('b', 1, true)) }\n")
+    assert.equals("xxx2", experiment.load(d .. "/plain.lua").name)
+  end)
+
   it("reports syntax errors, missing files and non-table results", function()
+    assert.matches("cannot read experiment file /tmp: not a regular file", err_of(experiment.load, "/tmp"))
     assert.matches("x%.lua:%d+: does not parse: ", load_text("return { name = \n"))
     assert.matches("must return a table %(the experiment%), got number", load_text("return 42\n"))
     assert.matches("cannot read experiment file /nonexistent/e%.lua", err_of(experiment.load, "/nonexistent/e.lua"))
@@ -374,7 +393,7 @@ describe("dry run", function()
     local n = 0
     for _ in text:gmatch("\n  config: heads=32 head_dim=128 index_topk=64 ") do n = n + 1 end
     assert.equals(2, n)
-    assert.matches("skipped %(2, refused by the builder%)", text)
+    assert.matches("skipped %(2, refused by the builder", text)
     assert.matches("candidate_block_size=12 candidate_topk_blocks=64: sparse_block_kv = auto: pick_sparse_block_kv", text)
     assert.is_false(results.is_dir(d .. "/unit"))
   end)
@@ -492,6 +511,37 @@ describe("runs", function()
     e.config.index_topk = 128
     local msg = err_of(experiment.run, e, quiet({ out = d, resume = true }))
     assert.matches("%-%-resume: .* holds results of a different plan %(point 0's config differs", msg)
+  end)
+
+  it("checks --out and --progress before it touches a results file", function()
+    local d = tmpdir()
+    experiment.run(base_exp(), quiet({ out = d }))
+    local o = quiet({ out = d })
+    o.progress = "xyz"
+    assert.matches("run: %-%-progress = \"xyz\": must be bar, plain or off", err_of(experiment.run, base_exp(), o))
+    assert.is_nil(io.open(d .. "/unit/results.jsonl.prev"), "nothing was moved aside")
+    assert.equals(4, #results.read_jsonl(d .. "/unit/results.jsonl"))
+    assert.matches("run: %-%-out = \"\": must be a non%-empty directory path", err_of(experiment.run, base_exp(), quiet({ out = "" })))
+  end)
+
+  it("refuses a workload knob out of range at load, and skips points too small for the workload", function()
+    local e = base_exp()
+    e.sweep = { ["workload.locality"] = { 1, -5 } }
+    e.plots = nil
+    assert.matches("field 'workload %(with workload.locality=%-5%)': workload locality = %-5: must be in",
+      err_of(experiment.plan, e))
+    e = base_exp()
+    e.workload.decode.rows = 100
+    e.sweep = { max_rows = { 64, 128 } }
+    e.plots = nil
+    local plan = experiment.plan(e)
+    assert.equals(1, #plan.points)
+    assert.equals(128, plan.points[1].config.max_rows)
+    assert.equals(1, #plan.skipped)
+    assert.matches("workload: 100 rows %(decode rows and prefill query rows%): more than max_rows = 64", plan.skipped[1].reason)
+    e.workload.decode = { rows = 2, context = 100000 } -- longer than max_model_len (65536) at every point
+    assert.matches("no valid point: .*decode request 1 is 100000 positions long: more than max_model_len = 65536",
+      err_of(experiment.plan, e))
   end)
 
   it("keeps earlier results aside when run again without --resume", function()

@@ -171,6 +171,16 @@ local function safe_env()
     end
     return rep(s, n, ...)
   end
+  -- Lua patterns backtrack without bound inside C, where no hook can stop them: an
+  -- experiment file is data and gets plain find only.
+  local find = string.find
+  str.find = function(s, p, init, plain)
+    if not plain then error("string.find: only plain find (4th argument true) in experiment files", 2) end
+    return find(s, p, init, plain)
+  end
+  for _, name in ipairs({ "match", "gmatch", "gsub" }) do
+    str[name] = function() error(("string.%s: Lua patterns are not available in experiment files"):format(name), 2) end
+  end
   local env = {
     math = copy(math), string = str, table = copy(table),
     pairs = pairs, ipairs = ipairs, next = next, select = select, type = type,
@@ -178,7 +188,7 @@ local function safe_env()
     pcall = pcall, print = print,
   }
   env._G = env
-  return env
+  return env, str
 end
 
 -- load(path) -> the experiment table the file returns.
@@ -188,6 +198,7 @@ local function load_file(path)
   if not f then fail(("cannot read experiment file %s: %s"):format(path, tostring(err))) end
   local text = f:read("*a")
   f:close()
+  if type(text) ~= "string" then fail(("cannot read experiment file %s: not a regular file"):format(path)) end
   if #text > 1048576 then fail(("%s: an experiment file of %d bytes: at most 1 MiB"):format(path, #text)) end
   local chunk, perr = loadstring(text, "@" .. path)
   if not chunk then
@@ -199,21 +210,36 @@ local function load_file(path)
     end
     fail(("%s: does not parse: %s"):format(path, perr))
   end
-  setfenv(chunk, safe_env())
+  local env, str = safe_env()
+  setfenv(chunk, env)
   -- Compiled traces never call hooks: the file runs interpreted, so the count hook can stop
-  -- a runaway loop.
+  -- a runaway loop. Once the budget is spent, the sandbox's pcall re-raises, so a file
+  -- cannot swallow the stop.
   jit.off(chunk, true)
-  local count = 0
+  local count, spent = 0, false
+  local stop = ("idxlab: %s: still running after %d instructions (an experiment file is data, not a program)")
+    :format(path, M.MAX_INSTRUCTIONS)
+  env.pcall = function(fn, ...)
+    local r = { pcall(fn, ...) }
+    if spent then error(stop, 0) end
+    return unpack(r, 1, table.maxn(r))
+  end
+  -- string methods ("x"):rep(n) reach the string metatable, not env.string: point it at the
+  -- sandbox's table while the file runs
+  local smt = getmetatable("")
+  local old_index = smt.__index
   local oldhook, oldmask, oldcount = debug.gethook()
+  smt.__index = str
   debug.sethook(function()
     count = count + 1
     if count * 1000 >= M.MAX_INSTRUCTIONS then
-      error(("idxlab: %s: still running after %d instructions (an experiment file is data, not a program)")
-        :format(path, M.MAX_INSTRUCTIONS), 0)
+      spent = true
+      error(stop, 0)
     end
   end, "", 1000)
   local ok, res = pcall(chunk)
   debug.sethook(oldhook, oldmask, oldcount)
+  smt.__index = old_index
   if not ok then
     local msg = tostring(res)
     if msg:find("^idxlab: ") then error(msg, 0) end
@@ -318,6 +344,12 @@ local function check_pos_int(v, where, src, min, max)
 end
 
 local MAX_POS = 2 ^ 40
+
+local function workload_check(wl, cfg)
+  local wm = workload_module()
+  if not (wm and type(wm.check) == "function") then return true end
+  return wm.check(wl, cfg)
+end
 
 local function check_workload(wl, src, where)
   where = where or "workload"
@@ -449,6 +481,9 @@ local function check_workload(wl, src, where)
     local ok, err = pcall(wm.requests, wl)
     if not ok then fail(("%s: field '%s': %s"):format(src, where, (clean(err):gsub("^idxlab: ", "")))) end
   end
+  -- the knobs' ranges (the C rules generate() applies), known before anything runs
+  local ok, why = workload_check(wl)
+  if not ok then fail(("%s: field '%s': %s"):format(src, where, (why:gsub("^idxlab: ", "")))) end
 end
 M.check_workload = check_workload
 
@@ -979,6 +1014,15 @@ local function build_plan(e, src, source_path)
         plan.skipped[#plan.skipped + 1] = { params = p, reason = verr, desc = describe_params(p, order) }
         return
       end
+      if e.mode == "step" and (wl.kind or "synthetic") == "synthetic" then
+        -- a step the config cannot take (more rows than max_rows, a request longer than
+        -- max_model_len) is an invalid combination: skipped and reported, like a config rule
+        local fits, why = workload_check(wl, resolved)
+        if not fits then
+          plan.skipped[#plan.skipped + 1] = { params = p, reason = (why:gsub("^idxlab: ", "")), desc = describe_params(p, order) }
+          return
+        end
+      end
       local eff = effective_config(resolved, info)
       local hash = results.hash(results.canonical({ mode = e.mode, backend = backend, config = eff, workload = wl,
         seed = seed, by = e.by or false, timing = e.timing or false }))
@@ -1042,7 +1086,7 @@ local function build_plan(e, src, source_path)
   end
   if #plan.points == 0 then
     local first = plan.skipped[1]
-    fail(("%s: no valid point: every point config is refused by the builder%s"):format(src,
+    fail(("%s: no valid point: every point config is refused by the builder or does not fit its workload%s"):format(src,
       first and (" (e.g. " .. (first.desc ~= "" and first.desc .. ": " or "") .. first.reason .. ")") or ""))
   end
   -- the metrics the table shows
@@ -1158,7 +1202,7 @@ function M.describe(plan)
   end
   if #plan.skipped > 0 then
     out[#out + 1] = ""
-    out[#out + 1] = ("skipped (%d, refused by the builder):"):format(#plan.skipped)
+    out[#out + 1] = ("skipped (%d, refused by the builder or too small for the workload):"):format(#plan.skipped)
     for _, s in ipairs(plan.skipped) do
       out[#out + 1] = ("  %s: %s"):format(s.desc ~= "" and s.desc or "(base config)", s.reason)
     end
@@ -1450,6 +1494,15 @@ local function run_impl(src, opts)
   end
   local stdout = opts.stdout or io.stdout
   local stderr = opts.stderr or io.stderr
+  -- options that a run only reads later are checked now, before any file is touched
+  for _, k in ipairs({ "out", "dir" }) do
+    if opts[k] ~= nil and (type(opts[k]) ~= "string" or opts[k] == "") then
+      fail(("run: %s = %s: must be a non-empty directory path"):format(k == "out" and "--out" or "dir", show(opts[k])))
+    end
+  end
+  if opts.progress ~= nil and opts.progress ~= "bar" and opts.progress ~= "plain" and opts.progress ~= "off" then
+    fail(("run: --progress = %s: must be bar, plain or off"):format(show(opts.progress)))
+  end
   local plan = plan_impl(src, opts)
   if opts.dry_run then
     stdout:write(M.describe(plan))

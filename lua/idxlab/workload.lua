@@ -239,6 +239,34 @@ local function c_check(ctx_cd, st)
 end
 
 -- generate(ctx, spec, cfg, seed) -> inputs (see the top of this file).
+-- check(spec, cfg) -> true, or false and the reason: what generate() would refuse for this
+-- workload under this (resolved) builder config, found before anything runs: the knobs'
+-- ranges (the C rules), the requests, and that the step fits the config (rows <= max_rows,
+-- every request within max_model_len). Experiment plans call it for every point.
+function M.check(spec, cfg)
+  local ok, why = pcall(function()
+    spec = check_spec(spec)
+    local p = params_of(spec)
+    local mctx = require("idxlab.config").msg_ctx()
+    c_check(mctx, C.ixl_workload_check(mctx, p))
+    local reqs, _, R = requests(spec)
+    if spec.consumer_layers ~= nil then positive_int(spec.consumer_layers, "workload consumer_layers") end
+    cfg = cfg or {}
+    if cfg.max_rows and R > cfg.max_rows then
+      fail("workload: %d rows (decode rows and prefill query rows): more than max_rows = %d", R, cfg.max_rows)
+    end
+    for i, r in ipairs(reqs) do
+      if cfg.max_model_len and r.seq_len > cfg.max_model_len then
+        fail("workload: %s request %d is %d positions long: more than max_model_len = %d", r.kind, i, r.seq_len,
+          cfg.max_model_len)
+      end
+    end
+  end)
+  if ok then return true end
+  if getmetatable(why) == Fail then return false, "idxlab: " .. why.msg end
+  error(why, 0)
+end
+
 M.generate = public(function(ctx, spec, cfg, seed)
   if not require("idxlab.context").is_context(ctx) then fail("workload.generate: first argument must be a context") end
   spec = check_spec(spec)
