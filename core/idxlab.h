@@ -123,7 +123,7 @@ int ixl_cuda_available(char *why, size_t why_len);
 int ixl_built_with_cuda(void);
 
 /* Timing on the context's stream: CUDA events on the GPU, a monotonic clock on the CPU.
- * Slots 0..63. ixl_timer_elapsed_us synchronises on the later event. */
+ * Slots 0..255. ixl_timer_elapsed_us synchronises on the later event. */
 ixl_status ixl_timer_record(ixl_ctx *ctx, int slot);
 ixl_status ixl_timer_elapsed_us(ixl_ctx *ctx, int slot_start, int slot_end, double *us);
 

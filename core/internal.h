@@ -12,7 +12,7 @@
 extern "C" {
 #endif
 
-#define IXL_MAX_TIMERS 64
+#define IXL_MAX_TIMERS 256
 #define IXL_ERRLEN 1024
 #define IXL_SCRATCH_SLOTS 8
 

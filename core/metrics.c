@@ -159,11 +159,13 @@ ixl_status ixl_rows_mass_recall(ixl_ctx *ctx, const ixl_tensor *dense_pos,
     int64_t ns = sorted_valid((const int32_t *)sel->data + r * ks, ks, buf);
     double m = -INFINITY;
     for (int64_t j = 0; j < k; j++)
-      if (p[j] >= 0 && v[j] > m) m = v[j];
+      if (p[j] >= 0 && v[j] > m) m = v[j]; /* a NaN never wins */
     double total = 0, kept = 0;
     for (int64_t j = 0; j < k; j++) {
-      if (p[j] < 0 || !isfinite(v[j])) continue;
-      double w = exp((double)v[j] - m);
+      if (p[j] < 0 || isnan(v[j])) continue;
+      /* The softmax's limits where it has no finite form: with +inf logits the mass sits on
+       * them evenly; when every logit is -inf it is uniform. Otherwise -inf weighs 0. */
+      double w = isinf(m) ? (v[j] == m ? 1.0 : 0.0) : exp((double)v[j] - m);
       total += w;
       if (bsearch(&p[j], buf, (size_t)ns, sizeof *buf, cmp_i32)) kept += w;
     }

@@ -91,6 +91,15 @@ describe("pipeline step on the CPU", function()
     assert.equals(3, row.per_layer[1].logit_mismatches)
   end)
 
+  it("runs and times a step of many consumer layers (25)", function()
+    local cfg = small_cfg()
+    local inputs = make_inputs(ctx, cfg, { 900, 700 }, { layers = 25 })
+    local row = run_step(ctx, cfg, inputs)
+    assert.equals(25, #row.per_layer)
+    assert.equals(0, row.logit_mismatches, "seed " .. SEED)
+    for l = 1, 25 do assert.is_true(row.per_layer[l].time_sparse_logits_us >= 0) end
+  end)
+
   it("keeps outputs in SPEC 7 layouts; short rows see every position", function()
     local cfg = small_cfg()
     local lens = { 300, 1000, 40 }
@@ -170,6 +179,19 @@ describe("pipeline step on the CPU", function()
     p = pipeline.new(ctx, cfg)
     ok, err = pcall(function() p:step(inputs) end)
     assert.matches("n_decode %(0%) %+ n_prefill %(3%) = 3 rows, but q has 2", err)
+  end)
+
+  it("refuses a misaligned ks under ks_mode aligned before any kernel runs (both backends)", function()
+    local cfg = small_cfg({ ks_mode = "aligned" })
+    local inputs = make_inputs(ctx, cfg, { 100, 200 }) -- row 1 starts at ks = 100
+    local p = pipeline.new(ctx, cfg)
+    local ok, err = pcall(function() p:step(inputs) end)
+    assert.is_false(ok)
+    assert.matches("prefill row 1: ks = 100 is not a multiple of sparse_block_kv %(8%), which ks_mode aligned requires", err)
+    assert.matches("pipeline_spec.lua", err) -- at the caller's line
+    local ok2 = pcall(function() p:step(make_inputs(ctx, cfg, { 96, 200 })) end)
+    assert.is_true(ok2, "ks = 96 is aligned")
+    p:free()
   end)
 end)
 

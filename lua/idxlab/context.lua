@@ -8,6 +8,9 @@ Context.__index = Context
 
 local ctx_out = ffi.typeof("ixl_ctx *[1]")
 
+-- The most CPU threads a context may ask for: OpenMP starts that many, and each has scratch.
+Context.MAX_THREADS = 1024
+
 -- A live context made by Context.new (a tensor or a builder, which also carry `cd`, is not).
 function Context.is_context(x)
   return getmetatable(x) == Context and x.cd ~= nil
@@ -25,12 +28,21 @@ function Context.new(opts, level)
   end
   local backend = core.enum("backend", opts.backend or "auto", level)
   local device = opts.device or 0
-  if type(device) ~= "number" or device < 0 or device ~= math.floor(device) then
-    error(("idxlab: device = %s: must be a non-negative integer"):format(tostring(device)), level)
+  -- a C int: the FFI would wrap a larger value (inf became -2147483648) silently
+  if type(device) ~= "number" or device ~= math.floor(device) or device < 0 or device > 2147483647 then
+    error(("idxlab: device = %s: must be a non-negative integer, at most 2147483647 (a GPU index)"):format(tostring(device)), level)
   end
   local seed = opts.seed or 0
   if type(seed) ~= "number" or seed < 0 or seed ~= math.floor(seed) or seed >= 2 ^ 53 then
     error(("idxlab: seed = %s: must be an integer in [0, 2^53)"):format(tostring(seed)), level)
+  end
+  local threads = opts.threads
+  -- a C int: 1.5 would truncate to 1, and 1e12, nan or inf wrap (C reads <= 0 as "all
+  -- cores"), so only integers in range pass; checked before the context is made
+  if threads ~= nil and (type(threads) ~= "number" or threads ~= math.floor(threads) or threads < 1
+      or threads > Context.MAX_THREADS) then
+    error(("idxlab: threads = %s: must be an integer in [1, %d] (CPU threads; leave it out for all cores)")
+      :format(tostring(threads), Context.MAX_THREADS), level)
   end
   local out = ctx_out()
   local st = C.ixl_ctx_new(backend, device, seed, out)
@@ -40,12 +52,7 @@ function Context.new(opts, level)
     error("idxlab: " .. msg, level)
   end
   local self = setmetatable({ cd = ffi.gc(out[0], C.ixl_ctx_free) }, Context)
-  if opts.threads then
-    if type(opts.threads) ~= "number" or opts.threads < 1 then
-      error(("idxlab: threads = %s: must be a positive integer"):format(tostring(opts.threads)), level)
-    end
-    C.ixl_ctx_set_threads(self.cd, opts.threads)
-  end
+  if threads then C.ixl_ctx_set_threads(self.cd, threads) end
   return self
 end
 
@@ -89,8 +96,8 @@ function Context:tensor(dtype, shape, device)
 end
 
 local function want_slot(v, name)
-  if type(v) ~= "number" or v ~= math.floor(v) or v < 0 or v > 63 then
-    error(("idxlab: %s = %s: must be a timer slot, an integer in [0, 63]"):format(name, tostring(v)), 3)
+  if type(v) ~= "number" or v ~= math.floor(v) or v < 0 or v > 255 then
+    error(("idxlab: %s = %s: must be a timer slot, an integer in [0, 255]"):format(name, tostring(v)), 3)
   end
 end
 

@@ -156,6 +156,11 @@ local function check_inputs(pipe, cfg, inputs)
       if a < 0 or b < a or b > N then
         arg_error(("prefill row %d: ks = %d, ke = %d: need 0 <= ks <= ke <= N (%d)"):format(i, a, b, N), 2)
       end
+      -- checked here for both backends: the device expansion cannot refuse a row itself
+      if cfg.ks_mode == "aligned" and b > a and a % cfg.sparse_block_kv ~= 0 then
+        arg_error(("prefill row %d: ks = %d is not a multiple of sparse_block_kv (%d), which ks_mode aligned requires for a non-empty row")
+          :format(i, a, cfg.sparse_block_kv), 2)
+      end
       lens[#lens + 1] = b - a
       starts[#starts + 1] = a
     end
@@ -310,9 +315,9 @@ function Pipeline:production(g, gi, st, inputs, sz, timers)
   for i = r0 + 1, r0 + n do maxlen = math.max(maxlen, sz.lens[i]) end
   maxlen = math.max(maxlen, 1)
   local decode = g.is_decode
-  -- timer slots: 5 for the source layer and the expansion, 3 per consumer layer, 64 in all
-  if timers and 5 + 3 * sz.L > 64 then
-    arg_error(("%d consumer layers: the step's timers hold at most 19"):format(sz.L))
+  -- timer slots: 5 for the source layer and the expansion, 3 per consumer layer, 256 in all
+  if timers and 5 + 3 * sz.L > 256 then
+    arg_error(("%d consumer layers: the step's timers hold at most 83"):format(sz.L))
   end
   local G = { r0 = r0, n = n, maxlen = maxlen, decode = decode }
   local qk = {

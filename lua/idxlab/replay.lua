@@ -108,6 +108,9 @@ local function step_inputs(ctx, s, cfg)
     L = want("q_consumer", { ents.q.dtype }, { false, R, H, D }, { "consumer layers", "rows of q", "heads", "head_dim" }).shape[1]
   end
   if L < 1 then fail(("%s: q_consumer has L = 0 layers: need at least 1"):format(path), 3) end
+  if L > 83 then
+    fail(("%s: q_consumer has L = %d layers: at most 83 (a step times 5 + 3 L stages in 256 timer slots)"):format(path, L), 3)
+  end
   want("weights_consumer", { "F32" }, { L, R, H }, { "consumer layers", "rows of q", "heads" })
   local ragged = ents.ks ~= nil or ents.ke ~= nil
   local decode = ents.context_lens ~= nil or ents.row_start ~= nil

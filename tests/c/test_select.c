@@ -793,6 +793,27 @@ TEST(empty_shapes) {
       ixl_tensor_free(lens_none), ixl_tensor_free(lg_none), ixl_tensor_free(cols0);
 }
 
+TEST(mass_recall_limits) {
+  /* Softmax mass over the dense top-k: finite logits, +inf logits (the mass sits on them
+   * evenly), all -inf (uniform), NaN entries ignored, -1 pads ignored. Never NaN while one
+   * entry is a number. */
+  const int64_t R = 4, k = 3;
+  ixl_tensor *pos = tensor(IXL_I32, 2, R, k), *vals = tensor(IXL_F32, 2, R, k),
+             *sel = tensor(IXL_I32, 2, R, 2), *out = tensor(IXL_F32, 1, R, 0);
+  const int32_t P[] = {5, 7, 9, 5, 7, 9, 5, 7, 9, 5, 7, -1};
+  const float inf = INFINITY;
+  const float V[] = {0.0f, 0.0f, (float)log(2.0), inf, 3.0f, inf, -inf, -inf, -inf, NAN, 1.0f, 9.0f};
+  const int32_t S[] = {9, -1, 5, -1, 7, -1, 9, 7};
+  memcpy(pos->data, P, sizeof P), memcpy(vals->data, V, sizeof V), memcpy(sel->data, S, sizeof S);
+  CHECK_OK(ctx, ixl_rows_mass_recall(ctx, pos, vals, sel, out));
+  const float *o = (const float *)out->data;
+  CHECK(fabsf(o[0] - 0.5f) < 1e-6f); /* e^log2 / (1 + 1 + 2) */
+  CHECK(o[1] == 0.5f);               /* two +inf logits, one of them kept */
+  CHECK(fabsf(o[2] - 1.0f / 3) < 1e-6f);
+  CHECK(o[3] == 1.0f); /* the NaN and the pad weigh nothing; 7 is the only number, kept */
+  ixl_tensor_free(pos), ixl_tensor_free(vals), ixl_tensor_free(sel), ixl_tensor_free(out);
+}
+
 int main(void) {
   if (ixl_ctx_new(IXL_BACKEND_CPU, 0, 1, &ctx) != IXL_OK) {
     printf("# 0 passed, 1 failed\n");
@@ -819,6 +840,7 @@ int main(void) {
   RUN(remap_validation);
   RUN(sparse_selection_equals_masked_dense);
   RUN(empty_shapes);
+  RUN(mass_recall_limits);
   ixl_ctx_free(ctx);
   DONE();
 }
