@@ -138,6 +138,40 @@ describe("chunker.plan", function()
     assert.equals(0, s.num_chunks)
   end)
 
+  it("refuses a plan of more sub-chunks than it may return, before walking it, and returns one at the limit", function()
+    -- 2^31 - 1 rows of 2^31 - 1 positions: every row its own sub-chunk (one row is 8 GiB of
+    -- logits), 2^31 - 1 chunks; it was a raw "size of C type is unknown or too large"
+    local big = 2 ^ 31 - 1
+    local t0 = os.clock()
+    local err = err_of(function()
+      local c = chunker.plan({ max_model_len = big, workspace_tokens = big }, { { seq_len = big, query_len = big } },
+        { sparse = false })
+      return c
+    end)
+    assert.matches("chunker_spec%.lua:%d+: idxlab: chunker%.plan: requests%[1%] %(seq_len = 2147483647, query_len = 2147483647%) "
+      .. "splits into 2147483647 sub%-chunks of 1 row%(s%) under max_logits_bytes = 536870912 %(one row of 2147483647 positions "
+      .. "is 8589934588 bytes of logits%): the plan has more than the 1048576 chunks", err)
+    assert.is_true(os.clock() - t0 < 1, "the refusal walked the plan")
+    -- the limit counts over the requests (a small limit here, so the spec stays quick): two
+    -- requests that pass it together, and two that reach it exactly
+    local saved = chunker.MAX_CHUNKS
+    chunker.MAX_CHUNKS = 1000
+    local ok, e2 = pcall(function()
+      local c2 = cfg(2 ^ 20, 4 * 2 ^ 10) -- 1024 logits: one row of 1024 positions each
+      assert.matches("requests%[2%] %(seq_len = 1024, query_len = 501%) splits into 501 sub%-chunks of 1 row%(s%) under "
+        .. "max_logits_bytes = 4096: the plan has more than the 1000 chunks",
+        err_of(chunker.plan, c2, reqs{ { 1024, 500 }, { 1024, 501 } }, { sparse = false }))
+      local chunks, s = chunker.plan(c2, reqs{ { 1024, 500 }, { 1024, 500 } }, { sparse = false })
+      assert.equals(1000, #chunks)
+      assert.equals(1000, s.num_chunks)
+      assert.equals(1, chunks[1000].rows)
+      -- 2 rows of 512 positions fit: 300 rows are 150 sub-chunks, far under the limit
+      assert.equals(150, #chunker.plan(c2, reqs{ { 512, 300 } }, { sparse = false }))
+    end)
+    chunker.MAX_CHUNKS = saved
+    assert(ok, e2)
+  end)
+
   it("matches the SPEC 5 model over hundreds of random plans", function()
     local seed = os.time()
     math.randomseed(seed)

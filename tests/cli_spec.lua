@@ -34,6 +34,37 @@ describe("bin/idxlab", function()
     assert.is_nil(out:match("%.lua:%d+:"), out)
   end)
 
+  it("prints one clean error line for a hand-edited experiment.json (report, merge) and an inexact --set", function()
+    local results = require("idxlab.results")
+    local support = dofile(ROOT .. "/tests/support.lua")
+    local d = support.tmpdir("cli-spec")
+    local ok, err = pcall(function()
+      local q = results.shell_quote
+      local function dir(name, plots, points)
+        results.mkdir_p(d .. "/" .. name)
+        support.write(d .. "/" .. name .. "/experiment.json",
+          ('{"schema":1,"name":"m","plots":%s,"points":%s}\n'):format(plots, points))
+        support.write(d .. "/" .. name .. "/results.jsonl", '{"point":0,"config_hash":"aa"}\n')
+        return q(d .. "/" .. name)
+      end
+      local ok_points = '[{"point":0,"config_hash":"aa"}]'
+      local cases = {
+        { "report " .. dir("p5", "5", ok_points), "p5/experiment%.json: field 'plots' = 5: must be a list of plots" },
+        { "report " .. dir("pl5", "[5]", ok_points), "pl5/experiment%.json: field 'plots%[1%]' = 5: must be a plot" },
+        { "merge " .. q(d .. "/out") .. " " .. dir("pt", "[]", "[1,2]"), "pt/experiment%.json: field 'points%[1%]' = 1: must be a planned point" },
+        { "config --set max_logits_bytes=9007199254740993", "max_logits_bytes = 9007199254740993: not exactly representable" },
+      }
+      for _, c in ipairs(cases) do
+        local rc, out = sh(BIN .. " " .. c[1])
+        assert.equals(1, rc, c[1] .. ": " .. out)
+        assert.matches("^idxlab: [^\n]*" .. c[2] .. "[^\n]*\n$", out)
+        assert.is_nil(out:match("%.lua:%d+:"), out)
+      end
+    end)
+    support.cleanup()
+    assert(ok, err)
+  end)
+
   it("lists its commands", function()
     local rc, out = sh(BIN .. " help")
     assert.equals(0, rc)

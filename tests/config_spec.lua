@@ -155,6 +155,41 @@ describe("the --set grammar (SPEC 8)", function()
     assert.matches("heads = '': empty value", err_of(config.parse_value, "heads", ""))
   end)
 
+  it("keeps every integer exact: one a double cannot hold, or text it would round, is refused", function()
+    -- 9007199254740993 = 2^53 + 1 reads as 2^53 in a double: it used to pass as ...992
+    local inexact = "not exactly representable %(it would read as "
+    assert.matches("max_logits_bytes = 9007199254740993: " .. inexact .. "9007199254740992%)",
+      err_of(config.parse_value, "max_logits_bytes", "9007199254740993"))
+    assert.matches("max_model_len = 9007199254740993: " .. inexact .. "9007199254740992%)",
+      err_of(config.parse_value, "max_model_len", "9007199254740993"))
+    assert.matches("max_rows = 4096%.0000000000000001: " .. inexact .. "4096%)",
+      err_of(config.parse_value, "max_rows", "4096.0000000000000001"))
+    assert.matches("max_logits_bytes = 1e%-999: " .. inexact .. "0%)", err_of(config.parse_value, "max_logits_bytes", "1e-999"))
+    assert.matches("max_logits_bytes = 1e30: must be an integer of magnitude at most 2%^53",
+      err_of(config.parse_value, "max_logits_bytes", "1e30"))
+    assert.matches("max_logits_bytes = 8388609GiB: must be an integer of magnitude at most 2%^53",
+      err_of(config.parse_value, "max_logits_bytes", "8388609GiB"))
+    assert.matches("value = 9007199254740993: " .. inexact .. "9007199254740992%)", err_of(config.parse_value, nil, "9007199254740993"))
+    assert.matches("max_logits_bytes = 9007199254740993: " .. inexact,
+      err_of(config.parse_sets, { "max_logits_bytes=1GiB,9007199254740993" }))
+    -- the same rule for values given from Lua: shown in full, not as 1.1529215046068e+18
+    assert.matches("max_logits_bytes = 1152921504606846976: must be an integer of magnitude at most 2%^53",
+      err_of(config.resolve, { max_logits_bytes = 2 ^ 60 }))
+    assert.matches("max_logits_bytes = 9007199254740993: " .. inexact,
+      err_of(config.resolve, { max_logits_bytes = "9007199254740993" }))
+    assert.matches('workspace_tokens = %-1152921504606846976: must be an integer of magnitude at most 2%^53 %(9007199254740992%) or "auto"',
+      err_of(config.resolve, { workspace_tokens = -2 ^ 60 }))
+    -- what a double holds exactly still passes: 2^53 itself, exact decimals, byte units
+    assert.equals(2 ^ 53, config.parse_value("max_logits_bytes", "9007199254740992"))
+    assert.equals(2 ^ 53 - 1, config.parse_value("max_logits_bytes", "9007199254740991"))
+    assert.equals(2 ^ 53, config.parse_value("max_logits_bytes", "8388608GiB"))
+    assert.equals(1536, config.parse_value("max_logits_bytes", "1.5KiB"))
+    assert.equals(4096, config.parse_value("max_rows", "4096.000"))
+    assert.equals(4096, config.parse_value("max_rows", "4.096e3"))
+    assert.equals(2 ^ 53, config.resolve({ max_logits_bytes = 2 ^ 53 }).max_logits_bytes)
+    assert.equals(0.1, config.parse_value(nil, "0.1"))
+  end)
+
   it("parses --set lists into raw key/value pairs in order", function()
     local map, order = config.parse_sets({ "candidate_block_size=16", "backend=cuda", "seed=7",
       "max_logits_bytes=256MiB", "index_topk=256,512", "verbose=true" })
@@ -277,6 +312,7 @@ describe("idxlab config (the command)", function()
       { "--set heads=8,16", "heads: idxlab config takes one value per field" },
       { "--set sparse_block_kv=all", "sparse_block_kv = all is for sweeps" },
       { "--set heads", "%-%-set heads: expected key=value" },
+      { "--set max_logits_bytes=9007199254740993", "max_logits_bytes = 9007199254740993: not exactly representable %(it would read as 9007199254740992%)" },
       { "--set", "config: %-%-set needs a value" },
       { "--frobnicate", "config: unknown option %-%-frobnicate" },
       { "stray", "config: unknown argument 'stray'" },

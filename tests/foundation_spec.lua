@@ -79,6 +79,37 @@ describe("tensors from Lua", function()
     assert.matches("lies outside its base", err)
   end)
 
+  it("reports a number it cannot pass to C as given, and refuses it, never wrapping or truncating it", function()
+    -- the FFI used to turn inf into -2^63 (an int64) or -2^31 (an int) and 1.5 threads into 1
+    local function err(f)
+      local ok, e = pcall(f)
+      assert.is_false(ok, "expected an error")
+      assert.matches("foundation_spec%.lua:%d+: idxlab: ", e)
+      return e
+    end
+    assert.matches("shape%[1%] = inf: must be a non%-negative integer below 2%^53",
+      err(function() local t = ctx:tensor("f32", { math.huge }); return t end))
+    assert.matches("shape%[2%] = 1e%+300: must be a non%-negative integer below 2%^53",
+      err(function() local t = ctx:tensor("f32", { 1, 1e300 }); return t end))
+    assert.matches("shape%[1%] = nan:", err(function() local t = ctx:tensor("f32", { 0 / 0 }); return t end))
+    local t = ctx:tensor("f32", { 4 })
+    assert.matches("view: offset = inf: must be a non%-negative integer below 2%^53",
+      err(function() local v = t:view({ 2 }, math.huge); return v end))
+    assert.matches("view: stride%[1%] = %-inf: must be an integer of magnitude below 2%^53",
+      err(function() local v = t:view({ 2 }, 0, { -math.huge }); return v end))
+    assert.matches("device = inf: must be a non%-negative integer, at most 2147483647",
+      err(function() local c = idxlab.context{ device = math.huge }; return c end))
+    assert.matches("device = 2147483648: must be a non%-negative integer, at most 2147483647",
+      err(function() local c = idxlab.context{ device = 2 ^ 31 }; return c end))
+    for _, bad in ipairs({ { 1.5, "1%.5" }, { 1e12, "1000000000000" }, { 0 / 0, "nan" }, { math.huge, "inf" },
+      { 0, "0" }, { -3, "%-3" }, { 1025, "1025" }, { "2", "2" } }) do
+      assert.matches("threads = " .. bad[2] .. ": must be an integer in %[1, 1024%]",
+        err(function() local c = idxlab.context{ backend = "cpu", threads = bad[1] }; return c end))
+    end
+    assert.equals(3, idxlab.context{ backend = "cpu", threads = 3 }:threads())
+    assert.equals(1024, idxlab.context{ backend = "cpu", threads = 1024 }:threads())
+  end)
+
   it("refuses device tensors without a usable GPU", function()
     if idxlab.cuda_available() then return end
     local ok, err = pcall(function() return ctx:tensor("f32", { 2 }, "device") end)

@@ -202,6 +202,100 @@ describe("plots and report regeneration", function()
     assert.matches("half%-written", out.messages[1])
   end)
 
+  it("renders the plots of a relative output directory: run, report and merge", function()
+    if not gnuplot_present() then pending("gnuplot is not installed (apt-get install gnuplot-nox)") return end
+    -- gnuplot runs in the results directory: the names in its script must be relative to it
+    local d = tmpdir()
+    support.write(d .. "/rel.lua", [[
+return {
+  name = "relplot", seed = 1, backend = "cpu",
+  workload = { decode = { rows = 2, context = 8192 }, prefill = false, consumer_layers = 2 },
+  config = { index_topk = 64, max_rows = 64, max_model_len = 65536 },
+  sweep = { candidate_topk_blocks = { 64, 128 } },
+  metrics = { "recall_at_k" },
+  plots = { { x = "candidate_topk_blocks", y = "recall_at_k" } },
+}
+]])
+    local stem = "plot_recall_at_k_vs_candidate_topk_blocks"
+    local function rendered(dir, out)
+      local png = results.read_file(dir .. "/" .. stem .. ".png")
+      assert.is_string(png, dir .. ": no png; " .. out)
+      assert.equals("\137PNG\r\n\26\n", png:sub(1, 8))
+      assert.matches("<svg", results.read_file(dir .. "/" .. stem .. ".svg") or "", 1, false, dir .. ": no svg; " .. out)
+      assert.is_nil(out:find("gnuplot wrote no", 1, true), out)
+    end
+    local function sh(cmd)
+      local p = io.popen(cmd .. " 2>&1; echo rc=$?")
+      local out = p:read("*a")
+      p:close()
+      assert.matches("rc=0", out)
+      return out
+    end
+    rendered(d .. "/results-rel/relplot",
+      sh(("cd %s && env IDXLAB_FAKE_MEASURE=fast %s run rel.lua --out results-rel --progress off"):format(q(d), BIN)))
+    for _, ext in ipairs({ ".png", ".svg" }) do os.remove(d .. "/results-rel/relplot/" .. stem .. ext) end
+    rendered(d .. "/results-rel/relplot", sh(("cd %s && %s report relplot"):format(q(d .. "/results-rel"), BIN)))
+    rendered(d .. "/merged", sh(("cd %s && %s merge merged results-rel/relplot"):format(q(d), BIN)))
+  end)
+
+  it("gives gnuplot every string literally: a backquote in a title runs nothing", function()
+    -- gnuplot runs `...` inside double-quoted strings (and a newline ends a command)
+    assert.equals("'a''b `c` \"d\" e'", report.gnuplot_quote("a'b `c` \"d\"\ne"))
+    if not gnuplot_present() then pending("gnuplot is not installed (apt-get install gnuplot-nox)") return end
+    local d = tmpdir()
+    local marker, marker2 = d .. "/PWNED", d .. "/PWNED2"
+    local title = "x`touch " .. marker .. "`y 'q' \"dq\" \\n\n!touch " .. marker2
+    local e = exp_table()
+    e.repeats = 1
+    e.plots = { { x = "candidate_topk_blocks", y = "recall_at_k", series = "candidate_block_size", title = title,
+      name = "lit" } }
+    local res = experiment.run(e, { out = d, measure = "fake", progress = "off", stdout = sink, stderr = sink })
+    assert.is_false(results.exists(marker), "a backquoted command ran")
+    assert.is_false(results.exists(marker2), "a command after a newline ran")
+    local png = results.read_file(res.dir .. "/plot_lit.png")
+    assert.is_string(png, "no png: " .. table.concat(res.messages, "; "))
+    assert.equals("\137PNG", png:sub(1, 4))
+    local svg = assert(results.read_file(res.dir .. "/plot_lit.svg"))
+    assert.truthy(svg:find("x`touch " .. marker .. "`y 'q' &quot;dq&quot; \\n !touch " .. marker2, 1, true)
+      or svg:find("x`touch " .. marker .. "`y 'q' \"dq\" \\n !touch " .. marker2, 1, true), "the title is not literal")
+    -- the script kept for the user quotes the same way
+    local gp = assert(results.read_file(res.dir .. "/plot_lit.gp"))
+    assert.truthy(gp:find("set title 'x`touch " .. marker .. "`y ''q'' \"dq\" \\n !touch " .. marker2 .. "'\n", 1, true), gp)
+    assert.is_false(results.exists(marker))
+  end)
+
+  it("names the file and the field of a hand-edited experiment.json it cannot use", function()
+    local d = tmpdir()
+    local res = experiment.run(exp_table(), { out = d, measure = "fake", progress = "off", stdout = sink, stderr = sink,
+      gnuplot = "none" })
+    local saved = assert(results.read_file(res.dir .. "/experiment.json"))
+    local cases = {
+      { "5", "field 'plots' = 5: must be a list of plots" },
+      { "[5]", "field 'plots%[1%]' = 5: must be a plot" },
+      { '[{"x":1,"y":"recall_at_k"}]', "field 'plots%[1%]%.x' = 1: must name a field" },
+      { '[{"x":"candidate_topk_blocks","y":[]}]', "field 'plots%[1%]%.y' = %[%]: must be a metric or a non%-empty list" },
+      { '[{"x":"candidate_topk_blocks","y":"recall_at_k","name":"../up"}]', "field 'plots%[1%]%.name' = \"%.%./up\": must be a file name" },
+    }
+    for _, c in ipairs(cases) do
+      local text, n = saved:gsub('"plots":%b[]', '"plots":' .. c[1]:gsub("%%", "%%%%"))
+      assert.equals(1, n)
+      support.write(res.dir .. "/experiment.json", text)
+      local p = io.popen(("%s report %s --no-plots 2>&1; echo rc=$?"):format(BIN, q(res.dir)))
+      local out = p:read("*a")
+      p:close()
+      assert.matches("rc=1", out)
+      assert.matches("^idxlab: [^\n]*experiment%.json: " .. c[2], out)
+      assert.is_nil(out:match("%.lua:%d+:"), out)
+      local ok, err = pcall(report.render, res.dir, { gnuplot = "none" })
+      assert.is_false(ok)
+      assert.matches("experiment%.json: " .. c[2], err)
+    end
+    -- the Lua API: the same check, at the caller's line
+    local ok, err = pcall(function() local r = report.write(d, {}, { plots = 5 }); return r end)
+    assert.is_false(ok)
+    assert.matches("report_spec%.lua:%d+: idxlab: report%.write: experiment field 'plots' = 5: must be a list", err)
+  end)
+
   it("names a directory without results", function()
     local d = tmpdir()
     local p = io.popen(("%s report %s 2>&1; echo rc=$?"):format(BIN, q(d)))

@@ -111,6 +111,54 @@ describe("results.jsonl", function()
   end)
 end)
 
+describe("a results directory's experiment.json", function()
+  -- a shard as merge reads it: the plan (experiment.json) and one finished point
+  local function shard(d, points)
+    results.mkdir_p(d)
+    write(d .. "/experiment.json", '{"schema":1,"name":"m","mode":"step","swept":[],"plots":[],"points":' .. points .. '}\n')
+    write(d .. "/results.jsonl", '{"schema":1,"experiment":"m","point":0,"config_hash":"aa","recall_at_k":1}\n')
+  end
+
+  it("merges a well-formed one", function()
+    local d = tmpdir()
+    shard(d .. "/s0", '[{"point":0,"config_hash":"aa"},{"point":1,"config_hash":"bb"}]')
+    local res = results.merge(d .. "/out", { d .. "/s0" }, { gnuplot = "none" })
+    assert.equals(1, #res.rows)
+    assert.equals(1, res.missing)
+  end)
+
+  it("names the file and the field a merge cannot use, in Lua and from the command", function()
+    local cases = {
+      { "[1,2]", "field 'points%[1%]' = 1: must be a planned point" },
+      { "5", "field 'points' = 5: must be a list of planned points" },
+      { '[{"point":"0","config_hash":"aa"}]', "field 'points%[1%]%.point' = \"0\": must be a non%-negative integer" },
+      { '[{"point":0.5,"config_hash":"aa"}]', "field 'points%[1%]%.point' = 0%.5: must be a non%-negative integer" },
+      { '[{"point":0,"config_hash":7}]', "field 'points%[1%]%.config_hash' = 7: must be a string" },
+    }
+    for _, c in ipairs(cases) do
+      local d = tmpdir()
+      shard(d .. "/s0", c[1])
+      local ok, err = pcall(function() local r = results.merge(d .. "/out", { d .. "/s0" }, { gnuplot = "none" }); return r end)
+      assert.is_false(ok, c[1])
+      assert.matches("results_spec%.lua:%d+: idxlab: [^\n]*/s0/experiment%.json: " .. c[2], err)
+      local p = io.popen(("%s merge %s %s 2>&1; echo rc=$?"):format(BIN, q(d .. "/out2"), q(d .. "/s0")))
+      local out = p:read("*a")
+      p:close()
+      assert.matches("^idxlab: [^\n]*/s0/experiment%.json: " .. c[2] .. "[^\n]*\nrc=1", out)
+      assert.is_false(results.exists(d .. "/out2/results.jsonl"))
+    end
+  end)
+
+  it("refuses a row whose point is not a point index", function()
+    local d = tmpdir()
+    shard(d, '[{"point":0,"config_hash":"aa"}]')
+    write(d .. "/results.jsonl", '{"point":0,"config_hash":"aa"}\n{"point":"one","config_hash":"bb"}\n')
+    local ok, err = pcall(results.load_dir, d)
+    assert.is_false(ok)
+    assert.matches("results%.jsonl line 2: field 'point' = \"one\": must be a non%-negative integer", err)
+  end)
+end)
+
 describe("whole files", function()
   it("are replaced through a temporary name and leave no temporary behind", function()
     local d = tmpdir()

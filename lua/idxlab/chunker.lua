@@ -16,6 +16,10 @@ local ffi, C = core.ffi, core.C
 
 local M = {}
 
+-- The most chunks one plan may return: each becomes a Lua table (and a C record first), so a
+-- plan of billions of one-row sub-chunks is refused before anything is allocated or walked.
+M.MAX_CHUNKS = 2 ^ 20
+
 local function check_int(v, what, level)
   if type(v) ~= "number" or v ~= math.floor(v) or v >= 2 ^ 53 or v < 0 then
     error(("idxlab: %s = %s: must be a non-negative integer"):format(what, tostring(v)), level + 1)
@@ -41,6 +45,11 @@ function M.plan(cfg, requests, opts)
   local min_split = described.derived.min_split_seq_len
   local ratio = described.config.compress_ratio
   local seq, q = ffi.new("int64_t[?]", math.max(n, 1)), ffi.new("int64_t[?]", math.max(n, 1))
+  -- Sub-chunks: a request whose rows do not fit the logits budget together is split into
+  -- ceil(query_len / per) chunks of per = max(1, (max_logits_bytes / 4) / width) rows each,
+  -- exactly as the C chunker does; counted here (int64) to refuse an unreturnable plan.
+  local budget_elems = ffi.new("int64_t", described.config.max_logits_bytes) / 4
+  local sub_total = 0
   for i, r in ipairs(requests) do
     if type(r) ~= "table" then error(("idxlab: chunker.plan: requests[%d] must be a table"):format(i), 2) end
     local s = check_int(r.seq_len, ("requests[%d].seq_len"):format(i), 2)
@@ -58,6 +67,20 @@ function M.plan(cfg, requests, opts)
         :format(i, s, W), 2)
     end
     seq[i - 1], q[i - 1] = s, ql
+    if b > 0 then
+      local fit = budget_elems / b -- rows of this width the budget holds
+      if ffi.new("int64_t", ql) > fit then
+        local per = fit < 1 and 1 or fit
+        local subs = tonumber((ql + per - 1) / per)
+        sub_total = sub_total + subs
+        if sub_total > M.MAX_CHUNKS then
+          error(("idxlab: chunker.plan: requests[%d] (seq_len = %d, query_len = %d) splits into %d sub-chunks of %d row(s) under max_logits_bytes = %d%s: the plan has more than the %d chunks (chunker.MAX_CHUNKS) one plan may return")
+            :format(i, s, ql, subs, tonumber(per), described.config.max_logits_bytes,
+              fit < 1 and (" (one row of %d positions is %.0f bytes of logits)"):format(b, b * 4) or "",
+              M.MAX_CHUNKS), 2)
+        end
+      end
+    end
   end
   local ctx = config.msg_ctx()
   local nc = ffi.new("int32_t[1]")

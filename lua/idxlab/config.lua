@@ -111,10 +111,37 @@ end
 -- ------------------------------------------------------------------ value grammar (SPEC 8)
 
 local units = { KiB = 1024, MiB = 1024 ^ 2, GiB = 1024 ^ 3 }
-local LIMIT = 2 ^ 62 -- integers beyond this cannot travel to C's int64 fields exactly
+-- Integers up to 2^53 in magnitude: beyond it a double no longer holds every integer, so a
+-- value given as text (9007199254740993) would silently become a neighbour.
+local LIMIT = 2 ^ 53
 
 local function is_integer(v)
-  return type(v) == "number" and v == math.floor(v) and v > -LIMIT and v < LIMIT
+  return type(v) == "number" and v == math.floor(v) and v >= -LIMIT and v <= LIMIT
+end
+
+-- The exact decimal value of number text ("12", "-1.5e3", ".5") as an integer part and a
+-- fraction part (digits, no leading / trailing zeros), or nil when its exponent is too large
+-- to expand (such text is never an exact integer within LIMIT anyway).
+local function exact_decimal(s)
+  local int, frac, exp = s:match("^[+-]?(%d*)%.?(%d*)[eE]?([+-]?%d*)$")
+  if not int then return nil end
+  local e = tonumber(exp ~= "" and exp or "0")
+  if not e or math.abs(e) > 400 then return nil end
+  local digits = int .. frac
+  local point = #int + e -- the decimal point's place after this many digits
+  if point < 0 then digits = ("0"):rep(-point) .. digits; point = 0 end
+  if point > #digits then digits = digits .. ("0"):rep(point - #digits) end
+  local ip, fp = digits:sub(1, point):gsub("^0+", ""), digits:sub(point + 1):gsub("0+$", "")
+  return ip, fp
+end
+
+-- True when the double v is exactly the number the text s writes (s: a decimal without
+-- unit; v: tonumber(s), an integer within LIMIT times a power of two at most 2^30).
+local function is_exact(s, v)
+  local ip, fp = exact_decimal(s)
+  if not ip then return false end
+  local vi, vf = ("%.40f"):format(math.abs(v)):match("^(%d*)%.?(%d*)$")
+  return ip == vi:gsub("^0+", "") and fp == vf:gsub("0+$", "")
 end
 
 -- Decimal numbers only: no hex, inf or nan, which tonumber would also take.
@@ -123,15 +150,30 @@ local function parse_number(s)
   return nil
 end
 
--- "512MiB", "1.5 GiB", "4096" -> bytes (nil when not a byte size).
+-- "512MiB", "1.5 GiB", "4096" -> bytes (nil when not a byte size), and the number's text.
 local function parse_bytes(s)
   local num, unit = s:match("^(%S-)%s*([KMG]iB)$")
   if num then
     local v = parse_number(num)
-    if v then return v * units[unit] end
+    if v then return v * units[unit], num end
     return nil
   end
-  return parse_number(s)
+  return parse_number(s), s
+end
+
+-- A value given as text must be the number it reads as: an integer within 2^53 that the
+-- double holds exactly (the unit multiplies by a power of two, which is exact).
+local function exact_message(key, s, v, text)
+  if math.abs(v) > LIMIT then
+    return ("idxlab: %s = %s: must be an integer of magnitude at most 2^53 (9007199254740992): larger ones are not exact in a double")
+      :format(key, s)
+  end
+  local unit = units[s:match("([KMG]iB)$") or ""] or 1
+  if not is_exact(text, v / unit) then
+    return ("idxlab: %s = %s: not exactly representable (it would read as %s): integers must be at most 2^53 (9007199254740992) in magnitude and written exactly")
+      :format(key, s, ("%.0f"):format(v))
+  end
+  return nil
 end
 
 local function one_value(f, s, key)
@@ -142,6 +184,11 @@ local function one_value(f, s, key)
     if s == "true" then return true end
     if s == "false" then return false end
     local n = parse_number(s)
+    -- an integer written out must be that integer (decimals such as 0.1 round as usual)
+    if n and s:match("^[+-]?%d+$") and not is_exact(s, n) then
+      error(("idxlab: %s = %s: not exactly representable (it would read as %s): integers must be at most 2^53 (9007199254740992) in magnitude")
+        :format(key, s, ("%.0f"):format(n)), 0)
+    end
     if n then return n end
     local b = s:match("[KMG]iB$") and parse_bytes(s)
     if b then return b end
@@ -156,12 +203,17 @@ local function one_value(f, s, key)
   end
   if t == "int|auto" and s == "auto" then return "auto" end
   if f.name == "sparse_block_kv" and s == "all" then return "all" end
-  local v = (t == "bytes") and parse_bytes(s) or parse_number(s)
+  local v, text
+  if t == "bytes" then v, text = parse_bytes(s) else v, text = parse_number(s), s end
   if v == nil then
     local what = t == "bytes" and "a byte count (a number, or with KiB, MiB or GiB)"
       or t == "int|auto" and "an integer or auto" or "an integer"
     if f.name == "sparse_block_kv" then what = "an integer, auto or all" end
     error(("idxlab: %s = %s: must be %s"):format(key, s, what), 0)
+  end
+  if v == math.floor(v) and v == v and math.abs(v) ~= math.huge then
+    local msg = exact_message(key, s, v, text)
+    if msg then error(msg, 0) end
   end
   if not is_integer(v) then
     error(("idxlab: %s = %s: must be an integer%s"):format(key, s, t == "bytes" and " number of bytes" or ""), 0)
@@ -245,13 +297,24 @@ local function check_value(f, v, level)
   end
   if t == "int|auto" and v == "auto" then return v end
   if t == "bytes" and type(v) == "string" then
-    local b = parse_bytes(v)
+    local b, text = parse_bytes(v)
+    if b and b == math.floor(b) and math.abs(b) ~= math.huge then
+      local msg = exact_message(f.name, v, b, text)
+      if msg then error(msg, level + 1) end
+    end
     if b and is_integer(b) then return b end
     error(("idxlab: %s = %s: must be a byte count (a number, or with KiB, MiB or GiB)"):format(f.name, v), level + 1)
   end
   if not is_integer(v) then
     local what = t == "int|auto" and "an integer or \"auto\"" or "an integer"
-    error(("idxlab: %s = %s: must be %s"):format(f.name, tostring(v), what), level + 1)
+    local shown = tostring(v)
+    if type(v) == "number" and v == math.floor(v) and math.abs(v) ~= math.huge then
+      -- an integer past 2^53: shown in full (tostring would round it to 14 digits)
+      shown = ("%.0f"):format(v)
+      what = (t == "int|auto" and "an integer of magnitude at most 2^53 (9007199254740992) or \"auto\""
+        or "an integer of magnitude at most 2^53 (9007199254740992)") .. ": larger ones are not exact in a double"
+    end
+    error(("idxlab: %s = %s: must be %s"):format(f.name, shown, what), level + 1)
   end
   if t == "int|auto" and v <= 0 then -- 0 is the C API's "auto": an explicit number must mean itself
     error(("idxlab: %s = %s: must be a positive integer or \"auto\""):format(f.name, tostring(v)), level + 1)

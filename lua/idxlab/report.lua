@@ -139,6 +139,14 @@ function M.groups(rows)
   return order
 end
 
+-- The saved experiment's fields this module reads, checked (results.check_experiment) so a
+-- hand-edited experiment.json gives a message, not a Lua error deep inside.
+local function check_exp(exp, where)
+  if exp == nil then return end
+  local bad = results.check_experiment(exp)
+  if bad then error(("idxlab: %s: experiment %s"):format(where, bad), 3) end
+end
+
 local function metric_list(exp)
   if exp and type(exp.metrics) == "table" and #exp.metrics > 0 then return exp.metrics end
   if exp and exp.mode == "chunks" then return M.DEFAULT_CHUNK_TABLE end
@@ -185,6 +193,7 @@ end
 -- summary(rows, exp) -> text. exp: the saved experiment (name, question, metrics, swept).
 function M.summary(rows, exp)
   if type(rows) ~= "table" then error("idxlab: report.summary: rows must be a list", 2) end
+  check_exp(exp, "report.summary")
   exp = exp or {}
   local metrics, swept = metric_list(exp), swept_list(exp, rows)
   local groups = M.groups(rows)
@@ -220,7 +229,8 @@ function M.summary(rows, exp)
     local buckets, order = {}, {}
     for _, r in ipairs(g.rows) do
       for _, b in ipairs(type(r.by_length) == "table" and r.by_length or {}) do
-        if type(b) == "table" and b.bucket then
+        -- a bucket is a row length: an integer (anything else is not a bucket idxlab wrote)
+        if type(b) == "table" and type(b.bucket) == "number" and b.bucket == math.floor(b.bucket) then
           local e = buckets[b.bucket]
           if not e then
             e = { bucket = b.bucket, rows = {}, active = false, q = {} }
@@ -247,7 +257,7 @@ function M.summary(rows, exp)
       end
       local cells = {}
       for _, f in ipairs(swept) do cells[#cells + 1] = fmt_field(f, g.rows[1][f]) end
-      cells[#cells + 1] = (">= %d"):format(bk)
+      cells[#cells + 1] = ">= " .. fmt_num(bk)
       local rs = stats(e.rows)
       cells[#cells + 1] = rs and fmt_num(rs.mean) or "0"
       cells[#cells + 1] = e.active and "yes" or "no"
@@ -291,8 +301,22 @@ end
 
 ---------------------------------------------------------------------------- plots
 
+-- Text for one line of a gnuplot script or data file: control characters (a newline would
+-- end the command, and gnuplot would run the next line as one) become spaces.
+local function one_line(s)
+  return (tostring(s):gsub("%c", " "))
+end
+
+-- A gnuplot string literal: single-quoted, ' doubled. gnuplot expands `...` (a shell
+-- command) and escapes inside double quotes only, so the text stays literal.
 local function gnuplot_quote(s)
-  return '"' .. tostring(s):gsub('\\', '\\\\'):gsub('"', '\\"') .. '"'
+  return "'" .. one_line(s):gsub("'", "''") .. "'"
+end
+M.gnuplot_quote = gnuplot_quote
+
+-- A label in a plot's data file (read as data, never as a command): double-quoted.
+local function data_quote(s)
+  return '"' .. one_line(s):gsub('\\', '\\\\'):gsub('"', '\\"') .. '"'
 end
 
 local function as_list(v)
@@ -404,16 +428,16 @@ function M.plot(dir, rows, p, exp, gp)
   local data = M.plot_data(rows, p, exp and exp.swept)
   local files = {}
   -- the data file: one gnuplot index block per line
-  local dat = { ("# %s: %s against %s\n"):format(exp and exp.name or "", table.concat(as_list(p.y), ", "), p.x),
+  local dat = { ("# %s\n"):format(one_line(("%s: %s against %s"):format(exp and exp.name or "", table.concat(as_list(p.y), ", "), p.x))),
     "# columns: x mean min max n label\n" }
   local spread = false
   for i, ln in ipairs(data.lines) do
     if i > 1 then dat[#dat + 1] = "\n\n" end
-    dat[#dat + 1] = ("# line %d: %s\n"):format(i - 1, ln.title)
+    dat[#dat + 1] = ("# line %d: %s\n"):format(i - 1, one_line(ln.title))
     for _, pt in ipairs(ln.points) do
       if pt.n > 1 and pt.hi > pt.lo then spread = true end
       dat[#dat + 1] = ("%s %s %s %s %d %s\n"):format(results.encode_number(pt.x), results.encode_number(pt.mean),
-        results.encode_number(pt.lo), results.encode_number(pt.hi), pt.n, gnuplot_quote(pt.label))
+        results.encode_number(pt.lo), results.encode_number(pt.hi), pt.n, data_quote(pt.label))
     end
   end
   local datpath = dir .. "/" .. stem .. ".dat"
@@ -430,8 +454,10 @@ function M.plot(dir, rows, p, exp, gp)
   end
   local title = p.title or ("%s: %s against %s"):format(exp and exp.name or "", table.concat(as_list(p.y), ", "), p.x)
   local ylabel = #as_list(p.y) == 1 and M.label(as_list(p.y)[1]) or M.common_label(as_list(p.y))
-  local pngtmp = ("%s/.%s.png.tmp"):format(dir, stem)
-  local svgtmp = ("%s/.%s.svg.tmp"):format(dir, stem)
+  -- gnuplot runs in dir (cd below), so its script names files relative to dir; Lua names
+  -- them dir/NAME.
+  local pngname, svgname = ("." .. stem .. ".png.tmp"), ("." .. stem .. ".svg.tmp")
+  local pngtmp, svgtmp = dir .. "/" .. pngname, dir .. "/" .. svgname
   local gpl = {
     "# gnuplot script written by idxlab report; run from the results directory",
     "set termoption noenhanced",
@@ -464,13 +490,16 @@ function M.plot(dir, rows, p, exp, gp)
   results.write_atomic(gppath, (script:gsub("PNGTERM", "pngcairo")))
   files[#files + 1] = gppath
   if not gp then return files end
-  -- gnuplot writes to temporary names (absolute paths), which are renamed when it succeeds.
+  -- gnuplot writes to temporary names (in dir, where it runs), which are renamed when it
+  -- succeeds.
   local run = body
-    .. ("set terminal %s size 1000,620 noenhanced\nset output %s\n%s\n"):format(png_term(gp), gnuplot_quote(pngtmp), plotcmd)
-    .. ("set terminal svg size 1000,620 noenhanced\nset output %s\nreplot\nset output\n"):format(gnuplot_quote(svgtmp))
+    .. ("set terminal %s size 1000,620 noenhanced\nset output %s\n%s\n"):format(png_term(gp), gnuplot_quote(pngname), plotcmd)
+    .. ("set terminal svg size 1000,620 noenhanced\nset output %s\nreplot\nset output\n"):format(gnuplot_quote(svgname))
   local runpath = ("%s/.%s.gp.tmp"):format(dir, stem)
   results.write_atomic(runpath, run)
-  local cmd = ("cd %s && %s %s 2>&1"):format(results.shell_quote(dir), results.shell_quote(gp),
+  -- "./" keeps a directory named "-x" from reading as an option of cd
+  local cddir = dir:sub(1, 1) == "-" and ("./" .. dir) or dir
+  local cmd = ("cd %s && %s %s 2>&1"):format(results.shell_quote(cddir), results.shell_quote(gp),
     results.shell_quote("." .. stem .. ".gp.tmp"))
   local f = io.popen(cmd)
   local out = f:read("*a")
@@ -494,6 +523,9 @@ end
 -- plots(dir, rows, exp, opts) -> files, messages.
 function M.plots(dir, rows, exp, opts)
   opts = opts or {}
+  if type(opts) ~= "table" then error("idxlab: report.plots: opts must be a table", 2) end
+  if type(rows) ~= "table" then error("idxlab: report.plots: rows must be a list", 2) end
+  check_exp(exp, "report.plots")
   local files, msgs = {}, {}
   local specs = exp and exp.plots or {}
   if #specs == 0 or #rows == 0 then return files, msgs end
@@ -528,6 +560,10 @@ end
 -- CSV, summary.txt and the plots, from rows already read.
 function M.write(dir, rows, exp, opts)
   opts = opts or {}
+  if type(dir) ~= "string" then error("idxlab: report.write: dir must be a string (a results directory)", 2) end
+  if type(rows) ~= "table" then error("idxlab: report.write: rows must be a list", 2) end
+  if type(opts) ~= "table" then error("idxlab: report.write: opts must be a table", 2) end
+  check_exp(exp, "report.write")
   local sorted = {}
   for i, r in ipairs(rows) do sorted[i] = r end
   table.sort(sorted, function(a, b) return (a.point or 0) < (b.point or 0) end)

@@ -326,6 +326,100 @@ end
 
 ---------------------------------------------------------------------------- directory
 
+local function show(v)
+  if type(v) == "string" then return ("%q"):format(v) end
+  if type(v) == "table" then
+    local ok, s = pcall(json.encode, v)
+    if ok and #s <= 80 then return s end
+    return "a table"
+  end
+  return tostring(v)
+end
+
+local function is_int(v) return type(v) == "number" and v == math.floor(v) and math.abs(v) < 2 ^ 53 end
+
+-- A list: keys 1..n and nothing else (JSON null items count as holes, so not a list).
+local function is_list(t)
+  if type(t) ~= "table" then return false end
+  local n, count = #t, 0
+  for k in pairs(t) do
+    if not is_int(k) or k < 1 or k > n then return false end
+    count = count + 1
+  end
+  return count == n
+end
+
+local function string_list(v)
+  if not is_list(v) then return false end
+  for _, x in ipairs(v) do if type(x) ~= "string" then return false end end
+  return true
+end
+
+-- check_experiment(exp) -> nil, or what is wrong with a saved experiment (experiment.json)
+-- in the fields report and merge read: "field 'plots' = 5: must be ...".
+function M.check_experiment(exp)
+  if type(exp) ~= "table" or is_list(exp) and next(exp) ~= nil then
+    return ("the experiment = %s: must be a JSON object"):format(show(exp))
+  end
+  for _, k in ipairs({ "name", "question", "mode" }) do
+    if exp[k] ~= nil and type(exp[k]) ~= "string" then
+      return ("field '%s' = %s: must be a string"):format(k, show(exp[k]))
+    end
+  end
+  for _, k in ipairs({ "metrics", "swept" }) do
+    if exp[k] ~= nil and not string_list(exp[k]) then
+      return ("field '%s' = %s: must be a list of names (strings)"):format(k, show(exp[k]))
+    end
+  end
+  if exp.plots ~= nil then
+    if not is_list(exp.plots) then
+      return ("field 'plots' = %s: must be a list of plots { x = field, y = metric, series = field }"):format(show(exp.plots))
+    end
+    for i, p in ipairs(exp.plots) do
+      local w = ("plots[%d]"):format(i)
+      if type(p) ~= "table" or is_list(p) and next(p) ~= nil then
+        return ("field '%s' = %s: must be a plot { x = field, y = metric, series = field }"):format(w, show(p))
+      end
+      if type(p.x) ~= "string" then return ("field '%s.x' = %s: must name a field (a string)"):format(w, show(p.x)) end
+      if not (type(p.y) == "string" or string_list(p.y) and #p.y > 0) then
+        return ("field '%s.y' = %s: must be a metric or a non-empty list of metrics (strings)"):format(w, show(p.y))
+      end
+      if p.series ~= nil and type(p.series) ~= "string" and not string_list(p.series) then
+        return ("field '%s.series' = %s: must name a field (a string) or list fields"):format(w, show(p.series))
+      end
+      if p.title ~= nil and type(p.title) ~= "string" then
+        return ("field '%s.title' = %s: must be a string"):format(w, show(p.title))
+      end
+      for _, b in ipairs({ "logx", "logy" }) do
+        if p[b] ~= nil and type(p[b]) ~= "boolean" then
+          return ("field '%s.%s' = %s: must be true or false"):format(w, b, show(p[b]))
+        end
+      end
+      if p.name ~= nil and (type(p.name) ~= "string" or not p.name:match("^[%w_%-]+$")) then
+        return ("field '%s.name' = %s: must be a file name of letters, digits, '_' and '-'"):format(w, show(p.name))
+      end
+    end
+  end
+  if exp.points ~= nil then
+    if not is_list(exp.points) then
+      return ("field 'points' = %s: must be a list of planned points { point = n, config_hash = hex }"):format(show(exp.points))
+    end
+    for i, p in ipairs(exp.points) do
+      local w = ("points[%d]"):format(i)
+      if type(p) ~= "table" or is_list(p) and next(p) ~= nil then
+        return ("field '%s' = %s: must be a planned point { point = n, config_hash = hex }"):format(w, show(p))
+      end
+      if not is_int(p.point) or p.point < 0 then
+        return ("field '%s.point' = %s: must be a non-negative integer"):format(w, show(p.point))
+      end
+      if type(p.config_hash) ~= "string" then
+        return ("field '%s.config_hash' = %s: must be a string"):format(w, show(p.config_hash))
+      end
+    end
+  end
+  return nil
+end
+
 -- load_dir(dir) -> { experiment = table or nil, rows = list, info = read info }
 function M.load_dir(dir)
   argcheck(type(dir) == "string", "results.load_dir: dir must be a string")
@@ -337,12 +431,19 @@ function M.load_dir(dir)
     if type(exp) ~= "table" then
       error(("idxlab: %s/experiment.json is not valid JSON: %s"):format(dir, tostring(err)), 2)
     end
+    local bad = M.check_experiment(exp)
+    if bad then error(("idxlab: %s/experiment.json: %s"):format(dir, bad), 2) end
   end
   local jpath = dir .. "/results.jsonl"
   if not M.exists(jpath) then
     error(("idxlab: %s: no results.jsonl here (is it a results directory?)"):format(dir), 2)
   end
   local rows, info = M.read_jsonl(jpath)
+  for i, r in ipairs(rows) do
+    if r.point ~= nil and (not is_int(r.point) or r.point < 0) then
+      error(("idxlab: %s line %d: field 'point' = %s: must be a non-negative integer"):format(jpath, i, show(r.point)), 2)
+    end
+  end
   return { experiment = exp, rows = rows, info = info, dir = dir }
 end
 

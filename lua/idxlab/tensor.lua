@@ -28,8 +28,9 @@ local function check_shape(shape, level)
     error(("idxlab: shape has %d dims: at most 4"):format(#shape), level + 1)
   end
   for i, n in ipairs(shape) do
-    if type(n) ~= "number" or n < 0 or n ~= math.floor(n) then
-      error(("idxlab: shape[%d] = %s: must be a non-negative integer"):format(i, tostring(n)), level + 1)
+    -- below 2^53: inf or 1e300 would reach C's int64 wrapped (inf read as -2^63)
+    if type(n) ~= "number" or n ~= math.floor(n) or n < 0 or n >= 2 ^ 53 then
+      error(("idxlab: shape[%d] = %s: must be a non-negative integer below 2^53"):format(i, tostring(n)), level + 1)
     end
   end
 end
@@ -157,16 +158,16 @@ end
 function Tensor:view(shape, offset, stride)
   local cd = live(self, 2)
   check_shape(shape, 2)
-  if offset ~= nil and (type(offset) ~= "number" or offset ~= math.floor(offset) or offset < 0) then
-    error(("idxlab: view: offset = %s: must be a non-negative integer (elements)"):format(tostring(offset)), 2)
+  if offset ~= nil and (type(offset) ~= "number" or offset ~= math.floor(offset) or offset < 0 or offset >= 2 ^ 53) then
+    error(("idxlab: view: offset = %s: must be a non-negative integer below 2^53 (elements)"):format(tostring(offset)), 2)
   end
   if stride ~= nil then
     if type(stride) ~= "table" or #stride ~= #shape then
       error(("idxlab: view: stride must be a list of %d integers, like shape"):format(#shape), 2)
     end
     for i, v in ipairs(stride) do
-      if type(v) ~= "number" or v ~= math.floor(v) then
-        error(("idxlab: view: stride[%d] = %s: must be an integer"):format(i, tostring(v)), 2)
+      if type(v) ~= "number" or v ~= math.floor(v) or math.abs(v) >= 2 ^ 53 then
+        error(("idxlab: view: stride[%d] = %s: must be an integer of magnitude below 2^53"):format(i, tostring(v)), 2)
       end
     end
   end

@@ -252,6 +252,9 @@ function M.check(spec, cfg)
     local reqs, _, R = requests(spec)
     if spec.consumer_layers ~= nil then positive_int(spec.consumer_layers, "workload consumer_layers") end
     cfg = cfg or {}
+    if type(cfg) ~= "table" then
+      fail("workload.check: cfg = %s: must be a config table (config.resolve) or nil", tostring(cfg))
+    end
     if cfg.max_rows and R > cfg.max_rows then
       fail("workload: %d rows (decode rows and prefill query rows): more than max_rows = %d", R, cfg.max_rows)
     end
