@@ -80,6 +80,11 @@ ixl_status ixl_cuda_check_launch(ixl_ctx *ctx, const char *kernel) {
   return IXL_OK;
 }
 
+/* Allocations and launches run on the thread's current device, which is set once, when a
+ * context starts: so every live CUDA context of the process is on one device. (One process
+ * per GPU is the way to use several: CUDA_VISIBLE_DEVICES and --shard.) */
+static int live_device = -1, live_contexts = 0;
+
 ixl_status ixl_cuda_init(ixl_ctx *ctx) {
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
@@ -87,6 +92,12 @@ ixl_status ixl_cuda_init(ixl_ctx *ctx) {
   if (ctx->device >= n)
     return ixl_set_error(ctx, IXL_ERR_BACKEND, "device = %d: only %d CUDA device(s) present",
                          ctx->device, n);
+  if (live_contexts > 0 && ctx->device != live_device)
+    return ixl_set_error(ctx, IXL_ERR_BACKEND,
+                         "device = %d: this process already has %d CUDA context(s) on device %d; "
+                         "idxlab uses one GPU per process (free those contexts first, or run one "
+                         "process per GPU with CUDA_VISIBLE_DEVICES and --shard)",
+                         ctx->device, live_contexts, live_device);
   e = cudaSetDevice(ctx->device);
   if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaSetDevice");
   struct cudaDeviceProp prop;
@@ -98,10 +109,13 @@ ixl_status ixl_cuda_init(ixl_ctx *ctx) {
   e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
   if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaStreamCreate");
   ctx->stream = s;
+  live_device = ctx->device;
+  live_contexts++;
   return IXL_OK;
 }
 
 void ixl_cuda_shutdown(ixl_ctx *ctx) {
+  if (ctx->stream && --live_contexts == 0) live_device = -1; /* a stream: init succeeded */
   if (ctx->poisoned) return; /* every CUDA call would fail; leave teardown to the process */
   cudaSetDevice(ctx->device);
   for (int i = 0; i < IXL_MAX_TIMERS; i++)
@@ -234,7 +248,9 @@ ixl_status ixl_graph_end(ixl_ctx *ctx) {
   cudaGraph_t g = NULL;
   cudaError_t e = cudaStreamEndCapture((cudaStream_t)ctx->stream, &g);
   if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaStreamEndCapture");
+  /* the old graph goes first; a failed instantiate below leaves no graph to launch */
   if (ctx->graph_exec) cudaGraphExecDestroy((cudaGraphExec_t)ctx->graph_exec);
+  ctx->graph_exec = NULL;
   if (ctx->graph) cudaGraphDestroy((cudaGraph_t)ctx->graph);
   ctx->graph = g;
   cudaGraphExec_t ge = NULL;

@@ -398,7 +398,9 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
   const int64_t pre0 = kSparse ? c0 / p.sbk : kPaged ? c0 / p.page_size : 0;
   if (MODE == DENSE_PAGED) {
     const int64_t last = mn64(chunk_hi, row_hi) - 1;
-    for (int64_t j = tid; pre0 + j <= last / p.page_size; j += kThreads) {
+    // a chunk with no position of the row reads no page id (last / page_size would round
+    // -1 up to page 0, of a block table that may have no columns)
+    for (int64_t j = tid; last >= c0 && pre0 + j <= last / p.page_size; j += kThreads) {
       const int64_t pg = p.block_table[row * p.bt_cols + pre0 + j];
       pre_page[j] = pg >= 0 && pg < p.num_pages ? (int32_t)pg : -1;
     }
