@@ -24,7 +24,7 @@ return {
   seed = 1,
   backend = "auto",
   workload = { decode = { rows = 8, context = 32768 }, prefill = false, consumer_layers = 2 },
-  config = { index_topk = 256, max_rows = 64, max_model_len = 65536 },
+  config = { index_topk = 256, max_rows = 64, max_model_len = 131072 },
   sweep = { candidate_block_size = sizes, candidate_topk_blocks = blocks },
   zip = true,
   repeats = 2,

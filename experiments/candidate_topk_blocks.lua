@@ -20,7 +20,7 @@ return {
   seed = 1,
   backend = "auto",
   workload = { decode = { rows = 8, context = 16384 }, prefill = false, consumer_layers = 2 },
-  config = { index_topk = 256, max_rows = 64, max_model_len = 65536 },
+  config = { index_topk = 256, max_rows = 64, max_model_len = 131072 },
   sweep = {
     candidate_topk_blocks = { 64, 128, 256, 512, 1024 },
     ["workload.locality"] = { 0, 8, 32 },

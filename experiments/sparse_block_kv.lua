@@ -15,7 +15,7 @@ return {
   seed = 1,
   backend = "auto",
   workload = { decode = { rows = 4, context = 16384 }, prefill = false, consumer_layers = 1 },
-  config = { index_topk = 256, max_rows = 64, max_model_len = 65536 },
+  config = { index_topk = 256, max_rows = 64, max_model_len = 131072 },
   sweep = {
     candidate_block_size = { 8, 16, 32, 64 },
     candidate_topk_blocks = { 512, 256, 128, 64 },

@@ -540,7 +540,7 @@ describe("runs", function()
     assert.equals(1, #plan.skipped)
     assert.matches("workload: 100 rows %(decode rows and prefill query rows%): more than max_rows = 64", plan.skipped[1].reason)
     e.workload.decode = { rows = 2, context = 100000 } -- longer than max_model_len (65536) at every point
-    assert.matches("no valid point: .*decode request 1 is 100000 positions long: more than max_model_len = 65536",
+    assert.matches("no valid point: .*decode request 0 is 100000 positions long: more than max_model_len = 65536",
       err_of(experiment.plan, e))
   end)
 

@@ -260,7 +260,7 @@ function M.check(spec, cfg)
     end
     for i, r in ipairs(reqs) do
       if cfg.max_model_len and r.seq_len > cfg.max_model_len then
-        fail("workload: %s request %d is %d positions long: more than max_model_len = %d", r.kind, i, r.seq_len,
+        fail("workload: %s request %d is %d positions long: more than max_model_len = %d", r.kind, i - 1, r.seq_len,
           cfg.max_model_len)
       end
     end
