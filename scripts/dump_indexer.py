@@ -41,7 +41,8 @@ candidate source layer and for each consumer layer:
 
 Command line: `python3 scripts/dump_indexer.py --demo OUT [--steps N] [--decode]` writes a
 small deterministic file (values from a formula, so a test can check them exactly);
-`--show FILE` lists a file's tensors.
+`--show FILE` lists a file's tensors (name, safetensors dtype, shape), from the header
+alone: BF16 tensors need no torch.
 """
 import json
 import sys
@@ -158,6 +159,33 @@ def dump(path, steps, config=None):
     save_file(tensors, path, metadata=meta)
 
 
+def read_header(path):
+    """A safetensors file's header {name: {dtype, shape, data_offsets}}, read without loading
+    any tensor (numpy has no bfloat16, so BF16 tensors cannot be loaded with numpy alone)."""
+    with open(path, "rb") as f:
+        size = f.seek(0, 2)
+        f.seek(0)
+        head = f.read(8)
+        if len(head) < 8:
+            raise ValueError("not a safetensors file: shorter than its 8-byte header length")
+        n = int.from_bytes(head, "little")
+        if n > size - 8:
+            raise ValueError(f"header length {n} exceeds the file ({size} bytes)")
+        try:
+            header = json.loads(f.read(n).decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ValueError(f"header is not JSON: {e}") from None
+    if not isinstance(header, dict):
+        raise ValueError("header is not a JSON object")
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        if not isinstance(e, dict) or not isinstance(e.get("dtype"), str) \
+                or not isinstance(e.get("shape"), list):
+            raise ValueError(f"tensor {name}: header entry has no dtype and shape")
+    return header
+
+
 def demo_step(s, decode, R=4, H=4, D=128, L=2, ctx=64):
     """A small deterministic step: every value from a formula the tests restate."""
     def vals(shape, salt):
@@ -186,11 +214,13 @@ def main(argv):
         dump(out, steps[0] if n == 1 else steps, config={"heads": 4})
         return 0
     if len(argv) == 2 and argv[0] == "--show":
-        from safetensors import safe_open
-        with safe_open(argv[1], "np") as f:
-            for n in sorted(f.keys()):
-                t = f.get_tensor(n)
-                print(n, t.dtype, list(t.shape))
+        try:
+            header = read_header(argv[1])
+        except (OSError, ValueError) as e:
+            print(f"dump_indexer.py: {argv[1]}: {e}", file=sys.stderr)
+            return 1
+        for n in sorted(k for k in header if k != "__metadata__"):
+            print(n, header[n]["dtype"], header[n]["shape"])
         return 0
     print(__doc__)
     return 2

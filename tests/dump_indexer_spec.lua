@@ -129,6 +129,53 @@ describe("scripts/dump_indexer.py", function()
     end
   end)
 
+  it("--show lists BF16 tensors (dtype and shape from the header) with numpy only", function()
+    local ok, why = venv()
+    if not ok then pending(why) return end
+    local path = tmpname("show")
+    st.write(path, {
+      { name = "q", dtype = "BF16", shape = { 4, 4, 128 }, data = ("\0\63"):rep(4 * 4 * 128) },
+      { name = "weights", dtype = "F32", shape = { 4, 4 }, data = ("\0"):rep(64) },
+      { name = "ks", dtype = "I32", shape = { 4 }, data = ("\0"):rep(16) },
+    }, { writer = "spec" })
+    local rc, out = sh(("cd %q && %s scripts/dump_indexer.py --show %q"):format(ROOT, PYB, path))
+    assert.equals(0, rc, out)
+    assert.equals("ks I32 [4]\nq BF16 [4, 4, 128]\nweights F32 [4, 4]\n", out)
+    os.remove(path)
+    rc, out = sh(("cd %q && %s scripts/dump_indexer.py --show %q"):format(ROOT, PYB, ROOT .. "/Makefile"))
+    assert.equals(1, rc, out)
+    assert.matches("^dump_indexer.py: [^\n]*Makefile: header length %d+ exceeds the file", out)
+  end)
+
+  it("dumps q and q_consumer in different forms (one plain, one pre-quantized) that replay takes", function()
+    local ok, why = venv()
+    if not ok then pending(why) return end
+    local have = pcall(require, "idxlab.pipeline")
+    if not have then pending("the pipeline is not complete yet") return end
+    -- mxfp4: 64 code bytes per 128-vector, one I32 of four UE8M0 scale bytes (0x7f: 2^0)
+    local edits = {
+      "s['q_consumer_codes'] = np.full((2, 4, 4, 64), 0x21, np.uint8); "
+        .. "s['q_consumer_scales'] = np.full((2, 4, 4), 0x7f7f7f7f, np.int32); del s['q_consumer']",
+      "s['q_codes'] = np.full((4, 4, 64), 0x12, np.uint8); "
+        .. "s['q_scales'] = np.full((4, 4), 0x7f7f7f7f, np.int32); del s['q']",
+    }
+    for _, edit in ipairs(edits) do
+      local path, out_path = tmpname("mixed"), tmpname("mixed-out")
+      local code = ("import sys; sys.path.insert(0, 'scripts'); import numpy as np; import dump_indexer as d; "
+        .. "s = d.demo_step(0, False); %s; d.dump('%s', s)"):format(edit, path)
+      local rc, out = sh(("cd %q && %s -c %q"):format(ROOT, PYB, code))
+      assert.equals(0, rc, out)
+      rc, out = sh(("cd %q && bin/idxlab replay %q %q --set backend=cpu --set heads=4 --set index_topk=8 "
+        .. "--set candidate_block_size=8 --set candidate_topk_blocks=64"):format(ROOT, path, out_path), true)
+      assert.equals(0, rc, edit .. ": " .. out)
+      local o = st.read(out_path)
+      o:expect("topk_pos", { dtypes = { "i32" }, shape = { 2, 4, 8 } })
+      o:close()
+      os.remove(path)
+      os.remove(out_path)
+    end
+  end)
+
   it("dumps a decode step that `idxlab replay` replays", function()
     local ok, why = venv()
     if not ok then pending(why) return end

@@ -2,11 +2,15 @@
 -- indexer inputs from safetensors files (a file, several files, or a folder), runs each step
 -- through the pipeline, and writes every output under SPEC 7's names.
 --
--- Accepted input tensors per step (prefix "step<i>/" when a file holds several steps):
+-- Accepted input tensors per step (prefix "step<i>/" when a file holds several steps, i in
+-- plain decimal: step0/, step1/, ...; step00/ is refused, not read as a second step 0):
 --   q [R,H,D] F32|BF16|F16 (or q_codes U8 [R,H,VB] + q_scales I32|F32 [R,H], pre-quantized)
 --   weights [R,H] F32
 --   k [N,D] F32|BF16|F16 (or k_codes U8 [N,VB] + k_scales I32|F32 [N], pre-quantized)
---   q_consumer [L,R,H,D] (same dtype as q) (or q_consumer_codes [L,R,H,VB] + q_consumer_scales [L,R,H])
+--   q_consumer [L,R,H,D] (same dtype as q; any float type beside q_codes) (or q_consumer_codes
+--     [L,R,H,VB] + q_consumer_scales [L,R,H])
+-- Each of q, k and q_consumer comes plain or pre-quantized, independently of the others; codes
+-- come with their scales, and a tensor given in both forms is refused (no input is ignored).
 --   weights_consumer [L,R,H] F32
 --   ks, ke [R] I32 (ragged rows)  or  context_lens, row_start [R] I32 (decode rows, paged here)
 local core = require("idxlab.core")
@@ -28,54 +32,143 @@ local INPUTS = {
 }
 M.INPUT_NAMES = INPUTS
 
+local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+-- The .safetensors files of a folder, sorted; nil and the reason when it cannot be read.
+-- Names travel NUL-separated (a newline is a legal file name character) and the path is
+-- single-quoted for the shell, so nothing in it ($, `, \, ") is expanded.
 local function list_dir(path)
-  local p = io.popen(("ls -1 %q 2>/dev/null"):format(path))
-  local out = {}
-  for line in p:lines() do
-    if line:match("%.safetensors$") then out[#out + 1] = path .. "/" .. line end
-  end
+  local p = io.popen(("CDPATH= cd -- %s 2>/dev/null && printf 'ok\\0' && for f in *.safetensors; do "
+    .. "if [ -e \"$f\" ] || [ -L \"$f\" ]; then printf '%%s\\0' \"$f\"; fi; done"):format(shell_quote(path)))
+  local all = p:read("*a")
   p:close()
+  local out, first = {}, true
+  for name in all:gmatch("([^%z]*)%z") do
+    if first then
+      if name ~= "ok" then break end
+      first = false
+    elseif name:match("%.safetensors$") then
+      out[#out + 1] = path .. "/" .. name
+    end
+  end
+  if first then return nil, "cannot read the folder" end
   table.sort(out)
   return out
 end
 
 local function is_dir(path)
-  local ok = os.execute(("test -d %q"):format(path))
+  local ok = os.execute("test -d " .. shell_quote(path))
   return ok == true or ok == 0
 end
 
--- Groups a file's tensors into steps: {[0] = {name = entry}, ...}.
+-- Groups a file's tensors into steps: {[0] = {name = entry}, ...}; returns the steps, their
+-- count and whether the names carry step<i>/ prefixes.
 local function split_steps(file, path)
   local steps, prefixed, plain = {}, false, false
+  if #file.names == 0 then
+    fail(("%s: no tensors (a replay file holds q, weights, k, q_consumer, weights_consumer and the row ranges, SPEC 7)"):format(path), 3)
+  end
+  local seen = {}
   for _, name in ipairs(file.names) do
     local i, rest = name:match("^step(%d+)/(.+)$")
     local idx, base
     if i then
       prefixed = true
       idx, base = tonumber(i), rest
+      -- one spelling per step: step0/ and step00/ would both be step 0
+      if tostring(idx) ~= i then
+        fail(("%s: tensor %s: step prefix step%s/ is not canonical (step<i>/ with i a plain decimal, no leading zeros: step0/, step1/, ...)"):format(path, name, i), 3)
+      end
     else
       plain = true
       idx, base = 0, name
+    end
+    if prefixed and plain then
+      fail(("%s: mixes step<i>/ names with unprefixed names (tensor %s)"):format(path, name), 3)
     end
     if not INPUTS[base] then
       fail(("%s: unknown tensor %q (inputs are q, weights, k, q_consumer, weights_consumer, ks/ke or context_lens/row_start, and the pre-quantized q_codes/q_scales/k_codes/k_scales/q_consumer_codes/q_consumer_scales)"):format(path, name), 3)
     end
     steps[idx] = steps[idx] or {}
+    local key = idx .. "/" .. base
+    if seen[key] then fail(("%s: tensor %s given twice (also as %s)"):format(path, name, seen[key]), 3) end
+    seen[key] = name
     steps[idx][base] = file.tensors[name]
   end
-  if prefixed and plain then fail(("%s: mixes step<i>/ names with unprefixed names"):format(path), 3) end
   local n = 0
   while steps[n] do n = n + 1 end
   for k in pairs(steps) do
     if k >= n then fail(("%s: step%d/ present but step%d/ missing: steps count from 0 without gaps"):format(path, k, n), 3) end
   end
-  return steps, n
+  return steps, n, prefixed
+end
+
+-- The pre-quantized stand-ins: codes and scales in place of each float input.
+local QUANT = { { "q", "q_codes", "q_scales" }, { "k", "k_codes", "k_scales" },
+  { "q_consumer", "q_consumer_codes", "q_consumer_scales" } }
+local FLOATS = { "F32", "BF16", "F16" }
+
+-- The checks a step passes before any of its data is read, without the config: which form of
+-- q, k and q_consumer it gives (every tensor present is used: no orphan codes or scales), the
+-- ranks of q and k, and the row ranges (I32 [R], within k's rows). Returns {R, N, maxlen,
+-- ragged, quant = {q = bool, k = bool, q_consumer = bool}}.
+local function check_step(s, level)
+  level = (level or 1) + 1
+  local ents, file, path, fn = s.ents, s.file, s.path, s.full_name
+  local quant = {}
+  for _, t in ipairs(QUANT) do
+    local plain, codes, scales = t[1], t[2], t[3]
+    local hp, hc, hs = ents[plain] ~= nil, ents[codes] ~= nil, ents[scales] ~= nil
+    if hp and (hc or hs) then
+      fail(("%s: give one: %s or %s/%s, not both (the step has %s and %s)"):format(path, fn(plain), fn(codes), fn(scales),
+        fn(plain), fn(hc and codes or scales)), level)
+    end
+    if hc and not hs then
+      fail(("%s: tensor %s without %s: pre-quantized %s needs both"):format(path, fn(codes), fn(scales), plain), level)
+    end
+    if hs and not hc then
+      fail(("%s: tensor %s without %s: pre-quantized %s needs both"):format(path, fn(scales), fn(codes), plain), level)
+    end
+    if not hp and not hc then
+      fail(("%s: tensor %s is missing (or the pre-quantized %s with %s)"):format(path, fn(plain), fn(codes), fn(scales)), level)
+    end
+    quant[plain] = hc
+  end
+  local q = quant.q and file:expect(fn("q_codes"), { dtypes = { "U8" }, rank = 3, dims = { "rows", "heads", "value bytes" } }, level)
+    or file:expect(fn("q"), { dtypes = FLOATS, rank = 3, dims = { "rows", "heads", "head_dim" } }, level)
+  local k = quant.k and file:expect(fn("k_codes"), { dtypes = { "U8" }, rank = 2, dims = { "positions", "value bytes" } }, level)
+    or file:expect(fn("k"), { dtypes = FLOATS, rank = 2, dims = { "positions", "head_dim" } }, level)
+  local R, N = q.shape[1], k.shape[1]
+  local ragged = ents.ks ~= nil or ents.ke ~= nil
+  local decode = ents.context_lens ~= nil or ents.row_start ~= nil
+  if ragged == decode then
+    fail(("%s: give the row ranges as ks/ke (ragged) or as context_lens/row_start (decode), exactly one form"):format(path), level)
+  end
+  local names = ragged and { "ks", "ke" } or { "context_lens", "row_start" }
+  for _, nm in ipairs(names) do
+    if not ents[nm] then fail(("%s: tensor %s is missing"):format(path, fn(nm)), level) end
+    file:expect(fn(nm), { dtypes = { "I32" }, shape = { R }, dims = { "rows of q" } }, level)
+  end
+  local a = ffi.cast("const int32_t *", ents[names[1]].data)
+  local b = ffi.cast("const int32_t *", ents[names[2]].data)
+  local maxlen = 0
+  for r = 0, R - 1 do
+    local lo, len
+    if ragged then lo, len = a[r], b[r] - a[r] else lo, len = b[r], a[r] end
+    if lo < 0 or len < 0 or lo + len > N then
+      local what = ragged and ("ks = %d, ke = %d"):format(a[r], b[r]) or ("row_start = %d, context_lens = %d"):format(b[r], a[r])
+      fail(("%s: row %d: %s sees k[%d : %d], outside k's %d rows (or negative)"):format(path, r, what, lo, lo + len, N), level)
+    end
+    if len > maxlen then maxlen = len end
+  end
+  return { R = R, N = N, maxlen = maxlen, ragged = ragged, names = names, quant = quant }
 end
 
 -- Validates one step's entries against the config (each through the file's expect, so errors
 -- name the file, the tensor and the dimension) and turns them into pipeline inputs.
 local function step_inputs(ctx, s, cfg)
   local ents, file, path = s.ents, s.file, s.path
+  local pre = check_step(s, 3)
   local function want(base, dtypes, shape, dims)
     if not ents[base] then fail(("%s: tensor %s is missing"):format(path, s.full_name(base)), 4) end
     return file:expect(s.full_name(base), { dtypes = dtypes, shape = shape, dims = dims }, 4)
@@ -84,57 +177,40 @@ local function step_inputs(ctx, s, cfg)
   local vb = cfg.kv_format == "mxfp4" and 64 or 128
   local vbs = "value bytes of " .. cfg.kv_format
   local scale_dt = { cfg.kv_format == "fp8" and "F32" or "I32" }
-  local floats = { "F32", "BF16", "F16" }
   local R, N, L
-  if ents.q_codes then
-    if ents.q then fail(("%s: give q or q_codes/q_scales, not both"):format(path), 3) end
+  if pre.quant.q then
     R = want("q_codes", { "U8" }, { false, H, vb }, { "rows", "heads", vbs }).shape[1]
     want("q_scales", scale_dt, { R, H }, { "rows of q", "heads" })
   else
-    R = want("q", floats, { false, H, D }, { "rows", "heads", "head_dim" }).shape[1]
+    R = want("q", FLOATS, { false, H, D }, { "rows", "heads", "head_dim" }).shape[1]
   end
-  if ents.k_codes then
-    if ents.k then fail(("%s: give k or k_codes/k_scales, not both"):format(path), 3) end
+  if pre.quant.k then
     N = want("k_codes", { "U8" }, { false, vb }, { "positions", vbs }).shape[1]
     want("k_scales", scale_dt, { N }, { "positions" })
   else
-    N = want("k", floats, { false, D }, { "positions", "head_dim" }).shape[1]
+    N = want("k", FLOATS, { false, D }, { "positions", "head_dim" }).shape[1]
   end
   want("weights", { "F32" }, { R, H }, { "rows of q", "heads" })
-  if ents.q_codes then
+  if pre.quant.q_consumer then
     L = want("q_consumer_codes", { "U8" }, { false, R, H, vb }, { "consumer layers", "rows of q", "heads", vbs }).shape[1]
     want("q_consumer_scales", scale_dt, { L, R, H }, { "consumer layers", "rows of q", "heads" })
   else
-    L = want("q_consumer", { ents.q.dtype }, { false, R, H, D }, { "consumer layers", "rows of q", "heads", "head_dim" }).shape[1]
+    -- SPEC 7: the same dtype as q; with a pre-quantized q, any float dtype
+    L = want("q_consumer", ents.q and { ents.q.dtype } or FLOATS, { false, R, H, D },
+      { "consumer layers", "rows of q", "heads", "head_dim" }).shape[1]
   end
-  if L < 1 then fail(("%s: q_consumer has L = 0 layers: need at least 1"):format(path), 3) end
+  if L < 1 then fail(("%s: %s has L = 0 layers: need at least 1"):format(path,
+    s.full_name(pre.quant.q_consumer and "q_consumer_codes" or "q_consumer")), 3) end
   if L > 83 then
-    fail(("%s: q_consumer has L = %d layers: at most 83 (a step times 5 + 3 L stages in 256 timer slots)"):format(path, L), 3)
+    fail(("%s: %s has L = %d layers: at most 83 (a step times 5 + 3 L stages in 256 timer slots)"):format(path,
+      s.full_name(pre.quant.q_consumer and "q_consumer_codes" or "q_consumer"), L), 3)
   end
   want("weights_consumer", { "F32" }, { L, R, H }, { "consumer layers", "rows of q", "heads" })
-  local ragged = ents.ks ~= nil or ents.ke ~= nil
-  local decode = ents.context_lens ~= nil or ents.row_start ~= nil
-  if ragged == decode then
-    fail(("%s: give the row ranges as ks/ke (ragged) or as context_lens/row_start (decode), exactly one form"):format(path), 3)
-  end
-  local names = ragged and { "ks", "ke" } or { "context_lens", "row_start" }
-  for _, nm in ipairs(names) do want(nm, { "I32" }, { R }, { "rows of q" }) end
-  local inputs = { n_decode = decode and R or 0, n_prefill = ragged and R or 0 }
-  local maxlen = 0
-  local a = ffi.cast("const int32_t *", ents[names[1]].data)
-  local b = ffi.cast("const int32_t *", ents[names[2]].data)
-  for r = 0, R - 1 do
-    local lo, len
-    if ragged then lo, len = a[r], b[r] - a[r] else lo, len = b[r], a[r] end
-    if lo < 0 or len < 0 or lo + len > N then
-      fail(("%s: row %d sees k[%d : %d], outside k's %d rows (or negative)"):format(path, r, lo, lo + len, N), 3)
-    end
-    maxlen = math.max(maxlen, len)
-  end
+  local inputs = { n_decode = pre.ragged and 0 or R, n_prefill = pre.ragged and R or 0 }
   for base in pairs(ents) do
     inputs[base] = file:load(ctx, s.full_name(base), { device = ctx:device_kind() })
   end
-  return inputs, { R = R, N = N, L = L, maxlen = maxlen }
+  return inputs, { R = R, N = N, L = L, maxlen = pre.maxlen }
 end
 
 -- Opens every step of a workload {files = {...}} or {file = path} or {dir = path}.
@@ -144,13 +220,16 @@ function M.open(spec)
   if type(spec) == "string" then spec = { files = { spec } } end
   if spec.file then paths[#paths + 1] = spec.file end
   for _, f in ipairs(spec.files or {}) do paths[#paths + 1] = f end
-  if spec.dir then for _, f in ipairs(list_dir(spec.dir)) do paths[#paths + 1] = f end end
+  if spec.dir then paths[#paths + 1] = spec.dir end
   local expanded = {}
   for _, p in ipairs(paths) do
     if is_dir(p) then
-      local l = list_dir(p)
+      local l, why = list_dir(p)
+      if not l then fail(("%s: %s"):format(p, why), 2) end
       if #l == 0 then fail(("%s: a folder with no .safetensors files"):format(p), 2) end
       for _, f in ipairs(l) do expanded[#expanded + 1] = f end
+    elseif spec.dir == p then
+      fail(("dir = %s: not a folder"):format(p), 2)
     else
       expanded[#expanded + 1] = p
     end
@@ -159,8 +238,7 @@ function M.open(spec)
   local out = {}
   for _, p in ipairs(expanded) do
     local f = st.read(p)
-    local steps, n = split_steps(f, p)
-    local prefixed = n > 1 or (f.names[1] or ""):match("^step%d+/") ~= nil
+    local steps, n, prefixed = split_steps(f, p)
     for i = 0, n - 1 do
       local prefix = prefixed and ("step%d/"):format(i) or ""
       out[#out + 1] = { path = p, file = f, ents = steps[i], index = i, prefixed = prefixed,
@@ -170,24 +248,16 @@ function M.open(spec)
   return out
 end
 
--- The config a replay needs: sized from the files (max_rows, max_model_len).
+-- The config a replay needs: sized from the files (max_rows, max_model_len). Every step's
+-- shapes and row ranges are checked before any of them is read.
 function M.size_config(opened, base)
   local cfg = {}
   for k, v in pairs(base or {}) do cfg[k] = v end
   local rows, len = 1, 1
   for _, s in ipairs(opened) do
-    local e = s.ents.q or s.ents.q_codes
-    if e then rows = math.max(rows, e.shape[1]) end
-    local a = s.ents.ks and s.ents.ks or s.ents.context_lens
-    local b = s.ents.ke
-    if a then
-      local pa = ffi.cast("const int32_t *", a.data)
-      local pb = b and ffi.cast("const int32_t *", b.data)
-      for r = 0, a.shape[1] - 1 do
-        local l = pb and (pb[r] - pa[r]) or pa[r]
-        if l > len then len = l end
-      end
-    end
+    local pre = check_step(s, 2)
+    rows = math.max(rows, pre.R)
+    len = math.max(len, pre.maxlen)
   end
   cfg.max_rows = cfg.max_rows or rows
   if cfg.max_rows < rows then cfg.max_rows = rows end
@@ -225,7 +295,7 @@ local function collector(ctx, cfg, sz)
   local T, k = cfg.candidate_topk_blocks, cfg.index_topk
   local nsb = T * cfg.candidate_block_size / cfg.sparse_block_kv
   local nsc = T * cfg.candidate_block_size
-  local nmax = math.max(sz.maxlen, 1)
+  local nmax = sz.maxlen -- SPEC 7: N_max = the longest row (0 when every row is empty)
   local outs = {
     dense_logits = Tensor.new(ctx, "f32", { R, nmax }, "host", 3),
     cand_blocks = Tensor.new(ctx, "i32", { R, T }, "host", 3),
@@ -246,8 +316,11 @@ local function collector(ctx, cfg, sz)
     local o = outs[name]
     if name == "dense_logits" then
       local src = ffi.cast("const float *", t.cd.data)
-      for r = 0, n - 1 do
-        ffi.copy(dl + (r0 + r) * nmax, src + r * width, width * 4)
+      local w = math.min(width, nmax)
+      if w > 0 then
+        for r = 0, n - 1 do
+          ffi.copy(dl + (r0 + r) * nmax, src + r * width, w * 4)
+        end
       end
       return
     end
@@ -281,7 +354,7 @@ function M.run(inp, out_path, overrides, opts)
   local ctx = opts.ctx or Context.new({ backend = opts.backend or "auto", seed = opts.seed or 0 }, 2)
   local p = pipeline.new(ctx, cfg)
   local entries = {}
-  local multi = #opened > 1 or opened[1].prefixed
+  local multi = #opened > 1 or (opened[1] and opened[1].prefixed)
   local summaries = {}
   local ok, err = pcall(function()
     for si, s in ipairs(opened) do

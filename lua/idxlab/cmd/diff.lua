@@ -13,12 +13,25 @@ local USAGE = "usage: idxlab diff A.safetensors B.safetensors"
 
 local M = {}
 
-local u32 = ffi.new("uint32_t[1]")
-local f32 = ffi.cast("float *", u32)
-
+-- bf16 -> its value, from the bits alone (no float read through an integer buffer: LuaJIT's
+-- JIT may reorder such type-punned loads and stores, which returned stale values here).
+-- Exact: every bf16 value is a double.
 local function bf16_value(h)
-  u32[0] = bit.lshift(h, 16)
-  return f32[0]
+  local sign = bit.band(h, 0x8000) ~= 0 and -1 or 1
+  local e = bit.band(bit.rshift(h, 7), 0xff)
+  local m = bit.band(h, 0x7f)
+  if e == 0 then return sign * math.ldexp(m, -133) end
+  if e == 255 then return m == 0 and sign * math.huge or 0 / 0 end
+  return sign * math.ldexp(128 + m, e - 134)
+end
+
+-- SPEC 8's equality of two bf16 bit patterns: the same bits, or both zeros (+0 = -0), or both
+-- NaN (any payload).
+local function bf16_same(a, b)
+  if a == b then return true end
+  local ma, mb = bit.band(a, 0x7fff), bit.band(b, 0x7fff)
+  if ma == 0 and mb == 0 then return true end
+  return ma > 0x7f80 and mb > 0x7f80
 end
 
 local function f16_value(h)
@@ -40,16 +53,18 @@ local function e4m3_value(b)
   return sign * (1 + m / 8) * 2 ^ (e - 7)
 end
 
--- dtype -> { pointer type, (typed pointer, index) -> value, is a float format }.
+-- dtype -> { pointer type, (typed pointer, index) -> value, is a float format, equality of
+-- two raw elements (nil: compare the values) }.
 local readers = {
   F32 = { "const float *", function(p, i) return p[i] end, true },
-  BF16 = { "const uint16_t *", function(p, i) return bf16_value(p[i]) end, true },
+  BF16 = { "const uint16_t *", function(p, i) return bf16_value(p[i]) end, true,
+    function(p, q, i) return bf16_same(p[i], q[i]) end },
   F16 = { "const uint16_t *", function(p, i) return f16_value(p[i]) end, true },
   F8_E4M3 = { "const uint8_t *", function(p, i) return e4m3_value(p[i]) end, true },
   I32 = { "const int32_t *", function(p, i) return p[i] end, false },
   U8 = { "const uint8_t *", function(p, i) return p[i] end, false },
 }
-M.bf16_value, M.f16_value, M.e4m3_value = bf16_value, f16_value, e4m3_value
+M.bf16_value, M.bf16_same, M.f16_value, M.e4m3_value = bf16_value, bf16_same, f16_value, e4m3_value
 
 local function shape_str(s) return "[" .. table.concat(s, ", ") .. "]" end
 
@@ -69,7 +84,7 @@ end
 function M.compare_entries(ea, eb)
   local rd = readers[ea.dtype]
   if not rd then error(("idxlab: diff: tensor %s: dtype %s cannot be compared"):format(ea.name, tostring(ea.dtype)), 2) end
-  local read, is_float = rd[2], rd[3]
+  local read, is_float, same = rd[2], rd[3], rd[4]
   local n = elements(ea.shape)
   local pa, pb = ffi.cast(rd[1], ea.data), ffi.cast(rd[1], eb.data)
   local mism, mask, sxy, sq = 0, 0, 0, 0
@@ -77,7 +92,8 @@ function M.compare_entries(ea, eb)
   local ninf = -math.huge
   for i = 0, n - 1 do
     local x, y = read(pa, i), read(pb, i)
-    local equal = (x == y) or (x ~= x and y ~= y)
+    local equal
+    if same then equal = same(pa, pb, i) else equal = (x == y) or (x ~= x and y ~= y) end
     if not equal then
       mism = mism + 1
       first = first or i
