@@ -279,9 +279,11 @@ describe("idxlab diff on BF16 tensors", function()
     local ys = {}
     for i = 1, n do ys[i] = xs[i] end
     ys[at + 1] = 1.5078125
-    local sxy, sq = 0, 0
-    for i = 1, n do sxy, sq = sxy + xs[i] * ys[i], sq + xs[i] ^ 2 + ys[i] ^ 2 end
-    local want = 1 - 2 * sxy / sq
+    -- SPEC 3's 1 - 2*sum(xy)/sum(x^2+y^2), written as sum((x-y)^2)/sum(x^2+y^2) (the same
+    -- value without the cancellation, and exactly 0 for equal tensors)
+    local sdd, sq = 0, 0
+    for i = 1, n do sdd, sq = sdd + (xs[i] - ys[i]) ^ 2, sq + xs[i] ^ 2 + ys[i] ^ 2 end
+    local want = sdd / sq
     local pa, pb = bf16_file(tmp("a.safetensors"), a), bf16_file(tmp("b.safetensors"), b)
     for round = 1, 60 do -- well past the JIT's hot-loop threshold
       local out = diff.compare(pa, pb)

@@ -87,7 +87,7 @@ function M.compare_entries(ea, eb)
   local read, is_float, same = rd[2], rd[3], rd[4]
   local n = elements(ea.shape)
   local pa, pb = ffi.cast(rd[1], ea.data), ffi.cast(rd[1], eb.data)
-  local mism, mask, sxy, sq = 0, 0, 0, 0
+  local mism, mask, sdd, sq = 0, 0, 0, 0
   local first
   local ninf = -math.huge
   for i = 0, n - 1 do
@@ -101,13 +101,13 @@ function M.compare_entries(ea, eb)
     if is_float then
       if (x == ninf) ~= (y == ninf) then mask = mask + 1 end
       if x == x and y == y and x ~= math.huge and x ~= ninf and y ~= math.huge and y ~= ninf then
-        sxy = sxy + x * y
+        sdd = sdd + (x - y) * (x - y) -- 1 - 2xy/(x^2+y^2) = (x-y)^2/(x^2+y^2): exactly 0 when equal
         sq = sq + x * x + y * y
       end
     end
   end
   local diff
-  if is_float then diff = sq > 0 and 1 - 2 * sxy / sq or 0 end
+  if is_float then diff = sq > 0 and sdd / sq or 0 end
   return { mismatches = mism, mask_mismatches = is_float and mask or nil, diff = diff, elements = n, first = first }
 end
 
