@@ -78,7 +78,7 @@ local function wrap(ctx, handle, path)
     local dt = ST_OF[e.dtype]
     f.names[#f.names + 1] = name
     f.tensors[name] = {
-      name = name, dtype = dt, ixl_dtype = LOWER[dt], shape = shape, nbytes = tonumber(e.nbytes),
+      name = name, dtype = dt, ixl_dtype = LOWER[dt], shape = shape, rank = tonumber(e.ndim), nbytes = tonumber(e.nbytes),
       data = ffi.cast(ptr_type[dt], C.ixl_st_data(handle, i)),
       _handle = f._handle, -- keeps the file's memory alive as long as the entry is reachable
     }
@@ -152,12 +152,12 @@ function File:expect(name, opts, level)
     for k in pairs(opts.shape) do if type(k) == "number" and k > rank then rank = k end end
     if opts.dims and #opts.dims > rank then rank = #opts.dims end
   end
-  if rank and #e.shape ~= rank then
+  if rank and e.rank ~= rank then
     fail(("%s: tensor %s has shape %s: expected %d dims%s"):format(self.path, name, shape_str(e.shape), rank,
       opts.dims and (" (" .. table.concat(opts.dims, ", ") .. ")") or ""), level)
   end
   if opts.shape then
-    for d = 1, #e.shape do
+    for d = 1, e.rank do
       local want = opts.shape[d]
       if want and e.shape[d] ~= want then
         local what = opts.dims and opts.dims[d] and (" (" .. opts.dims[d] .. ")") or ""
@@ -168,6 +168,10 @@ function File:expect(name, opts, level)
   end
   return e
 end
+-- Interpreted only: under the suite's ASan build, LuaJIT 2.1.0-beta3's compiled form of this
+-- function once judged a rank of 1 unequal to 1 (about one suite run in three). It runs a few
+-- times per file, so nothing is lost.
+jit.off(File.expect)
 
 -- f:load(ctx, name, opts) -> a new Tensor (host, or ctx's device when opts.device = "device")
 -- holding a copy of the named tensor, after f:expect(name, opts).
@@ -176,8 +180,8 @@ function File:load(ctx, name, opts)
   if getmetatable(ctx) ~= Context then fail("safetensors load: ctx must be an idxlab context", 2) end
   if type(name) ~= "string" then fail("safetensors load: name must be a string", 2) end
   local e = self:expect(name, opts, 2)
-  if #e.shape > 4 then
-    fail(("%s: tensor %s has %d dims: idxlab tensors hold at most 4"):format(self.path, name, #e.shape), 2)
+  if e.rank > 4 then
+    fail(("%s: tensor %s has %d dims: idxlab tensors hold at most 4"):format(self.path, name, e.rank), 2)
   end
   local t = Tensor.new(ctx, e.ixl_dtype, e.shape, "host", 3)
   if e.nbytes > 0 then ffi.copy(t.cd.data, e.data, e.nbytes) end
