@@ -403,11 +403,12 @@ ixl_status ixl_rows_mass_recall(ixl_ctx *ctx, const ixl_tensor *dense_pos,
                                 const ixl_tensor *dense_vals, const ixl_tensor *sel,
                                 ixl_tensor *out);
 /* Compares two BF16 [R, C] tensors on columns [0, end[r]): mismatches[r] counts the entries
- * that differ bitwise (+0 == -0); over entries finite in both, adds sum(x*y) to *sum_xy and
- * sum(x*x + y*y) to *sum_sq (for SPEC 3's diff measure); a -inf in one but not the other
- * counts as a mismatch. */
+ * that differ bitwise (+0 == -0); over entries finite in both, adds sum((x-y)^2) to *sum_dd
+ * and sum(x*x + y*y) to *sum_sq: SPEC 3's diff measure 1 - 2 sum(xy) / sum(x^2 + y^2) is
+ * sum_dd / sum_sq, without the cancellation (exactly 0 for equal entries); a -inf in one but not
+ * the other counts as a mismatch. */
 ixl_status ixl_rows_bf16_compare(ixl_ctx *ctx, const ixl_tensor *a, const ixl_tensor *b,
-                                 const ixl_tensor *end, ixl_tensor *mismatches, double *sum_xy,
+                                 const ixl_tensor *end, ixl_tensor *mismatches, double *sum_dd,
                                  double *sum_sq);
 
 /* ---------------------------------------------------------------- safetensors */

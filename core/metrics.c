@@ -175,7 +175,7 @@ ixl_status ixl_rows_mass_recall(ixl_ctx *ctx, const ixl_tensor *dense_pos,
 }
 
 ixl_status ixl_rows_bf16_compare(ixl_ctx *ctx, const ixl_tensor *a, const ixl_tensor *b,
-                                 const ixl_tensor *end, ixl_tensor *mismatches, double *sum_xy,
+                                 const ixl_tensor *end, ixl_tensor *mismatches, double *sum_dd,
                                  double *sum_sq) {
   ixl_status st;
   if ((st = ixl_check_tensor(ctx, a, "a", IXL_BF16, 2))) return st;
@@ -188,7 +188,7 @@ ixl_status ixl_rows_bf16_compare(ixl_ctx *ctx, const ixl_tensor *a, const ixl_te
   if ((st = check_rows_i32(ctx, mismatches, "mismatches", R))) return st;
   if (a->device != IXL_HOST || b->device != IXL_HOST)
     return ixl_set_error(ctx, IXL_ERR_BACKEND, "bf16_compare takes host tensors");
-  double sxy = 0, sq = 0;
+  double sdd = 0, sq = 0;
   for (int64_t r = 0; r < R; r++) {
     int64_t e = ((const int32_t *)end->data)[r];
     if (e < 0 || e > C)
@@ -201,13 +201,13 @@ ixl_status ixl_rows_bf16_compare(ixl_ctx *ctx, const ixl_tensor *a, const ixl_te
       if (!same) mis++;
       float fx = ixl_bf16_to_f32(x), fy = ixl_bf16_to_f32(y);
       if (isfinite(fx) && isfinite(fy)) {
-        sxy += (double)fx * fy;
+        sdd += ((double)fx - fy) * ((double)fx - fy);
         sq += (double)fx * fx + (double)fy * fy;
       }
     }
     ((int32_t *)mismatches->data)[r] = mis;
   }
-  if (sum_xy) *sum_xy += sxy;
+  if (sum_dd) *sum_dd += sdd;
   if (sum_sq) *sum_sq += sq;
   return IXL_OK;
 }

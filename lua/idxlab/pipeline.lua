@@ -469,11 +469,11 @@ function Pipeline:compare(G, st, sz, acc, keep)
     local pos_h, dtop_h, mtop_h, btop_h = host(ly.pos, "pos"), host(dtop, "dtop"), host(mtop, "mtop"), host(btop, "btop")
     local S_h, gath_h, dvals_h = host(ly.S, "S"), host(gath, "gath"), host(dvals, "dvals")
     local la = acc.layer(l)
-    local sxy, ssq = ffi.new("double[1]"), ffi.new("double[1]")
-    check(ctx.cd, C.ixl_rows_bf16_compare(ctx.cd, S_h.cd, gath_h.cd, end_h.cd, mism.cd, sxy, ssq))
+    local sdd, ssq = ffi.new("double[1]"), ffi.new("double[1]")
+    check(ctx.cd, C.ixl_rows_bf16_compare(ctx.cd, S_h.cd, gath_h.cd, end_h.cd, mism.cd, sdd, ssq))
     local mmp = ffi.cast("int32_t *", mism.cd.data)
     for r = 0, n - 1 do la.mismatches = la.mismatches + mmp[r] end
-    la.sum_xy, la.sum_sq = la.sum_xy + sxy[0], la.sum_sq + ssq[0]
+    la.sum_dd, la.sum_sq = la.sum_dd + sdd[0], la.sum_sq + ssq[0]
     local function per_row(a, b)
       check(ctx.cd, C.ixl_rows_overlap(ctx.cd, a.cd, b.cd, counts.cd, valid.cd))
       local out = {}
@@ -515,7 +515,7 @@ local function new_acc()
   function acc.layer(l)
     local la = acc.layers[l]
     if not la then
-      la = { rows = {}, mismatches = 0, sum_xy = 0, sum_sq = 0, time = {} }
+      la = { rows = {}, mismatches = 0, sum_dd = 0, sum_sq = 0, time = {} }
       acc.layers[l] = la
     end
     return la
@@ -541,7 +541,7 @@ local function layer_metrics(la, steps)
     m[q] = active > 0 and mean_over(la.rows, q, function(r) return r.active end) or nil
   end
   m.logit_mismatches = la.mismatches
-  m.logit_diff = la.sum_sq > 0 and 1 - 2 * la.sum_xy / la.sum_sq or 0
+  m.logit_diff = la.sum_sq > 0 and la.sum_dd / la.sum_sq or 0 -- SPEC 3's 1 - 2 sum(xy) / sum(x^2 + y^2)
   for k2, v in pairs(la.time) do m[k2] = v / steps end -- per step
   return m
 end
