@@ -229,6 +229,22 @@ end
 describe("builder build", function()
   local ctx = idxlab.context{ backend = "cpu" }
 
+  it("ties a step's block_table view to the caller's table, not to the builder", function()
+    local b = idxlab.builder(ctx, small())
+    -- a temporary table: the step's view keeps it alive through the collector
+    local step = b:build{ decode = { 40 }, decode_block_table = ctx:tensor("i32", { 1, 4 }):from_table({ 3, 1, 4, 1 }) }
+    collectgarbage(); collectgarbage()
+    assert.are.same({ 3, 1, 4, 1 }, step.decode.block_table:to_table())
+    -- a freed table: the view refuses, never reads freed memory
+    local table_ = ctx:tensor("i32", { 1, 4 }):from_table({ 2, 7, 1, 8 })
+    step = b:build{ decode = { 40 }, decode_block_table = table_ }
+    table_:free()
+    local ok, err = pcall(function() return step.decode.block_table:to_table() end)
+    assert.is_false(ok)
+    assert.matches("the tensor or builder this view looks into was freed", err)
+    b:free()
+  end)
+
   it("builds decode rows then prefill chunks as views of its scratch", function()
     local b = idxlab.builder(ctx, small())
     local table_ = ctx:tensor("i32", { 2, 4 }):from_table({ 3, 1, 4, 1, 5, 9, 2, 6 })

@@ -155,7 +155,9 @@ local function view_of(self, v)
   return Tensor.wrap_view(self.ctx, ffi.new("ixl_tensor", v), self)
 end
 
-local function rows_table(self, r, qlens, nd)
+-- table: the caller's block table tensor these rows' block_table view looks into (it owns
+-- that memory, not the builder: the view keeps it alive and dies with it).
+local function rows_table(self, r, qlens, nd, table)
   local t = {
     is_decode = r.is_decode ~= 0,
     token_start = tonumber(r.token_start), token_end = tonumber(r.token_end),
@@ -169,7 +171,9 @@ local function rows_table(self, r, qlens, nd)
   }
   t.rows = t.token_end - t.token_start
   t.requests.first, t.requests.last = t.requests[1], t.requests[2]
-  if r.block_table.data ~= nil then t.block_table = view_of(self, r.block_table) end
+  if r.block_table.data ~= nil and table then
+    t.block_table = Tensor.wrap_view(self.ctx, ffi.new("ixl_tensor", r.block_table), table.base or table)
+  end
   if not t.is_decode then
     local q = qlens[r.request_start - nd + 1]
     t.sub_chunk = t.query_start > 0 or t.query_end < q
@@ -230,11 +234,11 @@ function Builder:build(batch)
   -- calls: every sparse-logits call of the step in row order (the decode rows, then chunks).
   out.calls = {}
   if step.has_decode ~= 0 then
-    out.decode = rows_table(self, step.decode, pq, nd)
+    out.decode = rows_table(self, step.decode, pq, nd, dt)
     out.calls[1] = out.decode
   end
   for i = 0, step.n_chunks - 1 do
-    out.chunks[i + 1] = rows_table(self, step.chunks[i], pq, nd)
+    out.chunks[i + 1] = rows_table(self, step.chunks[i], pq, nd, pt)
     out.calls[#out.calls + 1] = out.chunks[i + 1]
   end
   return out
