@@ -167,6 +167,9 @@ ixl_status ixl_ctx_sync(ixl_ctx *ctx) {
 }
 
 ixl_status ixl_ctx_mem_info(ixl_ctx *ctx, int64_t *free_bytes, int64_t *total_bytes) {
+  if (!free_bytes || !total_bytes)
+    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "mem_info: %s is NULL",
+                         !free_bytes ? "free_bytes" : "total_bytes");
   *free_bytes = 0;
   *total_bytes = 0;
   if (!ctx || ctx->backend != IXL_BACKEND_CUDA) return IXL_OK;
@@ -295,7 +298,9 @@ ixl_status ixl_device_alloc(ixl_ctx *ctx, int64_t bytes, void **out) {
 void ixl_device_free(ixl_ctx *ctx, void *p, int64_t bytes) { (void)ctx; (void)p; (void)bytes; }
 ixl_status ixl_ctx_sync(ixl_ctx *ctx) { return ctx ? IXL_OK : IXL_ERR_INVALID_ARG; }
 ixl_status ixl_ctx_mem_info(ixl_ctx *ctx, int64_t *f, int64_t *t) {
-  (void)ctx;
+  if (!f || !t)
+    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "mem_info: %s is NULL",
+                         !f ? "free_bytes" : "total_bytes");
   *f = 0;
   *t = 0;
   return IXL_OK;

@@ -210,7 +210,10 @@ ixl_status ixl_prepare_weights(ixl_ctx *ctx, ixl_kv_format fmt, const ixl_tensor
                                ixl_tensor *sparse_bf16);
 /* Paged layout: writes `count` positions of contiguous codes/scales, starting at position
  * `src_start`, into pages U8 [num_pages, page_stride] at logical positions 0..count-1 through
- * page_ids I32 [ceil(count / page_size)] (values first, then scales, SPEC 2). */
+ * page_ids I32 [ceil(count / page_size)] (values first, then scales, SPEC 2). pages must not
+ * share memory with codes, scales or page_ids. Host page_ids must be distinct and in
+ * [0, num_pages); device page_ids are not read on the host: the kernel skips ids outside that
+ * range, and distinct ids are the caller's to ensure. */
 ixl_status ixl_kv_pages_write(ixl_ctx *ctx, ixl_kv_format fmt, const ixl_tensor *codes,
                               const ixl_tensor *scales, int64_t src_start, int64_t count,
                               ixl_tensor *pages, int page_size, const ixl_tensor *page_ids);
@@ -240,7 +243,7 @@ ixl_status ixl_dense_logits_paged(ixl_ctx *ctx, const ixl_qk *in, const ixl_tens
                                   const ixl_tensor *context_lens, const ixl_tensor *block_table,
                                   ixl_reduction reduction, ixl_tensor *out);
 /* K3. logits F32 [R, C] in compressed layout (column = request-local position), lens I32 [R]
- * (<= C). out I32 [R, T]. */
+ * (<= C). out I32 [R, T], sharing no memory with logits or lens. */
 ixl_status ixl_candidate_select(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *lens,
                                 int candidate_block_size, ixl_block_score score, ixl_tensor *out);
 /* K4. cand I32 [R, T]; row_ks I32 [R] or NULL (= 0, paged); row_ke I32 [R].
@@ -390,8 +393,11 @@ ixl_status ixl_chunk_plan(ixl_ctx *ctx, const ixl_builder_info *info, int32_t n_
  * as src). An index < 0 or >= C gives -inf (floats) or -1 (I32). Dispatches on the device. */
 ixl_status ixl_gather_cols(ixl_ctx *ctx, const ixl_tensor *src, const ixl_tensor *idx,
                            ixl_tensor *out);
-/* Host-only per-row statistics over position lists (I32 [R, k], -1 = empty slot):
- * counts[r] = |{a[r] >= 0} intersect {b[r] >= 0}|, valid[r] = |{a[r] >= 0}| (valid may be NULL). */
+/* Host-only per-row statistics over position lists (I32 [R, k] or [R], -1 = empty slot):
+ * counts[r] = |{a[r] >= 0} intersect {b[r] >= 0}|, valid[r] = |{a[r] >= 0}| (valid may be NULL).
+ * The per-row values of these functions (counts, valid, end, mismatches, out) are I32 [R]
+ * (F32 [R] for mass_recall's out), and no output may share memory with an input; the same
+ * holds for gather_cols' out. */
 ixl_status ixl_rows_overlap(ixl_ctx *ctx, const ixl_tensor *a, const ixl_tensor *b,
                             ixl_tensor *counts, ixl_tensor *valid);
 /* counts[r] = how many valid positions of pos[r] lie in a candidate block of cand I32 [R, T]. */

@@ -80,6 +80,13 @@ ixl_status ixl_check_tensor(ixl_ctx *ctx, const ixl_tensor *t, const char *name,
                             int ndim);
 ixl_status ixl_check_dim(ixl_ctx *ctx, const ixl_tensor *t, const char *name, int dim,
                          int64_t expect);
+/* Whether the bytes of two contiguous tensors intersect (NULL or empty tensors never do).
+ * Tensors on different device kinds are refused by ixl_check_same_device first. */
+bool ixl_tensors_overlap(const ixl_tensor *a, const ixl_tensor *b);
+/* IXL_OK when output `out` shares no memory with input `in`; otherwise IXL_ERR_INVALID_ARG
+ * naming both (an op reading `in` while writing `out` would read values it already wrote). */
+ixl_status ixl_check_disjoint(ixl_ctx *ctx, const ixl_tensor *out, const char *out_name,
+                              const ixl_tensor *in, const char *in_name);
 /* All non-NULL tensors on one device kind; *device gets it. */
 ixl_status ixl_check_same_device(ixl_ctx *ctx, int *device, int n, const ixl_tensor *const *ts,
                                  const char *const *names);

@@ -8,9 +8,17 @@
 
 #include "backend.h"
 
-static ixl_status check_rows_i32(ixl_ctx *ctx, const ixl_tensor *t, const char *name, int64_t rows) {
+/* Position lists take [R] or [R, k]; per-row values (counts, valid, end, mismatches: one
+ * number a row) take exactly [R]. */
+enum { ROWS_LIST = 0, ROWS_PER_ROW = 1 };
+
+static ixl_status check_rows_i32(ixl_ctx *ctx, const ixl_tensor *t, const char *name, int64_t rows,
+                                 int per_row) {
   ixl_status st = ixl_check_tensor(ctx, t, name, IXL_I32, -1);
   if (st) return st;
+  if (per_row && t->ndim != 1)
+    return ixl_set_error(ctx, IXL_ERR_SHAPE, "%s: %d dims, expected [R] (one value per row)", name,
+                         t->ndim);
   if (t->ndim < 1 || t->ndim > 2)
     return ixl_set_error(ctx, IXL_ERR_SHAPE, "%s: %d dims, expected [R] or [R, k]", name, t->ndim);
   if (rows >= 0 && t->shape[0] != rows)
@@ -22,6 +30,12 @@ static ixl_status check_rows_i32(ixl_ctx *ctx, const ixl_tensor *t, const char *
 }
 
 static int64_t row_width(const ixl_tensor *t) { return t->ndim == 2 ? t->shape[1] : 1; }
+
+/* Row r of a [R, k] list; NULL when k == 0 (the tensor may have no data then, and C allows
+ * no arithmetic on a NULL pointer). */
+static const int32_t *row_i32(const ixl_tensor *t, int64_t r, int64_t k) {
+  return k > 0 ? (const int32_t *)t->data + r * k : NULL;
+}
 
 ixl_status ixl_gather_cols(ixl_ctx *ctx, const ixl_tensor *src, const ixl_tensor *idx,
                            ixl_tensor *out) {
@@ -39,6 +53,9 @@ ixl_status ixl_gather_cols(ixl_ctx *ctx, const ixl_tensor *src, const ixl_tensor
   const char *names[3] = {"src", "idx", "out"};
   int dev;
   if ((st = ixl_check_same_device(ctx, &dev, 3, ts, names))) return st;
+  if ((st = ixl_check_disjoint(ctx, out, "out", src, "src")) ||
+      (st = ixl_check_disjoint(ctx, out, "out", idx, "idx")))
+    return st;
   if (dev == IXL_DEVICE) return ixl_cuda_gather_cols(ctx, src, idx, out);
   const int64_t R = idx->shape[0], K = idx->shape[1], C = src->shape[1];
   const int32_t *ix = idx->data;
@@ -68,6 +85,7 @@ static int cmp_i32(const void *a, const void *b) {
 
 /* Copies the valid (>= 0) entries of a row, sorted and deduplicated; returns the count. */
 static int64_t sorted_valid(const int32_t *row, int64_t k, int32_t *buf) {
+  if (k <= 0) return 0; /* row and buf may be NULL */
   int64_t n = 0;
   for (int64_t j = 0; j < k; j++)
     if (row[j] >= 0) buf[n++] = row[j];
@@ -81,19 +99,28 @@ static int64_t sorted_valid(const int32_t *row, int64_t k, int32_t *buf) {
 ixl_status ixl_rows_overlap(ixl_ctx *ctx, const ixl_tensor *a, const ixl_tensor *b,
                             ixl_tensor *counts, ixl_tensor *valid) {
   ixl_status st;
-  if ((st = check_rows_i32(ctx, a, "a", -1))) return st;
+  if ((st = check_rows_i32(ctx, a, "a", -1, ROWS_LIST))) return st;
   const int64_t R = a->shape[0];
-  if ((st = check_rows_i32(ctx, b, "b", R))) return st;
-  if ((st = check_rows_i32(ctx, counts, "counts", R))) return st;
-  if (valid && (st = check_rows_i32(ctx, valid, "valid", R))) return st;
+  if ((st = check_rows_i32(ctx, b, "b", R, ROWS_LIST))) return st;
+  if ((st = check_rows_i32(ctx, counts, "counts", R, ROWS_PER_ROW))) return st;
+  if (valid && (st = check_rows_i32(ctx, valid, "valid", R, ROWS_PER_ROW))) return st;
+  if ((st = ixl_check_disjoint(ctx, counts, "counts", a, "a")) ||
+      (st = ixl_check_disjoint(ctx, counts, "counts", b, "b")) ||
+      (st = ixl_check_disjoint(ctx, valid, "valid", a, "a")) ||
+      (st = ixl_check_disjoint(ctx, valid, "valid", b, "b")) ||
+      (st = ixl_check_disjoint(ctx, valid, "valid", counts, "counts")))
+    return st;
   const int64_t ka = row_width(a), kb = row_width(b);
-  int64_t bytes = (ka + kb) * 4;
+  int64_t bytes;
+  if (!ixl_add_ok(ka, kb, &bytes) || !ixl_mul_ok(bytes, 4, &bytes))
+    return ixl_set_error(ctx, IXL_ERR_OVERFLOW, "rows_overlap: scratch for k = %lld + %lld overflows",
+                         (long long)ka, (long long)kb);
   int32_t *buf;
   if ((st = ixl_ctx_scratch(ctx, 0, bytes, IXL_HOST, (void **)&buf))) return st;
   for (int64_t r = 0; r < R; r++) {
-    int32_t *sa = buf, *sb = buf + ka;
-    int64_t na = sorted_valid((const int32_t *)a->data + r * ka, ka, sa);
-    int64_t nb = sorted_valid((const int32_t *)b->data + r * kb, kb, sb);
+    int32_t *sa = buf, *sb = kb > 0 ? buf + ka : NULL;
+    int64_t na = sorted_valid(row_i32(a, r, ka), ka, sa);
+    int64_t nb = sorted_valid(row_i32(b, r, kb), kb, sb);
     int64_t i = 0, j = 0, c = 0;
     while (i < na && j < nb) {
       if (sa[i] < sb[j]) i++;
@@ -111,19 +138,26 @@ ixl_status ixl_rows_in_candidates(ixl_ctx *ctx, const ixl_tensor *pos, const ixl
   ixl_status st;
   if (cbs <= 0)
     return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "candidate_block_size = %d: must be > 0", cbs);
-  if ((st = check_rows_i32(ctx, pos, "pos", -1))) return st;
+  if ((st = check_rows_i32(ctx, pos, "pos", -1, ROWS_LIST))) return st;
   const int64_t R = pos->shape[0];
-  if ((st = check_rows_i32(ctx, cand, "cand", R))) return st;
-  if ((st = check_rows_i32(ctx, counts, "counts", R))) return st;
+  if ((st = check_rows_i32(ctx, cand, "cand", R, ROWS_LIST))) return st;
+  if ((st = check_rows_i32(ctx, counts, "counts", R, ROWS_PER_ROW))) return st;
+  if ((st = ixl_check_disjoint(ctx, counts, "counts", pos, "pos")) ||
+      (st = ixl_check_disjoint(ctx, counts, "counts", cand, "cand")))
+    return st;
   const int64_t k = row_width(pos), T = row_width(cand);
-  int64_t bytes = T * 4;
+  int64_t bytes;
+  if (!ixl_mul_ok(T, 4, &bytes))
+    return ixl_set_error(ctx, IXL_ERR_OVERFLOW, "cand: shape[1] = %lld overflows the scratch size",
+                         (long long)T);
   int32_t *buf;
   if ((st = ixl_ctx_scratch(ctx, 0, bytes, IXL_HOST, (void **)&buf))) return st;
   for (int64_t r = 0; r < R; r++) {
-    int64_t nc = sorted_valid((const int32_t *)cand->data + r * T, T, buf);
+    int64_t nc = sorted_valid(row_i32(cand, r, T), T, buf);
+    const int32_t *pr = row_i32(pos, r, k);
     int32_t c = 0;
-    for (int64_t j = 0; j < k; j++) {
-      int32_t p = ((const int32_t *)pos->data)[r * k + j];
+    for (int64_t j = 0; j < k && nc > 0; j++) {
+      int32_t p = pr[j];
       if (p < 0) continue;
       int32_t blk = p / cbs;
       if (bsearch(&blk, buf, (size_t)nc, sizeof *buf, cmp_i32)) c++;
@@ -137,26 +171,33 @@ ixl_status ixl_rows_mass_recall(ixl_ctx *ctx, const ixl_tensor *dense_pos,
                                 const ixl_tensor *dense_vals, const ixl_tensor *sel,
                                 ixl_tensor *out) {
   ixl_status st;
-  if ((st = check_rows_i32(ctx, dense_pos, "dense_pos", -1))) return st;
+  if ((st = check_rows_i32(ctx, dense_pos, "dense_pos", -1, ROWS_LIST))) return st;
   const int64_t R = dense_pos->shape[0], k = row_width(dense_pos);
   if ((st = ixl_check_tensor(ctx, dense_vals, "dense_vals", IXL_F32, 2))) return st;
   if (dense_vals->shape[0] != R || dense_vals->shape[1] != k)
     return ixl_set_error(ctx, IXL_ERR_SHAPE, "dense_vals: shape [%lld, %lld], expected [%lld, %lld]",
                          (long long)dense_vals->shape[0], (long long)dense_vals->shape[1],
                          (long long)R, (long long)k);
-  if ((st = check_rows_i32(ctx, sel, "sel", R))) return st;
+  if ((st = check_rows_i32(ctx, sel, "sel", R, ROWS_LIST))) return st;
   if ((st = ixl_check_tensor(ctx, out, "out", IXL_F32, 1))) return st;
   if ((st = ixl_check_dim(ctx, out, "out", 0, R))) return st;
   if (dense_vals->device != IXL_HOST || out->device != IXL_HOST)
     return ixl_set_error(ctx, IXL_ERR_BACKEND, "mass_recall takes host tensors");
+  if ((st = ixl_check_disjoint(ctx, out, "out", dense_pos, "dense_pos")) ||
+      (st = ixl_check_disjoint(ctx, out, "out", dense_vals, "dense_vals")) ||
+      (st = ixl_check_disjoint(ctx, out, "out", sel, "sel")))
+    return st;
   const int64_t ks = row_width(sel);
-  int64_t bytes = ks * 4;
+  int64_t bytes;
+  if (!ixl_mul_ok(ks, 4, &bytes))
+    return ixl_set_error(ctx, IXL_ERR_OVERFLOW, "sel: shape[1] = %lld overflows the scratch size",
+                         (long long)ks);
   int32_t *buf;
   if ((st = ixl_ctx_scratch(ctx, 0, bytes, IXL_HOST, (void **)&buf))) return st;
   for (int64_t r = 0; r < R; r++) {
-    const int32_t *p = (const int32_t *)dense_pos->data + r * k;
-    const float *v = (const float *)dense_vals->data + r * k;
-    int64_t ns = sorted_valid((const int32_t *)sel->data + r * ks, ks, buf);
+    const int32_t *p = row_i32(dense_pos, r, k);
+    const float *v = k > 0 ? (const float *)dense_vals->data + r * k : NULL;
+    int64_t ns = sorted_valid(row_i32(sel, r, ks), ks, buf);
     double m = -INFINITY;
     for (int64_t j = 0; j < k; j++)
       if (p[j] >= 0 && v[j] > m) m = v[j]; /* a NaN never wins */
@@ -167,7 +208,7 @@ ixl_status ixl_rows_mass_recall(ixl_ctx *ctx, const ixl_tensor *dense_pos,
        * them evenly; when every logit is -inf it is uniform. Otherwise -inf weighs 0. */
       double w = isinf(m) ? (v[j] == m ? 1.0 : 0.0) : exp((double)v[j] - m);
       total += w;
-      if (bsearch(&p[j], buf, (size_t)ns, sizeof *buf, cmp_i32)) kept += w;
+      if (ns > 0 && bsearch(&p[j], buf, (size_t)ns, sizeof *buf, cmp_i32)) kept += w;
     }
     ((float *)out->data)[r] = total > 0 ? (float)(kept / total) : NAN;
   }
@@ -184,10 +225,14 @@ ixl_status ixl_rows_bf16_compare(ixl_ctx *ctx, const ixl_tensor *a, const ixl_te
   if (b->shape[0] != R || b->shape[1] != C)
     return ixl_set_error(ctx, IXL_ERR_SHAPE, "b: shape [%lld, %lld], expected [%lld, %lld] like a",
                          (long long)b->shape[0], (long long)b->shape[1], (long long)R, (long long)C);
-  if ((st = check_rows_i32(ctx, end, "end", R))) return st;
-  if ((st = check_rows_i32(ctx, mismatches, "mismatches", R))) return st;
+  if ((st = check_rows_i32(ctx, end, "end", R, ROWS_PER_ROW))) return st;
+  if ((st = check_rows_i32(ctx, mismatches, "mismatches", R, ROWS_PER_ROW))) return st;
   if (a->device != IXL_HOST || b->device != IXL_HOST)
     return ixl_set_error(ctx, IXL_ERR_BACKEND, "bf16_compare takes host tensors");
+  if ((st = ixl_check_disjoint(ctx, mismatches, "mismatches", a, "a")) ||
+      (st = ixl_check_disjoint(ctx, mismatches, "mismatches", b, "b")) ||
+      (st = ixl_check_disjoint(ctx, mismatches, "mismatches", end, "end")))
+    return st;
   double sdd = 0, sq = 0;
   for (int64_t r = 0; r < R; r++) {
     int64_t e = ((const int32_t *)end->data)[r];

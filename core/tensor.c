@@ -30,14 +30,20 @@ ixl_status ixl_tensor_new(ixl_ctx *ctx, ixl_dtype dtype, int ndim, const int64_t
   if (device != IXL_HOST && device != IXL_DEVICE)
     return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "device = %d: must be host (0) or device (1)",
                          (int)device);
-  int64_t numel = 1;
+  /* numel, and the product of the nonzero dims: the strides (and every partial product
+   * ixl_tensor_numel or ixl_tensor_is_contiguous forms) stay below it, so a zero dim cannot
+   * hide dims whose strides overflow. */
+  int64_t numel = 1, span = 1;
   for (int i = 0; i < ndim; i++) {
     if (shape[i] < 0)
       return ixl_set_error(ctx, IXL_ERR_SHAPE, "shape[%d] = %lld: must be >= 0", i,
                            (long long)shape[i]);
-    if (!ixl_mul_ok(numel, shape[i], &numel))
-      return ixl_set_error(ctx, IXL_ERR_OVERFLOW, "tensor of shape[%d] = %lld overflows int64", i,
-                           (long long)shape[i]);
+    if (!ixl_mul_ok(numel, shape[i], &numel) ||
+        !ixl_mul_ok(span, shape[i] ? shape[i] : 1, &span))
+      return ixl_set_error(ctx, IXL_ERR_OVERFLOW,
+                           "tensor of shape[%d] = %lld overflows int64 (the product of the "
+                           "nonzero dims must fit, for the strides)",
+                           i, (long long)shape[i]);
   }
   int64_t bytes;
   if (!ixl_mul_ok(numel, (int64_t)dtype_sizes[dtype], &bytes) || bytes > ((int64_t)1 << 48))
@@ -97,20 +103,27 @@ int ixl_tensor_is_contiguous(const ixl_tensor *t) {
   return 1;
 }
 
-/* Byte range [lo, hi) a tensor touches relative to its data pointer, in elements. */
-static void extent(const ixl_tensor *t, int64_t *lo, int64_t *hi) {
+/* Element range [lo, hi) a tensor touches relative to its data pointer. Strides may be
+ * negative. Returns false when the range does not fit int64 (then *lo, *hi are unset). */
+static bool extent(const ixl_tensor *t, int64_t *lo, int64_t *hi) {
   int64_t a = 0, b = 0;
   for (int i = 0; i < t->ndim; i++) {
     if (t->shape[i] == 0) {
       *lo = 0;
       *hi = 0;
-      return;
+      return true;
     }
-    int64_t span = (t->shape[i] - 1) * t->stride[i];
-    if (span < 0) a += span; else b += span;
   }
+  for (int i = 0; i < t->ndim; i++) {
+    int64_t span;
+    if (__builtin_mul_overflow(t->shape[i] - 1, t->stride[i], &span)) return false;
+    if (span < 0 ? __builtin_add_overflow(a, span, &a) : __builtin_add_overflow(b, span, &b))
+      return false;
+  }
+  if (__builtin_add_overflow(b, 1, &b)) return false;
   *lo = a;
-  *hi = b + 1;
+  *hi = b;
+  return true;
 }
 
 ixl_status ixl_tensor_view(ixl_ctx *ctx, const ixl_tensor *base, int ndim, const int64_t *shape,
@@ -118,6 +131,9 @@ ixl_status ixl_tensor_view(ixl_ctx *ctx, const ixl_tensor *base, int ndim, const
   if (!base || !view) return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "tensor_view: NULL argument");
   if (ndim < 0 || ndim > 4)
     return ixl_set_error(ctx, IXL_ERR_SHAPE, "view ndim = %d: must be in [0, 4]", ndim);
+  if (ndim > 0 && !shape)
+    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "tensor_view: shape is NULL with ndim = %d",
+                         ndim);
   ixl_tensor v;
   memset(&v, 0, sizeof v);
   v.ndim = ndim;
@@ -139,15 +155,38 @@ ixl_status ixl_tensor_view(ixl_ctx *ctx, const ixl_tensor *base, int ndim, const
       v.stride[i] = 0;
     }
   }
-  int64_t lo, hi, blo, bhi;
-  extent(&v, &lo, &hi);
-  extent(base, &blo, &bhi);
-  if (hi > lo && (offset + lo < blo || offset + hi > bhi))
+  int64_t lo, hi, blo, bhi, first, last;
+  if (!extent(&v, &lo, &hi)) {
+    char sh[96] = "", sd[96] = ""; /* 4 dims of at most 20 digits and a separator each */
+    for (int i = 0, a = 0, b = 0; i < ndim; i++) {
+      a += snprintf(sh + a, sizeof sh - (size_t)a, "%s%lld", i ? ", " : "", (long long)v.shape[i]);
+      b += snprintf(sd + b, sizeof sd - (size_t)b, "%s%lld", i ? ", " : "", (long long)v.stride[i]);
+    }
+    return ixl_set_error(ctx, IXL_ERR_OVERFLOW,
+                         "view shape [%s] with stride [%s]: the elements it spans ((shape - 1) * "
+                         "stride, summed) overflow int64",
+                         sh, sd);
+  }
+  if (!extent(base, &blo, &bhi))
+    return ixl_set_error(ctx, IXL_ERR_OVERFLOW, "view: its base's extent overflows int64");
+  if (hi > lo) {
+    if (__builtin_add_overflow(offset, lo, &first) || __builtin_add_overflow(offset, hi, &last))
+      return ixl_set_error(ctx, IXL_ERR_OVERFLOW,
+                           "view at offset %lld spanning elements [%lld, %lld) from it: the sum "
+                           "overflows int64, outside its base [%lld, %lld)",
+                           (long long)offset, (long long)lo, (long long)hi, (long long)blo,
+                           (long long)bhi);
+    if (first < blo || last > bhi)
+      return ixl_set_error(ctx, IXL_ERR_SHAPE,
+                           "view at offset %lld spanning elements [%lld, %lld) lies outside its "
+                           "base [%lld, %lld)",
+                           (long long)offset, (long long)first, (long long)last, (long long)blo,
+                           (long long)bhi);
+  } else if (offset < blo || offset > bhi) {
     return ixl_set_error(ctx, IXL_ERR_SHAPE,
-                         "view at offset %lld spanning elements [%lld, %lld) lies outside its base "
-                         "[%lld, %lld)",
-                         (long long)offset, (long long)(offset + lo), (long long)(offset + hi),
-                         (long long)blo, (long long)bhi);
+                         "empty view at offset %lld: must start inside its base [%lld, %lld]",
+                         (long long)offset, (long long)blo, (long long)bhi);
+  }
   v.data = base->data ? (char *)base->data + offset * (int64_t)dtype_sizes[base->dtype] : NULL;
   *view = v;
   return IXL_OK;
@@ -173,6 +212,24 @@ ixl_status ixl_check_dim(ixl_ctx *ctx, const ixl_tensor *t, const char *name, in
   if (t->shape[dim] != expect)
     return ixl_set_error(ctx, IXL_ERR_SHAPE, "%s: shape[%d] = %lld, expected %lld", name, dim,
                          (long long)t->shape[dim], (long long)expect);
+  return IXL_OK;
+}
+
+bool ixl_tensors_overlap(const ixl_tensor *a, const ixl_tensor *b) {
+  if (!a || !b || !a->data || !b->data) return false;
+  const uintptr_t pa = (uintptr_t)a->data, pb = (uintptr_t)b->data;
+  const uintptr_t na = (uintptr_t)ixl_tensor_numel(a) * ixl_dtype_size((ixl_dtype)a->dtype);
+  const uintptr_t nb = (uintptr_t)ixl_tensor_numel(b) * ixl_dtype_size((ixl_dtype)b->dtype);
+  return na > 0 && nb > 0 && pa < pb + nb && pb < pa + na;
+}
+
+ixl_status ixl_check_disjoint(ixl_ctx *ctx, const ixl_tensor *out, const char *out_name,
+                              const ixl_tensor *in, const char *in_name) {
+  if (ixl_tensors_overlap(out, in))
+    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
+                         "%s overlaps %s: an output must not share memory with an input (pass a "
+                         "separate tensor)",
+                         out_name, in_name);
   return IXL_OK;
 }
 
@@ -276,6 +333,9 @@ static ixl_status range_check(ixl_ctx *ctx, int dtype, double v, int64_t i) {
 ixl_status ixl_tensor_from_f64(ixl_ctx *ctx, ixl_tensor *t, const double *src, int64_t n) {
   ixl_status st = check_fill(ctx, t, n, "fill");
   if (st) return st;
+  if (!src && n > 0)
+    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "fill: src is NULL for %lld values",
+                         (long long)n);
   for (int64_t i = 0; i < n; i++)
     if ((st = range_check(ctx, t->dtype, src[i], i))) return st;
   if (t->device == IXL_HOST) {
@@ -294,6 +354,9 @@ ixl_status ixl_tensor_from_f64(ixl_ctx *ctx, ixl_tensor *t, const double *src, i
 ixl_status ixl_tensor_to_f64(ixl_ctx *ctx, const ixl_tensor *t, double *dst, int64_t n) {
   ixl_status st = check_fill(ctx, t, n, "read");
   if (st) return st;
+  if (!dst && n > 0)
+    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "read: dst is NULL for %lld values",
+                         (long long)n);
   if (t->device == IXL_HOST) {
     for (int64_t i = 0; i < n; i++) dst[i] = load_f64(t->data, t->dtype, i);
     return IXL_OK;

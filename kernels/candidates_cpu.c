@@ -126,6 +126,9 @@ ixl_status ixl_candidate_select(ixl_ctx *ctx, const ixl_tensor *logits, const ix
   const char *names[] = {"logits", "lens", "out"};
   int dev;
   if ((st = ixl_check_same_device(ctx, &dev, 3, ts, names))) return st;
+  if ((st = ixl_check_disjoint(ctx, out, "out", logits, "logits")) ||
+      (st = ixl_check_disjoint(ctx, out, "out", lens, "lens")))
+    return st;
   if (dev == IXL_DEVICE)
     return ixl_cuda_candidate_select(ctx, logits, lens, candidate_block_size, score, out);
   return candidate_select_cpu(ctx, logits, lens, candidate_block_size, score, out);

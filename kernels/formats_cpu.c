@@ -33,6 +33,10 @@
 #include <omp.h>
 #include <stdio.h>
 
+/* kv_pages_write's bitmap of page ids seen; slots 0-2 belong to other ops (metrics, select,
+ * dense logits) and kv_pages_write calls none of them. */
+#define IXL_PAGES_SEEN_SLOT 3
+
 static const char *fmt_name(int fmt) {
   return fmt == IXL_MXFP4 ? "mxfp4" : fmt == IXL_MXFP8 ? "mxfp8" : fmt == IXL_FP8 ? "fp8" : "?";
 }
@@ -345,20 +349,41 @@ ixl_status ixl_kv_pages_write(ixl_ctx *ctx, ixl_kv_format fmt, const ixl_tensor 
   const char *names[] = {"codes", "scales", "pages", "page_ids"};
   int dev;
   if ((st = ixl_check_same_device(ctx, &dev, 4, all, names))) return st;
+  /* The copy reads codes and scales while it writes pages (memcpy on the CPU, one kernel on
+   * the GPU): shared memory would give order-dependent bytes. */
+  if ((st = ixl_check_disjoint(ctx, pages, "pages", codes, "codes")) ||
+      (st = ixl_check_disjoint(ctx, pages, "pages", scales, "scales")) ||
+      (st = ixl_check_disjoint(ctx, pages, "pages", page_ids, "page_ids")))
+    return st;
+  /* Device page_ids are not visible here: the kernel skips ids outside [0, num_pages) and
+   * repeated ids are the caller's to avoid (idxlab.h says so). */
   if (dev == IXL_DEVICE)
     return ixl_cuda_kv_pages_write(ctx, fmt, codes, scales, src_start, count, pages, page_size, page_ids);
 
   const int32_t *ids = page_ids->data;
+  /* Two logical pages in one page would overwrite each other: a bitmap over num_pages marks
+   * the ids seen, so the check is linear in npages (plus num_pages / 8 bytes to clear). */
+  uint8_t *seen = NULL;
+  if (npages > 0) {
+    const int64_t map_bytes = num_pages / 8 + 1;
+    if ((st = ixl_ctx_scratch(ctx, IXL_PAGES_SEEN_SLOT, map_bytes, IXL_HOST, (void **)&seen)))
+      return st;
+    memset(seen, 0, (size_t)map_bytes);
+  }
   for (int64_t j = 0; j < npages; j++) {
     if (ids[j] < 0 || ids[j] >= num_pages)
       return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "page_ids[%lld] = %d: must be in [0, num_pages) = [0, %lld)",
                            (long long)j, ids[j], (long long)num_pages);
-    for (int64_t k = 0; k < j; k++) /* two logical pages in one page would overwrite each other */
-      if (ids[k] == ids[j])
-        return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
-                             "page_ids[%lld] = %d: already used by page_ids[%lld]; each page holds one "
-                             "logical page",
-                             (long long)j, ids[j], (long long)k);
+    const uint8_t bit = (uint8_t)(1u << (ids[j] & 7));
+    if (seen[ids[j] >> 3] & bit) {
+      int64_t k = 0;
+      while (k < j && ids[k] != ids[j]) k++; /* the error path only: name the first use */
+      return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
+                           "page_ids[%lld] = %d: already used by page_ids[%lld]; each page holds one "
+                           "logical page",
+                           (long long)j, ids[j], (long long)k);
+    }
+    seen[ids[j] >> 3] |= bit;
   }
   const uint8_t *cp = codes->data, *sp = scales->data;
   uint8_t *pp = pages->data;

@@ -97,14 +97,10 @@ ixl_status ixl_remap(ixl_ctx *ctx, const ixl_tensor *cols, const ixl_tensor *spa
   int dev;
   if ((st = ixl_check_same_device(ctx, &dev, 4, ts, names))) return st;
   /* out may be cols itself; a partial overlap would read already remapped values. */
-  if (out->data != cols->data && k > 0 && R > 0) {
-    const uintptr_t o = (uintptr_t)out->data, c = (uintptr_t)cols->data;
-    const uintptr_t bytes = (uintptr_t)(R * k) * sizeof(int32_t);
-    if (o < c + bytes && c < o + bytes)
-      return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
-                           "out overlaps cols without being the same memory: pass cols itself "
-                           "or a separate tensor");
-  }
+  if (out->data != cols->data && ixl_tensors_overlap(out, cols))
+    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
+                         "out overlaps cols without being the same memory: pass cols itself "
+                         "or a separate tensor");
   if (dev == IXL_DEVICE) return ixl_cuda_remap(ctx, cols, sparse_ids, row_ks, sbk, out);
   return remap_cpu(ctx, cols, sparse_ids, row_ks, sbk, out);
 }

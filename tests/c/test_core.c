@@ -152,6 +152,71 @@ TEST(scalar_conversions_known_vectors) {
   CHECK(!signbit(ixl_e2m1_to_f32(0x8))); /* -0 dequantizes to +0 */
 }
 
+TEST(shape_and_stride_arithmetic_is_checked) {
+  /* A zero dim makes numel 0, but the strides of the other dims must still fit int64. */
+  ixl_ctx *ctx = NULL;
+  CHECK_OK(ctx, ixl_ctx_new(IXL_BACKEND_CPU, 0, 0, &ctx));
+  ixl_tensor *t = NULL;
+  int64_t lead0[3] = {0, 1LL << 52, 1LL << 52}, tail0[3] = {1LL << 52, 1LL << 52, 0};
+  CHECK_ERR(ctx, ixl_tensor_new(ctx, IXL_F32, 3, lead0, IXL_HOST, &t), IXL_ERR_OVERFLOW,
+            "tensor of shape[2] = 4503599627370496 overflows int64 (the product of the nonzero dims");
+  CHECK_ERR(ctx, ixl_tensor_new(ctx, IXL_F32, 3, tail0, IXL_HOST, &t), IXL_ERR_OVERFLOW,
+            "shape[1] = 4503599627370496 overflows int64");
+  CHECK(t == NULL);
+  int64_t fits[3] = {0, 1LL << 20, 1LL << 20};
+  CHECK_OK(ctx, ixl_tensor_new(ctx, IXL_F32, 3, fits, IXL_HOST, &t));
+  CHECK(t && ixl_tensor_numel(t) == 0 && t->stride[0] == 1LL << 40 && t->stride[1] == 1LL << 20);
+  ixl_tensor_free(t);
+
+  int64_t one[1] = {1}, base8[1] = {8};
+  ixl_tensor *a = NULL, *b = NULL;
+  CHECK_OK(ctx, ixl_tensor_new(ctx, IXL_F32, 1, one, IXL_HOST, &a));
+  CHECK_OK(ctx, ixl_tensor_new(ctx, IXL_I32, 1, base8, IXL_HOST, &b));
+  for (int i = 0; i < 8; i++) ((int32_t *)b->data)[i] = i;
+  ixl_tensor v;
+  int64_t vs[1] = {4097}, huge[1] = {1LL << 52}, neg[1] = {-(1LL << 52)};
+  CHECK_ERR(ctx, ixl_tensor_view(ctx, a, 1, vs, huge, 0, &v), IXL_ERR_OVERFLOW,
+            "view shape [4097] with stride [4503599627370496]: the elements it spans");
+  CHECK_ERR(ctx, ixl_tensor_view(ctx, a, 1, vs, neg, 0, &v), IXL_ERR_OVERFLOW,
+            "with stride [-4503599627370496]");
+  int64_t two[1] = {2}, unit[1] = {1}, four[1] = {4}, back[1] = {-2}, zero[1] = {0};
+  CHECK_ERR(ctx, ixl_tensor_view(ctx, b, 1, two, unit, INT64_MAX, &v), IXL_ERR_OVERFLOW,
+            "view at offset 9223372036854775807 spanning elements [0, 2) from it: the sum overflows");
+  CHECK_ERR(ctx, ixl_tensor_view(ctx, b, 1, zero, NULL, 1LL << 60, &v), IXL_ERR_SHAPE,
+            "empty view at offset 1152921504606846976: must start inside its base [0, 8]");
+  CHECK_OK(ctx, ixl_tensor_view(ctx, b, 1, zero, NULL, 8, &v)); /* empty, at the end */
+  CHECK_OK(ctx, ixl_tensor_view(ctx, b, 1, four, back, 7, &v)); /* 7, 5, 3, 1 */
+  CHECK(((int32_t *)v.data)[0] == 7 && ((int32_t *)v.data)[-6] == 1);
+  CHECK_ERR(ctx, ixl_tensor_view(ctx, b, 1, four, back, 5, &v), IXL_ERR_SHAPE, "outside its base");
+  ixl_tensor_free(a);
+  ixl_tensor_free(b);
+  ixl_ctx_free(ctx);
+}
+
+TEST(null_pointers_are_refused) {
+  ixl_ctx *ctx = NULL;
+  CHECK_OK(ctx, ixl_ctx_new(IXL_BACKEND_CPU, 0, 0, &ctx));
+  int64_t free_b = -1, total_b = -1;
+  CHECK_ERR(ctx, ixl_ctx_mem_info(ctx, NULL, NULL), IXL_ERR_INVALID_ARG, "mem_info: free_bytes is NULL");
+  CHECK_ERR(ctx, ixl_ctx_mem_info(ctx, &free_b, NULL), IXL_ERR_INVALID_ARG,
+            "mem_info: total_bytes is NULL");
+  CHECK_OK(ctx, ixl_ctx_mem_info(ctx, &free_b, &total_b));
+  CHECK(free_b == 0 && total_b == 0);
+  int64_t shape[2] = {2, 3};
+  ixl_tensor *t = NULL;
+  CHECK_OK(ctx, ixl_tensor_new(ctx, IXL_F32, 2, shape, IXL_HOST, &t));
+  CHECK_ERR(ctx, ixl_tensor_from_f64(ctx, t, NULL, 6), IXL_ERR_INVALID_ARG,
+            "fill: src is NULL for 6 values");
+  CHECK_ERR(ctx, ixl_tensor_to_f64(ctx, t, NULL, 6), IXL_ERR_INVALID_ARG,
+            "read: dst is NULL for 6 values");
+  ixl_tensor v;
+  CHECK_ERR(ctx, ixl_tensor_view(ctx, t, 2, NULL, NULL, 0, &v), IXL_ERR_INVALID_ARG,
+            "tensor_view: shape is NULL with ndim = 2");
+  CHECK_OK(ctx, ixl_tensor_view(ctx, t, 0, NULL, NULL, 0, &v)); /* a scalar needs no shape */
+  ixl_tensor_free(t);
+  ixl_ctx_free(ctx);
+}
+
 int main(void) {
   RUN(status_table_names_every_code);
   RUN(cpu_context_and_bad_backend);
@@ -160,6 +225,8 @@ int main(void) {
   RUN(tensor_free_after_context_free_is_safe);
   RUN(tensor_bad_shapes_and_overflow);
   RUN(views_stay_inside_their_base);
+  RUN(shape_and_stride_arithmetic_is_checked);
+  RUN(null_pointers_are_refused);
   RUN(copy_and_f64_round_trip_every_dtype);
   RUN(scalar_conversions_known_vectors);
   DONE();

@@ -548,6 +548,80 @@ TEST(paged_write_errors) {
   ixl_ctx_free(ctx);
 }
 
+TEST(paged_write_refuses_shared_memory) {
+  /* pages overlapping codes, scales or page_ids: memcpy would read bytes it already wrote
+   * (ASan: memcpy-param-overlap). Disjoint views of one buffer are fine. */
+  ixl_ctx *ctx = new_ctx();
+  ixl_tensor *buf = tnew(ctx, IXL_U8, 1, 2048, 0, 0), *scales = tnew(ctx, IXL_I32, 1, 8, 0, 0);
+  ixl_tensor *ids = tnew(ctx, IXL_I32, 1, 1, 0, 0);
+  memset(buf->data, 1, 2048);
+  memset(scales->data, 0, 32);
+  I32(ids)[0] = 0;
+  ixl_tensor pages, codes;
+  int64_t ps[2] = {2, 1024}, cs[2] = {8, 64};
+  CHECK_OK(ctx, ixl_tensor_view(ctx, buf, 2, ps, NULL, 0, &pages));
+  CHECK_OK(ctx, ixl_tensor_view(ctx, buf, 2, cs, NULL, 32, &codes));
+  CHECK_ERR(ctx, ixl_kv_pages_write(ctx, IXL_MXFP4, &codes, scales, 0, 8, &pages, 8, ids),
+            IXL_ERR_INVALID_ARG, "pages overlaps codes: an output must not share memory with an input");
+  ixl_tensor sc = *scales, id = *ids; /* the same descriptors pointed into pages */
+  sc.data = U8(buf) + 1536;
+  id.data = U8(buf) + 1024;
+  CHECK_OK(ctx, ixl_tensor_view(ctx, buf, 2, cs, NULL, 1024, &codes)); /* page 1's bytes */
+  ps[0] = 1;
+  CHECK_OK(ctx, ixl_tensor_view(ctx, buf, 2, ps, NULL, 0, &pages)); /* page 0 only */
+  CHECK_OK(ctx, ixl_kv_pages_write(ctx, IXL_MXFP4, &codes, scales, 0, 8, &pages, 8, ids));
+  CHECK(U8(buf)[0] == 1 && U8(buf)[8 * 64] == 0); /* codes copied, then the zero scales */
+  ps[0] = 2;
+  CHECK_OK(ctx, ixl_tensor_view(ctx, buf, 2, ps, NULL, 0, &pages));
+  ixl_tensor *c2 = tnew(ctx, IXL_U8, 2, 8, 64, 0);
+  memset(c2->data, 0, 8 * 64);
+  CHECK_ERR(ctx, ixl_kv_pages_write(ctx, IXL_MXFP4, c2, &sc, 0, 8, &pages, 8, ids), IXL_ERR_INVALID_ARG,
+            "pages overlaps scales");
+  CHECK_ERR(ctx, ixl_kv_pages_write(ctx, IXL_MXFP4, c2, scales, 0, 8, &pages, 8, &id), IXL_ERR_INVALID_ARG,
+            "pages overlaps page_ids");
+  ixl_tensor_free(c2);
+  ixl_tensor_free(buf);
+  ixl_tensor_free(scales);
+  ixl_tensor_free(ids);
+  ixl_ctx_free(ctx);
+}
+
+TEST(paged_write_many_pages_is_linear) {
+  /* The repeated-id check was quadratic in the pages written (80k pages: 2 s). 150k pages of
+   * one position each, written in reverse order, then a repeat at the very end. */
+  ixl_ctx *ctx = new_ctx();
+  const int64_t N = 150000;
+  ixl_tensor *codes = tnew(ctx, IXL_U8, 2, N, 64, 0), *scales = tnew(ctx, IXL_I32, 1, N, 0, 0);
+  ixl_tensor *pages = tnew(ctx, IXL_U8, 2, N, 512, 0), *ids = tnew(ctx, IXL_I32, 1, N, 0, 0);
+  for (int64_t i = 0; i < N * 64; i++) U8(codes)[i] = (uint8_t)(i * 7 + (i >> 6));
+  for (int64_t i = 0; i < N; i++) I32(scales)[i] = (int32_t)i, I32(ids)[i] = (int32_t)(N - 1 - i);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  CHECK_OK(ctx, ixl_kv_pages_write(ctx, IXL_MXFP4, codes, scales, 0, N, pages, 1, ids));
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  const double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  CHECK_MSG(secs < 2.0, "%.2f s for %lld pages", secs, (long long)N);
+  int bad = 0;
+  for (int64_t p = 0; p < N; p += 997) {
+    const uint8_t *page = U8(pages) + (N - 1 - p) * 512;
+    bad += memcmp(page, U8(codes) + p * 64, 64) != 0;
+    bad += memcmp(page + 64, &I32(scales)[p], 4) != 0;
+  }
+  CHECK_MSG(bad == 0, "%d sampled positions misplaced", bad);
+  I32(ids)[N - 1] = I32(ids)[5];
+  CHECK_ERR(ctx, ixl_kv_pages_write(ctx, IXL_MXFP4, codes, scales, 0, N, pages, 1, ids),
+            IXL_ERR_INVALID_ARG, "page_ids[149999] = 149994: already used by page_ids[5]");
+  I32(ids)[N - 1] = 0;
+  I32(ids)[1] = 0; /* page 0 again, now the last page's: its first use is named */
+  CHECK_ERR(ctx, ixl_kv_pages_write(ctx, IXL_MXFP4, codes, scales, 0, N, pages, 1, ids),
+            IXL_ERR_INVALID_ARG, "page_ids[149999] = 0: already used by page_ids[1]");
+  ixl_tensor_free(codes);
+  ixl_tensor_free(scales);
+  ixl_tensor_free(pages);
+  ixl_tensor_free(ids);
+  ixl_ctx_free(ctx);
+}
+
 int main(void) {
   seed_ = test_seed();
   rng_ = seed_ * 0x9E3779B97F4A7C15ull + 1;
@@ -564,5 +638,7 @@ int main(void) {
   RUN(prepare_weights_rules_and_errors);
   RUN(paged_write_with_padded_stride);
   RUN(paged_write_errors);
+  RUN(paged_write_refuses_shared_memory);
+  RUN(paged_write_many_pages_is_linear);
   DONE();
 }

@@ -814,6 +814,91 @@ TEST(mass_recall_limits) {
   ixl_tensor_free(pos), ixl_tensor_free(vals), ixl_tensor_free(sel), ixl_tensor_free(out);
 }
 
+TEST(metrics_per_row_outputs_are_one_dim) {
+  /* counts, valid, end and mismatches hold one value a row: [R, 0] has no data to write and
+   * [R, k > 1] would take row r's value at flat index r, so both are refused. Position lists
+   * may be [R, 0]. */
+  const int32_t A[] = {1, 2, 3, 4, 5, 6};
+  ixl_tensor *a = i32_from(2, 2, 3, A), *b = i32_from(2, 2, 3, A), *c1 = tensor(IXL_I32, 1, 2, 0),
+             *c0 = tensor(IXL_I32, 2, 2, 0), *c3 = tensor(IXL_I32, 2, 2, 3),
+             *cr1 = tensor(IXL_I32, 2, 2, 1), *x = tensor(IXL_BF16, 2, 2, 3),
+             *y = tensor(IXL_BF16, 2, 2, 3), *e = tensor(IXL_I32, 1, 2, 0),
+             *e0 = tensor(IXL_I32, 2, 2, 0), *a0 = tensor(IXL_I32, 2, 2, 0),
+             *f0 = tensor(IXL_F32, 2, 2, 0), *mass = tensor(IXL_F32, 1, 2, 0);
+  CHECK_ERR(ctx, ixl_rows_overlap(ctx, a, b, c0, NULL), IXL_ERR_SHAPE,
+            "counts: 2 dims, expected [R] (one value per row)");
+  CHECK_ERR(ctx, ixl_rows_overlap(ctx, a, b, c3, NULL), IXL_ERR_SHAPE, "counts: 2 dims, expected [R]");
+  CHECK_ERR(ctx, ixl_rows_overlap(ctx, a, b, cr1, NULL), IXL_ERR_SHAPE, "counts: 2 dims, expected [R]");
+  CHECK_ERR(ctx, ixl_rows_overlap(ctx, a, b, c1, c0), IXL_ERR_SHAPE, "valid: 2 dims, expected [R]");
+  CHECK_ERR(ctx, ixl_rows_in_candidates(ctx, a, b, 8, c0), IXL_ERR_SHAPE,
+            "counts: 2 dims, expected [R] (one value per row)");
+  CHECK_ERR(ctx, ixl_rows_in_candidates(ctx, a, b, 8, c3), IXL_ERR_SHAPE, "counts: 2 dims");
+  memset(x->data, 0, 12), memset(y->data, 0, 12);
+  I32(e)[0] = I32(e)[1] = 3;
+  CHECK_ERR(ctx, ixl_rows_bf16_compare(ctx, x, y, e0, c1, NULL, NULL), IXL_ERR_SHAPE,
+            "end: 2 dims, expected [R] (one value per row)");
+  CHECK_ERR(ctx, ixl_rows_bf16_compare(ctx, x, y, c3, c1, NULL, NULL), IXL_ERR_SHAPE, "end: 2 dims");
+  CHECK_ERR(ctx, ixl_rows_bf16_compare(ctx, x, y, e, c0, NULL, NULL), IXL_ERR_SHAPE,
+            "mismatches: 2 dims, expected [R] (one value per row)");
+  CHECK_ERR(ctx, ixl_rows_bf16_compare(ctx, x, y, e, c3, NULL, NULL), IXL_ERR_SHAPE, "mismatches: 2 dims");
+  CHECK_OK(ctx, ixl_rows_bf16_compare(ctx, x, y, e, c1, NULL, NULL));
+  CHECK(I32(c1)[0] == 0 && I32(c1)[1] == 0);
+  /* Empty position lists (no data) are legal and count nothing. */
+  I32(c1)[0] = I32(c1)[1] = 77;
+  CHECK_OK(ctx, ixl_rows_overlap(ctx, a0, a0, c1, e));
+  CHECK(I32(c1)[0] == 0 && I32(c1)[1] == 0 && I32(e)[0] == 0 && I32(e)[1] == 0);
+  CHECK_OK(ctx, ixl_rows_overlap(ctx, a, a0, c1, e));
+  CHECK(I32(c1)[0] == 0 && I32(e)[0] == 3);
+  I32(c1)[0] = 77;
+  CHECK_OK(ctx, ixl_rows_in_candidates(ctx, a0, a0, 8, c1));
+  CHECK(I32(c1)[0] == 0);
+  I32(c1)[0] = 77;
+  CHECK_OK(ctx, ixl_rows_in_candidates(ctx, a, a0, 8, c1));
+  CHECK(I32(c1)[0] == 0);
+  CHECK_OK(ctx, ixl_rows_mass_recall(ctx, a0, f0, a0, mass));
+  CHECK(isnan(F32(mass)[0]) && isnan(F32(mass)[1]));
+  ixl_tensor *ts[] = {a, b, c1, c0, c3, cr1, x, y, e, e0, a0, f0, mass};
+  for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) ixl_tensor_free(ts[i]);
+}
+
+TEST(outputs_sharing_memory_with_inputs_are_refused) {
+  /* gather_cols into its own src, candidate_select with lens inside out, a count written over
+   * its positions: each would read values it already overwrote. */
+  ixl_tensor *src = tensor(IXL_F32, 2, 1, 4), *idx = tensor(IXL_I32, 2, 1, 4),
+             *out = tensor(IXL_F32, 2, 1, 4), *base = tensor(IXL_I32, 1, 6, 0),
+             *lg = tensor(IXL_F32, 2, 2, 4), *pos = tensor(IXL_I32, 1, 2, 0);
+  for (int i = 0; i < 4; i++) F32(src)[i] = (float)(i + 1), I32(idx)[i] = 3 - i;
+  CHECK_ERR(ctx, ixl_gather_cols(ctx, src, idx, src), IXL_ERR_INVALID_ARG,
+            "out overlaps src: an output must not share memory with an input");
+  CHECK(F32(src)[0] == 1.0f && F32(src)[3] == 4.0f); /* untouched */
+  ixl_tensor isrc = *src;
+  isrc.dtype = IXL_I32; /* same bytes seen as i32: out = idx */
+  CHECK_ERR(ctx, ixl_gather_cols(ctx, &isrc, idx, idx), IXL_ERR_INVALID_ARG, "out overlaps idx");
+  CHECK_OK(ctx, ixl_gather_cols(ctx, src, idx, out));
+  CHECK(F32(out)[0] == 4.0f && F32(out)[3] == 1.0f);
+
+  for (int i = 0; i < 8; i++) F32(lg)[i] = 0.0f;
+  for (int i = 0; i < 6; i++) I32(base)[i] = i < 2 ? 1 : 0;
+  ixl_tensor o, lens;
+  int64_t so[2] = {2, 2}, sl[1] = {2};
+  CHECK_OK(ctx, ixl_tensor_view(ctx, base, 2, so, NULL, 0, &o));
+  CHECK_OK(ctx, ixl_tensor_view(ctx, base, 1, sl, NULL, 0, &lens));
+  CHECK_ERR(ctx, ixl_candidate_select(ctx, lg, &lens, 1, IXL_SCORE_MAX, &o), IXL_ERR_INVALID_ARG,
+            "out overlaps lens: an output must not share memory with an input");
+  CHECK(I32(base)[0] == 1 && I32(base)[1] == 1 && I32(base)[2] == 0);
+  CHECK_OK(ctx, ixl_tensor_view(ctx, base, 1, sl, NULL, 4, &lens)); /* beside out: fine */
+  I32(base)[4] = I32(base)[5] = 1;
+  CHECK_OK(ctx, ixl_candidate_select(ctx, lg, &lens, 1, IXL_SCORE_MAX, &o));
+  CHECK(I32(base)[0] == 0 && I32(base)[1] == -1 && I32(base)[2] == 0 && I32(base)[3] == -1);
+
+  I32(pos)[0] = 5, I32(pos)[1] = 6;
+  CHECK_ERR(ctx, ixl_rows_overlap(ctx, pos, pos, pos, NULL), IXL_ERR_INVALID_ARG, "counts overlaps a");
+  CHECK_ERR(ctx, ixl_rows_in_candidates(ctx, pos, pos, 8, pos), IXL_ERR_INVALID_ARG,
+            "counts overlaps pos");
+  ixl_tensor_free(src), ixl_tensor_free(idx), ixl_tensor_free(out), ixl_tensor_free(base),
+      ixl_tensor_free(lg), ixl_tensor_free(pos);
+}
+
 int main(void) {
   if (ixl_ctx_new(IXL_BACKEND_CPU, 0, 1, &ctx) != IXL_OK) {
     printf("# 0 passed, 1 failed\n");
@@ -841,6 +926,8 @@ int main(void) {
   RUN(sparse_selection_equals_masked_dense);
   RUN(empty_shapes);
   RUN(mass_recall_limits);
+  RUN(metrics_per_row_outputs_are_one_dim);
+  RUN(outputs_sharing_memory_with_inputs_are_refused);
   ixl_ctx_free(ctx);
   DONE();
 }
