@@ -14,6 +14,11 @@
  *   nothing, so making one allocates nothing.
  * - Kernels dispatch on where their tensors live: all host -> CPU reference, all device ->
  *   CUDA. Mixing is an error.
+ * - An op's outputs share no memory with its inputs or with each other: an overlap (of the
+ *   tensors' byte ranges, host or device alike) is refused with IXL_ERR_INVALID_ARG naming
+ *   both ("out overlaps src: an output must not share memory with an input") before anything
+ *   runs. The exceptions are stated where they apply: ixl_remap's out may be cols itself, and
+ *   ixl_mask_candidates writes logits in place.
  */
 #ifndef IDXLAB_H
 #define IDXLAB_H
@@ -161,12 +166,14 @@ ixl_status ixl_tensor_view(ixl_ctx *ctx, const ixl_tensor *base, int ndim, const
 int64_t ixl_tensor_numel(const ixl_tensor *t);
 int ixl_tensor_is_contiguous(const ixl_tensor *t);
 /* Copies between any two tensors of equal dtype and shape (host/device either way), on the
- * context's stream; both must be contiguous. Synchronous for host destinations. */
+ * context's stream; both must be contiguous and must not share memory. Synchronous for host
+ * destinations. */
 ixl_status ixl_tensor_copy(ixl_ctx *ctx, ixl_tensor *dst, const ixl_tensor *src);
 /* Sets every byte of the tensor (poisoning outputs before a kernel). */
 ixl_status ixl_tensor_fill_bytes(ixl_ctx *ctx, ixl_tensor *t, uint8_t byte);
 /* Fill from / read into a host buffer of doubles (converting to/from the dtype; E4M3, E2M1X2
- * and U8 take raw byte values). Works for device tensors through a staging copy. */
+ * and U8 take raw byte values). Works for device tensors through a staging copy. The buffer
+ * must not share memory with the tensor. */
 ixl_status ixl_tensor_from_f64(ixl_ctx *ctx, ixl_tensor *t, const double *src, int64_t n);
 ixl_status ixl_tensor_to_f64(ixl_ctx *ctx, const ixl_tensor *t, double *dst, int64_t n);
 
@@ -266,11 +273,13 @@ ixl_status ixl_sparse_logits(ixl_ctx *ctx, const ixl_qk *in, const ixl_tensor *w
 ixl_status ixl_topk(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *row_start,
                     const ixl_tensor *row_end, int k, int sorted, ixl_tensor *out);
 /* K7. cols I32 [R, k] sparse columns; sparse_ids I32 [R, NSB]; row_ks I32 [R] or NULL (= 0).
- * out I32 [R, k] request-local positions, -1 for c < 0. out may alias cols. */
+ * out I32 [R, k] request-local positions, -1 for c < 0. out may be cols itself (exactly, not a
+ * partial overlap); it must not share memory with sparse_ids or row_ks. */
 ixl_status ixl_remap(ixl_ctx *ctx, const ixl_tensor *cols, const ixl_tensor *sparse_ids,
                      const ixl_tensor *row_ks, int sparse_block_kv, ixl_tensor *out);
 /* The comparison path: sets logits (F32 or BF16 [R, C], compressed layout) to -inf outside
- * the candidate blocks cand I32 [R, T] and outside [0, lens[r]). */
+ * the candidate blocks cand I32 [R, T] and outside [0, lens[r]), in place; lens and cand must not
+ * share memory with logits. */
 ixl_status ixl_mask_candidates(ixl_ctx *ctx, ixl_tensor *logits, const ixl_tensor *lens,
                                const ixl_tensor *cand, int candidate_block_size);
 

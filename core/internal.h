@@ -87,6 +87,13 @@ bool ixl_tensors_overlap(const ixl_tensor *a, const ixl_tensor *b);
  * naming both (an op reading `in` while writing `out` would read values it already wrote). */
 ixl_status ixl_check_disjoint(ixl_ctx *ctx, const ixl_tensor *out, const char *out_name,
                               const ixl_tensor *in, const char *in_name);
+/* The same check over all of an op's tensors: ts[0 .. n_in) are its inputs, ts[n_in .. n) its
+ * outputs (NULL entries skipped). Refuses an output that shares memory with an input (in
+ * ixl_check_disjoint's words) or with another output ("a overlaps b: two outputs must not
+ * share memory"). Pointer ranges only, so host and device tensors are checked alike; call it
+ * after ixl_check_same_device and before the CPU/CUDA dispatch. */
+ixl_status ixl_check_outputs(ixl_ctx *ctx, int n, const ixl_tensor *const *ts,
+                             const char *const *names, int n_in);
 /* All non-NULL tensors on one device kind; *device gets it. */
 ixl_status ixl_check_same_device(ixl_ctx *ctx, int *device, int n, const ixl_tensor *const *ts,
                                  const char *const *names);

@@ -104,12 +104,9 @@ ixl_status ixl_rows_overlap(ixl_ctx *ctx, const ixl_tensor *a, const ixl_tensor 
   if ((st = check_rows_i32(ctx, b, "b", R, ROWS_LIST))) return st;
   if ((st = check_rows_i32(ctx, counts, "counts", R, ROWS_PER_ROW))) return st;
   if (valid && (st = check_rows_i32(ctx, valid, "valid", R, ROWS_PER_ROW))) return st;
-  if ((st = ixl_check_disjoint(ctx, counts, "counts", a, "a")) ||
-      (st = ixl_check_disjoint(ctx, counts, "counts", b, "b")) ||
-      (st = ixl_check_disjoint(ctx, valid, "valid", a, "a")) ||
-      (st = ixl_check_disjoint(ctx, valid, "valid", b, "b")) ||
-      (st = ixl_check_disjoint(ctx, valid, "valid", counts, "counts")))
-    return st;
+  const ixl_tensor *ts[] = {a, b, counts, valid};
+  const char *names[] = {"a", "b", "counts", "valid"};
+  if ((st = ixl_check_outputs(ctx, 4, ts, names, 2))) return st;
   const int64_t ka = row_width(a), kb = row_width(b);
   int64_t bytes;
   if (!ixl_add_ok(ka, kb, &bytes) || !ixl_mul_ok(bytes, 4, &bytes))

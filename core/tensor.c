@@ -233,6 +233,24 @@ ixl_status ixl_check_disjoint(ixl_ctx *ctx, const ixl_tensor *out, const char *o
   return IXL_OK;
 }
 
+ixl_status ixl_check_outputs(ixl_ctx *ctx, int n, const ixl_tensor *const *ts,
+                             const char *const *names, int n_in) {
+  for (int o = n_in; o < n; o++) {
+    if (!ts[o]) continue;
+    for (int i = 0; i < n_in; i++) {
+      ixl_status st = ixl_check_disjoint(ctx, ts[o], names[o], ts[i], names[i]);
+      if (st) return st;
+    }
+    for (int p = n_in; p < o; p++)
+      if (ixl_tensors_overlap(ts[o], ts[p]))
+        return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
+                             "%s overlaps %s: two outputs must not share memory (pass separate "
+                             "tensors)",
+                             names[o], names[p]);
+  }
+  return IXL_OK;
+}
+
 ixl_status ixl_check_same_device(ixl_ctx *ctx, int *device, int n, const ixl_tensor *const *ts,
                                  const char *const *names) {
   int dev = -1;
@@ -271,6 +289,11 @@ ixl_status ixl_tensor_copy(ixl_ctx *ctx, ixl_tensor *dst, const ixl_tensor *src)
                            i, (long long)dst->shape[i], i, (long long)src->shape[i]);
   if (!ixl_tensor_is_contiguous(dst) || !ixl_tensor_is_contiguous(src))
     return ixl_set_error(ctx, IXL_ERR_SHAPE, "copy: both tensors must be contiguous");
+  /* Pointers of one memory kind only: a host and a device address may coincide. */
+  if (dst->device == src->device) {
+    ixl_status st = ixl_check_disjoint(ctx, dst, "copy: dst", src, "src");
+    if (st) return st;
+  }
   int64_t bytes = ixl_tensor_numel(src) * (int64_t)dtype_sizes[src->dtype];
   if (dst->device == IXL_HOST && src->device == IXL_HOST) {
     if (bytes) memmove(dst->data, src->data, (size_t)bytes);
@@ -310,6 +333,22 @@ static void store_f64(void *base, int dtype, int64_t i, double v) {
   }
 }
 
+/* Whether a host tensor's bytes intersect n doubles at buf (a device tensor never does: the
+ * buffer is host memory). n is the tensor's element count, so n * 8 fits (tensors hold at
+ * most 2^48 bytes). */
+static bool overlaps_f64_buffer(const ixl_tensor *t, const double *buf, int64_t n) {
+  if (t->device != IXL_HOST) return false;
+  ixl_tensor b;
+  memset(&b, 0, sizeof b);
+  b.data = (void *)(uintptr_t)buf;
+  b.ndim = 1;
+  b.shape[0] = n * (int64_t)sizeof(double);
+  b.stride[0] = 1;
+  b.dtype = IXL_U8;
+  b.device = IXL_HOST;
+  return ixl_tensors_overlap(t, &b);
+}
+
 static ixl_status check_fill(ixl_ctx *ctx, const ixl_tensor *t, int64_t n, const char *what) {
   ixl_status st = ixl_check_tensor(ctx, t, what, -1, -1);
   if (st) return st;
@@ -336,6 +375,10 @@ ixl_status ixl_tensor_from_f64(ixl_ctx *ctx, ixl_tensor *t, const double *src, i
   if (!src && n > 0)
     return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "fill: src is NULL for %lld values",
                          (long long)n);
+  if (overlaps_f64_buffer(t, src, n))
+    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
+                         "fill: tensor overlaps src: an output must not share memory with an "
+                         "input (pass a separate buffer)");
   for (int64_t i = 0; i < n; i++)
     if ((st = range_check(ctx, t->dtype, src[i], i))) return st;
   if (t->device == IXL_HOST) {
@@ -357,6 +400,10 @@ ixl_status ixl_tensor_to_f64(ixl_ctx *ctx, const ixl_tensor *t, double *dst, int
   if (!dst && n > 0)
     return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "read: dst is NULL for %lld values",
                          (long long)n);
+  if (overlaps_f64_buffer(t, dst, n))
+    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
+                         "read: dst overlaps tensor: an output must not share memory with an "
+                         "input (pass a separate buffer)");
   if (t->device == IXL_HOST) {
     for (int64_t i = 0; i < n; i++) dst[i] = load_f64(t->data, t->dtype, i);
     return IXL_OK;

@@ -125,9 +125,8 @@ ixl_status ixl_candidate_select(ixl_ctx *ctx, const ixl_tensor *logits, const ix
   const ixl_tensor *ts[] = {logits, lens, out};
   const char *names[] = {"logits", "lens", "out"};
   int dev;
-  if ((st = ixl_check_same_device(ctx, &dev, 3, ts, names))) return st;
-  if ((st = ixl_check_disjoint(ctx, out, "out", logits, "logits")) ||
-      (st = ixl_check_disjoint(ctx, out, "out", lens, "lens")))
+  if ((st = ixl_check_same_device(ctx, &dev, 3, ts, names)) ||
+      (st = ixl_check_outputs(ctx, 3, ts, names, 2)))
     return st;
   if (dev == IXL_DEVICE)
     return ixl_cuda_candidate_select(ctx, logits, lens, candidate_block_size, score, out);
@@ -208,6 +207,10 @@ ixl_status ixl_mask_candidates(ixl_ctx *ctx, ixl_tensor *logits, const ixl_tenso
   const char *names[] = {"logits", "lens", "cand"};
   int dev;
   if ((st = ixl_check_same_device(ctx, &dev, 3, ts, names))) return st;
+  /* logits is masked in place; lens and cand are read while it is written. */
+  if ((st = ixl_check_disjoint(ctx, logits, "logits", lens, "lens")) ||
+      (st = ixl_check_disjoint(ctx, logits, "logits", cand, "cand")))
+    return st;
   if (dev == IXL_DEVICE)
     return ixl_cuda_mask_candidates(ctx, logits, lens, cand, candidate_block_size);
   return mask_candidates_cpu(ctx, logits, lens, cand, candidate_block_size);

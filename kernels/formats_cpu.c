@@ -200,7 +200,9 @@ ixl_status ixl_quantize(ixl_ctx *ctx, ixl_kv_format fmt, ixl_quantizer quantizer
   const ixl_tensor *all[] = {x, codes, scales};
   const char *names[] = {"x", "codes", "scales"};
   int dev;
-  if ((st = ixl_check_same_device(ctx, &dev, 3, all, names))) return st;
+  if ((st = ixl_check_same_device(ctx, &dev, 3, all, names)) ||
+      (st = ixl_check_outputs(ctx, 3, all, names, 1)))
+    return st;
   if (dev == IXL_DEVICE) return ixl_cuda_quantize(ctx, fmt, quantizer, role, x, codes, scales);
 
   uint8_t *cp = codes->data;
@@ -243,7 +245,9 @@ ixl_status ixl_dequantize(ixl_ctx *ctx, ixl_kv_format fmt, ixl_role role, const 
   const ixl_tensor *all[] = {codes, scales, out};
   const char *names[] = {"codes", "scales", "out"};
   int dev;
-  if ((st = ixl_check_same_device(ctx, &dev, 3, all, names))) return st;
+  if ((st = ixl_check_same_device(ctx, &dev, 3, all, names)) ||
+      (st = ixl_check_outputs(ctx, 3, all, names, 2)))
+    return st;
   if (dev == IXL_DEVICE) return ixl_cuda_dequantize(ctx, fmt, role, codes, scales, out);
 
   const uint8_t *cp = codes->data, *sp = scales ? scales->data : NULL;
@@ -297,7 +301,9 @@ ixl_status ixl_prepare_weights(ixl_ctx *ctx, ixl_kv_format fmt, const ixl_tensor
   const ixl_tensor *all[] = {weights, q_scales, dense_f32, sparse_bf16};
   const char *names[] = {"weights", "q_scales", "dense_f32", "sparse_bf16"};
   int dev;
-  if ((st = ixl_check_same_device(ctx, &dev, 4, all, names))) return st;
+  if ((st = ixl_check_same_device(ctx, &dev, 4, all, names)) ||
+      (st = ixl_check_outputs(ctx, 4, all, names, 2)))
+    return st;
   if (dev == IXL_DEVICE)
     return ixl_cuda_prepare_weights(ctx, fmt, weights, q_scales, dense_f32, sparse_bf16);
 

@@ -101,6 +101,9 @@ ixl_status ixl_remap(ixl_ctx *ctx, const ixl_tensor *cols, const ixl_tensor *spa
     return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
                          "out overlaps cols without being the same memory: pass cols itself "
                          "or a separate tensor");
+  if ((st = ixl_check_disjoint(ctx, out, "out", sparse_ids, "sparse_ids")) ||
+      (st = ixl_check_disjoint(ctx, out, "out", row_ks, "row_ks")))
+    return st;
   if (dev == IXL_DEVICE) return ixl_cuda_remap(ctx, cols, sparse_ids, row_ks, sbk, out);
   return remap_cpu(ctx, cols, sparse_ids, row_ks, sbk, out);
 }

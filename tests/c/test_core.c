@@ -128,6 +128,37 @@ TEST(copy_and_f64_round_trip_every_dtype) {
   ixl_ctx_free(ctx);
 }
 
+TEST(copy_and_f64_buffers_must_not_share_memory) {
+  ixl_ctx *ctx = NULL;
+  CHECK_OK(ctx, ixl_ctx_new(IXL_BACKEND_CPU, 0, 0, &ctx));
+  int64_t s8[1] = {8}, s4[1] = {4};
+  ixl_tensor *t = NULL;
+  CHECK_OK(ctx, ixl_tensor_new(ctx, IXL_F32, 1, s8, IXL_HOST, &t));
+  for (int i = 0; i < 8; i++) ((float *)t->data)[i] = (float)i;
+  ixl_tensor lo, hi;
+  CHECK_OK(ctx, ixl_tensor_view(ctx, t, 1, s4, NULL, 0, &lo));
+  CHECK_OK(ctx, ixl_tensor_view(ctx, t, 1, s4, NULL, 2, &hi));
+  CHECK_ERR(ctx, ixl_tensor_copy(ctx, &hi, &lo), IXL_ERR_INVALID_ARG,
+            "copy: dst overlaps src: an output must not share memory with an input");
+  CHECK_ERR(ctx, ixl_tensor_copy(ctx, t, t), IXL_ERR_INVALID_ARG, "copy: dst overlaps src");
+  CHECK(((float *)t->data)[2] == 2.0f);
+  CHECK_OK(ctx, ixl_tensor_view(ctx, t, 1, s4, NULL, 4, &hi)); /* the other half: fine */
+  CHECK_OK(ctx, ixl_tensor_copy(ctx, &hi, &lo));
+  CHECK(((float *)t->data)[4] == 0.0f && ((float *)t->data)[7] == 3.0f);
+  /* 4 doubles (32 bytes) over an 8-float tensor (32 bytes), read from or written into it */
+  double *inside = (double *)t->data;
+  CHECK_ERR(ctx, ixl_tensor_to_f64(ctx, &lo, inside, 4), IXL_ERR_INVALID_ARG,
+            "read: dst overlaps tensor: an output must not share memory with an input");
+  CHECK_ERR(ctx, ixl_tensor_from_f64(ctx, &lo, inside, 4), IXL_ERR_INVALID_ARG,
+            "fill: tensor overlaps src: an output must not share memory with an input");
+  CHECK(((float *)t->data)[1] == 1.0f);
+  double buf[4];
+  CHECK_OK(ctx, ixl_tensor_to_f64(ctx, &lo, buf, 4));
+  CHECK(buf[3] == 3.0);
+  ixl_tensor_free(t);
+  ixl_ctx_free(ctx);
+}
+
 TEST(scalar_conversions_known_vectors) {
   CHECK(ixl_f32_to_bf16(1.0f) == 0x3f80);
   CHECK(ixl_f32_to_bf16(1.00390625f) == 0x3f80);  /* tie -> even */
@@ -228,6 +259,7 @@ int main(void) {
   RUN(shape_and_stride_arithmetic_is_checked);
   RUN(null_pointers_are_refused);
   RUN(copy_and_f64_round_trip_every_dtype);
+  RUN(copy_and_f64_buffers_must_not_share_memory);
   RUN(scalar_conversions_known_vectors);
   DONE();
 }

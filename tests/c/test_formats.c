@@ -469,6 +469,62 @@ TEST(prepare_weights_rules_and_errors) {
   ixl_ctx_free(ctx);
 }
 
+TEST(formats_refuse_shared_memory) {
+  /* quantize, dequantize and prepare_weights with an output over an input or over another
+   * output (descriptors pointed into another tensor's bytes: nothing is written on refusal);
+   * disjoint outputs side by side in one buffer are fine. */
+  ixl_ctx *ctx = new_ctx();
+  ixl_tensor *x = tnew(ctx, IXL_F32, 2, 3, 128, 0), *c = tnew(ctx, IXL_U8, 2, 3, 64, 0);
+  ixl_tensor *s = tnew(ctx, IXL_I32, 1, 3, 0, 0), *buf = tnew(ctx, IXL_U8, 1, 256, 0, 0);
+  for (int i = 0; i < 3 * 128; i++) F(x)[i] = (float)(i % 7) - 3.0f;
+  ixl_tensor cv = *c, sv = *s;
+  cv.data = x->data;
+  CHECK_ERR(ctx, ixl_quantize(ctx, IXL_MXFP4, IXL_Q_RNE, IXL_ROLE_K, x, &cv, s), IXL_ERR_INVALID_ARG,
+            "codes overlaps x: an output must not share memory with an input");
+  CHECK(F(x)[1] == -2.0f);
+  cv.data = buf->data;
+  sv.data = U8(buf) + 188; /* the last 4 bytes of codes */
+  CHECK_ERR(ctx, ixl_quantize(ctx, IXL_MXFP4, IXL_Q_RNE, IXL_ROLE_K, x, &cv, &sv), IXL_ERR_INVALID_ARG,
+            "scales overlaps codes: two outputs must not share memory");
+  sv.data = U8(buf) + 192; /* right after codes */
+  CHECK_OK(ctx, ixl_quantize(ctx, IXL_MXFP4, IXL_Q_RNE, IXL_ROLE_K, x, &cv, &sv));
+  CHECK_OK(ctx, ixl_quantize(ctx, IXL_MXFP4, IXL_Q_RNE, IXL_ROLE_K, x, c, s));
+  CHECK(memcmp(buf->data, c->data, 192) == 0 && memcmp(U8(buf) + 192, s->data, 12) == 0);
+
+  ixl_tensor *out = tnew(ctx, IXL_F32, 2, 3, 128, 0);
+  ixl_tensor ov = *out;
+  ov.data = x->data; /* codes and scales copied into x's bytes, out = x */
+  memcpy(U8(x), c->data, 192);
+  memcpy(U8(x) + 1024, s->data, 12);
+  cv.data = x->data;
+  sv.data = U8(x) + 1024;
+  CHECK_ERR(ctx, ixl_dequantize(ctx, IXL_MXFP4, IXL_ROLE_K, &cv, &sv, &ov), IXL_ERR_INVALID_ARG,
+            "out overlaps codes: an output must not share memory with an input");
+  CHECK_ERR(ctx, ixl_dequantize(ctx, IXL_MXFP4, IXL_ROLE_K, c, &sv, &ov), IXL_ERR_INVALID_ARG,
+            "out overlaps scales");
+  CHECK(memcmp(U8(x), c->data, 192) == 0);
+  CHECK_OK(ctx, ixl_dequantize(ctx, IXL_MXFP4, IXL_ROLE_K, &cv, &sv, out));
+
+  const int R = 3, H = 8;
+  ixl_tensor *w = tnew(ctx, IXL_F32, 2, R, H, 0), *qs = tnew(ctx, IXL_F32, 2, R, H, 0);
+  ixl_tensor *d = tnew(ctx, IXL_F32, 2, R, H, 0), *b = tnew(ctx, IXL_BF16, 2, R, H, 0);
+  for (int i = 0; i < R * H; i++) F(w)[i] = 1.5f, F(qs)[i] = 2.0f;
+  CHECK_ERR(ctx, ixl_prepare_weights(ctx, IXL_FP8, w, qs, w, b), IXL_ERR_INVALID_ARG,
+            "dense_f32 overlaps weights: an output must not share memory with an input");
+  ixl_tensor bv = *b;
+  bv.data = qs->data;
+  CHECK_ERR(ctx, ixl_prepare_weights(ctx, IXL_FP8, w, qs, d, &bv), IXL_ERR_INVALID_ARG, "sparse_bf16 overlaps q_scales");
+  bv.data = F(d) + 4;
+  CHECK_ERR(ctx, ixl_prepare_weights(ctx, IXL_FP8, w, qs, d, &bv), IXL_ERR_INVALID_ARG,
+            "sparse_bf16 overlaps dense_f32: two outputs must not share memory");
+  CHECK(F(w)[0] == 1.5f && F(qs)[0] == 2.0f);
+  CHECK_OK(ctx, ixl_prepare_weights(ctx, IXL_FP8, w, qs, d, b));
+  CHECK(F(d)[0] == 3.0f);
+  ixl_tensor *tensors[] = {x, c, s, buf, out, w, qs, d, b};
+  for (size_t i = 0; i < sizeof tensors / sizeof *tensors; i++) ixl_tensor_free(tensors[i]);
+  ixl_ctx_free(ctx);
+}
+
 TEST(paged_write_with_padded_stride) {
   ixl_ctx *ctx = new_ctx();
   for (int fmt = 0; fmt < 3; fmt++) {
@@ -636,6 +692,7 @@ int main(void) {
   RUN(random_quantization_error_and_input_dtypes);
   RUN(quantize_errors);
   RUN(prepare_weights_rules_and_errors);
+  RUN(formats_refuse_shared_memory);
   RUN(paged_write_with_padded_stride);
   RUN(paged_write_errors);
   RUN(paged_write_refuses_shared_memory);

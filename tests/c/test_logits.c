@@ -841,6 +841,11 @@ TEST(k1_errors) {
   I32(ke)[1] = 3;
   CHECK_ERR(ctx, ixl_dense_logits(ctx, &qk, p.w32, ks, ke, IXL_LAYOUT_FULL, 1, IXL_REDUCE_FP32, out), IXL_ERR_INVALID_ARG, "ke[1] = 3 < ks[1] = 4");
   I32(ke)[1] = 32;
+  /* out over an input (k_codes' bytes, larger than out: nothing is written on refusal) */
+  ixl_tensor alias = *out;
+  alias.data = (uint8_t *)p.k_codes->data + 64;
+  CHECK_ERR(ctx, ixl_dense_logits(ctx, &qk, p.w32, ks, ke, IXL_LAYOUT_FULL, 1, IXL_REDUCE_FP32, &alias), IXL_ERR_INVALID_ARG,
+            "out overlaps k_codes: an output must not share memory with an input");
   ixl_tensor dev = *p.k_codes; /* a descriptor claiming device memory (never dereferenced) */
   dev.device = IXL_DEVICE;
   dev.owns = 0;
@@ -911,6 +916,11 @@ TEST(k2_errors) {
   I32(lens)[1] = 16; /* the second page is no longer used: its entry may be anything */
   I32(bt)[1 * 4 + 1] = -3;
   CHECK_OK(ctx, ixl_dense_logits_paged(ctx, &qk, p.w32, lens, bt, IXL_REDUCE_FP32, out));
+  ixl_tensor alias = *out; /* out over the pages it reads (6144 bytes, out 768) */
+  alias.data = (uint8_t *)pg4->data + 1024;
+  CHECK_ERR(ctx, ixl_dense_logits_paged(ctx, &qk, p.w32, lens, bt, IXL_REDUCE_FP32, &alias), IXL_ERR_INVALID_ARG,
+            "out overlaps k_pages: an output must not share memory with an input");
+  CHECK(((uint8_t *)pg4->data)[1024] == 0x11);
   ixl_tensor *tensors[] = {out, out_small, bt2, lens4, odd, lens, bt, pg4};
   for (size_t i = 0; i < sizeof tensors / sizeof *tensors; i++) ixl_tensor_free(tensors[i]);
   paged_free(&g);
@@ -971,6 +981,10 @@ TEST(k5_errors) {
   CHECK_ERR(ctx, ixl_sparse_logits(ctx, &p.qk, p.wbf, ks, ke, NULL, ids, sbk, IXL_KS_UNALIGNED, out), IXL_ERR_INVALID_ARG,
             "row_ks[0] = -2: must be >= 0");
   I32(ks)[0] = 0;
+  ixl_tensor alias = *out; /* out over q_codes (2048 bytes, out 128) */
+  alias.data = p.q_codes->data;
+  CHECK_ERR(ctx, ixl_sparse_logits(ctx, &p.qk, p.wbf, ks, ke, NULL, ids, sbk, IXL_KS_UNALIGNED, &alias), IXL_ERR_INVALID_ARG,
+            "out overlaps q_codes: an output must not share memory with an input");
   /* paged */
   paged g;
   paged_make(ctx, &p, &g, 16, N);

@@ -899,6 +899,97 @@ TEST(outputs_sharing_memory_with_inputs_are_refused) {
       ixl_tensor_free(lg), ixl_tensor_free(pos);
 }
 
+TEST(every_selection_op_refuses_shared_memory) {
+  /* One alias case per op (descriptors pointed into another tensor's bytes; nothing is
+   * written on refusal, so the short targets are never overrun), and the allowed cases:
+   * disjoint views of one buffer, remap in place, mask_candidates on its own logits. */
+  int32_t cand_v[] = {0, 1}, ke_v[] = {16};
+  ixl_tensor *cand = i32_from(2, 1, 2, cand_v), *ke = i32_from(1, 1, 0, ke_v),
+             *base = tensor(IXL_I32, 1, 3, 0), *lg = tensor(IXL_F32, 2, 1, 16);
+  ixl_tensor sid, end, t;
+  int64_t s_sid[2] = {1, 2}, s_end[1] = {1};
+  CHECK_OK(ctx, ixl_tensor_view(ctx, base, 2, s_sid, NULL, 0, &sid));
+  CHECK_OK(ctx, ixl_tensor_view(ctx, base, 1, s_end, NULL, 1, &end)); /* inside sid */
+  /* K4: an output over an input, then two outputs over each other. */
+  t = sid;
+  t.data = cand->data;
+  ixl_tensor e2 = end;
+  e2.data = (int32_t *)base->data + 2;
+  CHECK_ERR(ctx, ixl_expand(ctx, cand, NULL, ke, 8, 8, IXL_KS_UNALIGNED, &t, &e2), IXL_ERR_INVALID_ARG,
+            "sparse_ids overlaps cand: an output must not share memory with an input");
+  CHECK(I32(cand)[0] == 0 && I32(cand)[1] == 1);
+  CHECK_ERR(ctx, ixl_expand(ctx, cand, NULL, ke, 8, 8, IXL_KS_UNALIGNED, &sid, &end), IXL_ERR_INVALID_ARG,
+            "end overlaps sparse_ids: two outputs must not share memory");
+  CHECK_OK(ctx, ixl_expand(ctx, cand, NULL, ke, 8, 8, IXL_KS_UNALIGNED, &sid, &e2));
+  CHECK(I32(base)[0] == 0 && I32(base)[1] == 1 && I32(base)[2] == 16);
+
+  /* K6: out over logits (the same bytes seen as i32). */
+  for (int i = 0; i < 16; i++) F32(lg)[i] = (float)i;
+  ixl_tensor *tk = tensor(IXL_I32, 2, 1, 2);
+  t = *tk;
+  t.data = lg->data;
+  CHECK_ERR(ctx, ixl_topk(ctx, lg, NULL, ke, 2, 1, &t), IXL_ERR_INVALID_ARG,
+            "out overlaps logits: an output must not share memory with an input");
+  CHECK(F32(lg)[0] == 0.0f && F32(lg)[1] == 1.0f);
+  t.data = ke->data; /* out over row_end */
+  CHECK_ERR(ctx, ixl_topk(ctx, lg, NULL, ke, 2, 1, &t), IXL_ERR_INVALID_ARG, "out overlaps row_end");
+  CHECK_OK(ctx, ixl_topk(ctx, lg, NULL, ke, 2, 1, tk));
+  CHECK(I32(tk)[0] == 15 && I32(tk)[1] == 14);
+
+  /* Masking writes logits in place: lens or cand inside logits is refused. */
+  ixl_tensor lens = *ke;
+  lens.data = (float *)lg->data + 15;
+  CHECK_ERR(ctx, ixl_mask_candidates(ctx, lg, &lens, cand, 8), IXL_ERR_INVALID_ARG,
+            "logits overlaps lens: an output must not share memory with an input");
+  t = *cand;
+  t.data = lg->data;
+  CHECK_ERR(ctx, ixl_mask_candidates(ctx, lg, ke, &t, 8), IXL_ERR_INVALID_ARG, "logits overlaps cand");
+  CHECK(F32(lg)[15] == 15.0f && F32(lg)[0] == 0.0f);
+  I32(cand)[1] = -1; /* keep block 0 only */
+  CHECK_OK(ctx, ixl_mask_candidates(ctx, lg, ke, cand, 8));
+  CHECK(F32(lg)[7] == 7.0f && F32(lg)[8] == -INFINITY);
+
+  /* K7: out may be cols itself, never sparse_ids or row_ks. */
+  int32_t ids_v[] = {1, 3}, cols_v[] = {9, 0};
+  ixl_tensor *ids = i32_from(2, 1, 2, ids_v), *cols = i32_from(2, 1, 2, cols_v);
+  t = *cols;
+  t.data = ids->data;
+  CHECK_ERR(ctx, ixl_remap(ctx, cols, ids, NULL, 8, &t), IXL_ERR_INVALID_ARG,
+            "out overlaps sparse_ids: an output must not share memory with an input");
+  CHECK(I32(ids)[0] == 1 && I32(ids)[1] == 3);
+  ixl_tensor rks = *ke;
+  rks.data = (int32_t *)cols->data + 1;
+  CHECK_ERR(ctx, ixl_remap(ctx, cols, ids, &rks, 8, cols), IXL_ERR_INVALID_ARG, "out overlaps row_ks");
+  CHECK_OK(ctx, ixl_remap(ctx, cols, ids, NULL, 8, cols));
+  CHECK(I32(cols)[0] == 25 && I32(cols)[1] == 8);
+
+  /* Metrics: two outputs over each other, and an output over an input. */
+  int32_t pos_v[] = {5, 6};
+  ixl_tensor *pos = i32_from(2, 2, 1, pos_v), *cnt = tensor(IXL_I32, 1, 2, 0);
+  CHECK_ERR(ctx, ixl_rows_overlap(ctx, pos, pos, cnt, cnt), IXL_ERR_INVALID_ARG,
+            "valid overlaps counts: two outputs must not share memory");
+  ixl_tensor *vals = tensor(IXL_F32, 2, 2, 1), *mass = tensor(IXL_F32, 1, 2, 0);
+  F32(vals)[0] = F32(vals)[1] = 1.0f;
+  CHECK_ERR(ctx, ixl_rows_mass_recall(ctx, pos, vals, pos, vals), IXL_ERR_SHAPE, "out: 2 dims, expected 1");
+  t = *mass;
+  t.data = vals->data;
+  CHECK_ERR(ctx, ixl_rows_mass_recall(ctx, pos, vals, pos, &t), IXL_ERR_INVALID_ARG,
+            "out overlaps dense_vals: an output must not share memory with an input");
+  CHECK(F32(vals)[0] == 1.0f);
+  ixl_tensor *ba = tensor(IXL_BF16, 2, 2, 2), *be = tensor(IXL_I32, 1, 2, 0);
+  I32(be)[0] = I32(be)[1] = 2;
+  CHECK_ERR(ctx, ixl_rows_bf16_compare(ctx, ba, ba, be, be, NULL, NULL), IXL_ERR_INVALID_ARG,
+            "mismatches overlaps end: an output must not share memory with an input");
+  t = *be;
+  t.data = ba->data;
+  CHECK_ERR(ctx, ixl_rows_bf16_compare(ctx, ba, ba, be, &t, NULL, NULL), IXL_ERR_INVALID_ARG,
+            "mismatches overlaps a");
+  CHECK_OK(ctx, ixl_rows_bf16_compare(ctx, ba, ba, be, cnt, NULL, NULL));
+  CHECK(I32(cnt)[0] == 0 && I32(cnt)[1] == 0);
+  ixl_tensor *ts[] = {cand, ke, base, lg, tk, ids, cols, pos, cnt, vals, mass, ba, be};
+  for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) ixl_tensor_free(ts[i]);
+}
+
 int main(void) {
   if (ixl_ctx_new(IXL_BACKEND_CPU, 0, 1, &ctx) != IXL_OK) {
     printf("# 0 passed, 1 failed\n");
@@ -928,6 +1019,7 @@ int main(void) {
   RUN(mass_recall_limits);
   RUN(metrics_per_row_outputs_are_one_dim);
   RUN(outputs_sharing_memory_with_inputs_are_refused);
+  RUN(every_selection_op_refuses_shared_memory);
   ixl_ctx_free(ctx);
   DONE();
 }

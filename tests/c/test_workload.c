@@ -233,6 +233,15 @@ TEST(batch_and_tensor_checks_name_the_problem) {
             IXL_ERR_SHAPE, "weights: shape[0] = 192, expected 6");
   CHECK_ERR(ctx, ixl_workload_generate(ctx, &p, b.req, b.n_req, 1, b.q, b.w, b.k, b.qc, b.w),
             IXL_ERR_SHAPE, "weights_consumer: 2 dims, expected 3");
+  /* Every tensor is an output: none may share memory with another (weights inside q, the
+   * consumer weights inside k; both are larger, and nothing is written on refusal). */
+  ixl_tensor wv = *b.w, wcv = *b.wc;
+  wv.data = (float *)b.q->data + 8;
+  CHECK_ERR(ctx, ixl_workload_generate(ctx, &p, b.req, b.n_req, 1, b.q, &wv, b.k, b.qc, b.wc),
+            IXL_ERR_INVALID_ARG, "weights overlaps q: two outputs must not share memory");
+  wcv.data = b.k->data;
+  CHECK_ERR(ctx, ixl_workload_generate(ctx, &p, b.req, b.n_req, 1, b.q, b.w, b.k, b.qc, &wcv),
+            IXL_ERR_INVALID_ARG, "weights_consumer overlaps k");
   ixl_tensor *i32 = NULL;
   int64_t s3[3] = {6, 4, 8};
   CHECK_OK(ctx, ixl_tensor_new(ctx, IXL_I32, 3, s3, IXL_HOST, &i32));
