@@ -119,15 +119,7 @@ local function deep_copy(v, seen)
 end
 M.deep_copy = deep_copy
 
-local function show(v)
-  if type(v) == "string" then return ("%q"):format(v) end
-  if type(v) == "table" then
-    local ok, s = pcall(results.canonical, v)
-    if ok and #s <= 80 then return s end
-    return "a table"
-  end
-  return tostring(v)
-end
+local show = results.show
 
 local function is_int(v) return type(v) == "number" and v == v and v == math.floor(v) and math.abs(v) < 2 ^ 53 end
 

@@ -326,15 +326,17 @@ end
 
 ---------------------------------------------------------------------------- directory
 
+-- A value as an error message shows it: strings quoted, short tables as canonical JSON.
 local function show(v)
   if type(v) == "string" then return ("%q"):format(v) end
   if type(v) == "table" then
-    local ok, s = pcall(json.encode, v)
+    local ok, s = pcall(M.canonical, v)
     if ok and #s <= 80 then return s end
     return "a table"
   end
   return tostring(v)
 end
+M.show = show
 
 local function is_int(v) return type(v) == "number" and v == math.floor(v) and math.abs(v) < 2 ^ 53 end
 
