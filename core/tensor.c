@@ -215,12 +215,27 @@ ixl_status ixl_check_dim(ixl_ctx *ctx, const ixl_tensor *t, const char *name, in
   return IXL_OK;
 }
 
+/* The bytes a tensor's elements span, [*start, *end), from its strides (a strided or
+ * negative-stride view spans more, or other, bytes than numel * size from its data pointer).
+ * False for a tensor of no elements. */
+static bool byte_span(const ixl_tensor *t, intptr_t *start, intptr_t *end) {
+  const intptr_t size = (intptr_t)ixl_dtype_size((ixl_dtype)t->dtype);
+  int64_t lo, hi;
+  if (!extent(t, &lo, &hi)) { /* views are checked when made; keep a safe answer anyway */
+    lo = 0;
+    hi = ixl_tensor_numel(t);
+  }
+  if (hi <= lo || ixl_tensor_numel(t) == 0) return false;
+  *start = (intptr_t)t->data + (intptr_t)lo * size;
+  *end = (intptr_t)t->data + (intptr_t)hi * size;
+  return true;
+}
+
 bool ixl_tensors_overlap(const ixl_tensor *a, const ixl_tensor *b) {
   if (!a || !b || !a->data || !b->data) return false;
-  const uintptr_t pa = (uintptr_t)a->data, pb = (uintptr_t)b->data;
-  const uintptr_t na = (uintptr_t)ixl_tensor_numel(a) * ixl_dtype_size((ixl_dtype)a->dtype);
-  const uintptr_t nb = (uintptr_t)ixl_tensor_numel(b) * ixl_dtype_size((ixl_dtype)b->dtype);
-  return na > 0 && nb > 0 && pa < pb + nb && pb < pa + na;
+  intptr_t a0, a1, b0, b1;
+  if (!byte_span(a, &a0, &a1) || !byte_span(b, &b0, &b1)) return false;
+  return a0 < b1 && b0 < a1;
 }
 
 ixl_status ixl_check_disjoint(ixl_ctx *ctx, const ixl_tensor *out, const char *out_name,
