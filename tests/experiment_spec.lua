@@ -312,11 +312,29 @@ describe("the sandbox", function()
       load_text("string.find(string.rep('a', 40), string.rep('a*', 20) .. 'b')\nreturn {}\n"))
     assert.matches("string.match: Lua patterns are not available", load_text("local x = ('abc'):match('b')\nreturn {}\n"))
     assert.matches("string.rep: result longer than 16 MiB", load_text("local x = ('x'):rep(2 ^ 30)\nreturn {}\n"))
+    assert.matches("string.rep: result longer than 16 MiB", load_text("local x = (''):rep(2 ^ 30, 'x')\nreturn {}\n"))
+    assert.matches("table.concat: result longer than 16 MiB",
+      load_text("local t = {} for i = 1, 32 do t[i] = ('x'):rep(2 ^ 24) end\nreturn { name = table.concat(t) }\n"))
     assert.equals(3, ("abc"):find("c", 1, true)) -- the real string methods are back afterwards
     assert.equals("b", ("abc"):match("b"))
     local d = tmpdir()
     write(d .. "/plain.lua", "return { name = ('x'):rep(3) .. tostring(('abc'):find('b', 1, true)) }\n")
     assert.equals("xxx2", experiment.load(d .. "/plain.lua").name)
+  end)
+
+  it("restores the hook and the string methods when the budget runs out just as the file ends", function()
+    local keep = experiment.MAX_INSTRUCTIONS
+    experiment.MAX_INSTRUCTIONS = 1e5
+    -- budgets that end at every instruction near the file's last ones
+    local d = tmpdir()
+    for n = 99940, 100010 do -- an empty loop runs one instruction a turn
+      write(d .. "/edge.lua", ("for i = 1, %d do end return { name = 'x' }\n"):format(n))
+      pcall(experiment.load, d .. "/edge.lua")
+      assert.is_nil(debug.gethook(), "hook left behind at n = " .. n)
+      assert.equals(string, getmetatable("").__index, "string metatable left behind at n = " .. n)
+    end
+    experiment.MAX_INSTRUCTIONS = keep
+    assert.equals("b", ("abc"):match("b"))
   end)
 
   it("reports syntax errors, missing files and non-table results", function()
@@ -540,8 +558,15 @@ describe("runs", function()
     assert.equals(1, #plan.skipped)
     assert.matches("workload: 100 rows %(decode rows and prefill query rows%): more than max_rows = 64", plan.skipped[1].reason)
     e.workload.decode = { rows = 2, context = 100000 } -- longer than max_model_len (65536) at every point
-    assert.matches("no valid point: .*decode request 0 is 100000 positions long: more than max_model_len = 65536",
+    assert.matches("no valid point: .*decode request 0 is 100000 tokens long %(100000 positions, compress_ratio 1%): more than max_model_len = 65536",
       err_of(experiment.plan, e))
+    -- the builder counts tokens: 32768 positions at compress_ratio 4 are 131072 tokens
+    e.workload.decode = { rows = 2, context = 32768 }
+    e.sweep = { compress_ratio = { 1, 4 } }
+    plan = experiment.plan(e)
+    assert.equals(1, #plan.points)
+    assert.equals(1, #plan.skipped)
+    assert.matches("decode request 0 is 131072 tokens long %(32768 positions, compress_ratio 4%)", plan.skipped[1].reason)
   end)
 
   it("keeps earlier results aside when run again without --resume", function()

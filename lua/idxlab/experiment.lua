@@ -157,11 +157,27 @@ local function safe_env()
   local str = copy(string)
   str.dump = nil
   local rep = string.rep
-  str.rep = function(s, n, ...)
-    if type(n) == "number" and type(s) == "string" and #s * n > 2 ^ 24 then
+  str.rep = function(s, n, sep)
+    if type(n) == "number" and type(s) == "string" and (#s + (type(sep) == "string" and #sep or 0)) * n > 2 ^ 24 then
       error("string.rep: result longer than 16 MiB", 2)
     end
-    return rep(s, n, ...)
+    return rep(s, n, sep)
+  end
+  local tab = copy(table)
+  local concat = table.concat
+  tab.concat = function(t, sep, i, j)
+    -- sized before it is built (this loop is the loader's, out of the hook's reach: bounded)
+    if type(t) == "table" then
+      i, j = tonumber(i) or 1, tonumber(j) or #t
+      if j - i >= 2 ^ 20 then error("table.concat: more than 2^20 pieces", 2) end
+      local n, sl = 0, type(sep) == "string" and #sep or 0
+      for k = i, j do
+        local v = t[k]
+        n = n + (type(v) == "string" and #v or 24) + sl
+      end
+      if n > 2 ^ 24 then error("table.concat: result longer than 16 MiB", 2) end
+    end
+    return concat(t, sep, i, j)
   end
   -- Lua patterns backtrack without bound inside C, where no hook can stop them: an
   -- experiment file is data and gets plain find only.
@@ -174,7 +190,7 @@ local function safe_env()
     str[name] = function() error(("string.%s: Lua patterns are not available in experiment files"):format(name), 2) end
   end
   local env = {
-    math = copy(math), string = str, table = copy(table),
+    math = copy(math), string = str, table = tab,
     pairs = pairs, ipairs = ipairs, next = next, select = select, type = type,
     tonumber = tonumber, tostring = tostring, unpack = unpack, error = error, assert = assert,
     pcall = pcall, print = print,
@@ -222,9 +238,12 @@ local function load_file(path)
   local old_index = smt.__index
   local oldhook, oldmask, oldcount = debug.gethook()
   smt.__index = str
+  local source = "@" .. path
   debug.sethook(function()
     count = count + 1
-    if count * 1000 >= M.MAX_INSTRUCTIONS then
+    -- raised only inside the file's own code, so never in the loader's lines that restore
+    -- the hook and the string metatable after it returns
+    if count * 1000 >= M.MAX_INSTRUCTIONS and debug.getinfo(2, "S").source == source then
       spent = true
       error(stop, 0)
     end

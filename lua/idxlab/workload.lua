@@ -258,10 +258,14 @@ function M.check(spec, cfg)
     if cfg.max_rows and R > cfg.max_rows then
       fail("workload: %d rows (decode rows and prefill query rows): more than max_rows = %d", R, cfg.max_rows)
     end
+    -- the builder counts tokens: a workload's positions are compressed (compress_ratio tokens
+    -- each) except a prefill request's query rows, as the pipeline hands them over
+    local ratio = cfg.compress_ratio or 1
     for i, r in ipairs(reqs) do
-      if cfg.max_model_len and r.seq_len > cfg.max_model_len then
-        fail("workload: %s request %d is %d positions long: more than max_model_len = %d", r.kind, i - 1, r.seq_len,
-          cfg.max_model_len)
+      local tokens = r.kind == "decode" and r.seq_len * ratio or r.context_len * ratio + r.query_len
+      if cfg.max_model_len and tokens > cfg.max_model_len then
+        fail("workload: %s request %d is %d tokens long (%d positions, compress_ratio %d): more than max_model_len = %d",
+          r.kind, i - 1, tokens, r.seq_len, ratio, cfg.max_model_len)
       end
     end
   end)
