@@ -98,7 +98,7 @@ local function i32_list(pipe, t, tag)
   return out
 end
 
--- Checks the inputs table (see docs/replay.md and the contract in the README) against the
+-- Checks the inputs table (the README's "Replay files" section and "One step from Lua") against the
 -- config; returns the row lengths (host Lua list) and sizes.
 local function check_inputs(pipe, cfg, inputs)
   if type(inputs) ~= "table" then arg_error("step inputs must be a table", 2) end
