@@ -411,7 +411,7 @@ describe("dry run", function()
     local n = 0
     for _ in text:gmatch("\n  config: heads=32 head_dim=128 index_topk=64 ") do n = n + 1 end
     assert.equals(2, n)
-    assert.matches("skipped %(2, refused by the builder", text)
+    assert.matches("skipped %(2: refused by the builder", text)
     assert.matches("candidate_block_size=12 candidate_topk_blocks=64: sparse_block_kv = auto: pick_sparse_block_kv", text)
     assert.is_false(results.is_dir(d .. "/unit"))
   end)
@@ -520,6 +520,50 @@ describe("runs", function()
     local rows = results.read_jsonl(d .. "/unit/results.jsonl")
     assert.equals(4, #rows)
     for i, r in ipairs(rows) do assert.equals(i - 1, r.point) end
+  end)
+
+  it("measures on_backend's workload with the swept knobs on top, records it, and hashes it", function()
+    local d = tmpdir()
+    local e = base_exp()
+    e.sweep = { ["workload.locality"] = { 0, 8 } }
+    e.plots = nil
+    e.on_backend = { cpu = { workload = { decode = { rows = 2, context = 4096 }, prefill = false, consumer_layers = 1 } } }
+    local seen = {}
+    local res = experiment.run(e, quiet({ out = d, measure = function(ctx, pt)
+      seen[#seen + 1] = pt.workload
+      return experiment.fake_measure(ctx, pt)
+    end }))
+    assert.equals(0, res.status)
+    assert.equals(4096, seen[1].decode.context)
+    assert.equals(0, seen[1].locality)
+    assert.equals(8, seen[2].locality)
+    local rows = results.read_jsonl(d .. "/unit/results.jsonl")
+    assert.equals(4096, rows[2].workload.decode.context) -- what ran, not the file's base workload
+    assert.equals(8, rows[2].workload.locality)
+    -- a changed on_backend is a different plan: --resume refuses it
+    e.on_backend.cpu.workload.decode.context = 2048
+    assert.matches("holds results of a different plan", err_of(experiment.run, e, quiet({ out = d, resume = true })))
+  end)
+
+  it("runs a point once when two sweep values resolve to the same config", function()
+    local e = base_exp()
+    e.sweep = { sparse_block_kv = { "auto", 8 } }
+    e.plots = nil
+    local plan = experiment.plan(e)
+    assert.equals(1, #plan.points)
+    assert.equals(1, #plan.skipped)
+    assert.matches("sparse_block_kv=8", plan.skipped[1].desc)
+    assert.matches("the same point as sparse_block_kv=auto once resolved", plan.skipped[1].reason)
+  end)
+
+  it("takes an --out that starts with a dash", function()
+    local d = tmpdir()
+    local cmd = ("cd %s && %s run %s --out -dash --progress off --set metrics=recall_at_k >/dev/null 2>&1"):format(
+      q(d), q(BIN), q(d .. "/e.lua"))
+    write(d .. "/e.lua", "return { name = 'dash', seed = 1, backend = 'cpu', workload = { decode = { rows = 2, context = 4096 }, prefill = false, consumer_layers = 1 }, config = { index_topk = 64, max_rows = 8, max_model_len = 8192, candidate_topk_blocks = 64, heads = 4 } }\n")
+    local ok = os.execute(cmd)
+    assert.is_true(ok == 0 or ok == true, cmd)
+    assert.is_truthy(io.open(d .. "/-dash/dash/results.jsonl"))
   end)
 
   it("refuses to resume results of a different plan", function()

@@ -121,6 +121,34 @@ describe("plot data", function()
     assert.are.same({ "max" }, data.categories)
   end)
 
+  it("keeps series apart by exact value, and a swept seed by the point's base seed", function()
+    local rows = {}
+    for _, loc in ipairs({ 0.12341, 0.12342 }) do
+      for r = 0, 1 do
+        rows[#rows + 1] = { ["workload.locality"] = loc, candidate_topk_blocks = 64, seed = 1 + r, ["repeat"] = r,
+          recall_at_k = loc }
+      end
+    end
+    local data = report.plot_data(rows, { x = "candidate_topk_blocks", y = "recall_at_k" },
+      { "workload.locality", "candidate_topk_blocks" })
+    assert.equals(2, #data.lines) -- 0.1234 twice when rounded: never averaged together
+    assert.equals(2, data.lines[1].points[1].n)
+    assert.are_not.equal(data.lines[1].title, data.lines[2].title)
+    assert.matches("0%.12341", data.lines[1].title)
+    -- seeds 0 and 1 swept with 2 repeats each: rows used seeds 0,1 and 1,2
+    rows = {}
+    for _, base in ipairs({ 0, 1 }) do
+      for r = 0, 1 do
+        rows[#rows + 1] = { seed = base + r, ["repeat"] = r, candidate_topk_blocks = 64, recall_at_k = base }
+      end
+    end
+    data = report.plot_data(rows, { x = "candidate_topk_blocks", y = "recall_at_k", series = "seed" }, { "seed" })
+    assert.equals(2, #data.lines)
+    assert.equals("seed=0", data.lines[1].title)
+    assert.equals(2, data.lines[1].points[1].n)
+    assert.equals(0, data.lines[1].points[1].mean)
+  end)
+
   it("labels axes with units", function()
     assert.equals("recall_at_k (share of the dense top-k kept)", report.label("recall_at_k"))
     assert.equals("time_step_us (µs)", report.label("time_step_us"))

@@ -211,6 +211,11 @@ describe("CSV", function()
     for _, f in ipairs(config.field_names()) do want[#want + 1] = f end
     for _, w in ipairs(want) do assert.is_not_nil(col[w], "CSV column " .. w) end
     assert.equals("schema", header[1])
+    local count = {}
+    for _, h in ipairs(header) do
+      count[h] = (count[h] or 0) + 1
+      assert.equals(1, count[h], "column " .. h .. " twice (a swept builder field is also a config column)")
+    end
     assert.is_nil(col.per_layer)
     assert.equals(#res.rows, #recs)
     for i, r in ipairs(res.rows) do

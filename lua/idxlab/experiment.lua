@@ -356,6 +356,21 @@ end
 
 local MAX_POS = 2 ^ 40
 
+-- Sets a swept "workload.a.b" value in a workload table (made on the way where missing).
+local function set_workload(wl, k, v, src)
+  local parts = {}
+  for p in k:sub(10):gmatch("[^%.]+") do parts[#parts + 1] = p end
+  local cur = wl
+  for i = 1, #parts - 1 do
+    if cur[parts[i]] == nil then cur[parts[i]] = {} end
+    if type(cur[parts[i]]) ~= "table" then
+      fail(("%s: field 'sweep.%s': workload.%s is a %s, not a table"):format(src, k, table.concat(parts, ".", 1, i), type(cur[parts[i]])))
+    end
+    cur = cur[parts[i]]
+  end
+  cur[parts[#parts]] = deep_copy(v)
+end
+
 local function workload_check(wl, cfg)
   local wm = workload_module()
   if not (wm and type(wm.check) == "function") then return true end
@@ -983,6 +998,7 @@ local function build_plan(e, src, source_path)
   local idx = { }
   for i = 1, #axes do idx[i] = 1 end
   local combo_index = 0
+  local seen_hash = {}
   local function add_combo(params)
     -- the point's inputs
     local cfg_in = deep_copy(e.config)
@@ -996,18 +1012,7 @@ local function build_plan(e, src, source_path)
         elseif kind == "seed" then seed = v
         elseif kind == "backend" then backend = v
         elseif kind == "workload" then
-          local path = k:sub(10)
-          local parts = {}
-          for p in path:gmatch("[^%.]+") do parts[#parts + 1] = p end
-          local cur = wl
-          for i = 1, #parts - 1 do
-            if cur[parts[i]] == nil then cur[parts[i]] = {} end
-            if type(cur[parts[i]]) ~= "table" then
-              fail(("%s: field 'sweep.%s': workload.%s is a %s, not a table"):format(src, k, table.concat(parts, ".", 1, i), type(cur[parts[i]])))
-            end
-            cur = cur[parts[i]]
-          end
-          cur[parts[#parts]] = deep_copy(v)
+          set_workload(wl, k, v, src)
         end
       end
     end
@@ -1035,8 +1040,20 @@ local function build_plan(e, src, source_path)
         end
       end
       local eff = effective_config(resolved, info)
-      local hash = results.hash(results.canonical({ mode = e.mode, backend = backend, config = eff, workload = wl,
-        seed = seed, by = e.by or false, timing = e.timing or false }))
+      local what = { mode = e.mode, backend = backend, config = eff, workload = wl,
+        seed = seed, by = e.by or false, timing = e.timing or false }
+      -- what a backend's on_backend entry replaces is part of the point too (absent: the
+      -- hash stays as it was for files without one)
+      if e.on_backend ~= nil then what.on_backend = e.on_backend end
+      local hash = results.hash(results.canonical(what))
+      local same = seen_hash[hash]
+      if same then
+        -- e.g. sparse_block_kv = auto and = 8 resolve to one config: one measurement, not two
+        plan.skipped[#plan.skipped + 1] = { params = p, desc = describe_params(p, order),
+          reason = ("the same point as %s once resolved (config_hash %s)"):format(same ~= "" and same or "the base config", hash) }
+        return
+      end
+      seen_hash[hash] = describe_params(p, order)
       for r = 0, e.repeats - 1 do
         local pt = {
           index = #plan.points, ["repeat"] = r, params = p, desc = describe_params(p, order),
@@ -1213,7 +1230,7 @@ function M.describe(plan)
   end
   if #plan.skipped > 0 then
     out[#out + 1] = ""
-    out[#out + 1] = ("skipped (%d, refused by the builder or too small for the workload):"):format(#plan.skipped)
+    out[#out + 1] = ("skipped (%d: refused by the builder, too small for the workload, or the same as another point):"):format(#plan.skipped)
     for _, s in ipairs(plan.skipped) do
       out[#out + 1] = ("  %s: %s"):format(s.desc ~= "" and s.desc or "(base config)", s.reason)
     end
@@ -1407,7 +1424,7 @@ local function plan_record(plan)
 end
 M.plan_record = plan_record
 
-local function build_row(plan, pt, measured, ctx_backend, device, version, git, wall)
+local function build_row(plan, pt, measured, ctx_backend, device, version, git, wall, measured_workload)
   local row = {}
   -- metrics first, so the point's own fields below always win a name clash
   for k, v in pairs(measured or {}) do
@@ -1441,7 +1458,7 @@ local function build_row(plan, pt, measured, ctx_backend, device, version, git, 
       end
     end
   end
-  row.workload = pt.workload
+  row.workload = measured_workload or pt.workload -- what the measure ran (on_backend applied)
   row.idxlab_version = version
   row.git_commit = git.commit
   row.git_dirty = git.dirty
@@ -1612,7 +1629,14 @@ local function run_impl(src, opts)
           -- on_backend[<backend>] replaces the workload and timing where that backend runs
           local ob = type(e.on_backend) == "table" and e.on_backend[ctx_backend]
           if type(ob) == "table" then
-            if ob.workload ~= nil then mpoint.workload = deep_copy(ob.workload) end
+            if ob.workload ~= nil then
+              -- the point's swept workload values apply on top of the backend's workload
+              mpoint.workload = deep_copy(ob.workload)
+              for _, k in ipairs(plan.swept or {}) do
+                local v = pt.params[k]
+                if v ~= nil and k:sub(1, 9) == "workload." then set_workload(mpoint.workload, k, v, plan.source or "experiment") end
+              end
+            end
             if ob.timing ~= nil then mpoint.timing = deep_copy(ob.timing) end
           end
         end
@@ -1633,7 +1657,7 @@ local function run_impl(src, opts)
         else
           if e.mode == "chunks" then ctx_backend, device = "none", "chunker (no kernels)"
           elseif is_fake then ctx_backend, device = ctx_backend or pt.backend, device or "fake" end
-          local row = build_row(plan, pt, measured, ctx_backend, device, version, git, progress.now() - t0)
+          local row = build_row(plan, pt, measured, ctx_backend, device, version, git, progress.now() - t0, mpoint.workload)
           app:append(row, row_order(plan))
           new_rows = new_rows + 1
           prog:finish_point(main_metric, row[main_metric])

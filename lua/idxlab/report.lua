@@ -337,13 +337,20 @@ local function value_key(v)
   return tostring(v)
 end
 
+-- A row's value of a swept field: a swept seed is the point's base seed (a row's seed is the
+-- one its repeat used, seed + repeat).
+local function field_of(r, f)
+  if f == "seed" and type(r.seed) == "number" and type(r["repeat"]) == "number" then return r.seed - r["repeat"] end
+  return r[f]
+end
+
 -- The data behind one plot: a list of lines { title, points = { {x, label, mean, lo, hi, n} } }.
 -- A line per combination of the series field and every other swept field (so values of a
 -- field the plot does not show are never averaged together), times each y metric.
 function M.plot_data(rows, p, swept)
   local xs_numeric = true
   for _, r in ipairs(rows) do
-    local x = r[p.x]
+    local x = field_of(r, p.x)
     if x ~= nil and type(x) ~= "number" then xs_numeric = false end
   end
   local series_fields = {}
@@ -357,21 +364,32 @@ function M.plot_data(rows, p, swept)
   local lines, line_by = {}, {}
   local cat_index, cats = {}, {}
   for _, r in ipairs(rows) do
-    local x = r[p.x]
+    local x = field_of(r, p.x)
     if x ~= nil then
       if not xs_numeric then
         local k = value_key(x)
         if not cat_index[k] then cats[#cats + 1] = k; cat_index[k] = #cats end
       end
-      local sparts = {}
-      for _, f in ipairs(series_fields) do sparts[#sparts + 1] = ("%s=%s"):format(f, fmt_field(f, r[f])) end
+      -- a line per exact value (the title shows it rounded; see the clash pass below)
+      local sparts, kparts, exact = {}, {}, {}
+      for _, f in ipairs(series_fields) do
+        local v = field_of(r, f)
+        sparts[#sparts + 1] = ("%s=%s"):format(f, fmt_field(f, v))
+        exact[#exact + 1] = ("%s=%s"):format(f, value_key(v))
+        kparts[#kparts + 1] = value_key(v)
+      end
       for _, y in ipairs(ys) do
         local title = table.concat(sparts, ", ")
-        if #ys > 1 then title = title == "" and y or (y .. ", " .. title) end
-        local ln = line_by[title]
+        local full = table.concat(exact, ", ")
+        if #ys > 1 then
+          title = title == "" and y or (y .. ", " .. title)
+          full = full == "" and y or (y .. ", " .. full)
+        end
+        local key = y .. "\0" .. table.concat(kparts, "\0")
+        local ln = line_by[key]
         if not ln then
-          ln = { title = title, by_x = {}, xs = {} }
-          line_by[title] = ln
+          ln = { title = title, full = full, by_x = {}, xs = {} }
+          line_by[key] = ln
           lines[#lines + 1] = ln
         end
         local xk = value_key(x)
@@ -394,6 +412,13 @@ function M.plot_data(rows, p, swept)
     end
     table.sort(ln.points, function(a, b) return a.x < b.x end)
     ln.by_x, ln.xs = nil, nil
+  end
+  -- lines whose rounded titles clash are titled with their exact values
+  local count = {}
+  for _, ln in ipairs(lines) do count[ln.title] = (count[ln.title] or 0) + 1 end
+  for _, ln in ipairs(lines) do
+    if count[ln.title] > 1 then ln.title = ln.full end
+    ln.full = nil
   end
   return { lines = lines, numeric = xs_numeric, categories = cats }
 end

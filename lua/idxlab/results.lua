@@ -139,7 +139,7 @@ M.shell_quote = shell_quote
 
 function M.mkdir_p(dir)
   argcheck(type(dir) == "string" and dir ~= "", "results.mkdir_p: dir must be a non-empty string")
-  local ok = os.execute("mkdir -p " .. shell_quote(dir))
+  local ok = os.execute("mkdir -p -- " .. shell_quote(dir))
   if ok ~= 0 and ok ~= true then error(("idxlab: cannot create directory %s"):format(dir), 2) end
   if not M.is_dir(dir) then error(("idxlab: cannot create directory %s"):format(dir), 2) end
 end
@@ -250,7 +250,7 @@ function M.csv_columns(rows, order)
   local cols, seen = {}, {}
   for _, k in ipairs(order or {}) do
     for _, r in ipairs(rows) do
-      if r[k] ~= nil and type(r[k]) ~= "table" then
+      if not seen[k] and r[k] ~= nil and type(r[k]) ~= "table" then
         cols[#cols + 1] = k
         seen[k] = true
         break
