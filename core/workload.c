@@ -485,7 +485,9 @@ ixl_status ixl_workload_structure(ixl_ctx *ctx, const ixl_workload_params *wp,
   }
   wl_plan plan;
   unsigned char *blob;
-  ixl_status st = build_plan(ctx, wp, requests, n_requests, seed, R, N, 4, 4, 1, &plan, &blob);
+  /* the structure does not depend on H or D; D only has to hold the outlier channels */
+  const int64_t D = wp->outlier_channels > 4 ? (wp->outlier_channels + 3) / 4 * 4 : 4;
+  ixl_status st = build_plan(ctx, wp, requests, n_requests, seed, R, N, 4, D, 1, &plan, &blob);
   if (st) return st;
   const wl_req *rq = (const wl_req *)(blob + plan.off_req) + request;
   const int64_t *ts = (const int64_t *)(blob + plan.off_tstart) + rq->topic0;

@@ -17,7 +17,7 @@ SECS=${SECONDS_EACH:-20}
 OUT=build-fuzz
 CC=${FUZZ_CC:-clang}
 JOBS=${FUZZ_JOBS:-2}
-CFLAGS=(-std=c11 -O1 -g -Wall -Wextra -Werror -fPIC -D_GNU_SOURCE -Icore -Ikernels -Itests/fuzz
+CFLAGS=(-std=c11 -O1 -g -Wall -Wextra -Werror -fPIC -ffp-contract=off -D_GNU_SOURCE -Icore -Ikernels -Itests/fuzz
   -fopenmp -fno-omit-frame-pointer -fsanitize=address,undefined
   -fno-sanitize-recover=undefined)
 LIBS=(-fopenmp -lopenblas -lm)

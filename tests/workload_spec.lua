@@ -236,6 +236,16 @@ describe("workload.generate", function()
     ok, err = pcall(function() return workload.generate({}, {}, CFG, 1) end)
     assert.matches("first argument must be a context", err)
   end)
+
+  it("checks a workload against a config before anything runs, and reads structure at any outlier count", function()
+    local ok, why = workload.check({ outlier_channels = 200 }, { heads = 32, head_dim = 128 })
+    assert.is_false(ok)
+    assert.matches("outlier_channels = 200: must be <= head_dim %(128%)", why)
+    assert.is_true(workload.check({ outlier_channels = 8 }, { heads = 32, head_dim = 128 }))
+    -- the structure (documents, needles) does not depend on D: 8 outlier channels are fine
+    local s = workload.structure({ decode = { rows = 2, context = 4096 }, prefill = false, outlier_channels = 8 }, 1, 1)
+    assert.is_table(s.needles)
+  end)
 end)
 
 -- ---------------------------------------------------------------- each knob moves its metric

@@ -255,6 +255,9 @@ function M.check(spec, cfg)
     if type(cfg) ~= "table" then
       fail("workload.check: cfg = %s: must be a config table (config.resolve) or nil", tostring(cfg))
     end
+    if cfg.head_dim and p.outlier_channels > cfg.head_dim then
+      fail("workload outlier_channels = %d: must be <= head_dim (%d)", tonumber(p.outlier_channels), cfg.head_dim)
+    end
     if cfg.max_rows and R > cfg.max_rows then
       fail("workload: %d rows (decode rows and prefill query rows): more than max_rows = %d", R, cfg.max_rows)
     end
