@@ -106,11 +106,14 @@ static uint8_t quantize_mx_group(int fmt, int quantizer, const float *v, uint8_t
     e = exp_ceil(amax < lo ? lo : amax, m);
     e = e < -126 ? -126 : e > 127 ? 127 : e; /* byte in [1, 254] */
   }
+  /* x * 2^-e is exact in double (|x| <= FLT_MAX, |e| <= 127: no overflow, no subnormal), so
+   * one power of two per group gives ldexp's bits without a libm call per element */
+  const double pw = ldexp(1.0, -e);
   for (int i = 0; i < IXL_GROUP; i++) {
     double x = v[i];
     if (x > FLT_MAX) x = FLT_MAX;
     if (x < -FLT_MAX) x = -FLT_MAX;
-    double y = ldexp(x, -e); /* exact */
+    double y = x * pw; /* exact */
     if (fmt == IXL_MXFP4) {
       uint8_t c;
       if (quantizer == IXL_Q_RNE) {
@@ -148,9 +151,10 @@ static float quantize_fp8_vec(int role, int quantizer, const float *v, uint8_t *
     return scale;
   }
   int e = exp_ceil(amax, 448.0);
+  const double pw = ldexp(1.0, -e); /* exact products, as in quantize_mx_group */
   for (int i = 0; i < IXL_D; i++) {
     double x = v[i] > FLT_MAX ? FLT_MAX : v[i] < -FLT_MAX ? -FLT_MAX : v[i];
-    codes[i] = ixl_f32_to_e4m3((float)ldexp(x, -e)); /* NaN stays NaN (0x7F | sign) */
+    codes[i] = ixl_f32_to_e4m3((float)(x * pw)); /* NaN stays NaN (0x7F | sign) */
   }
   return (float)ldexp(1.0, e);
 }

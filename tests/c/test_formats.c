@@ -282,6 +282,74 @@ TEST(dequantize_rules) {
 
 /* quantize(dequantize(codes)) == codes, for codes whose groups reach the top magnitude (which
  * pins the scale) and that hold no -0 for mxfp4 (it dequantizes to +0). */
+/* e4m3 by the plain definition (round the magnitude to 3 mantissa bits at exponents >= -6,
+ * to multiples of 2^-9 below; ties to even; saturate at 448; NaN to 0x7f): the oracle for the
+ * library's bit-level conversion. */
+static uint8_t e4m3_oracle(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  const uint8_t sign = (uint8_t)((u >> 24) & 0x80u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint8_t)(sign | 0x7f);
+  const double a = fabs((double)x);
+  if (a >= 448.0) return (uint8_t)(sign | 0x7e);
+  if (a == 0) return sign;
+  int e;
+  frexp(a, &e);
+  e = e - 1 < -6 ? -6 : e - 1;
+  const double q = ldexp(1.0, e - 3), r = rint(a / q) * q; /* a / q exact; rint: to even */
+  if (r >= 448.0) return (uint8_t)(sign | 0x7e);
+  if (r == 0) return sign;
+  const double f = frexp(r, &e);
+  if (e - 1 < -6) return (uint8_t)(sign | (uint8_t)(r / ldexp(1.0, -9)));
+  return (uint8_t)(sign | (uint8_t)((e - 1 + 7) << 3) | (uint8_t)((f * 2.0 - 1.0) * 8.0));
+}
+
+TEST(e4m3_conversion_matches_its_definition) {
+  /* Every float exponent with random mantissas, and every e4m3 rounding boundary (the
+   * midpoints between neighbours, and one float ulp either side), both signs; all 2^32
+   * floats with IXL_EXHAUSTIVE=1. */
+  uint64_t s = seed_ ^ 0xe4e3u;
+  int64_t bad = 0, n = 0;
+  uint32_t first = 0;
+#define E4M3_CASE(bits)                                                  \
+  do {                                                                  \
+    const uint32_t b_ = (bits);                                         \
+    float f_;                                                           \
+    memcpy(&f_, &b_, 4);                                                \
+    if (ixl_f32_to_e4m3(f_) != e4m3_oracle(f_) && bad++ == 0) first = b_; \
+    n++;                                                                \
+  } while (0)
+  for (uint32_t ex = 0; ex < 256; ex++)
+    for (int i = 0; i < 2048; i++) {
+      s = s * 6364136223846793005ull + 1442695040888963407ull;
+      E4M3_CASE((uint32_t)(s >> 63) << 31 | ex << 23 | ((uint32_t)(s >> 20) & 0x7fffffu));
+    }
+  for (int c = 0; c < 0x7e; c++) {
+    float lo = ixl_e4m3_to_f32((uint8_t)c), hi = ixl_e4m3_to_f32((uint8_t)(c + 1)), mid = (lo + hi) / 2;
+    uint32_t mb;
+    memcpy(&mb, &mid, 4);
+    for (int d = -1; d <= 1; d++) {
+      E4M3_CASE(mb + (uint32_t)d);
+      E4M3_CASE((mb + (uint32_t)d) | 0x80000000u);
+    }
+  }
+  const char *ex = getenv("IXL_EXHAUSTIVE");
+  if (ex && ex[0] == '1') {
+    int64_t bad_all = 0;
+#pragma omp parallel for reduction(+ : bad_all)
+    for (int64_t i = 0; i <= 0xffffffffll; i++) {
+      const uint32_t b = (uint32_t)i;
+      float f;
+      memcpy(&f, &b, 4);
+      bad_all += ixl_f32_to_e4m3(f) != e4m3_oracle(f);
+    }
+    CHECK_MSG(bad_all == 0, "%lld of 2^32 floats convert differently", (long long)bad_all);
+  }
+#undef E4M3_CASE
+  CHECK_MSG(bad == 0, "%lld of %lld inputs differ from the definition, first 0x%08x", (long long)bad,
+            (long long)n, first);
+}
+
 TEST(round_trips) {
   ixl_ctx *ctx = new_ctx();
   const int M = 200;
@@ -688,6 +756,7 @@ int main(void) {
   RUN(fp8_known_vectors);
   RUN(fp8_ties_down_k_formula);
   RUN(dequantize_rules);
+  RUN(e4m3_conversion_matches_its_definition);
   RUN(round_trips);
   RUN(random_quantization_error_and_input_dtypes);
   RUN(quantize_errors);
