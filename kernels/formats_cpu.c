@@ -66,21 +66,18 @@ static float load_x(const void *x, int dtype, int64_t i) {
 }
 
 /* e2m1 magnitude code of a >= 0 (a <= 6 except under saturation). */
+/* The code counts the midpoints a has passed (no branches: random data mispredicts them).
+ * Ties go to the even code: a midpoint below an even code counts when passed (>), one below
+ * an odd code when reached (>=): 0.25 -> 0, 0.75 -> 2, 1.25 -> 2, 1.75 -> 4, 2.5 -> 4,
+ * 3.5 -> 6, 5 -> 6. */
 static uint8_t e2m1_rne(double a) {
-  if (a <= 0.25) return 0; /* 0.25: tie between 0 (code 0) and 0.5 (code 1) -> even */
-  if (a < 0.75) return 1;
-  if (a <= 1.25) return 2; /* 0.75 -> 1 (code 2); 1.25 -> 1 (code 2) */
-  if (a < 1.75) return 3;
-  if (a <= 2.5) return 4;  /* 1.75 -> 2 (code 4); 2.5 -> 2 (code 4) */
-  if (a < 3.5) return 5;
-  if (a <= 5.0) return 6;  /* 3.5 -> 4 (code 6); 5 -> 4 (code 6) */
-  return 7;
+  return (uint8_t)((a > 0.25) + (a >= 0.75) + (a > 1.25) + (a >= 1.75) + (a > 2.5) + (a >= 3.5) +
+                   (a > 5.0));
 }
+/* Ties down: a midpoint counts only when passed. */
 static uint8_t e2m1_ties_down(double a) {
-  static const double thr[7] = {0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0};
-  uint8_t c = 0;
-  while (c < 7 && a > thr[c]) c++;
-  return c;
+  return (uint8_t)((a > 0.25) + (a > 0.75) + (a > 1.25) + (a > 1.75) + (a > 2.5) + (a > 3.5) +
+                   (a > 5.0));
 }
 
 /* One MX group of 32 values -> codes (mxfp4: 16 bytes, mxfp8: 32 bytes) and its scale byte. */
