@@ -18,6 +18,12 @@ describe("bin/idxlab", function()
     assert.matches("soak: 6 steps %(%d+ ran, %d+ errors handled%) on cpu; live host bytes 0 %-> 0", out)
   end)
 
+  it("runs the quantizer benchmark at a small size", function()
+    local rc, out = sh(("%s script %s/experiments/bench_quantize_cpu.lua vectors=64 reps=1"):format(BIN, ROOT))
+    assert.equals(0, rc, out)
+    assert.matches("fp8%s+ties_down%s+k%s+[%d.]+", out)
+  end)
+
   it("refuses a script argument that is not key=value, and an experiment file given to script", function()
     local rc, out = sh(("%s script %s/experiments/soak.lua 12"):format(BIN, ROOT))
     assert.equals(1, rc)
