@@ -223,25 +223,23 @@ ixl_status ixl_config_validate(ixl_ctx *ctx, const ixl_config *in, ixl_builder_i
    * fp32 copy), expressed as fp32 positions. Exact: ncols is a multiple of 512. */
   const int64_t B = c.split_width == IXL_SPLIT_BF16 ? 2 : 6;
   const int64_t min_split = ixl_ceil_div(ncols * B, 4);
-  if (c.workspace_tokens < min_split && workspace_auto)
+  if (c.workspace_tokens < min_split) {
+    /* an auto value names the fields it derives from, and what to change */
+    char from[128] = "";
+    if (workspace_auto)
+      snprintf(from, sizeof from, "auto = 40 * max_model_len (%lld) / compress_ratio (%lld) = ",
+               LL(c.max_model_len), LL(c.compress_ratio));
     return ixl_set_error(ctx, IXL_ERR_CONFIG,
-                         "workspace_tokens = auto = 40 * max_model_len (%lld) / compress_ratio "
-                         "(%lld) = %lld: must be >= min_split_seq_len = ceil(candidate_topk_blocks "
-                         "(%lld) * candidate_block_size (%lld) * %lld / 4) = %lld (split_width %s), "
-                         "the least every sparse prefill request is budgeted at; raise "
-                         "max_model_len or set workspace_tokens explicitly",
-                         LL(c.max_model_len), LL(c.compress_ratio), LL(c.workspace_tokens),
-                         LL(c.candidate_topk_blocks), LL(c.candidate_block_size), LL(B),
-                         LL(min_split), c.split_width == IXL_SPLIT_BF16 ? "bf16" : "bf16+fp32");
-  if (c.workspace_tokens < min_split)
-    return ixl_set_error(ctx, IXL_ERR_CONFIG,
-                         "workspace_tokens = %lld: must be >= min_split_seq_len = "
+                         "workspace_tokens = %s%lld: must be >= min_split_seq_len = "
                          "ceil(candidate_topk_blocks (%lld) * candidate_block_size (%lld) * %lld "
                          "/ 4) = %lld (split_width %s), the least every sparse prefill request is "
-                         "budgeted at",
-                         LL(c.workspace_tokens), LL(c.candidate_topk_blocks),
+                         "budgeted at%s",
+                         from, LL(c.workspace_tokens), LL(c.candidate_topk_blocks),
                          LL(c.candidate_block_size), LL(B), LL(min_split),
-                         c.split_width == IXL_SPLIT_BF16 ? "bf16" : "bf16+fp32");
+                         c.split_width == IXL_SPLIT_BF16 ? "bf16" : "bf16+fp32",
+                         workspace_auto ? "; raise max_model_len or set workspace_tokens explicitly"
+                                        : "");
+  }
 
   /* Scratch: 4-byte entries, max_rows * (num_sparse_blocks + index_topk + 5) of them (sparse
    * ids, col indices, then end, zero row starts, row_ks, row_ke and row_indices). Every

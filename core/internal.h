@@ -97,6 +97,10 @@ ixl_status ixl_check_outputs(ixl_ctx *ctx, int n, const ixl_tensor *const *ts,
 /* All non-NULL tensors on one device kind; *device gets it. */
 ixl_status ixl_check_same_device(ixl_ctx *ctx, int *device, int n, const ixl_tensor *const *ts,
                                  const char *const *names);
+/* An op's entry check: ixl_check_same_device, then ixl_check_outputs (ts[0 .. n_in) inputs,
+ * the rest outputs). */
+ixl_status ixl_check_op(ixl_ctx *ctx, int *device, int n, const ixl_tensor *const *ts,
+                        const char *const *names, int n_in);
 
 /* The prefill chunker's greedy walk (core/chunker.c), shared by ixl_chunk_plan and the builder.
  * Returns -1, or the index of the first request whose budgeted seq_len alone exceeds

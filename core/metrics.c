@@ -52,10 +52,7 @@ ixl_status ixl_gather_cols(ixl_ctx *ctx, const ixl_tensor *src, const ixl_tensor
   const ixl_tensor *ts[3] = {src, idx, out};
   const char *names[3] = {"src", "idx", "out"};
   int dev;
-  if ((st = ixl_check_same_device(ctx, &dev, 3, ts, names))) return st;
-  if ((st = ixl_check_disjoint(ctx, out, "out", src, "src")) ||
-      (st = ixl_check_disjoint(ctx, out, "out", idx, "idx")))
-    return st;
+  if ((st = ixl_check_op(ctx, &dev, 3, ts, names, 2))) return st;
   if (dev == IXL_DEVICE) return ixl_cuda_gather_cols(ctx, src, idx, out);
   const int64_t R = idx->shape[0], K = idx->shape[1], C = src->shape[1];
   const int32_t *ix = idx->data;

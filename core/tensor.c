@@ -291,6 +291,12 @@ ixl_status ixl_check_same_device(ixl_ctx *ctx, int *device, int n, const ixl_ten
   return IXL_OK;
 }
 
+ixl_status ixl_check_op(ixl_ctx *ctx, int *device, int n, const ixl_tensor *const *ts,
+                        const char *const *names, int n_in) {
+  ixl_status st = ixl_check_same_device(ctx, device, n, ts, names);
+  return st ? st : ixl_check_outputs(ctx, n, ts, names, n_in);
+}
+
 ixl_status ixl_tensor_copy(ixl_ctx *ctx, ixl_tensor *dst, const ixl_tensor *src) {
   if (!dst || !src) return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "copy: NULL tensor");
   if (dst->dtype != src->dtype)

@@ -446,8 +446,7 @@ ixl_status ixl_workload_generate(ixl_ctx *ctx, const ixl_workload_params *wp,
   int device;
   const ixl_tensor *const ts[] = {q, weights, k, q_consumer, weights_consumer};
   const char *const names[] = {"q", "weights", "k", "q_consumer", "weights_consumer"};
-  if ((st = ixl_check_same_device(ctx, &device, 5, ts, names)) ||
-      (st = ixl_check_outputs(ctx, 5, ts, names, 0)))
+  if ((st = ixl_check_op(ctx, &device, 5, ts, names, 0)))
     return st;
 
   wl_plan plan;

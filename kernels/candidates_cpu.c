@@ -125,8 +125,7 @@ ixl_status ixl_candidate_select(ixl_ctx *ctx, const ixl_tensor *logits, const ix
   const ixl_tensor *ts[] = {logits, lens, out};
   const char *names[] = {"logits", "lens", "out"};
   int dev;
-  if ((st = ixl_check_same_device(ctx, &dev, 3, ts, names)) ||
-      (st = ixl_check_outputs(ctx, 3, ts, names, 2)))
+  if ((st = ixl_check_op(ctx, &dev, 3, ts, names, 2)))
     return st;
   if (dev == IXL_DEVICE)
     return ixl_cuda_candidate_select(ctx, logits, lens, candidate_block_size, score, out);

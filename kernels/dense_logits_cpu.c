@@ -764,8 +764,7 @@ ixl_status ixl_dense_logits_path(ixl_ctx *ctx, const ixl_qk *in, const ixl_tenso
   const ixl_tensor *all[] = {in->q_codes, in->q_scales, in->k_codes, in->k_scales, weights, ks, ke, out};
   const char *names[] = {"q_codes", "q_scales", "k_codes", "k_scales", "weights", "ks", "ke", "out"};
   int dev;
-  if ((st = ixl_check_same_device(ctx, &dev, 8, all, names)) ||
-      (st = ixl_check_outputs(ctx, 8, all, names, 7)))
+  if ((st = ixl_check_op(ctx, &dev, 8, all, names, 7)))
     return st;
   if (dev == IXL_DEVICE)
     return ixl_cuda_dense_logits(ctx, in, weights, ks, ke, layout, clean, reduction, out);
@@ -859,8 +858,7 @@ ixl_status ixl_dense_logits_paged_path(ixl_ctx *ctx, const ixl_qk *in, const ixl
   const ixl_tensor *all[] = {in->q_codes, in->q_scales, in->k_pages, weights, context_lens, block_table, out};
   const char *names[] = {"q_codes", "q_scales", "k_pages", "weights", "context_lens", "block_table", "out"};
   int dev;
-  if ((st = ixl_check_same_device(ctx, &dev, 7, all, names)) ||
-      (st = ixl_check_outputs(ctx, 7, all, names, 6)))
+  if ((st = ixl_check_op(ctx, &dev, 7, all, names, 6)))
     return st;
   if (dev == IXL_DEVICE)
     return ixl_cuda_dense_logits_paged(ctx, in, weights, context_lens, block_table, reduction, out);

@@ -177,8 +177,7 @@ ixl_status ixl_expand(ixl_ctx *ctx, const ixl_tensor *cand, const ixl_tensor *ro
   const ixl_tensor *ts[] = {cand, row_ks, row_ke, sparse_ids, end};
   const char *names[] = {"cand", "row_ks", "row_ke", "sparse_ids", "end"};
   int dev;
-  if ((st = ixl_check_same_device(ctx, &dev, 5, ts, names)) ||
-      (st = ixl_check_outputs(ctx, 5, ts, names, 3)))
+  if ((st = ixl_check_op(ctx, &dev, 5, ts, names, 3)))
     return st;
   if (dev == IXL_DEVICE)
     return ixl_cuda_expand(ctx, cand, row_ks, row_ke, cbs, sbk, ks_mode, sparse_ids, end);

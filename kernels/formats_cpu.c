@@ -65,8 +65,8 @@ static float load_x(const void *x, int dtype, int64_t i) {
   }
 }
 
-/* e2m1 magnitude code of a >= 0 (a <= 6 except under saturation). */
-/* The code counts the midpoints a has passed (no branches: random data mispredicts them).
+/* e2m1 magnitude code of a >= 0 (a <= 6 except under saturation). The code counts the
+ * midpoints a has passed (no branches: random data mispredicts them).
  * Ties go to the even code: a midpoint below an even code counts when passed (>), one below
  * an odd code when reached (>=): 0.25 -> 0, 0.75 -> 2, 1.25 -> 2, 1.75 -> 4, 2.5 -> 4,
  * 3.5 -> 6, 5 -> 6. */
@@ -201,8 +201,7 @@ ixl_status ixl_quantize(ixl_ctx *ctx, ixl_kv_format fmt, ixl_quantizer quantizer
   const ixl_tensor *all[] = {x, codes, scales};
   const char *names[] = {"x", "codes", "scales"};
   int dev;
-  if ((st = ixl_check_same_device(ctx, &dev, 3, all, names)) ||
-      (st = ixl_check_outputs(ctx, 3, all, names, 1)))
+  if ((st = ixl_check_op(ctx, &dev, 3, all, names, 1)))
     return st;
   if (dev == IXL_DEVICE) return ixl_cuda_quantize(ctx, fmt, quantizer, role, x, codes, scales);
 
@@ -246,8 +245,7 @@ ixl_status ixl_dequantize(ixl_ctx *ctx, ixl_kv_format fmt, ixl_role role, const 
   const ixl_tensor *all[] = {codes, scales, out};
   const char *names[] = {"codes", "scales", "out"};
   int dev;
-  if ((st = ixl_check_same_device(ctx, &dev, 3, all, names)) ||
-      (st = ixl_check_outputs(ctx, 3, all, names, 2)))
+  if ((st = ixl_check_op(ctx, &dev, 3, all, names, 2)))
     return st;
   if (dev == IXL_DEVICE) return ixl_cuda_dequantize(ctx, fmt, role, codes, scales, out);
 
@@ -302,8 +300,7 @@ ixl_status ixl_prepare_weights(ixl_ctx *ctx, ixl_kv_format fmt, const ixl_tensor
   const ixl_tensor *all[] = {weights, q_scales, dense_f32, sparse_bf16};
   const char *names[] = {"weights", "q_scales", "dense_f32", "sparse_bf16"};
   int dev;
-  if ((st = ixl_check_same_device(ctx, &dev, 4, all, names)) ||
-      (st = ixl_check_outputs(ctx, 4, all, names, 2)))
+  if ((st = ixl_check_op(ctx, &dev, 4, all, names, 2)))
     return st;
   if (dev == IXL_DEVICE)
     return ixl_cuda_prepare_weights(ctx, fmt, weights, q_scales, dense_f32, sparse_bf16);

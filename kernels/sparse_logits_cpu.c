@@ -91,8 +91,7 @@ ixl_status ixl_sparse_logits_path(ixl_ctx *ctx, const ixl_qk *in, const ixl_tens
   const char *names[] = {"q_codes", "q_scales", "k_codes", "k_scales", "k_pages", "weights",
                          "row_ks", "row_ke", "block_table", "sparse_ids", "out"};
   int dev;
-  if ((st = ixl_check_same_device(ctx, &dev, 11, all, names)) ||
-      (st = ixl_check_outputs(ctx, 11, all, names, 10)))
+  if ((st = ixl_check_op(ctx, &dev, 11, all, names, 10)))
     return st;
   if (dev == IXL_DEVICE)
     return ixl_cuda_sparse_logits(ctx, in, weights, row_ks, row_ke, block_table, sparse_ids,

@@ -246,8 +246,7 @@ ixl_status ixl_topk(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *ro
   const ixl_tensor *ts[] = {logits, row_start, row_end, out};
   const char *names[] = {"logits", "row_start", "row_end", "out"};
   int dev;
-  if ((st = ixl_check_same_device(ctx, &dev, 4, ts, names)) ||
-      (st = ixl_check_outputs(ctx, 4, ts, names, 3)))
+  if ((st = ixl_check_op(ctx, &dev, 4, ts, names, 3)))
     return st;
   if (dev == IXL_DEVICE) return ixl_cuda_topk(ctx, logits, row_start, row_end, k, sorted, out);
   return topk_cpu(ctx, logits, row_start, row_end, k, sorted != 0, out);
