@@ -185,9 +185,9 @@ local function one_value(f, s, key)
     if s == "false" then return false end
     local n = parse_number(s)
     -- an integer written out must be that integer (decimals such as 0.1 round as usual)
-    if n and s:match("^[+-]?%d+$") and not is_exact(s, n) then
-      error(("idxlab: %s = %s: not exactly representable (it would read as %s): integers must be at most 2^53 (9007199254740992) in magnitude")
-        :format(key, s, ("%.0f"):format(n)), 0)
+    if n and s:match("^[+-]?%d+$") then
+      local msg = exact_message(key, s, n, s)
+      if msg then error(msg, 0) end
     end
     if n then return n end
     local b = s:match("[KMG]iB$") and parse_bytes(s)

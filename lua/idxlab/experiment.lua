@@ -119,9 +119,7 @@ local function deep_copy(v, seen)
 end
 M.deep_copy = deep_copy
 
-local show = results.show
-
-local function is_int(v) return type(v) == "number" and v == v and v == math.floor(v) and math.abs(v) < 2 ^ 53 end
+local show, is_int, is_list = results.show, results.is_int, results.is_list
 
 local function sorted_keys(t)
   local keys = {}
@@ -131,17 +129,6 @@ local function sorted_keys(t)
     return type(a) < type(b)
   end)
   return keys
-end
-
-local function is_list(t)
-  if type(t) ~= "table" then return false end
-  local n = #t
-  local count = 0
-  for k in pairs(t) do
-    if not is_int(k) or k < 1 or k > n then return false end
-    count = count + 1
-  end
-  return count == n
 end
 
 ---------------------------------------------------------------------------- sandboxed loading
@@ -501,13 +488,7 @@ local function check_workload(wl, src, where)
       end
     end
   end
-  -- the generator's own check of the batch, when it is there
-  local wm = workload_module()
-  if wm and type(wm.requests) == "function" then
-    local ok, err = pcall(wm.requests, wl)
-    if not ok then fail(("%s: field '%s': %s"):format(src, where, (clean(err):gsub("^idxlab: ", "")))) end
-  end
-  -- the knobs' ranges (the C rules generate() applies), known before anything runs
+  -- the generator's own checks (the batch's requests, the knobs' C ranges), before anything runs
   local ok, why = workload_check(wl)
   if not ok then fail(("%s: field '%s': %s"):format(src, where, (why:gsub("^idxlab: ", "")))) end
 end
@@ -1528,7 +1509,7 @@ local function run_impl(src, opts)
       fail(("run: %s = %s: must be a non-empty directory path"):format(k == "out" and "--out" or "dir", show(opts[k])))
     end
   end
-  if opts.progress ~= nil and opts.progress ~= "bar" and opts.progress ~= "plain" and opts.progress ~= "off" then
+  if opts.progress ~= nil and not progress.STYLES[opts.progress] then
     fail(("run: --progress = %s: must be bar, plain or off"):format(show(opts.progress)))
   end
   local plan = plan_impl(src, opts)
@@ -1634,7 +1615,7 @@ local function run_impl(src, opts)
               mpoint.workload = deep_copy(ob.workload)
               for _, k in ipairs(plan.swept or {}) do
                 local v = pt.params[k]
-                if v ~= nil and k:sub(1, 9) == "workload." then set_workload(mpoint.workload, k, v, plan.source or "experiment") end
+                if v ~= nil and sweep_key_kind(k) == "workload" then set_workload(mpoint.workload, k, v, plan.source or "experiment") end
               end
             end
             if ob.timing ~= nil then mpoint.timing = deep_copy(ob.timing) end

@@ -21,6 +21,10 @@ local Tensor = require("idxlab.tensor")
 local ffi, C, check = core.ffi, core.C, core.check
 
 local M = {}
+
+-- A step times 5 stages for the source layer and the expansion and 3 per consumer layer, in
+-- the context's 256 timer slots: at most 83 consumer layers.
+M.MAX_CONSUMER_LAYERS = math.floor((256 - 5) / 3)
 local Pipeline = {}
 Pipeline.__index = Pipeline
 
@@ -315,9 +319,8 @@ function Pipeline:production(g, gi, st, inputs, sz, timers)
   for i = r0 + 1, r0 + n do maxlen = math.max(maxlen, sz.lens[i]) end
   maxlen = math.max(maxlen, 1)
   local decode = g.is_decode
-  -- timer slots: 5 for the source layer and the expansion, 3 per consumer layer, 256 in all
-  if timers and 5 + 3 * sz.L > 256 then
-    arg_error(("%d consumer layers: the step's timers hold at most 83"):format(sz.L))
+  if timers and sz.L > M.MAX_CONSUMER_LAYERS then
+    arg_error(("%d consumer layers: the step's timers hold at most %d"):format(sz.L, M.MAX_CONSUMER_LAYERS))
   end
   local G = { r0 = r0, n = n, maxlen = maxlen, decode = decode }
   local qk = {

@@ -51,6 +51,9 @@ local function monotonic_now()
 end
 M.now = monotonic_now()
 
+-- The styles progress.new takes.
+M.STYLES = { bar = true, plain = true, off = true }
+
 -- progress.new{ total = n, out = io.stderr, style = "bar"|"plain"|"off"|nil (auto),
 --               width = columns, title = "name" }
 function M.new(opts)
@@ -65,7 +68,7 @@ function M.new(opts)
   if style == nil or style == "" then
     style = (term_ok and term.isatty(out)) and "bar" or "plain"
   end
-  if style ~= "bar" and style ~= "plain" and style ~= "off" then
+  if not M.STYLES[style] then
     error(("idxlab: progress style = %s: must be bar, plain or off"):format(tostring(style)), 2)
   end
   local width = opts.width or tonumber(os.getenv("COLUMNS") or "")

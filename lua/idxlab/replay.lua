@@ -32,7 +32,7 @@ local INPUTS = {
 }
 M.INPUT_NAMES = INPUTS
 
-local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local shell_quote = require("idxlab.results").shell_quote
 
 -- The .safetensors files of a folder, sorted; nil and the reason when it cannot be read.
 -- Names travel NUL-separated (a newline is a legal file name character) and the path is
@@ -113,6 +113,7 @@ local FLOATS = { "F32", "BF16", "F16" }
 -- ranks of q and k, and the row ranges (I32 [R], within k's rows). Returns {R, N, maxlen,
 -- ragged, quant = {q = bool, k = bool, q_consumer = bool}}.
 local function check_step(s, level)
+  if s.pre then return s.pre end -- size_config checked it already
   level = (level or 1) + 1
   local ents, file, path, fn = s.ents, s.file, s.path, s.full_name
   local quant = {}
@@ -161,7 +162,8 @@ local function check_step(s, level)
     end
     if len > maxlen then maxlen = len end
   end
-  return { R = R, N = N, maxlen = maxlen, ragged = ragged, names = names, quant = quant }
+  s.pre = { R = R, N = N, maxlen = maxlen, ragged = ragged, names = names, quant = quant }
+  return s.pre
 end
 
 -- Validates one step's entries against the config (each through the file's expect, so errors
@@ -201,9 +203,10 @@ local function step_inputs(ctx, s, cfg)
   end
   if L < 1 then fail(("%s: %s has L = 0 layers: need at least 1"):format(path,
     s.full_name(pre.quant.q_consumer and "q_consumer_codes" or "q_consumer")), 3) end
-  if L > 83 then
-    fail(("%s: %s has L = %d layers: at most 83 (a step times 5 + 3 L stages in 256 timer slots)"):format(path,
-      s.full_name(pre.quant.q_consumer and "q_consumer_codes" or "q_consumer"), L), 3)
+  local max_l = require("idxlab.pipeline").MAX_CONSUMER_LAYERS
+  if L > max_l then
+    fail(("%s: %s has L = %d layers: at most %d (a step times 5 + 3 L stages in 256 timer slots)"):format(path,
+      s.full_name(pre.quant.q_consumer and "q_consumer_codes" or "q_consumer"), L, max_l), 3)
   end
   want("weights_consumer", { "F32" }, { L, R, H }, { "consumer layers", "rows of q", "heads" })
   local inputs = { n_decode = pre.ragged and 0 or R, n_prefill = pre.ragged and R or 0 }

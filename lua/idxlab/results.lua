@@ -351,6 +351,8 @@ local function is_list(t)
   return count == n
 end
 
+M.is_int, M.is_list = is_int, is_list
+
 local function string_list(v)
   if not is_list(v) then return false end
   for _, x in ipairs(v) do if type(x) ~= "string" then return false end end

@@ -238,7 +238,6 @@ local function c_check(ctx_cd, st)
   if st ~= 0 then fail("%s", ffi.string(C.ixl_last_error(ctx_cd))) end
 end
 
--- generate(ctx, spec, cfg, seed) -> inputs (see the top of this file).
 -- check(spec, cfg) -> true, or false and the reason: what generate() would refuse for this
 -- workload under this (resolved) builder config, found before anything runs: the knobs'
 -- ranges (the C rules), the requests, and that the step fits the config (rows <= max_rows,
@@ -277,6 +276,7 @@ function M.check(spec, cfg)
   error(why, 0)
 end
 
+-- generate(ctx, spec, cfg, seed) -> inputs (see the top of this file).
 M.generate = public(function(ctx, spec, cfg, seed)
   if not require("idxlab.context").is_context(ctx) then fail("workload.generate: first argument must be a context") end
   spec = check_spec(spec)
