@@ -37,7 +37,9 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CC ?= cc
 # -ffp-contract=off: no fused multiply-adds the source does not write (gcc's ISO C default, not
 # clang's): the workload generator and the references must give the GPU's _rn bits.
-CFLAGS_BASE := -std=c11 -O2 -g -Wall -Wextra -Werror -fPIC -fopenmp -ffp-contract=off -D_GNU_SOURCE -Icore -Ikernels
+# core/ is compiled without -Ikernels: the runtime never includes a kernel header.
+CFLAGS_BASE := -std=c11 -O2 -g -Wall -Wextra -Werror -fPIC -fopenmp -ffp-contract=off -D_GNU_SOURCE \
+  -Iinclude -Icore
 LDLIBS := -fopenmp -lopenblas -lm
 ifeq ($(SANITIZE),1)
   CC := clang
@@ -49,15 +51,17 @@ endif
 CFLAGS ?=
 ALL_CFLAGS := $(CFLAGS_BASE) $(CFLAGS)
 
-C_SRC := $(wildcard core/*.c) $(wildcard kernels/*.c)
-CU_SRC := $(wildcard kernels/*.cu)
+C_SRC := $(wildcard core/*.c) $(wildcard kernels/*.c) $(wildcard kernels/*/*.c)
+CU_SRC := $(wildcard kernels/*/*.cu)
+HDRS := $(wildcard include/*.h core/*.h core/*/*.h kernels/*.h kernels/*/*.h)
+CU_HDRS := $(wildcard kernels/*/*.cuh)
 OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(C_SRC))
 ifeq ($(CUDA),1)
   ALL_CFLAGS += -DIXL_WITH_CUDA -I$(CUDA_HOME)/include
-  CU_OBJ := $(patsubst %.cu,$(BUILD)/obj/%.o,$(CU_SRC))
+  CU_OBJ := $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(CU_SRC))
   NVCCFLAGS ?= -O3 -std=c++17 -lineinfo --expt-relaxed-constexpr \
     -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_80,code=sm_80 \
-    -Xcompiler -fPIC -Xcompiler -Wall -Icore -Ikernels -DIXL_WITH_CUDA
+    -Xcompiler -fPIC -Xcompiler -Wall -Iinclude -Icore -Ikernels -DIXL_WITH_CUDA
   LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcurand -lstdc++
 else
   CU_OBJ :=
@@ -75,12 +79,17 @@ ifeq ($(SETUP),1)
 	@scripts/setup.sh
 endif
 
-$(BUILD)/obj/%.o: %.c core/idxlab.h core/internal.h $(wildcard kernels/*.h)
+$(BUILD)/obj/core/%.o: core/%.c $(HDRS)
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	@$(CC) $(ALL_CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/%.o: %.cu core/idxlab.h core/internal.h $(wildcard kernels/*.h) $(wildcard kernels/*.cuh)
+$(BUILD)/obj/kernels/%.o: kernels/%.c $(HDRS)
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	@$(CC) $(ALL_CFLAGS) -Ikernels -c $< -o $@
+
+$(BUILD)/obj/%.cu.o: %.cu $(HDRS) $(CU_HDRS)
 	@mkdir -p $(dir $@)
 	@echo "  NVCC    $<"
 	@$(NVCC) $(NVCCFLAGS) -c $< -o $@
@@ -89,14 +98,14 @@ $(LIB): $(OBJ) $(CU_OBJ)
 	@echo "  LD      $@"
 	@$(CC) -shared -Wl,-z,nodelete -o $@ $^ $(LDLIBS)
 
-$(CDEF): core/idxlab.h scripts/gen_cdef.sh
+$(CDEF): include/idxlab.h scripts/gen_cdef.sh
 	@mkdir -p $(BUILD)
-	@CC=$(CC) scripts/gen_cdef.sh core/idxlab.h $@
+	@CC=$(CC) scripts/gen_cdef.sh include/idxlab.h $@
 
 $(BUILD)/tests/%: tests/c/%.c tests/c/check.h $(LIB)
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
-	@$(CC) $(ALL_CFLAGS) -Itests/c $< -o $@ -L$(BUILD) -Wl,-rpath,$(abspath $(BUILD)) -lidxlab $(LDLIBS)
+	@$(CC) $(ALL_CFLAGS) -Ikernels -Itests/c $< -o $@ -L$(BUILD) -Wl,-rpath,$(abspath $(BUILD)) -lidxlab $(LDLIBS)
 
 run: setup all
 	IDXLAB_LIBDIR=$(abspath $(BUILD)) bin/idxlab run experiments/quick.lua
@@ -121,7 +130,7 @@ install: all
 	  $(DESTDIR)$(INCDIR)
 	install -m 755 $(LIB) $(DESTDIR)$(LIBDIR)/idxlab/
 	install -m 644 $(CDEF) $(DESTDIR)$(LIBDIR)/idxlab/
-	install -m 644 core/idxlab.h $(DESTDIR)$(INCDIR)/
+	install -m 644 include/idxlab.h $(DESTDIR)$(INCDIR)/
 	install -m 644 lua/idxlab/*.lua $(DESTDIR)$(LUADIR)/idxlab/
 	install -m 644 lua/idxlab/cmd/*.lua $(DESTDIR)$(LUADIR)/idxlab/cmd/
 	sed -e 's|^IDXLAB_INSTALLED=.*|IDXLAB_INSTALLED=1|' bin/idxlab > $(DESTDIR)$(BINDIR)/idxlab

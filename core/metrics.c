@@ -1,12 +1,12 @@
 /* metrics.c - what SPEC 6 measures, as per-row statistics over host position lists and
- * logits, plus the one dispatching op the pipeline needs to bring compared values together
- * (gather by column). Set operations sort small per-row copies, so they are exact and do not
- * depend on the order the kernels emit. */
+ * logits (host tensors only; gather_cols, which brings compared values together on either
+ * backend, is in kernels/index/gather.c). Set operations sort small per-row copies, so they are
+ * exact and do not depend on the order the kernels emit. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "internal.h"
 
 /* Position lists take [R] or [R, k]; per-row values (counts, valid, end, mismatches: one
  * number a row) take exactly [R]. */
@@ -35,44 +35,6 @@ static int64_t row_width(const ixl_tensor *t) { return t->ndim == 2 ? t->shape[1
  * no arithmetic on a NULL pointer). */
 static const int32_t *row_i32(const ixl_tensor *t, int64_t r, int64_t k) {
   return k > 0 ? (const int32_t *)t->data + r * k : NULL;
-}
-
-ixl_status ixl_gather_cols(ixl_ctx *ctx, const ixl_tensor *src, const ixl_tensor *idx,
-                           ixl_tensor *out) {
-  ixl_status st;
-  if ((st = ixl_check_tensor(ctx, src, "src", -1, 2))) return st;
-  if (src->dtype != IXL_F32 && src->dtype != IXL_BF16 && src->dtype != IXL_I32)
-    return ixl_set_error(ctx, IXL_ERR_DTYPE, "src: dtype %s, expected f32, bf16 or i32",
-                         ixl_dtype_name((ixl_dtype)src->dtype));
-  if ((st = ixl_check_tensor(ctx, idx, "idx", IXL_I32, 2))) return st;
-  if ((st = ixl_check_tensor(ctx, out, "out", src->dtype, 2))) return st;
-  if ((st = ixl_check_dim(ctx, idx, "idx", 0, src->shape[0]))) return st;
-  if ((st = ixl_check_dim(ctx, out, "out", 0, idx->shape[0]))) return st;
-  if ((st = ixl_check_dim(ctx, out, "out", 1, idx->shape[1]))) return st;
-  const ixl_tensor *ts[3] = {src, idx, out};
-  const char *names[3] = {"src", "idx", "out"};
-  int dev;
-  if ((st = ixl_check_op(ctx, &dev, 3, ts, names, 2))) return st;
-  if (dev == IXL_DEVICE) return ixl_cuda_gather_cols(ctx, src, idx, out);
-  const int64_t R = idx->shape[0], K = idx->shape[1], C = src->shape[1];
-  const int32_t *ix = idx->data;
-  for (int64_t r = 0; r < R; r++) {
-    for (int64_t j = 0; j < K; j++) {
-      int64_t c = ix[r * K + j];
-      int ok = c >= 0 && c < C;
-      switch (src->dtype) {
-        case IXL_F32:
-          ((float *)out->data)[r * K + j] = ok ? ((const float *)src->data)[r * C + c] : -INFINITY;
-          break;
-        case IXL_BF16:
-          ((uint16_t *)out->data)[r * K + j] = ok ? ((const uint16_t *)src->data)[r * C + c] : 0xff80;
-          break;
-        default:
-          ((int32_t *)out->data)[r * K + j] = ok ? ((const int32_t *)src->data)[r * C + c] : -1;
-      }
-    }
-  }
-  return IXL_OK;
 }
 
 static int cmp_i32(const void *a, const void *b) {

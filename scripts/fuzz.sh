@@ -17,7 +17,7 @@ SECS=${SECONDS_EACH:-20}
 OUT=build-fuzz
 CC=${FUZZ_CC:-clang}
 JOBS=${FUZZ_JOBS:-2}
-CFLAGS=(-std=c11 -O1 -g -Wall -Wextra -Werror -fPIC -ffp-contract=off -D_GNU_SOURCE -Icore -Ikernels -Itests/fuzz
+CFLAGS=(-std=c11 -O1 -g -Wall -Wextra -Werror -fPIC -ffp-contract=off -D_GNU_SOURCE -Iinclude -Icore -Ikernels -Itests/fuzz
   -fopenmp -fno-omit-frame-pointer -fsanitize=address,undefined
   -fno-sanitize-recover=undefined)
 LIBS=(-fopenmp -lopenblas -lm)
@@ -30,7 +30,7 @@ fi
 mkdir -p "$OUT/obj" "$OUT/crashes" "$OUT/logs"
 
 # ---- build: library objects with coverage (no fuzzer main), rebuilt when stale
-headers=(core/*.h kernels/*.h tests/fuzz/*.h)
+headers=(include/*.h core/*.h core/*/*.h kernels/*.h kernels/*/*.h tests/fuzz/*.h)
 newest_header=$(ls -t "${headers[@]}" 2>/dev/null | head -n1)
 objs=() pids=() build_failed=0
 compile() { # src obj
@@ -38,7 +38,7 @@ compile() { # src obj
   "$CC" "${CFLAGS[@]}" -fsanitize=fuzzer-no-link -c "$1" -o "$2" 2>"$2.err" || { cat "$2.err"; rm -f "$2"; return 1; }
   rm -f "$2.err"
 }
-for src in core/*.c kernels/*.c; do
+for src in core/*.c kernels/*.c kernels/*/*.c; do
   obj=$OUT/obj/${src%.c}.o
   objs+=("$obj")
   if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ "$newest_header" -nt "$obj" ]; then

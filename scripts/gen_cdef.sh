@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gen_cdef.sh HEADER OUT - makes the LuaJIT cdef text from core/idxlab.h: the preprocessor
+# gen_cdef.sh HEADER OUT - makes the LuaJIT cdef text from include/idxlab.h: the preprocessor
 # runs with IXL_CDEF defined (so no system headers are pulled in), and the status enum is
 # expanded from the header's own X-macro list, so nothing is kept by hand.
 set -euo pipefail

@@ -153,7 +153,7 @@ soak_row="skipped: no usable GPU"
 soak_rc=0
 if [ $gpu_ok -eq 1 ]; then
   t0=$(date +%s)
-  IDXLAB_LIBDIR=$root/$BUILD timeout "${SOAK_TIMEOUT:-240}" bin/idxlab script experiments/soak.lua \
+  IDXLAB_LIBDIR=$root/$BUILD timeout "${SOAK_TIMEOUT:-240}" bin/idxlab script bench/soak.lua \
     steps="${SOAK_STEPS:-500}" backend=cuda >"$logdir/soak.log" 2>&1
   soak_rc=$?
   soak_row="$(tail -n 1 "$logdir/soak.log") ($(($(date +%s) - t0))s, exit $soak_rc)"

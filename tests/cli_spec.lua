@@ -13,19 +13,19 @@ end
 
 describe("bin/idxlab", function()
   it("runs a script with key=value options (a short soak on the CPU)", function()
-    local rc, out = sh(("cd / && %s script %s/experiments/soak.lua steps=6 backend=cpu seed=3"):format(BIN, ROOT))
+    local rc, out = sh(("cd / && %s script %s/bench/soak.lua steps=6 backend=cpu seed=3"):format(BIN, ROOT))
     assert.equals(0, rc, out)
     assert.matches("soak: 6 steps %(%d+ ran, %d+ errors handled%) on cpu; live host bytes 0 %-> 0", out)
   end)
 
   it("runs the quantizer benchmark at a small size", function()
-    local rc, out = sh(("%s script %s/experiments/bench_quantize_cpu.lua vectors=64 reps=1"):format(BIN, ROOT))
+    local rc, out = sh(("%s script %s/bench/quantize_cpu.lua vectors=64 reps=1"):format(BIN, ROOT))
     assert.equals(0, rc, out)
     assert.matches("fp8%s+ties_down%s+k%s+[%d.]+", out)
   end)
 
   it("refuses a script argument that is not key=value, and an experiment file given to script", function()
-    local rc, out = sh(("%s script %s/experiments/soak.lua 12"):format(BIN, ROOT))
+    local rc, out = sh(("%s script %s/bench/soak.lua 12"):format(BIN, ROOT))
     assert.equals(1, rc)
     assert.matches('^idxlab: script argument "12": expected key=value', out)
     rc, out = sh(("%s script %s/experiments/quick.lua"):format(BIN, ROOT))

@@ -45,7 +45,7 @@ describe("config fields", function()
     local c = config.to_c({})
     local ffi = require("ffi")
     local cd = ffi.new("ixl_config")
-    require("idxlab.core").C.ixl_config_defaults(cd)
+    require("idxlab.ffi").C.ixl_config_defaults(cd)
     for _, f in ipairs(config.fields) do
       assert.equals(tonumber(cd[f.name]), tonumber(c[f.name]), f.name)
     end

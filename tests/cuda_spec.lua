@@ -6,7 +6,7 @@
 -- mixed) and the device memory that :free() gives back. tests/c/test_cuda_ops.c covers the
 -- same ops at more shapes and the large ones.
 local idxlab = require("idxlab")
-local core = require("idxlab.core")
+local core = require("idxlab.ffi")
 local sel = require("idxlab.select")
 local ffi, C = core.ffi, core.C
 

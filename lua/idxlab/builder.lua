@@ -11,7 +11,7 @@
 -- values and the rule. Row, request and query numbers in a step are 0-based, as in C and in
 -- the step's tensors; `requests = {first, last}` is the 1-based inclusive range over the
 -- batch's request list (decode requests first). Views are valid until the next build.
-local core = require("idxlab.core")
+local core = require("idxlab.ffi")
 local config = require("idxlab.config")
 local Tensor = require("idxlab.tensor")
 local Context = require("idxlab.context")

@@ -10,7 +10,7 @@
 -- * 4), sub_chunk, query_start, query_end (0-based rows of the first request, end exclusive).
 -- summary = { num_chunks, max_rows_per_chunk, peak_logits_bytes, peak_seq_tokens,
 -- min_split_seq_len }.
-local core = require("idxlab.core")
+local core = require("idxlab.ffi")
 local config = require("idxlab.config")
 local ffi, C = core.ffi, core.C
 

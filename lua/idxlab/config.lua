@@ -5,7 +5,7 @@
 --
 -- Types: "int" (an integer), "int|auto" (an integer or "auto": the production rule), "bytes"
 -- (an integer byte count; strings such as "512MiB" are accepted), "enum" (one of `values`).
-local core = require("idxlab.core")
+local core = require("idxlab.ffi")
 local ffi, C = core.ffi, core.C
 
 local M = {}

@@ -1,5 +1,5 @@
 -- idxlab.context: Lua face of ixl_ctx (backend, device, seed, threads, counters, timers).
-local core = require("idxlab.core")
+local core = require("idxlab.ffi")
 local Tensor = require("idxlab.tensor")
 local ffi, C, check = core.ffi, core.C, core.check
 

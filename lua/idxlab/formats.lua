@@ -2,7 +2,7 @@
 -- ixl_quantize, ixl_dequantize, ixl_prepare_weights and ixl_kv_pages_write that take Tensor
 -- objects and the names "mxfp4" | "mxfp8" | "fp8", "rne" | "ties_down", "q" | "k".
 -- Outputs are allocated on the input's device (host or device) unless given.
-local core = require("idxlab.core")
+local core = require("idxlab.ffi")
 local Tensor = require("idxlab.tensor")
 local argcheck = require("idxlab.argcheck")
 local C, check = core.C, core.check

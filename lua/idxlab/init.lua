@@ -2,7 +2,7 @@
 -- idxlab.context{backend = "auto"}, idxlab.builder{...}, idxlab.run("experiments/quick.lua").
 -- Submodules load lazily, so a REPL starts fast and a missing optional piece (gnuplot, CUDA)
 -- only matters when used.
-local core = require("idxlab.core")
+local core = require("idxlab.ffi")
 local ffi, C = core.ffi, core.C
 
 local M = {}

@@ -8,7 +8,7 @@
 --          kv_format = "mxfp4" | "mxfp8" | "fp8" }
 -- Pass an existing `out` to avoid an allocation per call (outputs are otherwise allocated on
 -- q_codes' device).
-local core = require("idxlab.core")
+local core = require("idxlab.ffi")
 local Tensor = require("idxlab.tensor")
 local argcheck = require("idxlab.argcheck")
 local ffi, C, check = core.ffi, core.C, core.check

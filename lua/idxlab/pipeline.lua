@@ -11,7 +11,7 @@
 -- The production path issues no host synchronisation between its stages; the timers are read
 -- after it. Buffers are sized on the first step and reused, so later steps of the same or
 -- smaller shapes allocate nothing (the context's counters prove it).
-local core = require("idxlab.core")
+local core = require("idxlab.ffi")
 local config = require("idxlab.config")
 local formats = require("idxlab.formats")
 local logits = require("idxlab.logits")

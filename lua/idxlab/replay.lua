@@ -13,7 +13,7 @@
 -- come with their scales, and a tensor given in both forms is refused (no input is ignored).
 --   weights_consumer [L,R,H] F32
 --   ks, ke [R] I32 (ragged rows)  or  context_lens, row_start [R] I32 (decode rows, paged here)
-local core = require("idxlab.core")
+local core = require("idxlab.ffi")
 local config = require("idxlab.config")
 local st = require("idxlab.safetensors")
 local Tensor = require("idxlab.tensor")

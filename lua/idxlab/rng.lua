@@ -7,7 +7,7 @@
 --   rng.uniform(ctx, {4, 128}, {seed = 7})             -- a new f32 tensor on ctx's device
 --   rng.philox({c0, c1, c2, c3}, {k0, k1})             -- one Philox4x32-10 block
 -- seed defaults to the context's seed, offset to 0.
-local core = require("idxlab.core")
+local core = require("idxlab.ffi")
 local Tensor = require("idxlab.tensor")
 local Context = require("idxlab.context")
 local ffi, C = core.ffi, core.C

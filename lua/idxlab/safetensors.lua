@@ -13,7 +13,7 @@
 -- dtype names are the file's ("F32", "F16", "BF16", "I32", "U8", "F8_E4M3"); write also takes
 -- idxlab's ("f32", "e4m3", ...). The data pointers stay valid while the file object lives
 -- (every entry holds it) and until f:close().
-local core = require("idxlab.core")
+local core = require("idxlab.ffi")
 local Tensor = require("idxlab.tensor")
 local Context = require("idxlab.context")
 local ffi, C, check = core.ffi, core.C, core.check

@@ -3,7 +3,7 @@
 -- objects, allocates its outputs only when they are not given (on the inputs' device), and
 -- runs on the CPU or the GPU by where the tensors live. Every argument is checked here or in
 -- C; errors point at the caller's line.
-local core = require("idxlab.core")
+local core = require("idxlab.ffi")
 local Tensor = require("idxlab.tensor")
 local C = core.C
 

@@ -2,7 +2,7 @@
 -- Context, base = owner-of-memory-for-views}. Host data is reachable as a typed pointer;
 -- device data moves only when asked (:to("host"), :copy_from()). Device memory is freed with
 -- :free(); ffi.gc is only the safety net, since the Lua GC does not see device bytes.
-local core = require("idxlab.core")
+local core = require("idxlab.ffi")
 local ffi, C, check = core.ffi, core.C, core.check
 
 local Tensor = {}

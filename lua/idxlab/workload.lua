@@ -15,7 +15,7 @@
 -- context_lens I32 [n_decode], n_prefill, ks and ke I32 [n_prefill], requests (one table per
 -- request: kind, k_start, seq_len, query_len, context_len, first_row) and lengths (each row's
 -- visible length). Rows: decode rows first, then prefill rows, in request order.
-local core = require("idxlab.core")
+local core = require("idxlab.ffi")
 local Tensor = require("idxlab.tensor")
 local ffi, C = core.ffi, core.C
 

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "dot_cpu.h"
+#include "logits/engine.h"
 
 static uint64_t seed_, rng_;
 static uint64_t next_u64(void) {

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "check.h"
-#include "rng_math.h"
+#include "gen/rng_math.h"
 
 static ixl_ctx *new_ctx(void) {
   ixl_ctx *ctx = NULL;

@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "check.h"
-#include "workload_math.h"
+#include "gen/workload_math.h"
 
 static uint64_t g_seed;
 

@@ -1,0 +1,288 @@
+/* bench_logits.c - times the CUDA logits kernels (K1 dense ragged, K2 dense paged, K5 sparse)
+ * at the V4.1-Flash shape (mxfp4, H = 32) and the V3.2 shape (fp8, H = 64), including the
+ * peer shapes of GPU.md. Built and run on the GPU machine by bench/bench_logits.sh:
+ *
+ *   gcc -std=c11 -O2 -Iinclude bench/bench_logits.c -o build-gpu/bench_logits \
+ *       -Lbuild-gpu -Wl,-rpath,$PWD/build-gpu -lidxlab -lm
+ *   build-gpu/bench_logits [reps] > bench_c.csv
+ *
+ * Method (STYLE.md, METHOD.md): CUDA events around each launch on the context's stream,
+ * 3 warm-up runs, then `reps` timed runs (default 20) each preceded by a 256 MiB device
+ * memset that flushes the 60 MB L2; the median is reported with the minimum and the 90th
+ * percentile. Inputs are random codes with realistic UE8M0 exponents (bytes 120..134) so the
+ * kernels take their common path. One CSV line per case on stdout:
+ *   name,kernel,fmt,H,R,cols,valid_pairs,flops,bytes,us_median,us_min,us_p90
+ * flops = 2 * valid (row, position) pairs * H * 128; bytes = keys read once (values and
+ * scales of the valid positions) + queries + weights + logits written. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "idxlab.h"
+
+static ixl_ctx *g;
+static ixl_tensor *g_flush;
+
+#define DIE(...)                                  \
+  do {                                            \
+    fprintf(stderr, "bench_logits: " __VA_ARGS__); \
+    fprintf(stderr, ": %s\n", ixl_last_error(g)); \
+    exit(1);                                      \
+  } while (0)
+#define OK(expr) \
+  do {           \
+    if ((expr) != IXL_OK) DIE("%s", #expr); \
+  } while (0)
+
+static uint64_t rs = 0x1234567ull;
+static uint64_t rnd64(void) {
+  uint64_t z = (rs += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/* A pool of random code bytes (e4m3 without NaN codes) that inputs are tiled from. */
+#define POOL (32u << 20)
+static uint8_t *pool;
+static void fill_codes(uint8_t *p, int64_t n) {
+  for (int64_t i = 0; i < n;) {
+    int64_t off = (int64_t)(rnd64() % (POOL / 2)), len = n - i < POOL / 2 ? n - i : POOL / 2;
+    memcpy(p + i, pool + off, (size_t)len);
+    i += len;
+  }
+}
+static uint32_t mx_word(void) {
+  uint64_t r = rnd64();
+  uint32_t w = 0;
+  for (int k = 0; k < 4; k++) w |= (uint32_t)(120 + (r >> (8 * k)) % 15) << (8 * k);
+  return w;
+}
+
+static ixl_tensor *dev(ixl_dtype dt, int nd, int64_t a, int64_t b, int64_t c, const void *src) {
+  int64_t shape[3] = {a, b, c};
+  ixl_tensor *t = NULL, *h = NULL;
+  OK(ixl_tensor_new(g, dt, nd, shape, IXL_DEVICE, &t));
+  if (src) {
+    OK(ixl_tensor_new(g, dt, nd, shape, IXL_HOST, &h));
+    memcpy(h->data, src, (size_t)h->nbytes);
+    OK(ixl_tensor_copy(g, t, h));
+    ixl_tensor_free(h);
+  }
+  return t;
+}
+
+typedef struct {
+  const char *name;
+  int kernel; /* 1: dense ragged, 2: dense paged, 5: sparse (paged if P > 0) */
+  int fmt, H;
+  int64_t R, N; /* K1/K5 ragged: K positions; K2/K5 paged: context per row */
+  int P;        /* page size (paged) */
+  int bf16;     /* bf16 reduction */
+} bcase;
+
+typedef ixl_status (*op_fn)(void *);
+typedef struct {
+  ixl_qk qk;
+  ixl_tensor *w, *ks, *ke, *bt, *ids, *out;
+  int bf16, sbk;
+} args;
+static ixl_status op_k1(void *p) {
+  args *a = p;
+  return ixl_dense_logits(g, &a->qk, a->w, a->ks, a->ke, IXL_LAYOUT_FULL, 0,
+                          a->bf16 ? IXL_REDUCE_BF16 : IXL_REDUCE_FP32, a->out);
+}
+static ixl_status op_k2(void *p) {
+  args *a = p;
+  return ixl_dense_logits_paged(g, &a->qk, a->w, a->ke, a->bt, a->bf16 ? IXL_REDUCE_BF16 : IXL_REDUCE_FP32,
+                                a->out);
+}
+static ixl_status op_k5(void *p) {
+  args *a = p;
+  return ixl_sparse_logits(g, &a->qk, a->w, a->ks, a->ke, a->bt, a->ids, a->sbk, IXL_KS_UNALIGNED, a->out);
+}
+
+static int cmp_d(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return a < b ? -1 : a > b;
+}
+
+static void time_op(op_fn f, void *a, int reps, double *med, double *mn, double *p90) {
+  double *t = malloc(sizeof(double) * (size_t)reps);
+  for (int i = 0; i < 3; i++) OK(f(a));
+  OK(ixl_ctx_sync(g));
+  for (int i = 0; i < reps; i++) {
+    OK(ixl_tensor_fill_bytes(g, g_flush, (uint8_t)i)); /* L2 flush */
+    OK(ixl_timer_record(g, 0));
+    OK(f(a));
+    OK(ixl_timer_record(g, 1));
+    OK(ixl_timer_elapsed_us(g, 0, 1, &t[i]));
+  }
+  qsort(t, (size_t)reps, sizeof(double), cmp_d);
+  *med = t[reps / 2];
+  *mn = t[0];
+  *p90 = t[(reps * 9) / 10 < reps ? (reps * 9) / 10 : reps - 1];
+  free(t);
+}
+
+/* Sorted distinct blocks of [0, nblk), as many as fit nsb (all if fewer): K4's ids. */
+static void pick_blocks(int32_t *ids, int64_t nsb, int64_t nblk, int64_t base) {
+  int64_t want = nblk < nsb ? nblk : nsb, n = 0;
+  for (int64_t b = 0; b < nblk && n < want; b++)
+    if ((double)(want - n) > (double)(rnd64() >> 11) * 0x1p-53 * (double)(nblk - b)) ids[n++] = (int32_t)(b + base);
+  for (int64_t j = n; j < nsb; j++) ids[j] = n ? ids[n - 1] : (int32_t)base;
+}
+
+static void run_case(const bcase *c, int reps) {
+  const int fmt = c->fmt, H = c->H, vb = ixl_format_value_bytes((ixl_kv_format)fmt);
+  const int64_t R = c->R, N = c->N;
+  const int mx = fmt != IXL_FP8;
+  /* query side */
+  uint8_t *qc = malloc((size_t)(R * H * vb));
+  fill_codes(qc, R * H * vb);
+  uint32_t *qs = malloc((size_t)(R * H * 4));
+  float *wf = malloc((size_t)(R * H * 4));
+  uint16_t *wb = malloc((size_t)(R * H * 2));
+  for (int64_t i = 0; i < R * H; i++) {
+    qs[i] = mx_word();
+    wf[i] = (float)((double)(rnd64() >> 11) * 0x1p-52 - 1.0);
+    wb[i] = ixl_f32_to_bf16(wf[i]);
+  }
+  args a;
+  memset(&a, 0, sizeof a);
+  a.bf16 = c->bf16 || c->kernel == 5;
+  a.qk.kv_format = fmt;
+  a.qk.q_codes = dev(IXL_U8, 3, R, H, vb, qc);
+  a.qk.q_scales = mx ? dev(IXL_I32, 2, R, H, 0, qs) : NULL;
+  a.w = a.bf16 ? dev(IXL_BF16, 2, R, H, 0, wb) : dev(IXL_F32, 2, R, H, 0, wf);
+  int32_t *ks = calloc((size_t)R, 4), *ke = calloc((size_t)R, 4);
+  double valid = 0, kbytes = 0;
+  int64_t cols = 0;
+  op_fn f = NULL;
+  const int paged = c->kernel == 2 || (c->kernel == 5 && c->P > 0);
+  int32_t *bt = NULL, *ids = NULL;
+  const int sbk = 8;
+  const int64_t nsb = 2048; /* V4.1-Flash: T = 2048 blocks of cbs = sbk = 8 */
+  if (paged) {
+    const int64_t P = c->P, mp = (N + P - 1) / P, stride = (P * (vb + 4) + 511) / 512 * 512;
+    const int64_t np = R * mp;
+    uint8_t *pages = malloc((size_t)(np * stride));
+    fill_codes(pages, np * stride);
+    for (int64_t p = 0; p < np; p++)
+      for (int64_t s = 0; s < P; s++) {
+        uint32_t w = mx ? mx_word() : 0x3B800000u + (uint32_t)(rnd64() % 0x800000u); /* fp8: ~2^-8 */
+        memcpy(pages + p * stride + P * vb + s * 4, &w, 4);
+      }
+    bt = malloc((size_t)(R * mp * 4));
+    for (int64_t r = 0; r < R; r++) { /* each row its own pages, in a shuffled order */
+      for (int64_t j = 0; j < mp; j++) bt[r * mp + j] = (int32_t)(r * mp + j);
+      for (int64_t j = mp - 1; j > 0; j--) {
+        int64_t k = (int64_t)(rnd64() % (uint64_t)(j + 1));
+        int32_t t = bt[r * mp + j];
+        bt[r * mp + j] = bt[r * mp + k];
+        bt[r * mp + k] = t;
+      }
+      ke[r] = (int32_t)N;
+    }
+    a.qk.k_pages = dev(IXL_U8, 2, np, stride, 0, pages);
+    a.qk.page_size = c->P;
+    a.bt = dev(IXL_I32, 2, R, mp, 0, bt);
+    a.ke = dev(IXL_I32, 1, R, 0, 0, ke);
+    free(pages);
+  } else {
+    uint8_t *kc = malloc((size_t)(N * vb));
+    fill_codes(kc, N * vb);
+    uint32_t *ksc = malloc((size_t)(N * 4));
+    for (int64_t i = 0; i < N; i++) ksc[i] = mx ? mx_word() : 0x3B800000u + (uint32_t)(rnd64() % 0x800000u);
+    a.qk.k_codes = dev(IXL_U8, 2, N, vb, 0, kc);
+    a.qk.k_scales = dev(mx ? IXL_I32 : IXL_F32, 1, N, 0, 0, ksc);
+    for (int64_t r = 0; r < R; r++) { /* causal rows of one request: row r is the last R rows' r-th */
+      ks[r] = 0;
+      ke[r] = (int32_t)(N - R + r + 1);
+    }
+    a.ks = dev(IXL_I32, 1, R, 0, 0, ks);
+    a.ke = dev(IXL_I32, 1, R, 0, 0, ke);
+    free(kc);
+    free(ksc);
+  }
+  if (c->kernel == 5) {
+    ids = malloc((size_t)(R * nsb * 4));
+    for (int64_t r = 0; r < R; r++) {
+      const int64_t len = ke[r] - (paged ? 0 : ks[r]);
+      pick_blocks(ids + r * nsb, nsb, (len + sbk - 1) / sbk, 0);
+      const int64_t nv = (len + sbk - 1) / sbk < nsb ? (len + sbk - 1) / sbk : nsb;
+      valid += (double)(nv < nsb ? len : nsb * sbk); /* full blocks for long rows */
+    }
+    a.ids = dev(IXL_I32, 2, R, nsb, 0, ids);
+    a.sbk = sbk;
+    if (paged) a.ks = NULL;
+    cols = nsb * sbk;
+    f = op_k5;
+  } else {
+    cols = N;
+    for (int64_t r = 0; r < R; r++) valid += (double)(ke[r] - ks[r]);
+    f = c->kernel == 1 ? op_k1 : op_k2;
+  }
+  a.out = dev(a.bf16 ? IXL_BF16 : IXL_F32, 2, R, cols, 0, NULL);
+  kbytes = (c->kernel == 1 ? (double)N : valid) * (vb + 4); /* K1 rows share one K */
+  const double flops = 2.0 * valid * H * 128;
+  const double bytes = kbytes + (double)R * H * (vb + 8) + (double)R * cols * (a.bf16 ? 2 : 4);
+  double med, mn, p90;
+  time_op(f, &a, reps, &med, &mn, &p90);
+  printf("%s,K%d,%s,%d,%lld,%lld,%.0f,%.6g,%.6g,%.2f,%.2f,%.2f\n", c->name, c->kernel,
+         fmt == IXL_MXFP4 ? "mxfp4" : fmt == IXL_MXFP8 ? "mxfp8" : "fp8", H, (long long)R, (long long)cols, valid,
+         flops, bytes, med, mn, p90);
+  fflush(stdout);
+  fprintf(stderr, "%-34s %9.1f us  %7.1f TFLOP/s  %7.0f GB/s\n", c->name, med, flops / med * 1e-6, bytes / med * 1e-3);
+  ixl_tensor *ts[] = {(ixl_tensor *)a.qk.q_codes, (ixl_tensor *)a.qk.q_scales, (ixl_tensor *)a.qk.k_codes,
+                      (ixl_tensor *)a.qk.k_scales, (ixl_tensor *)a.qk.k_pages, a.w, a.ks, a.ke, a.bt, a.ids, a.out};
+  for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) ixl_tensor_free(ts[i]);
+  free(qc);
+  free(qs);
+  free(wf);
+  free(wb);
+  free(ks);
+  free(ke);
+  free(bt);
+  free(ids);
+}
+
+int main(int argc, char **argv) {
+  const int reps = argc > 1 ? atoi(argv[1]) : 20;
+  const char *only = argc > 2 ? argv[2] : NULL; /* a substring of the case names */
+  if (ixl_ctx_new(IXL_BACKEND_CUDA, 0, 1, &g) != IXL_OK) DIE("cuda context");
+  pool = malloc(POOL);
+  for (size_t i = 0; i < POOL; i += 8) {
+    uint64_t r = rnd64();
+    memcpy(pool + i, &r, 8);
+  }
+  for (size_t i = 0; i < POOL; i++)
+    if ((pool[i] & 0x7F) == 0x7F) pool[i] ^= 1; /* no e4m3 NaN codes */
+  int64_t fl = 256ll << 20;
+  OK(ixl_tensor_new(g, IXL_U8, 1, &fl, IXL_DEVICE, &g_flush));
+  static const bcase cases[] = {
+      /* ragged prefill (K1), causal rows, fp32 logits as DeepGEMM's peers */
+      {"k1_prefill_2048x8192_mxfp4_h32", 1, IXL_MXFP4, 32, 2048, 8192, 0, 0},
+      {"k1_prefill_2048x8192_mxfp4_h32_bf16", 1, IXL_MXFP4, 32, 2048, 8192, 0, 1},
+      {"k1_prefill_2048x8192_fp8_h64", 1, IXL_FP8, 64, 2048, 8192, 0, 0},
+      {"k1_prefill_4096x65536_mxfp4_h32", 1, IXL_MXFP4, 32, 4096, 65536, 0, 0},
+      {"k1_prefill_4096x65536_fp8_h64", 1, IXL_FP8, 64, 4096, 65536, 0, 0},
+      /* paged decode (K2), page 64, one row per sequence */
+      {"k2_decode_1x128k_mxfp4_h32", 2, IXL_MXFP4, 32, 1, 131072, 64, 0},
+      {"k2_decode_1x128k_fp8_h64", 2, IXL_FP8, 64, 1, 131072, 64, 0},
+      {"k2_decode_64x128k_mxfp4_h32", 2, IXL_MXFP4, 32, 64, 131072, 64, 0},
+      {"k2_decode_64x128k_fp8_h64", 2, IXL_FP8, 64, 64, 131072, 64, 0},
+      /* sparse logits (K5), V4.1-Flash: 2048 blocks of 8 = 16384 columns per row */
+      {"k5_decode_64x16k_paged128_mxfp4_h32", 5, IXL_MXFP4, 32, 64, 131072, 128, 1},
+      {"k5_prefill_4096x16k_ragged_mxfp4_h32", 5, IXL_MXFP4, 32, 4096, 131072, 0, 1},
+  };
+  printf("name,kernel,fmt,H,R,cols,valid_pairs,flops,bytes,us_median,us_min,us_p90\n");
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    if (!only || strstr(cases[i].name, only)) run_case(&cases[i], reps);
+  ixl_tensor_free(g_flush);
+  free(pool);
+  ixl_ctx_free(g);
+  return 0;
+}

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# bench_logits.sh - the logits kernels' benchmark on the GPU machine, in one command from the
+# repo root, after the library is built (e.g. by scripts/gpu-test.sh or
+# `make -j16 SETUP=0 BUILD=build-gpu`):
+#
+#   bash bench/bench_logits.sh [BUILD] [reps] [case-substring]
+#
+# Builds bench/bench_logits.c against $BUILD/libidxlab.so, times our kernels (CSV), then
+# runs bench/torch/logits.py for the ceilings and the PyTorch baseline of the same
+# cases, and prints the combined table last. Logs go to $OUT when set, else $BUILD.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build-gpu}
+REPS=${2:-20}
+ONLY=${3:-}
+logdir=${OUT:-$BUILD}
+mkdir -p "$logdir"
+gcc -std=c11 -O2 -Wall -Wextra -Iinclude bench/bench_logits.c -o "$BUILD/bench_logits" \
+  -L"$BUILD" -Wl,-rpath,"$PWD/$BUILD" -lidxlab -lm
+"$BUILD/bench_logits" "$REPS" $ONLY >"$logdir/bench_logits_c.csv"
+PYTHONUNBUFFERED=1 python3 bench/torch/logits.py "$logdir/bench_logits_c.csv" 10 |
+  tee "$logdir/bench_logits_table.txt"

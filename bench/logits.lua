@@ -1,0 +1,222 @@
+-- bench_logits.lua -- Question: how fast are the logits kernels on the GPU -- K1 (dense,
+-- ragged prefill), K2 (dense, paged decode) and K5 (sparse) -- at the V4.1-Flash shape
+-- (mxfp4, H = 32) and the V3.2 shape (fp8, H = 64), including GPU.md's peer shapes?
+--
+--   bin/idxlab script bench/logits.lua [reps=20] [only=k2_]
+--                                                  [scale=0.01 backend=cpu]
+--
+-- The same cases and method as bench/bench_logits.c (which bench/bench_logits.sh runs
+-- next to the PyTorch baseline and the measured ceilings, in one command on the GPU machine):
+-- CUDA events around each call on the context's stream, 3 warm-ups, then `reps` runs each
+-- after a 256 MiB device memset that flushes the L2; median, minimum and 90th percentile.
+-- Random codes with UE8M0 exponent bytes in 120..134 (the kernels' common path). FLOPs count
+-- the valid (row, position) pairs only: 2 * pairs * H * 128. Bytes: keys read once, queries,
+-- weights, logits written. `scale` shrinks every case (rows and positions) for a quick CPU
+-- run; the ratios to the ceilings need the GPU.
+local M = {
+  name = "bench_logits",
+  question = "Time, TFLOP/s and GB/s of K1, K2 and K5 at the V4.1-Flash and V3.2 shapes",
+}
+
+-- kernel 1: dense ragged (causal rows of one request), 2: dense paged (own pages per row,
+-- shuffled), 5: sparse (2048 sorted blocks of 8 per row; paged when page > 0).
+M.cases = {
+  { name = "k1_prefill_2048x8192_mxfp4_h32", kernel = 1, fmt = "mxfp4", H = 32, R = 2048, N = 8192 },
+  { name = "k1_prefill_2048x8192_mxfp4_h32_bf16", kernel = 1, fmt = "mxfp4", H = 32, R = 2048, N = 8192, bf16 = true },
+  { name = "k1_prefill_2048x8192_fp8_h64", kernel = 1, fmt = "fp8", H = 64, R = 2048, N = 8192 },
+  { name = "k1_prefill_4096x65536_mxfp4_h32", kernel = 1, fmt = "mxfp4", H = 32, R = 4096, N = 65536 },
+  { name = "k1_prefill_4096x65536_fp8_h64", kernel = 1, fmt = "fp8", H = 64, R = 4096, N = 65536 },
+  { name = "k2_decode_1x128k_mxfp4_h32", kernel = 2, fmt = "mxfp4", H = 32, R = 1, N = 131072, page = 64 },
+  { name = "k2_decode_1x128k_fp8_h64", kernel = 2, fmt = "fp8", H = 64, R = 1, N = 131072, page = 64 },
+  { name = "k2_decode_64x128k_mxfp4_h32", kernel = 2, fmt = "mxfp4", H = 32, R = 64, N = 131072, page = 64 },
+  { name = "k2_decode_64x128k_fp8_h64", kernel = 2, fmt = "fp8", H = 64, R = 64, N = 131072, page = 64 },
+  { name = "k5_decode_64x16k_paged128_mxfp4_h32", kernel = 5, fmt = "mxfp4", H = 32, R = 64, N = 131072, page = 128 },
+  { name = "k5_prefill_4096x16k_ragged_mxfp4_h32", kernel = 5, fmt = "mxfp4", H = 32, R = 4096, N = 131072 },
+}
+
+local function bench(opts)
+  opts = opts or {}
+  local idxlab = require("idxlab")
+  local core = require("idxlab.ffi")
+  local ffi, C = core.ffi, core.C
+  local ctx = opts.ctx or idxlab.context{ backend = opts.backend or "cuda", seed = opts.seed or 1 }
+  local reps, scale, only = opts.reps or 20, opts.scale or 1, opts.only
+  local log = opts.log or print
+  local rows_out = {}
+
+  local state = ffi.new("uint64_t[1]", 0x1234567ULL)
+  local function rnd()
+    local z = state[0] + 0x9E3779B97F4A7C15ULL
+    state[0] = z
+    z = bit.bxor(z, bit.rshift(z, 30)) * 0xBF58476D1CE4E5B9ULL
+    z = bit.bxor(z, bit.rshift(z, 27)) * 0x94D049BB133111EBULL
+    return bit.bxor(z, bit.rshift(z, 31))
+  end
+  local function host(dtype, shape) return ctx:tensor(dtype, shape, "host") end
+  local function fill_codes(t, fmt)
+    local n = t:numel()
+    local p = ffi.cast("uint8_t *", t.cd.data)
+    for i = 0, n - 1, 8 do
+      local r = rnd()
+      for k = 0, math.min(7, n - 1 - i) do
+        local b = tonumber(bit.band(bit.rshift(r, 8 * k), 0xFF))
+        if fmt ~= "mxfp4" and bit.band(b, 0x7F) == 0x7F then b = bit.bxor(b, 1) end
+        p[i + k] = b
+      end
+    end
+  end
+  local function mx_word()
+    local r, w = rnd(), 0
+    for k = 0, 3 do w = w + (120 + tonumber(bit.rshift(r, 8 * k) % 15)) * 2 ^ (8 * k) end
+    return w >= 2 ^ 31 and w - 2 ^ 32 or w
+  end
+  local function scale_word(fmt)
+    if fmt == "fp8" then return 2 ^ -8 * (1 + tonumber(rnd() % 1000) / 1000) end
+    return mx_word()
+  end
+  local function on_device(t)
+    if ctx:device_kind() ~= "device" then return t end
+    local d = t:to("device")
+    t:free()
+    return d
+  end
+  local flush = ctx:tensor("u8", { ctx:device_kind() == "device" and 256 * 2 ^ 20 or 1 })
+
+  for _, c in ipairs(M.cases) do
+    if not only or c.name:find(only, 1, true) then
+      local fmt, H = c.fmt, c.H
+      local R = math.max(1, math.floor(c.R * scale))
+      local N = math.max(1024, math.floor(c.N * scale / 1024) * 1024)
+      local vb = fmt == "mxfp4" and 64 or 128
+      local mx = fmt ~= "fp8"
+      local bf16 = c.bf16 or c.kernel == 5
+      local qk = ffi.new("ixl_qk")
+      qk.kv_format = core.enum("kv_format", fmt, 2)
+      local keep = {}
+      local function k(t) keep[#keep + 1] = t; return t end
+      local qc = host("u8", { R, H, vb }); fill_codes(qc, fmt); qc = k(on_device(qc))
+      qk.q_codes = qc.cd
+      if mx then
+        local qs = host("i32", { R, H })
+        local p = qs:ptr()
+        for i = 0, R * H - 1 do p[i] = mx_word() end
+        qs = k(on_device(qs)); qk.q_scales = qs.cd
+      end
+      local w = host(bf16 and "bf16" or "f32", { R, H })
+      do
+        local p = ffi.cast(bf16 and "uint16_t *" or "float *", w.cd.data)
+        for i = 0, R * H - 1 do
+          local v = tonumber(rnd() % 2000) / 1000 - 1
+          p[i] = bf16 and C.ixl_f32_to_bf16(v) or v
+        end
+      end
+      w = k(on_device(w))
+      local ks, ke, bt, ids = host("i32", { R }), host("i32", { R }), nil, nil
+      local paged = c.kernel == 2 or (c.kernel == 5 and c.page)
+      local valid, kbytes = 0, 0
+      if paged then
+        local P = c.page
+        local mp = math.ceil(N / P)
+        local stride = math.ceil(P * (vb + 4) / 512) * 512
+        local pages = host("u8", { R * mp, stride })
+        fill_codes(pages, fmt)
+        local pb = ffi.cast("uint8_t *", pages.cd.data)
+        for pg = 0, R * mp - 1 do
+          local s = ffi.cast(mx and "int32_t *" or "float *", pb + pg * stride + P * vb)
+          for i = 0, P - 1 do s[i] = scale_word(fmt) end
+        end
+        bt = host("i32", { R, mp })
+        local b = bt:ptr()
+        for r = 0, R - 1 do
+          for j = 0, mp - 1 do b[r * mp + j] = r * mp + j end
+          for j = mp - 1, 1, -1 do
+            local x = tonumber(rnd() % (j + 1))
+            b[r * mp + j], b[r * mp + x] = b[r * mp + x], b[r * mp + j]
+          end
+          ks:ptr()[r] = 0
+          ke:ptr()[r] = N
+        end
+        qk.k_pages = k(on_device(pages)).cd
+        qk.page_size = P
+        bt = k(on_device(bt))
+      else
+        local kc = host("u8", { N, vb }); fill_codes(kc, fmt)
+        local ksc = host(mx and "i32" or "f32", { N })
+        local p = ksc:ptr()
+        for i = 0, N - 1 do p[i] = scale_word(fmt) end
+        qk.k_codes = k(on_device(kc)).cd
+        qk.k_scales = k(on_device(ksc)).cd
+        for r = 0, R - 1 do
+          ks:ptr()[r] = 0
+          ke:ptr()[r] = math.max(1, N - R + r + 1)
+        end
+      end
+      local cols, nsb, sbk = N, 2048, 8
+      if c.kernel == 5 then
+        ids = host("i32", { R, nsb })
+        local p = ids:ptr()
+        for r = 0, R - 1 do
+          local len = ke:ptr()[r] - ks:ptr()[r]
+          local nblk = math.ceil(len / sbk)
+          local want, n = math.min(nblk, nsb), 0
+          for blk = 0, nblk - 1 do
+            if n >= want then break end
+            if (want - n) > (tonumber(rnd() % 1000000) / 1000000) * (nblk - blk) then
+              p[r * nsb + n] = blk
+              n = n + 1
+            end
+          end
+          for j = n, nsb - 1 do p[r * nsb + j] = n > 0 and p[r * nsb + n - 1] or 0 end
+          valid = valid + (want < nsb and len or nsb * sbk)
+        end
+        ids = k(on_device(ids))
+        cols = nsb * sbk
+      else
+        for r = 0, R - 1 do valid = valid + ke:ptr()[r] - ks:ptr()[r] end
+      end
+      kbytes = (c.kernel == 1 and N or valid) * (vb + 4)
+      ks, ke = k(on_device(ks)), k(on_device(ke))
+      local out = k(ctx:tensor(bf16 and "bf16" or "f32", { R, cols }))
+      local red = core.enum("reduction", bf16 and "bf16" or "fp32", 2)
+      local function call()
+        if c.kernel == 1 then
+          return C.ixl_dense_logits(ctx.cd, qk, w.cd, ks.cd, ke.cd, 0, 0, red, out.cd)
+        elseif c.kernel == 2 then
+          return C.ixl_dense_logits_paged(ctx.cd, qk, w.cd, ke.cd, bt.cd, red, out.cd)
+        end
+        if paged then return C.ixl_sparse_logits(ctx.cd, qk, w.cd, nil, ke.cd, bt.cd, ids.cd, sbk, 0, out.cd) end
+        return C.ixl_sparse_logits(ctx.cd, qk, w.cd, ks.cd, ke.cd, nil, ids.cd, sbk, 0, out.cd)
+      end
+      for _ = 1, 3 do ctx:check(call()) end
+      ctx:sync()
+      local times = {}
+      for i = 1, reps do
+        flush:fill_bytes(i % 256)
+        ctx:timer_record(0)
+        ctx:check(call())
+        ctx:timer_record(1)
+        times[i] = ctx:timer_elapsed_us(0, 1)
+      end
+      table.sort(times)
+      local med = times[math.floor(reps / 2) + 1]
+      local flops = 2 * valid * H * 128
+      local bytes = kbytes + R * H * (vb + 8) + R * cols * (bf16 and 2 or 4)
+      local row = { name = c.name, kernel = "K" .. c.kernel, kv_format = fmt, heads = H, rows = R, positions = N,
+        columns = cols, valid_pairs = valid, us_median = med, us_min = times[1],
+        us_p90 = times[math.min(reps, math.floor(reps * 0.9) + 1)], tflops = flops / med * 1e-6,
+        gbs = bytes / med * 1e-3, backend = ctx:backend(), device = ctx:device_name() }
+      rows_out[#rows_out + 1] = row
+      log(("%-38s %10.1f us %8.1f TFLOP/s %8.0f GB/s"):format(c.name, med, row.tflops, row.gbs))
+      for i = #keep, 1, -1 do keep[i]:free() end
+    end
+  end
+  flush:free()
+  return rows_out
+end
+
+M.bench = bench
+
+-- `bin/idxlab script bench/logits.lua key=value ...` calls main(opts) with those values.
+function M.main(opts) return bench(opts) end
+
+return M

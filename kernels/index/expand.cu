@@ -1,0 +1,139 @@
+// expand.cu - K4 on the GPU (ixl_cuda_expand): candidate blocks -> sparse block ids and end,
+// once per step; the same results as kernels/expand_cpu.c.
+//
+// Per row (one CTA): a candidate c is valid when c >= 0 and c*ratio < nblocks (nblocks =
+// ceil(max(ke-ks, 0) / sbk)); the valid, distinct candidates in ascending order expand to the
+// blocks c*ratio + i (i < ratio, < nblocks), each written as block + ks/sbk. Instead of
+// sorting the list, the CTA marks the valid candidates in a shared bitmap (a window of
+// WINDOW_BITS candidate ids at a time, from the smallest valid id to the largest), and a
+// block-wide scan of the bit counts gives every candidate its slot: all runs are ratio long
+// except the last candidate of the row's range, the only one that can be cut short. Slots
+// past n_valid repeat the last id (an empty row: ks/sbk). Both ks_modes give the same ids
+// (aligned only refuses, on the host, a non-empty row whose ks is not a multiple of sbk).
+#include "cuda/common.cuh"
+
+namespace {
+
+using namespace ixl;
+constexpr int NT = 256;
+constexpr int WINDOW_WORDS = 1024; // 32768 candidate ids per window, 4 KiB of shared memory
+constexpr int WORDS_PER_THREAD = WINDOW_WORDS / NT;
+constexpr int64_t WINDOW_BITS = (int64_t)WINDOW_WORDS * 32;
+
+__global__ void __launch_bounds__(NT) expand_kernel(const int32_t *__restrict__ cand, int64_t T,
+                                                    const int32_t *__restrict__ row_ks,
+                                                    const int32_t *__restrict__ row_ke, int ratio,
+                                                    int sbk, int32_t *__restrict__ ids, int64_t nsb,
+                                                    int32_t *__restrict__ end) {
+  __shared__ uint32_t bits[WINDOW_WORDS];
+  __shared__ int64_t ws[NT / 32 + 1];
+  __shared__ int64_t cmin_s, cmax_s;
+  const int64_t r = blockIdx.x;
+  const int64_t ks = row_ks ? row_ks[r] : 0, ke = row_ke[r];
+  const int64_t len = ke > ks ? ke - ks : 0;
+  const int64_t nblocks = (len + sbk - 1) / sbk;
+  const int64_t ncb = (nblocks + ratio - 1) / ratio; // valid candidate ids: [0, ncb)
+  const int64_t base = ks / sbk;
+  const int32_t *cr = cand + r * T;
+  int32_t *out = ids + r * nsb;
+
+  // the smallest and largest valid candidate bound the windows to scan
+  if (threadIdx.x == 0) {
+    cmin_s = INT64_MAX;
+    cmax_s = -1;
+  }
+  __syncthreads();
+  int64_t lo = INT64_MAX, hi = -1;
+  for (int64_t t = threadIdx.x; t < T; t += NT) {
+    const int64_t c = cr[t];
+    if (c >= 0 && c < ncb) {
+      lo = c < lo ? c : lo;
+      hi = c > hi ? c : hi;
+    }
+  }
+  if (hi >= 0) {
+    atomicMin((unsigned long long *)&cmin_s, (unsigned long long)lo);
+    atomicMax((long long *)&cmax_s, (long long)hi);
+  }
+  __syncthreads();
+  const int64_t cmin = cmin_s, cmax = cmax_s;
+
+  int64_t placed = 0; // distinct valid candidates placed so far
+  if (cmax >= 0) {
+    for (int64_t w0 = cmin; w0 <= cmax; w0 += WINDOW_BITS) {
+      for (int w = threadIdx.x; w < WINDOW_WORDS; w += NT) bits[w] = 0;
+      __syncthreads();
+      const int64_t w1 = w0 + WINDOW_BITS; // window [w0, w1)
+      for (int64_t t = threadIdx.x; t < T; t += NT) {
+        const int64_t c = cr[t];
+        if (c >= w0 && c < w1 && c <= cmax) atomicOr(&bits[(c - w0) >> 5], 1u << ((c - w0) & 31));
+      }
+      __syncthreads();
+      // this thread's words are [tid*WPT, tid*WPT + WPT): contiguous, so order is kept
+      uint32_t mine[WORDS_PER_THREAD];
+      int64_t cnt = 0;
+#pragma unroll
+      for (int u = 0; u < WORDS_PER_THREAD; u++) {
+        mine[u] = bits[threadIdx.x * WORDS_PER_THREAD + u];
+        cnt += __popc(mine[u]);
+      }
+      int64_t total;
+      int64_t q = placed + block_exclusive_scan<NT, int64_t>(cnt, &total, ws);
+#pragma unroll
+      for (int u = 0; u < WORDS_PER_THREAD; u++) {
+        uint32_t m = mine[u];
+        while (m) {
+          const int bit = __ffs(m) - 1;
+          m &= m - 1;
+          const int64_t c = w0 + (int64_t)(threadIdx.x * WORDS_PER_THREAD + u) * 32 + bit;
+          for (int i = 0; i < ratio; i++) {
+            const int64_t b = c * ratio + i;
+            if (b >= nblocks) break;
+            if (q * ratio + i < nsb) out[q * ratio + i] = (int32_t)(b + base);
+          }
+          q++;
+        }
+      }
+      placed += total;
+      __syncthreads(); // bits is cleared for the next window
+    }
+  }
+  // every run is ratio long except the last candidate's, cut at nblocks
+  int64_t n_valid = 0, last = -1;
+  if (placed > 0) {
+    last = cmax * ratio + ratio - 1 < nblocks - 1 ? cmax * ratio + ratio - 1 : nblocks - 1;
+    n_valid = (placed - 1) * ratio + (last - cmax * ratio + 1);
+  }
+  const int32_t pad = (int32_t)(n_valid > 0 ? last + base : base);
+  for (int64_t j = n_valid + threadIdx.x; j < nsb; j += NT) out[j] = pad;
+  if (threadIdx.x == 0) {
+    int64_t e = 0;
+    if (n_valid > 0) {
+      int64_t tail = ke - (last * sbk + ks);
+      if (tail > sbk) tail = sbk;
+      e = (n_valid - 1) * sbk + tail;
+    }
+    end[r] = (int32_t)e;
+  }
+}
+
+} // namespace
+
+extern "C" ixl_status ixl_cuda_expand(ixl_ctx *ctx, const ixl_tensor *cand,
+                                      const ixl_tensor *row_ks, const ixl_tensor *row_ke,
+                                      int candidate_block_size, int sparse_block_kv,
+                                      ixl_ks_mode ks_mode, ixl_tensor *sparse_ids,
+                                      ixl_tensor *end) {
+  (void)ks_mode; // both modes give the same ids; aligned-mode refusals are the host's
+  const int64_t R = cand->shape[0], T = cand->shape[1], nsb = sparse_ids->shape[1];
+  if (R == 0) return IXL_OK;
+  if (R > INT32_MAX)
+    return ixl_set_error(ctx, IXL_ERR_SHAPE, "expand: cand: shape[0] = %lld: must be <= %d rows on the GPU",
+                         (long long)R, INT32_MAX);
+  const int ratio = candidate_block_size / sparse_block_kv;
+  expand_kernel<<<(unsigned)R, NT, 0, stream_of(ctx)>>>(
+      T ? (const int32_t *)cand->data : nullptr, T,
+      row_ks ? (const int32_t *)row_ks->data : nullptr, (const int32_t *)row_ke->data, ratio,
+      sparse_block_kv, nsb ? (int32_t *)sparse_ids->data : nullptr, nsb, (int32_t *)end->data);
+  return ixl_cuda_check_launch(ctx, "expand");
+}

@@ -1,0 +1,165 @@
+// topk.cu - K6 top-k on the GPU (ixl_cuda_topk): per row, the k largest of the columns
+// [row_start, row_end) of fp32 or bf16 logits, ties to the smaller column, NaN above every
+// number, -0 equal to +0, -1 pads last; unsorted = ascending column order, sorted = (value
+// descending, column ascending). The same results as kernels/topk_cpu.c, exactly.
+//
+// One CTA per row runs the radix select of cuda/common.cuh over order-preserving keys:
+// histogram passes over the row (11/11/10 key bits for fp32, 8/8 for bf16) until the keys at
+// or above the k-th largest fit in shared memory, one pass to collect them, then a bitonic
+// sort of those few thousand entries. No full sort of a row, no scratch in device memory,
+// nothing allocated, nothing synchronised: the op is graph-capturable.
+#include "cuda/common.cuh"
+
+namespace {
+
+using namespace ixl;
+constexpr int NT = SELECT_THREADS;
+
+// A row of fp32 logits, 4 keys per call: 16-byte loads where the row is aligned (a head of
+// fewer than 4 elements before that, and a tail after, go to thread 0). Every thread makes
+// the same calls (visit's contract in cuda/common.cuh).
+struct RowF32 {
+  static constexpr int W = 4;
+  const float *x;
+  int64_t n;
+  __device__ uint32_t key_at(int64_t i) const { return order_key_f32(x[i]); }
+  template <class F>
+  __device__ void visit(int64_t lo, int64_t hi, F &&f) const {
+    const float *p = x + lo;
+    const int64_t m = hi - lo;
+    int64_t head = (int64_t)(((16u - ((uintptr_t)p & 15u)) & 15u) >> 2);
+    if (head > m) head = m;
+    const int64_t nv = (m - head) >> 2, tail = m - head - 4 * nv;
+    uint32_t k[4] = {0, 0, 0, 0};
+    if (head > 0) {
+      if (threadIdx.x == 0)
+        for (int j = 0; j < head; j++) k[j] = order_key_f32(p[j]);
+      f(lo, k, threadIdx.x == 0 ? (1u << head) - 1u : 0u);
+    }
+    const float4 *q = reinterpret_cast<const float4 *>(p + head);
+    // 4 loads of 16 bytes in flight per thread, 32 KiB per CTA (two CTAs fit an SM)
+    for (int64_t base = 0; base < nv; base += 4 * NT) {
+      float4 a[4];
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        const int64_t v = base + u * NT + threadIdx.x;
+        if (v < nv) a[u] = q[v];
+      }
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        const int64_t v = base + u * NT + threadIdx.x;
+        const bool ok = v < nv;
+        k[0] = ok ? order_key_f32(a[u].x) : 0u;
+        k[1] = ok ? order_key_f32(a[u].y) : 0u;
+        k[2] = ok ? order_key_f32(a[u].z) : 0u;
+        k[3] = ok ? order_key_f32(a[u].w) : 0u;
+        f(lo + head + 4 * v, k, ok ? 0xfu : 0u);
+      }
+    }
+    if (tail > 0) {
+      const int64_t t0 = head + 4 * nv;
+      if (threadIdx.x == 0)
+        for (int j = 0; j < tail; j++) k[j] = order_key_f32(p[t0 + j]);
+      f(lo + t0, k, threadIdx.x == 0 ? (1u << tail) - 1u : 0u);
+    }
+  }
+};
+
+// A row of bf16 logits, 8 keys per call from one 16-byte load.
+struct RowBF16 {
+  static constexpr int W = 8;
+  const uint16_t *x;
+  int64_t n;
+  __device__ uint32_t key_at(int64_t i) const { return order_key_bf16(x[i]); }
+  template <class F>
+  __device__ void visit(int64_t lo, int64_t hi, F &&f) const {
+    const uint16_t *p = x + lo;
+    const int64_t m = hi - lo;
+    int64_t head = (int64_t)(((16u - ((uintptr_t)p & 15u)) & 15u) >> 1);
+    if (head > m) head = m;
+    const int64_t nv = (m - head) >> 3, tail = m - head - 8 * nv;
+    uint32_t k[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    if (head > 0) {
+      if (threadIdx.x == 0)
+        for (int j = 0; j < head; j++) k[j] = order_key_bf16(p[j]);
+      f(lo, k, threadIdx.x == 0 ? (1u << head) - 1u : 0u);
+    }
+    const uint4 *q = reinterpret_cast<const uint4 *>(p + head);
+    for (int64_t base = 0; base < nv; base += 4 * NT) {
+      uint4 a[4];
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        const int64_t v = base + u * NT + threadIdx.x;
+        if (v < nv) a[u] = q[v];
+      }
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        const int64_t v = base + u * NT + threadIdx.x;
+        const bool ok = v < nv;
+        const uint32_t w[4] = {a[u].x, a[u].y, a[u].z, a[u].w};
+#pragma unroll
+        for (int h = 0; h < 4; h++) {
+          k[2 * h] = ok ? order_key_bf16((uint16_t)(w[h] & 0xffffu)) : 0u;
+          k[2 * h + 1] = ok ? order_key_bf16((uint16_t)(w[h] >> 16)) : 0u;
+        }
+        f(lo + head + 8 * v, k, ok ? 0xffu : 0u);
+      }
+    }
+    if (tail > 0) {
+      const int64_t t0 = head + 8 * nv;
+      if (threadIdx.x == 0)
+        for (int j = 0; j < tail; j++) k[j] = order_key_bf16(p[t0 + j]);
+      f(lo + t0, k, threadIdx.x == 0 ? (1u << tail) - 1u : 0u);
+    }
+  }
+};
+
+template <typename T, class Row, bool KEY16>
+__global__ void __launch_bounds__(NT, 1) topk_kernel(const T *__restrict__ logits, int64_t C,
+                                                  const int32_t *__restrict__ row_start,
+                                                  const int32_t *__restrict__ row_end, int k,
+                                                  int sorted, int32_t *__restrict__ out, int B,
+                                                  int flags) {
+  extern __shared__ uint64_t smem[];
+  __shared__ SelectShared sh;
+  const int64_t r = blockIdx.x;
+  // the op validated the ranges on the host when it could; clamp so bad data never faults
+  int64_t s = row_start ? row_start[r] : 0, e = row_end[r];
+  if (s < 0) s = 0;
+  if (e > C) e = C;
+  const int64_t n = e > s ? e - s : 0;
+  Row src{n > 0 ? logits + r * C + s : logits, n};
+  radix_select_row<NT>(src, k, sorted != 0, out + r * (int64_t)k, smem, B, KEY16, sh, flags);
+}
+
+template <typename T, class Row, bool KEY16>
+ixl_status launch(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *row_start,
+                  const ixl_tensor *row_end, int k, int sorted, ixl_tensor *out) {
+  const int64_t R = logits->shape[0], C = logits->shape[1];
+  const int B = select_buffer_entries(k, C);
+  const size_t smem = select_smem_bytes(B);
+  auto kern = topk_kernel<T, Row, KEY16>;
+  ixl_status st = ixl_cuda_status(
+      ctx, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+      "topk: cudaFuncSetAttribute");
+  if (st) return st;
+  kern<<<(unsigned)R, NT, smem, stream_of(ctx)>>>(
+      (const T *)logits->data, C, row_start ? (const int32_t *)row_start->data : nullptr,
+      (const int32_t *)row_end->data, k, sorted, (int32_t *)out->data, B, select_flags());
+  return ixl_cuda_check_launch(ctx, "topk");
+}
+
+} // namespace
+
+extern "C" ixl_status ixl_cuda_topk(ixl_ctx *ctx, const ixl_tensor *logits,
+                                    const ixl_tensor *row_start, const ixl_tensor *row_end, int k,
+                                    int sorted, ixl_tensor *out) {
+  const int64_t R = logits->shape[0];
+  if (R == 0) return IXL_OK;
+  if (R > INT32_MAX)
+    return ixl_set_error(ctx, IXL_ERR_SHAPE, "topk: logits: shape[0] = %lld: must be <= %d rows on the GPU",
+                         (long long)R, INT32_MAX);
+  if (logits->dtype == IXL_BF16)
+    return launch<uint16_t, RowBF16, true>(ctx, logits, row_start, row_end, k, sorted, out);
+  return launch<float, RowF32, false>(ctx, logits, row_start, row_end, k, sorted, out);
+}
