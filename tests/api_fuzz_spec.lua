@@ -3,8 +3,31 @@
 -- range, fractions, wrong strings, tables, tensors of random dtypes and shapes, freed tensors,
 -- views whose base was freed, a tensor where a context belongs -- must each return or raise an
 -- "idxlab: ..." error: never another Lua error, and never a crash (which would end busted).
+-- The functions that take a file path (safetensors.read and .write) get their string paths
+-- inside a private temporary directory: the fuzzer writes nothing anywhere else.
 local idxlab = require("idxlab")
 local Tensor = require("idxlab.tensor")
+
+local ROOT = os.getenv("IDXLAB_ROOT") or "."
+local support = dofile(ROOT .. "/tests/support.lua")
+teardown(support.cleanup)
+
+-- The targets whose first argument is a path in the filesystem. A string there is taken
+-- relative to the private directory (absolute ones too: "/x" becomes DIR//x); anything else
+-- goes through unchanged, so the argument checks see every hostile value as before.
+local PATH_FIRST = { ["safetensors.read"] = true, ["safetensors.write"] = true }
+local function confined(dir, f)
+  return function(path, ...)
+    if type(path) == "string" then path = dir .. "/" .. path end
+    return f(path, ...)
+  end
+end
+
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
 
 local SEED = tonumber(os.getenv("IXL_TEST_SEED") or "") or (os.time() % 100000)
 local ITERS = tonumber(os.getenv("IDXLAB_API_FUZZ_ITERS") or "") or 4000
@@ -29,26 +52,44 @@ describe("the public Lua API under random arguments", function()
       return t
     end
     local pool = {
-      function() return nil end, function() return math.random(-5, 300) end, function() return -1e12 end,
+      function() return nil end, function() return math.random(-5, 300) end,
+      function() return -1e12 end,
       function() return 2 ^ 40 end, function() return 0.5 end, function() return 0 / 0 end,
       function() return "mxfp4" end, function() return "bogus" end, function() return "fp32" end,
       function() return {} end, function() return { 1, 2, 3 } end, function() return { 2, 128 } end,
       rand_tensor, rand_tensor, rand_tensor, function() return ctx end, function() return true end,
-      function() return { q_codes = rand_tensor(), k_codes = rand_tensor(), k_scales = rand_tensor(), kv_format = "mxfp4" } end,
-      function() return { decode = { { context_len = math.random(-3, 50) } }, prefill = { { query_len = 2, context_len = 7 } } } end,
-      function() return { heads = 8, lens = { math.random(0, 40), 3 }, decode = math.random(2) == 1 } end,
+      function()
+        return { q_codes = rand_tensor(), k_codes = rand_tensor(), k_scales = rand_tensor(),
+                 kv_format = "mxfp4" }
+      end,
+      function()
+        return { decode = { { context_len = math.random(-3, 50) } },
+                 prefill = { { query_len = 2, context_len = 7 } } }
+      end,
+      function()
+        return { heads = 8, lens = { math.random(0, 40), 3 }, decode = math.random(2) == 1 }
+      end,
     }
     local function rarg() return pool[math.random(#pool)]() end
+    local dir = support.tmpdir("api-fuzz")
     local targets = {}
-    for _, mod in ipairs({ "formats", "logits", "select", "workload", "chunker", "config", "rng", "pipeline", "safetensors" }) do
+    for _, mod in ipairs({ "formats", "logits", "select", "workload", "chunker", "config", "rng",
+                           "pipeline", "safetensors" }) do
       for name, f in pairs(require("idxlab." .. mod)) do
-        if type(f) == "function" then targets[#targets + 1] = { mod .. "." .. name, f } end
+        local id = mod .. "." .. name
+        if type(f) == "function" then
+          targets[#targets + 1] = { id, PATH_FIRST[id] and confined(dir, f) or f }
+        end
       end
     end
     -- methods: the receiver comes first
     local b = idxlab.builder(ctx, { max_rows = 8, max_model_len = 4096 })
-    for _, m in ipairs({ "shape", "dtype", "numel", "to_table", "from_table", "fill_bytes", "copy_from", "to", "view", "ptr" }) do
-      targets[#targets + 1] = { "Tensor:" .. m, function(...) local t = rand_tensor(); return Tensor[m](t, ...) end }
+    for _, m in ipairs({ "shape", "dtype", "numel", "to_table", "from_table", "fill_bytes",
+                         "copy_from", "to", "view", "ptr" }) do
+      targets[#targets + 1] = { "Tensor:" .. m, function(...)
+        local t = rand_tensor()
+        return Tensor[m](t, ...)
+      end }
     end
     for _, m in ipairs({ "tensor", "timer_record", "timer_elapsed_us", "check" }) do
       targets[#targets + 1] = { "Context:" .. m, function(...) return ctx[m](ctx, ...) end }
@@ -57,6 +98,17 @@ describe("the public Lua API under random arguments", function()
     targets[#targets + 1] = { "idxlab.builder", function(...) return idxlab.builder(...) end }
     targets[#targets + 1] = { "idxlab.context", function(...) return idxlab.context(...) end }
     table.sort(targets, function(x, y) return x[1] < y[1] end)
+    for id in pairs(PATH_FIRST) do
+      local found = false
+      for _, t in ipairs(targets) do found = found or t[1] == id end
+      assert(found, id .. " is no longer a target: keep PATH_FIRST in step with the API")
+    end
+    -- the pool's strings, as names in the current directory (the repository root under
+    -- scripts/run_tests.sh): the fuzzer must not make any of them
+    local stray = {}
+    for _, name in ipairs({ "mxfp4", "bogus", "fp32" }) do
+      if not exists(name) then stray[#stray + 1] = name end
+    end
     local bad = {}
     for _ = 1, ITERS do
       local t = targets[math.random(#targets)]
@@ -69,5 +121,10 @@ describe("the public Lua API under random arguments", function()
     end
     b:free()
     assert.are.same({}, bad, "seed " .. SEED)
+    local made = {}
+    for _, name in ipairs(stray) do
+      if exists(name) then made[#made + 1] = name end
+    end
+    assert.are.same({}, made, "written outside the private directory, seed " .. SEED)
   end)
 end)

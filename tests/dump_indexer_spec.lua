@@ -1,12 +1,15 @@
--- dump_indexer_spec: scripts/dump_indexer.py for real. A project-local virtual environment
--- (.venv, git-ignored) gets numpy and safetensors from PyPI once; the helper then dumps
--- multi-step and decode files, which idxlab reads back (names, shapes, dtypes, exact values,
--- metadata) and replays with `bin/idxlab replay`. Where PyPI cannot be reached, the specs say
--- so and count as pending, never as passed.
+-- dump_indexer_spec: scripts/dump_indexer.py for real. It runs in the project's virtual
+-- environment (.venv, git-ignored), which scripts/setup.sh makes with numpy and safetensors
+-- (`make test` runs the set-up first); the specs only use it and fetch nothing, and fail,
+-- naming the command to run, when it is missing. The helper dumps multi-step and decode
+-- files, which idxlab reads back (names, shapes, dtypes, exact values, metadata) and replays
+-- with `bin/idxlab replay`. Every file it writes lies in a private temporary directory.
 local st = require("idxlab.safetensors")
 local json = require("idxlab.json")
 
 local ROOT = os.getenv("IDXLAB_ROOT") or "."
+local support = dofile(ROOT .. "/tests/support.lua")
+teardown(support.cleanup)
 local PY = ROOT .. "/.venv/bin/python"
 local PYB = PY .. " -B" -- writes no __pycache__ into scripts/
 -- Python runs without the sanitizer runtime that `make test SANITIZE=1` preloads; idxlab's own
@@ -21,38 +24,30 @@ local function sh(cmd, keep_preload)
   return rc, out:gsub("rc=%d+%s*$", "")
 end
 
+-- `idxlab replay IN OUT` on the CPU at the demo's sizes (4 heads), run from ROOT.
+local REPLAY = "cd %q && bin/idxlab replay %q %q --set backend=cpu --set heads=4 "
+  .. "--set index_topk=8 --set candidate_block_size=8 --set candidate_topk_blocks=64"
+
 local function exists(path)
   local f = io.open(path, "rb")
   if f then f:close() end
   return f ~= nil
 end
 
--- The venv, made once and reused; nil and the reason when PyPI is out of reach.
-local venv_ready, venv_why
-local function venv()
-  if venv_ready ~= nil then return venv_ready, venv_why end
-  if sh(("%q -c 'import numpy, safetensors'"):format(PY)) == 0 then
-    venv_ready = true
-    return true
+-- The venv scripts/setup.sh made; a spec that needs it fails (never skips) without it.
+local venv_ready
+local function need_venv()
+  if venv_ready == nil then
+    venv_ready = sh(("%q -c 'import numpy, safetensors'"):format(PY)) == 0
   end
-  if not exists(PY) then
-    local rc, out = sh(("python3 -m venv %q"):format(ROOT .. "/.venv"))
-    if rc ~= 0 then
-      venv_ready, venv_why = false, "python3 -m venv failed: " .. out:sub(1, 300)
-      return venv_ready, venv_why
-    end
-  end
-  local rc, out = sh(("%q -m pip install -q --disable-pip-version-check --timeout 30 numpy safetensors"):format(PY))
-  if rc ~= 0 then
-    venv_ready, venv_why = false, "PyPI cannot be reached (pip install numpy safetensors failed): " .. out:sub(-300)
-    return venv_ready, venv_why
-  end
-  venv_ready = true
-  return true
+  assert(venv_ready, PY .. " cannot import numpy and safetensors: run scripts/setup.sh "
+    .. "(it makes .venv; `make test` runs it first)")
 end
 
+local dir
 local function tmpname(tag)
-  return os.tmpname() .. "-" .. tag .. ".safetensors"
+  dir = dir or support.tmpdir("dump-indexer")
+  return dir .. "/" .. tag .. ".safetensors"
 end
 
 -- The demo's values, restated from dump_indexer.demo_step.
@@ -62,14 +57,15 @@ end
 
 describe("scripts/dump_indexer.py", function()
   it("writes a multi-step replay file that idxlab reads back exactly", function()
-    local ok, why = venv()
-    if not ok then pending(why) return end
+    need_venv()
     local path = tmpname("steps")
-    local rc, out = sh(("cd %q && %s scripts/dump_indexer.py --demo %q --steps 2"):format(ROOT, PYB, path))
+    local rc, out = sh(("cd %q && %s scripts/dump_indexer.py --demo %q --steps 2"):format(ROOT,
+      PYB, path))
     assert.equals(0, rc, out)
     -- the fixture scripts/make_fixtures.sh writes holds these very tensors (the header's
     -- metadata order may differ: the writer keeps it in a hash map)
-    local fresh, fixture = st.read(path), st.read(ROOT .. "/tests/fixtures/replay_steps.safetensors")
+    local fresh = st.read(path)
+    local fixture = st.read(ROOT .. "/tests/fixtures/replay_steps.safetensors")
     assert.equals(#fresh.names, #fixture.names)
     for _, name in ipairs(fresh.names) do
       local a, b = fresh.tensors[name], fixture.tensors[name]
@@ -110,15 +106,17 @@ describe("scripts/dump_indexer.py", function()
   end)
 
   it("refuses inconsistent steps with a message naming the tensor", function()
-    local ok, why = venv()
-    if not ok then pending(why) return end
+    need_venv()
     local cases = {
       { "del s['weights']", "weights is required" },
       { "s['k'] = s['k'][:, :64]", "k: shape (256, 64), expected (256, 128)" },
-      { "s['context_lens'] = s['ke']", "give the row ranges as ks and ke (ragged) or as context_lens and row_start" },
-      { "s['q_codes'] = s['q'].astype('uint8')", "give q, or q_codes with q_scales (exactly one of them)" },
+      { "s['context_lens'] = s['ke']",
+        "give the row ranges as ks and ke (ragged) or as context_lens and row_start" },
+      { "s['q_codes'] = s['q'].astype('uint8')",
+        "give q, or q_codes with q_scales (exactly one of them)" },
       { "s['colour'] = s['q']", "unknown tensor(s) ['colour']" },
-      { "s['q_consumer'] = s['q_consumer'].astype('float16')", "q_consumer: dtype float16 differs from q's float32" },
+      { "s['q_consumer'] = s['q_consumer'].astype('float16')",
+        "q_consumer: dtype float16 differs from q's float32" },
     }
     for _, c in ipairs(cases) do
       local code = ("import sys; sys.path.insert(0, 'scripts'); import dump_indexer as d; "
@@ -130,8 +128,7 @@ describe("scripts/dump_indexer.py", function()
   end)
 
   it("--show lists BF16 tensors (dtype and shape from the header) with numpy only", function()
-    local ok, why = venv()
-    if not ok then pending(why) return end
+    need_venv()
     local path = tmpname("show")
     st.write(path, {
       { name = "q", dtype = "BF16", shape = { 4, 4, 128 }, data = ("\0\63"):rep(4 * 4 * 128) },
@@ -142,14 +139,14 @@ describe("scripts/dump_indexer.py", function()
     assert.equals(0, rc, out)
     assert.equals("ks I32 [4]\nq BF16 [4, 4, 128]\nweights F32 [4, 4]\n", out)
     os.remove(path)
-    rc, out = sh(("cd %q && %s scripts/dump_indexer.py --show %q"):format(ROOT, PYB, ROOT .. "/Makefile"))
+    rc, out = sh(("cd %q && %s scripts/dump_indexer.py --show %q"):format(ROOT, PYB,
+      ROOT .. "/Makefile"))
     assert.equals(1, rc, out)
     assert.matches("^dump_indexer.py: [^\n]*Makefile: header length %d+ exceeds the file", out)
   end)
 
-  it("dumps q and q_consumer in different forms (one plain, one pre-quantized) that replay takes", function()
-    local ok, why = venv()
-    if not ok then pending(why) return end
+  it("dumps q and q_consumer in two forms (plain, pre-quantized) that replay takes", function()
+    need_venv()
     local have = pcall(require, "idxlab.pipeline")
     if not have then pending("the pipeline is not complete yet") return end
     -- mxfp4: 64 code bytes per 128-vector, one I32 of four UE8M0 scale bytes (0x7f: 2^0)
@@ -161,12 +158,12 @@ describe("scripts/dump_indexer.py", function()
     }
     for _, edit in ipairs(edits) do
       local path, out_path = tmpname("mixed"), tmpname("mixed-out")
-      local code = ("import sys; sys.path.insert(0, 'scripts'); import numpy as np; import dump_indexer as d; "
+      local code = ("import sys; sys.path.insert(0, 'scripts'); import numpy as np; "
+        .. "import dump_indexer as d; "
         .. "s = d.demo_step(0, False); %s; d.dump('%s', s)"):format(edit, path)
       local rc, out = sh(("cd %q && %s -c %q"):format(ROOT, PYB, code))
       assert.equals(0, rc, out)
-      rc, out = sh(("cd %q && bin/idxlab replay %q %q --set backend=cpu --set heads=4 --set index_topk=8 "
-        .. "--set candidate_block_size=8 --set candidate_topk_blocks=64"):format(ROOT, path, out_path), true)
+      rc, out = sh(REPLAY:format(ROOT, path, out_path), true)
       assert.equals(0, rc, edit .. ": " .. out)
       local o = st.read(out_path)
       o:expect("topk_pos", { dtypes = { "i32" }, shape = { 2, 4, 8 } })
@@ -177,8 +174,7 @@ describe("scripts/dump_indexer.py", function()
   end)
 
   it("dumps a decode step that `idxlab replay` replays", function()
-    local ok, why = venv()
-    if not ok then pending(why) return end
+    need_venv()
     -- replay needs the whole pipeline; until every module of it exists, say so
     local have, err = pcall(require, "idxlab.replay")
     if have then have, err = pcall(require, "idxlab.pipeline") end
@@ -188,14 +184,13 @@ describe("scripts/dump_indexer.py", function()
     end
     for _, decode in ipairs({ true, false }) do
       local path, out_path = tmpname("in"), tmpname("out")
-      local rc, out = sh(("cd %q && %s scripts/dump_indexer.py --demo %q %s"):format(ROOT, PYB, path,
-        decode and "--decode" or ""))
+      local rc, out = sh(("cd %q && %s scripts/dump_indexer.py --demo %q %s"):format(ROOT, PYB,
+        path, decode and "--decode" or ""))
       assert.equals(0, rc, out)
       local f = st.read(path)
       assert.is_not_nil(f.tensors[decode and "context_lens" or "ks"])
       f:close()
-      rc, out = sh(("cd %q && bin/idxlab replay %q %q --set backend=cpu --set heads=4 --set index_topk=8 "
-        .. "--set candidate_block_size=8 --set candidate_topk_blocks=64"):format(ROOT, path, out_path), true)
+      rc, out = sh(REPLAY:format(ROOT, path, out_path), true)
       assert.equals(0, rc, out)
       local o = st.read(out_path)
       local dl = o:expect("dense_logits", { dtypes = { "f32" }, shape = { 4, 64 } })
@@ -205,12 +200,16 @@ describe("scripts/dump_indexer.py", function()
         local len = 64 - 7 * r
         for j = 0, 63 do
           local v = dl.data[r * 64 + j]
-          if j < len then assert(v > -math.huge and v == v, ("row %d col %d: %s"):format(r, j, tostring(v)))
-          else assert.equals(-math.huge, v) end
+          if j < len then
+            assert(v > -math.huge and v == v, ("row %d col %d: %s"):format(r, j, tostring(v)))
+          else
+            assert.equals(-math.huge, v)
+          end
         end
         for i = 0, 7 do
           local p = src.data[r * 8 + i]
-          assert(p >= 0 and p < len, ("row %d: source top-k position %d outside [0, %d)"):format(r, p, len))
+          assert(p >= 0 and p < len,
+            ("row %d: source top-k position %d outside [0, %d)"):format(r, p, len))
         end
       end
       o:close()
