@@ -1,8 +1,10 @@
 /* chunker.c - the prefill chunker of SPEC 5: the greedy workspace and logits budgets, query
  * sub-chunks for a request that alone exceeds the logits budget, and the min_split_seq_len
  * clamp of the sparse path. ixl_chunk_plan is the public entry; the builder (builder.c) runs
- * the same greedy walk through ixl_chunk_greedy so that both always agree. */
+ * the same greedy walk through ixl_chunk_greedy (chunker.h) so that both always agree. The
+ * config rules come from config.c; nothing here calls the builder. */
 #include "internal.h"
+#include "chunker.h"
 
 #include <string.h>
 
@@ -122,7 +124,8 @@ ixl_status ixl_chunk_plan(ixl_ctx *ctx, const ixl_builder_info *info, int32_t n_
                           const int64_t *seq_lens, const int64_t *query_lens, int sparse,
                           ixl_chunk *out, int32_t max_chunks, int32_t *n_chunks) {
   if (!info || !n_chunks)
-    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "chunk_plan: info and n_chunks must not be NULL");
+    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
+                         "chunk_plan: info and n_chunks must not be NULL");
   *n_chunks = 0;
   if (n_requests < 0)
     return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "n_requests = %d: must be >= 0", n_requests);
@@ -171,8 +174,8 @@ ixl_status ixl_chunk_plan(ixl_ctx *ctx, const ixl_builder_info *info, int32_t n_
   if (bad >= 0)
     /* Not the clamp: the config guarantees workspace_tokens >= min_split_seq_len. */
     return ixl_set_error(ctx, IXL_ERR_BATCH,
-                         "request %d: seq_len = %lld exceeds workspace_tokens = %lld (one request's "
-                         "keys must fit the workspace)",
+                         "request %d: seq_len = %lld exceeds workspace_tokens = %lld (one "
+                         "request's keys must fit the workspace)",
                          bad, (long long)seq_lens[bad], (long long)fresh.config.workspace_tokens);
   /* count <= total_rows <= INT32_MAX: every chunk has at least one row. */
   *n_chunks = (int32_t)count;

@@ -102,14 +102,6 @@ ixl_status ixl_check_same_device(ixl_ctx *ctx, int *device, int n, const ixl_ten
 ixl_status ixl_check_op(ixl_ctx *ctx, int *device, int n, const ixl_tensor *const *ts,
                         const char *const *names, int n_in);
 
-/* The prefill chunker's greedy walk (core/chunker.c), shared by ixl_chunk_plan and the builder.
- * Returns -1, or the index of the first request whose budgeted seq_len alone exceeds
- * workspace_tokens. seq(i) = seq_lens ? seq_lens[i] : (context_lens[i] + query_lens[i]) / ratio. */
-typedef void (*ixl_chunk_emit_fn)(void *arg, const ixl_chunk *chunk);
-int32_t ixl_chunk_greedy(const ixl_builder_info *info, int32_t n, const int64_t *seq_lens,
-                         const int64_t *context_lens, const int64_t *query_lens, int sparse,
-                         ixl_chunk_emit_fn emit, void *arg, int64_t *n_chunks);
-
 /* CUDA glue implemented in core/cuda_rt.c (stubs when built without CUDA). */
 ixl_status ixl_cuda_init(ixl_ctx *ctx);
 void ixl_cuda_shutdown(ixl_ctx *ctx);
