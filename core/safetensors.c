@@ -14,8 +14,10 @@
  * - dtypes F32, F16, BF16, I32, U8 and F8_E4M3 only; the other safetensors dtypes are named as
  *   unsupported.
  * The data are copied into 64-byte aligned host memory, so ixl_st_data pointers are aligned
- * for their dtype (a tensor at a misaligned offset gets its own aligned copy). */
+ * for their dtype (a tensor at a misaligned offset gets its own aligned copy).
+ * The JSON parser, its arena and the text helpers are in core/json.c. */
 #include "internal.h"
+#include "json.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,7 +29,7 @@
 
 #define ST_MAX_HEADER 100000000ull /* the reference implementation's limit */
 #define ST_MAX_DIMS 8
-#define ST_MAX_DEPTH 64 /* JSON nesting; a valid header needs 3 */
+#define IXL_JSON_MAX_DEPTH 64 /* JSON nesting; a valid header needs 3 */
 
 /* ---------------------------------------------------------------- the file object */
 typedef struct st_tensor {
@@ -113,393 +115,6 @@ static int grow(void **arr, int32_t *cap, int32_t need, size_t elem) {
   return 1;
 }
 
-/* ---------------------------------------------------------------- text helpers */
-/* Length of the valid UTF-8 sequence at s (n bytes left), or 0 when invalid (overlongs,
- * surrogates and code points past U+10FFFF are invalid). */
-static size_t utf8_len(const uint8_t *s, size_t n) {
-  uint8_t c = s[0];
-  if (c < 0x80) return 1;
-  size_t len;
-  uint32_t cp;
-  if ((c & 0xe0) == 0xc0) {
-    len = 2;
-    cp = c & 0x1f;
-  } else if ((c & 0xf0) == 0xe0) {
-    len = 3;
-    cp = c & 0x0f;
-  } else if ((c & 0xf8) == 0xf0) {
-    len = 4;
-    cp = c & 0x07;
-  } else
-    return 0;
-  if (n < len) return 0;
-  for (size_t i = 1; i < len; i++) {
-    if ((s[i] & 0xc0) != 0x80) return 0;
-    cp = (cp << 6) | (s[i] & 0x3f);
-  }
-  static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < min_cp[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-  return len;
-}
-
-/* Byte offset of the first invalid UTF-8 sequence, or n when all valid. */
-static size_t utf8_check(const uint8_t *s, size_t n) {
-  size_t i = 0;
-  while (i < n) {
-    size_t l = utf8_len(s + i, n - i);
-    if (!l) return i;
-    i += l;
-  }
-  return n;
-}
-
-/* A name made printable for a message: quotes, at most ~80 bytes, odd bytes as \xNN. */
-static const char *show(const char *s, char *buf, size_t cap) {
-  size_t o = 0;
-  buf[o++] = '\'';
-  for (size_t i = 0; s[i] && o + 8 < cap; i++) {
-    if (i >= 80) {
-      memcpy(buf + o, "...", 3);
-      o += 3;
-      break;
-    }
-    unsigned char c = (unsigned char)s[i];
-    if (c < 0x20 || c == 0x7f || c == '\'')
-      o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", c);
-    else
-      buf[o++] = (char)c;
-  }
-  buf[o++] = '\'';
-  buf[o] = '\0';
-  return buf;
-}
-
-static void show_shape(const int64_t *shape, int ndim, char *buf, size_t cap) {
-  size_t o = 0;
-  o += (size_t)snprintf(buf, cap, "[");
-  for (int i = 0; i < ndim && o < cap; i++)
-    o += (size_t)snprintf(buf + o, cap - o, "%s%lld", i ? ", " : "", (long long)shape[i]);
-  if (o < cap) snprintf(buf + o, cap - o, "]");
-}
-
-/* ---------------------------------------------------------------- JSON (the subset we need) */
-/* Values live in an arena freed at once: parse errors need no unwinding. */
-typedef struct arena_chunk {
-  struct arena_chunk *next;
-  size_t used, cap;
-  _Alignas(16) unsigned char mem[];
-} arena_chunk;
-
-typedef struct {
-  arena_chunk *head;
-} arena;
-
-static void *arena_alloc(arena *a, size_t bytes) {
-  bytes = (bytes + 15) & ~(size_t)15;
-  if (!a->head || a->head->cap - a->head->used < bytes) {
-    size_t cap = bytes > 65536 ? bytes : 65536;
-    arena_chunk *c = malloc(sizeof *c + cap);
-    if (!c) return NULL;
-    c->next = a->head;
-    c->used = 0;
-    c->cap = cap;
-    a->head = c;
-  }
-  void *p = a->head->mem + a->head->used;
-  a->head->used += bytes;
-  return p;
-}
-
-static void arena_free(arena *a) {
-  while (a->head) {
-    arena_chunk *n = a->head->next;
-    free(a->head);
-    a->head = n;
-  }
-}
-
-enum { J_OBJ, J_ARR, J_STR, J_INT, J_NUM, J_TRUE, J_FALSE, J_NULL };
-static const char *const jtype_names[] = {"an object", "an array", "a string", "an integer",
-                                          "a number",  "true",     "false",    "null"};
-
-typedef struct jval {
-  int type;
-  size_t pos; /* header byte where the value starts */
-  int64_t i;  /* J_INT */
-  char *s;    /* J_STR: decoded, NUL-terminated; J_NUM: the literal */
-  size_t slen;
-  char *key; /* member of an object: its key (decoded) */
-  size_t keylen, keypos;
-  struct jval *child; /* J_OBJ / J_ARR: first member */
-  struct jval *next;  /* next sibling */
-  int64_t count;
-} jval;
-
-typedef struct {
-  const uint8_t *p;
-  size_t n, i;
-  arena *a;
-  int oom;
-  size_t err_pos;
-  char err[160];
-} jparser;
-
-static jval *jfail(jparser *ps, size_t pos, const char *msg) {
-  if (!ps->err[0]) {
-    ps->err_pos = pos;
-    snprintf(ps->err, sizeof ps->err, "%s", msg);
-  }
-  return NULL;
-}
-
-static void jskip_ws(jparser *ps) {
-  while (ps->i < ps->n && (ps->p[ps->i] == ' ' || ps->p[ps->i] == '\t' || ps->p[ps->i] == '\n' ||
-                           ps->p[ps->i] == '\r'))
-    ps->i++;
-}
-
-static int hex4(const uint8_t *s, uint32_t *out) {
-  uint32_t v = 0;
-  for (int k = 0; k < 4; k++) {
-    uint8_t c = s[k];
-    v <<= 4;
-    if (c >= '0' && c <= '9')
-      v |= (uint32_t)(c - '0');
-    else if (c >= 'a' && c <= 'f')
-      v |= (uint32_t)(c - 'a' + 10);
-    else if (c >= 'A' && c <= 'F')
-      v |= (uint32_t)(c - 'A' + 10);
-    else
-      return 0;
-  }
-  *out = v;
-  return 1;
-}
-
-static size_t put_utf8(uint32_t cp, char *o) {
-  if (cp < 0x80) {
-    o[0] = (char)cp;
-    return 1;
-  }
-  if (cp < 0x800) {
-    o[0] = (char)(0xc0 | (cp >> 6));
-    o[1] = (char)(0x80 | (cp & 0x3f));
-    return 2;
-  }
-  if (cp < 0x10000) {
-    o[0] = (char)(0xe0 | (cp >> 12));
-    o[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-    o[2] = (char)(0x80 | (cp & 0x3f));
-    return 3;
-  }
-  o[0] = (char)(0xf0 | (cp >> 18));
-  o[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-  o[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-  o[3] = (char)(0x80 | (cp & 0x3f));
-  return 4;
-}
-
-/* At an opening quote: decodes the string into the arena. The decoded text is never longer
- * than the raw text, so one allocation of the raw length suffices. */
-static int jstring(jparser *ps, char **out, size_t *out_len) {
-  size_t start = ps->i++;
-  size_t j = ps->i;
-  while (j < ps->n && ps->p[j] != '"') j += ps->p[j] == '\\' ? 2 : 1;
-  if (j >= ps->n) return jfail(ps, start, "unterminated string"), 0;
-  char *buf = arena_alloc(ps->a, j - ps->i + 1);
-  if (!buf) return ps->oom = 1, jfail(ps, start, "out of memory"), 0;
-  size_t o = 0;
-  while (ps->p[ps->i] != '"') {
-    uint8_t c = ps->p[ps->i];
-    if (c < 0x20) return jfail(ps, ps->i, "control character inside a string (escape it)"), 0;
-    if (c != '\\') {
-      size_t l = utf8_len(ps->p + ps->i, ps->n - ps->i);
-      if (!l) return jfail(ps, ps->i, "invalid UTF-8 inside a string"), 0;
-      memcpy(buf + o, ps->p + ps->i, l);
-      o += l;
-      ps->i += l;
-      continue;
-    }
-    size_t esc = ps->i;
-    uint8_t e = ps->p[ps->i + 1];
-    ps->i += 2;
-    switch (e) {
-      case '"': buf[o++] = '"'; break;
-      case '\\': buf[o++] = '\\'; break;
-      case '/': buf[o++] = '/'; break;
-      case 'b': buf[o++] = '\b'; break;
-      case 'f': buf[o++] = '\f'; break;
-      case 'n': buf[o++] = '\n'; break;
-      case 'r': buf[o++] = '\r'; break;
-      case 't': buf[o++] = '\t'; break;
-      case 'u': {
-        uint32_t cp;
-        if (ps->i + 4 > ps->n || !hex4(ps->p + ps->i, &cp))
-          return jfail(ps, esc, "bad \\u escape: expected 4 hex digits"), 0;
-        ps->i += 4;
-        if (cp >= 0xdc00 && cp <= 0xdfff)
-          return jfail(ps, esc, "bad \\u escape: a low surrogate without a high one"), 0;
-        if (cp >= 0xd800 && cp <= 0xdbff) {
-          uint32_t lo;
-          if (ps->i + 6 > ps->n || ps->p[ps->i] != '\\' || ps->p[ps->i + 1] != 'u' ||
-              !hex4(ps->p + ps->i + 2, &lo) || lo < 0xdc00 || lo > 0xdfff)
-            return jfail(ps, esc, "bad \\u escape: a high surrogate without a low one"), 0;
-          ps->i += 6;
-          cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-        }
-        /* 6 raw bytes (or 12 for a pair) become at most 4: the buffer is large enough */
-        o += put_utf8(cp, buf + o);
-        break;
-      }
-      default: return jfail(ps, esc, "bad escape in a string"), 0;
-    }
-  }
-  ps->i++; /* closing quote */
-  buf[o] = '\0';
-  *out = buf;
-  *out_len = o;
-  return 1;
-}
-
-static int is_digit(uint8_t c) {
-  return c >= '0' && c <= '9';
-}
-
-static jval *jnew(jparser *ps, int type, size_t pos) {
-  jval *v = arena_alloc(ps->a, sizeof *v);
-  if (!v) return ps->oom = 1, jfail(ps, pos, "out of memory");
-  memset(v, 0, sizeof *v);
-  v->type = type;
-  v->pos = pos;
-  return v;
-}
-
-static jval *jvalue(jparser *ps, int depth);
-
-static jval *jnumber(jparser *ps) {
-  size_t start = ps->i, j = ps->i;
-  int neg = 0, is_int = 1;
-  if (ps->p[j] == '-') {
-    neg = 1;
-    j++;
-  }
-  if (j >= ps->n || !is_digit(ps->p[j])) return jfail(ps, start, "bad number");
-  if (ps->p[j] == '0' && j + 1 < ps->n && is_digit(ps->p[j + 1]))
-    return jfail(ps, start, "bad number: leading zero");
-  while (j < ps->n && is_digit(ps->p[j])) j++;
-  if (j < ps->n && ps->p[j] == '.') {
-    is_int = 0;
-    j++;
-    if (j >= ps->n || !is_digit(ps->p[j]))
-      return jfail(ps, start, "bad number: digits must follow '.'");
-    while (j < ps->n && is_digit(ps->p[j])) j++;
-  }
-  if (j < ps->n && (ps->p[j] == 'e' || ps->p[j] == 'E')) {
-    is_int = 0;
-    j++;
-    if (j < ps->n && (ps->p[j] == '+' || ps->p[j] == '-')) j++;
-    if (j >= ps->n || !is_digit(ps->p[j]))
-      return jfail(ps, start, "bad number: digits must follow the exponent");
-    while (j < ps->n && is_digit(ps->p[j])) j++;
-  }
-  jval *v = jnew(ps, J_INT, start);
-  if (!v) return NULL;
-  /* integers beyond int64 stay numbers (their literal), refused where an integer is needed */
-  if (is_int) {
-    uint64_t acc = 0;
-    for (size_t k = start + (size_t)neg; k < j && is_int; k++) {
-      uint64_t d = (uint64_t)(ps->p[k] - '0');
-      if (acc > (UINT64_MAX - d) / 10)
-        is_int = 0;
-      else
-        acc = acc * 10 + d;
-    }
-    if (is_int && acc > (uint64_t)INT64_MAX + (uint64_t)neg) is_int = 0;
-    if (is_int) v->i = neg ? (int64_t)(0 - acc) : (int64_t)acc;
-  }
-  if (!is_int) {
-    v->type = J_NUM;
-    size_t len = j - start > 40 ? 40 : j - start;
-    v->s = arena_alloc(ps->a, len + 1);
-    if (!v->s) return ps->oom = 1, jfail(ps, start, "out of memory");
-    memcpy(v->s, ps->p + start, len);
-    v->s[len] = '\0';
-  }
-  ps->i = j;
-  return v;
-}
-
-static jval *jcontainer(jparser *ps, int depth, int is_obj) {
-  size_t start = ps->i++;
-  if (depth > ST_MAX_DEPTH) return jfail(ps, start, "nested too deeply");
-  jval *v = jnew(ps, is_obj ? J_OBJ : J_ARR, start);
-  if (!v) return NULL;
-  jval **tail = &v->child;
-  jskip_ws(ps);
-  if (ps->i < ps->n && ps->p[ps->i] == (is_obj ? '}' : ']')) {
-    ps->i++;
-    return v;
-  }
-  for (;;) {
-    char *key = NULL;
-    size_t keylen = 0, keypos = 0;
-    jskip_ws(ps);
-    if (is_obj) {
-      if (ps->i >= ps->n) return jfail(ps, ps->i, "unexpected end of header inside an object");
-      if (ps->p[ps->i] != '"') return jfail(ps, ps->i, "expected a string key");
-      keypos = ps->i;
-      if (!jstring(ps, &key, &keylen)) return NULL;
-      jskip_ws(ps);
-      if (ps->i >= ps->n || ps->p[ps->i] != ':')
-        return jfail(ps, ps->i, "expected ':' after a key");
-      ps->i++;
-    }
-    jval *m = jvalue(ps, depth + 1);
-    if (!m) return NULL;
-    m->key = key;
-    m->keylen = keylen;
-    m->keypos = keypos;
-    *tail = m;
-    tail = &m->next;
-    v->count++;
-    jskip_ws(ps);
-    if (ps->i >= ps->n)
-      return jfail(ps, ps->i,
-                   is_obj ? "unexpected end of header inside an object"
-                          : "unexpected end of header inside an array");
-    uint8_t c = ps->p[ps->i++];
-    if (c == ',') continue;
-    if (c == (is_obj ? '}' : ']')) return v;
-    return jfail(ps, ps->i - 1, is_obj ? "expected ',' or '}'" : "expected ',' or ']'");
-  }
-}
-
-static int jliteral(jparser *ps, const char *lit) {
-  size_t l = strlen(lit);
-  if (ps->n - ps->i < l || memcmp(ps->p + ps->i, lit, l) != 0) return 0;
-  ps->i += l;
-  return 1;
-}
-
-static jval *jvalue(jparser *ps, int depth) {
-  jskip_ws(ps);
-  if (ps->i >= ps->n) return jfail(ps, ps->i, "unexpected end of header, expected a value");
-  size_t start = ps->i;
-  uint8_t c = ps->p[ps->i];
-  if (c == '{') return jcontainer(ps, depth, 1);
-  if (c == '[') return jcontainer(ps, depth, 0);
-  if (c == '"') {
-    jval *v = jnew(ps, J_STR, start);
-    if (!v || !jstring(ps, &v->s, &v->slen)) return NULL;
-    return v;
-  }
-  if (c == '-' || is_digit(c)) return jnumber(ps);
-  if (jliteral(ps, "true")) return jnew(ps, J_TRUE, start);
-  if (jliteral(ps, "false")) return jnew(ps, J_FALSE, start);
-  if (jliteral(ps, "null")) return jnew(ps, J_NULL, start);
-  return jfail(ps, start, "unexpected character, expected a value");
-}
-
 /* ---------------------------------------------------------------- header validation */
 typedef struct {
   ixl_ctx *ctx;
@@ -560,17 +175,17 @@ static int range_cmp(const void *a, const void *b) {
 }
 
 /* One tensor entry: exactly dtype, shape and data_offsets. */
-static ixl_status read_entry(const st_where *w, const jval *e, st_tensor *t) {
+static ixl_status read_entry(const st_where *w, const ixl_jval *e, st_tensor *t) {
   char nb[128], sb[256];
-  const char *nm = show(t->name, nb, sizeof nb);
-  if (e->type != J_OBJ)
+  const char *nm = ixl_show_text(t->name, nb, sizeof nb);
+  if (e->type != IXL_J_OBJ)
     return st_err(w, IXL_ERR_FORMAT,
                   "tensor %s (header byte %zu): the entry is %s, expected an object with dtype, "
                   "shape and data_offsets",
-                  nm, e->pos, jtype_names[e->type]);
-  const jval *dt = NULL, *shape = NULL, *offs = NULL;
-  for (const jval *m = e->child; m; m = m->next) {
-    const jval **slot = NULL;
+                  nm, e->pos, ixl_json_type_name(e->type));
+  const ixl_jval *dt = NULL, *shape = NULL, *offs = NULL;
+  for (const ixl_jval *m = e->child; m; m = m->next) {
+    const ixl_jval **slot = NULL;
     if (!strcmp(m->key, "dtype") && m->keylen == 5)
       slot = &dt;
     else if (!strcmp(m->key, "shape") && m->keylen == 5)
@@ -581,7 +196,7 @@ static ixl_status read_entry(const st_where *w, const jval *e, st_tensor *t) {
       return st_err(w, IXL_ERR_FORMAT,
                     "tensor %s: unknown field %s at header byte %zu (expected dtype, shape, "
                     "data_offsets)",
-                    nm, show(m->key, sb, sizeof sb), m->keypos);
+                    nm, ixl_show_text(m->key, sb, sizeof sb), m->keypos);
     if (*slot)
       return st_err(w, IXL_ERR_FORMAT, "tensor %s: field %s given twice (header byte %zu)", nm,
                     m->key, m->keypos);
@@ -592,9 +207,9 @@ static ixl_status read_entry(const st_where *w, const jval *e, st_tensor *t) {
                   !dt      ? "dtype"
                   : !shape ? "shape"
                            : "data_offsets");
-  if (dt->type != J_STR)
+  if (dt->type != IXL_J_STR)
     return st_err(w, IXL_ERR_FORMAT, "tensor %s: dtype is %s, expected a string such as \"F32\"",
-                  nm, jtype_names[dt->type]);
+                  nm, ixl_json_type_name(dt->type));
   int found = 0;
   for (size_t i = 0; i < sizeof st_dtypes / sizeof st_dtypes[0]; i++) {
     if (strcmp(dt->s, st_dtypes[i].name) || strlen(st_dtypes[i].name) != dt->slen) continue;
@@ -607,36 +222,36 @@ static ixl_status read_entry(const st_where *w, const jval *e, st_tensor *t) {
   }
   if (!found)
     return st_err(w, IXL_ERR_FORMAT, "tensor %s: unknown dtype %s (idxlab reads " ST_SUPPORTED ")",
-                  nm, show(dt->s, sb, sizeof sb));
-  if (shape->type != J_ARR)
+                  nm, ixl_show_text(dt->s, sb, sizeof sb));
+  if (shape->type != IXL_J_ARR)
     return st_err(w, IXL_ERR_FORMAT, "tensor %s: shape is %s, expected an array of integers", nm,
-                  jtype_names[shape->type]);
+                  ixl_json_type_name(shape->type));
   if (shape->count > ST_MAX_DIMS)
     return st_err(w, IXL_ERR_FORMAT, "tensor %s: shape has %lld dims, at most %d are supported", nm,
                   (long long)shape->count, ST_MAX_DIMS);
   t->ndim = (int32_t)shape->count;
   int d = 0;
-  for (const jval *m = shape->child; m; m = m->next, d++) {
-    if (m->type != J_INT || m->i < 0)
+  for (const ixl_jval *m = shape->child; m; m = m->next, d++) {
+    if (m->type != IXL_J_INT || m->i < 0)
       return st_err(w, IXL_ERR_FORMAT,
                     "tensor %s: shape[%d] (header byte %zu) is %s%s%s, expected an integer >= 0",
-                    nm, d, m->pos, m->type == J_INT ? "negative" : jtype_names[m->type],
-                    m->type == J_NUM ? " " : "", m->type == J_NUM ? m->s : "");
+                    nm, d, m->pos, m->type == IXL_J_INT ? "negative" : ixl_json_type_name(m->type),
+                    m->type == IXL_J_NUM ? " " : "", m->type == IXL_J_NUM ? m->s : "");
     t->shape[d] = m->i;
   }
   int64_t numel = 1, nbytes;
   for (d = 0; d < t->ndim; d++)
     if (!ixl_mul_ok(numel, t->shape[d], &numel)) break;
-  show_shape(t->shape, t->ndim, sb, sizeof sb);
+  ixl_show_shape(t->shape, t->ndim, sb, sizeof sb);
   if (d < t->ndim || !ixl_mul_ok(numel, (int64_t)ixl_dtype_size((ixl_dtype)t->dtype), &nbytes))
     return st_err(w, IXL_ERR_FORMAT, "tensor %s: shape %s is too large (its size overflows int64)",
                   nm, sb);
-  if (offs->type != J_ARR || offs->count != 2)
+  if (offs->type != IXL_J_ARR || offs->count != 2)
     return st_err(w, IXL_ERR_FORMAT,
                   "tensor %s: data_offsets (header byte %zu) must be an array [begin, end]", nm,
                   offs->pos);
-  const jval *b = offs->child, *en = offs->child->next;
-  if (b->type != J_INT || en->type != J_INT || b->i < 0 || en->i < 0)
+  const ixl_jval *b = offs->child, *en = offs->child->next;
+  if (b->type != IXL_J_INT || en->type != IXL_J_INT || b->i < 0 || en->i < 0)
     return st_err(w, IXL_ERR_FORMAT,
                   "tensor %s: data_offsets (header byte %zu) must be two integers >= 0", nm,
                   offs->pos);
@@ -698,27 +313,23 @@ static int find_duplicate(char *const *names, int32_t n, int32_t *a, int32_t *b)
  * header in the file. */
 static ixl_status parse_header(const st_where *w, const uint8_t *hdr, size_t hlen,
                                int64_t data_bytes, ixl_st_file *f) {
-  size_t bad = utf8_check(hdr, hlen);
+  size_t bad = ixl_utf8_check(hdr, hlen);
   if (bad < hlen)
     return st_err(w, IXL_ERR_FORMAT, "header is not valid UTF-8 at header byte %zu (file byte %zu)",
                   bad, bad + 8);
-  arena a = {NULL};
-  jparser ps = {hdr, hlen, 0, &a, 0, 0, {0}};
+  ixl_arena a = {NULL};
+  ixl_json_error jerr;
   ixl_status st = IXL_OK;
-  jval *root = jvalue(&ps, 0);
-  if (root) {
-    jskip_ws(&ps);
-    if (ps.i < ps.n) root = jfail(&ps, ps.i, "unexpected data after the header's JSON object");
-  }
+  ixl_jval *root = ixl_json_parse(hdr, hlen, &a, &jerr);
   if (!root) {
-    st = st_err(w, ps.oom ? IXL_ERR_OOM : IXL_ERR_FORMAT,
-                "bad JSON at header byte %zu (file byte %zu): %s", ps.err_pos, ps.err_pos + 8,
-                ps.err);
+    st = st_err(w, jerr.oom ? IXL_ERR_OOM : IXL_ERR_FORMAT,
+                "bad JSON at header byte %zu (file byte %zu): %s", jerr.pos, jerr.pos + 8,
+                jerr.msg);
     goto done;
   }
-  if (root->type != J_OBJ) {
+  if (root->type != IXL_J_OBJ) {
     st = st_err(w, IXL_ERR_FORMAT, "the header is %s, expected a JSON object",
-                jtype_names[root->type]);
+                ixl_json_type_name(root->type));
     goto done;
   }
   char nb[128], nb2[128];
@@ -732,23 +343,23 @@ static ixl_status parse_header(const st_where *w, const uint8_t *hdr, size_t hle
     st = st_err(w, IXL_ERR_OOM, "out of memory for %lld tensor entries", (long long)ntensors);
     goto done;
   }
-  for (const jval *m = root->child; m; m = m->next) {
+  for (const ixl_jval *m = root->child; m; m = m->next) {
     if ((st = c_string(w, m->key, m->keylen, m->keypos, "a tensor name"))) goto done;
     if (!strcmp(m->key, "__metadata__")) {
       if (seen_meta++) {
         st = st_err(w, IXL_ERR_FORMAT, "__metadata__ given twice (header byte %zu)", m->keypos);
         goto done;
       }
-      if (m->type != J_OBJ) {
+      if (m->type != IXL_J_OBJ) {
         st = st_err(w, IXL_ERR_FORMAT, "__metadata__ is %s, expected an object of strings",
-                    jtype_names[m->type]);
+                    ixl_json_type_name(m->type));
         goto done;
       }
-      for (const jval *k = m->child; k; k = k->next) {
+      for (const ixl_jval *k = m->child; k; k = k->next) {
         if ((st = c_string(w, k->key, k->keylen, k->keypos, "a __metadata__ key"))) goto done;
-        if (k->type != J_STR) {
+        if (k->type != IXL_J_STR) {
           st = st_err(w, IXL_ERR_FORMAT, "__metadata__ value of %s is %s: values must be strings",
-                      show(k->key, nb, sizeof nb), jtype_names[k->type]);
+                      ixl_show_text(k->key, nb, sizeof nb), ixl_json_type_name(k->type));
           goto done;
         }
         if ((st = c_string(w, k->s, k->slen, k->pos, "a __metadata__ value"))) goto done;
@@ -762,7 +373,7 @@ static ixl_status parse_header(const st_where *w, const uint8_t *hdr, size_t hle
       if (dup) {
         st = dup < 0 ? st_err(w, IXL_ERR_OOM, "out of memory checking metadata keys")
                      : st_err(w, IXL_ERR_FORMAT, "__metadata__ key %s given twice",
-                              show(f->mkey[d1], nb, sizeof nb));
+                              ixl_show_text(f->mkey[d1], nb, sizeof nb));
         goto done;
       }
       continue;
@@ -791,7 +402,7 @@ static ixl_status parse_header(const st_where *w, const uint8_t *hdr, size_t hle
       st = dup < 0
                ? st_err(w, IXL_ERR_OOM, "out of memory checking names")
                : st_err(w, IXL_ERR_FORMAT, "duplicate tensor name %s (header bytes %lld and %lld)",
-                        show(f->t[d1].name, nb, sizeof nb), (long long)f->t[d1].hdr_pos,
+                        ixl_show_text(f->t[d1].name, nb, sizeof nb), (long long)f->t[d1].hdr_pos,
                         (long long)f->t[d2].hdr_pos);
       goto done;
     }
@@ -812,20 +423,20 @@ static ixl_status parse_header(const st_where *w, const uint8_t *hdr, size_t hle
       if (t->begin < pos)
         st = st_err(w, IXL_ERR_FORMAT,
                     "tensors %s (data_offsets [%lld, %lld]) and %s ([%lld, %lld]) overlap",
-                    show(f->t[prev].name, nb, sizeof nb), (long long)f->t[prev].begin,
-                    (long long)f->t[prev].end, show(t->name, nb2, sizeof nb2), (long long)t->begin,
-                    (long long)t->end);
+                    ixl_show_text(f->t[prev].name, nb, sizeof nb), (long long)f->t[prev].begin,
+                    (long long)f->t[prev].end, ixl_show_text(t->name, nb2, sizeof nb2),
+                    (long long)t->begin, (long long)t->end);
       else if (t->begin > pos)
         st = st_err(w, IXL_ERR_FORMAT,
                     "no tensor covers data bytes [%lld, %lld) before %s: the data_offsets must "
                     "cover the data buffer contiguously",
-                    (long long)pos, (long long)t->begin, show(t->name, nb, sizeof nb));
+                    (long long)pos, (long long)t->begin, ixl_show_text(t->name, nb, sizeof nb));
       else if (t->end > data_bytes)
         st = st_err(w, IXL_ERR_FORMAT,
                     "tensor %s: data_offsets [%lld, %lld] run past the end of the data buffer "
                     "(%lld bytes follow the header): the file is truncated or the offsets are "
                     "wrong",
-                    show(t->name, nb, sizeof nb), (long long)t->begin, (long long)t->end,
+                    ixl_show_text(t->name, nb, sizeof nb), (long long)t->begin, (long long)t->end,
                     (long long)data_bytes);
       pos = t->end;
       prev = r[i].idx;
@@ -836,7 +447,7 @@ static ixl_status parse_header(const st_where *w, const uint8_t *hdr, size_t hle
       st = st_err(w, IXL_ERR_FORMAT,
                   "%lld bytes of trailing data after the last tensor (%s ends at data byte %lld of "
                   "%lld): the data_offsets must cover the data buffer exactly",
-                  (long long)(data_bytes - pos), show(f->t[prev].name, nb, sizeof nb),
+                  (long long)(data_bytes - pos), ixl_show_text(f->t[prev].name, nb, sizeof nb),
                   (long long)pos, (long long)data_bytes);
       goto done;
     }
@@ -847,7 +458,7 @@ static ixl_status parse_header(const st_where *w, const uint8_t *hdr, size_t hle
     goto done;
   }
 done:
-  arena_free(&a);
+  ixl_arena_free(&a);
   return st;
 }
 
@@ -1049,7 +660,7 @@ ixl_status ixl_st_writer_new(ixl_ctx *ctx, ixl_st_file **out) {
 }
 
 static ixl_status check_text(ixl_ctx *ctx, const char *s, const char *what) {
-  size_t n = strlen(s), bad = utf8_check((const uint8_t *)s, n);
+  size_t n = strlen(s), bad = ixl_utf8_check((const uint8_t *)s, n);
   if (bad < n)
     return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "%s is not valid UTF-8 (byte %zu)", what, bad);
   return IXL_OK;
@@ -1069,7 +680,7 @@ ixl_status ixl_st_writer_add(ixl_st_file *w, const char *name, ixl_dtype dtype, 
   if (!strcmp(name, "__metadata__"))
     return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
                          "st_writer_add: name '__metadata__' is reserved for the metadata");
-  const char *nm = show(name, nb, sizeof nb);
+  const char *nm = ixl_show_text(name, nb, sizeof nb);
   if ((int)dtype < 0 || dtype >= IXL_DTYPE_COUNT || !st_dtype_name(dtype))
     return ixl_set_error(ctx, IXL_ERR_DTYPE,
                          "st_writer_add: tensor %s: dtype %s has no safetensors dtype (write "
@@ -1094,7 +705,7 @@ ixl_status ixl_st_writer_add(ixl_st_file *w, const char *name, ixl_dtype dtype, 
   if (!ixl_mul_ok(numel, (int64_t)ixl_dtype_size(dtype), &need))
     return ixl_set_error(ctx, IXL_ERR_OVERFLOW, "st_writer_add: tensor %s: size overflows int64",
                          nm);
-  show_shape(shape, ndim, sb, sizeof sb);
+  ixl_show_shape(shape, ndim, sb, sizeof sb);
   if (nbytes != need)
     return ixl_set_error(ctx, IXL_ERR_SHAPE,
                          "st_writer_add: tensor %s: nbytes = %lld, but shape %s of %s needs %lld",
@@ -1147,53 +758,6 @@ ixl_status ixl_st_writer_set_metadata(ixl_st_file *w, const char *key, const cha
   return IXL_OK;
 }
 
-/* A growable text buffer for the header. */
-typedef struct {
-  char *p;
-  size_t n, cap;
-  int oom;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n) {
-  if (b->oom) return;
-  if (b->n + n + 1 > b->cap) {
-    size_t nc = b->cap ? b->cap * 2 : 4096;
-    while (nc < b->n + n + 1) nc *= 2;
-    char *p = realloc(b->p, nc);
-    if (!p) {
-      b->oom = 1;
-      return;
-    }
-    b->p = p;
-    b->cap = nc;
-  }
-  memcpy(b->p + b->n, s, n);
-  b->n += n;
-  b->p[b->n] = '\0';
-}
-static void sb_str(sbuf *b, const char *s) {
-  sb_put(b, s, strlen(s));
-}
-
-/* A JSON string: quotes, backslashes and control characters escaped; UTF-8 kept as is. */
-static void sb_json(sbuf *b, const char *s) {
-  sb_put(b, "\"", 1);
-  for (const char *p = s; *p; p++) {
-    unsigned char c = (unsigned char)*p;
-    char esc[8];
-    if (c == '"' || c == '\\') {
-      esc[0] = '\\';
-      esc[1] = (char)c;
-      sb_put(b, esc, 2);
-    } else if (c < 0x20) {
-      snprintf(esc, sizeof esc, "\\u%04x", c);
-      sb_put(b, esc, 6);
-    } else {
-      sb_put(b, p, 1);
-    }
-  }
-  sb_put(b, "\"", 1);
-}
 
 static int write_all(int fd, const void *buf, size_t n) {
   size_t done = 0;
@@ -1229,39 +793,39 @@ ixl_status ixl_st_writer_save(ixl_st_file *w, const char *path) {
     t->end = off + t->own_bytes;
     off = t->end;
   }
-  sbuf b = {NULL, 0, 0, 0};
+  ixl_sbuf b = {NULL, 0, 0, 0};
   char num[64];
-  sb_str(&b, "{");
+  ixl_sb_str(&b, "{");
   int first = 1;
   if (w->nmeta) {
-    sb_str(&b, "\"__metadata__\":{");
+    ixl_sb_str(&b, "\"__metadata__\":{");
     for (int32_t i = 0; i < w->nmeta; i++) {
-      if (i) sb_str(&b, ",");
-      sb_json(&b, w->mkey[i]);
-      sb_str(&b, ":");
-      sb_json(&b, w->mval[i]);
+      if (i) ixl_sb_str(&b, ",");
+      ixl_sb_json(&b, w->mkey[i]);
+      ixl_sb_str(&b, ":");
+      ixl_sb_json(&b, w->mval[i]);
     }
-    sb_str(&b, "}");
+    ixl_sb_str(&b, "}");
     first = 0;
   }
   for (int32_t j = 0; j < k; j++) {
     const st_tensor *t = &w->t[order[j]];
-    if (!first) sb_str(&b, ",");
+    if (!first) ixl_sb_str(&b, ",");
     first = 0;
-    sb_json(&b, t->name);
-    sb_str(&b, ":{\"dtype\":\"");
-    sb_str(&b, st_dtype_name(t->dtype));
-    sb_str(&b, "\",\"shape\":[");
+    ixl_sb_json(&b, t->name);
+    ixl_sb_str(&b, ":{\"dtype\":\"");
+    ixl_sb_str(&b, st_dtype_name(t->dtype));
+    ixl_sb_str(&b, "\",\"shape\":[");
     for (int d = 0; d < t->ndim; d++) {
       snprintf(num, sizeof num, "%s%lld", d ? "," : "", (long long)t->shape[d]);
-      sb_str(&b, num);
+      ixl_sb_str(&b, num);
     }
     snprintf(num, sizeof num, "],\"data_offsets\":[%lld,%lld]}", (long long)t->begin,
              (long long)t->end);
-    sb_str(&b, num);
+    ixl_sb_str(&b, num);
   }
-  sb_str(&b, "}");
-  while (!b.oom && (8 + b.n) % 8) sb_str(&b, " "); /* the reference pads with spaces */
+  ixl_sb_str(&b, "}");
+  while (!b.oom && (8 + b.n) % 8) ixl_sb_str(&b, " "); /* the reference pads with spaces */
   if (b.oom) {
     free(order);
     free(b.p);
