@@ -130,7 +130,7 @@ void ixl_host_free(ixl_ctx *ctx, void *p, int64_t bytes) {
   }
 }
 
-static double now_us(void) {
+double ixl_now_us(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
@@ -144,7 +144,7 @@ ixl_status ixl_timer_record(ixl_ctx *ctx, int slot) {
   if (ctx->backend == IXL_BACKEND_CUDA) {
     return ixl_cuda_timer_record(ctx, slot);
   }
-  ctx->host_times_us[slot] = now_us();
+  ctx->host_times_us[slot] = ixl_now_us();
   return IXL_OK;
 }
 

@@ -131,6 +131,9 @@ int ixl_built_with_cuda(void);
  * Slots 0..255. ixl_timer_elapsed_us synchronises on the later event. */
 ixl_status ixl_timer_record(ixl_ctx *ctx, int slot);
 ixl_status ixl_timer_elapsed_us(ixl_ctx *ctx, int slot_start, int slot_end, double *us);
+/* The host's monotonic clock (CLOCK_MONOTONIC), in microseconds from an arbitrary origin: the
+ * one clock behind CPU timers, the CPU benchmarks and the Lua progress display. */
+double ixl_now_us(void);
 
 /* CUDA graph capture of everything issued on the context's stream between begin and end.
  * CPU contexts answer IXL_ERR_UNSUPPORTED. */

@@ -24,6 +24,30 @@ TEST(cpu_context_and_bad_backend) {
   ixl_ctx_free(NULL);
 }
 
+/* The host clock is monotonic and in microseconds: a 20 ms sleep reads as at least 20000, and
+ * (with a loose bound for a loaded machine) less than 10 s; CPU timers use the same clock. */
+TEST(host_clock_is_monotonic_microseconds) {
+  double t0 = ixl_now_us(), prev = t0;
+  for (int i = 0; i < 1000; i++) {
+    double t = ixl_now_us();
+    CHECK(t >= prev);
+    prev = t;
+  }
+  struct timespec ts = {0, 20 * 1000 * 1000};
+  nanosleep(&ts, NULL);
+  double dt = ixl_now_us() - t0;
+  CHECK_MSG(dt >= 20000.0 && dt < 1e7, "dt = %.1f us", dt);
+  ixl_ctx *ctx = NULL;
+  CHECK_OK(ctx, ixl_ctx_new(IXL_BACKEND_CPU, 0, 0, &ctx));
+  double us = -1;
+  CHECK_OK(ctx, ixl_timer_record(ctx, 0));
+  nanosleep(&ts, NULL);
+  CHECK_OK(ctx, ixl_timer_record(ctx, 1));
+  CHECK_OK(ctx, ixl_timer_elapsed_us(ctx, 0, 1, &us));
+  CHECK_MSG(us >= 20000.0 && us < 1e7, "us = %.1f", us);
+  ixl_ctx_free(ctx);
+}
+
 TEST(auto_backend_never_fails_without_gpu) {
   ixl_ctx *ctx = NULL;
   CHECK_OK(ctx, ixl_ctx_new(IXL_BACKEND_AUTO, 0, 0, &ctx));
@@ -251,6 +275,7 @@ TEST(null_pointers_are_refused) {
 int main(void) {
   RUN(status_table_names_every_code);
   RUN(cpu_context_and_bad_backend);
+  RUN(host_clock_is_monotonic_microseconds);
   RUN(auto_backend_never_fails_without_gpu);
   RUN(tensor_alloc_counts_and_frees);
   RUN(tensor_free_after_context_free_is_safe);
