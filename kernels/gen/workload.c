@@ -401,16 +401,6 @@ static ixl_status generate_cpu(ixl_ctx *ctx, const wl_plan *p, const unsigned ch
   return IXL_OK;
 }
 
-#ifndef IXL_WITH_CUDA
-ixl_status ixl_cuda_workload_generate(ixl_ctx *ctx, const wl_plan *plan, const void *blob,
-                                      ixl_tensor *q, ixl_tensor *weights, ixl_tensor *k,
-                                      ixl_tensor *q_consumer, ixl_tensor *weights_consumer) {
-  (void)plan; (void)blob; (void)q; (void)weights; (void)k; (void)q_consumer; (void)weights_consumer;
-  return ixl_set_error(ctx, IXL_ERR_BACKEND,
-                       "workload_generate: device tensors need a CUDA build (this one is CUDA=0)");
-}
-#endif
-
 ixl_status ixl_workload_generate(ixl_ctx *ctx, const ixl_workload_params *wp,
                                  const ixl_workload_request *requests, int32_t n_requests,
                                  uint64_t seed, ixl_tensor *q, ixl_tensor *weights, ixl_tensor *k,
