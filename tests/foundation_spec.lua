@@ -42,7 +42,10 @@ describe("tensors from Lua", function()
     assert.equals(before + 4000, own:alloc_stats().host_bytes_live)
     t:free()
     assert.equals(before, own:alloc_stats().host_bytes_live)
-    assert.has_error(function() t:shape() end, "idxlab: tensor was freed")
+    -- an idxlab error is an object: its text, less the caller's line, is compared
+    local ok, err = pcall(function() t:shape() end)
+    assert.is_false(ok)
+    assert.equals("idxlab: tensor was freed", (tostring(err):gsub("^.-: idxlab: ", "idxlab: ")))
   end)
 
   it("raises errors that name the bad value, at the caller's line", function()

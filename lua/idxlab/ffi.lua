@@ -1,8 +1,17 @@
--- idxlab.ffi: the one FFI binding. Loads the cdef text the build generated from
--- core/idxlab.h and the shared library, once per process (busted's insulation re-requires
--- modules, so the loaded state is kept on the ffi module itself). Everything else in
--- lua/idxlab/ goes through this module.
+-- idxlab.ffi: the one FFI binding, and the only module that calls ffi.cdef, ffi.load or
+-- ffi.metatype. It declares the cdef text the build generated from include/idxlab.h plus one
+-- block of libc (below), loads the shared library once per process (busted's insulation
+-- re-requires modules, so the loaded state is kept on the ffi module itself), and derives the
+-- Lua names of the header's enums from that same text: nothing here mirrors the header by
+-- hand. Everything else in lua/idxlab/ reaches C through this module.
+--
+--   M.C, M.ffi         the library namespace and LuaJIT's ffi
+--   M.check(ctx, st)   raises the context's message as an idxlab error (code: the status name)
+--   M.enums, M.enum(kind, name), M.enum_name(kind, value), M.enum_names(kind)
+--   M.struct_fields(name)  the fields of a typedef'd struct of the cdef, in declaration order
+--   M.now_us(), M.getpid(), M.sleep_us(us)   the libc pieces the Lua layer needs
 local ffi = require("ffi")
+local errors = require("idxlab.errors")
 
 local M = {}
 
@@ -28,13 +37,27 @@ local function find_libdir()
     here .. "/../../../../lib/lua/5.1/idxlab",
   }
   for _, d in ipairs(candidates) do
-    if d and d ~= "" and file_exists(d .. "/libidxlab.so") and file_exists(d .. "/idxlab_cdef.h") then
+    if d and d ~= "" and file_exists(d .. "/libidxlab.so")
+        and file_exists(d .. "/idxlab_cdef.h") then
       return d
     end
   end
-  error("idxlab: cannot find libidxlab.so and idxlab_cdef.h (run `make`, or set IDXLAB_LIBDIR); looked in "
-    .. table.concat({ tostring(candidates[1]), candidates[2], candidates[3] }, ", "), 3)
+  errors.raise("IO", "cannot find libidxlab.so and idxlab_cdef.h (run `make`, or set "
+    .. "IDXLAB_LIBDIR); looked in " .. table.concat({ tostring(candidates[1]), candidates[2],
+      candidates[3] }, ", "))
 end
+
+-- The libc the Lua layer uses, declared here once: getpid (results: unique file names), usleep
+-- (test doubles and pacing). clock_gettime only while the header has no ixl_now_us (the one
+-- host clock, core/ctx.c); CLOCK_MONOTONIC is 1 on Linux.
+local LIBC = [[
+  int getpid(void);
+  int usleep(unsigned int usec);
+]]
+local LIBC_CLOCK = [[
+  typedef struct idxlab_timespec { long tv_sec; long tv_nsec; } idxlab_timespec;
+  int clock_gettime(int clk_id, idxlab_timespec *tp);
+]]
 
 local state = rawget(ffi, "__idxlab_state")
 if not state then
@@ -43,62 +66,106 @@ if not state then
   local text = f:read("*a")
   f:close()
   ffi.cdef(text)
-  ffi.cdef([[
-    void *malloc(size_t);
-    void free(void *);
-  ]])
-  state = { C = ffi.load(libdir .. "/libidxlab.so"), libdir = libdir, ctypes = {} }
+  ffi.cdef(LIBC)
+  local has_now = text:find("ixl_now_us", 1, true) ~= nil
+  if not has_now then ffi.cdef(LIBC_CLOCK) end
+  state = { C = ffi.load(libdir .. "/libidxlab.so"), libdir = libdir, ctypes = {},
+    cdef = text, has_now = has_now }
   rawset(ffi, "__idxlab_state", state)
 end
 
 M.C = state.C
 M.libdir = state.libdir
 M.ffi = ffi
--- Per-process registry for metatypes and other things that must be made only once.
+-- Per-process registry for things that must be made only once (metatypes, the default
+-- context): module tables are remade under busted's insulation, this table is not.
 M.once = state.ctypes
 
 local C = M.C
 
--- Raises the context's last error as a Lua error at `level` (default: the caller of the
--- function that called check).
-function M.check(ctx, st, level)
+-- ------------------------------------------------------------------ errors from C
+
+-- A status's code for the error object: ixl_status_name without its "IXL_ERR_" prefix
+-- ("CONFIG", "SHAPE", ...), as lua/idxlab/errors.lua documents.
+local function status_code(st)
+  return (ffi.string(C.ixl_status_name(st)):gsub("^IXL_ERR_", ""))
+end
+M.status_code = status_code
+
+-- Raises the context's last error (or the status's generic message when the context has none,
+-- or ctx is NULL) as an idxlab error whose code is the status name. Where it points is set by
+-- the public boundary (errors.public), not here.
+function M.check(ctx, st)
   if st ~= 0 then
     local msg = ctx ~= nil and ffi.string(C.ixl_last_error(ctx)) or ""
     if msg == "" then msg = ffi.string(C.ixl_status_message(st)) end
-    error(("idxlab: %s"):format(msg), (level or 2) + 1)
+    errors.raise(status_code(st), msg)
   end
 end
 
--- Maps between Lua strings and C enums, with errors listing the valid names.
-local enums = {
-  dtype = { f32 = 0, f16 = 1, bf16 = 2, e4m3 = 3, e2m1x2 = 4, i32 = 5, u8 = 6 },
-  backend = { auto = 0, cpu = 1, cuda = 2 },
-  kv_format = { mxfp4 = 0, mxfp8 = 1, fp8 = 2 },
-  quantizer = { rne = 0, ties_down = 1 },
-  role = { q = 0, k = 1 },
-  ks_mode = { unaligned = 0, aligned = 1 },
-  block_score = { max = 0, mean = 1, sum = 2, logsumexp = 3 },
-  split_width = { bf16 = 0, ["bf16+fp32"] = 1 },
-  reduction = { fp32 = 0, bf16 = 1 },
-  layout = { full = 0, compressed = 1 },
-  device = { host = 0, device = 1 },
-}
+-- ------------------------------------------------------------------ enums, from the cdef
+
+-- Lua's name of each header enum: the typedef name without "ixl_", except device_kind.
+local KIND_OF = { ixl_device_kind = "device" }
+-- The one Lua spelling that is not the lower-cased enumerator (C needs "_" where SPEC 4
+-- writes "+").
+local SPELLING = { split_width = { bf16_fp32 = "bf16+fp32" } }
+
+-- The longest common prefix of the names, cut back to its last "_" ("IXL_SCORE_" for
+-- IXL_SCORE_MAX, IXL_SCORE_MEAN, IXL_SCORE_SUM).
+local function common_prefix(names)
+  local p = names[1]
+  for i = 2, #names do
+    local s, j = names[i], 0
+    while j < #p and j < #s and p:byte(j + 1) == s:byte(j + 1) do j = j + 1 end
+    p = p:sub(1, j)
+  end
+  return p:match("^(.*_)") or ""
+end
+
+-- kind -> { lua name -> value } for every enum of the cdef but the status list; counters
+-- (IXL_DTYPE_COUNT) are not values.
+local function derive_enums(text)
+  local out = {}
+  for tag, body in text:gmatch("typedef%s+enum%s+([%w_]+)%s*(%b{})") do
+    if tag ~= "ixl_status" then
+      local names = {}
+      for name in body:gmatch("([%a_][%w_]*)%s*=?[^,}]*") do
+        if not name:match("_COUNT_?$") then names[#names + 1] = name end
+      end
+      local kind = KIND_OF[tag] or tag:gsub("^ixl_", "")
+      local prefix = common_prefix(names)
+      local t = {}
+      for _, name in ipairs(names) do
+        local lua = name:sub(#prefix + 1):lower()
+        lua = (SPELLING[kind] and SPELLING[kind][lua]) or lua
+        t[lua] = tonumber(ffi.cast(tag, name))
+      end
+      out[kind] = t
+    end
+  end
+  return out
+end
+
+state.enums = state.enums or derive_enums(state.cdef)
+local enums = state.enums
 M.enums = enums
 
-local function names_of(t)
+-- The names of an enum in value order ("mxfp4", "mxfp8", "fp8").
+function M.enum_names(kind)
+  local t = enums[kind]
   local out = {}
   for k in pairs(t) do out[#out + 1] = k end
   table.sort(out, function(a, b) return t[a] < t[b] end)
-  return table.concat(out, ", ")
+  return out
 end
 
 -- enum("kv_format", "mxfp4") -> 0; errors name the field, the value and the choices.
-function M.enum(kind, value, level)
-  local t = enums[kind]
-  local v = t[value]
+function M.enum(kind, value)
+  local v = enums[kind][value]
   if v == nil then
-    error(("idxlab: %s = %s: must be one of %s"):format(kind, tostring(value), names_of(t)),
-      (level or 2) + 1)
+    errors.fail("%s = %s: must be one of %s", kind, tostring(value),
+      table.concat(M.enum_names(kind), ", "))
   end
   return v
 end
@@ -108,6 +175,38 @@ function M.enum_name(kind, num)
     if v == num then return k end
   end
   return tostring(num)
+end
+
+-- The fields of `typedef struct NAME {...} NAME;` in the cdef, in declaration order, each
+-- { name = "heads", ctype = "int64_t" } (plain scalar fields only: what ixl_config holds).
+function M.struct_fields(name)
+  local body = state.cdef:match("typedef%s+struct%s+" .. name .. "%s*(%b{})%s*" .. name .. "%s*;")
+  if not body then errors.raise("INTERNAL", "struct %s is not in the cdef", name) end
+  local out = {}
+  for ctype, field in body:gmatch("([%w_]+)%s+([%w_]+)%s*;") do
+    out[#out + 1] = { name = field, ctype = ctype }
+  end
+  return out
+end
+
+-- ------------------------------------------------------------------ libc
+
+-- Microseconds on the host's monotonic clock (the library's own clock when it has one).
+if state.has_now then
+  function M.now_us() return tonumber(C.ixl_now_us()) end
+else
+  local ts = ffi.new("idxlab_timespec")
+  function M.now_us()
+    ffi.C.clock_gettime(1, ts)
+    return tonumber(ts.tv_sec) * 1e6 + tonumber(ts.tv_nsec) * 1e-3
+  end
+end
+
+function M.getpid() return tonumber(ffi.C.getpid()) end
+
+-- Sleeps us microseconds (0 or less: returns at once).
+function M.sleep_us(us)
+  if us > 0 then ffi.C.usleep(math.floor(us)) end
 end
 
 return M

@@ -3,27 +3,21 @@
 -- objects and the names "mxfp4" | "mxfp8" | "fp8", "rne" | "ties_down", "q" | "k".
 -- Outputs are allocated on the input's device (host or device) unless given.
 local core = require("idxlab.ffi")
+local errors = require("idxlab.errors")
 local Tensor = require("idxlab.tensor")
 local argcheck = require("idxlab.argcheck")
 local C, check = core.C, core.check
 
 local M = {}
 
-local function arg_error(msg, level)
-  error("idxlab: " .. msg, (level or 2) + 1)
-end
-
-
-
-
 -- Bytes of one 128-vector's values: 64 for mxfp4, 128 for mxfp8 and fp8.
 function M.value_bytes(fmt)
-  return C.ixl_format_value_bytes(core.enum("kv_format", fmt, 2))
+  return C.ixl_format_value_bytes(core.enum("kv_format", fmt))
 end
 
 -- The dtype of the scales of `fmt`: "i32" (UE8M0 bytes, MX formats) or "f32" (fp8).
 function M.scale_dtype(fmt)
-  core.enum("kv_format", fmt, 2)
+  core.enum("kv_format", fmt)
   return fmt == "fp8" and "f32" or "i32"
 end
 
@@ -37,25 +31,25 @@ end
 -- x: [..., 128] f32/bf16/f16. codes: u8 [..., value_bytes]; scales: [...] (i32 or f32).
 function M.quantize(ctx, fmt, quantizer, role, x, codes, scales)
   argcheck.ctx(ctx, "formats.quantize")
-  local f = core.enum("kv_format", fmt, 2)
-  local q = core.enum("quantizer", quantizer, 2)
-  local r = core.enum("role", role, 2)
+  local f = core.enum("kv_format", fmt)
+  local q = core.enum("quantizer", quantizer)
+  local r = core.enum("role", role)
   argcheck.tensor(x, "x", "formats.quantize")
   argcheck.tensor(codes, "codes", "formats.quantize", true)
   argcheck.tensor(scales, "scales", "formats.quantize", true)
   local shape = x:shape()
   if #shape < 1 or shape[#shape] ~= 128 then
-    arg_error(("formats.quantize: x has shape {%s}: the last dim must be 128 (the head dim D)"):format(
-      table.concat(shape, ", ")), 2)
+    errors.fail("formats.quantize: x has shape {%s}: the last dim must be 128 (the head dim D)",
+      table.concat(shape, ", "))
   end
   local lead = leading(shape)
   if not codes then
     local cs = leading(shape)
     cs[#cs + 1] = C.ixl_format_value_bytes(f)
-    codes = Tensor.new(ctx, "u8", cs, x:device(), 3)
+    codes = Tensor.new(ctx, "u8", cs, x:device())
   end
-  scales = scales or Tensor.new(ctx, M.scale_dtype(fmt), lead, x:device(), 3)
-  check(ctx.cd, C.ixl_quantize(ctx.cd, f, q, r, x.cd, codes.cd, scales.cd), 2)
+  scales = scales or Tensor.new(ctx, M.scale_dtype(fmt), lead, x:device())
+  check(ctx.cd, C.ixl_quantize(ctx.cd, f, q, r, x.cd, codes.cd, scales.cd))
   return codes, scales
 end
 
@@ -63,17 +57,17 @@ end
 -- leaves the Q scale out (it lives in the weights); scales may then be nil.
 function M.dequantize(ctx, fmt, role, codes, scales, out)
   argcheck.ctx(ctx, "formats.dequantize")
-  local f = core.enum("kv_format", fmt, 2)
-  local r = core.enum("role", role, 2)
+  local f = core.enum("kv_format", fmt)
+  local r = core.enum("role", role)
   argcheck.tensor(codes, "codes", "formats.dequantize")
   argcheck.tensor(scales, "scales", "formats.dequantize", true)
   argcheck.tensor(out, "out", "formats.dequantize", true)
   if not out then
     local s = leading(codes:shape())
     s[#s + 1] = 128
-    out = Tensor.new(ctx, "f32", s, codes:device(), 3)
+    out = Tensor.new(ctx, "f32", s, codes:device())
   end
-  check(ctx.cd, C.ixl_dequantize(ctx.cd, f, r, codes.cd, scales and scales.cd or nil, out.cd), 2)
+  check(ctx.cd, C.ixl_dequantize(ctx.cd, f, r, codes.cd, scales and scales.cd or nil, out.cd))
   return out
 end
 
@@ -83,16 +77,16 @@ end
 -- formats take nil (their Q scales stay with the codes).
 function M.prepare_weights(ctx, fmt, weights, q_scales, dense, sparse)
   argcheck.ctx(ctx, "formats.prepare_weights")
-  local f = core.enum("kv_format", fmt, 2)
+  local f = core.enum("kv_format", fmt)
   argcheck.tensor(weights, "weights", "formats.prepare_weights")
   argcheck.tensor(q_scales, "q_scales", "formats.prepare_weights", true)
   argcheck.tensor(dense, "dense_f32", "formats.prepare_weights", true)
   argcheck.tensor(sparse, "sparse_bf16", "formats.prepare_weights", true)
   local shape = weights:shape()
-  dense = dense or Tensor.new(ctx, "f32", shape, weights:device(), 3)
-  sparse = sparse or Tensor.new(ctx, "bf16", shape, weights:device(), 3)
-  check(ctx.cd, C.ixl_prepare_weights(ctx.cd, f, weights.cd, q_scales and q_scales.cd or nil, dense.cd,
-    sparse.cd), 2)
+  dense = dense or Tensor.new(ctx, "f32", shape, weights:device())
+  sparse = sparse or Tensor.new(ctx, "bf16", shape, weights:device())
+  check(ctx.cd, C.ixl_prepare_weights(ctx.cd, f, weights.cd, q_scales and q_scales.cd or nil,
+    dense.cd, sparse.cd))
   return dense, sparse
 end
 
@@ -102,7 +96,7 @@ end
 -- page_size)]): values first, then scales (SPEC 2).
 function M.write_pages(ctx, fmt, codes, scales, src_start, count, pages, page_size, page_ids)
   argcheck.ctx(ctx, "formats.write_pages")
-  local f = core.enum("kv_format", fmt, 2)
+  local f = core.enum("kv_format", fmt)
   argcheck.tensor(codes, "codes", "formats.write_pages")
   argcheck.tensor(scales, "scales", "formats.write_pages")
   argcheck.int(src_start, "src_start", "formats.write_pages")
@@ -110,8 +104,8 @@ function M.write_pages(ctx, fmt, codes, scales, src_start, count, pages, page_si
   argcheck.tensor(pages, "pages", "formats.write_pages")
   argcheck.int(page_size, "page_size", "formats.write_pages", 1, 2147483647)
   argcheck.tensor(page_ids, "page_ids", "formats.write_pages")
-  check(ctx.cd, C.ixl_kv_pages_write(ctx.cd, f, codes.cd, scales.cd, src_start, count, pages.cd, page_size,
-    page_ids.cd), 2)
+  check(ctx.cd, C.ixl_kv_pages_write(ctx.cd, f, codes.cd, scales.cd, src_start, count, pages.cd,
+    page_size, page_ids.cd))
 end
 
 -- The smallest page stride for page_size positions of fmt: page_size * (value_bytes + 4)
@@ -122,4 +116,4 @@ function M.page_stride(fmt, page_size)
   return math.ceil(bytes / 512) * 512
 end
 
-return M
+return errors.wrap(M)

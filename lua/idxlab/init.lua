@@ -3,6 +3,7 @@
 -- Submodules load lazily, so a REPL starts fast and a missing optional piece (gnuplot, CUDA)
 -- only matters when used.
 local core = require("idxlab.ffi")
+local errors = require("idxlab.errors")
 local ffi, C = core.ffi, core.C
 
 local M = {}
@@ -11,10 +12,7 @@ M.version = ffi.string(C.ixl_version())
 M.Tensor = require("idxlab.tensor")
 M.Context = require("idxlab.context")
 
-function M.context(opts)
-  local ctx = M.Context.new(opts, 2) -- not a tail call: level 2 is our caller
-  return ctx
-end
+function M.context(opts) return M.Context.new(opts) end
 
 -- Probe: true, or false and the reason.
 function M.cuda_available()
@@ -30,7 +28,8 @@ local lazy = {
   formats = "idxlab.formats", experiment = "idxlab.experiment",
   report = "idxlab.report", workload = "idxlab.workload", replay = "idxlab.replay",
   safetensors = "idxlab.safetensors", rng = "idxlab.rng", chunker = "idxlab.chunker",
-  select = "idxlab.select", logits = "idxlab.logits", results = "idxlab.results", json = "idxlab.json",
+  select = "idxlab.select", logits = "idxlab.logits", results = "idxlab.results",
+  json = "idxlab.json",
 }
 
 local help_text = [[
@@ -56,8 +55,11 @@ function M.help()
 end
 
 function M.run(file_or_table, opts)
-  return require("idxlab.experiment").run(file_or_table, opts)
+  return M.experiment.run(file_or_table, opts)
 end
+
+-- The public boundary; the probes answer false, reason and raise nothing of their own.
+errors.wrap(M, { "cuda_available", "built_with_cuda", "help" })
 
 setmetatable(M, {
   __index = function(t, k)

@@ -9,17 +9,14 @@
 -- Pass an existing `out` to avoid an allocation per call (outputs are otherwise allocated on
 -- q_codes' device).
 local core = require("idxlab.ffi")
+local errors = require("idxlab.errors")
+local util = require("idxlab.util")
 local Tensor = require("idxlab.tensor")
 local argcheck = require("idxlab.argcheck")
 local ffi, C, check = core.ffi, core.C, core.check
+local fail = errors.fail
 
 local M = {}
-
-local function arg_error(msg, level)
-  error("idxlab: " .. msg, (level or 2) + 1)
-end
-
-
 
 local qk_fields = {
   q_codes = true, q_scales = true, k_codes = true, k_scales = true, k_pages = true,
@@ -28,11 +25,11 @@ local qk_fields = {
 
 -- qk table -> ixl_qk (the Tensors stay referenced by the caller's table during the call).
 local function to_qk(qk, fn)
-  if type(qk) ~= "table" then arg_error(("logits.%s: qk must be a table, got %s"):format(fn, type(qk)), 3) end
+  if type(qk) ~= "table" then fail("logits.%s: qk must be a table, got %s", fn, type(qk)) end
   for k in pairs(qk) do
     if not qk_fields[k] then
-      arg_error(("logits.%s: qk.%s: unknown field (q_codes, q_scales, k_codes, k_scales, k_pages, page_size, kv_format)")
-        :format(fn, tostring(k)), 3)
+      fail("logits.%s: qk.%s: unknown field (q_codes, q_scales, k_codes, k_scales, k_pages, "
+        .. "page_size, kv_format)", fn, tostring(k))
     end
   end
   local s = ffi.new("ixl_qk")
@@ -40,58 +37,45 @@ local function to_qk(qk, fn)
     local t = qk[name]
     if t ~= nil then
       if not Tensor.is_tensor(t) then
-        arg_error(("logits.%s: qk.%s must be a Tensor, got %s"):format(fn, name, type(t)), 3)
+        fail("logits.%s: qk.%s must be a Tensor, got %s", fn, name, type(t))
       end
       local why = Tensor.dead_reason(t)
-      if why then arg_error(("logits.%s: qk.%s: %s"):format(fn, name, why), 3) end
+      if why then fail("logits.%s: qk.%s: %s", fn, name, why) end
       s[name] = t.cd
     end
   end
-  if qk.q_codes == nil then arg_error(("logits.%s: qk.q_codes is required"):format(fn), 3) end
+  if qk.q_codes == nil then fail("logits.%s: qk.q_codes is required", fn) end
   local fmt = qk.kv_format or "mxfp4"
   if core.enums.kv_format[fmt] == nil then
-    arg_error(("logits.%s: qk.kv_format = %s: must be one of mxfp4, mxfp8, fp8"):format(fn, tostring(fmt)), 3)
+    fail("logits.%s: qk.kv_format = %s: must be one of %s", fn, tostring(fmt),
+      table.concat(core.enum_names("kv_format"), ", "))
   end
   s.kv_format = core.enums.kv_format[fmt]
   if qk.k_pages ~= nil then
     local p = qk.page_size
-    if type(p) ~= "number" or p < 1 or p ~= math.floor(p) then
-      arg_error(("logits.%s: qk.page_size = %s: must be a positive integer with k_pages"):format(fn, tostring(p)), 3)
+    -- any positive integer passes here (C checks the page size against the pages' shape)
+    if not util.is_int(p, 1, math.huge) then
+      fail("logits.%s: qk.page_size = %s: must be a positive integer with k_pages", fn,
+        tostring(p))
     end
     s.page_size = p
   end
   return s
 end
 
-local function check_opts(opts, allowed, fn)
-  if opts == nil then return {} end
-  if type(opts) ~= "table" then arg_error(("logits.%s: opts must be a table, got %s"):format(fn, type(opts)), 3) end
-  for k in pairs(opts) do
-    if not allowed[k] then
-      local names = {}
-      for n in pairs(allowed) do names[#names + 1] = n end
-      table.sort(names)
-      arg_error(("logits.%s: option %s: unknown (%s)"):format(fn, tostring(k), table.concat(names, ", ")), 3)
-    end
-  end
-  return opts
-end
-
 local function enum_opt(kind, value, default, fn)
   value = value == nil and default or value
   local v = core.enums[kind][value]
   if v == nil then
-    local names = {}
-    for n in pairs(core.enums[kind]) do names[#names + 1] = n end
-    table.sort(names, function(a, b) return core.enums[kind][a] < core.enums[kind][b] end)
-    arg_error(("logits.%s: %s = %s: must be one of %s"):format(fn, kind, tostring(value), table.concat(names, ", ")), 3)
+    fail("logits.%s: %s = %s: must be one of %s", fn, kind, tostring(value),
+      table.concat(core.enum_names(kind), ", "))
   end
   return v
 end
 
 local function want_len(v, name, fn)
-  if v ~= nil and (type(v) ~= "number" or v < 0 or v ~= math.floor(v)) then
-    arg_error(("logits.%s: %s = %s: must be a non-negative integer"):format(fn, name, tostring(v)), 3)
+  if v ~= nil and not util.is_int(v, 0, math.huge) then
+    fail("logits.%s: %s = %s: must be a non-negative integer", fn, name, tostring(v))
   end
 end
 
@@ -107,6 +91,11 @@ local function max_of(t, minus)
   return m
 end
 
+-- The dtype of a reduction's output: f32 for "fp32", bf16 for "bf16".
+local function out_dtype(reduction)
+  return reduction == core.enums.reduction.fp32 and "f32" or "bf16"
+end
+
 -- K1. out = logits.dense(ctx, qk, weights, ks, ke, {layout = "compressed" | "full",
 --   clean = true, reduction = "fp32" | "bf16", out = T, max_len = n})
 -- weights: f32 [R, H] for "fp32", bf16 [R, H] for "bf16". out: [R, N] (full) or [R, max_len]
@@ -118,12 +107,14 @@ function M.dense(ctx, qk, weights, ks, ke, opts)
   argcheck.tensor(weights, "weights", "logits.dense")
   argcheck.tensor(ks, "ks", "logits.dense")
   argcheck.tensor(ke, "ke", "logits.dense")
-  opts = check_opts(opts, dense_opts, "dense")
+  opts = argcheck.opts(opts, dense_opts, "logits.dense")
   local layout = enum_opt("layout", opts.layout, "compressed", "dense")
   local reduction = enum_opt("reduction", opts.reduction, "fp32", "dense")
   local clean = opts.clean
   if clean == nil then clean = true end
-  if type(clean) ~= "boolean" then arg_error(("logits.dense: clean = %s: must be a boolean"):format(tostring(clean)), 2) end
+  if type(clean) ~= "boolean" then
+    fail("logits.dense: clean = %s: must be a boolean", tostring(clean))
+  end
   want_len(opts.max_len, "max_len", "dense")
   local out = opts.out
   argcheck.tensor(out, "out", "logits.dense", true)
@@ -131,15 +122,15 @@ function M.dense(ctx, qk, weights, ks, ke, opts)
     local R = qk.q_codes:shape()[1]
     local cols
     if layout == core.enums.layout.full then
-      if qk.k_codes == nil then arg_error("logits.dense: qk.k_codes is required", 2) end
+      if qk.k_codes == nil then fail("logits.dense: qk.k_codes is required") end
       cols = qk.k_codes:shape()[1]
     else
       cols = opts.max_len or max_of(ke, ks)
     end
-    out = Tensor.new(ctx, reduction == 0 and "f32" or "bf16", { R, cols }, qk.q_codes:device(), 3)
+    out = Tensor.new(ctx, out_dtype(reduction), { R, cols }, qk.q_codes:device())
   end
-  check(ctx.cd, C.ixl_dense_logits(ctx.cd, q, weights.cd, ks.cd, ke.cd, layout, clean and 1 or 0, reduction,
-    out.cd), 2)
+  check(ctx.cd, C.ixl_dense_logits(ctx.cd, q, weights.cd, ks.cd, ke.cd, layout, clean and 1 or 0,
+    reduction, out.cd))
   return out
 end
 
@@ -153,18 +144,18 @@ function M.dense_paged(ctx, qk, weights, context_lens, block_table, opts)
   argcheck.tensor(weights, "weights", "logits.dense_paged")
   argcheck.tensor(context_lens, "context_lens", "logits.dense_paged")
   argcheck.tensor(block_table, "block_table", "logits.dense_paged")
-  opts = check_opts(opts, paged_opts, "dense_paged")
+  opts = argcheck.opts(opts, paged_opts, "logits.dense_paged")
   local reduction = enum_opt("reduction", opts.reduction, "fp32", "dense_paged")
   want_len(opts.max_len, "max_len", "dense_paged")
   local out = opts.out
   argcheck.tensor(out, "out", "logits.dense_paged", true)
   if out == nil then
     local R = qk.q_codes:shape()[1]
-    out = Tensor.new(ctx, reduction == 0 and "f32" or "bf16", { R, opts.max_len or max_of(context_lens) },
-      qk.q_codes:device(), 3)
+    out = Tensor.new(ctx, out_dtype(reduction), { R, opts.max_len or max_of(context_lens) },
+      qk.q_codes:device())
   end
-  check(ctx.cd, C.ixl_dense_logits_paged(ctx.cd, q, weights.cd, context_lens.cd, block_table.cd, reduction,
-    out.cd), 2)
+  check(ctx.cd, C.ixl_dense_logits_paged(ctx.cd, q, weights.cd, context_lens.cd, block_table.cd,
+    reduction, out.cd))
   return out
 end
 
@@ -181,18 +172,19 @@ function M.sparse(ctx, qk, weights, row_ks, row_ke, block_table, sparse_ids, sbk
   argcheck.tensor(row_ke, "row_ke", "logits.sparse")
   argcheck.tensor(block_table, "block_table", "logits.sparse", true)
   argcheck.tensor(sparse_ids, "sparse_ids", "logits.sparse")
-  if type(sbk) ~= "number" or sbk ~= math.floor(sbk) then
-    arg_error(("logits.sparse: sparse_block_kv = %s: must be an integer"):format(tostring(sbk)), 2)
+  -- C range-checks it against the config rules; only a non-integer stops here
+  if not util.is_int(sbk, -math.huge, math.huge) then
+    fail("logits.sparse: sparse_block_kv = %s: must be an integer", tostring(sbk))
   end
   local mode = enum_opt("ks_mode", ks_mode, "unaligned", "sparse")
   argcheck.tensor(out, "out", "logits.sparse", true)
   if out == nil then
     local s = sparse_ids:shape()
-    out = Tensor.new(ctx, "bf16", { s[1], (s[2] or 0) * sbk }, qk.q_codes:device(), 3)
+    out = Tensor.new(ctx, "bf16", { s[1], (s[2] or 0) * sbk }, qk.q_codes:device())
   end
   check(ctx.cd, C.ixl_sparse_logits(ctx.cd, q, weights.cd, row_ks and row_ks.cd or nil, row_ke.cd,
-    block_table and block_table.cd or nil, sparse_ids.cd, sbk, mode, out.cd), 2)
+    block_table and block_table.cd or nil, sparse_ids.cd, sbk, mode, out.cd))
   return out
 end
 
-return M
+return errors.wrap(M)

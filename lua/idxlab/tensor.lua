@@ -3,7 +3,10 @@
 -- device data moves only when asked (:to("host"), :copy_from()). Device memory is freed with
 -- :free(); ffi.gc is only the safety net, since the Lua GC does not see device bytes.
 local core = require("idxlab.ffi")
+local errors = require("idxlab.errors")
+local util = require("idxlab.util")
 local ffi, C, check = core.ffi, core.C, core.check
+local fail = errors.fail
 
 local Tensor = {}
 Tensor.__index = Tensor
@@ -20,33 +23,34 @@ local f64arr = ffi.typeof("double[?]")
 local function is_tensor(x) return getmetatable(x) == Tensor end
 Tensor.is_tensor = is_tensor
 
-local function check_shape(shape, level)
+local function check_shape(shape)
   if type(shape) ~= "table" then
-    error(("idxlab: shape = %s: must be a list of 0 to 4 non-negative integers"):format(tostring(shape)), level + 1)
+    fail("shape = %s: must be a list of 0 to 4 non-negative integers", tostring(shape))
   end
-  if #shape > 4 then
-    error(("idxlab: shape has %d dims: at most 4"):format(#shape), level + 1)
-  end
+  if #shape > 4 then fail("shape has %d dims: at most 4", #shape) end
   for i, n in ipairs(shape) do
     -- below 2^53: inf or 1e300 would reach C's int64 wrapped (inf read as -2^63)
-    if type(n) ~= "number" or n ~= math.floor(n) or n < 0 or n >= 2 ^ 53 then
-      error(("idxlab: shape[%d] = %s: must be a non-negative integer below 2^53"):format(i, tostring(n)), level + 1)
+    if not util.is_int(n, 0) then
+      fail("shape[%d] = %s: must be a non-negative integer below 2^53", i, tostring(n))
     end
   end
 end
 
 -- Tensor.new(ctx, dtype, shape, device) where device is "host" (default for CPU contexts) or
 -- "device" (default for CUDA contexts).
-function Tensor.new(ctx, dtype, shape, device, level)
-  level = level or 2
-  check_shape(shape, level)
-  local dt = core.enum("dtype", dtype, level)
+function Tensor.new(ctx, dtype, shape, device)
+  check_shape(shape)
+  local dt = core.enum("dtype", dtype)
   local dev
-  if device == nil then dev = C.ixl_ctx_device_kind(ctx.cd) else dev = core.enum("device", device, level) end
+  if device == nil then
+    dev = C.ixl_ctx_device_kind(ctx.cd)
+  else
+    dev = core.enum("device", device)
+  end
   local shp = i64arr(math.max(#shape, 1))
   for i, n in ipairs(shape) do shp[i - 1] = n end
   local out = out_ptr()
-  check(ctx.cd, C.ixl_tensor_new(ctx.cd, dt, #shape, shp, dev, out), level)
+  check(ctx.cd, C.ixl_tensor_new(ctx.cd, dt, #shape, shp, dev, out))
   local t = setmetatable({ cd = ffi.gc(out[0], C.ixl_tensor_free), ctx = ctx }, Tensor)
   return t
 end
@@ -75,39 +79,40 @@ function Tensor.dead_reason(t)
   return nil
 end
 
-local function live(self, level)
+local function live(self)
   local why = Tensor.dead_reason(self)
-  if why then error("idxlab: " .. why, level + 1) end
+  if why then fail("%s", why) end
   return self.cd
 end
 
 function Tensor:shape()
-  local cd = live(self, 2)
+  local cd = live(self)
   local s = {}
   for i = 0, cd.ndim - 1 do s[#s + 1] = tonumber(cd.shape[i]) end
   return s
 end
-function Tensor:dtype() return core.enum_name("dtype", live(self, 2).dtype) end
-function Tensor:device() return live(self, 2).device == 1 and "device" or "host" end
-function Tensor:numel() return tonumber(C.ixl_tensor_numel(live(self, 2))) end
+function Tensor:dtype() return core.enum_name("dtype", live(self).dtype) end
+function Tensor:device() return core.enum_name("device", live(self).device) end
+function Tensor:numel() return tonumber(C.ixl_tensor_numel(live(self))) end
 function Tensor:__tostring()
   if Tensor.dead_reason(self) then return "Tensor(freed)" end
-  return ("Tensor(%s, {%s}, %s)"):format(self:dtype(), table.concat(self:shape(), ", "), self:device())
+  return ("Tensor(%s, {%s}, %s)"):format(self:dtype(), table.concat(self:shape(), ", "),
+    self:device())
 end
 
 -- Typed pointer to host data (errors for device tensors).
 function Tensor:ptr()
-  local cd = live(self, 2)
-  if cd.device ~= 0 then error("idxlab: ptr() needs a host tensor; use :to('host') first", 2) end
+  local cd = live(self)
+  if cd.device ~= 0 then fail("ptr() needs a host tensor; use :to('host') first") end
   return ffi.cast(ptr_types[cd.dtype], cd.data)
 end
 
 -- Flat values as a Lua list (1-based), for any dtype and device.
 function Tensor:to_table()
-  local cd = live(self, 2)
+  local cd = live(self)
   local n = self:numel()
   local buf = f64arr(math.max(n, 1))
-  check(self.ctx.cd, C.ixl_tensor_to_f64(self.ctx.cd, cd, buf, n), 2)
+  check(self.ctx.cd, C.ixl_tensor_to_f64(self.ctx.cd, cd, buf, n))
   local out = {}
   for i = 0, n - 1 do out[i + 1] = buf[i] end
   return out
@@ -115,59 +120,60 @@ end
 
 -- Fills from a flat Lua list of numbers (converted to the dtype).
 function Tensor:from_table(values)
-  local cd = live(self, 2)
-  if type(values) ~= "table" then error("idxlab: from_table expects a list of numbers", 2) end
+  local cd = live(self)
+  if type(values) ~= "table" then fail("from_table expects a list of numbers") end
   local n = #values
   local buf = f64arr(math.max(n, 1))
   for i = 1, n do
     local v = values[i]
     if type(v) ~= "number" then
-      error(("idxlab: from_table: value %d is a %s, expected a number"):format(i, type(v)), 2)
+      fail("from_table: value %d is a %s, expected a number", i, type(v))
     end
     buf[i - 1] = v
   end
-  check(self.ctx.cd, C.ixl_tensor_from_f64(self.ctx.cd, cd, buf, n), 2)
+  check(self.ctx.cd, C.ixl_tensor_from_f64(self.ctx.cd, cd, buf, n))
   return self
 end
 
 function Tensor:fill_bytes(byte)
-  if type(byte) ~= "number" or byte ~= math.floor(byte) or byte < 0 or byte > 255 then
-    error(("idxlab: fill_bytes: byte = %s: must be an integer in [0, 255]"):format(tostring(byte)), 2)
+  if not util.is_int(byte, 0, 255) then
+    fail("fill_bytes: byte = %s: must be an integer in [0, 255]", tostring(byte))
   end
-  check(self.ctx.cd, C.ixl_tensor_fill_bytes(self.ctx.cd, live(self, 2), byte), 2)
+  check(self.ctx.cd, C.ixl_tensor_fill_bytes(self.ctx.cd, live(self), byte))
   return self
 end
 
 function Tensor:copy_from(src)
-  if not is_tensor(src) then error("idxlab: copy_from expects a tensor", 2) end
-  check(self.ctx.cd, C.ixl_tensor_copy(self.ctx.cd, live(self, 2), live(src, 2)), 2)
+  if not is_tensor(src) then fail("copy_from expects a tensor") end
+  check(self.ctx.cd, C.ixl_tensor_copy(self.ctx.cd, live(self), live(src)))
   return self
 end
 
 -- A new tensor with the same contents on "host" or "device".
 function Tensor:to(device)
   if device ~= "host" and device ~= "device" then
-    error(("idxlab: to: device = %s: must be \"host\" or \"device\""):format(tostring(device)), 2)
+    fail("to: device = %s: must be \"host\" or \"device\"", tostring(device))
   end
-  local t = Tensor.new(self.ctx, self:dtype(), self:shape(), device, 3)
-  check(self.ctx.cd, C.ixl_tensor_copy(self.ctx.cd, t.cd, live(self, 2)), 2)
+  local t = Tensor.new(self.ctx, self:dtype(), self:shape(), device)
+  check(self.ctx.cd, C.ixl_tensor_copy(self.ctx.cd, t.cd, live(self)))
   return t
 end
 
 -- A view: `shape` (list), `offset` in elements, `stride` optional list. Nothing allocated in C.
 function Tensor:view(shape, offset, stride)
-  local cd = live(self, 2)
-  check_shape(shape, 2)
-  if offset ~= nil and (type(offset) ~= "number" or offset ~= math.floor(offset) or offset < 0 or offset >= 2 ^ 53) then
-    error(("idxlab: view: offset = %s: must be a non-negative integer below 2^53 (elements)"):format(tostring(offset)), 2)
+  local cd = live(self)
+  check_shape(shape)
+  if offset ~= nil and not util.is_int(offset, 0) then
+    fail("view: offset = %s: must be a non-negative integer below 2^53 (elements)",
+      tostring(offset))
   end
   if stride ~= nil then
     if type(stride) ~= "table" or #stride ~= #shape then
-      error(("idxlab: view: stride must be a list of %d integers, like shape"):format(#shape), 2)
+      fail("view: stride must be a list of %d integers, like shape", #shape)
     end
     for i, v in ipairs(stride) do
-      if type(v) ~= "number" or v ~= math.floor(v) or math.abs(v) >= 2 ^ 53 then
-        error(("idxlab: view: stride[%d] = %s: must be an integer of magnitude below 2^53"):format(i, tostring(v)), 2)
+      if not util.is_int(v) then
+        fail("view: stride[%d] = %s: must be an integer of magnitude below 2^53", i, tostring(v))
       end
     end
   end
@@ -179,8 +185,10 @@ function Tensor:view(shape, offset, stride)
     for i, n in ipairs(stride) do st[i - 1] = n end
   end
   local v = ffi.new("ixl_tensor")
-  check(self.ctx.cd, C.ixl_tensor_view(self.ctx.cd, cd, #shape, shp, st, offset or 0, v), 2)
+  check(self.ctx.cd, C.ixl_tensor_view(self.ctx.cd, cd, #shape, shp, st, offset or 0, v))
   return Tensor.wrap_view(self.ctx, v, self.base or self)
 end
 
-return Tensor
+-- The public boundary: every function above but the predicates, the view maker the library
+-- calls with structs it filled itself, and the metamethods.
+return errors.wrap(Tensor, { "is_tensor", "dead_reason", "wrap_view", "__tostring" })
