@@ -23,7 +23,8 @@ esac
 
 root=$PWD
 for p in bin/idxlab experiments/quick.lua tests/fixtures; do
-  [ -e "$root/$p" ] || { echo "behaviour_hash: no $p here: run from a repository root" >&2; exit 2; }
+  [ -e "$root/$p" ] ||
+    { echo "behaviour_hash: no $p here: run from a repository root" >&2; exit 2; }
 done
 BUILD=${BUILD:-build}
 case "$BUILD" in /*) libdir=$BUILD ;; *) libdir=$root/$BUILD ;; esac

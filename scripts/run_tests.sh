@@ -3,13 +3,14 @@
 # "N passed, N failed, N skipped" over all of them. Exit status 1 on any failure.
 # GPU specs (#gpu) run only when a CUDA device is usable, and are excluded otherwise.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}
 SANITIZE=${SANITIZE:-0}
 export IDXLAB_LIBDIR=$PWD/$BUILD IDXLAB_ROOT=$PWD
 passed=0 failed=0 skipped=0
 log=$BUILD/test-logs
 mkdir -p "$log"
+tree=$(mktemp); scripts/tree_state.sh >"$tree" # as the build and set-up left it
 
 if [ "$SANITIZE" = 1 ]; then
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
@@ -24,9 +25,11 @@ for t in "$BUILD"/tests/test_*; do
   rc=$?
   line=$(grep -E '^# [0-9]+ passed, [0-9]+ failed' "$log/$name.out" | tail -n1)
   if [ -z "$line" ]; then
-    echo "  $name: crashed (exit $rc)"; tail -n 20 "$log/$name.out"; failed=$((failed + 1)); continue
+    echo "  $name: crashed (exit $rc)"; tail -n 20 "$log/$name.out"
+    failed=$((failed + 1)); continue
   fi
-  p=$(sed -E 's/# ([0-9]+) passed.*/\1/' <<<"$line"); f=$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")
+  p=$(sed -E 's/# ([0-9]+) passed.*/\1/' <<<"$line")
+  f=$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")
   [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1   # a sanitizer report after the tests finished
   passed=$((passed + p)); failed=$((failed + f))
   echo "  $name: $p passed, $f failed"
@@ -35,7 +38,9 @@ done
 
 echo "== busted specs"
 tags=(--exclude-tags=gpu)
-if luajit -e 'package.path="lua/?.lua;lua/?/init.lua;"..package.path; os.exit(require("idxlab").cuda_available() and 0 or 1)' 2>/dev/null; then
+probe='package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
+os.exit(require("idxlab").cuda_available() and 0 or 1)'
+if luajit -e "$probe" 2>/dev/null; then
   tags=()
   echo "  a CUDA device is usable: #gpu specs included"
 fi
@@ -44,18 +49,21 @@ if [ "$SANITIZE" = 1 ]; then
   asan=$(clang -print-file-name=libclang_rt.asan-x86_64.so)
   pre=(env "LD_PRELOAD=$asan" "ASAN_OPTIONS=detect_leaks=0:abort_on_error=0")
 fi
-"${pre[@]}" luajit "${BUSTED:-/usr/bin/busted}" --lpath='lua/?.lua;lua/?/init.lua' --helper=tests/helper.lua \
-  -o tests/summary_handler.lua "${tags[@]}" ${BUSTED_ARGS:-} tests >"$log/busted.out" 2>&1
+"${pre[@]}" luajit "${BUSTED:-/usr/bin/busted}" --lpath='lua/?.lua;lua/?/init.lua' \
+  --helper=tests/helper.lua -o tests/summary_handler.lua "${tags[@]}" ${BUSTED_ARGS:-} tests \
+  >"$log/busted.out" 2>&1
 rc=$?
 cat "$log/busted.out" | grep -v '^busted: ' | tail -n 200
 line=$(grep -E '^busted: [0-9]+ passed' "$log/busted.out" | tail -n1)
 if [ -z "$line" ]; then
   echo "  busted crashed (exit $rc)"; failed=$((failed + 1))
 else
-  read -r p f s < <(sed -E 's/busted: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped/\1 \2 \3/' <<<"$line")
+  read -r p f s < <(grep -oE '[0-9]+' <<<"$line" | head -n 3 | paste -sd' ')
   [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
   passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
 fi
 
+if CLEAN_BEFORE=$tree scripts/check.sh clean-tree | sed '$d'; then passed=$((passed + 1))
+else failed=$((failed + 1)); fi; rm -f "$tree" # the suite left the tree as it found it
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
