@@ -1,28 +1,40 @@
 -- idxlab.replay: real tensors in, every result out (SPEC 7). Reads one or more steps of
 -- indexer inputs from safetensors files (a file, several files, or a folder), runs each step
--- through the pipeline, and writes every output under SPEC 7's names.
+-- through idxlab.step, and writes every output under SPEC 7's names. idxlab.measure loads a
+-- replay workload of an experiment point through load_workload (this module never calls it).
 --
 -- Accepted input tensors per step (prefix "step<i>/" when a file holds several steps, i in
 -- plain decimal: step0/, step1/, ...; step00/ is refused, not read as a second step 0):
 --   q [R,H,D] F32|BF16|F16 (or q_codes U8 [R,H,VB] + q_scales I32|F32 [R,H], pre-quantized)
 --   weights [R,H] F32
 --   k [N,D] F32|BF16|F16 (or k_codes U8 [N,VB] + k_scales I32|F32 [N], pre-quantized)
---   q_consumer [L,R,H,D] (same dtype as q; any float type beside q_codes) (or q_consumer_codes
---     [L,R,H,VB] + q_consumer_scales [L,R,H])
--- Each of q, k and q_consumer comes plain or pre-quantized, independently of the others; codes
--- come with their scales, and a tensor given in both forms is refused (no input is ignored).
+--   q_consumer [L,R,H,D] (same dtype as q; any float type beside q_codes) (or
+--     q_consumer_codes [L,R,H,VB] + q_consumer_scales [L,R,H])
+-- Each of q, k and q_consumer comes plain or pre-quantized, independently of the others;
+-- codes come with their scales, and a tensor given in both forms is refused (no input is
+-- ignored).
 --   weights_consumer [L,R,H] F32
---   ks, ke [R] I32 (ragged rows)  or  context_lens, row_start [R] I32 (decode rows, paged here)
+--   ks, ke [R] I32 (ragged rows)  or  context_lens, row_start [R] I32 (decode rows, paged
+--   here)
 local core = require("idxlab.ffi")
+local errors = require("idxlab.errors")
 local config = require("idxlab.config")
-local st = require("idxlab.safetensors")
+local safetensors = require("idxlab.safetensors")
+local step = require("idxlab.step")
+local summary = require("idxlab.summary")
+local Context = require("idxlab.context")
 local Tensor = require("idxlab.tensor")
 local json = require("idxlab.json")
+local shell_quote = require("idxlab.results").shell_quote
 local ffi = core.ffi
 
-local M = {}
+-- TODO(binding): the version comes through the package face until ffi.lua exports it (idxlab
+-- loads none of these modules at load time, so this is no cycle)
+local VERSION = require("idxlab").version
 
-local function fail(msg, level) error("idxlab: " .. msg, (level or 1) + 1) end
+local fail = errors.fail
+
+local M = {}
 
 local INPUTS = {
   q = true, weights = true, k = true, q_consumer = true, weights_consumer = true,
@@ -32,14 +44,13 @@ local INPUTS = {
 }
 M.INPUT_NAMES = INPUTS
 
-local shell_quote = require("idxlab.results").shell_quote
-
 -- The .safetensors files of a folder, sorted; nil and the reason when it cannot be read.
 -- Names travel NUL-separated (a newline is a legal file name character) and the path is
 -- single-quoted for the shell, so nothing in it ($, `, \, ") is expanded.
 local function list_dir(path)
-  local p = io.popen(("CDPATH= cd -- %s 2>/dev/null && printf 'ok\\0' && for f in *.safetensors; do "
-    .. "if [ -e \"$f\" ] || [ -L \"$f\" ]; then printf '%%s\\0' \"$f\"; fi; done"):format(shell_quote(path)))
+  local p = io.popen(("CDPATH= cd -- %s 2>/dev/null && printf 'ok\\0' && for f in *.safetensors;"
+    .. " do if [ -e \"$f\" ] || [ -L \"$f\" ]; then printf '%%s\\0' \"$f\"; fi; done")
+    :format(shell_quote(path)))
   local all = p:read("*a")
   p:close()
   local out, first = {}, true
@@ -66,7 +77,8 @@ end
 local function split_steps(file, path)
   local steps, prefixed, plain = {}, false, false
   if #file.names == 0 then
-    fail(("%s: no tensors (a replay file holds q, weights, k, q_consumer, weights_consumer and the row ranges, SPEC 7)"):format(path), 3)
+    fail("%s: no tensors (a replay file holds q, weights, k, q_consumer, weights_consumer and"
+      .. " the row ranges, SPEC 7)", path)
   end
   local seen = {}
   for _, name in ipairs(file.names) do
@@ -77,28 +89,34 @@ local function split_steps(file, path)
       idx, base = tonumber(i), rest
       -- one spelling per step: step0/ and step00/ would both be step 0
       if tostring(idx) ~= i then
-        fail(("%s: tensor %s: step prefix step%s/ is not canonical (step<i>/ with i a plain decimal, no leading zeros: step0/, step1/, ...)"):format(path, name, i), 3)
+        fail("%s: tensor %s: step prefix step%s/ is not canonical (step<i>/ with i a plain"
+          .. " decimal, no leading zeros: step0/, step1/, ...)", path, name, i)
       end
     else
       plain = true
       idx, base = 0, name
     end
     if prefixed and plain then
-      fail(("%s: mixes step<i>/ names with unprefixed names (tensor %s)"):format(path, name), 3)
+      fail("%s: mixes step<i>/ names with unprefixed names (tensor %s)", path, name)
     end
     if not INPUTS[base] then
-      fail(("%s: unknown tensor %q (inputs are q, weights, k, q_consumer, weights_consumer, ks/ke or context_lens/row_start, and the pre-quantized q_codes/q_scales/k_codes/k_scales/q_consumer_codes/q_consumer_scales)"):format(path, name), 3)
+      fail("%s: unknown tensor %q (inputs are q, weights, k, q_consumer, weights_consumer,"
+        .. " ks/ke or context_lens/row_start, and the pre-quantized q_codes/q_scales/k_codes/"
+        .. "k_scales/q_consumer_codes/q_consumer_scales)", path, name)
     end
     steps[idx] = steps[idx] or {}
     local key = idx .. "/" .. base
-    if seen[key] then fail(("%s: tensor %s given twice (also as %s)"):format(path, name, seen[key]), 3) end
+    if seen[key] then fail("%s: tensor %s given twice (also as %s)", path, name, seen[key]) end
     seen[key] = name
     steps[idx][base] = file.tensors[name]
   end
   local n = 0
   while steps[n] do n = n + 1 end
   for k in pairs(steps) do
-    if k >= n then fail(("%s: step%d/ present but step%d/ missing: steps count from 0 without gaps"):format(path, k, n), 3) end
+    if k >= n then
+      fail("%s: step%d/ present but step%d/ missing: steps count from 0 without gaps", path, k,
+        n)
+    end
   end
   return steps, n, prefixed
 end
@@ -111,44 +129,51 @@ local FLOATS = { "F32", "BF16", "F16" }
 -- The checks a step passes before any of its data is read, without the config: which form of
 -- q, k and q_consumer it gives (every tensor present is used: no orphan codes or scales), the
 -- ranks of q and k, and the row ranges (I32 [R], within k's rows). Returns {R, N, maxlen,
--- ragged, quant = {q = bool, k = bool, q_consumer = bool}}.
-local function check_step(s, level)
-  if s.pre then return s.pre end -- size_config checked it already
-  level = (level or 1) + 1
+-- ragged, quant = {q = bool, k = bool, q_consumer = bool}}, kept on s (checked once).
+local function check_step(s)
+  if s.pre then return s.pre end
   local ents, file, path, fn = s.ents, s.file, s.path, s.full_name
   local quant = {}
   for _, t in ipairs(QUANT) do
     local plain, codes, scales = t[1], t[2], t[3]
     local hp, hc, hs = ents[plain] ~= nil, ents[codes] ~= nil, ents[scales] ~= nil
     if hp and (hc or hs) then
-      fail(("%s: give one: %s or %s/%s, not both (the step has %s and %s)"):format(path, fn(plain), fn(codes), fn(scales),
-        fn(plain), fn(hc and codes or scales)), level)
+      fail("%s: give one: %s or %s/%s, not both (the step has %s and %s)", path, fn(plain),
+        fn(codes), fn(scales), fn(plain), fn(hc and codes or scales))
     end
     if hc and not hs then
-      fail(("%s: tensor %s without %s: pre-quantized %s needs both"):format(path, fn(codes), fn(scales), plain), level)
+      fail("%s: tensor %s without %s: pre-quantized %s needs both", path, fn(codes), fn(scales),
+        plain)
     end
     if hs and not hc then
-      fail(("%s: tensor %s without %s: pre-quantized %s needs both"):format(path, fn(scales), fn(codes), plain), level)
+      fail("%s: tensor %s without %s: pre-quantized %s needs both", path, fn(scales), fn(codes),
+        plain)
     end
     if not hp and not hc then
-      fail(("%s: tensor %s is missing (or the pre-quantized %s with %s)"):format(path, fn(plain), fn(codes), fn(scales)), level)
+      fail("%s: tensor %s is missing (or the pre-quantized %s with %s)", path, fn(plain),
+        fn(codes), fn(scales))
     end
     quant[plain] = hc
   end
-  local q = quant.q and file:expect(fn("q_codes"), { dtypes = { "U8" }, rank = 3, dims = { "rows", "heads", "value bytes" } }, level)
-    or file:expect(fn("q"), { dtypes = FLOATS, rank = 3, dims = { "rows", "heads", "head_dim" } }, level)
-  local k = quant.k and file:expect(fn("k_codes"), { dtypes = { "U8" }, rank = 2, dims = { "positions", "value bytes" } }, level)
-    or file:expect(fn("k"), { dtypes = FLOATS, rank = 2, dims = { "positions", "head_dim" } }, level)
+  local q = quant.q
+    and file:expect(fn("q_codes"), { dtypes = { "U8" }, rank = 3,
+      dims = { "rows", "heads", "value bytes" } })
+    or file:expect(fn("q"), { dtypes = FLOATS, rank = 3, dims = { "rows", "heads", "head_dim" } })
+  local k = quant.k
+    and file:expect(fn("k_codes"), { dtypes = { "U8" }, rank = 2,
+      dims = { "positions", "value bytes" } })
+    or file:expect(fn("k"), { dtypes = FLOATS, rank = 2, dims = { "positions", "head_dim" } })
   local R, N = q.shape[1], k.shape[1]
   local ragged = ents.ks ~= nil or ents.ke ~= nil
   local decode = ents.context_lens ~= nil or ents.row_start ~= nil
   if ragged == decode then
-    fail(("%s: give the row ranges as ks/ke (ragged) or as context_lens/row_start (decode), exactly one form"):format(path), level)
+    fail("%s: give the row ranges as ks/ke (ragged) or as context_lens/row_start (decode),"
+      .. " exactly one form", path)
   end
   local names = ragged and { "ks", "ke" } or { "context_lens", "row_start" }
   for _, nm in ipairs(names) do
-    if not ents[nm] then fail(("%s: tensor %s is missing"):format(path, fn(nm)), level) end
-    file:expect(fn(nm), { dtypes = { "I32" }, shape = { R }, dims = { "rows of q" } }, level)
+    if not ents[nm] then fail("%s: tensor %s is missing", path, fn(nm)) end
+    file:expect(fn(nm), { dtypes = { "I32" }, shape = { R }, dims = { "rows of q" } })
   end
   local a = ffi.cast("const int32_t *", ents[names[1]].data)
   local b = ffi.cast("const int32_t *", ents[names[2]].data)
@@ -157,8 +182,10 @@ local function check_step(s, level)
     local lo, len
     if ragged then lo, len = a[r], b[r] - a[r] else lo, len = b[r], a[r] end
     if lo < 0 or len < 0 or lo + len > N then
-      local what = ragged and ("ks = %d, ke = %d"):format(a[r], b[r]) or ("row_start = %d, context_lens = %d"):format(b[r], a[r])
-      fail(("%s: row %d: %s sees k[%d : %d], outside k's %d rows (or negative)"):format(path, r, what, lo, lo + len, N), level)
+      local what = ragged and ("ks = %d, ke = %d"):format(a[r], b[r])
+        or ("row_start = %d, context_lens = %d"):format(b[r], a[r])
+      fail("%s: row %d: %s sees k[%d : %d], outside k's %d rows (or negative)", path, r, what,
+        lo, lo + len, N)
     end
     if len > maxlen then maxlen = len end
   end
@@ -167,13 +194,13 @@ local function check_step(s, level)
 end
 
 -- Validates one step's entries against the config (each through the file's expect, so errors
--- name the file, the tensor and the dimension) and turns them into pipeline inputs.
+-- name the file, the tensor and the dimension) and turns them into step inputs.
 local function step_inputs(ctx, s, cfg)
   local ents, file, path = s.ents, s.file, s.path
-  local pre = check_step(s, 3)
+  local pre = check_step(s)
   local function want(base, dtypes, shape, dims)
-    if not ents[base] then fail(("%s: tensor %s is missing"):format(path, s.full_name(base)), 4) end
-    return file:expect(s.full_name(base), { dtypes = dtypes, shape = shape, dims = dims }, 4)
+    if not ents[base] then fail("%s: tensor %s is missing", path, s.full_name(base)) end
+    return file:expect(s.full_name(base), { dtypes = dtypes, shape = shape, dims = dims })
   end
   local H, D = cfg.heads, cfg.head_dim
   local vb = cfg.kv_format == "mxfp4" and 64 or 128
@@ -194,19 +221,20 @@ local function step_inputs(ctx, s, cfg)
   end
   want("weights", { "F32" }, { R, H }, { "rows of q", "heads" })
   if pre.quant.q_consumer then
-    L = want("q_consumer_codes", { "U8" }, { false, R, H, vb }, { "consumer layers", "rows of q", "heads", vbs }).shape[1]
+    L = want("q_consumer_codes", { "U8" }, { false, R, H, vb },
+      { "consumer layers", "rows of q", "heads", vbs }).shape[1]
     want("q_consumer_scales", scale_dt, { L, R, H }, { "consumer layers", "rows of q", "heads" })
   else
     -- SPEC 7: the same dtype as q; with a pre-quantized q, any float dtype
     L = want("q_consumer", ents.q and { ents.q.dtype } or FLOATS, { false, R, H, D },
       { "consumer layers", "rows of q", "heads", "head_dim" }).shape[1]
   end
-  if L < 1 then fail(("%s: %s has L = 0 layers: need at least 1"):format(path,
-    s.full_name(pre.quant.q_consumer and "q_consumer_codes" or "q_consumer")), 3) end
-  local max_l = require("idxlab.pipeline").MAX_CONSUMER_LAYERS
+  local qc_name = s.full_name(pre.quant.q_consumer and "q_consumer_codes" or "q_consumer")
+  if L < 1 then fail("%s: %s has L = 0 layers: need at least 1", path, qc_name) end
+  local max_l = step.MAX_CONSUMER_LAYERS
   if L > max_l then
-    fail(("%s: %s has L = %d layers: at most %d (a step times 5 + 3 L stages in 256 timer slots)"):format(path,
-      s.full_name(pre.quant.q_consumer and "q_consumer_codes" or "q_consumer"), L, max_l), 3)
+    fail("%s: %s has L = %d layers: at most %d (a step times 5 + 3 L stages in 256 timer"
+      .. " slots)", path, qc_name, L, max_l)
   end
   want("weights_consumer", { "F32" }, { L, R, H }, { "consumer layers", "rows of q", "heads" })
   local inputs = { n_decode = pre.ragged and 0 or R, n_prefill = pre.ragged and R or 0 }
@@ -216,8 +244,9 @@ local function step_inputs(ctx, s, cfg)
   return inputs, { R = R, N = N, L = L, maxlen = pre.maxlen }
 end
 
--- Opens every step of a workload {files = {...}} or {file = path} or {dir = path}.
--- Returns a list of {file = parsed, steps = {entries...}, path = path}.
+-- Opens every step of a workload {files = {...}} or {file = path} or {dir = path} (or a path).
+-- Returns a list of {file = parsed, ents = {name = entry}, path = path, index, prefixed,
+-- full_name}, one per step.
 function M.open(spec)
   local paths = {}
   if type(spec) == "string" then spec = { files = { spec } } end
@@ -228,19 +257,21 @@ function M.open(spec)
   for _, p in ipairs(paths) do
     if is_dir(p) then
       local l, why = list_dir(p)
-      if not l then fail(("%s: %s"):format(p, why), 2) end
-      if #l == 0 then fail(("%s: a folder with no .safetensors files"):format(p), 2) end
+      if not l then fail("%s: %s", p, why) end
+      if #l == 0 then fail("%s: a folder with no .safetensors files", p) end
       for _, f in ipairs(l) do expanded[#expanded + 1] = f end
     elseif spec.dir == p then
-      fail(("dir = %s: not a folder"):format(p), 2)
+      fail("dir = %s: not a folder", p)
     else
       expanded[#expanded + 1] = p
     end
   end
-  if #expanded == 0 then fail("replay workload: no files given (files = {...}, file = ..., or dir = ...)", 2) end
+  if #expanded == 0 then
+    fail("replay workload: no files given (files = {...}, file = ..., or dir = ...)")
+  end
   local out = {}
   for _, p in ipairs(expanded) do
-    local f = st.read(p)
+    local f = safetensors.read(p)
     local steps, n, prefixed = split_steps(f, p)
     for i = 0, n - 1 do
       local prefix = prefixed and ("step%d/"):format(i) or ""
@@ -258,7 +289,7 @@ function M.size_config(opened, base)
   for k, v in pairs(base or {}) do cfg[k] = v end
   local rows, len = 1, 1
   for _, s in ipairs(opened) do
-    local pre = check_step(s, 2)
+    local pre = check_step(s)
     rows = math.max(rows, pre.R)
     len = math.max(len, pre.maxlen)
   end
@@ -266,12 +297,13 @@ function M.size_config(opened, base)
   if cfg.max_rows < rows then cfg.max_rows = rows end
   -- SPEC 7: max_model_len from the file (the longest row), unless given
   local ratio = cfg.compress_ratio or 1
-  if cfg.max_model_len == nil or cfg.max_model_len < len * ratio then cfg.max_model_len = len * ratio end
+  if cfg.max_model_len == nil or cfg.max_model_len < len * ratio then
+    cfg.max_model_len = len * ratio
+  end
   -- the default workspace (40 * max_model_len / ratio) of a small file can be narrower than
   -- one sparse row is budgeted (min_split_seq_len), which no request could fit: widen it to
   -- that, when workspace_tokens is not given
   if cfg.workspace_tokens == nil or cfg.workspace_tokens == "auto" then
-    local config = require("idxlab.config")
     local r = config.resolve(cfg)
     local B = r.split_width == "bf16+fp32" and 6 or 2
     local min_split = math.ceil(r.candidate_topk_blocks * r.candidate_block_size * B / 4)
@@ -281,7 +313,7 @@ function M.size_config(opened, base)
   return cfg
 end
 
--- For pipeline.measure: every step of a replay workload, as pipeline inputs.
+-- For idxlab.measure: every step of a replay workload, as step inputs.
 function M.load_workload(ctx, wl, cfg)
   local opened = M.open(wl)
   local out = {}
@@ -299,16 +331,17 @@ local function collector(ctx, cfg, sz)
   local nsb = T * cfg.candidate_block_size / cfg.sparse_block_kv
   local nsc = T * cfg.candidate_block_size
   local nmax = sz.maxlen -- SPEC 7: N_max = the longest row (0 when every row is empty)
+  local function host(dtype, shape) return Tensor.new(ctx, dtype, shape, "host") end
   local outs = {
-    dense_logits = Tensor.new(ctx, "f32", { R, nmax }, "host", 3),
-    cand_blocks = Tensor.new(ctx, "i32", { R, T }, "host", 3),
-    sparse_ids = Tensor.new(ctx, "i32", { R, nsb }, "host", 3),
-    ["end"] = Tensor.new(ctx, "i32", { R }, "host", 3),
-    sparse_logits = Tensor.new(ctx, "bf16", { L, R, nsc }, "host", 3),
-    topk_pos = Tensor.new(ctx, "i32", { L, R, k }, "host", 3),
-    masked_topk_pos = Tensor.new(ctx, "i32", { L, R, k }, "host", 3),
-    dense_topk_pos = Tensor.new(ctx, "i32", { L, R, k }, "host", 3),
-    source_topk_pos = Tensor.new(ctx, "i32", { R, k }, "host", 3),
+    dense_logits = host("f32", { R, nmax }),
+    cand_blocks = host("i32", { R, T }),
+    sparse_ids = host("i32", { R, nsb }),
+    ["end"] = host("i32", { R }),
+    sparse_logits = host("bf16", { L, R, nsc }),
+    topk_pos = host("i32", { L, R, k }),
+    masked_topk_pos = host("i32", { L, R, k }),
+    dense_topk_pos = host("i32", { L, R, k }),
+    source_topk_pos = host("i32", { R, k }),
   }
   -- -inf everywhere in dense_logits first (bf16/f32 0xff.. patterns differ: fill by value)
   local dl = ffi.cast("float *", outs.dense_logits.cd.data)
@@ -330,7 +363,8 @@ local function collector(ctx, cfg, sz)
     local s = o:shape()
     local inner = 1
     for i = 2, #s do inner = inner * s[i] end
-    ffi.copy(ffi.cast("uint8_t *", o.cd.data) + r0 * inner * elem(o), t.cd.data, n * inner * elem(o))
+    ffi.copy(ffi.cast("uint8_t *", o.cd.data) + r0 * inner * elem(o), t.cd.data,
+      n * inner * elem(o))
   end
   function c.put_layer(name, l, t, r0, n)
     local o = outs[name]
@@ -342,20 +376,22 @@ local function collector(ctx, cfg, sz)
   return c
 end
 
-M.OUTPUT_ORDER = { "dense_logits", "cand_blocks", "sparse_ids", "end", "sparse_logits", "topk_pos",
-  "masked_topk_pos", "dense_topk_pos", "source_topk_pos" }
+M.OUTPUT_ORDER = { "dense_logits", "cand_blocks", "sparse_ids", "end", "sparse_logits",
+  "topk_pos", "masked_topk_pos", "dense_topk_pos", "source_topk_pos" }
 
--- replay.run(in_path(s), out_path, cfg_overrides, opts) -> summary rows per step.
--- opts: { backend = "cpu"|"cuda"|"auto", seed = n, quiet = bool }.
+-- replay.run(in_path(s), out_path, cfg_overrides, opts) -> summary rows per step, and the
+-- context. opts: { backend = "cpu"|"cuda"|"auto", seed = n, ctx = a context to use }.
+-- cfg_overrides may pin kernel variants: variant = {logits = "v1", ...} (idxlab.step).
 function M.run(inp, out_path, overrides, opts)
   opts = opts or {}
-  if type(out_path) ~= "string" then fail("replay: output path must be a string", 2) end
-  local pipeline = require("idxlab.pipeline")
-  local Context = require("idxlab.context")
+  if type(out_path) ~= "string" then fail("replay: output path must be a string") end
   local opened = M.open(type(inp) == "table" and inp or { files = { inp } })
-  local cfg = config.describe(M.size_config(opened, overrides), 2).config
-  local ctx = opts.ctx or Context.new({ backend = opts.backend or "auto", seed = opts.seed or 0 }, 2)
-  local p = pipeline.new(ctx, cfg)
+  local fields, pins = step.split_variant(overrides or {}, "replay")
+  local cfg = config.describe(M.size_config(opened, fields)).config
+  local ctx = opts.ctx or Context.new({ backend = opts.backend or "auto", seed = opts.seed or 0 })
+  local step_cfg = { variant = pins }
+  for k, v in pairs(cfg) do step_cfg[k] = v end
+  local p = step.new(ctx, step_cfg)
   local entries = {}
   local multi = #opened > 1 or (opened[1] and opened[1].prefixed)
   local summaries = {}
@@ -363,9 +399,10 @@ function M.run(inp, out_path, overrides, opts)
     for si, s in ipairs(opened) do
       local inputs, sz = step_inputs(ctx, s, cfg)
       local keep = collector(ctx, cfg, sz)
-      local acc = pipeline.new_acc()
-      p:step(inputs, { acc = acc, keep = keep })
-      summaries[si] = pipeline.summarize(acc, p.builder:info())
+      local acc = summary.new_acc()
+      local res = p:step(inputs, { acc = acc, keep = keep })
+      summaries[si] = summary.summarize(acc, p.builder:info())
+      summaries[si].variant = res.variant
       local prefix = multi and ("step%d/"):format(si - 1) or ""
       for _, name in ipairs(M.OUTPUT_ORDER) do
         entries[#entries + 1] = { name = prefix .. name, tensor = keep.outs[name] }
@@ -376,17 +413,17 @@ function M.run(inp, out_path, overrides, opts)
   p:free()
   if not ok then
     for _, e in ipairs(entries) do e.tensor:free() end
-    error(err, 0)
+    errors.rethrow(err)
   end
-  local meta = { config = json.encode(cfg, config.field_names()), idxlab_version = require("idxlab").version,
+  local meta = { config = json.encode(cfg, config.field_names()), idxlab_version = VERSION,
     backend = ctx:backend(), device = ctx:device_name() }
   local list = {}
   for _, e in ipairs(entries) do
     list[#list + 1] = { name = e.name, tensor = e.tensor }
   end
-  st.write(out_path, list, meta)
+  safetensors.write(out_path, list, meta)
   for _, e in ipairs(entries) do e.tensor:free() end
   return summaries, ctx
 end
 
-return M
+return errors.wrap(M)

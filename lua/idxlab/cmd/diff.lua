@@ -8,6 +8,8 @@
 -- REPL: require("idxlab.cmd.diff").compare("a.safetensors", "b.safetensors").
 local ffi = require("ffi")
 local bit = require("bit")
+local errors = require("idxlab.errors")
+local safetensors = require("idxlab.safetensors")
 
 local USAGE = "usage: idxlab diff A.safetensors B.safetensors"
 
@@ -83,7 +85,9 @@ end
 -- compare_entries(ea, eb) -> { mismatches, mask_mismatches, diff, elements, first }.
 function M.compare_entries(ea, eb)
   local rd = readers[ea.dtype]
-  if not rd then error(("idxlab: diff: tensor %s: dtype %s cannot be compared"):format(ea.name, tostring(ea.dtype)), 2) end
+  if not rd then
+    errors.fail("diff: tensor %s: dtype %s cannot be compared", ea.name, tostring(ea.dtype))
+  end
   local read, is_float, same = rd[2], rd[3], rd[4]
   local n = elements(ea.shape)
   local pa, pb = ffi.cast(rd[1], ea.data), ffi.cast(rd[1], eb.data)
@@ -101,27 +105,31 @@ function M.compare_entries(ea, eb)
     if is_float then
       if (x == ninf) ~= (y == ninf) then mask = mask + 1 end
       if x == x and y == y and x ~= math.huge and x ~= ninf and y ~= math.huge and y ~= ninf then
-        sdd = sdd + (x - y) * (x - y) -- 1 - 2xy/(x^2+y^2) = (x-y)^2/(x^2+y^2): exactly 0 when equal
+        -- 1 - 2xy/(x^2+y^2) = (x-y)^2/(x^2+y^2): exactly 0 when equal
+        sdd = sdd + (x - y) * (x - y)
         sq = sq + x * x + y * y
       end
     end
   end
   local diff
   if is_float then diff = sq > 0 and sdd / sq or 0 end
-  return { mismatches = mism, mask_mismatches = is_float and mask or nil, diff = diff, elements = n, first = first }
+  return { mismatches = mism, mask_mismatches = is_float and mask or nil, diff = diff,
+    elements = n, first = first }
 end
 
 -- compare(a_path, b_path) -> { entries = { {name, status, dtype, shape, ...} }, differ = n,
 -- only_a = {...}, only_b = {...}, metadata_differs = {...} }.
 function M.compare(a_path, b_path)
   if type(a_path) ~= "string" or type(b_path) ~= "string" then
-    error("idxlab: diff: needs two file paths", 2)
+    errors.fail("diff: needs two file paths")
   end
-  local st = require("idxlab.safetensors")
-  local ok, fa = pcall(st.read, a_path)
-  if not ok then error(tostring(fa):match("idxlab: .*") or fa, 2) end
-  local okb, fb = pcall(st.read, b_path)
-  if not okb then fa:close() error(tostring(fb):match("idxlab: .*") or fb, 2) end
+  local ok, fa = pcall(safetensors.read, a_path)
+  if not ok then errors.rethrow(fa) end
+  local okb, fb = pcall(safetensors.read, b_path)
+  if not okb then
+    fa:close()
+    errors.rethrow(fb)
+  end
   local out = { entries = {}, differ = 0, only_a = {}, only_b = {}, metadata_differs = {} }
   local okc, err = pcall(function()
     for _, name in ipairs(fa.names) do
@@ -130,10 +138,13 @@ function M.compare(a_path, b_path)
         out.only_a[#out.only_a + 1] = name
         out.differ = out.differ + 1
       elseif ea.dtype ~= eb.dtype then
-        out.entries[#out.entries + 1] = { name = name, status = ("dtype %s vs %s"):format(ea.dtype, eb.dtype), dtype = ea.dtype, shape = ea.shape }
+        out.entries[#out.entries + 1] = { name = name,
+          status = ("dtype %s vs %s"):format(ea.dtype, eb.dtype), dtype = ea.dtype,
+          shape = ea.shape }
         out.differ = out.differ + 1
       elseif not same_shape(ea.shape, eb.shape) then
-        out.entries[#out.entries + 1] = { name = name, status = ("shape %s vs %s"):format(shape_str(ea.shape), shape_str(eb.shape)),
+        out.entries[#out.entries + 1] = { name = name,
+          status = ("shape %s vs %s"):format(shape_str(ea.shape), shape_str(eb.shape)),
           dtype = ea.dtype, shape = ea.shape }
         out.differ = out.differ + 1
       else
@@ -154,13 +165,15 @@ function M.compare(a_path, b_path)
     for k in pairs(fa.metadata) do keys[k] = true end
     for k in pairs(fb.metadata) do keys[k] = true end
     for k in pairs(keys) do
-      if fa.metadata[k] ~= fb.metadata[k] then out.metadata_differs[#out.metadata_differs + 1] = k end
+      if fa.metadata[k] ~= fb.metadata[k] then
+        out.metadata_differs[#out.metadata_differs + 1] = k
+      end
     end
     table.sort(out.metadata_differs)
   end)
   fa:close()
   fb:close()
-  if not okc then error(tostring(err):match("idxlab: .*") or err, 2) end
+  if not okc then errors.rethrow(err) end
   return out
 end
 
@@ -172,12 +185,14 @@ end
 
 function M.format(out, a_path, b_path)
   local lines = { ("A: %s\nB: %s"):format(a_path, b_path) }
-  local header = { "tensor", "dtype", "shape", "elements", "mismatches", "-inf mask", "diff", "first at" }
+  local header = { "tensor", "dtype", "shape", "elements", "mismatches", "-inf mask", "diff",
+    "first at" }
   local rows = {}
   for _, e in ipairs(out.entries) do
     if e.status == "equal" or e.status == "differs" then
-      rows[#rows + 1] = { e.name, e.dtype, shape_str(e.shape), tostring(e.elements), tostring(e.mismatches),
-        e.mask_mismatches and tostring(e.mask_mismatches) or "-", fmt_diff(e.diff), e.first and tostring(e.first) or "-" }
+      rows[#rows + 1] = { e.name, e.dtype, shape_str(e.shape), tostring(e.elements),
+        tostring(e.mismatches), e.mask_mismatches and tostring(e.mask_mismatches) or "-",
+        fmt_diff(e.diff), e.first and tostring(e.first) or "-" }
     else
       rows[#rows + 1] = { e.name, e.dtype, shape_str(e.shape), "-", e.status, "-", "-", "-" }
     end
@@ -187,16 +202,26 @@ function M.format(out, a_path, b_path)
   for _, r in ipairs(rows) do for i, c in ipairs(r) do w[i] = math.max(w[i], #c) end end
   local function line(cells)
     local p = {}
-    for i, c in ipairs(cells) do p[i] = i == 1 and (c .. (" "):rep(w[i] - #c)) or ((" "):rep(w[i] - #c) .. c) end
+    for i, c in ipairs(cells) do
+      local pad = (" "):rep(w[i] - #c)
+      p[i] = i == 1 and (c .. pad) or (pad .. c) -- the name left-aligned, numbers right
+    end
     return table.concat(p, "  ")
   end
   lines[#lines + 1] = line(header)
   for _, r in ipairs(rows) do lines[#lines + 1] = line(r) end
-  if #out.only_a > 0 then lines[#lines + 1] = "only in A: " .. table.concat(out.only_a, ", ") end
-  if #out.only_b > 0 then lines[#lines + 1] = "only in B: " .. table.concat(out.only_b, ", ") end
-  if #out.metadata_differs > 0 then lines[#lines + 1] = "metadata differs: " .. table.concat(out.metadata_differs, ", ") end
+  if #out.only_a > 0 then
+    lines[#lines + 1] = "only in A: " .. table.concat(out.only_a, ", ")
+  end
+  if #out.only_b > 0 then
+    lines[#lines + 1] = "only in B: " .. table.concat(out.only_b, ", ")
+  end
+  if #out.metadata_differs > 0 then
+    lines[#lines + 1] = "metadata differs: " .. table.concat(out.metadata_differs, ", ")
+  end
   lines[#lines + 1] = out.differ == 0 and "identical: every tensor equal"
-    or ("%d tensor(s) differ (mismatches count elements; diff = 1 - 2*sum(xy)/sum(x^2+y^2) over entries finite in both)"):format(out.differ)
+    or ("%d tensor(s) differ (mismatches count elements; diff = 1 - 2*sum(xy)/sum(x^2+y^2)"
+      .. " over entries finite in both)"):format(out.differ)
   return table.concat(lines, "\n") .. "\n"
 end
 
@@ -207,20 +232,24 @@ local function command(argv)
       print(USAGE)
       return 0
     elseif a:sub(1, 1) == "-" then
-      error(("idxlab: diff: unknown option %s\n%s"):format(a, USAGE), 0)
+      errors.fail("diff: unknown option %s\n%s", a, USAGE)
     else
       files[#files + 1] = a
     end
   end
-  if #files ~= 2 then error("idxlab: diff needs two files\n" .. USAGE, 0) end
+  if #files ~= 2 then errors.fail("diff needs two files\n" .. USAGE) end
   local ok, out = pcall(M.compare, files[1], files[2])
   if not ok then
-    local msg = tostring(out)
-    io.stderr:write((msg:match("idxlab: .*") or msg), "\n")
+    -- an idxlab error without its where: a file:line means nothing on the shell
+    io.stderr:write(errors.is(out) and ("idxlab: " .. errors.message(out)) or tostring(out),
+      "\n")
     return 2
   end
   io.stdout:write(M.format(out, files[1], files[2]))
   return out.differ == 0 and 0 or 1
 end
+
+-- The public boundary; the element readers stay unwrapped (hot loops call them).
+errors.wrap(M, { "bf16_value", "bf16_same", "f16_value", "e4m3_value" })
 
 return setmetatable(M, { __call = function(_, argv) return command(argv) end })

@@ -1,0 +1,51 @@
+-- idxlab.measure: the measurement of one experiment point (SPEC 6): generates its synthetic
+-- workload (idxlab.workload) or loads its replay files (idxlab.replay), runs the step(s)
+-- (idxlab.step) and summarises them into a result row (idxlab.summary). It sits above step and
+-- replay, so neither needs the other's caller. The contract is in docs/experiments.md.
+local errors = require("idxlab.errors")
+local config = require("idxlab.config")
+local replay = require("idxlab.replay")
+local step = require("idxlab.step")
+local summary = require("idxlab.summary")
+local Tensor = require("idxlab.tensor")
+local workload = require("idxlab.workload")
+
+local M = {}
+
+-- measure(ctx, point) -> row. point: { config = builder fields (+ variant = {family = name},
+-- optional), workload = synthetic spec or { kind = "replay", ... }, seed, timing, by }. With
+-- a variant registry, row.variant names the variant that ran per family.
+function M.measure(ctx, point)
+  if type(point) ~= "table" then errors.fail("measure: point must be a table") end
+  local fields, pins = step.split_variant(point.config or {}, "measure")
+  local cfg = config.describe(fields).config
+  local wl = point.workload or {}
+  local steps
+  if wl.kind == "replay" then
+    steps = replay.load_workload(ctx, wl, cfg)
+  else
+    steps = { workload.generate(ctx, wl, cfg, point.seed or 0) }
+  end
+  cfg.variant = pins
+  local p = step.new(ctx, cfg)
+  local acc = summary.new_acc()
+  local ran
+  local ok, err = pcall(function()
+    for _, inputs in ipairs(steps) do
+      ran = p:step(inputs, { acc = acc, timing = point.timing }).variant
+    end
+  end)
+  local info = p.builder and p.builder:info() or nil
+  p:free()
+  for _, inputs in ipairs(steps) do
+    for _, t in pairs(inputs) do
+      if Tensor.is_tensor(t) then t:free() end
+    end
+  end
+  if not ok then errors.rethrow(err) end
+  local row = summary.summarize(acc, info, point.by)
+  row.variant = ran
+  return row
+end
+
+return errors.wrap(M)
