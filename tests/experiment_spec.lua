@@ -13,6 +13,9 @@ local BIN = ROOT .. "/bin/idxlab"
 local q = results.shell_quote
 
 local support = dofile(ROOT .. "/tests/support.lua")
+-- the runner's stand-in for the kernels (a test double: tests/support/, not the library)
+local FAKE = ROOT .. "/tests/support/fake_measure.lua"
+local fake_measure = dofile(FAKE)
 local function tmpdir() return support.tmpdir("exp-spec") end
 teardown(support.cleanup)
 
@@ -33,7 +36,8 @@ local function sink()
   return s
 end
 local function quiet(extra)
-  local o = { stdout = sink(), stderr = sink(), progress = "off", measure = "fake", gnuplot = "none" }
+  local o = { stdout = sink(), stderr = sink(), progress = "off", fake = fake_measure,
+    gnuplot = "none" }
   for k, v in pairs(extra or {}) do o[k] = v end
   return o
 end
@@ -489,7 +493,7 @@ describe("runs", function()
     local e = base_exp()
     local res = experiment.run(e, quiet({ out = d, measure = function(ctx, pt)
       if pt.config.candidate_topk_blocks == 128 and pt.config.candidate_block_size == 16 then error("idxlab: kernel exploded") end
-      return experiment.fake_measure(ctx, pt)
+      return fake_measure(ctx, pt)
     end }))
     assert.equals(1, res.status)
     assert.equals(1, #res.failed)
@@ -509,7 +513,7 @@ describe("runs", function()
     local res = experiment.run(e, quiet({ out = d, measure = function(ctx, pt)
       n = n + 1
       if n == 3 then error("stdin:1: interrupted!") end
-      return experiment.fake_measure(ctx, pt)
+      return fake_measure(ctx, pt)
     end }))
     assert.equals(130, res.status)
     assert.is_true(res.interrupted)
@@ -531,7 +535,7 @@ describe("runs", function()
     local seen = {}
     local res = experiment.run(e, quiet({ out = d, measure = function(ctx, pt)
       seen[#seen + 1] = pt.workload
-      return experiment.fake_measure(ctx, pt)
+      return fake_measure(ctx, pt)
     end }))
     assert.equals(0, res.status)
     assert.equals(4096, seen[1].decode.context)
@@ -650,8 +654,8 @@ describe("a killed run (a real child process)", function()
     local file = d .. "/tiny.lua"
     write(file, TINY)
     local jsonl = d .. "/res/tiny/results.jsonl"
-    local child = start_child(("env IDXLAB_FAKE_MEASURE=slow IDXLAB_FAKE_DELAY=0.25 %s run %s --out %s --progress plain")
-      :format(BIN, q(file), q(d .. "/res")))
+    local child = start_child(("env IDXLAB_FAKE_MEASURE=%s IDXLAB_FAKE_DELAY=0.25 %s run %s --out %s "
+      .. "--progress plain"):format(q(FAKE), BIN, q(file), q(d .. "/res")))
     local pid = pid_of(child)
     assert.is_true(wait_for(function() return #lines_of(jsonl) >= 2 end, 20), "no results appeared: "
       .. tostring(results.read_file(child .. "/err")))
@@ -665,8 +669,8 @@ describe("a killed run (a real child process)", function()
     local f = assert(io.open(jsonl, "ab"))
     f:write('{"schema":1,"experiment":"tiny","point":')
     f:close()
-    local p = io.popen(("env IDXLAB_FAKE_MEASURE=fast %s run %s --out %s --resume --progress plain 2>&1; echo rc=$?")
-      :format(BIN, q(file), q(d .. "/res")))
+    local p = io.popen(("env IDXLAB_FAKE_MEASURE=%s %s run %s --out %s --resume --progress plain "
+      .. "2>&1; echo rc=$?"):format(q(FAKE), BIN, q(file), q(d .. "/res")))
     local out = p:read("*a")
     p:close()
     assert.matches("rc=0", out)
@@ -688,8 +692,8 @@ describe("a killed run (a real child process)", function()
     local file = d .. "/tiny.lua"
     write(file, TINY)
     local jsonl = d .. "/res/tiny/results.jsonl"
-    local child = start_child(("env IDXLAB_FAKE_MEASURE=slow IDXLAB_FAKE_DELAY=0.25 %s run %s --out %s --progress plain")
-      :format(BIN, q(file), q(d .. "/res")))
+    local child = start_child(("env IDXLAB_FAKE_MEASURE=%s IDXLAB_FAKE_DELAY=0.25 %s run %s --out %s "
+      .. "--progress plain"):format(q(FAKE), BIN, q(file), q(d .. "/res")))
     local pid = pid_of(child)
     assert.is_true(wait_for(function() return #lines_of(jsonl) >= 1 end, 20))
     os.execute("kill -INT " .. pid)
