@@ -15,6 +15,7 @@ local M = {
 local function soak(opts)
   opts = opts or {}
   local idxlab = require("idxlab")
+  local errors = require("idxlab.errors")
   local pipeline = require("idxlab.pipeline")
   local Tensor = require("idxlab.tensor")
   local workload = require("idxlab.workload")
@@ -29,7 +30,7 @@ local function soak(opts)
     return s.host_bytes_live, s.device_bytes_live
   end
   local h0, d0 = live()
-  local errors, ok_steps = 0, 0
+  local nerrors, ok_steps = 0, 0
   local formats = { "mxfp4", "mxfp8", "fp8" }
   local quants = { "rne", "ties_down" }
   local t0 = os.clock()
@@ -37,25 +38,26 @@ local function soak(opts)
     local kind = rnd(10)
     if kind == 1 then
       -- an error: a config the builder refuses
-      local okc, err = pcall(pipeline.new, ctx, { candidate_block_size = 12, candidate_topk_blocks = rnd(100) })
+      local okc, err = pcall(pipeline.new, ctx,
+        { candidate_block_size = 12, candidate_topk_blocks = rnd(100) })
       if okc then
         local okb = pcall(function() err:step({}) end)
         assert(not okb, "an empty step must fail")
       end
-      errors = errors + 1
+      nerrors = nerrors + 1
     elseif kind == 2 then
       -- an error: a tensor of a bad shape
       local okt = pcall(function() return ctx:tensor("f32", { 2, -1 }) end)
       assert(not okt)
-      errors = errors + 1
+      nerrors = nerrors + 1
     else
       local heads = 4 * rnd(1, 4)
       local cbs = ({ 8, 16 })[rnd(2)]
       local T = 512 / cbs * rnd(1, 2)
       local cfg = {
-        heads = heads, index_topk = 8 * rnd(1, 8), candidate_block_size = cbs, candidate_topk_blocks = T,
-        kv_format = formats[rnd(3)], quantizer = quants[rnd(2)], max_rows = 16, max_model_len = 4096,
-        page_size = 64,
+        heads = heads, index_topk = 8 * rnd(1, 8), candidate_block_size = cbs,
+        candidate_topk_blocks = T, kv_format = formats[rnd(3)], quantizer = quants[rnd(2)],
+        max_rows = 16, max_model_len = 4096, page_size = 64,
       }
       local R = rnd(1, 6)
       local lens = {}
@@ -64,8 +66,8 @@ local function soak(opts)
       if decode then
         for i = 1, R do lens[i] = math.max(lens[i], 1) end -- a decode row sees its own token
       end
-      local inputs = workload.random(ctx, { heads = heads, lens = lens, decode = decode, layers = rnd(1, 2),
-        seed = seed * 100003 + step })
+      local inputs = workload.random(ctx, { heads = heads, lens = lens, decode = decode,
+        layers = rnd(1, 2), seed = seed * 100003 + step })
       if rnd(8) == 1 then
         -- an error mid-step: inputs that contradict the config
         inputs.n_prefill = (inputs.n_prefill or 0) + 1
@@ -82,22 +84,28 @@ local function soak(opts)
           error(("soak step %d: %d logit mismatches for mxfp4"):format(step, row.logit_mismatches))
         end
       else
-        errors = errors + 1
-        if not tostring(err):match("idxlab: ") then error(("soak step %d: unexpected error: %s"):format(step, tostring(err))) end
+        nerrors = nerrors + 1
+        if not errors.is(err) then
+          error(("soak step %d: unexpected error: %s"):format(step, tostring(err)))
+        end
       end
     end
     collectgarbage()
     local h, d = live()
     if h ~= h0 or d ~= d0 then
-      error(("soak step %d: live memory moved: host %d -> %d bytes, device %d -> %d bytes"):format(step, h0, h, d0, d))
+      error(("soak step %d: live memory moved: host %d -> %d bytes, device %d -> %d bytes")
+        :format(step, h0, h, d0, d))
     end
-    if opts.progress and step % 100 == 0 then log(("soak: %d/%d steps, %d errors handled"):format(step, steps, errors)) end
+    if opts.progress and step % 100 == 0 then
+      log(("soak: %d/%d steps, %d errors handled"):format(step, steps, nerrors))
+    end
   end
   local h1, d1 = live()
-  local out = { steps = steps, ok_steps = ok_steps, errors = errors, host_bytes_start = h0, host_bytes_end = h1,
-    device_bytes_start = d0, device_bytes_end = d1, backend = ctx:backend(), cpu_seconds = os.clock() - t0 }
-  log(("soak: %d steps (%d ran, %d errors handled) on %s; live host bytes %d -> %d, device bytes %d -> %d"):format(
-    steps, ok_steps, errors, ctx:backend(), h0, h1, d0, d1))
+  local out = { steps = steps, ok_steps = ok_steps, errors = nerrors, host_bytes_start = h0,
+    host_bytes_end = h1, device_bytes_start = d0, device_bytes_end = d1, backend = ctx:backend(),
+    cpu_seconds = os.clock() - t0 }
+  log(("soak: %d steps (%d ran, %d errors handled) on %s; live host bytes %d -> %d, device bytes"
+    .. " %d -> %d"):format(steps, ok_steps, nerrors, ctx:backend(), h0, h1, d0, d1))
   return out
 end
 

@@ -22,14 +22,21 @@ local function inputs_on(ctx, host)
 end
 
 local function make_host(ctx, H, lens, decode, seed)
-  return require("idxlab.workload").random(ctx, { heads = H, lens = lens, decode = decode, seed = seed })
+  return require("idxlab.workload").random(ctx, { heads = H, lens = lens, decode = decode,
+    seed = seed })
 end
 
 local function collect()
   local outs = {}
   return outs, {
-    put = function(name, t, r0) outs[name] = outs[name] or {}; outs[name][r0] = t:to_table() end,
-    put_layer = function(name, l, t, r0) outs[name .. l] = outs[name .. l] or {}; outs[name .. l][r0] = t:to_table() end,
+    put = function(name, t, r0)
+      outs[name] = outs[name] or {}
+      outs[name][r0] = t:to_table()
+    end,
+    put_layer = function(name, l, t, r0)
+      outs[name .. l] = outs[name .. l] or {}
+      outs[name .. l][r0] = t:to_table()
+    end,
   }
 end
 
@@ -42,12 +49,16 @@ describe("#gpu the step on the GPU", function()
     { fmt = "mxfp4", H = 32, decode = false }, { fmt = "mxfp4", H = 64, decode = true },
     { fmt = "mxfp8", H = 8, decode = false }, { fmt = "fp8", H = 16, decode = true },
   }) do
-    it(("matches the CPU step: %s, H = %d, %s"):format(case.fmt, case.H, case.decode and "decode" or "ragged"), function()
+    local title = ("matches the CPU step: %s, H = %d, %s"):format(case.fmt, case.H,
+      case.decode and "decode" or "ragged")
+    it(title, function()
       assert.is_true(ok_cuda, "no usable CUDA device")
-      local cfg = { heads = case.H, index_topk = 64, candidate_block_size = 8, candidate_topk_blocks = 64,
-        max_rows = 64, max_model_len = 16384, page_size = 64, kv_format = case.fmt }
+      local cfg = { heads = case.H, index_topk = 64, candidate_block_size = 8,
+        candidate_topk_blocks = 64, max_rows = 64, max_model_len = 16384, page_size = 64,
+        kv_format = case.fmt }
       -- a decode row always sees at least its own token; a ragged row may be empty
-      local host = make_host(cpu, case.H, { 3000, 513, 100, case.decode and 1 or 0, 1999 }, case.decode, SEED + case.H)
+      local lens = { 3000, 513, 100, case.decode and 1 or 0, 1999 }
+      local host = make_host(cpu, case.H, lens, case.decode, SEED + case.H)
       local res = {}
       for name, ctx in pairs({ cpu = cpu, gpu = gpu }) do
         local p = pipeline.new(ctx, cfg)
@@ -59,12 +70,13 @@ describe("#gpu the step on the GPU", function()
       end
       assert.equals(0, res.gpu.row.logit_mismatches)
       assert.equals(1, res.gpu.row.selection_agreement)
-      for _, name in ipairs({ "cand_blocks", "sparse_ids", "end", "source_topk_pos", "topk_pos1", "topk_pos2",
-        "dense_topk_pos1", "masked_topk_pos1" }) do
+      for _, name in ipairs({ "cand_blocks", "sparse_ids", "end", "source_topk_pos", "topk_pos1",
+        "topk_pos2", "dense_topk_pos1", "masked_topk_pos1" }) do
         assert.are.same(res.cpu.outs[name], res.gpu.outs[name], name .. " seed " .. SEED)
       end
       if case.fmt == "mxfp4" then
-        assert.are.same(res.cpu.outs.sparse_logits1, res.gpu.outs.sparse_logits1, "sparse logits bitwise")
+        assert.are.same(res.cpu.outs.sparse_logits1, res.gpu.outs.sparse_logits1,
+          "sparse logits bitwise")
       end
     end)
   end
@@ -105,12 +117,14 @@ describe("#gpu the step on the GPU", function()
 end)
 
 describe("#gpu errors on the GPU", function()
-  it("reports an out-of-memory with the bytes asked for and free, and the context keeps working", function()
+  it("reports an out-of-memory with the bytes asked for and free, and the context keeps working",
+  function()
     assert.is_true(require("idxlab").cuda_available(), "no usable CUDA device")
     local gpu = require("idxlab").context{ backend = "cuda" }
     local ok, err = pcall(function() return gpu:tensor("f32", { 2 ^ 40 }) end) -- 4 TiB
     assert.is_false(ok)
-    assert.matches("out of device memory: asked for 4398046511104 bytes, %d+ bytes free of %d+", err)
+    assert.matches("out of device memory: asked for 4398046511104 bytes, %d+ bytes free of %d+",
+      err)
     assert.is_false(gpu:poisoned())
     local t = gpu:tensor("i32", { 4 }):from_table({ 1, 2, 3, 4 })
     assert.are.same({ 1, 2, 3, 4 }, t:to_table())

@@ -5,14 +5,16 @@
 local idxlab = require("idxlab")
 local pipeline = require("idxlab.pipeline")
 
-local SEED = tonumber(os.getenv("IXL_TEST_SEED") or "") or (os.time() % 100000) -- printed on failure
+-- printed on failure
+local SEED = tonumber(os.getenv("IXL_TEST_SEED") or "") or (os.time() % 100000)
 
 -- Small random step inputs (workload.random): `lens` are prefill rows' lengths (ragged, each
 -- row its own range of a shared k) or decode context lengths (decode = true).
 local function make_inputs(ctx, cfg, lens, opts)
   opts = opts or {}
-  return require("idxlab.workload").random(ctx, { heads = cfg.heads, lens = lens, decode = opts.decode,
-    layers = opts.layers or 2, seed = opts.seed or SEED, extra_k = opts.extra_k })
+  return require("idxlab.workload").random(ctx, { heads = cfg.heads, lens = lens,
+    decode = opts.decode, layers = opts.layers or 2, seed = opts.seed or SEED,
+    extra_k = opts.extra_k })
 end
 
 local function small_cfg(over)
@@ -64,7 +66,8 @@ describe("pipeline step on the CPU", function()
       it(("runs %s with the %s quantizer, decode rows paged"):format(fmt, quant), function()
         local cfg = small_cfg({ kv_format = fmt, quantizer = quant })
         local lens = { 900, 64, 1, 513, 1200 }
-        local row = run_step(ctx, cfg, make_inputs(ctx, cfg, lens, { decode = true, seed = SEED + #fmt }))
+        local inputs = make_inputs(ctx, cfg, lens, { decode = true, seed = SEED + #fmt })
+        local row = run_step(ctx, cfg, inputs)
         assert.equals(0, row.logit_mismatches, fmt .. " " .. quant .. " seed " .. SEED)
         assert.equals(3, row.active_rows)
         assert.equals(1, row.selection_agreement)
@@ -72,7 +75,8 @@ describe("pipeline step on the CPU", function()
     end
   end
 
-  it("summarizes per step: layer times over the steps, consumer stages summed over layers", function()
+  it("summarizes per step: layer times over the steps, consumer stages summed over layers",
+  function()
     local acc = pipeline.new_acc()
     acc.steps = 3
     acc.time_dense_logits, acc.time_total = 900, 3000
@@ -108,8 +112,11 @@ describe("pipeline step on the CPU", function()
     local acc = pipeline.new_acc()
     local outs = {}
     local keep = {
-      put = function(name, t, r0, n) outs[name] = outs[name] or {}; outs[name][r0] = t:to_table() end,
-      put_layer = function(name, l, t, r0, n)
+      put = function(name, t, r0)
+        outs[name] = outs[name] or {}
+        outs[name][r0] = t:to_table()
+      end,
+      put_layer = function(name, l, t, r0)
         outs[name .. l] = outs[name .. l] or {}
         outs[name .. l][r0] = t:to_table()
       end,
@@ -126,12 +133,15 @@ describe("pipeline step on the CPU", function()
         local c = outs.cand_blocks[0][r * T + j]
         if c >= 0 then blocks[c] = true end
       end
-      for b = 0, math.ceil(len / cbs) - 1 do assert.is_true(blocks[b], ("row %d block %d, seed %d"):format(r, b, SEED)) end
+      for b = 0, math.ceil(len / cbs) - 1 do
+        assert.is_true(blocks[b], ("row %d block %d, seed %d"):format(r, b, SEED))
+      end
       local seen, n = {}, 0
       for j = 1, k do
         local pos = outs.topk_pos1[0][r * k + j]
         if pos >= 0 then
-          assert.is_true(pos < len and not seen[pos], ("row %d pos %d, seed %d"):format(r, pos, SEED))
+          assert.is_true(pos < len and not seen[pos],
+            ("row %d pos %d, seed %d"):format(r, pos, SEED))
           seen[pos], n = true, n + 1
         end
       end
@@ -157,8 +167,8 @@ describe("pipeline step on the CPU", function()
     collectgarbage(); collectgarbage()
     local after = ctx:alloc_stats()
     local function show(st)
-      return ("allocs %d, frees %d, live %d, scratch %d"):format(st.host_allocs, st.host_frees, st.host_bytes_live,
-        st.host_scratch_bytes)
+      return ("allocs %d, frees %d, live %d, scratch %d"):format(st.host_allocs, st.host_frees,
+        st.host_bytes_live, st.host_scratch_bytes)
     end
     local why = ("before: %s; after: %s; seed %d"):format(show(before), show(after), SEED)
     -- the steps allocate nothing; the collector may still free what earlier specs dropped
@@ -177,17 +187,19 @@ describe("pipeline step on the CPU", function()
     assert.matches("q: shape%[2%] = 8, expected heads = 16", err)
     inputs.n_prefill = 3
     p = pipeline.new(ctx, cfg)
-    ok, err = pcall(function() p:step(inputs) end)
+    err = select(2, pcall(function() p:step(inputs) end))
     assert.matches("n_decode %(0%) %+ n_prefill %(3%) = 3 rows, but q has 2", err)
   end)
 
-  it("refuses a misaligned ks under ks_mode aligned before any kernel runs (both backends)", function()
+  it("refuses a misaligned ks under ks_mode aligned before any kernel runs (both backends)",
+  function()
     local cfg = small_cfg({ ks_mode = "aligned" })
     local inputs = make_inputs(ctx, cfg, { 100, 200 }) -- row 1 starts at ks = 100
     local p = pipeline.new(ctx, cfg)
     local ok, err = pcall(function() p:step(inputs) end)
     assert.is_false(ok)
-    assert.matches("prefill row 1: ks = 100 is not a multiple of sparse_block_kv %(8%), which ks_mode aligned requires", err)
+    assert.matches("prefill row 1: ks = 100 is not a multiple of sparse_block_kv %(8%), which"
+      .. " ks_mode aligned requires", err)
     assert.matches("pipeline_spec.lua", err) -- at the caller's line
     local ok2 = pcall(function() p:step(make_inputs(ctx, cfg, { 96, 200 })) end)
     assert.is_true(ok2, "ks = 96 is aligned")
@@ -200,10 +212,14 @@ describe("replay files", function()
   local tmp = os.tmpname()
   local ctx = idxlab.context{ backend = "cpu", seed = SEED, threads = 2 }
 
-  local function write_inputs(path, inputs, prefix, list)
+  -- the step's input tensors, as safetensors entries named prefix .. name, added to list
+  local function write_inputs(inputs, prefix, list)
     list = list or {}
-    for _, name in ipairs({ "q", "weights", "k", "q_consumer", "weights_consumer", "ks", "ke", "context_lens", "row_start" }) do
-      if inputs[name] then list[#list + 1] = { name = (prefix or "") .. name, tensor = inputs[name] } end
+    for _, name in ipairs({ "q", "weights", "k", "q_consumer", "weights_consumer", "ks", "ke",
+      "context_lens", "row_start" }) do
+      if inputs[name] then
+        list[#list + 1] = { name = (prefix or "") .. name, tensor = inputs[name] }
+      end
     end
     return list
   end
@@ -212,8 +228,9 @@ describe("replay files", function()
     local cfg = small_cfg()
     local inputs = make_inputs(ctx, cfg, { 1200, 90, 600 })
     local inp, out = tmp .. "_in.safetensors", tmp .. "_out.safetensors"
-    st.write(inp, write_inputs(inp, inputs), {})
-    local over = { heads = 8, index_topk = 64, candidate_block_size = 8, candidate_topk_blocks = 64, page_size = 64 }
+    st.write(inp, write_inputs(inputs), {})
+    local over = { heads = 8, index_topk = 64, candidate_block_size = 8,
+      candidate_topk_blocks = 64, page_size = 64 }
     local summaries = require("idxlab.replay").run(inp, out, over, { backend = "cpu" })
     assert.equals(0, summaries[1].logit_mismatches)
     local f = st.read(out)
@@ -237,10 +254,11 @@ describe("replay files", function()
     local a = make_inputs(ctx, cfg, { 700, 30 }, { seed = SEED + 1 })
     local b = make_inputs(ctx, cfg, { 50, 900, 600 }, { decode = true, seed = SEED + 2 })
     local inp, out = tmp .. "_m.safetensors", tmp .. "_mo.safetensors"
-    local list = write_inputs(inp, a, "step0/")
-    write_inputs(inp, b, "step1/", list)
+    local list = write_inputs(a, "step0/")
+    write_inputs(b, "step1/", list)
     st.write(inp, list, {})
-    local over = { heads = 8, index_topk = 64, candidate_block_size = 8, candidate_topk_blocks = 64, page_size = 64 }
+    local over = { heads = 8, index_topk = 64, candidate_block_size = 8,
+      candidate_topk_blocks = 64, page_size = 64 }
     local summaries = require("idxlab.replay").run(inp, out, over, { backend = "cpu" })
     assert.equals(2, #summaries)
     local f = st.read(out)
@@ -253,17 +271,19 @@ describe("replay files", function()
     local cfg = small_cfg()
     local inputs = make_inputs(ctx, cfg, { 100 })
     local inp = tmp .. "_bad.safetensors"
-    local list = write_inputs(inp, inputs)
+    local list = write_inputs(inputs)
     list[#list + 1] = { name = "bogus", tensor = inputs.ks }
     st.write(inp, list, {})
-    local over = { heads = 8, index_topk = 64, candidate_block_size = 8, candidate_topk_blocks = 64, page_size = 64 }
-    local ok, err = pcall(require("idxlab.replay").run, inp, tmp .. "_x.safetensors", over, { backend = "cpu" })
+    local over = { heads = 8, index_topk = 64, candidate_block_size = 8,
+      candidate_topk_blocks = 64, page_size = 64 }
+    local replay = require("idxlab.replay")
+    local ok, err = pcall(replay.run, inp, tmp .. "_x.safetensors", over, { backend = "cpu" })
     assert.is_false(ok)
     assert.matches('unknown tensor "bogus"', err)
     list[#list] = nil
     st.write(inp, list, {})
     over.heads = 16
-    ok, err = pcall(require("idxlab.replay").run, inp, tmp .. "_x.safetensors", over, { backend = "cpu" })
+    err = select(2, pcall(replay.run, inp, tmp .. "_x.safetensors", over, { backend = "cpu" }))
     assert.matches("tensor q has shape %[1, 8, 128%]: dimension 2 %(heads%) is 8, expected 16", err)
     os.remove(inp)
   end)

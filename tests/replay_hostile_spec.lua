@@ -38,7 +38,9 @@ local function f32(shape, salt, abs)
   return { dtype = "F32", shape = shape, data = bytes_of("float", v) }
 end
 
-local function i32(values) return { dtype = "I32", shape = { #values }, data = bytes_of("int32_t", values) } end
+local function i32(values)
+  return { dtype = "I32", shape = { #values }, data = bytes_of("int32_t", values) }
+end
 
 -- One valid ragged step: name -> {dtype, shape, data}.
 local function base_step()
@@ -52,7 +54,8 @@ local function base_step()
 end
 
 local ORDER = { "q", "q_codes", "q_scales", "weights", "k", "k_codes", "k_scales", "q_consumer",
-  "q_consumer_codes", "q_consumer_scales", "weights_consumer", "ks", "ke", "context_lens", "row_start" }
+  "q_consumer_codes", "q_consumer_scales", "weights_consumer", "ks", "ke", "context_lens",
+  "row_start" }
 
 -- Writes steps (a step table, or a list of {prefix, step}) to path.
 local function write(path, steps)
@@ -62,7 +65,8 @@ local function write(path, steps)
     for _, name in ipairs(ORDER) do
       local e = ps[2][name]
       if e then
-        list[#list + 1] = { name = ps[1] .. name, dtype = e.dtype, shape = e.shape, data = e.data, tensor = e.tensor }
+        list[#list + 1] = { name = ps[1] .. name, dtype = e.dtype, shape = e.shape, data = e.data,
+          tensor = e.tensor }
       end
     end
   end
@@ -112,19 +116,34 @@ describe("replay of hostile and unusual files", function()
   teardown(support.cleanup)
 
   it("checks the row ranges' dtype, rank and length before reading them", function()
+    local function zeros(n)
+      local t = {}
+      for i = 1, n do t[i] = 0 end
+      return t
+    end
     local cases = {
-      { "ks_long", function(s) s.ks = i32((function() local t = {} for i = 1, 1000000 do t[i] = 0 end return t end)()) s.ke = i32({ 64 }) end,
+      { "ks_long", function(s) s.ks = i32(zeros(1000000)) s.ke = i32({ 64 }) end,
         "tensor ks has shape [1000000]: dimension 1 (rows of q) is 1000000, expected 4" },
-      { "ke_short", function(s) s.ke = i32({ 64 }) end, "tensor ke has shape [1]: dimension 1 (rows of q) is 1, expected 4" },
-      { "ks_scalar", function(s) s.ks = { dtype = "I32", shape = {}, data = bytes_of("int32_t", { 0 }) } end,
+      { "ke_short", function(s) s.ke = i32({ 64 }) end,
+        "tensor ke has shape [1]: dimension 1 (rows of q) is 1, expected 4" },
+      { "ks_scalar",
+        function(s) s.ks = { dtype = "I32", shape = {}, data = bytes_of("int32_t", { 0 }) } end,
         "tensor ks has shape []: expected 1 dims (rows of q)" },
       { "ks_f32", function(s) s.ks = f32({ R }, 9) end, "tensor ks has dtype F32, expected I32" },
-      { "ks_u8", function(s) s.ks = { dtype = "U8", shape = { R }, data = "\0\0\0\0" } end, "tensor ks has dtype U8, expected I32" },
-      { "ks_2d", function(s) s.ks = { dtype = "I32", shape = { 2, 2 }, data = bytes_of("int32_t", { 0, 0, 0, 0 }) } end,
+      { "ks_u8", function(s) s.ks = { dtype = "U8", shape = { R }, data = "\0\0\0\0" } end,
+        "tensor ks has dtype U8, expected I32" },
+      { "ks_2d", function(s)
+          s.ks = { dtype = "I32", shape = { 2, 2 }, data = bytes_of("int32_t", { 0, 0, 0, 0 }) }
+        end,
         "tensor ks has shape [2, 2]: expected 1 dims" },
-      { "cl_f32", function(s) s.ks, s.ke = nil, nil s.context_lens = f32({ R }, 9) s.row_start = i32({ 0, 0, 0, 0 }) end,
+      { "cl_f32", function(s)
+          s.ks, s.ke = nil, nil
+          s.context_lens = f32({ R }, 9)
+          s.row_start = i32({ 0, 0, 0, 0 })
+        end,
         "tensor context_lens has dtype F32, expected I32" },
-      { "ke_far", function(s) s.ke = i32({ 64, 121, 178, 2000000000 }) end, "row 3: ks = 192, ke = 2000000000", "outside k's 256 rows" },
+      { "ke_far", function(s) s.ke = i32({ 64, 121, 178, 2000000000 }) end,
+        "row 3: ks = 192, ke = 2000000000", "outside k's 256 rows" },
       { "ks_neg", function(s) s.ks = i32({ 0, -5, 128, 192 }) end, "row 1: ks = -5" },
     }
     for _, c in ipairs(cases) do
@@ -164,14 +183,19 @@ describe("replay of hostile and unusual files", function()
       edit(s)
       return write(tmp(name .. ".safetensors"), s)
     end
-    -- q plain with q_consumer pre-quantized, and the other way round: both replay as the plain file
-    local a = variant("q_plain_qc_codes", function(s) s.q_consumer = nil s.q_consumer_codes, s.q_consumer_scales = qcc, qcs end)
+    -- q plain with q_consumer pre-quantized, and the other way round: both replay as the plain
+    -- file
+    local a = variant("q_plain_qc_codes", function(s)
+      s.q_consumer = nil
+      s.q_consumer_codes, s.q_consumer_scales = qcc, qcs
+    end)
     same_outputs(ref, run(a))
     local b = variant("q_codes_qc_plain", function(s) s.q = nil s.q_codes, s.q_scales = qc, qs end)
     same_outputs(ref, run(b))
     local c = variant("all_codes", function(s)
       s.q, s.k, s.q_consumer = nil, nil, nil
-      s.q_codes, s.q_scales, s.k_codes, s.k_scales, s.q_consumer_codes, s.q_consumer_scales = qc, qs, kc, kscl, qcc, qcs
+      s.q_codes, s.q_scales, s.k_codes, s.k_scales = qc, qs, kc, kscl
+      s.q_consumer_codes, s.q_consumer_scales = qcc, qcs
     end)
     same_outputs(ref, run(c))
     -- both forms, or half a pair
@@ -179,15 +203,23 @@ describe("replay of hostile and unusual files", function()
       "give one: q_consumer or q_consumer_codes/q_consumer_scales, not both")
     refuses(variant("qc_and_codes_only", function(s) s.q_consumer_codes = qcc end),
       "give one: q_consumer or q_consumer_codes/q_consumer_scales", "q_consumer_codes")
-    refuses(variant("q_and_scales", function(s) s.q_scales = qs end), "give one: q or q_codes/q_scales", "q_scales")
-    refuses(variant("k_and_scales", function(s) s.k_scales = kscl end), "give one: k or k_codes/k_scales", "k_scales")
-    refuses(variant("q_codes_alone", function(s) s.q = nil s.q_codes = qc end), "tensor q_codes without q_scales")
-    refuses(variant("q_scales_alone", function(s) s.q = nil s.q_scales = qs end), "tensor q_scales without q_codes")
-    refuses(variant("k_codes_alone", function(s) s.k = nil s.k_codes = kc end), "tensor k_codes without k_scales")
-    refuses(variant("k_scales_alone", function(s) s.k = nil s.k_scales = kscl end), "tensor k_scales without k_codes")
-    refuses(variant("qc_codes_alone", function(s) s.q_consumer = nil s.q_consumer_codes = qcc end),
+    refuses(variant("q_and_scales", function(s) s.q_scales = qs end),
+      "give one: q or q_codes/q_scales", "q_scales")
+    refuses(variant("k_and_scales", function(s) s.k_scales = kscl end),
+      "give one: k or k_codes/k_scales", "k_scales")
+    refuses(variant("q_codes_alone", function(s) s.q = nil s.q_codes = qc end),
+      "tensor q_codes without q_scales")
+    refuses(variant("q_scales_alone", function(s) s.q = nil s.q_scales = qs end),
+      "tensor q_scales without q_codes")
+    refuses(variant("k_codes_alone", function(s) s.k = nil s.k_codes = kc end),
+      "tensor k_codes without k_scales")
+    refuses(variant("k_scales_alone", function(s) s.k = nil s.k_scales = kscl end),
+      "tensor k_scales without k_codes")
+    refuses(variant("qc_codes_alone",
+      function(s) s.q_consumer = nil s.q_consumer_codes = qcc end),
       "tensor q_consumer_codes without q_consumer_scales")
-    refuses(variant("qc_scales_alone", function(s) s.q_consumer = nil s.q_consumer_scales = qcs end),
+    refuses(variant("qc_scales_alone",
+      function(s) s.q_consumer = nil s.q_consumer_scales = qcs end),
       "tensor q_consumer_scales without q_consumer_codes")
     refuses(variant("no_qc", function(s) s.q_consumer = nil end), "tensor q_consumer is missing")
     for _, t in ipairs({ qc, qs, kc, kscl, qcc, qcs }) do t.tensor:free() end
@@ -197,8 +229,10 @@ describe("replay of hostile and unusual files", function()
     local function two(name, p0, p1)
       return write(tmp(name .. ".safetensors"), { { p0, base_step() }, { p1, base_step() } })
     end
-    refuses(two("step0_step00", "step0/", "step00/"), "step00/q", "step prefix step00/ is not canonical")
-    refuses(two("step0_step01", "step0/", "step01/"), "step01/q", "step prefix step01/ is not canonical")
+    refuses(two("step0_step00", "step0/", "step00/"), "step00/q",
+      "step prefix step00/ is not canonical")
+    refuses(two("step0_step01", "step0/", "step01/"), "step01/q",
+      "step prefix step01/ is not canonical")
     refuses(two("plain_step0", "", "step0/"), "mixes step<i>/ names with unprefixed names")
     refuses(two("step0_step2", "step0/", "step2/"), "step2/ present but step1/ missing")
     local f, summaries = run(two("step0_step1", "step0/", "step1/"))
@@ -249,7 +283,8 @@ describe("idxlab diff on BF16 tensors", function()
   end
 
   local function bf16_file(path, bits)
-    st.write(path, { { name = "sparse_logits", dtype = "BF16", shape = { #bits }, data = bytes_of("uint16_t", bits) } }, {})
+    st.write(path, { { name = "sparse_logits", dtype = "BF16", shape = { #bits },
+      data = bytes_of("uint16_t", bits) } }, {})
     return path
   end
 
@@ -264,7 +299,8 @@ describe("idxlab diff on BF16 tensors", function()
     assert.equals(0x3fc0, bf16_bits(1.5))
   end)
 
-  it("counts one flipped bit in a 1000-element tensor exactly once, with the JIT compiling the loop", function()
+  it("counts one flipped bit in a 1000-element tensor exactly once, with the JIT compiling the"
+    .. " loop", function()
     assert.is_true((jit.status()), "the JIT is off")
     local n, at = 1000, 517
     local xs, a, b = {}, {}, {}
@@ -292,18 +328,21 @@ describe("idxlab diff on BF16 tensors", function()
       assert.equals(1, e.mismatches, "round " .. round)
       assert.equals(at, e.first, "round " .. round)
       assert.equals(0, e.mask_mismatches)
-      assert.is_true(e.diff > 0 and math.abs(e.diff - want) <= 1e-12 * want, ("round %d: diff %.17g, want %.17g"):format(round, e.diff, want))
+      assert.is_true(e.diff > 0 and math.abs(e.diff - want) <= 1e-12 * want,
+        ("round %d: diff %.17g, want %.17g"):format(round, e.diff, want))
       local same = diff.compare(pa, pa)
       assert.equals(0, same.differ, "round " .. round)
       assert.equals(0, same.entries[1].diff)
     end
   end)
 
-  it("treats +0 and -0 as equal, any NaN as equal to any NaN, and counts -inf mask mismatches", function()
+  it("treats +0 and -0 as equal, any NaN as equal to any NaN, and counts -inf mask mismatches",
+  function()
     local a = { 0x0000, 0x7fc0, 0xff81, 0xff80, 0x3f80, 0x3f80 }
     local b = { 0x8000, 0xffc1, 0x7fff, 0xff80, 0xff80, 0xbf80 }
     for _ = 1, 200 do a[#a + 1] = 0x4000 b[#b + 1] = 0x4000 end
-    local e = diff.compare(bf16_file(tmp("z1.safetensors"), a), bf16_file(tmp("z2.safetensors"), b)).entries[1]
+    local e = diff.compare(bf16_file(tmp("z1.safetensors"), a),
+      bf16_file(tmp("z2.safetensors"), b)).entries[1]
     assert.equals(2, e.mismatches)
     assert.equals(4, e.first)
     assert.equals(1, e.mask_mismatches)
