@@ -2,7 +2,8 @@
 -- budgets and read back chunk counts, rows per chunk and peak logits bytes without running
 -- any kernel (and without a builder's scratch).
 --
---   local chunks, summary = chunker.plan(cfg, { {seq_len = 40000, query_len = 512}, ... }, {sparse = true})
+--   local chunks, summary = chunker.plan(cfg, { {seq_len = 40000, query_len = 512}, ... },
+--                                        {sparse = true})
 --
 -- seq_len is in positions (the request's keys, its query rows included) and query_len in
 -- rows. Each chunk: requests = {first, last} (1-based, inclusive, into the given list),
@@ -11,8 +12,11 @@
 -- summary = { num_chunks, max_rows_per_chunk, peak_logits_bytes, peak_seq_tokens,
 -- min_split_seq_len }.
 local core = require("idxlab.ffi")
+local errors = require("idxlab.errors")
+local util = require("idxlab.util")
 local config = require("idxlab.config")
 local ffi, C = core.ffi, core.C
+local fail = errors.fail
 
 local M = {}
 
@@ -20,26 +24,26 @@ local M = {}
 -- plan of billions of one-row sub-chunks is refused before anything is allocated or walked.
 M.MAX_CHUNKS = 2 ^ 20
 
-local function check_int(v, what, level)
-  if type(v) ~= "number" or v ~= math.floor(v) or v >= 2 ^ 53 or v < 0 then
-    error(("idxlab: %s = %s: must be a non-negative integer"):format(what, tostring(v)), level + 1)
+local function check_int(v, what)
+  if not util.is_int(v, 0) then
+    fail("%s = %s: must be a non-negative integer", what, tostring(v))
   end
   return v
 end
 
 function M.plan(cfg, requests, opts)
-  local described, info = config.describe(cfg, 2)
+  local described, info = config.describe(cfg)
   if type(requests) ~= "table" then
-    error("idxlab: chunker.plan: requests must be a list of {seq_len = n, query_len = n}", 2)
+    fail("chunker.plan: requests must be a list of {seq_len = n, query_len = n}")
   end
   opts = opts or {}
-  if type(opts) ~= "table" then error("idxlab: chunker.plan: options must be a table", 2) end
+  if type(opts) ~= "table" then fail("chunker.plan: options must be a table") end
   for k in pairs(opts) do
-    if k ~= "sparse" then error(("idxlab: chunker.plan: unknown option '%s' (sparse)"):format(tostring(k)), 2) end
+    if k ~= "sparse" then fail("chunker.plan: unknown option '%s' (sparse)", tostring(k)) end
   end
   local sparse = opts.sparse
   if sparse == nil then sparse = true end
-  if type(sparse) ~= "boolean" then error("idxlab: chunker.plan: sparse must be true or false", 2) end
+  if type(sparse) ~= "boolean" then fail("chunker.plan: sparse must be true or false") end
   local n = #requests
   local W = described.config.workspace_tokens
   local min_split = described.derived.min_split_seq_len
@@ -51,20 +55,21 @@ function M.plan(cfg, requests, opts)
   local budget_elems = ffi.new("int64_t", described.config.max_logits_bytes) / 4
   local sub_total = 0
   for i, r in ipairs(requests) do
-    if type(r) ~= "table" then error(("idxlab: chunker.plan: requests[%d] must be a table"):format(i), 2) end
-    local s = check_int(r.seq_len, ("requests[%d].seq_len"):format(i), 2)
-    local ql = check_int(r.query_len, ("requests[%d].query_len"):format(i), 2)
+    if type(r) ~= "table" then fail("chunker.plan: requests[%d] must be a table", i) end
+    local s = check_int(r.seq_len, ("requests[%d].seq_len"):format(i))
+    local ql = check_int(r.query_len, ("requests[%d].query_len"):format(i))
     if ql < 1 then
-      error(("idxlab: requests[%d].query_len = 0: must be >= 1 (a prefill request has at least one row)"):format(i), 2)
+      fail("requests[%d].query_len = 0: must be >= 1 (a prefill request has at least one row)",
+        i)
     end
     if s < math.floor(ql / ratio) then
-      error(("idxlab: requests[%d].seq_len = %d positions is less than query_len (%d) / compress_ratio (%d): the query rows are part of the sequence")
-        :format(i, s, ql, ratio), 2)
+      fail("requests[%d].seq_len = %d positions is less than query_len (%d) / compress_ratio "
+        .. "(%d): the query rows are part of the sequence", i, s, ql, ratio)
     end
     local b = (sparse and s < min_split) and min_split or s
     if b > W then
-      error(("idxlab: requests[%d].seq_len = %d exceeds workspace_tokens = %d (one request's keys must fit the workspace)")
-        :format(i, s, W), 2)
+      fail("requests[%d].seq_len = %d exceeds workspace_tokens = %d (one request's keys must "
+        .. "fit the workspace)", i, s, W)
     end
     seq[i - 1], q[i - 1] = s, ql
     if b > 0 then
@@ -74,10 +79,12 @@ function M.plan(cfg, requests, opts)
         local subs = tonumber((ql + per - 1) / per)
         sub_total = sub_total + subs
         if sub_total > M.MAX_CHUNKS then
-          error(("idxlab: chunker.plan: requests[%d] (seq_len = %d, query_len = %d) splits into %d sub-chunks of %d row(s) under max_logits_bytes = %d%s: the plan has more than the %d chunks (chunker.MAX_CHUNKS) one plan may return")
-            :format(i, s, ql, subs, tonumber(per), described.config.max_logits_bytes,
-              fit < 1 and (" (one row of %d positions is %.0f bytes of logits)"):format(b, b * 4) or "",
-              M.MAX_CHUNKS), 2)
+          fail("chunker.plan: requests[%d] (seq_len = %d, query_len = %d) splits into %d "
+            .. "sub-chunks of %d row(s) under max_logits_bytes = %d%s: the plan has more than "
+            .. "the %d chunks (chunker.MAX_CHUNKS) one plan may return",
+            i, s, ql, subs, tonumber(per), described.config.max_logits_bytes,
+            fit < 1 and (" (one row of %d positions is %.0f bytes of logits)"):format(b, b * 4)
+              or "", M.MAX_CHUNKS)
         end
       end
     end
@@ -92,7 +99,7 @@ function M.plan(cfg, requests, opts)
     out = ffi.new("ixl_chunk[?]", cap)
     st = C.ixl_chunk_plan(ctx, info, n, seq, q, sparse and 1 or 0, out, cap, nc)
   end
-  if st ~= 0 then error("idxlab: " .. ffi.string(C.ixl_last_error(ctx)), 2) end
+  core.check(ctx, st)
   local chunks = {}
   local summary = { num_chunks = nc[0], max_rows_per_chunk = 0, peak_logits_bytes = 0,
     peak_seq_tokens = 0, min_split_seq_len = min_split, sparse = sparse }
@@ -113,4 +120,4 @@ function M.plan(cfg, requests, opts)
   return chunks, summary
 end
 
-return M
+return errors.wrap(M)

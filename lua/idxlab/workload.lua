@@ -16,8 +16,12 @@
 -- request: kind, k_start, seq_len, query_len, context_len, first_row) and lengths (each row's
 -- visible length). Rows: decode rows first, then prefill rows, in request order.
 local core = require("idxlab.ffi")
+local errors = require("idxlab.errors")
+local util = require("idxlab.util")
 local Tensor = require("idxlab.tensor")
+local Context = require("idxlab.context")
 local ffi, C = core.ffi, core.C
+local fail = errors.fail
 
 local M = {}
 
@@ -37,9 +41,11 @@ M.knobs = {
   { "key_noise", "float", "key noise, shared by every layer" },
   { "head_spread", "float", "spread of the per-head strengths around 1" },
   { "weight_spread", "float", "spread of the head weights around their mean" },
-  { "layer_correlation", "float", "0: consumers' random parts independent of the source's; 1: identical" },
+  { "layer_correlation", "float",
+    "0: consumers' random parts independent of the source's; 1: identical" },
   { "activation_scale", "float", "RMS of the q and k elements outside outlier channels" },
-  { "outlier_channels", "int", "channels with outlier_scale times larger keys (queries as much smaller)" },
+  { "outlier_channels", "int",
+    "channels with outlier_scale times larger keys (queries as much smaller)" },
   { "outlier_scale", "float", "the outlier channels' factor" },
 }
 local knob_kind = {}
@@ -52,27 +58,7 @@ M.default_decode = { rows = 8, context = 32768 }
 M.default_prefill = { { query_len = 64, context_len = 32704 } }
 M.default_consumer_layers = 4
 
--- Errors raised inside this module carry this marker and are re-raised at the public caller's
--- line by `public` below.
-local Fail = {}
-local function fail(fmt, ...)
-  error(setmetatable({ msg = fmt:format(...) }, Fail), 0)
-end
-
-local unpack = unpack or table.unpack
-local function public(fn)
-  return function(...)
-    local r = { pcall(fn, ...) }
-    if not r[1] then
-      local e = r[2]
-      if getmetatable(e) == Fail then error("idxlab: " .. e.msg, 2) end
-      error(e, 0)
-    end
-    return unpack(r, 2, table.maxn(r))
-  end
-end
-
-local function is_int(v) return type(v) == "number" and v == math.floor(v) and v > -2 ^ 53 and v < 2 ^ 53 end
+local is_int = util.is_int
 
 -- The defaults of every knob, from the C library (the one place they are kept).
 function M.defaults()
@@ -120,12 +106,17 @@ end
 -- The requests of a workload table, in row order: decode requests, then prefill requests.
 -- Each: kind, seq_len (positions), query_len (rows), context_len (positions before the query).
 local function requests(spec)
-  if type(spec) ~= "table" then fail("workload.requests: spec = %s: must be a workload table", tostring(spec)) end
+  if type(spec) ~= "table" then
+    fail("workload.requests: spec = %s: must be a workload table", tostring(spec))
+  end
   local reqs = {}
   local dec, pre = spec.decode, spec.prefill
   if dec == nil and pre == nil then dec, pre = M.default_decode, M.default_prefill end
   if dec ~= nil and dec ~= false then
-    if type(dec) ~= "table" then fail("workload decode = %s: must be a table {rows = n, context = c} or {contexts = {...}}", tostring(dec)) end
+    if type(dec) ~= "table" then
+      fail("workload decode = %s: must be a table {rows = n, context = c} or "
+        .. "{contexts = {...}}", tostring(dec))
+    end
     for k in pairs(dec) do
       if k ~= "rows" and k ~= "context" and k ~= "contexts" then
         fail("workload decode.%s: unknown (rows, context, contexts)", tostring(k))
@@ -133,14 +124,21 @@ local function requests(spec)
     end
     local contexts = {}
     if dec.contexts ~= nil then
-      if type(dec.contexts) ~= "table" then fail("workload decode.contexts = %s: must be a list of lengths", tostring(dec.contexts)) end
-      if dec.rows ~= nil and dec.rows ~= #dec.contexts then
-        fail("workload decode.rows = %s: must equal #decode.contexts (%d)", tostring(dec.rows), #dec.contexts)
+      if type(dec.contexts) ~= "table" then
+        fail("workload decode.contexts = %s: must be a list of lengths", tostring(dec.contexts))
       end
-      for i, c in ipairs(dec.contexts) do contexts[i] = positive_int(c, ("workload decode.contexts[%d]"):format(i)) end
+      if dec.rows ~= nil and dec.rows ~= #dec.contexts then
+        fail("workload decode.rows = %s: must equal #decode.contexts (%d)", tostring(dec.rows),
+          #dec.contexts)
+      end
+      for i, c in ipairs(dec.contexts) do
+        contexts[i] = positive_int(c, ("workload decode.contexts[%d]"):format(i))
+      end
     else
-      local rows = positive_int(dec.rows == nil and M.default_decode.rows or dec.rows, "workload decode.rows", 0)
-      local c = positive_int(dec.context == nil and M.default_decode.context or dec.context, "workload decode.context")
+      local rows = positive_int(dec.rows == nil and M.default_decode.rows or dec.rows,
+        "workload decode.rows", 0)
+      local c = positive_int(dec.context == nil and M.default_decode.context or dec.context,
+        "workload decode.context")
       for i = 1, rows do contexts[i] = c end
     end
     for _, c in ipairs(contexts) do
@@ -148,19 +146,26 @@ local function requests(spec)
     end
   end
   if pre ~= nil and pre ~= false then
-    if type(pre) ~= "table" then fail("workload prefill = %s: must be a list of {query_len, context_len} or {requests, query_len, context}", tostring(pre)) end
+    if type(pre) ~= "table" then
+      fail("workload prefill = %s: must be a list of {query_len, context_len} or {requests, "
+        .. "query_len, context}", tostring(pre))
+    end
     local list = {}
     if pre.requests ~= nil or pre.query_len ~= nil then
       for k in pairs(pre) do
         if k ~= "requests" and k ~= "query_len" and k ~= "context" and k ~= "context_len" then
-          fail("workload prefill.%s: unknown (requests, query_len, context, context_len)", tostring(k))
+          fail("workload prefill.%s: unknown (requests, query_len, context, context_len)",
+            tostring(k))
         end
       end
-      local n = positive_int(pre.requests == nil and 1 or pre.requests, "workload prefill.requests", 0)
+      local n = positive_int(pre.requests == nil and 1 or pre.requests,
+        "workload prefill.requests", 0)
       local q = positive_int(pre.query_len, "workload prefill.query_len")
       local cl
       if pre.context_len ~= nil then
-        if pre.context ~= nil then fail("workload prefill: give context or context_len, not both") end
+        if pre.context ~= nil then
+          fail("workload prefill: give context or context_len, not both")
+        end
         cl = positive_int(pre.context_len, "workload prefill.context_len", 0)
       else
         -- context: the visible length of the request's last row, as for decode
@@ -171,7 +176,10 @@ local function requests(spec)
       for i = 1, n do list[i] = { query_len = q, context_len = cl } end
     else
       for i, r in ipairs(pre) do
-        if type(r) ~= "table" then fail("workload prefill[%d] = %s: must be a table {query_len, context_len}", i, tostring(r)) end
+        if type(r) ~= "table" then
+          fail("workload prefill[%d] = %s: must be a table {query_len, context_len}", i,
+            tostring(r))
+        end
         for k in pairs(r) do
           if k ~= "query_len" and k ~= "context_len" then
             fail("workload prefill[%d].%s: unknown (query_len, context_len)", i, tostring(k))
@@ -179,7 +187,8 @@ local function requests(spec)
         end
         list[i] = {
           query_len = positive_int(r.query_len, ("workload prefill[%d].query_len"):format(i)),
-          context_len = positive_int(r.context_len, ("workload prefill[%d].context_len"):format(i), 0),
+          context_len = positive_int(r.context_len,
+            ("workload prefill[%d].context_len"):format(i), 0),
         }
       end
     end
@@ -193,23 +202,28 @@ local function requests(spec)
     r.k_start, r.first_row = k, row
     k, row = k + r.seq_len, row + r.query_len
   end
-  if k >= 2 ^ 31 then fail("workload: %d key positions in all: must be below 2^31 (I32 ranges)", k) end
+  if k >= 2 ^ 31 then
+    fail("workload: %d key positions in all: must be below 2^31 (I32 ranges)", k)
+  end
   return reqs, k, row
 end
-M.requests = public(requests)
+M.requests = requests
 
 local function check_spec(spec)
   if spec == nil then spec = {} end
   if type(spec) ~= "table" then fail("workload = %s: must be a table", tostring(spec)) end
   if spec.kind ~= nil and spec.kind ~= "synthetic" then
-    fail("workload kind = %s: generate makes synthetic workloads only (replay files go through idxlab.replay)", tostring(spec.kind))
+    fail("workload kind = %s: generate makes synthetic workloads only (replay files go "
+      .. "through idxlab.replay)", tostring(spec.kind))
   end
   return spec
 end
 
 local function dims_of(cfg)
   if cfg == nil then cfg = {} end
-  if type(cfg) ~= "table" then fail("config = %s: must be a table (heads, head_dim)", tostring(cfg)) end
+  if type(cfg) ~= "table" then
+    fail("config = %s: must be a table (heads, head_dim)", tostring(cfg))
+  end
   local H = cfg.heads == nil and 32 or cfg.heads
   local D = cfg.head_dim == nil and 128 or cfg.head_dim
   positive_int(H, "heads")
@@ -230,10 +244,12 @@ end
 
 local function check_seed(seed, ctx)
   if seed == nil then seed = ctx and ctx:seed() or 0 end
-  if not is_int(seed) or seed < 0 then fail("seed = %s: must be an integer in [0, 2^53)", tostring(seed)) end
+  if not is_int(seed, 0) then fail("seed = %s: must be an integer in [0, 2^53)", tostring(seed)) end
   return seed
 end
 
+-- A failed C call's message as an idxlab error of code "ARG", as every workload refusal is
+-- reported (the C status is not part of the workload contract).
 local function c_check(ctx_cd, st)
   if st ~= 0 then fail("%s", ffi.string(C.ixl_last_error(ctx_cd))) end
 end
@@ -246,19 +262,24 @@ function M.check(spec, cfg)
   local ok, why = pcall(function()
     spec = check_spec(spec)
     local p = params_of(spec)
-    local mctx = require("idxlab.config").msg_ctx()
+    local mctx = Context.default().cd
     c_check(mctx, C.ixl_workload_check(mctx, p))
     local reqs, _, R = requests(spec)
-    if spec.consumer_layers ~= nil then positive_int(spec.consumer_layers, "workload consumer_layers") end
+    if spec.consumer_layers ~= nil then
+      positive_int(spec.consumer_layers, "workload consumer_layers")
+    end
     cfg = cfg or {}
     if type(cfg) ~= "table" then
-      fail("workload.check: cfg = %s: must be a config table (config.resolve) or nil", tostring(cfg))
+      fail("workload.check: cfg = %s: must be a config table (config.resolve) or nil",
+        tostring(cfg))
     end
     if cfg.head_dim and p.outlier_channels > cfg.head_dim then
-      fail("workload outlier_channels = %d: must be <= head_dim (%d)", tonumber(p.outlier_channels), cfg.head_dim)
+      fail("workload outlier_channels = %d: must be <= head_dim (%d)",
+        tonumber(p.outlier_channels), cfg.head_dim)
     end
     if cfg.max_rows and R > cfg.max_rows then
-      fail("workload: %d rows (decode rows and prefill query rows): more than max_rows = %d", R, cfg.max_rows)
+      fail("workload: %d rows (decode rows and prefill query rows): more than max_rows = %d", R,
+        cfg.max_rows)
     end
     -- the builder counts tokens: a workload's positions are compressed (compress_ratio tokens
     -- each) except a prefill request's query rows, as the pipeline hands them over
@@ -266,19 +287,23 @@ function M.check(spec, cfg)
     for i, r in ipairs(reqs) do
       local tokens = r.kind == "decode" and r.seq_len * ratio or r.context_len * ratio + r.query_len
       if cfg.max_model_len and tokens > cfg.max_model_len then
-        fail("workload: %s request %d is %d tokens long (%d positions, compress_ratio %d): more than max_model_len = %d",
-          r.kind, i - 1, tokens, r.seq_len, ratio, cfg.max_model_len)
+        fail("workload: %s request %d is %d tokens long (%d positions, compress_ratio %d): more "
+          .. "than max_model_len = %d", r.kind, i - 1, tokens, r.seq_len, ratio,
+          cfg.max_model_len)
       end
     end
   end)
   if ok then return true end
-  if getmetatable(why) == Fail then return false, "idxlab: " .. why.msg end
-  error(why, 0)
+  -- a probe: the refusal's text is the answer; anything else is a bug and propagates
+  if errors.is(why) then return false, "idxlab: " .. why.message end
+  errors.rethrow(why)
 end
 
 -- generate(ctx, spec, cfg, seed) -> inputs (see the top of this file).
-M.generate = public(function(ctx, spec, cfg, seed)
-  if not require("idxlab.context").is_context(ctx) then fail("workload.generate: first argument must be a context") end
+function M.generate(ctx, spec, cfg, seed)
+  if not Context.is_context(ctx) then
+    fail("workload.generate: first argument must be a context")
+  end
   spec = check_spec(spec)
   local H, D = dims_of(cfg)
   local p = params_of(spec)
@@ -289,10 +314,10 @@ M.generate = public(function(ctx, spec, cfg, seed)
   local reqs, N, R = requests(spec)
   local made = {}
   local function new(dtype, shape)
-    local ok, t = pcall(Tensor.new, ctx, dtype, shape, nil, 1)
+    local ok, t = pcall(Tensor.new, ctx, dtype, shape)
     if not ok then
       for _, x in ipairs(made) do x:free() end
-      fail("%s", tostring(t):gsub("^.-idxlab: ", ""))
+      fail("%s", errors.message(t))
     end
     made[#made + 1] = t
     return t
@@ -333,13 +358,12 @@ M.generate = public(function(ctx, spec, cfg, seed)
   inputs.lengths = lengths
   inputs.seed = seed
   return inputs
-end)
+end
 
 -- structure(spec, seed, request) -> { topic_starts = {...}, needles = { {pos =, row =}, ... } }:
 -- the hidden structure of request `request` (1-based, in row order) of the workload, for tests
 -- and plots. Positions and rows are request-local and 0-based.
-local scratch_ctx
-M.structure = public(function(spec, seed, request)
+function M.structure(spec, seed, request)
   spec = check_spec(spec)
   local p = params_of(spec)
   local reqs = requests(spec)
@@ -351,19 +375,21 @@ M.structure = public(function(spec, seed, request)
   local maxt, maxn = math.max(tonumber(p.topics), 1), math.max(tonumber(p.needles), 1)
   local ts = ffi.new("int64_t[?]", maxt)
   local np, nr = ffi.new("int64_t[?]", maxn), ffi.new("int64_t[?]", maxn)
-  -- a CPU context only to hold error messages
-  scratch_ctx = scratch_ctx or require("idxlab.context").new({ backend = "cpu" })
-  c_check(scratch_ctx.cd, C.ixl_workload_structure(scratch_ctx.cd, p, c_requests(reqs), #reqs, seed,
-    request - 1, ts, maxt, nt, np, nr, maxn, nn))
+  -- no context is given: the default one carries the messages
+  local mctx = Context.default().cd
+  c_check(mctx, C.ixl_workload_structure(mctx, p, c_requests(reqs), #reqs, seed, request - 1, ts,
+    maxt, nt, np, nr, maxn, nn))
   local out = { topic_starts = {}, needles = {} }
   for i = 0, nt[0] - 1 do out.topic_starts[i + 1] = tonumber(ts[i]) end
-  for i = 0, nn[0] - 1 do out.needles[i + 1] = { pos = tonumber(np[i]), row = tonumber(nr[i]) } end
+  for i = 0, nn[0] - 1 do
+    out.needles[i + 1] = { pos = tonumber(np[i]), row = tonumber(nr[i]) }
+  end
   return out
-end)
+end
 
 -- Frees every tensor of an inputs table.
 function M.free(inputs)
-  if type(inputs) ~= "table" then error("idxlab: workload.free expects an inputs table", 2) end
+  if type(inputs) ~= "table" then fail("workload.free expects an inputs table") end
   for key, t in pairs(inputs) do
     if Tensor.is_tensor(t) then
       t:free()
@@ -379,16 +405,16 @@ end
 -- with row_start/context_lens; else ragged ks/ke), layers (consumer layers, default 2), seed,
 -- extra_k (positions appended to k beyond every row), head_dim (128).
 function M.random(ctx, opts)
-  if not require("idxlab.context").is_context(ctx) then error("idxlab: workload.random: ctx must be an idxlab context", 2) end
+  if not Context.is_context(ctx) then fail("workload.random: ctx must be an idxlab context") end
   if type(opts) ~= "table" or type(opts.lens) ~= "table" or type(opts.heads) ~= "number" then
-    error("idxlab: workload.random: opts must give heads (a number) and lens (a list of row lengths)", 2)
+    fail("workload.random: opts must give heads (a number) and lens (a list of row lengths)")
   end
   local H, D, L = opts.heads, opts.head_dim or 128, opts.layers or 2
   local R, N = #opts.lens, 0
   local starts = {}
   for i, len in ipairs(opts.lens) do
-    if type(len) ~= "number" or len < 0 or len ~= math.floor(len) then
-      error(("idxlab: workload.random: lens[%d] = %s: must be a non-negative integer"):format(i, tostring(len)), 2)
+    if not is_int(len, 0, math.huge) then
+      fail("workload.random: lens[%d] = %s: must be a non-negative integer", i, tostring(len))
     end
     starts[i] = N
     N = N + len
@@ -396,10 +422,10 @@ function M.random(ctx, opts)
   N = math.max(N + (opts.extra_k or 0), 1)
   local seed, offset = opts.seed or 0, 0
   local function gen(shape, normal)
-    local t = Tensor.new(ctx, "f32", shape, nil, 3)
+    local t = Tensor.new(ctx, "f32", shape)
     local st = normal and C.ixl_rng_normal(ctx.cd, t.cd, seed, offset, 0, 1)
       or C.ixl_rng_uniform(ctx.cd, t.cd, seed, offset)
-    core.check(ctx.cd, st, 2)
+    core.check(ctx.cd, st)
     offset = offset + t:numel() -- disjoint draws from one stream
     return t
   end
@@ -408,11 +434,11 @@ function M.random(ctx, opts)
     q_consumer = gen({ L, R, H, D }, true), weights_consumer = gen({ L, R, H }, false),
   }
   local function i32(vals)
-    local t = Tensor.new(ctx, "i32", { math.max(#vals, 1) }, "host", 3)
+    local t = Tensor.new(ctx, "i32", { math.max(#vals, 1) }, "host")
     local p = ffi.cast("int32_t *", t.cd.data)
     for i, v in ipairs(vals) do p[i - 1] = v end
     if ctx:device_kind() == "device" then
-      local d = Tensor.new(ctx, "i32", { math.max(#vals, 1) }, "device", 3):copy_from(t)
+      local d = Tensor.new(ctx, "i32", { math.max(#vals, 1) }, "device"):copy_from(t)
       t:free()
       return d
     end
@@ -430,4 +456,5 @@ function M.random(ctx, opts)
   return x
 end
 
-return M
+-- The public boundary; check is a probe (true, or false and the reason) and stays unwrapped.
+return errors.wrap(M, { "check" })
