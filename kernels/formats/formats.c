@@ -65,21 +65,6 @@ static float load_x(const void *x, int dtype, int64_t i) {
   }
 }
 
-/* e2m1 magnitude code of a >= 0 (a <= 6 except under saturation). The code counts the
- * midpoints a has passed (no branches: random data mispredicts them).
- * Ties go to the even code: a midpoint below an even code counts when passed (>), one below
- * an odd code when reached (>=): 0.25 -> 0, 0.75 -> 2, 1.25 -> 2, 1.75 -> 4, 2.5 -> 4,
- * 3.5 -> 6, 5 -> 6. */
-static uint8_t e2m1_rne(double a) {
-  return (uint8_t)((a > 0.25) + (a >= 0.75) + (a > 1.25) + (a >= 1.75) + (a > 2.5) + (a >= 3.5) +
-                   (a > 5.0));
-}
-/* Ties down: a midpoint counts only when passed. */
-static uint8_t e2m1_ties_down(double a) {
-  return (uint8_t)((a > 0.25) + (a > 0.75) + (a > 1.25) + (a > 1.75) + (a > 2.5) + (a > 3.5) +
-                   (a > 5.0));
-}
-
 /* One MX group of 32 values -> codes (mxfp4: 16 bytes, mxfp8: 32 bytes) and its scale byte. */
 static uint8_t quantize_mx_group(int fmt, int quantizer, const float *v, uint8_t *codes) {
   const double m = fmt == IXL_MXFP4 ? 6.0 : 448.0;
@@ -112,12 +97,15 @@ static uint8_t quantize_mx_group(int fmt, int quantizer, const float *v, uint8_t
     if (x < -FLT_MAX) x = -FLT_MAX;
     double y = x * pw; /* exact */
     if (fmt == IXL_MXFP4) {
+      /* e2m1 codes (numerics/scalar.h) of the float |y|: exact, as y has x's 24 significant
+       * bits unless |y| < 2^-126, which is code 0 either way */
+      const float a = (float)fabs(y);
       uint8_t c;
       if (quantizer == IXL_Q_RNE) {
-        c = e2m1_rne(fabs(y));
+        c = ixl_e2m1_rne(a);
         if (signbit(y)) c |= 8; /* -0 kept */
       } else {
-        c = e2m1_ties_down(fabs(y));
+        c = ixl_e2m1_ties_down(a);
         if (c && y < 0) c |= 8;
       }
       if (i % 2 == 0) codes[i / 2] = c;

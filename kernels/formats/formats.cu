@@ -25,31 +25,6 @@ __device__ __forceinline__ int ceil_log2_ratio(float a, float c) {
   return e;
 }
 
-// |v| -> e2m1 magnitude code (0..7), round to nearest even (ties to the even code).
-__device__ __forceinline__ uint8_t e2m1_rne(float a) {
-  if (a <= 0.25f) return 0;
-  if (a < 0.75f) return 1;
-  if (a <= 1.25f) return 2;
-  if (a < 1.75f) return 3;
-  if (a <= 2.5f) return 4;
-  if (a < 3.5f) return 5;
-  if (a <= 5.0f) return 6;
-  return 7; // saturates at 6 (NaN included, as !(a <= ...) falls through)
-}
-
-// |v| -> e2m1 magnitude code with DeepGEMM's strict thresholds (ties to the smaller magnitude).
-__device__ __forceinline__ uint8_t e2m1_ties_down(float a) {
-  uint8_t c = 0;
-  c += a > 0.25f;
-  c += a > 0.75f;
-  c += a > 1.25f;
-  c += a > 1.75f;
-  c += a > 2.5f;
-  c += a > 3.5f;
-  c += a > 5.0f;
-  return c;
-}
-
 // ------------------------------------------------------------------ quantize
 
 template <typename T>
@@ -158,10 +133,10 @@ __global__ void __launch_bounds__(QUANT_THREADS) quantize_kernel(const T *__rest
           const float a = fabsf(s[j]);
           uint8_t code;
           if (quantizer == IXL_Q_TIES_DOWN) {
-            code = e2m1_ties_down(a);
+            code = ixl_e2m1_ties_down(a);
             if (code && s[j] < 0.0f) code |= 8; // a value that rounds to zero loses its sign
           } else {
-            code = e2m1_rne(a) | (signbit(s[j]) ? 8 : 0); // -0 kept, as the hardware does
+            code = ixl_e2m1_rne(a) | (signbit(s[j]) ? 8 : 0); // -0 kept, as hardware does
           }
           packed |= (uint32_t)code << (4 * j);
         }

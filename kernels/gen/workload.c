@@ -87,8 +87,9 @@ ixl_status ixl_workload_check(ixl_ctx *ctx, const ixl_workload_params *p) {
 
 static uint32_t plan_bits(const wl_plan *p, uint32_t tag, uint32_t req, uint32_t c1, uint32_t c0,
                           int word) {
+  const uint32_t ctr[4] = {c0, c1, req, tag};
   uint32_t r[4];
-  wl_philox(c0, c1, req, tag, p->key0, p->key1, r);
+  ixl_philox_block(ctr, p->key0, p->key1, r);
   return r[word];
 }
 
@@ -252,8 +253,9 @@ static ixl_status build_plan(ixl_ctx *ctx, const ixl_workload_params *wp,
     int64_t *np = npos + n0, *nr = nrow + n0;
     int64_t got = 0;
     for (uint32_t draw = 0; got < cnt && draw < 64u * (uint32_t)cnt + 64u; draw++) {
+      const uint32_t ctr[4] = {draw, 0, (uint32_t)i, WL_TAG_PLAN_NEEDLE};
       uint32_t bits[4];
-      wl_philox(draw, 0, (uint32_t)i, WL_TAG_PLAN_NEEDLE, p->key0, p->key1, bits);
+      ixl_philox_block(ctr, p->key0, p->key1, bits);
       int64_t pos = lo + (int64_t)wl_below(bits[0], (uint32_t)(hi - lo));
       int dup = 0;
       for (int64_t j = 0; j < got; j++) dup |= np[j] == pos;

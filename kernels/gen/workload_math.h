@@ -1,11 +1,12 @@
 /* workload_math.h - the synthetic workload generator's per-element math (SPEC-free: the model
- * is described in docs/workload.md). One copy, compiled for the host by kernels/gen/workload.c and for
- * the device by kernels/gen/workload.cu, so both backends give the same floats bit for bit:
- * - random bits come from Philox4x32-10 (Random123's function, as cuRAND's PHILOX4_32_10),
- *   keyed by the seed, with counters that name what is drawn (see wl_tag);
- * - the float math uses only +, -, *, / and sqrt, each rounded once: plain C on the host
- *   (gcc -std=c11 does not contract a*b+c into an fma) and the __f*_rn intrinsics on the device
- *   (which nvcc never fuses);
+ * is described in docs/workload.md). One copy, compiled for the host by kernels/gen/workload.c
+ * and for the device by kernels/gen/workload.cu, so both backends give the same floats bit for
+ * bit:
+ * - random bits come from Philox4x32-10 (numerics/philox.h, Random123's function, as cuRAND's
+ *   PHILOX4_32_10), keyed by the seed, with counters that name what is drawn (see wl_tag);
+ * - the float math uses only +, -, *, / and sqrt, each rounded once: the exact-op macros of
+ *   numerics/exact.h (plain C11 without contraction on the host, the __f*_rn intrinsics on
+ *   the device, which nvcc never fuses);
  * - integers become floats only below 2^24, where the conversion is exact;
  * - every constant that needs more (1/sqrt(D), head gains, scales) is computed once on the
  *   host and handed to both backends in wl_plan / the plan blob.
@@ -18,26 +19,7 @@
 
 #include "idxlab.h"
 
-#ifdef __CUDACC__
-#define WL_FN static __host__ __device__ __forceinline__
-#else
-#include <math.h>
-#define WL_FN static inline
-#endif
-
-#if defined(__CUDA_ARCH__)
-#define WL_ADD(a, b) __fadd_rn((a), (b))
-#define WL_SUB(a, b) __fsub_rn((a), (b))
-#define WL_MUL(a, b) __fmul_rn((a), (b))
-#define WL_DIV(a, b) __fdiv_rn((a), (b))
-#define WL_SQRT(a) __fsqrt_rn(a)
-#else
-#define WL_ADD(a, b) ((float)(a) + (float)(b))
-#define WL_SUB(a, b) ((float)(a) - (float)(b))
-#define WL_MUL(a, b) ((float)(a) * (float)(b))
-#define WL_DIV(a, b) ((float)(a) / (float)(b))
-#define WL_SQRT(a) sqrtf(a)
-#endif
+#include "numerics/philox.h"
 
 /* What a Philox counter draws: counter = {c0, c1, c2, tag | layer << 8}. */
 enum wl_tag {
@@ -56,55 +38,29 @@ enum wl_tag {
   WL_TAG_QCONTENT = 13    /* c2 request, c1 local row, c0 pair: query noise every head shares */
 };
 
-/* Philox4x32-10: ten rounds of the Random123 round function, the key bumped between rounds. */
-WL_FN void wl_philox(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32_t k0,
-                     uint32_t k1, uint32_t out[4]) {
-  for (int i = 0; i < 10; i++) {
-    if (i) {
-      k0 += 0x9E3779B9u;
-      k1 += 0xBB67AE85u;
-    }
-#if defined(__CUDA_ARCH__)
-    uint32_t hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
-    uint32_t hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
-#else
-    uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
-    uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0;
-    uint32_t hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
-#endif
-    c0 = hi1 ^ c1 ^ k0;
-    c1 = lo1;
-    c2 = hi0 ^ c3 ^ k1;
-    c3 = lo0;
-  }
-  out[0] = c0;
-  out[1] = c1;
-  out[2] = c2;
-  out[3] = c3;
-}
-
 /* 1 / the standard deviation of a sum of four uniform integers in [0, 65535]:
  * sqrt(3 / (2^32 - 1)). */
 #define WL_IH_SCALE 2.6428997921303018e-05f
 
-WL_FN float wl_ih(uint32_t a, uint32_t b) {
+IXL_NUM_FN float wl_ih(uint32_t a, uint32_t b) {
   /* The sum of four 16-bit halves minus its mean 4 * 32767.5 is an integer below 2^18 in
    * magnitude, so the float conversion is exact. */
   int32_t s = (int32_t)((a & 0xffffu) + (a >> 16) + (b & 0xffffu) + (b >> 16)) - 131070;
-  return WL_MUL((float)s, WL_IH_SCALE);
+  return IXL_FMUL((float)s, WL_IH_SCALE);
 }
 
 /* Two standard normals from one Philox block. */
-WL_FN void wl_normal2(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32_t k0,
+IXL_NUM_FN void wl_normal2(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32_t k0,
                       uint32_t k1, float *z0, float *z1) {
+  const uint32_t ctr[4] = {c0, c1, c2, c3};
   uint32_t r[4];
-  wl_philox(c0, c1, c2, c3, k0, k1, r);
+  ixl_philox_block(ctr, k0, k1, r);
   *z0 = wl_ih(r[0], r[1]);
   *z1 = wl_ih(r[2], r[3]);
 }
 
 /* A uniform integer in [0, n) from 32 random bits (n < 2^32; the bias is below n / 2^32). */
-WL_FN uint32_t wl_below(uint32_t bits, uint32_t n) {
+IXL_NUM_FN uint32_t wl_below(uint32_t bits, uint32_t n) {
   return (uint32_t)(((uint64_t)bits * n) >> 32);
 }
 
@@ -156,7 +112,7 @@ typedef struct wl_plan {
 #define WL_PTR(type, blob, off) ((const type *)((const unsigned char *)(blob) + (off)))
 
 /* Fills table row `v` (0 .. n_anchor + n_topic + n_needle, then the sink) of D floats. */
-WL_FN void wl_table_row(const wl_plan *p, const void *blob, int64_t v, float *out, int d0,
+IXL_NUM_FN void wl_table_row(const wl_plan *p, const void *blob, int64_t v, float *out, int d0,
                         int d1) {
   uint32_t tag, req = 0, item = 0;
   const wl_req *rq = WL_PTR(wl_req, blob, p->off_req);
@@ -190,8 +146,8 @@ WL_FN void wl_table_row(const wl_plan *p, const void *blob, int64_t v, float *ou
   for (int d = d0; d < d1; d += 2) {
     float z0, z1;
     wl_normal2((uint32_t)(d >> 1), item, req, tag, p->key0, p->key1, &z0, &z1);
-    out[d] = WL_MUL(z0, p->rinv_d);
-    out[d + 1] = WL_MUL(z1, p->rinv_d);
+    out[d] = IXL_FMUL(z0, p->rinv_d);
+    out[d + 1] = IXL_FMUL(z1, p->rinv_d);
   }
 }
 
@@ -202,19 +158,19 @@ typedef struct wl_locmix {
   float c0, c1;
 } wl_locmix;
 
-WL_FN wl_locmix wl_locality_mix(const wl_plan *p, int64_t m) {
+IXL_NUM_FN wl_locmix wl_locality_mix(const wl_plan *p, int64_t m) {
   wl_locmix r;
   r.j = m / p->window;
-  float t = WL_DIV((float)(m - r.j * p->window), p->window_f);
-  float a = WL_SUB(1.0f, t);
-  float inv = WL_DIV(1.0f, WL_SQRT(WL_ADD(WL_MUL(a, a), WL_MUL(t, t))));
-  r.c0 = WL_MUL(a, inv);
-  r.c1 = WL_MUL(t, inv);
+  float t = IXL_FDIV((float)(m - r.j * p->window), p->window_f);
+  float a = IXL_FSUB(1.0f, t);
+  float inv = IXL_FDIV(1.0f, IXL_FSQRT(IXL_FADD(IXL_FMUL(a, a), IXL_FMUL(t, t))));
+  r.c0 = IXL_FMUL(a, inv);
+  r.c1 = IXL_FMUL(t, inv);
   return r;
 }
 
 /* The topic span holding position m: the last topic whose start is <= m. */
-WL_FN int64_t wl_topic_of(const int64_t *tstart, int32_t n, int64_t m) {
+IXL_NUM_FN int64_t wl_topic_of(const int64_t *tstart, int32_t n, int64_t m) {
   int32_t lo = 0, hi = n - 1;
   while (lo < hi) {
     int32_t mid = (lo + hi + 1) >> 1;
@@ -224,7 +180,7 @@ WL_FN int64_t wl_topic_of(const int64_t *tstart, int32_t n, int64_t m) {
 }
 
 /* The needle at position m of a request (-1 if none); positions ascend. */
-WL_FN int64_t wl_needle_at(const int64_t *npos, int32_t n, int64_t m) {
+IXL_NUM_FN int64_t wl_needle_at(const int64_t *npos, int32_t n, int64_t m) {
   int32_t lo = 0, hi = n;
   while (lo < hi) {
     int32_t mid = (lo + hi) >> 1;
@@ -241,7 +197,7 @@ WL_FN int64_t wl_needle_at(const int64_t *npos, int32_t n, int64_t m) {
 /* Key k[n, d0..d1) (d0, d1 even) of request r at request-local position m:
  *   k = kf[d] * (L(m) + T(topic of m) + [m < sinks] WL_SPLIT_KEY E
  *                + [needle at m] WL_SPLIT_KEY U + key_noise * z). */
-WL_FN void wl_key_elems(const wl_plan *p, const void *blob, const float *tables, int32_t r,
+IXL_NUM_FN void wl_key_elems(const wl_plan *p, const void *blob, const float *tables, int32_t r,
                         int64_t m, float *out, int d0, int d1) {
   const wl_req *rq = WL_PTR(wl_req, blob, p->off_req) + r;
   const float *kf = WL_PTR(float, blob, p->off_kf);
@@ -265,25 +221,25 @@ WL_FN void wl_key_elems(const wl_plan *p, const void *blob, const float *tables,
                &z[0], &z[1]);
     for (int e = 0; e < 2; e++) {
       int c = d + e;
-      float v = WL_ADD(WL_MUL(a0[c], lm.c0), WL_MUL(a1[c], lm.c1));
-      if (tv) v = WL_ADD(v, tv[c]);
-      if (sv) v = WL_ADD(v, WL_MUL(WL_SPLIT_KEY, sv[c]));
-      if (nv) v = WL_ADD(v, WL_MUL(WL_SPLIT_KEY, nv[c]));
-      v = WL_ADD(v, WL_MUL(p->key_noise, z[e]));
-      out[c] = WL_MUL(v, kf[c]);
+      float v = IXL_FADD(IXL_FMUL(a0[c], lm.c0), IXL_FMUL(a1[c], lm.c1));
+      if (tv) v = IXL_FADD(v, tv[c]);
+      if (sv) v = IXL_FADD(v, IXL_FMUL(WL_SPLIT_KEY, sv[c]));
+      if (nv) v = IXL_FADD(v, IXL_FMUL(WL_SPLIT_KEY, nv[c]));
+      v = IXL_FADD(v, IXL_FMUL(p->key_noise, z[e]));
+      out[c] = IXL_FMUL(v, kf[c]);
     }
   }
 }
 
 /* The noise of layer `layer`: the source's draw, mixed with the layer's own for consumers. */
-WL_FN void wl_layer_normal2(const wl_plan *p, int layer, uint32_t c0, uint32_t c1, uint32_t c2,
+IXL_NUM_FN void wl_layer_normal2(const wl_plan *p, int layer, uint32_t c0, uint32_t c1, uint32_t c2,
                             uint32_t tag, float *z0, float *z1) {
   wl_normal2(c0, c1, c2, tag, p->key0, p->key1, z0, z1);
   if (layer > 0) {
     float y0, y1;
     wl_normal2(c0, c1, c2, tag | ((uint32_t)layer << 8), p->key0, p->key1, &y0, &y1);
-    *z0 = WL_ADD(WL_MUL(p->rho, *z0), WL_MUL(p->rho_c, y0));
-    *z1 = WL_ADD(WL_MUL(p->rho, *z1), WL_MUL(p->rho_c, y1));
+    *z0 = IXL_FADD(IXL_FMUL(p->rho, *z0), IXL_FMUL(p->rho_c, y0));
+    *z1 = IXL_FADD(IXL_FMUL(p->rho, *z1), IXL_FMUL(p->rho_c, y1));
   }
 }
 
@@ -293,7 +249,7 @@ WL_FN void wl_layer_normal2(const wl_plan *p, int layer, uint32_t c0, uint32_t c
  * where z_row, the query's content, is the same for every head of the layer, so it moves the
  * layer's logits coherently (z_head averages out over heads);
  * with cs, cl, ct, cn the layer's per-head coefficients. Rows no request covers are zeros. */
-WL_FN void wl_query_elems(const wl_plan *p, const void *blob, const float *tables, int layer,
+IXL_NUM_FN void wl_query_elems(const wl_plan *p, const void *blob, const float *tables, int layer,
                           int64_t row, int h, float *out, int d0, int d1) {
   int32_t r = WL_PTR(int32_t, blob, p->off_rowreq)[row];
   if (r < 0) {
@@ -321,28 +277,28 @@ WL_FN void wl_query_elems(const wl_plan *p, const void *blob, const float *table
                      WL_TAG_QNOISE, &z[0], &z[1]);
     wl_layer_normal2(p, layer, (uint32_t)(d >> 1), (uint32_t)jr, (uint32_t)r, WL_TAG_QCONTENT,
                      &y[0], &y[1]);
-    z[0] = WL_ADD(z[0], y[0]);
-    z[1] = WL_ADD(z[1], y[1]);
+    z[0] = IXL_FADD(z[0], y[0]);
+    z[1] = IXL_FADD(z[1], y[1]);
     for (int e = 0; e < 2; e++) {
       int c = d + e;
-      float v = WL_ADD(WL_MUL(coef[0], sv[c]),
-                       WL_MUL(coef[1], WL_ADD(WL_MUL(a0[c], lm.c0), WL_MUL(a1[c], lm.c1))));
+      float v = IXL_FADD(IXL_FMUL(coef[0], sv[c]),
+                       IXL_FMUL(coef[1], IXL_FADD(IXL_FMUL(a0[c], lm.c0), IXL_FMUL(a1[c], lm.c1))));
       if (p->pref_stride > 0 && pref[0] >= 0) {
         float ts = 0.0f;
         for (int i = 0; i < p->pref_stride && pref[i] >= 0; i++)
-          ts = WL_ADD(ts, tables[(p->n_anchor + rq->topic0 + pref[i]) * D + c]);
-        v = WL_ADD(v, WL_MUL(coef[2], WL_MUL(tcoef, ts)));
+          ts = IXL_FADD(ts, tables[(p->n_anchor + rq->topic0 + pref[i]) * D + c]);
+        v = IXL_FADD(v, IXL_FMUL(coef[2], IXL_FMUL(tcoef, ts)));
       }
       for (int32_t i = 0; i < rq->n_needles; i++)
-        if (nrow[i] == jr) v = WL_ADD(v, WL_MUL(coef[3], nbase[(int64_t)i * D + c]));
-      v = WL_ADD(v, WL_MUL(p->noise, z[e]));
-      out[c] = WL_MUL(v, qf[c]);
+        if (nrow[i] == jr) v = IXL_FADD(v, IXL_FMUL(coef[3], nbase[(int64_t)i * D + c]));
+      v = IXL_FADD(v, IXL_FMUL(p->noise, z[e]));
+      out[c] = IXL_FMUL(v, qf[c]);
     }
   }
 }
 
 /* Weights w[layer, row, h], h even, two at a time: w_scale * (1 + w_spread * z). */
-WL_FN void wl_weight_pair(const wl_plan *p, const void *blob, int layer, int64_t row, int h,
+IXL_NUM_FN void wl_weight_pair(const wl_plan *p, const void *blob, int layer, int64_t row, int h,
                           float *out) {
   int32_t r = WL_PTR(int32_t, blob, p->off_rowreq)[row];
   if (r < 0) {
@@ -354,15 +310,15 @@ WL_FN void wl_weight_pair(const wl_plan *p, const void *blob, int layer, int64_t
   float z0, z1;
   wl_layer_normal2(p, layer, (uint32_t)(h >> 1), (uint32_t)(row - rq->first_row), (uint32_t)r,
                    WL_TAG_WNOISE, &z0, &z1);
-  out[0] = WL_MUL(p->w_scale, WL_ADD(1.0f, WL_MUL(p->w_spread, z0)));
-  if (h + 1 < p->H) out[1] = WL_MUL(p->w_scale, WL_ADD(1.0f, WL_MUL(p->w_spread, z1)));
+  out[0] = IXL_FMUL(p->w_scale, IXL_FADD(1.0f, IXL_FMUL(p->w_spread, z0)));
+  if (h + 1 < p->H) out[1] = IXL_FMUL(p->w_scale, IXL_FADD(1.0f, IXL_FMUL(p->w_spread, z1)));
 }
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-/* The CUDA side (kernels/gen/workload.cu; a stub in kernels/gen/workload.c for CUDA=0 builds). The plan
- * and its host blob are already validated and built; the outputs are device tensors. */
+/* The CUDA side (kernels/gen/workload.cu; a stub in kernels/gen/workload.c for CUDA=0 builds).
+ * The plan and its host blob are already validated and built; the outputs are device tensors. */
 ixl_status ixl_cuda_workload_generate(ixl_ctx *ctx, const wl_plan *plan, const void *blob,
                                       ixl_tensor *q, ixl_tensor *weights, ixl_tensor *k,
                                       ixl_tensor *q_consumer, ixl_tensor *weights_consumer);

@@ -26,6 +26,7 @@
 #define IXL_DOT_CPU_H
 
 #include "internal.h"
+#include "numerics/scalar.h"
 
 #include <math.h>
 #include <string.h>
@@ -39,24 +40,9 @@
 #define IXL_NAN_SCALE 0xFF
 
 /* ---------------------------------------------------------------- scalar pieces */
-static inline uint32_t ixl_f32_bits(float x) {
-  uint32_t u;
-  memcpy(&u, &x, 4);
-  return u;
-}
-static inline float ixl_bits_f32(uint32_t u) {
-  float x;
-  memcpy(&x, &u, 4);
-  return x;
-}
-
+/* Bit casts, ixl_scale_pow2f (x * 2^n rounded once) and ixl_bf16_roundf come from
+ * numerics/scalar.h, the copy the CUDA kernels run too. */
 static inline float ixl_relu(float x) { return x < 0.0f ? 0.0f : x; }
-
-/* x * 2^n rounded once to fp32 (the product is exact in double for |n| <= 300). */
-static inline float ixl_scale_pow2f(float x, int n) { return (float)((double)x * ldexp(1.0, n)); }
-
-/* The bf16 value of x (round to nearest even), as a float. */
-static inline float ixl_bf16_roundf(float x) { return ixl_bf16_to_f32(ixl_f32_to_bf16(x)); }
 
 /* Rounds the exact value hi + lo (hi = fl(hi + lo) in double, |lo| <= ulp(hi)/2, as TwoSum
  * gives) to bf16 with round-to-nearest-even, directly from double. On an exact bf16 midpoint
@@ -103,21 +89,21 @@ static inline float ixl_bf16_add_ref(float a, float b) { return ixl_bf16_fma_ref
 /* e2m1 value of every nibble; the unscaled values of a packed byte are lo = tab[b & 15],
  * hi = tab[b >> 4]. -0 decodes to +0 (SPEC 8). */
 static inline void ixl_e2m1_table(float t[16]) {
-  for (int i = 0; i < 16; i++) t[i] = ixl_e2m1_to_f32((uint8_t)i);
+  for (int i = 0; i < 16; i++) t[i] = ixl_cvt_e2m1_to_f32((uint8_t)i);
 }
 static inline void ixl_e4m3_table(float t[256]) {
-  for (int i = 0; i < 256; i++) t[i] = ixl_e4m3_to_f32((uint8_t)i);
+  for (int i = 0; i < 256; i++) t[i] = ixl_cvt_e4m3_to_f32((uint8_t)i);
 }
 
 /* Unscaled values of one 128-vector of codes. */
 static inline void ixl_decode_values(int fmt, const uint8_t *codes, float *out) {
   if (fmt == IXL_MXFP4) {
     for (int i = 0; i < IXL_D / 2; i++) {
-      out[2 * i] = ixl_e2m1_to_f32(codes[i] & 15);
-      out[2 * i + 1] = ixl_e2m1_to_f32(codes[i] >> 4);
+      out[2 * i] = ixl_cvt_e2m1_to_f32(codes[i] & 15);
+      out[2 * i + 1] = ixl_cvt_e2m1_to_f32(codes[i] >> 4);
     }
   } else {
-    for (int i = 0; i < IXL_D; i++) out[i] = ixl_e4m3_to_f32(codes[i]);
+    for (int i = 0; i < IXL_D; i++) out[i] = ixl_cvt_e4m3_to_f32(codes[i]);
   }
 }
 
@@ -160,7 +146,8 @@ static inline float ixl_reduce_heads(int reduction, int H, const float *w, const
     return acc;
   }
   float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  for (int h = 0; h < H; h++) s[h % 4] = ixl_bf16_fma_ref(w[h], ixl_bf16_roundf(ixl_relu(dots[h])), s[h % 4]);
+  for (int h = 0; h < H; h++)
+    s[h % 4] = ixl_bf16_fma_ref(w[h], ixl_bf16_roundf(ixl_relu(dots[h])), s[h % 4]);
   return ixl_bf16_add_ref(ixl_bf16_add_ref(s[0], s[2]), ixl_bf16_add_ref(s[1], s[3]));
 }
 

@@ -31,8 +31,8 @@
 //   For mxfp4 every group sum is a multiple of 1/4 below 1152, exact in the accumulator. Then
 //   p_g * 2^(qe_g + ke_g - 254) and (p0 + p1) + (p2 + p3) in fp32, as an exact power-of-two
 //   multiply and one fma when every exponent of the tile lies in a safe window (the common
-//   case, decided once per tile by a block vote), else with logits/engine.h's scalar formula (NaN
-//   scales, subnormal or huge results). fp8: one sum over the 128 products, times the key's
+//   case, decided once per tile by a block vote), else with numerics/scalar.h's
+//   ixl_scale_pow2f, the CPU's formula (NaN scales, subnormal or huge results). fp8: one sum over the 128 products, times the key's
 //   fp32 scale.
 // - fp32 reduction: relu and the weights in registers; each lane group's share of the head
 //   sum goes to shared memory, and the store phase sums the shares of the row's m-blocks in
@@ -48,6 +48,7 @@
 
 #include "cuda/sm80.cuh"
 #include "logits/plan.cuh"
+#include "numerics/scalar.h"
 
 namespace ixl_lg {
 
@@ -58,12 +59,6 @@ __device__ __forceinline__ bool foldable(uint32_t w) {
   const uint32_t mn = __vminu4(w, w >> 16), mx = __vmaxu4(w, w >> 16);
   const int lo = (int)(__vminu4(mn, mn >> 8) & 0xFF), hi = (int)(__vmaxu4(mx, mx >> 8) & 0xFF);
   return lo >= 127 - kFold && hi <= 127 + kFold;
-}
-
-// x * 2^n rounded once to fp32, for |n| <= 300: the product is exact in double, so this is
-// logits/engine.h's ixl_scale_pow2f bit for bit (subnormal results included).
-__device__ __forceinline__ float scale_pow2_exact(float x, int n) {
-  return __double2float_rn(__dmul_rn((double)x, __longlong_as_double((long long)(n + 1023) << 52)));
 }
 
 __device__ __forceinline__ float relu(float x) { return x < 0.0f ? 0.0f : x; } // NaN stays NaN
@@ -557,7 +552,7 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
                 const int qe = ((int)qbits[half][g] >> 23) + 127 + SH;
                 const int ke = (int)(kb[col][g] >> 23);
                 pg[g] = qe == 0xFF || ke == 0xFF ? __uint_as_float(0x7fc00000u)
-                                                 : scale_pow2_exact(acc[g][e], qe + ke - 254 - SH);
+                                                 : ixl_scale_pow2f(acc[g][e], qe + ke - 254 - SH);
               }
               d[e] = __fadd_rn(__fadd_rn(pg[0], pg[1]), __fadd_rn(pg[2], pg[3]));
             }

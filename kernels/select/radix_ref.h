@@ -1,34 +1,14 @@
-/* select/radix_ref.h - what the CPU selection kernels (K3 candidates, K6 top-k) share: the
- * order-preserving 32-bit key of a float and one radix select over such keys.
- *
- * The key makes unsigned integer order equal SPEC's value order: NaN (any payload) above
- * +inf above every number above -inf, and -0 equal to +0. Equal keys are equal values, so
- * "ties to the smaller index" is a rule on keys alone. */
-#ifndef IXL_SELECT_CPU_H
-#define IXL_SELECT_CPU_H
+/* select/radix_ref.h - what the CPU selection kernels (K3 candidates, K6 top-k) share: one
+ * radix select over order-preserving 32-bit keys. The keys (ixl_order_key_f32/_bf16: unsigned
+ * order = SPEC's value order, NaN on top, -0 = +0, equal keys = equal values, so "ties to the
+ * smaller index" is a rule on keys alone) live in numerics/scalar.h, the copy the GPU select
+ * uses too. */
+#ifndef IXL_SELECT_RADIX_REF_H
+#define IXL_SELECT_RADIX_REF_H
 
 #include <stdint.h>
-#include <string.h>
 
-/* The key of the float whose bits are u. Branch-free on the sign (random signs would
- * mispredict): a negative value flips every bit (larger magnitude is smaller), a positive one
- * sets the sign bit (positives sit above all negatives). */
-static inline uint32_t ixl_order_key_bits(uint32_t u) {
-  if (u == 0x80000000u) u = 0; /* -0 equals +0 */
-  const uint32_t key = u ^ ((0u - (u >> 31)) | 0x80000000u);
-  return (u & 0x7fffffffu) > 0x7f800000u ? 0xffffffffu : key; /* every NaN is one, top value */
-}
-
-static inline uint32_t ixl_order_key_f32(float x) {
-  uint32_t u;
-  memcpy(&u, &x, sizeof u);
-  return ixl_order_key_bits(u);
-}
-
-/* bf16 is the top half of an f32, so its key is the f32 key of the widened value. */
-static inline uint32_t ixl_order_key_bf16(uint16_t x) {
-  return ixl_order_key_bits((uint32_t)x << 16);
-}
+#include "numerics/scalar.h"
 
 /* uint32 words of scratch ixl_select_top needs for n keys and a given k: 2n + 4 min(n, k).
  * Returns -1 when that overflows int64 (callers turn it into an error). */
