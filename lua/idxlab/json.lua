@@ -3,6 +3,10 @@
 -- with %.17g (so they read back bit-exact), NaN and +-inf as null, strings escaped (UTF-8
 -- passes through). A table whose keys are 1..n is an array (holes become null); an empty
 -- table is an array unless made with json.object(). json.null stands for null in both ways.
+-- Failures are idxlab errors (code "ARG"); decode's message names the line and byte.
+local errors = require("idxlab.errors")
+local fail = errors.fail
+
 local M = {}
 
 M.null = setmetatable({}, { __tostring = function() return "null" end })
@@ -45,7 +49,7 @@ end
 local encode_value
 
 local function encode_table(t, order, out, seen)
-  if seen[t] then error("idxlab: json.encode: a table contains itself", 0) end
+  if seen[t] then fail("json.encode: a table contains itself") end
   seen[t] = true
   local mt = getmetatable(t)
   local n = (mt ~= object_mt) and array_length(t) or nil
@@ -65,7 +69,7 @@ local function encode_table(t, order, out, seen)
     for k in pairs(t) do
       if not done[k] then
         if type(k) ~= "string" and type(k) ~= "number" then
-          error(("idxlab: json.encode: a key of type %s cannot be a JSON key"):format(type(k)), 0)
+          fail("json.encode: a key of type %s cannot be a JSON key", type(k))
         end
         rest[#rest + 1] = k
       end
@@ -98,10 +102,10 @@ encode_value = function(v, order, out, seen)
     encode_table(v, order, out, seen)
   elseif tv == "cdata" then
     local n = tonumber(v)
-    if n == nil then error("idxlab: json.encode: a cdata value that is not a number", 0) end
+    if n == nil then fail("json.encode: a cdata value that is not a number") end
     out[#out + 1] = number_text(n)
   else
-    error(("idxlab: json.encode: cannot encode a %s"):format(tv), 0)
+    fail("json.encode: cannot encode a %s", tv)
   end
 end
 
@@ -109,8 +113,7 @@ end
 -- order, in every object (the other keys follow, sorted).
 function M.encode(value, order)
   local out = {}
-  local ok, err = pcall(encode_value, value, order, out, {})
-  if not ok then error(err, 2) end
+  encode_value(value, order, out, {})
   return table.concat(out)
 end
 
@@ -119,7 +122,7 @@ end
 local function decode_error(s, i, what)
   local line = 1
   for _ in s:sub(1, i - 1):gmatch("\n") do line = line + 1 end
-  error(("idxlab: json: %s at line %d (byte %d)"):format(what, line, i), 0)
+  fail("json: %s at line %d (byte %d)", what, line, i)
 end
 
 local function skip(s, i)
@@ -130,13 +133,15 @@ local function utf8_char(cp)
   if cp < 0x80 then return string.char(cp) end
   if cp < 0x800 then return string.char(0xC0 + math.floor(cp / 0x40), 0x80 + cp % 0x40) end
   if cp < 0x10000 then
-    return string.char(0xE0 + math.floor(cp / 0x1000), 0x80 + math.floor(cp / 0x40) % 0x40, 0x80 + cp % 0x40)
+    return string.char(0xE0 + math.floor(cp / 0x1000), 0x80 + math.floor(cp / 0x40) % 0x40,
+      0x80 + cp % 0x40)
   end
   return string.char(0xF0 + math.floor(cp / 0x40000), 0x80 + math.floor(cp / 0x1000) % 0x40,
     0x80 + math.floor(cp / 0x40) % 0x40, 0x80 + cp % 0x40)
 end
 
-local simple = { ['"'] = '"', ["\\"] = "\\", ["/"] = "/", b = "\b", f = "\f", n = "\n", r = "\r", t = "\t" }
+local simple = { ['"'] = '"', ["\\"] = "\\", ["/"] = "/", b = "\b", f = "\f", n = "\n",
+  r = "\r", t = "\t" }
 
 local function decode_string(s, i)
   -- s:sub(i, i) == '"'
@@ -236,15 +241,14 @@ end
 -- decode(text) -> value. null decodes to json.null; objects carry json.object's metatable,
 -- so they re-encode as objects even when empty.
 function M.decode(s)
-  if type(s) ~= "string" then error("idxlab: json.decode expects a string", 2) end
-  local ok, v, i = pcall(decode_value, s, 1)
-  if not ok then error(v, 2) end
+  if type(s) ~= "string" then fail("json.decode expects a string") end
+  local v, i = decode_value(s, 1)
   i = skip(s, i)
   if i <= #s then
-    local ok2, err = pcall(decode_error, s, i, "trailing text")
-    if not ok2 then error(err, 2) end
+    decode_error(s, i, "trailing text")
   end
   return v
 end
 
-return M
+-- The public boundary: encode and decode (null and object are plain values and a marker).
+return errors.wrap(M, { "object" })

@@ -2,7 +2,12 @@
 -- redrawn in place (the point, its parameters, the ETA and the last metric), via lua-term;
 -- otherwise (a pipe, a log file, CI) one plain line per finished point. Notes (skipped or
 -- failed points) print on their own line without breaking the bar.
--- IDXLAB_PROGRESS=bar|plain|off forces a style.
+-- IDXLAB_PROGRESS=bar|plain|off forces a style. Times come from the library's one host
+-- monotonic clock (idxlab.ffi.now_us).
+local core = require("idxlab.ffi")
+local errors = require("idxlab.errors")
+local fail = errors.fail
+
 local M = {}
 
 local term_ok, term = pcall(require, "term")
@@ -29,27 +34,9 @@ local function fmt_value(v)
 end
 M.fmt_value = fmt_value
 
-local function monotonic_now()
-  -- os.time has 1 s resolution; os.clock is CPU time of this process (wrong when kernels
-  -- use several threads or the GPU). gettimeofday through the FFI when available.
-  local ok, ffi = pcall(require, "ffi")
-  if ok then
-    pcall(ffi.cdef, [[
-      typedef struct idxlab_progress_timespec { long tv_sec; long tv_nsec; } idxlab_progress_timespec;
-      int clock_gettime(int clk_id, idxlab_progress_timespec *tp);
-    ]])
-    local ts = ffi.new("idxlab_progress_timespec")
-    local okc = pcall(function() return ffi.C.clock_gettime(1, ts) end) -- CLOCK_MONOTONIC
-    if okc then
-      return function()
-        ffi.C.clock_gettime(1, ts)
-        return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) * 1e-9
-      end
-    end
-  end
-  return os.time
-end
-M.now = monotonic_now()
+-- Seconds on the monotonic clock (os.time has 1 s resolution; os.clock is this process's CPU
+-- time, wrong when kernels use several threads or the GPU).
+function M.now() return core.now_us() * 1e-6 end
 
 -- The styles progress.new takes.
 M.STYLES = { bar = true, plain = true, off = true }
@@ -58,10 +45,10 @@ M.STYLES = { bar = true, plain = true, off = true }
 --               width = columns, title = "name" }
 function M.new(opts)
   opts = opts or {}
-  if type(opts) ~= "table" then error("idxlab: progress.new: options must be a table", 2) end
+  if type(opts) ~= "table" then fail("progress.new: options must be a table") end
   local total = opts.total or 0
   if type(total) ~= "number" or total < 0 then
-    error(("idxlab: progress.new: total = %s: must be a non-negative number"):format(tostring(total)), 2)
+    fail("progress.new: total = %s: must be a non-negative number", tostring(total))
   end
   local out = opts.out or io.stderr
   local style = opts.style or os.getenv("IDXLAB_PROGRESS")
@@ -69,7 +56,7 @@ function M.new(opts)
     style = (term_ok and term.isatty(out)) and "bar" or "plain"
   end
   if not M.STYLES[style] then
-    error(("idxlab: progress style = %s: must be bar, plain or off"):format(tostring(style)), 2)
+    fail("progress style = %s: must be bar, plain or off", tostring(style))
   end
   local width = opts.width or tonumber(os.getenv("COLUMNS") or "")
   if not width and style == "bar" then
@@ -111,8 +98,10 @@ function Progress:draw()
   local frac = self.total > 0 and self.done / self.total or 1
   local barw = 20
   local filled = math.floor(frac * barw + 0.5)
-  local head = ("[%s%s] %d/%d"):format(("="):rep(filled), (" "):rep(barw - filled), self.done, self.total)
-  local tail = " | ETA " .. fmt_duration(self:eta()) .. (self.last_metric and (" | " .. self.last_metric) or "")
+  local head = ("[%s%s] %d/%d"):format(("="):rep(filled), (" "):rep(barw - filled), self.done,
+    self.total)
+  local tail = " | ETA " .. fmt_duration(self:eta())
+    .. (self.last_metric and (" | " .. self.last_metric) or "")
   local room = self.width - 1 - #head - #tail - 3
   local desc = self.current or ""
   if room < 8 then desc = "" elseif #desc > room then desc = desc:sub(1, room - 3) .. "..." end
@@ -138,8 +127,9 @@ function Progress:finish_point(metric_name, value)
   end
   if self.style == "plain" then
     local took = self.point_started and (M.now() - self.point_started) or 0
-    self.out:write(("[%d/%d] %s%s (%s, ETA %s)\n"):format(self.done, self.total, self.current or "",
-      self.last_metric and (": " .. self.last_metric) or "", fmt_duration(took), fmt_duration(self:eta())))
+    self.out:write(("[%d/%d] %s%s (%s, ETA %s)\n"):format(self.done, self.total,
+      self.current or "", self.last_metric and (": " .. self.last_metric) or "",
+      fmt_duration(took), fmt_duration(self:eta())))
     self.out:flush()
   else
     self:draw()
@@ -169,4 +159,5 @@ function Progress:finish()
   end
 end
 
-return M
+-- The public boundary: new (the formatters and the clock raise nothing).
+return errors.wrap(M, { "fmt_duration", "fmt_value", "now" })
