@@ -10,6 +10,8 @@
 #                   runtime preloaded (LD_PRELOAD=libasan), with detect_leaks=0: LuaJIT's own
 #                   allocator and the interpreter's exit are not ours to leak-check, so leak
 #                   detection is left to the C tests.
+#   make check      the tree's static rules (scripts/check.sh: luacheck, the core/ include and
+#                   symbol rule, line lengths, ...) over $(BUILD); ends "N passed, N failed"
 #   make fuzz SECONDS=N   every libFuzzer harness for N seconds (clang)
 #   make gpu-bundle       pack LuaJIT and busted for the GPU machine (no network, no Lua)
 #   make install PREFIX=/usr/local
@@ -22,7 +24,8 @@ SETUP ?= 1
 SANITIZE ?= 0
 SECONDS ?= 20
 
-NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+NVCC ?= $(shell command -v nvcc 2>/dev/null || \
+  { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
 ifeq ($(SANITIZE),1)
   CUDA := 0
   BUILD := build-san
@@ -38,14 +41,16 @@ CC ?= cc
 # -ffp-contract=off: no fused multiply-adds the source does not write (gcc's ISO C default, not
 # clang's): the workload generator and the references must give the GPU's _rn bits.
 # core/ is compiled without -Ikernels: the runtime never includes a kernel header.
-CFLAGS_BASE := -std=c11 -O2 -g -Wall -Wextra -Werror -fPIC -fopenmp -ffp-contract=off -D_GNU_SOURCE \
-  -Iinclude -Icore
+# -fvisibility=hidden: libidxlab.so exports only what include/idxlab.h marks IXL_API.
+CFLAGS_BASE := -std=c11 -O2 -g -Wall -Wextra -Werror -fPIC -fopenmp -ffp-contract=off \
+  -fvisibility=hidden -D_GNU_SOURCE -Iinclude -Icore
 LDLIBS := -fopenmp -lopenblas -lm
 ifeq ($(SANITIZE),1)
   CC := clang
   # clang runs the OpenMP loops in parallel only with its own runtime (libomp, from
   # libomp-14-dev); -fopenmp=libgomp would compile them as serial code.
-  CFLAGS_BASE += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+  CFLAGS_BASE += -fsanitize=address,undefined -fno-omit-frame-pointer \
+    -fno-sanitize-recover=undefined
   LDLIBS := -fsanitize=address,undefined -fopenmp -lopenblas -lm
 endif
 CFLAGS ?=
@@ -61,17 +66,21 @@ ifeq ($(CUDA),1)
   CU_OBJ := $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(CU_SRC))
   NVCCFLAGS ?= -O3 -std=c++17 -lineinfo --expt-relaxed-constexpr \
     -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_80,code=sm_80 \
-    -Xcompiler -fPIC -Xcompiler -Wall -Iinclude -Icore -Ikernels -DIXL_WITH_CUDA
+    -Xcompiler -fPIC -Xcompiler -Wall -Xcompiler -fvisibility=hidden \
+    -Iinclude -Icore -Ikernels -DIXL_WITH_CUDA
   LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcurand -lstdc++
 else
   CU_OBJ :=
 endif
 
 LIB := $(BUILD)/libidxlab.so
+# The same objects as a static archive, for the C white-box tests: they call internal symbols
+# (ixl_check_*, ixl_engine_*, ...) that the shared library no longer exports.
+LIB_A := $(BUILD)/libidxlab.a
 CDEF := $(BUILD)/idxlab_cdef.h
 C_TESTS := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
 
-.PHONY: all setup run test test-c test-lua fuzz clean install gpu-bundle check-setup
+.PHONY: all setup run test test-c test-lua fuzz clean install gpu-bundle check-setup check
 all: $(LIB) $(CDEF)
 
 setup:
@@ -98,20 +107,30 @@ $(LIB): $(OBJ) $(CU_OBJ)
 	@echo "  LD      $@"
 	@$(CC) -shared -Wl,-z,nodelete -o $@ $^ $(LDLIBS)
 
+$(LIB_A): $(OBJ) $(CU_OBJ)
+	@echo "  AR      $@"
+	@rm -f $@
+	@ar rcs $@ $^
+
 $(CDEF): include/idxlab.h scripts/gen_cdef.sh
 	@mkdir -p $(BUILD)
 	@CC=$(CC) scripts/gen_cdef.sh include/idxlab.h $@
 
-$(BUILD)/tests/%: tests/c/%.c tests/c/check.h $(LIB)
+$(BUILD)/tests/%: tests/c/%.c tests/c/check.h $(LIB_A)
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
-	@$(CC) $(ALL_CFLAGS) -Ikernels -Itests/c $< -o $@ -L$(BUILD) -Wl,-rpath,$(abspath $(BUILD)) -lidxlab $(LDLIBS)
+	@$(CC) $(ALL_CFLAGS) -Ikernels -Itests/c $< -o $@ $(LIB_A) $(LDLIBS)
 
 run: setup all
 	IDXLAB_LIBDIR=$(abspath $(BUILD)) bin/idxlab run experiments/quick.lua
 
 test: setup all $(C_TESTS)
 	@BUILD=$(BUILD) SANITIZE=$(SANITIZE) CC=$(CC) scripts/run_tests.sh
+
+# The symbol rule reads $(BUILD)/obj, so the library is built first.
+check: all
+	@if [ -f scripts/check.sh ]; then BUILD=$(BUILD) bash scripts/check.sh; \
+	else echo "make check: scripts/check.sh is missing"; echo "0 passed, 1 failed"; exit 1; fi
 
 fuzz: setup
 	@SECONDS_EACH=$(SECONDS) scripts/fuzz.sh

@@ -17,9 +17,10 @@ SECS=${SECONDS_EACH:-20}
 OUT=build-fuzz
 CC=${FUZZ_CC:-clang}
 JOBS=${FUZZ_JOBS:-2}
-CFLAGS=(-std=c11 -O1 -g -Wall -Wextra -Werror -fPIC -ffp-contract=off -D_GNU_SOURCE -Iinclude -Icore -Ikernels -Itests/fuzz
-  -fopenmp -fno-omit-frame-pointer -fsanitize=address,undefined
-  -fno-sanitize-recover=undefined)
+# The Makefile's flags (hidden visibility; core/ without -Ikernels), plus coverage and sanitizers.
+CFLAGS=(-std=c11 -O1 -g -Wall -Wextra -Werror -fPIC -ffp-contract=off -fvisibility=hidden
+  -D_GNU_SOURCE -Iinclude -Icore -Itests/fuzz -fopenmp -fno-omit-frame-pointer
+  -fsanitize=address,undefined -fno-sanitize-recover=undefined)
 LIBS=(-fopenmp -lopenblas -lm)
 
 if ! command -v "$CC" >/dev/null; then
@@ -35,7 +36,10 @@ newest_header=$(ls -t "${headers[@]}" 2>/dev/null | head -n1)
 objs=() pids=() build_failed=0
 compile() { # src obj
   mkdir -p "$(dirname "$2")"
-  "$CC" "${CFLAGS[@]}" -fsanitize=fuzzer-no-link -c "$1" -o "$2" 2>"$2.err" || { cat "$2.err"; rm -f "$2"; return 1; }
+  local inc=()
+  case "$1" in kernels/*) inc=(-Ikernels) ;; esac
+  "$CC" "${CFLAGS[@]}" "${inc[@]}" -fsanitize=fuzzer-no-link -c "$1" -o "$2" 2>"$2.err" ||
+    { cat "$2.err"; rm -f "$2"; return 1; }
   rm -f "$2.err"
 }
 for src in core/*.c kernels/*.c kernels/*/*.c; do
@@ -63,7 +67,8 @@ for hsrc in tests/fuzz/fuzz_*.c; do
   h=$(basename "$hsrc" .c)
   if [ -n "${FUZZ_ONLY:-}" ] && [ "$h" != "$FUZZ_ONLY" ]; then continue; fi
   bin=$OUT/$h
-  if ! "$CC" "${CFLAGS[@]}" -fsanitize=fuzzer "$hsrc" "${objs[@]}" -o "$bin" "${LIBS[@]}" 2>"$OUT/logs/$h.build"; then
+  if ! "$CC" "${CFLAGS[@]}" -Ikernels -fsanitize=fuzzer "$hsrc" "${objs[@]}" -o "$bin" \
+    "${LIBS[@]}" 2>"$OUT/logs/$h.build"; then
     echo "  $h: did not build:"
     head -n 20 "$OUT/logs/$h.build"
     failed=$((failed + 1))
@@ -92,7 +97,8 @@ for hsrc in tests/fuzz/fuzz_*.c; do
     echo "  $h: ${runs:-?} executions in ${SECS} s, corpus $seeds -> $corpus inputs, no crash"
     passed=$((passed + 1))
   else
-    echo "  $h: CRASHED after ${runs:-?} executions (exit $rc); input: ${artifacts:-none saved}; log: $log"
+    echo "  $h: CRASHED after ${runs:-?} executions (exit $rc);" \
+      "input: ${artifacts:-none saved}; log: $log"
     grep -E 'ERROR|invariant broken|runtime error|SUMMARY' "$log" | head -n 8 | sed 's/^/    /'
     failed=$((failed + 1))
   fi
