@@ -2,7 +2,8 @@
  * per-row scratch allocated once, and build(batch), which writes one step's row metadata into
  * that scratch and hands back views of it without allocating anything. It chunks prefill with
  * the chunker's greedy walk (chunker.h), so a step and ixl_chunk_plan always agree. */
-#include "internal.h"
+#include "ctx.h"
+#include "tensor_check.h"
 #include "chunker.h"
 
 #include <stdio.h>

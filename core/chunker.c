@@ -3,7 +3,8 @@
  * clamp of the sparse path. ixl_chunk_plan is the public entry; the builder (builder.c) runs
  * the same greedy walk through ixl_chunk_greedy (chunker.h) so that both always agree. The
  * config rules come from config.c; nothing here calls the builder. */
-#include "internal.h"
+#include "ctx.h"
+#include "tensor_check.h"
 #include "chunker.h"
 
 #include <string.h>

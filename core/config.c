@@ -2,7 +2,8 @@
  * (every rule, with a message naming the fields the user can change, their values and the
  * rule) and the sparse_block_kv rule. It depends on nothing but the runtime, so the builder and
  * the chunker both build on it without needing each other. */
-#include "internal.h"
+#include "ctx.h"
+#include "tensor_check.h"
 
 #include <stdio.h>
 #include <string.h>

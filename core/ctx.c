@@ -1,6 +1,8 @@
 /* ctx.c - the context: backend choice, seed, threads, counted allocation and timers. Nothing
  * in idxlab is global; everything hangs off an ixl_ctx. */
-#include "internal.h"
+#include "ctx.h"
+#include "cuda_rt.h"
+#include "tensor_check.h"
 
 #include <stdio.h>
 #include <stdlib.h>

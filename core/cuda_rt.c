@@ -1,7 +1,9 @@
 /* cuda_rt.c - the CUDA runtime glue: device detection at run time, the stream, device
  * allocation, error translation (sticky faults poison the context), timers and graphs.
  * Built with plain cc against cudart; with CUDA=0 every entry answers "built without CUDA". */
-#include "internal.h"
+#include "ctx.h"
+#include "cuda_rt.h"
+#include "tensor_check.h"
 
 #include <stdio.h>
 #include <stdlib.h>

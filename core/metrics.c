@@ -6,7 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "ctx.h"
+#include "tensor_check.h"
 
 /* Position lists take [R] or [R, k]; per-row values (counts, valid, end, mismatches: one
  * number a row) take exactly [R]. */

@@ -16,11 +16,13 @@
  * The data are copied into 64-byte aligned host memory, so ixl_st_data pointers are aligned
  * for their dtype (a tensor at a misaligned offset gets its own aligned copy).
  * The JSON parser, its arena and the text helpers are in core/json.c. */
-#include "internal.h"
+#include "ctx.h"
+#include "tensor_check.h"
 #include "json.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,8 @@
 /* status.c - status names and messages from the one X-macro list, and the per-context
  * last-error message. */
-#include "internal.h"
+#include "ctx.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 

@@ -1,6 +1,8 @@
 /* tensor.c - tensor descriptors: allocation on host or device, views, copies, fills, and
  * the checks every kernel runs on its arguments. */
-#include "internal.h"
+#include "ctx.h"
+#include "cuda_rt.h"
+#include "tensor_check.h"
 
 #include <math.h>
 #include <stdio.h>
