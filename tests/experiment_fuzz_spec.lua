@@ -26,16 +26,17 @@ local function rnd(a, b) return a + rand_u32() % (b - a + 1) end
 local function pick(list) return list[rnd(1, #list)] end
 local function chance(p) return rand_u32() / 4294967296 < p end
 
-local SHIPPED = { "candidate_block_size", "sparse_block_kv", "chunk_budget", "candidate_topk_blocks",
-  "context_scaling", "block_score" }
+local SHIPPED = { "candidate_block_size", "sparse_block_kv", "chunk_budget",
+  "candidate_topk_blocks", "context_scaling", "block_score" }
 
 local vocab = {}
 for _, k in ipairs(experiment.TOP_FIELDS) do vocab[#vocab + 1] = k end
 for _, k in ipairs(config.field_names()) do vocab[#vocab + 1] = k end
-for _, k in ipairs({ "recall_at_k", "time_step_us", "num_chunks", "decode", "prefill", "rows", "context", "contexts",
-  "query_len", "context_len", "requests", "consumer_layers", "locality", "kind", "replay", "files", "x", "y", "series",
-  "workload.locality", "workload.decode.context", "config.index_topk", "all", "auto", "length", "chunks", "step",
-  "warmup", "iters", "", "_", "seed", "sweep.x", "__index" }) do
+for _, k in ipairs({ "recall_at_k", "time_step_us", "num_chunks", "decode", "prefill", "rows",
+  "context", "contexts", "query_len", "context_len", "requests", "consumer_layers", "locality",
+  "kind", "replay", "files", "x", "y", "series", "workload.locality", "workload.decode.context",
+  "config.index_topk", "all", "auto", "length", "chunks", "step", "warmup", "iters", "", "_",
+  "seed", "sweep.x", "__index", "logits", "select", "variant.logits", "v1" }) do
   vocab[#vocab + 1] = k
 end
 
@@ -43,10 +44,14 @@ local function rand_scalar()
   local r = rnd(1, 14)
   if r == 1 then return rnd(-3, 3) end
   if r == 2 then return 2 ^ rnd(0, 12) end
-  if r == 3 then return pick({ 0.5, -1e300, 1e308 * 10, -(1e308 * 10), 2 ^ 53, 2 ^ 63, 1e-320, 3.75 }) end
+  if r == 3 then
+    return pick({ 0.5, -1e300, 1e308 * 10, -(1e308 * 10), 2 ^ 53, 2 ^ 63, 1e-320, 3.75 })
+  end
   if r == 4 then return pick({ true, false }) end
   if r <= 8 then return pick(vocab) end
-  if r == 9 then return pick({ "mxfp4", "fp8", "bf16", "bf16+fp32", "max", "logsumexp", "cpu", "cuda", "gpu" }) end
+  if r == 9 then
+    return pick({ "mxfp4", "fp8", "bf16", "bf16+fp32", "max", "logsumexp", "cpu", "cuda", "gpu" })
+  end
   if r == 10 then return ("x"):rep(rnd(0, 300)) end
   if r == 11 then return "\0\255\n\"" end
   if r == 12 then return pick({ 8, 16, 32, 64, 128, 512, 2048, 4096 }) end
@@ -112,7 +117,8 @@ local function check(case, f, ...)
   if not ok then
     local msg = tostring(res)
     local clean = msg:match("idxlab: .*")
-    assert(clean ~= nil and not msg:find("^idxlab: .*stack traceback") , ("case %s (seed %d): not a clean error: %s"):format(case, SEED, msg))
+    assert(clean ~= nil and not msg:find("^idxlab: .*stack traceback"),
+      ("case %s (seed %d): not a clean error: %s"):format(case, SEED, msg))
     assert(not clean:find("attempt to ", 1, true) or clean:find("error while loading", 1, true),
       ("case %s (seed %d): an internal error: %s"):format(case, SEED, msg))
     return "error"
@@ -121,10 +127,12 @@ local function check(case, f, ...)
   assert(type(plan) == "table" and type(plan.points) == "table" and #plan.points >= 1,
     ("case %s (seed %d): a plan without points"):format(case, SEED))
   for i, pt in ipairs(plan.points) do
-    assert(pt.index == i - 1, ("case %s (seed %d): point %d has index %s"):format(case, SEED, i, tostring(pt.index)))
+    assert(pt.index == i - 1, ("case %s (seed %d): point %d has index %s")
+      :format(case, SEED, i, tostring(pt.index)))
     assert(type(pt.config) == "table" and type(pt.effective.sparse_block_kv) == "number",
       ("case %s (seed %d): point %d without a resolved config"):format(case, SEED, i))
-    assert(type(pt.hash) == "string" and pt.hash:match("^%x+$"), ("case %s (seed %d): bad hash"):format(case, SEED))
+    assert(type(pt.hash) == "string" and pt.hash:match("^%x+$"),
+      ("case %s (seed %d): bad hash"):format(case, SEED))
     assert(type(pt.workload) == "table" and type(pt.seed) == "number")
   end
   assert(type(experiment.describe(plan)) == "string")
@@ -178,8 +186,9 @@ describe("the experiment loader under fuzzing", function()
       assert.is_string(text, name)
       texts[#texts + 1] = text
     end
-    local tokens = { "{", "}", ",", "=", "nil", "0", "-1", "\"x\"", "1e309", "...", "(", ")", "[", "]", "--", "\n",
-      "while true do end ", "return 1 ", "local ", "\"all\"", "zip = true,", "sweep = 3,", "error('boom')", "{}" }
+    local tokens = { "{", "}", ",", "=", "nil", "0", "-1", "\"x\"", "1e309", "...", "(", ")", "[",
+      "]", "--", "\n", "while true do end ", "return 1 ", "local ", "\"all\"", "zip = true,",
+      "sweep = 3,", "error('boom')", "{}" }
     local path = tmpfile()
     local counts = { error = 0, plan = 0 }
     for i = 1, N do
@@ -210,15 +219,19 @@ describe("the experiment loader under fuzzing", function()
 
   it("gives a clean error or a valid plan for random --set lists", function()
     reseed(SEED + 3)
-    local keys = { "candidate_block_size", "candidate_topk_blocks", "sparse_block_kv", "index_topk", "seed", "repeats",
-      "backend", "mode", "by", "metrics", "zip", "name", "workload.locality", "workload.decode.rows",
-      "workload.decode", "sweep.block_score", "sweep.workload.locality", "sweep.seed", "config.page_size",
-      "max_logits_bytes", "kv_format", "nonsense", "sweep.nonsense", "workload..x", "=", "" }
-    local values = { "8", "16,32", "all", "auto", "64MiB", "1.5", "-3", "true", "x", "", "1,,2", "cpu", "cuda", "length",
-      "chunks", "recall_at_k", "8,8", "1e400", "mxfp8" }
-    for i = 1, N do
+    local keys = { "candidate_block_size", "candidate_topk_blocks", "sparse_block_kv", "index_topk",
+      "seed", "repeats", "backend", "mode", "by", "metrics", "zip", "name", "workload.locality",
+      "workload.decode.rows", "workload.decode", "sweep.block_score", "sweep.workload.locality",
+      "sweep.seed", "config.page_size", "max_logits_bytes", "kv_format", "nonsense",
+      "sweep.nonsense", "workload..x", "=", "", "variant.logits", "sweep.variant.select",
+      "variant.nope" }
+    local values = { "8", "16,32", "all", "auto", "64MiB", "1.5", "-3", "true", "x", "", "1,,2",
+      "cpu", "cuda", "length", "chunks", "recall_at_k", "8,8", "1e400", "mxfp8", "v1,v2" }
+    for _ = 1, N do
       local sets = {}
-      for _ = 1, rnd(1, 3) do sets[#sets + 1] = pick(keys) .. (chance(0.9) and "=" or "") .. pick(values) end
+      for _ = 1, rnd(1, 3) do
+        sets[#sets + 1] = pick(keys) .. (chance(0.9) and "=" or "") .. pick(values)
+      end
       check("--set " .. table.concat(sets, " "), experiment.plan, valid_base(), { set = sets })
     end
   end)

@@ -30,7 +30,10 @@ local function lines_of(path)
 end
 local function sink()
   local s = { text = {} }
-  function s:write(...) for _, x in ipairs({ ... }) do self.text[#self.text + 1] = tostring(x) end return self end
+  function s:write(...)
+    for _, x in ipairs({ ... }) do self.text[#self.text + 1] = tostring(x) end
+    return self
+  end
   function s:flush() return self end
   function s:str() return table.concat(self.text) end
   return s
@@ -109,7 +112,8 @@ describe("sweep expansion", function()
 
   it("zips groups and takes the product with the other fields", function()
     local e = base_exp()
-    e.sweep = { candidate_block_size = { 8, 16 }, candidate_topk_blocks = { 128, 64 }, block_score = { "max", "mean", "sum" } }
+    e.sweep = { candidate_block_size = { 8, 16 }, candidate_topk_blocks = { 128, 64 },
+      block_score = { "max", "mean", "sum" } }
     e.zip = { { "candidate_block_size", "candidate_topk_blocks" } }
     e.plots = nil
     local plan = experiment.plan(e)
@@ -137,7 +141,8 @@ describe("sweep expansion", function()
       table.insert(got[cbs], pt.config.sparse_block_kv)
     end
     for _, cbs in ipairs({ 8, 32 }) do
-      local c = config.resolve({ candidate_block_size = cbs, candidate_topk_blocks = 64, index_topk = 64 })
+      local c = config.resolve({ candidate_block_size = cbs, candidate_topk_blocks = 64,
+        index_topk = 64 })
       assert.are.same(config.valid_sparse_block_kv(c), got[cbs])
     end
     assert.are.same({ 4, 8 }, got[8])
@@ -154,7 +159,8 @@ describe("sweep expansion", function()
     assert.equals(2, #plan.points)
     assert.equals(1, #plan.skipped)
     assert.equals("candidate_block_size=8", plan.skipped[1].desc)
-    assert.matches("candidate_topk_blocks %(96%) %* candidate_block_size %(8%) = 768: must be a multiple of 512", plan.skipped[1].reason)
+    assert.matches("candidate_topk_blocks %(96%) %* candidate_block_size %(8%) = 768: must be a "
+      .. "multiple of 512", plan.skipped[1].reason)
     local d = tmpdir()
     local o = quiet({ out = d })
     local res = experiment.run(e, o)
@@ -174,7 +180,8 @@ describe("sweep expansion", function()
 
   it("sweeps workload knobs, seed and backend", function()
     local e = base_exp()
-    e.sweep = { ["workload.locality"] = { 0, 8 }, seed = { 1, 2 }, ["workload.decode.context"] = { 4096, 8192 } }
+    e.sweep = { ["workload.locality"] = { 0, 8 }, seed = { 1, 2 },
+      ["workload.decode.context"] = { 4096, 8192 } }
     e.plots = { { x = "workload.locality", y = "recall_at_k", series = "seed" } }
     local plan = experiment.plan(e)
     assert.equals(8, #plan.points)
@@ -203,29 +210,41 @@ describe("validation messages", function()
       "field 'config' %(sweep point candidate_block_size=big.*must be an integer" },
     { "name", function(e) e.name = "a b/c" end, "field 'name' = \"a b/c\": must be a name" },
     { "seed", function(e) e.seed = -1 end, "field 'seed' = %-1: must be an integer" },
-    { "backend", function(e) e.backend = "tpu" end, "field 'backend' = \"tpu\": must be cpu, cuda or auto" },
+    { "backend", function(e) e.backend = "tpu" end,
+      "field 'backend' = \"tpu\": must be cpu, cuda or auto" },
     { "mode", function(e) e.mode = "fast" end, "field 'mode' = \"fast\"" },
-    { "repeats", function(e) e.repeats = 0 end, "field 'repeats' = 0: must be an integer in %[1, 1000%]" },
+    { "repeats", function(e) e.repeats = 0 end,
+      "field 'repeats' = 0: must be an integer in %[1, 1000%]" },
     { "by", function(e) e.by = "width" end, "field 'by' = \"width\": must be \"length\"" },
     { "by with chunks (an invalid combination)", function(e)
-      e.mode = "chunks"; e.by = "length"; e.workload.prefill = { { query_len = 8, context_len = 8 } }
+      e.mode = "chunks"; e.by = "length"
+      e.workload.prefill = { { query_len = 8, context_len = 8 } }
     end, "field 'by' = \"length\": only for mode = \"step\"" },
-    { "chunks without prefill (an invalid combination)", function(e) e.mode = "chunks"; e.metrics = nil; e.plots = nil end,
+    { "chunks without prefill (an invalid combination)",
+      function(e) e.mode = "chunks"; e.metrics = nil; e.plots = nil end,
       "mode = \"chunks\" needs workload.prefill" },
-    { "unknown metric, with a suggestion", function(e) e.metrics = { "recall_at_k", "recal_at_k" } end,
-      "field 'metrics%[2%]' = \"recal_at_k\": not a metric of mode step %(did you mean recall_at_k%?%)" },
+    { "unknown metric, with a suggestion",
+      function(e) e.metrics = { "recall_at_k", "recal_at_k" } end,
+      "field 'metrics%[2%]' = \"recal_at_k\": not a metric of mode step "
+        .. "%(did you mean recall_at_k%?%)" },
     { "a step metric in chunks mode", function(e)
       e.mode = "chunks"; e.workload.prefill = { { query_len = 8, context_len = 8 } }; e.plots = nil
     end, "field 'metrics%[1%]' = \"recall_at_k\": not a metric of mode chunks" },
     { "plot x not swept", function(e) e.plots[1].x = "index_topk" end,
-      "field 'plots%[1%]%.x' = \"index_topk\": not a swept field %(swept: candidate_block_size, candidate_topk_blocks%)" },
-    { "plot y not a metric", function(e) e.plots[1].y = "speed" end, "field 'plots%[1%]%.y' = \"speed\": not a metric" },
+      "field 'plots%[1%]%.x' = \"index_topk\": not a swept field "
+        .. "%(swept: candidate_block_size, candidate_topk_blocks%)" },
+    { "plot y not a metric", function(e) e.plots[1].y = "speed" end,
+      "field 'plots%[1%]%.y' = \"speed\": not a metric" },
     { "plot series equal to x", function(e) e.plots[1].series = "candidate_topk_blocks" end,
       "field 'plots%[1%]%.series' = \"candidate_topk_blocks\": the same field as x" },
-    { "unknown plot field", function(e) e.plots[1].colour = "red" end, "field 'plots%[1%]%.colour': unknown" },
-    { "zip lists of different lengths", function(e) e.sweep.candidate_topk_blocks = { 64, 128, 256 }; e.zip = true end,
-      "zipped lists must have equal lengths: candidate_block_size has 2 values, candidate_topk_blocks has 3" },
-    { "zip of an unswept field", function(e) e.zip = { { "candidate_block_size", "index_topk" } } end,
+    { "unknown plot field", function(e) e.plots[1].colour = "red" end,
+      "field 'plots%[1%]%.colour': unknown" },
+    { "zip lists of different lengths",
+      function(e) e.sweep.candidate_topk_blocks = { 64, 128, 256 }; e.zip = true end,
+      "zipped lists must have equal lengths: candidate_block_size has 2 values, "
+        .. "candidate_topk_blocks has 3" },
+    { "zip of an unswept field",
+      function(e) e.zip = { { "candidate_block_size", "index_topk" } } end,
       "field 'zip%[1%]%[2%]' = \"index_topk\": not a swept field" },
     { "zip of sparse_block_kv = all", function(e)
       e.sweep.sparse_block_kv = "all"; e.zip = { { "candidate_block_size", "sparse_block_kv" } }
@@ -240,7 +259,8 @@ describe("validation messages", function()
       "field 'workload.localty': unknown workload knob %(did you mean locality%?%)" },
     { "workload knob of the wrong type", function(e) e.workload.locality = "high" end,
       "field 'workload.locality' = \"high\": must be a number" },
-    { "decode rows", function(e) e.workload.decode.rows = -2 end, "field 'workload.decode.rows' = %-2" },
+    { "decode rows", function(e) e.workload.decode.rows = -2 end,
+      "field 'workload.decode.rows' = %-2" },
     { "prefill context shorter than the query", function(e)
       e.workload.prefill = { requests = 2, query_len = 64, context = 32 }
     end, "field 'workload.prefill.context' = 32: must be >= query_len %(64%)" },
@@ -248,8 +268,10 @@ describe("validation messages", function()
       "a replay workload needs file, files or dir" },
     { "a function value", function(e) e.config.heads = function() return 32 end end,
       "field 'config.heads': a function is not plain data" },
-    { "a table that refers to itself", function(e) e.workload.self = e.workload end, "refers to itself" },
-    { "timing", function(e) e.timing = { warmup = 1, iter = 3 } end, "field 'timing.iter': unknown %(warmup, iters%) %(did you mean iters%?%)" },
+    { "a table that refers to itself", function(e) e.workload.self = e.workload end,
+      "refers to itself" },
+    { "timing", function(e) e.timing = { warmup = 1, iter = 3 } end,
+      "field 'timing.iter': unknown %(warmup, iters%) %(did you mean iters%?%)" },
   }
   for _, c in ipairs(cases) do
     it("rejects " .. c[1], function()
@@ -266,7 +288,8 @@ describe("validation messages", function()
     local path = d .. "/bad.lua"
     write(path, "return { name = 'bad', sweep = { candidate_blok_size = { 8 } } }\n")
     local msg, raw = err_of(function() local p = experiment.plan(path) return p end)
-    assert.matches("^idxlab: " .. path:gsub("%p", "%%%0") .. ": field 'sweep.candidate_blok_size'", msg)
+    assert.matches("^idxlab: " .. path:gsub("%p", "%%%0")
+      .. ": field 'sweep.candidate_blok_size'", msg)
     assert.matches("experiment_spec.lua:%d+: idxlab:", raw)
   end)
 
@@ -275,7 +298,8 @@ describe("validation messages", function()
     local path = d .. "/bad.lua"
     write(path, "return { name = 'bad', repeats = 'many' }\n")
     local called = false
-    local msg = err_of(experiment.run, path, quiet({ out = d, measure = function() called = true end }))
+    local msg = err_of(experiment.run, path,
+      quiet({ out = d, measure = function() called = true end }))
     assert.matches("field 'repeats' = \"many\"", msg)
     assert.is_false(called)
     assert.is_false(results.exists(d .. "/bad/results.jsonl"))
@@ -293,8 +317,10 @@ describe("the sandbox", function()
   it("has no io, os or require", function()
     assert.matches("error while loading: .*io", load_text("io.open('/etc/passwd')\nreturn {}"))
     assert.matches("error while loading: .*os", load_text("os.exit(3)\nreturn {}"))
-    assert.matches("error while loading: .*require", load_text("local x = require('ffi')\nreturn {}"))
-    assert.matches("error while loading: .*loadstring", load_text("loadstring('return 1')()\nreturn {}"))
+    assert.matches("error while loading: .*require",
+      load_text("local x = require('ffi')\nreturn {}"))
+    assert.matches("error while loading: .*loadstring",
+      load_text("loadstring('return 1')()\nreturn {}"))
   end)
 
   it("stops a runaway loop", function()
@@ -305,28 +331,36 @@ describe("the sandbox", function()
     assert.matches("still running after 1000000 instructions", msg)
   end)
 
-  it("stops a loop that hides inside pcall, and refuses Lua patterns and huge method reps", function()
+  it("stops a loop that hides inside pcall, and refuses Lua patterns and huge method reps",
+    function()
     local keep = experiment.MAX_INSTRUCTIONS
     experiment.MAX_INSTRUCTIONS = 1e6
-    local msg = load_text("for i = 1, 1e15 do pcall(function() for j = 1, 1e9 do end end) end\nreturn {}\n")
+    local msg = load_text("for i = 1, 1e15 do pcall(function() for j = 1, 1e9 do end end) end\n"
+      .. "return {}\n")
     experiment.MAX_INSTRUCTIONS = keep
     assert.matches("still running after 1000000 instructions", msg)
     -- a backtracking pattern would run in C, out of the hook's reach
     assert.matches("string.find: only plain find",
       load_text("string.find(string.rep('a', 40), string.rep('a*', 20) .. 'b')\nreturn {}\n"))
-    assert.matches("string.match: Lua patterns are not available", load_text("local x = ('abc'):match('b')\nreturn {}\n"))
-    assert.matches("string.rep: result longer than 16 MiB", load_text("local x = ('x'):rep(2 ^ 30)\nreturn {}\n"))
-    assert.matches("string.rep: result longer than 16 MiB", load_text("local x = (''):rep(2 ^ 30, 'x')\nreturn {}\n"))
+    assert.matches("string.match: Lua patterns are not available",
+      load_text("local x = ('abc'):match('b')\nreturn {}\n"))
+    assert.matches("string.rep: result longer than 16 MiB",
+      load_text("local x = ('x'):rep(2 ^ 30)\nreturn {}\n"))
+    assert.matches("string.rep: result longer than 16 MiB",
+      load_text("local x = (''):rep(2 ^ 30, 'x')\nreturn {}\n"))
     assert.matches("table.concat: result longer than 16 MiB",
-      load_text("local t = {} for i = 1, 32 do t[i] = ('x'):rep(2 ^ 24) end\nreturn { name = table.concat(t) }\n"))
+      load_text("local t = {} for i = 1, 32 do t[i] = ('x'):rep(2 ^ 24) end\n"
+        .. "return { name = table.concat(t) }\n"))
     assert.equals(3, ("abc"):find("c", 1, true)) -- the real string methods are back afterwards
     assert.equals("b", ("abc"):match("b"))
     local d = tmpdir()
-    write(d .. "/plain.lua", "return { name = ('x'):rep(3) .. tostring(('abc'):find('b', 1, true)) }\n")
+    write(d .. "/plain.lua",
+      "return { name = ('x'):rep(3) .. tostring(('abc'):find('b', 1, true)) }\n")
     assert.equals("xxx2", experiment.load(d .. "/plain.lua").name)
   end)
 
-  it("restores the hook and the string methods when the budget runs out just as the file ends", function()
+  it("restores the hook and the string methods when the budget runs out just as the file ends",
+    function()
     local keep = experiment.MAX_INSTRUCTIONS
     experiment.MAX_INSTRUCTIONS = 1e5
     -- budgets that end at every instruction near the file's last ones
@@ -342,16 +376,19 @@ describe("the sandbox", function()
   end)
 
   it("reports syntax errors, missing files and non-table results", function()
-    assert.matches("cannot read experiment file /tmp: not a regular file", err_of(experiment.load, "/tmp"))
+    assert.matches("cannot read experiment file /tmp: not a regular file",
+      err_of(experiment.load, "/tmp"))
     assert.matches("x%.lua:%d+: does not parse: ", load_text("return { name = \n"))
     assert.matches("must return a table %(the experiment%), got number", load_text("return 42\n"))
-    assert.matches("cannot read experiment file /nonexistent/e%.lua", err_of(experiment.load, "/nonexistent/e.lua"))
+    assert.matches("cannot read experiment file /nonexistent/e%.lua",
+      err_of(experiment.load, "/nonexistent/e.lua"))
   end)
 
   it("gives the file math, string and table", function()
     local d = tmpdir()
     local path = d .. "/ok.lua"
-    write(path, "local l = {}\nfor i = 0, 3 do l[#l + 1] = math.floor(2 ^ (3 + i)) end\nreturn { name = string.format('e%d', 1), sweep = { candidate_block_size = l } }\n")
+    write(path, "local l = {}\nfor i = 0, 3 do l[#l + 1] = math.floor(2 ^ (3 + i)) end\n"
+      .. "return { name = string.format('e%d', 1), sweep = { candidate_block_size = l } }\n")
     local e = experiment.load(path)
     assert.are.same({ 8, 16, 32, 64 }, e.sweep.candidate_block_size)
     assert.equals("e1", e.name)
@@ -368,7 +405,8 @@ describe("--set", function()
   end)
 
   it("sweeps with a list, sparse_block_kv=all and sweep.<field>", function()
-    local plan = experiment.plan(base_exp(), { set = { "candidate_topk_blocks=64,128,256", "sparse_block_kv=all" } })
+    local plan = experiment.plan(base_exp(),
+      { set = { "candidate_topk_blocks=64,128,256", "sparse_block_kv=all" } })
     -- cbs 8: sbk 4, 8; cbs 16: 4, 8, 16; times 3 T values
     assert.equals(15, #plan.points)
     plan = experiment.plan(base_exp(), { set = { "sweep.block_score=max,mean" } })
@@ -379,8 +417,10 @@ describe("--set", function()
   end)
 
   it("sets seed, repeats, backend, name, metrics and workload knobs", function()
-    local plan = experiment.plan(base_exp(), { set = { "seed=11", "repeats=3", "name=other", "metrics=mass_recall,recall_at_k",
-      "workload.decode.rows=5", "workload.locality=2.5", "max_logits_bytes=64MiB", "timing.iters=3" } })
+    local plan = experiment.plan(base_exp(), { set = { "seed=11", "repeats=3", "name=other",
+      "metrics=mass_recall,recall_at_k",
+      "workload.decode.rows=5", "workload.locality=2.5", "max_logits_bytes=64MiB",
+      "timing.iters=3" } })
     assert.equals(3, plan.exp.timing.iters)
     assert.equals(12, #plan.points)
     assert.equals(11, plan.points[1].seed)
@@ -397,9 +437,12 @@ describe("--set", function()
       err_of(experiment.plan, base_exp(), { set = { "candidate_blok_size=8" } }))
     assert.matches("candidate_block_size = abc: must be an integer",
       err_of(experiment.plan, base_exp(), { set = { "candidate_block_size=abc" } }))
-    assert.matches("%-%-set \"seed\": must be key=value", err_of(experiment.plan, base_exp(), { set = { "seed" } }))
-    assert.matches("field 'seed' = \"x\"", err_of(experiment.plan, base_exp(), { set = { "seed=x" } }))
-    assert.matches("sweep.colour: unknown field", err_of(experiment.plan, base_exp(), { set = { "sweep.colour=1,2" } }))
+    assert.matches("%-%-set \"seed\": must be key=value",
+      err_of(experiment.plan, base_exp(), { set = { "seed" } }))
+    assert.matches("field 'seed' = \"x\"",
+      err_of(experiment.plan, base_exp(), { set = { "seed=x" } }))
+    assert.matches("sweep.colour: unknown field",
+      err_of(experiment.plan, base_exp(), { set = { "sweep.colour=1,2" } }))
   end)
 end)
 
@@ -416,12 +459,14 @@ describe("dry run", function()
     for _ in text:gmatch("\n  config: heads=32 head_dim=128 index_topk=64 ") do n = n + 1 end
     assert.equals(2, n)
     assert.matches("skipped %(2: refused by the builder", text)
-    assert.matches("candidate_block_size=12 candidate_topk_blocks=64: sparse_block_kv = auto: pick_sparse_block_kv", text)
+    assert.matches("candidate_block_size=12 candidate_topk_blocks=64: sparse_block_kv = auto: "
+      .. "pick_sparse_block_kv", text)
     assert.is_false(results.is_dir(d .. "/unit"))
   end)
 
   it("works from the command line, from another directory", function()
-    local p = io.popen("cd / && " .. BIN .. " run " .. q(ROOT .. "/experiments/sparse_block_kv.lua") .. " --dry-run 2>&1; echo rc=$?")
+    local p = io.popen("cd / && " .. BIN .. " run " .. q(ROOT .. "/experiments/sparse_block_kv.lua")
+      .. " --dry-run 2>&1; echo rc=$?")
     local out = p:read("*a")
     p:close()
     assert.matches("28 points %(14 point configs x 2 repeats%)", out)
@@ -457,7 +502,8 @@ describe("runs", function()
       assert.is_number(r.seed)
       for _, f in ipairs(config.field_names()) do assert.is_not_nil(r[f], f) end
       assert.is_number(r.sparse_block_kv) -- as the builder chose it, not "auto"
-      for _, m in ipairs({ "logit_mismatches", "recall_at_k", "time_step_us", "scratch_bytes", "num_chunks" }) do
+      for _, m in ipairs({ "logit_mismatches", "recall_at_k", "time_step_us", "scratch_bytes",
+        "num_chunks" }) do
         assert.is_number(r[m], m)
       end
       assert.equals(2, #r.per_layer)
@@ -492,7 +538,9 @@ describe("runs", function()
     local d = tmpdir()
     local e = base_exp()
     local res = experiment.run(e, quiet({ out = d, measure = function(ctx, pt)
-      if pt.config.candidate_topk_blocks == 128 and pt.config.candidate_block_size == 16 then error("idxlab: kernel exploded") end
+      if pt.config.candidate_topk_blocks == 128 and pt.config.candidate_block_size == 16 then
+        error("idxlab: kernel exploded")
+      end
       return fake_measure(ctx, pt)
     end }))
     assert.equals(1, res.status)
@@ -526,12 +574,14 @@ describe("runs", function()
     for i, r in ipairs(rows) do assert.equals(i - 1, r.point) end
   end)
 
-  it("measures on_backend's workload with the swept knobs on top, records it, and hashes it", function()
+  it("measures on_backend's workload with the swept knobs on top, records it, and hashes it",
+    function()
     local d = tmpdir()
     local e = base_exp()
     e.sweep = { ["workload.locality"] = { 0, 8 } }
     e.plots = nil
-    e.on_backend = { cpu = { workload = { decode = { rows = 2, context = 4096 }, prefill = false, consumer_layers = 1 } } }
+    e.on_backend = { cpu = { workload = { decode = { rows = 2, context = 4096 }, prefill = false,
+      consumer_layers = 1 } } }
     local seen = {}
     local res = experiment.run(e, quiet({ out = d, measure = function(ctx, pt)
       seen[#seen + 1] = pt.workload
@@ -546,7 +596,8 @@ describe("runs", function()
     assert.equals(8, rows[2].workload.locality)
     -- a changed on_backend is a different plan: --resume refuses it
     e.on_backend.cpu.workload.decode.context = 2048
-    assert.matches("holds results of a different plan", err_of(experiment.run, e, quiet({ out = d, resume = true })))
+    assert.matches("holds results of a different plan",
+      err_of(experiment.run, e, quiet({ out = d, resume = true })))
   end)
 
   it("runs a point once when two sweep values resolve to the same config", function()
@@ -562,9 +613,13 @@ describe("runs", function()
 
   it("takes an --out that starts with a dash", function()
     local d = tmpdir()
-    local cmd = ("cd %s && %s run %s --out -dash --progress off --set metrics=recall_at_k >/dev/null 2>&1"):format(
+    local cmd = ("cd %s && %s run %s --out -dash --progress off --set metrics=recall_at_k "
+      .. ">/dev/null 2>&1"):format(
       q(d), q(BIN), q(d .. "/e.lua"))
-    write(d .. "/e.lua", "return { name = 'dash', seed = 1, backend = 'cpu', workload = { decode = { rows = 2, context = 4096 }, prefill = false, consumer_layers = 1 }, config = { index_topk = 64, max_rows = 8, max_model_len = 8192, candidate_topk_blocks = 64, heads = 4 } }\n")
+    write(d .. "/e.lua", "return { name = 'dash', seed = 1, backend = 'cpu', workload = { "
+      .. "decode = { rows = 2, context = 4096 }, prefill = false, consumer_layers = 1 }, "
+      .. "config = { index_topk = 64, max_rows = 8, max_model_len = 8192, "
+      .. "candidate_topk_blocks = 64, heads = 4 } }\n")
     local ok = os.execute(cmd)
     assert.is_true(ok == 0 or ok == true, cmd)
     assert.is_truthy(io.open(d .. "/-dash/dash/results.jsonl"))
@@ -576,7 +631,8 @@ describe("runs", function()
     local e = base_exp()
     e.config.index_topk = 128
     local msg = err_of(experiment.run, e, quiet({ out = d, resume = true }))
-    assert.matches("%-%-resume: .* holds results of a different plan %(point 0's config differs", msg)
+    assert.matches("%-%-resume: .* holds results of a different plan "
+      .. "%(point 0's config differs", msg)
   end)
 
   it("checks --out and --progress before it touches a results file", function()
@@ -584,17 +640,21 @@ describe("runs", function()
     experiment.run(base_exp(), quiet({ out = d }))
     local o = quiet({ out = d })
     o.progress = "xyz"
-    assert.matches("run: %-%-progress = \"xyz\": must be bar, plain or off", err_of(experiment.run, base_exp(), o))
+    assert.matches("run: %-%-progress = \"xyz\": must be bar, plain or off",
+      err_of(experiment.run, base_exp(), o))
     assert.is_nil(io.open(d .. "/unit/results.jsonl.prev"), "nothing was moved aside")
     assert.equals(4, #results.read_jsonl(d .. "/unit/results.jsonl"))
-    assert.matches("run: %-%-out = \"\": must be a non%-empty directory path", err_of(experiment.run, base_exp(), quiet({ out = "" })))
+    assert.matches("run: %-%-out = \"\": must be a non%-empty directory path",
+      err_of(experiment.run, base_exp(), quiet({ out = "" })))
   end)
 
-  it("refuses a workload knob out of range at load, and skips points too small for the workload", function()
+  it("refuses a workload knob out of range at load, and skips points too small for the workload",
+    function()
     local e = base_exp()
     e.sweep = { ["workload.locality"] = { 1, -5 } }
     e.plots = nil
-    assert.matches("field 'workload %(with workload.locality=%-5%)': workload locality = %-5: must be in",
+    assert.matches("field 'workload %(with workload.locality=%-5%)': workload locality = %-5: "
+      .. "must be in",
       err_of(experiment.plan, e))
     e = base_exp()
     e.workload.decode.rows = 100
@@ -604,9 +664,12 @@ describe("runs", function()
     assert.equals(1, #plan.points)
     assert.equals(128, plan.points[1].config.max_rows)
     assert.equals(1, #plan.skipped)
-    assert.matches("workload: 100 rows %(decode rows and prefill query rows%): more than max_rows = 64", plan.skipped[1].reason)
-    e.workload.decode = { rows = 2, context = 100000 } -- longer than max_model_len (65536) at every point
-    assert.matches("no valid point: .*decode request 0 is 100000 tokens long %(100000 positions, compress_ratio 1%): more than max_model_len = 65536",
+    assert.matches("workload: 100 rows %(decode rows and prefill query rows%): more than "
+      .. "max_rows = 64", plan.skipped[1].reason)
+    -- longer than max_model_len (65536) at every point
+    e.workload.decode = { rows = 2, context = 100000 }
+    assert.matches("no valid point: .*decode request 0 is 100000 tokens long %(100000 positions, "
+      .. "compress_ratio 1%): more than max_model_len = 65536",
       err_of(experiment.plan, e))
     -- the builder counts tokens: 32768 positions at compress_ratio 4 are 131072 tokens
     e.workload.decode = { rows = 2, context = 32768 }
@@ -614,7 +677,8 @@ describe("runs", function()
     plan = experiment.plan(e)
     assert.equals(1, #plan.points)
     assert.equals(1, #plan.skipped)
-    assert.matches("decode request 0 is 131072 tokens long %(32768 positions, compress_ratio 4%)", plan.skipped[1].reason)
+    assert.matches("decode request 0 is 131072 tokens long %(32768 positions, compress_ratio 4%)",
+      plan.skipped[1].reason)
   end)
 
   it("keeps earlier results aside when run again without --resume", function()
@@ -630,7 +694,8 @@ describe("a killed run (a real child process)", function()
   local function start_child(cmd)
     -- the child records its own pid before exec, so the signal reaches luajit itself
     local d = tmpdir()
-    local script = ("( sh -c 'echo $$ > %s; exec %s' > %s 2> %s; echo $? > %s ) &"):format(q(d .. "/pid"),
+    local script = ("( sh -c 'echo $$ > %s; exec %s' > %s 2> %s; echo $? > %s ) &"):format(
+      q(d .. "/pid"),
       cmd:gsub("'", "'\\''"), q(d .. "/out"), q(d .. "/err"), q(d .. "/rc"))
     os.execute(script)
     return d
@@ -644,20 +709,25 @@ describe("a killed run (a real child process)", function()
     return pred()
   end
   local function pid_of(d)
-    local ok = wait_for(function() return (results.read_file(d .. "/pid") or ""):match("%d+") ~= nil end, 10)
+    local ok = wait_for(function()
+      return (results.read_file(d .. "/pid") or ""):match("%d+") ~= nil
+    end, 10)
     assert.is_true(ok, "the child did not start")
     return (results.read_file(d .. "/pid")):match("%d+")
   end
 
-  it("loses at most the point in flight; --resume removes a half-written line and finishes with one line per point", function()
+  it("loses at most the point in flight; --resume removes a half-written line and finishes with "
+    .. "one line per point", function()
     local d = tmpdir()
     local file = d .. "/tiny.lua"
     write(file, TINY)
     local jsonl = d .. "/res/tiny/results.jsonl"
-    local child = start_child(("env IDXLAB_FAKE_MEASURE=%s IDXLAB_FAKE_DELAY=0.25 %s run %s --out %s "
+    local child = start_child(("env IDXLAB_FAKE_MEASURE=%s IDXLAB_FAKE_DELAY=0.25 %s run %s "
+      .. "--out %s "
       .. "--progress plain"):format(q(FAKE), BIN, q(file), q(d .. "/res")))
     local pid = pid_of(child)
-    assert.is_true(wait_for(function() return #lines_of(jsonl) >= 2 end, 20), "no results appeared: "
+    assert.is_true(wait_for(function() return #lines_of(jsonl) >= 2 end, 20),
+      "no results appeared: "
       .. tostring(results.read_file(child .. "/err")))
     os.execute("kill -KILL " .. pid)
     assert.is_true(wait_for(function() return results.exists(child .. "/rc") end, 10))
@@ -692,12 +762,15 @@ describe("a killed run (a real child process)", function()
     local file = d .. "/tiny.lua"
     write(file, TINY)
     local jsonl = d .. "/res/tiny/results.jsonl"
-    local child = start_child(("env IDXLAB_FAKE_MEASURE=%s IDXLAB_FAKE_DELAY=0.25 %s run %s --out %s "
+    local child = start_child(("env IDXLAB_FAKE_MEASURE=%s IDXLAB_FAKE_DELAY=0.25 %s run %s "
+      .. "--out %s "
       .. "--progress plain"):format(q(FAKE), BIN, q(file), q(d .. "/res")))
     local pid = pid_of(child)
     assert.is_true(wait_for(function() return #lines_of(jsonl) >= 1 end, 20))
     os.execute("kill -INT " .. pid)
-    assert.is_true(wait_for(function() return (results.read_file(child .. "/rc") or ""):match("%d") ~= nil end, 10))
+    assert.is_true(wait_for(function()
+      return (results.read_file(child .. "/rc") or ""):match("%d") ~= nil
+    end, 10))
     assert.equals("130", (results.read_file(child .. "/rc")):match("%d+"))
     local err = results.read_file(child .. "/err")
     assert.matches("interrupted: %d+ of 8 points of this run done", err)
@@ -707,6 +780,106 @@ describe("a killed run (a real child process)", function()
     assert.is_true(#rows >= 1 and #rows < 8)
     -- the summary and CSV of what is done were written
     assert.is_true(results.exists(d .. "/res/tiny/results.csv"))
+  end)
+end)
+
+describe("kernel variants", function()
+  local FAMILIES = { "formats", "logits", "select", "index", "gen" }
+
+  it("pins a family's variant: part of the point, its hash and the dry run", function()
+    local e = base_exp()
+    local plain = experiment.plan(e)
+    e.variant = { logits = "v1" }
+    local plan = experiment.plan(e)
+    assert.equals(#plain.points, #plan.points)
+    for i, pt in ipairs(plan.points) do
+      assert.are.same({ logits = "v1" }, pt.variant)
+      assert.are_not.equal(plain.points[i].hash, pt.hash)
+    end
+    assert.are.same({}, plain.points[1].variant)
+    assert.matches("\n  variant: logits=v1\n", experiment.describe(plan))
+  end)
+
+  it("refuses an unknown family and a name that is not a string", function()
+    local e = base_exp()
+    e.variant = { logitz = "v1" }
+    assert.matches("field 'variant.logitz': unknown kernel family %(did you mean logits%?%) "
+      .. "%(families: formats, logits, select, index, gen%)", err_of(experiment.plan, e))
+    e.variant = { logits = 2 }
+    assert.matches("field 'variant.logits' = 2: must be a variant name", err_of(experiment.plan, e))
+    e.variant = { "v1" }
+    assert.matches("field 'variant' = %[\"v1\"%]: must map kernel families to variant names",
+      err_of(experiment.plan, e))
+    e.variant = nil
+    e.sweep = { ["variant.logits"] = { "v1", 2 } }
+    e.plots = nil
+    assert.matches("field 'sweep.variant.logits%[2%]' = 2: must be a variant name",
+      err_of(experiment.plan, e))
+    assert.matches("unknown key variant.nope",
+      err_of(experiment.plan, base_exp(), { set = { "variant.nope=v1" } }))
+  end)
+
+  it("sweeps variant.<family> like any knob, from the file or --set", function()
+    local e = base_exp()
+    e.sweep = { ["variant.logits"] = { "v1", "v2" } }
+    e.plots = { { x = "variant.logits", y = "recall_at_k" } }
+    local plan = experiment.plan(e)
+    assert.are.same({ "variant.logits" }, plan.swept)
+    assert.equals(2, #plan.points)
+    assert.equals("v1", plan.points[1].variant.logits)
+    assert.equals("variant.logits=v2", plan.points[2].desc)
+    -- --set: a list sweeps (the file's pin goes), one value pins (the sweep and its plots go)
+    e = base_exp()
+    e.variant = { logits = "v1", select = "v1" }
+    plan = experiment.plan(e, { set = { "variant.logits=v1,v2" } })
+    assert.equals(8, #plan.points)
+    assert.are.same({ logits = "v2", select = "v1" }, plan.points[2].variant)
+    e.sweep = { ["variant.logits"] = { "v1", "v2" } }
+    e.plots = { { x = "variant.logits", y = "recall_at_k" } }
+    plan = experiment.plan(e, { set = { "variant.logits=v3" } })
+    assert.equals(1, #plan.points)
+    assert.equals(0, #plan.exp.plots)
+    assert.equals("v3", plan.points[1].variant.logits)
+    plan = experiment.plan(base_exp(), { set = { "sweep.variant.select=v1,v2" } })
+    assert.equals(8, #plan.points)
+    assert.equals("v2", plan.points[2].variant.select)
+  end)
+
+  it("passes the pins as cfg.variant and records variant.<family> in every row", function()
+    local d = tmpdir()
+    local e = base_exp()
+    e.sweep = { ["variant.logits"] = { "v1", "v2" } }
+    e.variant = { select = "v1" }
+    e.plots = nil
+    local seen = {}
+    local res = experiment.run(e, quiet({ out = d, measure = function(ctx, pt)
+      seen[#seen + 1] = pt.config.variant
+      local row = fake_measure(ctx, pt)
+      -- what ran: the measure says so for logits only
+      if pt.config.variant.logits == "v2" then row.variant = { logits = "v2_test" } end
+      return row
+    end }))
+    assert.equals(0, res.status)
+    assert.are.same({ { logits = "v1", select = "v1" }, { logits = "v2", select = "v1" } }, seen)
+    local rows = results.read_jsonl(d .. "/unit/results.jsonl")
+    assert.equals("v1", rows[1]["variant.logits"])
+    assert.equals("v2_test", rows[2]["variant.logits"])
+    for _, r in ipairs(rows) do
+      assert.equals("v1", r["variant.select"])
+      for _, f in ipairs({ "formats", "index", "gen" }) do
+        assert.equals("default", r["variant." .. f])
+      end
+      assert.is_nil(r.variant)
+    end
+    -- without pins the measure sees no cfg.variant and every family is "default"
+    local plain = experiment.run(base_exp(), quiet({ out = d .. "/plain",
+      measure = function(ctx, pt)
+      assert.is_nil(pt.config.variant)
+      return fake_measure(ctx, pt)
+    end }))
+    for _, r in ipairs(plain.rows) do
+      for _, f in ipairs(FAMILIES) do assert.equals("default", r["variant." .. f]) end
+    end
   end)
 end)
 
@@ -731,17 +904,21 @@ describe("shard and merge", function()
     assert.is_true(results.exists(d .. "/merged/results.csv"))
     -- the merged file holds the shards' lines as written
     local shard_lines = {}
-    for _, r in ipairs({ r0, r1, r2 }) do for _, l in ipairs(lines_of(r.dir .. "/results.jsonl")) do shard_lines[l] = true end end
+    for _, r in ipairs({ r0, r1, r2 }) do
+      for _, l in ipairs(lines_of(r.dir .. "/results.jsonl")) do shard_lines[l] = true end
+    end
     for _, l in ipairs(lines_of(d .. "/merged/results.jsonl")) do assert.is_true(shard_lines[l]) end
     -- the command line
-    local p = io.popen(("%s merge %s %s %s 2>&1; echo rc=$?"):format(BIN, q(d .. "/merged2"), q(r0.dir), q(r1.dir)))
+    local p = io.popen(("%s merge %s %s %s 2>&1; echo rc=$?"):format(BIN, q(d .. "/merged2"),
+      q(r0.dir), q(r1.dir)))
     local out = p:read("*a")
     p:close()
     assert.matches("rc=0", out)
     assert.matches("warning: 2 of 8 points have no result", out)
   end)
 
-  it("refuses shards of different experiments, plans, or a point twice; warns on commits", function()
+  it("refuses shards of different experiments, plans, or a point twice; warns on commits",
+    function()
     local d = tmpdir()
     local e = base_exp()
     local a = experiment.run(e, quiet({ out = d, shard = "0/2" }))
@@ -753,7 +930,8 @@ describe("shard and merge", function()
     changed.config.index_topk = 128
     local x = experiment.run(changed, quiet({ out = d .. "/changed", shard = "1/2" }))
     assert.matches("holds experiment other but", err_of(results.merge, d .. "/m", { a.dir, c.dir }))
-    assert.matches("not the same experiment plan", err_of(results.merge, d .. "/m", { a.dir, x.dir }))
+    assert.matches("not the same experiment plan",
+      err_of(results.merge, d .. "/m", { a.dir, x.dir }))
     assert.matches("point 0 is in both", err_of(results.merge, d .. "/m", { a.dir, a.dir }))
     -- a shard run at another commit: a warning, not an error
     local lines = lines_of(b.dir .. "/results.jsonl")
@@ -766,7 +944,8 @@ describe("shard and merge", function()
 end)
 
 describe("reproducibility", function()
-  local QUALITY = { "logit_mismatches", "logit_diff", "selection_agreement", "fp32_selection_agreement", "recall_at_k",
+  local QUALITY = { "logit_mismatches", "logit_diff", "selection_agreement",
+    "fp32_selection_agreement", "recall_at_k",
     "mass_recall", "candidate_coverage", "active_rows", "scratch_bytes", "num_chunks" }
 
   it("gives identical rows for the same file and seed (fake measure)", function()
@@ -789,17 +968,26 @@ describe("reproducibility", function()
     local e = {
       name = "repro", seed = 9, backend = "cpu",
       workload = { decode = { rows = 2, context = 2048 }, prefill = false, consumer_layers = 1 },
-      config = { heads = 8, index_topk = 64, candidate_topk_blocks = 64, max_rows = 16, max_model_len = 8192 },
+      config = { heads = 8, index_topk = 64, candidate_topk_blocks = 64, max_rows = 16,
+        max_model_len = 8192 },
       sweep = { candidate_block_size = { 8, 16 } },
     }
     local o = { stdout = sink(), stderr = sink(), progress = "off", gnuplot = "none" }
-    local a = experiment.run(e, (function() local x = {} for k, v in pairs(o) do x[k] = v end x.out = d .. "/a" return x end)())
-    local b = experiment.run(e, (function() local x = {} for k, v in pairs(o) do x[k] = v end x.out = d .. "/b" return x end)())
+    local function with_out(dir)
+      local x = {}
+      for k, v in pairs(o) do x[k] = v end
+      x.out = dir
+      return x
+    end
+    local a = experiment.run(e, with_out(d .. "/a"))
+    local b = experiment.run(e, with_out(d .. "/b"))
     assert.equals(0, a.status, table.concat(o.stderr.text))
     assert.equals(2, #a.rows)
     for i, r in ipairs(a.rows) do
       assert.equals(0, r.logit_mismatches)
-      for _, m in ipairs(QUALITY) do assert.equals(r[m], b.rows[i][m], m .. " differs between runs (seed 9)") end
+      for _, m in ipairs(QUALITY) do
+        assert.equals(r[m], b.rows[i][m], m .. " differs between runs (seed 9)")
+      end
       for l, pl in ipairs(r.per_layer) do
         assert.equals(pl.recall_at_k, b.rows[i].per_layer[l].recall_at_k)
       end
@@ -808,9 +996,11 @@ describe("reproducibility", function()
 end)
 
 describe("shipped experiments", function()
-  it("chunk_budget: fewer chunks for a larger budget, more for bf16+fp32, peaks within the budget", function()
+  it("chunk_budget: fewer chunks for a larger budget, more for bf16+fp32, peaks within the budget",
+    function()
     local d = tmpdir()
-    local res = experiment.run(ROOT .. "/experiments/chunk_budget.lua", { out = d, progress = "off", stdout = sink(),
+    local res = experiment.run(ROOT .. "/experiments/chunk_budget.lua", { out = d,
+      progress = "off", stdout = sink(),
       stderr = sink(), gnuplot = "none" })
     assert.equals(0, res.status)
     assert.equals(12, #res.rows)
@@ -835,7 +1025,8 @@ describe("shipped experiments", function()
     end
   end)
 
-  it("candidate_topk_blocks: recall rises with T and falls as locality is reduced (real pipeline)", function()
+  it("candidate_topk_blocks: recall rises with T and falls as locality is reduced (real "
+    .. "pipeline)", function()
     local ok, pipeline = pcall(require, "idxlab.pipeline")
     if not ok then
       pending("idxlab.pipeline is not available: " .. tostring(pipeline):sub(1, 120))
@@ -843,8 +1034,10 @@ describe("shipped experiments", function()
     end
     local d = tmpdir()
     local o = { out = d, progress = "off", stdout = sink(), stderr = sink(), gnuplot = "none",
-      set = { "workload.decode.rows=4", "workload.decode.context=8192", "workload.consumer_layers=1",
-        "sweep.candidate_topk_blocks=64,512", "sweep.workload.locality=0,8,32", "timing.warmup=0", "timing.iters=1" } }
+      set = { "workload.decode.rows=4", "workload.decode.context=8192",
+        "workload.consumer_layers=1",
+        "sweep.candidate_topk_blocks=64,512", "sweep.workload.locality=0,8,32",
+        "timing.warmup=0", "timing.iters=1" } }
     local res = experiment.run(ROOT .. "/experiments/candidate_topk_blocks.lua", o)
     assert.equals(0, res.status, table.concat(o.stderr.text))
     local recall = {}
@@ -856,6 +1049,7 @@ describe("shipped experiments", function()
     assert.is_true(recall["512/8"] - recall["64/8"] >= 0.05,
       ("recall %s at T = 64, %s at T = 512 (seed 1)"):format(recall["64/8"], recall["512/8"]))
     assert.is_true(recall["64/0"] < recall["64/8"] and recall["64/8"] < recall["64/32"],
-      ("recall %s, %s, %s at locality 0, 8, 32 (T = 64, seed 1)"):format(recall["64/0"], recall["64/8"], recall["64/32"]))
+      ("recall %s, %s, %s at locality 0, 8, 32 (T = 64, seed 1)"):format(recall["64/0"],
+        recall["64/8"], recall["64/32"]))
   end)
 end)
