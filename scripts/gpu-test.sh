@@ -87,6 +87,15 @@ fi
 echo "  built in ${build_s}s"
 export IDXLAB_LIBDIR=$root/$BUILD IDXLAB_ROOT=$root
 
+# The dump helper's spec runs .venv/bin/python, which scripts/setup.sh makes from PyPI on a
+# development machine. The GPU machine has no network, but its python3 carries numpy and
+# safetensors: stand a one-line .venv/bin/python in front of it (git-ignored, like .venv).
+if [ ! -x .venv/bin/python ] && python3 -c 'import numpy, safetensors' 2>/dev/null; then
+  mkdir -p .venv/bin
+  printf '#!/bin/sh\nexec %s "$@"\n' "$(command -v python3)" >.venv/bin/python
+  chmod +x .venv/bin/python
+fi
+
 if [ "${1:-}" = "--" ]; then
   shift
   exec "$@"
