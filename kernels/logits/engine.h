@@ -152,8 +152,9 @@ static inline float ixl_reduce_heads(int reduction, int H, const float *w, const
 }
 
 /* ---------------------------------------------------------------- the logits engine */
-/* Shared by K1, K2 and K5 (dense_logits_cpu.c implements it). A kernel describes each output
- * position by a key reference; the engine computes a query row against a block of them. */
+/* Shared by K1, K2 and K5 (logits/engine.c, and engine_avx2.c for the fast path). A kernel
+ * describes each output position by a key reference; the engine computes a query row against
+ * a block of them. */
 
 /* Where one key lives: its value bytes and its 4 scale bytes. codes == NULL: no key there
  * (the output becomes -inf and nothing is read). */
@@ -164,14 +165,19 @@ typedef struct ixl_kref {
 
 #define IXL_KBLOCK 256 /* positions per engine block */
 
-enum { IXL_PATH_AUTO = 0, IXL_PATH_REFERENCE = 1, IXL_PATH_FAST = 2 };
+/* The engine's two paths: the logits variants `ref` and `fast` (kernels/variants.c). */
+enum { IXL_PATH_REFERENCE = 1, IXL_PATH_FAST = 2 };
+
+/* 1 when this CPU runs the fast path (AVX2 and FMA). */
+int ixl_engine_fast_available(void);
 
 typedef struct ixl_engine ixl_engine; /* opaque: formats, query chunk, per-thread scratch */
 
 /* The query side of a call: q_codes U8 [R,H,VB], q_scales I32 [R,H] or NULL (fp8), weights
- * [R,H] F32 (fp32 reduction) or BF16 (bf16 reduction). path: IXL_PATH_*; AUTO takes the fast
- * path when the CPU has AVX2 and FMA. Allocates its workspace for `threads` workers (plain
- * aligned memory, freed by ixl_engine_free; not tensor data, so not in the context counters). */
+ * [R,H] F32 (fp32 reduction) or BF16 (bf16 reduction). path: IXL_PATH_REFERENCE or
+ * IXL_PATH_FAST; FAST on a CPU without AVX2 and FMA is IXL_ERR_UNSUPPORTED (never a silent
+ * fallback). The workspace for `threads` workers is carved from the context's scratch (slot 1),
+ * so it lives until the next op that uses that slot; ixl_engine_free releases nothing. */
 ixl_status ixl_engine_new(ixl_ctx *ctx, int fmt, int reduction, const ixl_tensor *q_codes,
                           const ixl_tensor *q_scales, const ixl_tensor *weights, int threads,
                           int path, ixl_engine **out);
@@ -186,21 +192,7 @@ void ixl_engine_pack(ixl_engine *e, int tid, const ixl_kref *keys, int n);
  * (fp32, or the bf16 value as a float), -inf where keys[i].codes was NULL. */
 void ixl_engine_row(ixl_engine *e, int tid, int64_t r, int p0, int p1, float *res);
 
-/* The kernels with an explicit path, for the tests (the public ops use IXL_PATH_AUTO). */
-ixl_status ixl_dense_logits_path(ixl_ctx *ctx, const ixl_qk *in, const ixl_tensor *weights,
-                                 const ixl_tensor *ks, const ixl_tensor *ke, ixl_layout layout,
-                                 int clean, ixl_reduction reduction, ixl_tensor *out, int path);
-ixl_status ixl_dense_logits_paged_path(ixl_ctx *ctx, const ixl_qk *in, const ixl_tensor *weights,
-                                       const ixl_tensor *context_lens,
-                                       const ixl_tensor *block_table, ixl_reduction reduction,
-                                       ixl_tensor *out, int path);
-ixl_status ixl_sparse_logits_path(ixl_ctx *ctx, const ixl_qk *in, const ixl_tensor *weights,
-                                  const ixl_tensor *row_ks, const ixl_tensor *row_ke,
-                                  const ixl_tensor *block_table, const ixl_tensor *sparse_ids,
-                                  int sparse_block_kv, ixl_ks_mode ks_mode, ixl_tensor *out,
-                                  int path);
-
-/* Shared argument checks of the logits kernels (dense_logits_cpu.c). `op` prefixes messages.
+/* Shared argument checks of the logits kernels (logits/logits.c). `op` prefixes messages.
  * Checks the query side (q_codes, q_scales, weights vs the reduction) and returns R and H. */
 ixl_status ixl_check_query(ixl_ctx *ctx, const char *op, const ixl_qk *in,
                            const ixl_tensor *weights, int reduction, int64_t *R, int64_t *H);
@@ -216,10 +208,5 @@ ixl_status ixl_check_block_table(ixl_ctx *ctx, const char *lens_name, const int3
 /* The fast path's 8-lane bf16_fma (with its exact lane fallback) over n triples, for the
  * tests; returns 1 when the AVX2 code ran, 0 when the scalar reference did. */
 int ixl_bf16_fma_batch(const float *w, const float *v, const float *s, float *out, int64_t n);
-
-/* The AVX2 FMA rate in GFLOP/s of `threads` threads over about `seconds` (an average over the
- * interval, 0 without AVX2/FMA), for the benchmark (bench/cpu.lua declares it
- * itself; it is not part of the public header). */
-double ixl_bench_fma_peak_gflops(int threads, double seconds);
 
 #endif

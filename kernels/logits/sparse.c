@@ -1,4 +1,5 @@
-/* sparse_logits_cpu.c - K5, the sparse logits (ragged and paged) on the CPU.
+/* logits/sparse.c - K5, the sparse logits (ragged and paged): its entry and checks, and its
+ * CPU body (the `ref` and `fast` logits variants).
  *
  * Column j*sbk + o of row r is position o of the row's j-th listed sparse block:
  * - ragged, unaligned ks_mode: K row ids[j]*sbk + ks%sbk + o; aligned: ids[j]*sbk + o (aligned
@@ -13,11 +14,11 @@
  * One case cannot be told apart without `end`: a non-empty row with n_valid = 0 (K4 pads it
  * with ks / sbk) looks like one valid block ks / sbk, whose columns are then computed rather
  * than -inf. SPEC leaves columns past `end` unspecified, and K3 always keeps a non-empty row's
- * newest block, so the pipeline never makes such a row. 
- * Numerics: the engine of dense_logits_cpu.c with the bf16 reduction, so a column equals K1/K2
+ * newest block, so the pipeline never makes such a row.
+ * Numerics: the engine of logits/engine.c with the bf16 reduction, so a column equals K1/K2
  * with the bf16 reduction at the same position, bit for bit. */
-#include "ops.h"
 #include "logits/engine.h"
+#include "logits/logits.h"
 
 #include <omp.h>
 
@@ -29,11 +30,10 @@ static int64_t valid_prefix(const int32_t *ids, int64_t n) {
   return k;
 }
 
-ixl_status ixl_sparse_logits_path(ixl_ctx *ctx, const ixl_qk *in, const ixl_tensor *weights,
-                                  const ixl_tensor *row_ks, const ixl_tensor *row_ke,
-                                  const ixl_tensor *block_table, const ixl_tensor *sparse_ids,
-                                  int sparse_block_kv, ixl_ks_mode ks_mode, ixl_tensor *out,
-                                  int path) {
+ixl_status ixl_sparse_logits(ixl_ctx *ctx, const ixl_qk *in, const ixl_tensor *weights,
+                             const ixl_tensor *row_ks, const ixl_tensor *row_ke,
+                             const ixl_tensor *block_table, const ixl_tensor *sparse_ids,
+                             int sparse_block_kv, ixl_ks_mode ks_mode, ixl_tensor *out) {
   ixl_status st;
   int64_t R, H, N = 0, num_pages = 0, stride = 0;
   if ((st = ixl_check_query(ctx, "sparse_logits", in, weights, IXL_REDUCE_BF16, &R, &H))) return st;
@@ -41,8 +41,9 @@ ixl_status ixl_sparse_logits_path(ixl_ctx *ctx, const ixl_qk *in, const ixl_tens
   if (paged) {
     if ((st = ixl_check_pages(ctx, "sparse_logits", in, &num_pages, &stride))) return st;
     if (row_ks)
-      return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
-                           "sparse_logits: row_ks must be NULL for paged rows (k_pages set; ks = 0)");
+      return ixl_set_error(
+          ctx, IXL_ERR_INVALID_ARG,
+          "sparse_logits: row_ks must be NULL for paged rows (k_pages set; ks = 0)");
     if ((st = ixl_check_tensor(ctx, block_table, "block_table", IXL_I32, 2)) ||
         (st = ixl_check_dim(ctx, block_table, "block_table", 0, R)))
       return st;
@@ -50,16 +51,21 @@ ixl_status ixl_sparse_logits_path(ixl_ctx *ctx, const ixl_qk *in, const ixl_tens
     int vb = ixl_format_value_bytes((ixl_kv_format)in->kv_format);
     if ((st = ixl_check_tensor(ctx, in->k_codes, "k_codes", IXL_U8, 2))) return st;
     if (in->k_codes->shape[1] != vb)
-      return ixl_set_error(ctx, IXL_ERR_SHAPE, "k_codes: shape[1] = %lld, expected %d (the value bytes of %s)",
+      return ixl_set_error(ctx, IXL_ERR_SHAPE,
+                           "k_codes: shape[1] = %lld, expected %d (the value bytes of %s)",
                            (long long)in->k_codes->shape[1], vb,
-                           in->kv_format == IXL_MXFP4 ? "mxfp4" : in->kv_format == IXL_MXFP8 ? "mxfp8" : "fp8");
+                           in->kv_format == IXL_MXFP4   ? "mxfp4"
+                           : in->kv_format == IXL_MXFP8 ? "mxfp8"
+                                                        : "fp8");
     N = in->k_codes->shape[0];
-    if ((st = ixl_check_tensor(ctx, in->k_scales, "k_scales", in->kv_format == IXL_FP8 ? IXL_F32 : IXL_I32, 1)) ||
+    if ((st = ixl_check_tensor(ctx, in->k_scales, "k_scales",
+                               in->kv_format == IXL_FP8 ? IXL_F32 : IXL_I32, 1)) ||
         (st = ixl_check_dim(ctx, in->k_scales, "k_scales", 0, N)))
       return st;
     if (block_table)
-      return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
-                           "sparse_logits: block_table must be NULL for ragged rows (k_pages is NULL)");
+      return ixl_set_error(
+          ctx, IXL_ERR_INVALID_ARG,
+          "sparse_logits: block_table must be NULL for ragged rows (k_pages is NULL)");
     if ((st = ixl_check_tensor(ctx, row_ks, "row_ks", IXL_I32, 1)) ||
         (st = ixl_check_dim(ctx, row_ks, "row_ks", 0, R)))
       return st;
@@ -71,31 +77,52 @@ ixl_status ixl_sparse_logits_path(ixl_ctx *ctx, const ixl_qk *in, const ixl_tens
     return st;
   if (sparse_block_kv < 4 || sparse_block_kv > 128 || (sparse_block_kv & (sparse_block_kv - 1)))
     return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
-                         "sparse_block_kv = %d: must be a power of two in [4, 128]", sparse_block_kv);
+                         "sparse_block_kv = %d: must be a power of two in [4, 128]",
+                         sparse_block_kv);
   if (ks_mode != IXL_KS_UNALIGNED && ks_mode != IXL_KS_ALIGNED)
-    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "ks_mode = %d: must be unaligned (0) or aligned (1)",
-                         (int)ks_mode);
+    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
+                         "ks_mode = %d: must be unaligned (0) or aligned (1)", (int)ks_mode);
   const int64_t nsb = sparse_ids->shape[1], sbk = sparse_block_kv;
   int64_t ncols;
   if (!ixl_mul_ok(nsb, sbk, &ncols))
-    return ixl_set_error(ctx, IXL_ERR_OVERFLOW, "sparse_ids shape[1] = %lld times sparse_block_kv = %d overflows",
+    return ixl_set_error(ctx, IXL_ERR_OVERFLOW,
+                         "sparse_ids shape[1] = %lld times sparse_block_kv = %d overflows",
                          (long long)nsb, sparse_block_kv);
-  if ((st = ixl_check_tensor(ctx, out, "out", IXL_BF16, 2)) || (st = ixl_check_dim(ctx, out, "out", 0, R)))
+  if ((st = ixl_check_tensor(ctx, out, "out", IXL_BF16, 2)) ||
+      (st = ixl_check_dim(ctx, out, "out", 0, R)))
     return st;
   if (out->shape[1] != ncols)
-    return ixl_set_error(ctx, IXL_ERR_SHAPE,
-                         "out: shape[1] = %lld, expected num_sparse_blocks * sparse_block_kv = %lld * %d = %lld",
-                         (long long)out->shape[1], (long long)nsb, sparse_block_kv, (long long)ncols);
-  const ixl_tensor *all[] = {in->q_codes, in->q_scales, in->k_codes, in->k_scales, in->k_pages, weights,
-                             row_ks, row_ke, block_table, sparse_ids, out};
+    return ixl_set_error(
+        ctx, IXL_ERR_SHAPE,
+        "out: shape[1] = %lld, expected num_sparse_blocks * sparse_block_kv = %lld * %d = %lld",
+        (long long)out->shape[1], (long long)nsb, sparse_block_kv, (long long)ncols);
+  const ixl_tensor *all[] = {in->q_codes, in->q_scales, in->k_codes, in->k_scales,
+                             in->k_pages, weights,      row_ks,      row_ke,
+                             block_table, sparse_ids,   out};
   const char *names[] = {"q_codes", "q_scales", "k_codes", "k_scales", "k_pages", "weights",
                          "row_ks", "row_ke", "block_table", "sparse_ids", "out"};
   int dev;
   if ((st = ixl_check_op(ctx, &dev, 11, all, names, 10)))
     return st;
-  if (dev == IXL_DEVICE)
-    return ixl_cuda_sparse_logits(ctx, in, weights, row_ks, row_ke, block_table, sparse_ids,
-                                  sparse_block_kv, ks_mode, out);
+  ixl_logits_call c = {.mode = IXL_LOGITS_SPARSE, .in = in, .weights = weights,
+                       .reduction = IXL_REDUCE_BF16, .ks = row_ks, .ke = row_ke,
+                       .block_table = block_table, .sparse_ids = sparse_ids,
+                       .sparse_block_kv = sparse_block_kv, .ks_mode = ks_mode, .out = out,
+                       .R = R, .H = H, .N = N, .num_pages = num_pages, .page_stride = stride};
+  return ixl_logits_run(ctx, dev, &c);
+}
+
+ixl_status ixl_sparse_logits_cpu(ixl_ctx *ctx, const ixl_logits_call *c, int path) {
+  ixl_status st;
+  const ixl_qk *in = c->in;
+  const ixl_tensor *weights = c->weights, *row_ks = c->ks, *row_ke = c->ke;
+  const ixl_tensor *block_table = c->block_table, *sparse_ids = c->sparse_ids;
+  const int sparse_block_kv = c->sparse_block_kv;
+  const ixl_ks_mode ks_mode = c->ks_mode;
+  ixl_tensor *out = c->out;
+  const int64_t R = c->R, N = c->N, num_pages = c->num_pages, stride = c->page_stride;
+  const int paged = in->k_pages != NULL;
+  const int64_t nsb = sparse_ids->shape[1], sbk = sparse_block_kv, ncols = out->shape[1];
 
   /* host values */
   const int32_t *kep = row_ke->data, *ksp = paged ? NULL : row_ks->data, *ids = sparse_ids->data;
@@ -107,15 +134,17 @@ ixl_status ixl_sparse_logits_path(ixl_ctx *ctx, const ixl_qk *in, const ixl_tens
   } else {
     for (int64_t r = 0; r < R; r++) {
       if (ksp[r] < 0)
-        return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "row_ks[%lld] = %d: must be >= 0", (long long)r, ksp[r]);
+        return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "row_ks[%lld] = %d: must be >= 0",
+                             (long long)r, ksp[r]);
       if (kep[r] > N)
         return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
                              "row_ke[%lld] = %d: must be <= N (%lld), the rows of k_codes",
                              (long long)r, kep[r], (long long)N);
       if (kep[r] < ksp[r])
-        return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
-                             "row_ke[%lld] = %d < row_ks[%lld] = %d: a row's range must not be reversed",
-                             (long long)r, kep[r], (long long)r, ksp[r]);
+        return ixl_set_error(
+            ctx, IXL_ERR_INVALID_ARG,
+            "row_ke[%lld] = %d < row_ks[%lld] = %d: a row's range must not be reversed",
+            (long long)r, kep[r], (long long)r, ksp[r]);
       if (ks_mode == IXL_KS_ALIGNED && kep[r] > ksp[r] && ksp[r] % sbk)
         return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
                              "row_ks[%lld] = %d: must be a multiple of sparse_block_kv (%d) in the "
@@ -185,12 +214,4 @@ ixl_status ixl_sparse_logits_path(ixl_ctx *ctx, const ixl_qk *in, const ixl_tens
   }
   ixl_engine_free(e);
   return IXL_OK;
-}
-
-ixl_status ixl_sparse_logits(ixl_ctx *ctx, const ixl_qk *in, const ixl_tensor *weights,
-                             const ixl_tensor *row_ks, const ixl_tensor *row_ke,
-                             const ixl_tensor *block_table, const ixl_tensor *sparse_ids,
-                             int sparse_block_kv, ixl_ks_mode ks_mode, ixl_tensor *out) {
-  return ixl_sparse_logits_path(ctx, in, weights, row_ks, row_ke, block_table, sparse_ids,
-                                sparse_block_kv, ks_mode, out, IXL_PATH_AUTO);
 }

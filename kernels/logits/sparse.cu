@@ -1,7 +1,14 @@
-// logits/sparse.cu - K5, the sparse logits (ragged and paged) on the GPU. The arguments
-// arrive validated by kernels/sparse_logits_cpu.c; the kernel is the tile engine of
-// logits/logits_v1.cuh with the bf16 reduction.
+// logits/sparse.cu - variant v1 of the logits family, K5: the sparse logits (ragged and
+// paged), and the test-only v1_alt (kernels/variants.c).
 //
+// What this version does (llm.c's dev/cuda habit: one block per variant):
+//   v1      the tile engine of logits/logits_v1.cuh with the bf16 reduction (sm_80+), the same
+//           kernel template as K1/K2 in logits/dense.cu. A CTA takes up to 4096 columns.
+//   v1_alt  (test build only) at most 1024 columns per CTA: another grid, the same bits.
+// Benchmark: bin/idxlab script bench/logits.lua only=k5_ on a CUDA machine (v1 is the
+// default variant; BENCHMARKS.md: bash scripts/gpu-test.sh -- bash bench/bench_logits.sh).
+//
+// The arguments arrive validated by logits/sparse.c.
 // A CTA takes one row and one chunk of its sparse columns. Each tile of 128 columns gathers
 // its keys (K rows ids[j]*sbk + ks%sbk + o, or page slots of position ids[j]*sbk + o) with
 // 16-byte cp.async copies; a sparse block is one contiguous run of sbk * 64 (mxfp4) or
@@ -10,17 +17,20 @@
 // key lies outside the row's range are -inf and read nothing, so no id, however wrong, makes
 // the kernel read outside K or the row's pages. Numerics: the same bits as K1/K2 with the
 // bf16 reduction at the same positions.
+#include "logits/logits.h"
 #include "logits/logits_v1.cuh"
 
 using namespace ixl_lg;
 
-extern "C" ixl_status ixl_cuda_sparse_logits(ixl_ctx *ctx, const ixl_qk *in,
-                                             const ixl_tensor *weights, const ixl_tensor *row_ks,
-                                             const ixl_tensor *row_ke,
-                                             const ixl_tensor *block_table,
-                                             const ixl_tensor *sparse_ids, int sparse_block_kv,
-                                             ixl_ks_mode ks_mode, ixl_tensor *out) {
+extern "C" ixl_status ixl_cuda_logits_v1_sparse(ixl_ctx *ctx, const ixl_logits_call *c,
+                                                int max_chunk) {
   const char *op = "sparse_logits";
+  const ixl_qk *in = c->in;
+  const ixl_tensor *weights = c->weights, *row_ks = c->ks, *row_ke = c->ke;
+  const ixl_tensor *block_table = c->block_table, *sparse_ids = c->sparse_ids;
+  const int sparse_block_kv = c->sparse_block_kv;
+  const ixl_ks_mode ks_mode = c->ks_mode;
+  ixl_tensor *out = c->out;
   Params p = {};
   ixl_status st;
   const bool paged = in->k_pages != NULL;
@@ -57,7 +67,8 @@ extern "C" ixl_status ixl_cuda_sparse_logits(ixl_ctx *ctx, const ixl_qk *in,
   if (p.R == 0 || p.out_cols == 0) return IXL_OK;
   p.nrb = p.R;
   int64_t blocks = 0;
-  if ((st = plan_chunks(ctx, op, p, p.R, kMaxChunk, &blocks))) return st;
-  return paged ? launch_fmt<SPARSE_PAGED>(ctx, p, blocks, in->kv_format, true, "sparse_logits kernel")
-               : launch_fmt<SPARSE_RAGGED>(ctx, p, blocks, in->kv_format, true, "sparse_logits kernel");
+  if ((st = plan_chunks(ctx, op, p, p.R, max_chunk, &blocks))) return st;
+  const char *name = "sparse_logits kernel";
+  return paged ? launch_fmt<SPARSE_PAGED>(ctx, p, blocks, in->kv_format, true, name)
+               : launch_fmt<SPARSE_RAGGED>(ctx, p, blocks, in->kv_format, true, name);
 }

@@ -16,6 +16,7 @@
  *   double, so libm differences of an ulp can only matter at near-ties of two blocks. */
 #include "ops.h"
 #include "select/radix_ref.h"
+#include "variants.h"
 
 #include <math.h>
 #include <omp.h>
@@ -127,8 +128,19 @@ ixl_status ixl_candidate_select(ixl_ctx *ctx, const ixl_tensor *logits, const ix
   int dev;
   if ((st = ixl_check_op(ctx, &dev, 3, ts, names, 2)))
     return st;
-  if (dev == IXL_DEVICE)
-    return ixl_cuda_candidate_select(ctx, logits, lens, candidate_block_size, score, out);
+  ixl_problem pb; /* K3 knows candidate_block_size; K6 (topk.c) knows no config field */
+  ixl_problem_unknown(&pb);
+  pb.candidate_block_size = candidate_block_size;
+  const ixl_variant *v;
+  if ((st = ixl_variant_pick(ctx, IXL_FAMILY_SELECT, dev, &pb, &v))) return st;
+  return ((const ixl_select_ops *)v->ops)
+      ->candidate_select(ctx, logits, lens, candidate_block_size, score, out);
+}
+
+/* The select family's `ref` (kernels/variants.c). */
+ixl_status ixl_candidate_select_ref(ixl_ctx *ctx, const ixl_tensor *logits,
+                                    const ixl_tensor *lens, int candidate_block_size,
+                                    ixl_block_score score, ixl_tensor *out) {
   return candidate_select_cpu(ctx, logits, lens, candidate_block_size, score, out);
 }
 

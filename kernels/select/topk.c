@@ -8,6 +8,7 @@
  * few linear passes, not a sort. */
 #include "ops.h"
 #include "select/radix_ref.h"
+#include "variants.h"
 
 #include <omp.h>
 #include <string.h>
@@ -248,6 +249,15 @@ ixl_status ixl_topk(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *ro
   int dev;
   if ((st = ixl_check_op(ctx, &dev, 4, ts, names, 3)))
     return st;
-  if (dev == IXL_DEVICE) return ixl_cuda_topk(ctx, logits, row_start, row_end, k, sorted, out);
+  ixl_problem pb; /* topk knows no config field: every select variant must take any */
+  ixl_problem_unknown(&pb);
+  const ixl_variant *v;
+  if ((st = ixl_variant_pick(ctx, IXL_FAMILY_SELECT, dev, &pb, &v))) return st;
+  return ((const ixl_select_ops *)v->ops)->topk(ctx, logits, row_start, row_end, k, sorted, out);
+}
+
+/* The select family's `ref` (kernels/variants.c). */
+ixl_status ixl_topk_ref(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *row_start,
+                        const ixl_tensor *row_end, int k, int sorted, ixl_tensor *out) {
   return topk_cpu(ctx, logits, row_start, row_end, k, sorted != 0, out);
 }

@@ -1,0 +1,364 @@
+/* variants.c - the kernel variant registry (variants.h): the one table of every variant, the
+ * choice for an op, and the per-context pins and last-ran records of the public API.
+ *
+ * Built twice: into the library (`make`), and with -DIXL_TEST_VARIANTS into the test copy of
+ * the library that `make test` runs against, which adds test-only variants (pin_only, so the
+ * defaults are the same in both): `ref_alt` (the logits reference under another name) and
+ * `v1_alt` (CUDA logits v1 on another grid: 1024 output columns per CTA instead of up to
+ * 4096). Both accept at most 64 heads, so the tests can show a pin refused by name.
+ *
+ * Per-context state: kept here, in a small table keyed by the context (the context struct has
+ * no room for it yet). A pinned context is retained, so its address cannot be reused while
+ * the pin lives; once the user frees it, the next registry call (or the process exit) drops
+ * the entry and releases it. Entries that hold only last-ran records are recycled, oldest
+ * first, when the table is full. */
+#include "variants.h"
+#include "logits/engine.h"
+#include "logits/logits.h"
+#include "ops.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#ifdef IXL_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+/* ---------------------------------------------------------------- the variants */
+static ixl_status logits_ref(ixl_ctx *ctx, const ixl_logits_call *c) {
+  return ixl_logits_cpu(ctx, c, IXL_PATH_REFERENCE);
+}
+static ixl_status logits_fast(ixl_ctx *ctx, const ixl_logits_call *c) {
+  return ixl_logits_cpu(ctx, c, IXL_PATH_FAST);
+}
+static ixl_status logits_v1(ixl_ctx *ctx, const ixl_logits_call *c) {
+  return c->mode == IXL_LOGITS_SPARSE ? ixl_cuda_logits_v1_sparse(ctx, c, 4096)
+                                      : ixl_cuda_logits_v1_dense(ctx, c, 4096);
+}
+static int fast_runs_here(const char **why) {
+  *why = "needs AVX2 and FMA, which this CPU lacks";
+  return ixl_engine_fast_available();
+}
+static const ixl_logits_ops logits_ref_ops = {logits_ref};
+static const ixl_logits_ops logits_fast_ops = {logits_fast};
+static const ixl_logits_ops logits_v1_ops = {logits_v1};
+
+static const ixl_select_ops select_ref_ops = {ixl_candidate_select_ref, ixl_topk_ref};
+static const ixl_select_ops select_v1_ops = {ixl_cuda_candidate_select, ixl_cuda_topk};
+
+#ifdef IXL_TEST_VARIANTS
+static ixl_status logits_v1_alt(ixl_ctx *ctx, const ixl_logits_call *c) {
+  return c->mode == IXL_LOGITS_SPARSE ? ixl_cuda_logits_v1_sparse(ctx, c, 1024)
+                                      : ixl_cuda_logits_v1_dense(ctx, c, 1024);
+}
+static int at_most_64_heads(const ixl_problem *p) { return p->heads <= 64; }
+static const ixl_logits_ops logits_v1_alt_ops = {logits_v1_alt};
+#endif
+
+/* Per family, in preference order: the default is the last one that can run and accepts. */
+static const ixl_variant table[] = {
+    {IXL_FAMILY_LOGITS, "ref", IXL_BACKEND_CPU, 0, 0, NULL, NULL, &logits_ref_ops,
+     "the reference engine path: per position and head, SPEC 3's dot and reduction"},
+    {IXL_FAMILY_LOGITS, "fast", IXL_BACKEND_CPU, 0, 0, fast_runs_here, NULL, &logits_fast_ops,
+     "AVX2 + FMA register tiles, bitwise equal to ref"},
+#ifdef IXL_TEST_VARIANTS
+    {IXL_FAMILY_LOGITS, "ref_alt", IXL_BACKEND_CPU, 0, 1, NULL, at_most_64_heads,
+     &logits_ref_ops, "test only: ref under another name, at most 64 heads"},
+#endif
+    {IXL_FAMILY_LOGITS, "v1", IXL_BACKEND_CUDA, 80, 0, NULL, NULL, &logits_v1_ops,
+     "mma.sync f16 tile engine, cp.async pipeline (sm_80+), every format and mode"},
+#ifdef IXL_TEST_VARIANTS
+    {IXL_FAMILY_LOGITS, "v1_alt", IXL_BACKEND_CUDA, 80, 1, NULL, at_most_64_heads,
+     &logits_v1_alt_ops, "test only: v1 with 1024 output columns per CTA, at most 64 heads"},
+#endif
+    {IXL_FAMILY_SELECT, "ref", IXL_BACKEND_CPU, 0, 0, NULL, NULL, &select_ref_ops,
+     "the reference: block scores, then a radix select per row (OpenMP over rows)"},
+    {IXL_FAMILY_SELECT, "v1", IXL_BACKEND_CUDA, 80, 0, NULL, NULL, &select_v1_ops,
+     "one CTA per row, block-wide radix select in shared memory"},
+};
+#define NTABLE ((int)(sizeof table / sizeof table[0]))
+
+const ixl_variant *ixl_variant_table(int *n) {
+  *n = NTABLE;
+  return table;
+}
+
+static const char *const family_names[IXL_FAMILY_COUNT] = {"logits", "select", "index",
+                                                           "formats", "gen"};
+
+const char *ixl_family_name(ixl_family f) {
+  return (int)f >= 0 && f < IXL_FAMILY_COUNT ? family_names[f] : "?";
+}
+
+static int family_of(const char *name) {
+  for (int f = 0; name && f < IXL_FAMILY_COUNT; f++)
+    if (strcmp(name, family_names[f]) == 0) return f;
+  return -1;
+}
+
+/* The i-th variant of family f, or NULL. */
+static const ixl_variant *nth(int f, int32_t i) {
+  for (int t = 0; t < NTABLE; t++)
+    if ((int)table[t].family == f && i-- == 0) return &table[t];
+  return NULL;
+}
+
+static const ixl_variant *by_name(int f, const char *name) {
+  for (int t = 0; t < NTABLE; t++)
+    if ((int)table[t].family == f && strcmp(table[t].name, name) == 0) return &table[t];
+  return NULL;
+}
+
+/* ---------------------------------------------------------------- per-context state */
+#define NSTATE 64
+
+typedef struct ctx_state {
+  ixl_ctx *ctx;                             /* NULL: a free entry */
+  const ixl_variant *pin[IXL_FAMILY_COUNT]; /* any set: ctx is retained by this entry */
+  const ixl_variant *ran[IXL_FAMILY_COUNT];
+  int sm;                                   /* device compute capability * 10; 0: not asked */
+  uint64_t used;                            /* last use, for recycling */
+} ctx_state;
+
+static ctx_state states[NSTATE];
+static uint64_t clock_;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int has_pin(const ctx_state *s) {
+  for (int f = 0; f < IXL_FAMILY_COUNT; f++)
+    if (s->pin[f]) return 1;
+  return 0;
+}
+
+/* Drops the entries of pinned contexts that the user has freed since (under the lock). */
+static void sweep(void) {
+  for (int i = 0; i < NSTATE; i++) {
+    ixl_ctx *c = states[i].ctx;
+    if (c && c->released && has_pin(&states[i])) {
+      memset(&states[i], 0, sizeof states[i]);
+      ixl_ctx_release(c);
+    }
+  }
+}
+
+__attribute__((destructor)) static void sweep_at_exit(void) {
+  pthread_mutex_lock(&lock);
+  sweep();
+  pthread_mutex_unlock(&lock);
+}
+
+/* ctx's entry (under the lock); create: make one, recycling the oldest unpinned entry. NULL
+ * when there is none (create = 0), or when every entry holds a pin. */
+static ctx_state *state_of(const ixl_ctx *ctx, int create) {
+  sweep();
+  ctx_state *oldest = NULL;
+  for (int i = 0; i < NSTATE; i++) {
+    if (states[i].ctx == ctx) {
+      states[i].used = ++clock_;
+      return &states[i];
+    }
+    if (!has_pin(&states[i]) && (!oldest || states[i].used < oldest->used)) oldest = &states[i];
+  }
+  if (!create || !oldest) return NULL;
+  memset(oldest, 0, sizeof *oldest);
+  oldest->ctx = (ixl_ctx *)ctx;
+  oldest->used = ++clock_;
+  return oldest;
+}
+
+/* ---------------------------------------------------------------- choosing */
+static const char *backend_name(ixl_backend b) { return b == IXL_BACKEND_CUDA ? "cuda" : "cpu"; }
+
+static int device_sm(ixl_ctx *ctx, ctx_state *s) {
+#ifdef IXL_WITH_CUDA
+  if (s && s->sm) return s->sm;
+  int major = 0, minor = 0, dev = ixl_ctx_device(ctx);
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  if (s) s->sm = major * 10 + minor;
+  return major * 10 + minor;
+#else
+  (void)ctx, (void)s;
+  return 0;
+#endif
+}
+
+/* 0 when v can run on this machine and accepts p; otherwise why not, in *why. */
+static int refuses(const ixl_variant *v, ixl_backend be, int sm, const ixl_problem *p,
+                   char *why, size_t n) {
+  const char *lack = NULL;
+  if (v->backend != be) {
+    snprintf(why, n, "runs on %s, but the tensors are on the %s", backend_name(v->backend),
+             be == IXL_BACKEND_CUDA ? "device" : "host");
+    return 1;
+  }
+  if (be == IXL_BACKEND_CUDA && sm < v->min_sm) {
+    snprintf(why, n, "needs sm_%d, the device is sm_%d", v->min_sm, sm);
+    return 1;
+  }
+  if (v->runs_here && !v->runs_here(&lack)) {
+    snprintf(why, n, "cannot run here (%s)", lack);
+    return 1;
+  }
+  if (v->supports && !v->supports(p)) {
+    snprintf(why, n, "does not support this problem");
+    return 1;
+  }
+  return 0;
+}
+
+/* Appends ", " (after the first item) and the formatted text to buf[0..n), at *k. */
+__attribute__((format(printf, 4, 5))) static void append(char *buf, size_t n, size_t *k,
+                                                         const char *fmt, ...) {
+  if (*k >= n) return;
+  if (*k) *k += (size_t)snprintf(buf + *k, n - *k, ", ");
+  if (*k >= n) return;
+  va_list ap;
+  va_start(ap, fmt);
+  *k += (size_t)vsnprintf(buf + *k, n - *k, fmt, ap);
+  va_end(ap);
+}
+
+/* "kv_format mxfp4, heads 32, head_dim 128": the known fields of p. */
+static void describe(const ixl_problem *p, char *buf, size_t n) {
+  static const char *const fmts[] = {"mxfp4", "mxfp8", "fp8"};
+  size_t k = 0;
+  buf[0] = '\0';
+  if (p->kv_format >= 0 && p->kv_format <= 2)
+    append(buf, n, &k, "kv_format %s", fmts[p->kv_format]);
+  if (p->quantizer >= 0) append(buf, n, &k, "quantizer %d", p->quantizer);
+  if (p->heads >= 0) append(buf, n, &k, "heads %lld", (long long)p->heads);
+  if (p->head_dim >= 0) append(buf, n, &k, "head_dim %lld", (long long)p->head_dim);
+  if (p->page_size >= 0) append(buf, n, &k, "page_size %lld", (long long)p->page_size);
+  if (p->candidate_block_size >= 0)
+    append(buf, n, &k, "candidate_block_size %lld", (long long)p->candidate_block_size);
+  if (p->sparse_block_kv >= 0)
+    append(buf, n, &k, "sparse_block_kv %lld", (long long)p->sparse_block_kv);
+  if (!k) snprintf(buf, n, "any");
+}
+
+ixl_status ixl_variant_pick(ixl_ctx *ctx, ixl_family family, int dev, const ixl_problem *p,
+                            const ixl_variant **out) {
+  const ixl_backend be = dev == IXL_DEVICE ? IXL_BACKEND_CUDA : IXL_BACKEND_CPU;
+  char why[160], would[256], pb[256];
+  pthread_mutex_lock(&lock);
+  ctx_state *s = state_of(ctx, 1);
+  const int sm = be == IXL_BACKEND_CUDA ? device_sm(ctx, s) : 0;
+  /* the variants that would run, best first, and the default: the best one not pin-only */
+  const ixl_variant *best = NULL;
+  size_t k = 0;
+  would[0] = '\0';
+  for (int t = NTABLE - 1; t >= 0; t--) {
+    const ixl_variant *v = &table[t];
+    if (v->family != family || refuses(v, be, sm, p, why, sizeof why)) continue;
+    if (!best && !v->pin_only) best = v;
+    append(would, sizeof would, &k, "%s", v->name);
+  }
+  const ixl_variant *pin = s ? s->pin[family] : NULL, *v = pin ? pin : best;
+  if (pin && refuses(pin, be, sm, p, why, sizeof why)) v = NULL;
+  if (v && s) s->ran[family] = v;
+  pthread_mutex_unlock(&lock);
+  *out = v;
+  if (v) return IXL_OK;
+  describe(p, pb, sizeof pb);
+  if (pin)
+    return ixl_set_error(ctx, IXL_ERR_UNSUPPORTED, "%s variant %s %s (%s); would run: %s",
+                         family_names[family], pin->name, why, pb, k ? would : "none");
+  return ixl_set_error(ctx, IXL_ERR_UNSUPPORTED,
+                       "%s: no %s variant runs this problem (%s) on this machine",
+                       family_names[family], backend_name(be), pb);
+}
+
+/* ---------------------------------------------------------------- public API */
+int32_t ixl_variant_count(const char *family) {
+  int f = family_of(family), n = 0;
+  if (f < 0) return -1;
+  for (int t = 0; t < NTABLE; t++) n += (int)table[t].family == f;
+  return n;
+}
+
+const char *ixl_variant_name(const char *family, int32_t i) {
+  const ixl_variant *v = nth(family_of(family), i);
+  return v ? v->name : NULL;
+}
+
+const char *ixl_variant_backend(const char *family, int32_t i) {
+  const ixl_variant *v = nth(family_of(family), i);
+  return v ? backend_name(v->backend) : NULL;
+}
+
+int32_t ixl_variant_min_sm(const char *family, int32_t i) {
+  const ixl_variant *v = nth(family_of(family), i);
+  return v ? v->min_sm : -1;
+}
+
+const char *ixl_variant_about(const char *family, int32_t i) {
+  const ixl_variant *v = nth(family_of(family), i);
+  return v ? v->about : NULL;
+}
+
+/* "ref, fast, v1": the names of family f. */
+static void names_of(int f, char *buf, size_t n) {
+  size_t k = 0;
+  buf[0] = '\0';
+  for (int t = 0; t < NTABLE; t++)
+    if ((int)table[t].family == f) append(buf, n, &k, "%s", table[t].name);
+  if (!k) snprintf(buf, n, "none registered");
+}
+
+ixl_status ixl_ctx_set_variant(ixl_ctx *ctx, const char *family, const char *name) {
+  if (!ctx) return IXL_ERR_INVALID_ARG;
+  const int f = family_of(family);
+  if (f < 0)
+    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
+                         "variant family %s: unknown (logits, select, index, formats, gen)",
+                         family ? family : "(null)");
+  const int clear = !name || !name[0];
+  const ixl_variant *v = clear ? NULL : by_name(f, name);
+  if (!clear && !v) {
+    char have[256];
+    names_of(f, have, sizeof have);
+    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "%s variant %s: no such variant (%s has: %s)",
+                         family_names[f], name, family_names[f], have);
+  }
+  pthread_mutex_lock(&lock);
+  ctx_state *s = state_of(ctx, !clear);
+  int retain = 0, release = 0;
+  if (s) {
+    const int before = has_pin(s);
+    s->pin[f] = v;
+    retain = !before && has_pin(s);
+    release = before && !has_pin(s);
+  }
+  pthread_mutex_unlock(&lock);
+  if (!clear && !s)
+    return ixl_set_error(ctx, IXL_ERR_OOM,
+                         "%s variant %s: more than %d contexts hold pins at once", family_names[f],
+                         name, NSTATE);
+  if (retain) ixl_ctx_retain(ctx);
+  if (release) ixl_ctx_release(ctx);
+  return IXL_OK;
+}
+
+static const char *read_state(const ixl_ctx *ctx, const char *family, int ran) {
+  const int f = family_of(family);
+  if (!ctx || f < 0) return "";
+  pthread_mutex_lock(&lock);
+  ctx_state *s = state_of(ctx, 0);
+  const ixl_variant *v = s ? (ran ? s->ran[f] : s->pin[f]) : NULL;
+  pthread_mutex_unlock(&lock);
+  return v ? v->name : "";
+}
+
+const char *ixl_ctx_variant(const ixl_ctx *ctx, const char *family) {
+  return read_state(ctx, family, 0);
+}
+
+const char *ixl_ctx_variant_ran(const ixl_ctx *ctx, const char *family) {
+  return read_state(ctx, family, 1);
+}
