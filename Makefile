@@ -78,6 +78,13 @@ LIB := $(BUILD)/libidxlab.so
 # (ixl_check_*, ixl_engine_*, ...) that the shared library no longer exports.
 LIB_A := $(BUILD)/libidxlab.a
 CDEF := $(BUILD)/idxlab_cdef.h
+# The test build (kernels/variants.c says why): the same objects with variants.c compiled again
+# with -DIXL_TEST_VARIANTS, which registers the test-only variants (ref_alt, v1_alt). $(LIB_A)
+# (the C tests) and $(TEST_DIR) (the .so and cdef busted loads) are made of them; $(LIB), the
+# library `make` builds and `make install` ships, never holds them.
+TEST_DIR := $(BUILD)/test
+TEST_VAR_OBJ := $(BUILD)/obj/kernels/variants.test.o
+TEST_OBJ := $(filter-out $(BUILD)/obj/kernels/variants.o,$(OBJ)) $(TEST_VAR_OBJ)
 C_TESTS := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
 
 .PHONY: all setup run test test-c test-lua fuzz clean install gpu-bundle check-setup check
@@ -107,10 +114,24 @@ $(LIB): $(OBJ) $(CU_OBJ)
 	@echo "  LD      $@"
 	@$(CC) -shared -Wl,-z,nodelete -o $@ $^ $(LDLIBS)
 
-$(LIB_A): $(OBJ) $(CU_OBJ)
+$(LIB_A): $(TEST_OBJ) $(CU_OBJ)
 	@echo "  AR      $@"
 	@rm -f $@
 	@ar rcs $@ $^
+
+$(TEST_VAR_OBJ): kernels/variants.c $(HDRS)
+	@mkdir -p $(dir $@)
+	@echo "  CC      $< (test variants)"
+	@$(CC) $(ALL_CFLAGS) -Ikernels -DIXL_TEST_VARIANTS -c $< -o $@
+
+$(TEST_DIR)/libidxlab.so: $(TEST_OBJ) $(CU_OBJ)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	@$(CC) -shared -Wl,-z,nodelete -o $@ $^ $(LDLIBS)
+
+$(TEST_DIR)/idxlab_cdef.h: $(CDEF)
+	@mkdir -p $(dir $@)
+	@cp $< $@
 
 $(CDEF): include/idxlab.h scripts/gen_cdef.sh
 	@mkdir -p $(BUILD)
@@ -124,7 +145,7 @@ $(BUILD)/tests/%: tests/c/%.c tests/c/check.h $(LIB_A)
 run: setup all
 	IDXLAB_LIBDIR=$(abspath $(BUILD)) bin/idxlab run experiments/quick.lua
 
-test: setup all $(C_TESTS)
+test: setup all $(C_TESTS) $(TEST_DIR)/libidxlab.so $(TEST_DIR)/idxlab_cdef.h
 	@BUILD=$(BUILD) SANITIZE=$(SANITIZE) CC=$(CC) scripts/run_tests.sh
 
 # The symbol rule reads $(BUILD)/obj, so the library is built first.
