@@ -26,6 +26,7 @@ local sel = require("idxlab.select") -- not `select`: that is Lua's builtin
 local Builder = require("idxlab.builder")
 local Context = require("idxlab.context")
 local Tensor = require("idxlab.tensor")
+local util = require("idxlab.util")
 local ffi, C, check = core.ffi, core.C, core.check
 
 -- The variant registry, where this tree has one (another part of issue 12 adds it).
@@ -39,9 +40,6 @@ local M = {}
 -- A step times 5 stages for the source layer and the expansion and 3 per consumer layer, in
 -- the context's 256 timer slots: at most 83 consumer layers.
 M.MAX_CONSUMER_LAYERS = math.floor((256 - 5) / 3)
-
--- The kernel families a step's result reports the variant of (those it runs).
-M.FAMILIES = { "formats", "logits", "select", "index" }
 
 local Step = {}
 Step.__index = Step
@@ -78,11 +76,12 @@ local function pin_variants(ctx, pins)
 end
 M.pin_variants = pin_variants
 
--- {family = the variant that ran} over M.FAMILIES, or nil without a registry.
+-- {family = the variant that ran} over the registry's families (a family the step did not
+-- run is absent), or nil without a registry.
 local function variants_ran(ctx)
   if not variants then return nil end
   local out = {}
-  for _, family in ipairs(M.FAMILIES) do out[family] = variants.ran(ctx, family) end
+  for _, family in ipairs(variants.families()) do out[family] = variants.ran(ctx, family) end
   return out
 end
 M.variants_ran = variants_ran
@@ -591,16 +590,6 @@ function Step:compare(G, sz, acc, keep)
   end
 end
 
-local function median(list)
-  if #list == 0 then return 0 end
-  local c = {}
-  for i, v in ipairs(list) do c[i] = v end
-  table.sort(c)
-  local m = math.floor((#c + 1) / 2)
-  if #c % 2 == 1 then return c[m] end
-  return (c[m] + c[m + 1]) / 2
-end
-
 local SOURCE_STAGES = { "dense_logits", "candidate_select", "source_topk", "expand", "total" }
 local LAYER_STAGES = { "sparse_logits", "topk", "remap" }
 
@@ -671,12 +660,12 @@ function Step:step(inputs, opts)
     peak_logits = math.max(peak_logits, G.n * G.maxlen * 4)
     if opts.acc then self:compare(G, sz, opts.acc, opts.keep) end
   end
-  -- medians over the timed iterations
+  -- medians over the timed iterations (at least one)
   local times = { layers = {} }
   local function med(get)
     local l2 = {}
     for _, r in ipairs(runs) do l2[#l2 + 1] = get(r) or 0 end
-    return median(l2)
+    return util.median(l2)
   end
   for _, name in ipairs(SOURCE_STAGES) do
     times[name] = med(function(r) return r[name] end)
