@@ -240,7 +240,8 @@ ixl_status ixl_graph_begin(ixl_ctx *ctx) {
     return ixl_set_error(ctx, IXL_ERR_UNSUPPORTED, "graph capture needs backend=cuda");
   if (ctx->poisoned) return poisoned(ctx);
   if (ctx->capturing) return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "graph capture already begun");
-  cudaError_t e = cudaStreamBeginCapture((cudaStream_t)ctx->stream, cudaStreamCaptureModeThreadLocal);
+  cudaError_t e =
+      cudaStreamBeginCapture((cudaStream_t)ctx->stream, cudaStreamCaptureModeThreadLocal);
   if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaStreamBeginCapture");
   ctx->capturing = 1;
   return IXL_OK;
@@ -267,7 +268,8 @@ ixl_status ixl_graph_end(ixl_ctx *ctx) {
 
 ixl_status ixl_graph_launch(ixl_ctx *ctx) {
   if (!ctx) return IXL_ERR_INVALID_ARG;
-  if (!ctx->graph_exec) return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "no captured graph to launch");
+  if (!ctx->graph_exec)
+    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "no captured graph to launch");
   if (ctx->poisoned) return poisoned(ctx);
   return ixl_cuda_status(ctx, cudaGraphLaunch((cudaGraphExec_t)ctx->graph_exec,
                                               (cudaStream_t)ctx->stream),
@@ -307,7 +309,8 @@ ixl_status ixl_ctx_mem_info(ixl_ctx *ctx, int64_t *f, int64_t *t) {
   *t = 0;
   return IXL_OK;
 }
-ixl_status ixl_cuda_memcpy(ixl_ctx *ctx, void *dst, const void *src, int64_t bytes, int dd, int sd) {
+ixl_status ixl_cuda_memcpy(ixl_ctx *ctx, void *dst, const void *src, int64_t bytes, int dd,
+                           int sd) {
   (void)dst; (void)src; (void)bytes; (void)dd; (void)sd;
   return ixl_set_error(ctx, IXL_ERR_BACKEND, "device copy needs a CUDA build");
 }

@@ -70,8 +70,9 @@ ixl_status ixl_rows_overlap(ixl_ctx *ctx, const ixl_tensor *a, const ixl_tensor 
   const int64_t ka = row_width(a), kb = row_width(b);
   int64_t bytes;
   if (!ixl_add_ok(ka, kb, &bytes) || !ixl_mul_ok(bytes, 4, &bytes))
-    return ixl_set_error(ctx, IXL_ERR_OVERFLOW, "rows_overlap: scratch for k = %lld + %lld overflows",
-                         (long long)ka, (long long)kb);
+    return ixl_set_error(ctx, IXL_ERR_OVERFLOW,
+                         "rows_overlap: scratch for k = %lld + %lld overflows", (long long)ka,
+                         (long long)kb);
   int32_t *buf;
   if ((st = ixl_ctx_scratch(ctx, 0, bytes, IXL_HOST, (void **)&buf))) return st;
   for (int64_t r = 0; r < R; r++) {
@@ -132,7 +133,8 @@ ixl_status ixl_rows_mass_recall(ixl_ctx *ctx, const ixl_tensor *dense_pos,
   const int64_t R = dense_pos->shape[0], k = row_width(dense_pos);
   if ((st = ixl_check_tensor(ctx, dense_vals, "dense_vals", IXL_F32, 2))) return st;
   if (dense_vals->shape[0] != R || dense_vals->shape[1] != k)
-    return ixl_set_error(ctx, IXL_ERR_SHAPE, "dense_vals: shape [%lld, %lld], expected [%lld, %lld]",
+    return ixl_set_error(ctx, IXL_ERR_SHAPE,
+                         "dense_vals: shape [%lld, %lld], expected [%lld, %lld]",
                          (long long)dense_vals->shape[0], (long long)dense_vals->shape[1],
                          (long long)R, (long long)k);
   if ((st = check_rows_i32(ctx, sel, "sel", R, ROWS_LIST))) return st;
@@ -181,7 +183,8 @@ ixl_status ixl_rows_bf16_compare(ixl_ctx *ctx, const ixl_tensor *a, const ixl_te
   const int64_t R = a->shape[0], C = a->shape[1];
   if (b->shape[0] != R || b->shape[1] != C)
     return ixl_set_error(ctx, IXL_ERR_SHAPE, "b: shape [%lld, %lld], expected [%lld, %lld] like a",
-                         (long long)b->shape[0], (long long)b->shape[1], (long long)R, (long long)C);
+                         (long long)b->shape[0], (long long)b->shape[1], (long long)R,
+                         (long long)C);
   if ((st = check_rows_i32(ctx, end, "end", R, ROWS_PER_ROW))) return st;
   if ((st = check_rows_i32(ctx, mismatches, "mismatches", R, ROWS_PER_ROW))) return st;
   if (a->device != IXL_HOST || b->device != IXL_HOST)
@@ -198,7 +201,8 @@ ixl_status ixl_rows_bf16_compare(ixl_ctx *ctx, const ixl_tensor *a, const ixl_te
                            (long long)r, (long long)e, (long long)C);
     int32_t mis = 0;
     for (int64_t c = 0; c < e; c++) {
-      uint16_t x = ((const uint16_t *)a->data)[r * C + c], y = ((const uint16_t *)b->data)[r * C + c];
+      uint16_t x = ((const uint16_t *)a->data)[r * C + c];
+      uint16_t y = ((const uint16_t *)b->data)[r * C + c];
       int same = x == y || ((x & 0x7fff) == 0 && (y & 0x7fff) == 0);
       if (!same) mis++;
       float fx = ixl_bf16_to_f32(x), fy = ixl_bf16_to_f32(y);

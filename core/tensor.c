@@ -28,7 +28,8 @@ ixl_status ixl_tensor_new(ixl_ctx *ctx, ixl_dtype dtype, int ndim, const int64_t
     return ixl_set_error(ctx, IXL_ERR_DTYPE, "dtype = %d: not a known dtype", (int)dtype);
   if (ndim < 0 || ndim > 4)
     return ixl_set_error(ctx, IXL_ERR_SHAPE, "ndim = %d: must be in [0, 4]", ndim);
-  if (ndim > 0 && !shape) return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "tensor_new: shape is NULL");
+  if (ndim > 0 && !shape)
+    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "tensor_new: shape is NULL");
   if (device != IXL_HOST && device != IXL_DEVICE)
     return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "device = %d: must be host (0) or device (1)",
                          (int)device);
@@ -303,7 +304,8 @@ ixl_status ixl_tensor_copy(ixl_ctx *ctx, ixl_tensor *dst, const ixl_tensor *src)
   if (!dst || !src) return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "copy: NULL tensor");
   if (dst->dtype != src->dtype)
     return ixl_set_error(ctx, IXL_ERR_DTYPE, "copy: dst dtype %s != src dtype %s",
-                         ixl_dtype_name((ixl_dtype)dst->dtype), ixl_dtype_name((ixl_dtype)src->dtype));
+                         ixl_dtype_name((ixl_dtype)dst->dtype),
+                         ixl_dtype_name((ixl_dtype)src->dtype));
   if (ixl_tensor_numel(dst) != ixl_tensor_numel(src) || dst->ndim != src->ndim)
     return ixl_set_error(ctx, IXL_ERR_SHAPE, "copy: dst and src shapes differ");
   for (int i = 0; i < dst->ndim; i++)

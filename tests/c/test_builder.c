@@ -20,7 +20,8 @@ TEST(v41_flash_defaults_match_spec_1) {
   CHECK(c.heads == 32 && c.head_dim == 128 && c.index_topk == 512);
   CHECK(c.candidate_block_size == 8 && c.candidate_topk_blocks == 2048);
   CHECK(c.page_size == 128 && c.max_rows == 8192 && c.max_model_len == 1048576);
-  CHECK(c.compress_ratio == 1 && c.max_logits_bytes == 512 * 1024 * 1024 && c.context_parallel == 1);
+  CHECK(c.compress_ratio == 1 && c.max_logits_bytes == 512 * 1024 * 1024 &&
+        c.context_parallel == 1);
   CHECK(c.kv_format == IXL_MXFP4 && c.quantizer == IXL_Q_RNE && c.ks_mode == IXL_KS_UNALIGNED);
   CHECK(c.block_score == IXL_SCORE_MAX && c.split_width == IXL_SPLIT_BF16);
   ixl_builder_info info;
@@ -44,7 +45,8 @@ TEST(v41_flash_defaults_match_spec_1) {
   CHECK(info.config.sparse_block_kv == 16 && info.num_sparse_blocks == 1024);
   c.sparse_block_kv = 4;
   CHECK_OK(ctx, ixl_config_validate(ctx, &c, &info));
-  CHECK(info.config.sparse_block_kv == 4 && info.num_sparse_blocks == 4096 && info.num_sparse_cols == 16384);
+  CHECK(info.config.sparse_block_kv == 4 && info.num_sparse_blocks == 4096 &&
+        info.num_sparse_cols == 16384);
   /* Every kv_format is accepted. */
   for (int f = 0; f < 3; f++) {
     ixl_config_defaults(&c);
@@ -95,10 +97,12 @@ TEST(every_engine_start_check_names_fields_values_and_rule) {
       "sparse_block_kv = 12: must be a power of two in [4, min(candidate_block_size, 128)] that "
       "divides candidate_block_size (16) and page_size (128); valid choices for this config: 4, "
       "8, 16");
-  BAD((c.candidate_block_size = 16, c.sparse_block_kv = 32), "valid choices for this config: 4, 8, 16");
+  BAD((c.candidate_block_size = 16, c.sparse_block_kv = 32),
+      "valid choices for this config: 4, 8, 16");
   BAD((c.candidate_block_size = 16, c.page_size = 24, c.sparse_block_kv = 16),
       "page_size (24); valid choices for this config: 4, 8");
-  BAD((c.candidate_block_size = 512, c.candidate_topk_blocks = 32, c.page_size = 512, c.sparse_block_kv = 256),
+  BAD((c.candidate_block_size = 512, c.candidate_topk_blocks = 32, c.page_size = 512,
+       c.sparse_block_kv = 256),
       "sparse_block_kv = 256: must be a power of two in [4, min(candidate_block_size, 128)] that "
       "divides candidate_block_size (512) and page_size (512); valid choices for this config: 4, "
       "8, 16, 32, 64, 128");
@@ -117,7 +121,8 @@ TEST(every_engine_start_check_names_fields_values_and_rule) {
   BAD(c.max_model_len = 0, "max_model_len = 0: must be in [1, 2147483647]");
   BAD(c.max_model_len = (int64_t)1 << 31, "max_model_len = 2147483648: must be in [1, 2147483647]");
   BAD(c.compress_ratio = 0, "compress_ratio = 0: must be in [1, max_model_len (1048576)]");
-  BAD(c.compress_ratio = 2097152, "compress_ratio = 2097152: must be in [1, max_model_len (1048576)]");
+  BAD(c.compress_ratio = 2097152,
+      "compress_ratio = 2097152: must be in [1, max_model_len (1048576)]");
   BAD(c.workspace_tokens = (int64_t)1 << 31,
       "workspace_tokens = 2147483648: must be in [1, 2147483647] (or auto)");
   BAD(c.max_rows = 0, "max_rows = 0: must be in [1, 2147483647]");
@@ -170,7 +175,8 @@ TEST(valid_sparse_block_kv_lists_every_choice) {
   c.candidate_block_size = 6;
   CHECK_OK(ctx, ixl_valid_sparse_block_kv(ctx, &c, v, 8, &n));
   CHECK(n == 0);
-  CHECK_ERR(ctx, ixl_valid_sparse_block_kv(ctx, &c, NULL, 2, &n), IXL_ERR_INVALID_ARG, "max_out = 2");
+  CHECK_ERR(ctx, ixl_valid_sparse_block_kv(ctx, &c, NULL, 2, &n), IXL_ERR_INVALID_ARG,
+            "max_out = 2");
   ixl_ctx_free(ctx);
 }
 
@@ -240,7 +246,9 @@ static uint64_t next_u64(void) {
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
 }
-static int64_t rnd(int64_t lo, int64_t hi) { return lo + (int64_t)(next_u64() % (uint64_t)(hi - lo + 1)); }
+static int64_t rnd(int64_t lo, int64_t hi) {
+  return lo + (int64_t)(next_u64() % (uint64_t)(hi - lo + 1));
+}
 
 typedef struct rand_batch {
   int32_t nd, np;
@@ -325,7 +333,8 @@ static int step_ok(const ixl_config *c, const ixl_builder_info *info, const ixl_
     for (int64_t i = 0; i < nd; i++) {
       seen[i]++;
       if (i32(&d->row_ks)[i] != 0) FAIL("decode row_ks[%lld] != 0", (long long)i);
-      if (i32(&d->row_ke)[i] != bt->decode_context_lens[i] / r) FAIL("decode row_ke[%lld]", (long long)i);
+      if (i32(&d->row_ke)[i] != bt->decode_context_lens[i] / r)
+        FAIL("decode row_ke[%lld]", (long long)i);
       if (i32(&d->row_indices)[i] != i) FAIL("decode row_indices[%lld]", (long long)i);
     }
     if (bt->decode_block_table && (d->block_table.data != bt->decode_block_table->data ||
@@ -338,7 +347,8 @@ static int step_ok(const ixl_config *c, const ixl_builder_info *info, const ixl_
   int32_t nplan = 0;
   for (int p = 0; p < bt->n_prefill; p++)
     seq[p] = (bt->prefill_context_lens[p] + bt->prefill_query_lens[p]) / r;
-  if (ixl_chunk_plan(ctx, info, bt->n_prefill, seq, bt->prefill_query_lens, sparse, plan, 512, &nplan))
+  if (ixl_chunk_plan(ctx, info, bt->n_prefill, seq, bt->prefill_query_lens, sparse, plan, 512,
+                     &nplan))
     FAIL("chunk_plan: %s", ixl_last_error(ctx));
   if (nplan != st->n_chunks) FAIL("%d chunks, chunk_plan says %d", st->n_chunks, nplan);
   int64_t cursor = nd;
@@ -371,15 +381,17 @@ static int step_ok(const ixl_config *c, const ixl_builder_info *info, const ixl_
     int64_t row = 0;
     for (int p = pc->request_start; p < pc->request_end; p++) {
       int64_t q = bt->prefill_query_lens[p], L = bt->prefill_context_lens[p];
-      int64_t q0 = pc->is_sub_chunk ? pc->query_start : 0, q1 = pc->is_sub_chunk ? pc->query_end : q;
+      int64_t q0 = pc->is_sub_chunk ? pc->query_start : 0,
+              q1 = pc->is_sub_chunk ? pc->query_end : q;
       if (p != req || q0 != qpos) FAIL("chunk %d: request %d rows out of order", ci, p);
       for (int64_t i = q0; i < q1; i++, row++) {
         int64_t g = ch->token_start + row;
         seen[g]++;
         int32_t ks = i32(&ch->row_ks)[row], ke = i32(&ch->row_ke)[row];
         if (ks != ws || ke != ws + (L + i + 1) / r)
-          FAIL("row %lld (request %d, query row %lld): ks/ke %d/%d, expected %lld/%lld", (long long)g,
-               p, (long long)i, ks, ke, (long long)ws, (long long)(ws + (L + i + 1) / r));
+          FAIL("row %lld (request %d, query row %lld): ks/ke %d/%d, expected %lld/%lld",
+               (long long)g, p, (long long)i, ks, ke, (long long)ws,
+               (long long)(ws + (L + i + 1) / r));
         if (i32(&ch->row_indices)[row] != nd + p) FAIL("row %lld row_indices", (long long)g);
       }
       ws += (L + q) / r;
@@ -390,7 +402,8 @@ static int step_ok(const ixl_config *c, const ixl_builder_info *info, const ixl_
     if (ch->workspace_tokens != ws) FAIL("chunk %d workspace_tokens", ci);
     cursor = ch->token_end;
   }
-  if (cursor != rows || req != bt->n_prefill) FAIL("chunks end at row %lld of %lld", (long long)cursor, (long long)rows);
+  if (cursor != rows || req != bt->n_prefill)
+    FAIL("chunks end at row %lld of %lld", (long long)cursor, (long long)rows);
   for (int64_t g = 0; g < rows; g++)
     if (seen[g] != 1) FAIL("row %lld is in %d places", (long long)g, seen[g]);
   return 1;
@@ -453,12 +466,14 @@ TEST(a_request_over_the_logits_budget_becomes_sub_chunks_in_build) {
   int64_t qs[3] = {0, 10, 20}, qe[3] = {10, 20, 25};
   for (int i = 0; i < 3; i++) {
     const ixl_rows *r = &st.chunks[i];
-    CHECK(r->request_start == 2 && r->request_end == 3 && r->query_start == qs[i] && r->query_end == qe[i]);
+    CHECK(r->request_start == 2 && r->request_end == 3 && r->query_start == qs[i] &&
+          r->query_end == qe[i]);
     CHECK(r->token_start == 2 + qs[i] && r->token_end == 2 + qe[i]);
     /* A sub-chunk's rows see their own prefix of the one request in the workspace. */
     CHECK(i32(&r->row_ks)[0] == 0 && i32(&r->row_ke)[0] == 975 + qs[i] + 1);
   }
-  CHECK(st.chunks[3].request_start == 3 && st.chunks[3].token_start == 27 && st.chunks[3].token_end == 30);
+  CHECK(st.chunks[3].request_start == 3 && st.chunks[3].token_start == 27 &&
+        st.chunks[3].token_end == 30);
   CHECK(i32(&st.chunks[3].row_ks)[2] == 0 && i32(&st.chunks[3].row_ke)[2] == 13);
   ixl_builder_free(b);
   ixl_ctx_free(ctx);

@@ -99,7 +99,8 @@ TEST(a_request_over_the_logits_budget_splits_into_query_sub_chunks) {
       CHECK(c->logits_bytes == c->rows * 4000 && c->logits_bytes <= 120000);
     }
   /* The request after a split starts a fresh chunk. */
-  CHECK(ch[8].request_start == 2 && ch[8].request_end == 3 && !ch[8].is_sub_chunk && ch[8].rows == 5);
+  CHECK(ch[8].request_start == 2 && ch[8].request_end == 3 && !ch[8].is_sub_chunk &&
+        ch[8].rows == 5);
   /* One byte under the budget of 30 rows leaves 29 per sub-chunk. */
   ixl_builder_info under = small_info(ctx, 10000, 119999);
   n = plan(ctx, &under, 1, seq, q, 0, ch);
@@ -116,7 +117,8 @@ TEST(sub_chunks_keep_at_least_one_row) {
   ixl_chunk ch[64];
   CHECK(plan(ctx, &info, 1, seq, q, 0, ch) == 3);
   for (int i = 0; i < 3; i++)
-    CHECK(ch[i].rows == 1 && ch[i].query_start == i && ch[i].query_end == i + 1 && ch[i].is_sub_chunk);
+    CHECK(ch[i].rows == 1 && ch[i].query_start == i && ch[i].query_end == i + 1 &&
+          ch[i].is_sub_chunk);
   ixl_ctx_free(ctx);
 }
 
@@ -224,7 +226,9 @@ static uint64_t next_u64(void) {
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
 }
-static int64_t rnd(int64_t lo, int64_t hi) { return lo + (int64_t)(next_u64() % (uint64_t)(hi - lo + 1)); }
+static int64_t rnd(int64_t lo, int64_t hi) {
+  return lo + (int64_t)(next_u64() % (uint64_t)(hi - lo + 1));
+}
 
 TEST(random_plans_respect_both_budgets_and_cover_every_row_once) {
   ixl_ctx *ctx = cpu();

@@ -95,13 +95,16 @@ TEST(tensor_bad_shapes_and_overflow) {
   CHECK_OK(ctx, ixl_ctx_new(IXL_BACKEND_CPU, 0, 0, &ctx));
   ixl_tensor *t = NULL;
   int64_t neg[2] = {3, -1};
-  CHECK_ERR(ctx, ixl_tensor_new(ctx, IXL_F32, 2, neg, IXL_HOST, &t), IXL_ERR_SHAPE, "shape[1] = -1");
+  CHECK_ERR(ctx, ixl_tensor_new(ctx, IXL_F32, 2, neg, IXL_HOST, &t), IXL_ERR_SHAPE,
+            "shape[1] = -1");
   int64_t huge[3] = {1LL << 40, 1LL << 40, 1LL << 40};
-  CHECK_ERR(ctx, ixl_tensor_new(ctx, IXL_F32, 3, huge, IXL_HOST, &t), IXL_ERR_OVERFLOW, "overflows");
+  CHECK_ERR(ctx, ixl_tensor_new(ctx, IXL_F32, 3, huge, IXL_HOST, &t), IXL_ERR_OVERFLOW,
+            "overflows");
   int64_t big[2] = {1LL << 30, 1LL << 30};
   CHECK_ERR(ctx, ixl_tensor_new(ctx, IXL_F32, 2, big, IXL_HOST, &t), IXL_ERR_OVERFLOW, "too large");
   CHECK_ERR(ctx, ixl_tensor_new(ctx, IXL_F32, 5, big, IXL_HOST, &t), IXL_ERR_SHAPE, "ndim = 5");
-  CHECK_ERR(ctx, ixl_tensor_new(ctx, (ixl_dtype)42, 1, big, IXL_HOST, &t), IXL_ERR_DTYPE, "dtype = 42");
+  CHECK_ERR(ctx, ixl_tensor_new(ctx, (ixl_dtype)42, 1, big, IXL_HOST, &t), IXL_ERR_DTYPE,
+            "dtype = 42");
   int64_t one[1] = {4};
   char why[128];
   if (!ixl_cuda_available(why, sizeof why))
@@ -145,7 +148,8 @@ TEST(copy_and_f64_round_trip_every_dtype) {
     CHECK_OK(ctx, ixl_tensor_copy(ctx, b, a));
     double out[4];
     CHECK_OK(ctx, ixl_tensor_to_f64(ctx, b, out, 4));
-    for (int i = 0; i < 4; i++) CHECK_MSG(out[i] == in[i], "dtype %s value %d", ixl_dtype_name(dt), i);
+    for (int i = 0; i < 4; i++)
+      CHECK_MSG(out[i] == in[i], "dtype %s value %d", ixl_dtype_name(dt), i);
     ixl_tensor_free(a);
     ixl_tensor_free(b);
   }
@@ -213,8 +217,9 @@ TEST(shape_and_stride_arithmetic_is_checked) {
   CHECK_OK(ctx, ixl_ctx_new(IXL_BACKEND_CPU, 0, 0, &ctx));
   ixl_tensor *t = NULL;
   int64_t lead0[3] = {0, 1LL << 52, 1LL << 52}, tail0[3] = {1LL << 52, 1LL << 52, 0};
-  CHECK_ERR(ctx, ixl_tensor_new(ctx, IXL_F32, 3, lead0, IXL_HOST, &t), IXL_ERR_OVERFLOW,
-            "tensor of shape[2] = 4503599627370496 overflows int64 (the product of the nonzero dims");
+  CHECK_ERR(
+      ctx, ixl_tensor_new(ctx, IXL_F32, 3, lead0, IXL_HOST, &t), IXL_ERR_OVERFLOW,
+      "tensor of shape[2] = 4503599627370496 overflows int64 (the product of the nonzero dims");
   CHECK_ERR(ctx, ixl_tensor_new(ctx, IXL_F32, 3, tail0, IXL_HOST, &t), IXL_ERR_OVERFLOW,
             "shape[1] = 4503599627370496 overflows int64");
   CHECK(t == NULL);
@@ -235,8 +240,9 @@ TEST(shape_and_stride_arithmetic_is_checked) {
   CHECK_ERR(ctx, ixl_tensor_view(ctx, a, 1, vs, neg, 0, &v), IXL_ERR_OVERFLOW,
             "with stride [-4503599627370496]");
   int64_t two[1] = {2}, unit[1] = {1}, four[1] = {4}, back[1] = {-2}, zero[1] = {0};
-  CHECK_ERR(ctx, ixl_tensor_view(ctx, b, 1, two, unit, INT64_MAX, &v), IXL_ERR_OVERFLOW,
-            "view at offset 9223372036854775807 spanning elements [0, 2) from it: the sum overflows");
+  CHECK_ERR(
+      ctx, ixl_tensor_view(ctx, b, 1, two, unit, INT64_MAX, &v), IXL_ERR_OVERFLOW,
+      "view at offset 9223372036854775807 spanning elements [0, 2) from it: the sum overflows");
   CHECK_ERR(ctx, ixl_tensor_view(ctx, b, 1, zero, NULL, 1LL << 60, &v), IXL_ERR_SHAPE,
             "empty view at offset 1152921504606846976: must start inside its base [0, 8]");
   CHECK_OK(ctx, ixl_tensor_view(ctx, b, 1, zero, NULL, 8, &v)); /* empty, at the end */
@@ -252,7 +258,8 @@ TEST(null_pointers_are_refused) {
   ixl_ctx *ctx = NULL;
   CHECK_OK(ctx, ixl_ctx_new(IXL_BACKEND_CPU, 0, 0, &ctx));
   int64_t free_b = -1, total_b = -1;
-  CHECK_ERR(ctx, ixl_ctx_mem_info(ctx, NULL, NULL), IXL_ERR_INVALID_ARG, "mem_info: free_bytes is NULL");
+  CHECK_ERR(ctx, ixl_ctx_mem_info(ctx, NULL, NULL), IXL_ERR_INVALID_ARG,
+            "mem_info: free_bytes is NULL");
   CHECK_ERR(ctx, ixl_ctx_mem_info(ctx, &free_b, NULL), IXL_ERR_INVALID_ARG,
             "mem_info: total_bytes is NULL");
   CHECK_OK(ctx, ixl_ctx_mem_info(ctx, &free_b, &total_b));

@@ -341,7 +341,8 @@ TEST(writer_argument_errors) {
   CHECK_ERR(ctx, ixl_st_writer_add(f, "x", IXL_F32, 2, shp, data, 24), IXL_ERR_INVALID_ARG,
             "opened for reading");
   CHECK_ERR(ctx, ixl_st_writer_save(f, "/tmp/x"), IXL_ERR_INVALID_ARG, "opened for reading");
-  CHECK_ERR(ctx, ixl_st_writer_set_metadata(f, "k", "v"), IXL_ERR_INVALID_ARG, "opened for reading");
+  CHECK_ERR(ctx, ixl_st_writer_set_metadata(f, "k", "v"), IXL_ERR_INVALID_ARG,
+            "opened for reading");
   ixl_st_close(f);
   free(b);
   /* NULL handles are refused or ignored, never crash */
@@ -420,7 +421,8 @@ TEST(bad_json_names_the_byte) {
   for (int i = 0; i < 100; i++) strcat(deep, "[");
   BAD(deep, 0, "nested too deeply");
   BAD("[1]", 0, "the header is an array, expected a JSON object");
-  BAD("{\"a\": 1e}", 0, "header byte 6 (file byte 14): bad number: digits must follow the exponent");
+  BAD("{\"a\": 1e}", 0,
+      "header byte 6 (file byte 14): bad number: digits must follow the exponent");
   BAD("{\"a\": {} ]", 0, "header byte 9 (file byte 17): expected ',' or '}'");
   BAD("{\"a\": [1, ", 0, "unexpected end of header, expected a value");
   BAD("{\"a\": [1", 0, "unexpected end of header inside an array");
