@@ -89,7 +89,7 @@ end
 -- run(file_or_table, opts) -> result { dir, rows, new_rows, skipped, failed, interrupted,
 -- status (0, 1 when a point failed, 130 when interrupted), summary, files }.
 -- opts: set = {"k=v"...}, dry_run, resume, shard = "i/n", out = base dir (default "results"),
--- dir = exact results dir, measure = function(ctx, point) -> row (default pipeline.measure,
+-- dir = exact results dir, measure = function(ctx, point) -> row (default idxlab.measure,
 -- with a context per backend), fake = a stand-in for the kernels, function(nil, point) -> row
 -- (no context; a test hook, as is IDXLAB_FAKE_MEASURE = a Lua file returning one),
 -- progress = "bar"|"plain"|"off", stdout/stderr = streams, gnuplot = command or "none", quiet.

@@ -3,12 +3,12 @@
 -- Ctrl-C stops cleanly (status 130); a point that fails is reported and the rest run. Then the
 -- CSV, the summary and the plots (idxlab.report).
 --
--- The measure: pipeline.measure by default (a context per backend), opts.measure, or a
+-- The measure: idxlab.measure by default (a context per backend), opts.measure, or a
 -- stand-in for the kernels (opts.fake, or the test hook IDXLAB_FAKE_MEASURE = the path of a
 -- Lua file returning one), which runs without a context.
 local errors = require("idxlab.errors")
 local Context = require("idxlab.context")
-local pipeline = require("idxlab.pipeline")
+local measure_mod = require("idxlab.measure")
 local progress = require("idxlab.progress")
 local report = require("idxlab.report")
 local results = require("idxlab.results")
@@ -94,7 +94,7 @@ local function resolve_measure(opts)
     -- a stand-in for the kernels: no context, and the chunker (no kernels) runs as it is
     return { fn = fake, contexts = false, replaces_chunks = false }
   end
-  return { fn = pipeline.measure, contexts = true, replaces_chunks = false }
+  return { fn = measure_mod.measure, contexts = true, replaces_chunks = false }
 end
 
 ---------------------------------------------------------------------------- the results dir
