@@ -288,3 +288,65 @@ describe("replay files", function()
     os.remove(inp)
   end)
 end)
+
+describe("kernel variant pins (config.variant)", function()
+  local variants = require("idxlab.variants")
+  local ctx = idxlab.context{ backend = "cpu", seed = SEED, threads = 2 }
+
+  -- every output of one step, by name and group start
+  local function outputs_of(p, inputs)
+    local got = {}
+    local keep = {
+      put = function(name, t, r0) got[name .. "@" .. r0] = t:to_table() end,
+      put_layer = function(name, l, t, r0) got[name .. l .. "@" .. r0] = t:to_table() end,
+    }
+    local res = p:step(inputs, { acc = pipeline.new_acc(), keep = keep })
+    return got, res
+  end
+
+  it("runs the pinned CPU logits variant, names it in the result, restores the context's pins",
+  function()
+    local inputs = make_inputs(ctx, small_cfg(), { 1500, 700, 100 })
+    variants.set(ctx, "select", "ref") -- a pin of the context's own, which a step keeps
+    local outs = {}
+    for _, name in ipairs({ "ref", "fast" }) do
+      local p = pipeline.new(ctx, small_cfg({ variant = { logits = name } }))
+      local got, res = outputs_of(p, inputs)
+      assert.equals(name, res.variant.logits)
+      assert.equals("ref", res.variant.select)
+      assert.is_nil(variants.get(ctx, "logits"), "the step's pin outlived it")
+      assert.equals("ref", variants.get(ctx, "select"))
+      outs[name] = got
+      p:free()
+    end
+    variants.set(ctx, "select", nil)
+    -- the fast CPU path is bitwise the reference (SPEC 3), so every output is the same
+    assert.are.same(outs.ref, outs.fast, "seed " .. SEED)
+  end)
+
+  it("refuses a variant the family lacks, naming the family, the name and the variants",
+  function()
+    local inputs = make_inputs(ctx, small_cfg(), { 300, 200 })
+    local p = pipeline.new(ctx, small_cfg({ variant = { logits = "v9" } }))
+    local ok, err = pcall(function() p:step(inputs) end)
+    assert.is_false(ok)
+    assert.matches("logits variant v9: no such variant %(logits has: ref, fast", tostring(err))
+    assert.matches("pipeline_spec.lua", tostring(err)) -- at the caller's line
+    assert.is_nil(variants.get(ctx, "logits"))
+    p:free()
+    ok, err = pcall(pipeline.new, ctx, small_cfg({ variant = "fast" }))
+    assert.is_false(ok)
+    assert.matches("config.variant must be a table of family = variant name", tostring(err))
+  end)
+
+  it("measure records, per family, the variant that ran", function()
+    local row = pipeline.measure(ctx, {
+      config = { heads = 8, index_topk = 32, candidate_block_size = 8, candidate_topk_blocks = 64,
+        variant = { logits = "ref" } },
+      workload = { decode = { rows = 2, context = 2048 }, consumer_layers = 1 }, seed = SEED })
+    assert.equals("ref", row.variant.logits)
+    assert.equals("ref", row.variant.select)
+    assert.is_nil(variants.get(ctx, "logits"))
+    assert.equals(0, row.logit_mismatches, "seed " .. SEED)
+  end)
+end)

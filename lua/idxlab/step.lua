@@ -14,9 +14,11 @@
 -- after it. Buffers are sized on the first step and reused, so later steps of the same or
 -- smaller shapes allocate nothing (the context's counters prove it).
 --
--- Kernel variants: cfg.variant = {logits = "v2", ...} (optional) pins a variant per family on
--- the context before each step runs (idxlab.variants); a step's result names, per family, the
--- variant that ran.
+-- Kernel variants (idxlab.variants): cfg.variant = {logits = "v2", ...} (optional) pins a
+-- variant per family on the context for the duration of each step (the context's own pins
+-- come back after it, so a pinned step never leaks into the next one); without cfg.variant a
+-- step runs whatever the context has pinned, else each family's default. A step's result
+-- names, per family it ran, the variant that ran.
 local core = require("idxlab.ffi")
 local errors = require("idxlab.errors")
 local config = require("idxlab.config")
@@ -29,9 +31,7 @@ local Tensor = require("idxlab.tensor")
 local util = require("idxlab.util")
 local ffi, C, check = core.ffi, core.C, core.check
 
--- The variant registry, where this tree has one (another part of issue 12 adds it).
-local variants = package.searchpath("idxlab.variants", package.path)
-  and require("idxlab.variants") or nil
+local variants = require("idxlab.variants")
 
 local fail = errors.fail
 
@@ -64,22 +64,32 @@ local function split_variant(cfg, fn)
 end
 M.split_variant = split_variant
 
--- Pins each pinned family's variant on the context, in a fixed order (families sorted), so a
--- refusal names the same family every run.
-local function pin_variants(ctx, pins)
-  if not pins then return end
-  if not variants then fail("config.variant: this build has no kernel variant registry") end
-  local families = {}
-  for family in pairs(pins) do families[#families + 1] = family end
-  table.sort(families)
-  for _, family in ipairs(families) do variants.set(ctx, family, pins[family]) end
+-- fn(...) with `pins` set on the context, in a fixed order (families sorted, so a refusal
+-- names the same family every run); the context's previous pins are restored afterwards,
+-- also when fn fails.
+local function with_pins(ctx, pins, fn, ...)
+  if not pins then return fn(...) end
+  local families = util.sorted_keys(pins)
+  local before = {}
+  for _, family in ipairs(families) do before[family] = variants.get(ctx, family) end
+  local args = { n = select("#", ...), ... }
+  local ok, res = pcall(function()
+    for _, family in ipairs(families) do variants.set(ctx, family, pins[family]) end
+    return fn(unpack(args, 1, args.n))
+  end)
+  for _, family in ipairs(families) do
+    -- after a failure, that failure is the one to report, not a second one from restoring
+    local rok, rerr = pcall(variants.set, ctx, family, before[family])
+    if ok and not rok then errors.rethrow(rerr) end
+  end
+  if not ok then errors.rethrow(res) end
+  return res
 end
-M.pin_variants = pin_variants
+M.with_pins = with_pins
 
 -- {family = the variant that ran} over the registry's families (a family the step did not
--- run is absent), or nil without a registry.
+-- run is absent).
 local function variants_ran(ctx)
-  if not variants then return nil end
   local out = {}
   for _, family in ipairs(variants.families()) do out[family] = variants.ran(ctx, family) end
   return out
@@ -593,10 +603,9 @@ end
 local SOURCE_STAGES = { "dense_logits", "candidate_select", "source_topk", "expand", "total" }
 local LAYER_STAGES = { "sparse_logits", "topk", "remap" }
 
--- The step's inputs checked and prepared, and its builder step: (sizes, prepared, groups).
+-- The step's inputs checked and prepared: (sizes, prepared tensors, the builder's step).
 local function start(self, inputs)
   local ctx, cfg = self.ctx, self.cfg
-  pin_variants(ctx, self.variant)
   local sz = check_inputs(self, cfg, inputs)
   local st = self:prepare(inputs, sz)
   if not self.builder then self.builder = Builder(ctx, cfg) end
@@ -607,7 +616,7 @@ end
 -- Runs one step. opts: { acc = accumulator (idxlab.summary.new_acc, for the metrics), keep =
 -- output collector (replay), timing = { warmup = 0, iters = 1 } }. Returns the step's timings
 -- and sizes, and (with a variant registry) the variant that ran per family.
-function Step:step(inputs, opts)
+local function run_step(self, inputs, opts)
   opts = opts or {}
   local ctx, cfg = self.ctx, self.cfg
   local sz, st, step = start(self, inputs)
@@ -699,7 +708,7 @@ end
 -- Captures the production path of every group of one step in a CUDA graph (CUDA contexts
 -- only), then replays it `replays` times. Returns the group's state (G.layers[l].pos holds
 -- layer l's remapped top-k positions), for comparison with an eager run.
-function Step:capture(inputs, replays)
+local function run_capture(self, inputs, replays)
   local ctx = self.ctx
   local sz, st, step = start(self, inputs)
   local groups = groups_of(step)
@@ -720,6 +729,14 @@ function Step:capture(inputs, replays)
   for _ = 1, replays or 1 do check(cd, C.ixl_graph_launch(cd)) end
   ctx:sync()
   return G
+end
+
+function Step:step(inputs, opts)
+  return with_pins(self.ctx, self.variant, run_step, self, inputs, opts)
+end
+
+function Step:capture(inputs, replays)
+  return with_pins(self.ctx, self.variant, run_capture, self, inputs, replays)
 end
 
 -- The public boundary: errors leaving these get the caller's line (idxlab.errors). The
