@@ -16,45 +16,40 @@
 -- alike, and the best/best ratio is the closer estimate of the uncontended one.
 local M = {
   name = "bench_cpu",
-  question = "Achieved GFLOP/s of the CPU logits kernels K1 and K5 against the measured AVX2 FMA peak",
+  question = "Achieved GFLOP/s of the CPU logits kernels K1 and K5 against the measured AVX2 "
+    .. "FMA peak",
 }
 
-local function fma_peak(ffi, C, threads, seconds)
-  -- ixl_bench_fma_peak_gflops lives in kernels/dense_logits_cpu.c, outside the public header
-  pcall(ffi.cdef, "double ixl_bench_fma_peak_gflops(int threads, double seconds);")
-  local ok, fn = pcall(function() return C.ixl_bench_fma_peak_gflops end)
-  if not ok then return nil end
-  local g = fn(threads, seconds)
-  return g > 0 and g or nil
+-- Run directly (`luajit bench/cpu.lua`): the checkout's lua/ goes on the module path first.
+local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
+local direct = arg and type(arg[0]) == "string" and arg[0]:match("[^/]*$") == "cpu.lua"
+  and not rawget(_G, "IDXLAB_EXPERIMENT") and not rawget(_G, "IDXLAB_SCRIPT")
+if direct then
+  package.path = here .. "/../lua/?.lua;" .. here .. "/../lua/?/init.lua;" .. package.path
 end
 
-local function median(t)
-  local s = {}
-  for i, v in ipairs(t) do s[i] = v end
-  table.sort(s)
-  local n = #s
-  return n % 2 == 1 and s[(n + 1) / 2] or (s[n / 2] + s[n / 2 + 1]) / 2
-end
+-- The shared bench helpers (median, timing, the FMA peak), from the file beside this one.
+local lib = dofile(here .. "/lib.lua")
+local median = lib.median
 
 -- main(opts): opts.ctx (a CPU context; default 2 threads), reps, threads, rows, positions.
 function M.main(opts)
   opts = opts or {}
   local ctx = opts.ctx
   local idxlab = require("idxlab")
-  local core = require("idxlab.ffi")
   local formats = require("idxlab.formats")
   local logits = require("idxlab.logits")
-  local ffi, C = core.ffi, core.C
+  local rng = require("idxlab.rng")
   ctx = ctx or idxlab.context{ backend = "cpu", seed = 1, threads = opts.threads or 2 }
-  if ctx:backend() ~= "cpu" then error("idxlab: bench_cpu needs a CPU context, got " .. ctx:backend(), 2) end
+  if ctx:backend() ~= "cpu" then
+    error("idxlab: bench_cpu needs a CPU context, got " .. ctx:backend(), 2)
+  end
   local threads, reps = ctx:threads(), opts.reps or 7
   local R, H, N, sbk, nsb, P = opts.rows or 64, 32, opts.positions or 32768, 16, 1024, 128
   local fmt = "mxfp4"
 
   local function normal(shape, seed)
-    local t = ctx:tensor("f32", shape)
-    ctx:check(C.ixl_rng_normal(ctx.cd, t.cd, seed, 0, 0, 1))
-    return t
+    return rng.normal(ctx:tensor("f32", shape), { seed = seed })
   end
   local qc, qs = formats.quantize(ctx, fmt, "rne", "q", normal({ R, H, 128 }, 11))
   local kc, kscale = formats.quantize(ctx, fmt, "rne", "k", normal({ N, 128 }, 12))
@@ -86,8 +81,8 @@ function M.main(opts)
     end
     formats.write_pages(ctx, fmt, kc, kscale, 0, N, pages, P, bt:view({ mp }, r * mp))
   end
-  local pqk = { q_codes = qc:view({ pr, H, 64 }), q_scales = qs:view({ pr, H }), k_pages = pages, page_size = P,
-    kv_format = fmt }
+  local pqk = { q_codes = qc:view({ pr, H, 64 }), q_scales = qs:view({ pr, H }), k_pages = pages,
+    page_size = P, kv_format = fmt }
   local lens = ctx:tensor("i32", { pr })
   for r = 0, pr - 1 do lens:ptr()[r] = N end
   local pids = ids:view({ pr, nsb })
@@ -101,50 +96,53 @@ function M.main(opts)
     { name = "K1 dense, fp32 reduction", rows = R, positions = N,
       call = function() logits.dense(ctx, qk, wd, ks, ke, { out = out32 }) end },
     { name = "K1 dense, bf16 reduction", rows = R, positions = N,
-      call = function() logits.dense(ctx, qk, wb, ks, ke, { reduction = "bf16", out = out16 }) end },
+      call = function()
+        logits.dense(ctx, qk, wb, ks, ke, { reduction = "bf16", out = out16 })
+      end },
     { name = "K5 sparse, ragged", rows = R, positions = nsb * sbk,
-      call = function() logits.sparse(ctx, qk, wb, ks, ke, nil, ids, sbk, "unaligned", sout) end },
+      call = function()
+        logits.sparse(ctx, qk, wb, ks, ke, nil, ids, sbk, "unaligned", sout)
+      end },
     { name = "K5 sparse, paged", rows = pr, positions = nsb * sbk,
-      call = function() logits.sparse(ctx, pqk, wbp, nil, lens, bt, pids, sbk, "unaligned", pout) end },
+      call = function()
+        logits.sparse(ctx, pqk, wbp, nil, lens, bt, pids, sbk, "unaligned", pout)
+      end },
   }
   local log = opts.log or print
-  log(("bench_cpu: %s, %d threads, mxfp4 keys, H = %d, D = 128, %d reps"):format(ctx:device_name(), threads, H, reps))
-  log(("%-26s %6s %9s %12s %10s %10s %8s"):format("kernel", "rows", "positions", "median GF/s", "best GF/s",
-    "peak GF/s", "best/peak"))
+  log(("bench_cpu: %s, %d threads, mxfp4 keys, H = %d, D = 128, %d reps"):format(
+    ctx:device_name(), threads, H, reps))
+  log(("%-26s %6s %9s %12s %10s %10s %8s"):format("kernel", "rows", "positions", "median GF/s",
+    "best GF/s", "peak GF/s", "best/peak"))
   log("(peak: the FMA loop timed like the kernel, best of the same runs)")
   local rows = {}
   for _, c in ipairs(cases) do
     local flops = 2.0 * H * 128 * c.rows * c.positions
-    ctx:timer_record(0)
-    c.call() -- warm-up, and the duration of the peak's runs
-    ctx:timer_record(1)
-    local secs = math.max(0.02, ctx:timer_elapsed_us(0, 1) * 1e-6)
+    -- warm-up, and the duration of the peak's runs
+    local secs = math.max(0.02, lib.time_us(ctx, c.call) * 1e-6)
     local rates, peaks = {}, {}
     for i = 1, reps do
-      peaks[i] = fma_peak(ffi, C, threads, secs)
-      ctx:timer_record(0)
-      c.call()
-      ctx:timer_record(1)
-      rates[i] = flops / (ctx:timer_elapsed_us(0, 1) * 1e3)
+      peaks[i] = lib.fma_peak_gflops(threads, secs)
+      rates[i] = flops / (lib.time_us(ctx, c.call) * 1e3)
     end
     local best = math.max(unpack(rates))
     local peak = peaks[1] and math.max(unpack(peaks)) or nil
     local row = { kernel = c.name, rows = c.rows, positions = c.positions, threads = threads,
       median_gflops = median(rates), best_gflops = best, peak_gflops = peak,
-      peak_median_gflops = peak and median(peaks) or nil, best_over_peak = peak and best / peak or nil }
+      peak_median_gflops = peak and median(peaks) or nil,
+      best_over_peak = peak and best / peak or nil }
     rows[#rows + 1] = row
-    log(("%-26s %6d %9d %12.1f %10.1f %10s %8s"):format(c.name, c.rows, c.positions, row.median_gflops, best,
-      peak and ("%.1f"):format(peak) or "n/a", peak and ("%.0f%%"):format(100 * best / peak) or "n/a"))
+    log(("%-26s %6d %9d %12.1f %10.1f %10s %8s"):format(c.name, c.rows, c.positions,
+      row.median_gflops, best, peak and ("%.1f"):format(peak) or "n/a",
+      peak and ("%.0f%%"):format(100 * best / peak) or "n/a"))
   end
-  for _, t in ipairs({ out32, out16, sout, pout, pages, bt, ids, lens, ks, ke, qc, qs, kc, kscale, wd, wb }) do t:free() end
+  for _, t in ipairs({ out32, out16, sout, pout, pages, bt, ids, lens, ks, ke, qc, qs, kc, kscale,
+    wd, wb }) do
+    t:free()
+  end
   return rows
 end
 
 -- Run directly: `luajit bench/cpu.lua [reps [threads]]`.
-if arg and type(arg[0]) == "string" and arg[0]:match("bench_cpu%.lua$") and not rawget(_G, "IDXLAB_EXPERIMENT") and not rawget(_G, "IDXLAB_SCRIPT") then
-  local here = arg[0]:match("^(.*)/[^/]*$") or "."
-  package.path = here .. "/../lua/?.lua;" .. here .. "/../lua/?/init.lua;" .. package.path
-  M.main({ reps = tonumber(arg[1]), threads = tonumber(arg[2]) })
-end
+if direct then M.main({ reps = tonumber(arg[1]), threads = tonumber(arg[2]) }) end
 
 return M

@@ -13,6 +13,10 @@
 -- the valid (row, position) pairs only: 2 * pairs * H * 128. Bytes: keys read once, queries,
 -- weights, logits written. `scale` shrinks every case (rows and positions) for a quick CPU
 -- run; the ratios to the ceilings need the GPU.
+-- The kernels are called through bench/lib.lua's named wrappers, resolved before the timed
+-- loop, so the timed region holds the C call only, as in bench_logits.c.
+local lib = dofile((debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or ".") .. "/lib.lua")
+
 local M = {
   name = "bench_logits",
   question = "Time, TFLOP/s and GB/s of K1, K2 and K5 at the V4.1-Flash and V3.2 shapes",
@@ -21,24 +25,33 @@ local M = {
 -- kernel 1: dense ragged (causal rows of one request), 2: dense paged (own pages per row,
 -- shuffled), 5: sparse (2048 sorted blocks of 8 per row; paged when page > 0).
 M.cases = {
-  { name = "k1_prefill_2048x8192_mxfp4_h32", kernel = 1, fmt = "mxfp4", H = 32, R = 2048, N = 8192 },
-  { name = "k1_prefill_2048x8192_mxfp4_h32_bf16", kernel = 1, fmt = "mxfp4", H = 32, R = 2048, N = 8192, bf16 = true },
+  { name = "k1_prefill_2048x8192_mxfp4_h32", kernel = 1, fmt = "mxfp4", H = 32, R = 2048,
+    N = 8192 },
+  { name = "k1_prefill_2048x8192_mxfp4_h32_bf16", kernel = 1, fmt = "mxfp4", H = 32, R = 2048,
+    N = 8192, bf16 = true },
   { name = "k1_prefill_2048x8192_fp8_h64", kernel = 1, fmt = "fp8", H = 64, R = 2048, N = 8192 },
-  { name = "k1_prefill_4096x65536_mxfp4_h32", kernel = 1, fmt = "mxfp4", H = 32, R = 4096, N = 65536 },
-  { name = "k1_prefill_4096x65536_fp8_h64", kernel = 1, fmt = "fp8", H = 64, R = 4096, N = 65536 },
-  { name = "k2_decode_1x128k_mxfp4_h32", kernel = 2, fmt = "mxfp4", H = 32, R = 1, N = 131072, page = 64 },
-  { name = "k2_decode_1x128k_fp8_h64", kernel = 2, fmt = "fp8", H = 64, R = 1, N = 131072, page = 64 },
-  { name = "k2_decode_64x128k_mxfp4_h32", kernel = 2, fmt = "mxfp4", H = 32, R = 64, N = 131072, page = 64 },
-  { name = "k2_decode_64x128k_fp8_h64", kernel = 2, fmt = "fp8", H = 64, R = 64, N = 131072, page = 64 },
-  { name = "k5_decode_64x16k_paged128_mxfp4_h32", kernel = 5, fmt = "mxfp4", H = 32, R = 64, N = 131072, page = 128 },
-  { name = "k5_prefill_4096x16k_ragged_mxfp4_h32", kernel = 5, fmt = "mxfp4", H = 32, R = 4096, N = 131072 },
+  { name = "k1_prefill_4096x65536_mxfp4_h32", kernel = 1, fmt = "mxfp4", H = 32, R = 4096,
+    N = 65536 },
+  { name = "k1_prefill_4096x65536_fp8_h64", kernel = 1, fmt = "fp8", H = 64, R = 4096,
+    N = 65536 },
+  { name = "k2_decode_1x128k_mxfp4_h32", kernel = 2, fmt = "mxfp4", H = 32, R = 1, N = 131072,
+    page = 64 },
+  { name = "k2_decode_1x128k_fp8_h64", kernel = 2, fmt = "fp8", H = 64, R = 1, N = 131072,
+    page = 64 },
+  { name = "k2_decode_64x128k_mxfp4_h32", kernel = 2, fmt = "mxfp4", H = 32, R = 64, N = 131072,
+    page = 64 },
+  { name = "k2_decode_64x128k_fp8_h64", kernel = 2, fmt = "fp8", H = 64, R = 64, N = 131072,
+    page = 64 },
+  { name = "k5_decode_64x16k_paged128_mxfp4_h32", kernel = 5, fmt = "mxfp4", H = 32, R = 64,
+    N = 131072, page = 128 },
+  { name = "k5_prefill_4096x16k_ragged_mxfp4_h32", kernel = 5, fmt = "mxfp4", H = 32, R = 4096,
+    N = 131072 },
 }
 
 local function bench(opts)
   opts = opts or {}
   local idxlab = require("idxlab")
-  local core = require("idxlab.ffi")
-  local ffi, C = core.ffi, core.C
+  local ffi = require("idxlab.ffi").ffi
   local ctx = opts.ctx or idxlab.context{ backend = opts.backend or "cuda", seed = opts.seed or 1 }
   local reps, scale, only = opts.reps or 20, opts.scale or 1, opts.only
   local log = opts.log or print
@@ -90,30 +103,29 @@ local function bench(opts)
       local vb = fmt == "mxfp4" and 64 or 128
       local mx = fmt ~= "fp8"
       local bf16 = c.bf16 or c.kernel == 5
-      local qk = ffi.new("ixl_qk")
-      qk.kv_format = core.enum("kv_format", fmt, 2)
+      local qk = { kv_format = fmt }
       local keep = {}
       local function k(t) keep[#keep + 1] = t; return t end
       local qc = host("u8", { R, H, vb }); fill_codes(qc, fmt); qc = k(on_device(qc))
-      qk.q_codes = qc.cd
+      qk.q_codes = qc
       if mx then
         local qs = host("i32", { R, H })
         local p = qs:ptr()
         for i = 0, R * H - 1 do p[i] = mx_word() end
-        qs = k(on_device(qs)); qk.q_scales = qs.cd
+        qk.q_scales = k(on_device(qs))
       end
       local w = host(bf16 and "bf16" or "f32", { R, H })
       do
         local p = ffi.cast(bf16 and "uint16_t *" or "float *", w.cd.data)
         for i = 0, R * H - 1 do
           local v = tonumber(rnd() % 2000) / 1000 - 1
-          p[i] = bf16 and C.ixl_f32_to_bf16(v) or v
+          p[i] = bf16 and lib.f32_to_bf16(v) or v
         end
       end
       w = k(on_device(w))
       local ks, ke, bt, ids = host("i32", { R }), host("i32", { R }), nil, nil
       local paged = c.kernel == 2 or (c.kernel == 5 and c.page)
-      local valid, kbytes = 0, 0
+      local valid = 0
       if paged then
         local P = c.page
         local mp = math.ceil(N / P)
@@ -136,7 +148,7 @@ local function bench(opts)
           ks:ptr()[r] = 0
           ke:ptr()[r] = N
         end
-        qk.k_pages = k(on_device(pages)).cd
+        qk.k_pages = k(on_device(pages))
         qk.page_size = P
         bt = k(on_device(bt))
       else
@@ -144,8 +156,8 @@ local function bench(opts)
         local ksc = host(mx and "i32" or "f32", { N })
         local p = ksc:ptr()
         for i = 0, N - 1 do p[i] = scale_word(fmt) end
-        qk.k_codes = k(on_device(kc)).cd
-        qk.k_scales = k(on_device(ksc)).cd
+        qk.k_codes = k(on_device(kc))
+        qk.k_scales = k(on_device(ksc))
         for r = 0, R - 1 do
           ks:ptr()[r] = 0
           ke:ptr()[r] = math.max(1, N - R + r + 1)
@@ -174,37 +186,36 @@ local function bench(opts)
       else
         for r = 0, R - 1 do valid = valid + ke:ptr()[r] - ks:ptr()[r] end
       end
-      kbytes = (c.kernel == 1 and N or valid) * (vb + 4)
+      local kbytes = (c.kernel == 1 and N or valid) * (vb + 4)
       ks, ke = k(on_device(ks)), k(on_device(ke))
       local out = k(ctx:tensor(bf16 and "bf16" or "f32", { R, cols }))
-      local red = core.enum("reduction", bf16 and "bf16" or "fp32", 2)
-      local function call()
-        if c.kernel == 1 then
-          return C.ixl_dense_logits(ctx.cd, qk, w.cd, ks.cd, ke.cd, 0, 0, red, out.cd)
-        elseif c.kernel == 2 then
-          return C.ixl_dense_logits_paged(ctx.cd, qk, w.cd, ke.cd, bt.cd, red, out.cd)
-        end
-        if paged then return C.ixl_sparse_logits(ctx.cd, qk, w.cd, nil, ke.cd, bt.cd, ids.cd, sbk, 0, out.cd) end
-        return C.ixl_sparse_logits(ctx.cd, qk, w.cd, ks.cd, ke.cd, nil, ids.cd, sbk, 0, out.cd)
+      local red = bf16 and "bf16" or "fp32"
+      local call
+      if c.kernel == 1 then
+        call = lib.dense_logits(ctx, { qk = qk, weights = w, ks = ks, ke = ke, out = out,
+          layout = "full", clean = false, reduction = red })
+      elseif c.kernel == 2 then
+        call = lib.dense_logits_paged(ctx, { qk = qk, weights = w, context_lens = ke,
+          block_table = bt, out = out, reduction = red })
+      else
+        call = lib.sparse_logits(ctx, { qk = qk, weights = w, row_ks = not paged and ks or nil,
+          row_ke = ke, block_table = paged and bt or nil, sparse_ids = ids, sparse_block_kv = sbk,
+          ks_mode = "unaligned", out = out })
       end
       for _ = 1, 3 do ctx:check(call()) end
       ctx:sync()
       local times = {}
       for i = 1, reps do
         flush:fill_bytes(i % 256)
-        ctx:timer_record(0)
-        ctx:check(call())
-        ctx:timer_record(1)
-        times[i] = ctx:timer_elapsed_us(0, 1)
+        times[i] = lib.time_us(ctx, function() ctx:check(call()) end)
       end
-      table.sort(times)
-      local med = times[math.floor(reps / 2) + 1]
+      local med, mn, p90 = lib.order_stats(times)
       local flops = 2 * valid * H * 128
       local bytes = kbytes + R * H * (vb + 8) + R * cols * (bf16 and 2 or 4)
-      local row = { name = c.name, kernel = "K" .. c.kernel, kv_format = fmt, heads = H, rows = R, positions = N,
-        columns = cols, valid_pairs = valid, us_median = med, us_min = times[1],
-        us_p90 = times[math.min(reps, math.floor(reps * 0.9) + 1)], tflops = flops / med * 1e-6,
-        gbs = bytes / med * 1e-3, backend = ctx:backend(), device = ctx:device_name() }
+      local row = { name = c.name, kernel = "K" .. c.kernel, kv_format = fmt, heads = H, rows = R,
+        positions = N, columns = cols, valid_pairs = valid, us_median = med, us_min = mn,
+        us_p90 = p90, tflops = flops / med * 1e-6, gbs = bytes / med * 1e-3,
+        backend = ctx:backend(), device = ctx:device_name() }
       rows_out[#rows_out + 1] = row
       log(("%-38s %10.1f us %8.1f TFLOP/s %8.0f GB/s"):format(c.name, med, row.tflops, row.gbs))
       for i = #keep, 1, -1 do keep[i]:free() end

@@ -12,11 +12,8 @@ local M = {
   question = "quantization time per 128-vector on 2 CPU threads, every kv_format and quantizer",
 }
 
-local function median(xs)
-  table.sort(xs)
-  local n = #xs
-  return n % 2 == 1 and xs[(n + 1) / 2] or (xs[n / 2] + xs[n / 2 + 1]) / 2
-end
+-- The shared bench helpers (median, minimum, timing), from the file beside this one.
+local lib = dofile((debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or ".") .. "/lib.lua")
 
 local function bench(opts)
   opts = opts or {}
@@ -27,8 +24,10 @@ local function bench(opts)
   local log = opts.log or print
   local x = ctx:tensor("f32", { V, 128 })
   require("idxlab.rng").normal(x, { seed = opts.seed or 1 })
-  log(("machine: %s; %d vectors of 128, median of %d calls, 2 threads"):format(ctx:device_name(), V, reps))
-  log(("%-6s %-10s %-4s %12s %12s"):format("format", "quantizer", "role", "ns/vec med", "ns/vec min"))
+  log(("machine: %s; %d vectors of 128, median of %d calls, 2 threads"):format(ctx:device_name(),
+    V, reps))
+  log(("%-6s %-10s %-4s %12s %12s"):format("format", "quantizer", "role", "ns/vec med",
+    "ns/vec min"))
   local rows = {}
   for _, fmt in ipairs({ "mxfp4", "mxfp8", "fp8" }) do
     for _, q in ipairs({ "rne", "ties_down" }) do
@@ -36,15 +35,14 @@ local function bench(opts)
         local codes, scales = formats.quantize(ctx, fmt, q, role, x) -- warm-up, and the outputs
         local times = {}
         for i = 1, reps do
-          ctx:timer_record(0)
-          formats.quantize(ctx, fmt, q, role, x, codes, scales)
-          ctx:timer_record(1)
-          times[i] = ctx:timer_elapsed_us(0, 1) * 1000 / V
+          times[i] = lib.time_us(ctx, function()
+            formats.quantize(ctx, fmt, q, role, x, codes, scales)
+          end) * 1000 / V
         end
-        local med = median(times) -- sorts: times[1] is the minimum
-        rows[#rows + 1] = { kv_format = fmt, quantizer = q, role = role, vectors = V, ns_per_vector = med,
-          ns_per_vector_min = times[1] }
-        log(("%-6s %-10s %-4s %12.1f %12.1f"):format(fmt, q, role, med, times[1]))
+        local med, min = lib.median(times), lib.minimum(times)
+        rows[#rows + 1] = { kv_format = fmt, quantizer = q, role = role, vectors = V,
+          ns_per_vector = med, ns_per_vector_min = min }
+        log(("%-6s %-10s %-4s %12.1f %12.1f"):format(fmt, q, role, med, min))
         codes:free(); scales:free()
       end
     end

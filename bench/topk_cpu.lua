@@ -14,23 +14,17 @@ local M = {
   question = "K6 top-k time per row at 128K columns, k = 512 and 2048, on 2 CPU threads",
 }
 
-local function median(xs)
-  table.sort(xs)
-  local n = #xs
-  return n % 2 == 1 and xs[(n + 1) / 2] or (xs[n / 2] + xs[n / 2 + 1]) / 2
-end
+-- Run directly (`luajit bench/topk_cpu.lua`): needs LUA_PATH as bin/idxlab sets it.
+local direct = arg and type(arg[0]) == "string" and arg[0]:match("[^/]*$") == "topk_cpu.lua"
+  and not rawget(_G, "IDXLAB_SCRIPT")
 
-local function minimum(xs)
-  local m = math.huge
-  for _, x in ipairs(xs) do m = math.min(m, x) end
-  return m
-end
+-- The shared bench helpers (median, minimum, timing, bf16 bits), from the file beside this one.
+local lib = dofile((debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or ".") .. "/lib.lua")
 
 local function bench(opts)
   opts = opts or {}
   local idxlab = require("idxlab")
   local sel = require("idxlab.select")
-  local C = require("idxlab.ffi").C
   local R, N, reps = opts.rows or 32, 131072, opts.reps or 9
   local ctx = idxlab.context{ backend = "cpu", seed = opts.seed or 1, threads = 2 }
   local log = opts.log or print
@@ -41,12 +35,13 @@ local function bench(opts)
   for i = 0, R * N - 1 do p[i] = (math.random() + math.random() + math.random() - 1.5) * 4 end
   local bf16 = ctx:tensor("bf16", { R, N })
   local q = bf16:ptr()
-  for i = 0, R * N - 1 do q[i] = C.ixl_f32_to_bf16(p[i]) end
+  for i = 0, R * N - 1 do q[i] = lib.f32_to_bf16(p[i]) end
   local ends = ctx:tensor("i32", { R })
   for r = 0, R - 1 do ends:ptr()[r] = N end
 
   local rows = {}
-  log(("%-6s %-5s %-7s %22s %22s"):format("k", "dtype", "sorted", "us/row 2 threads", "us/row 1 thread"))
+  log(("%-6s %-5s %-7s %22s %22s"):format("k", "dtype", "sorted", "us/row 2 threads",
+    "us/row 1 thread"))
   log(("%-6s %-5s %-7s %11s %10s %11s %10s"):format("", "", "", "median", "min", "median", "min"))
   for _, k in ipairs({ 512, 2048 }) do
     local out = ctx:tensor("i32", { R, k })
@@ -55,29 +50,26 @@ local function bench(opts)
       for _, sorted in ipairs({ false, true }) do
         local res = {}
         for _, threads in ipairs({ 2, 1 }) do
-          C.ixl_ctx_set_threads(ctx.cd, threads)
-          sel.topk(ctx, logits, nil, ends, k, sorted, out) -- warm-up
+          ctx:set_threads(threads)
+          local function call() sel.topk(ctx, logits, nil, ends, k, sorted, out) end
+          call() -- warm-up
           local times = {}
-          for i = 1, reps do
-            ctx:timer_record(0)
-            sel.topk(ctx, logits, nil, ends, k, sorted, out)
-            ctx:timer_record(1)
-            times[i] = ctx:timer_elapsed_us(0, 1) / R
-          end
-          res[threads] = { median(times), minimum(times) }
+          for i = 1, reps do times[i] = lib.time_us(ctx, call) / R end
+          res[threads] = { lib.median(times), lib.minimum(times) }
         end
         local row = { k = k, dtype = dt, sorted = sorted, columns = N, rows = R,
           us_per_row_2_threads = res[2][1], us_per_row_2_threads_min = res[2][2],
           us_per_row_1_thread = res[1][1], us_per_row_1_thread_min = res[1][2] }
         rows[#rows + 1] = row
-        log(("%-6d %-5s %-7s %11.1f %10.1f %11.1f %10.1f"):format(k, dt, tostring(sorted), res[2][1],
-          res[2][2], res[1][1], res[1][2]))
+        log(("%-6d %-5s %-7s %11.1f %10.1f %11.1f %10.1f"):format(k, dt, tostring(sorted),
+          res[2][1], res[2][2], res[1][1], res[1][2]))
       end
     end
     out:free()
   end
-  C.ixl_ctx_set_threads(ctx.cd, 2)
-  log(("machine: %s; %d rows x %d columns, median of %d calls"):format(ctx:device_name(), R, N, reps))
+  ctx:set_threads(2)
+  log(("machine: %s; %d rows x %d columns, median of %d calls"):format(ctx:device_name(), R, N,
+    reps))
   f32:free(); bf16:free(); ends:free()
   return rows
 end
@@ -87,8 +79,6 @@ M.bench = bench
 -- `bin/idxlab script bench/topk_cpu.lua key=value ...` calls main(opts) with those values.
 function M.main(opts) return bench(opts) end
 
-if arg and arg[0] and arg[0]:match("bench_topk_cpu%.lua$") and not rawget(_G, "IDXLAB_SCRIPT") then
-  bench({ rows = tonumber(arg[1]), reps = tonumber(arg[2]) })
-end
+if direct then bench({ rows = tonumber(arg[1]), reps = tonumber(arg[2]) }) end
 
 return M

@@ -82,6 +82,14 @@ end
 function Context:device_name() return ffi.string(C.ixl_ctx_device_name(self.cd)) end
 function Context:seed() return tonumber(C.ixl_ctx_seed(self.cd)) end
 function Context:threads() return C.ixl_ctx_threads(self.cd) end
+-- The CPU threads this context's ops use from now on: an integer in [1, MAX_THREADS].
+function Context:set_threads(n)
+  if not util.is_int(n, 1, Context.MAX_THREADS) then
+    fail("threads = %s: must be an integer in [1, %d] (CPU threads)", tostring(n),
+      Context.MAX_THREADS)
+  end
+  C.ixl_ctx_set_threads(self.cd, n)
+end
 function Context:poisoned() return C.ixl_ctx_poisoned(self.cd) ~= 0 end
 function Context:sync() check(self.cd, C.ixl_ctx_sync(self.cd)) end
 -- Raises the context's last error when st (a status from a C call) is not 0.

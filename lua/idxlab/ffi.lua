@@ -9,7 +9,8 @@
 --   M.check(ctx, st)   raises the context's message as an idxlab error (code: the status name)
 --   M.enums, M.enum(kind, name), M.enum_name(kind, value), M.enum_names(kind)
 --   M.struct_fields(name)  the fields of a typedef'd struct of the cdef, in declaration order
---   M.now_us(), M.getpid(), M.sleep_us(us)   the libc pieces the Lua layer needs
+--   M.now_us()                    the library's monotonic clock (ixl_now_us), in microseconds
+--   M.getpid(), M.sleep_us(us)    the libc pieces the Lua layer needs
 local ffi = require("ffi")
 local errors = require("idxlab.errors")
 
@@ -48,15 +49,10 @@ local function find_libdir()
 end
 
 -- The libc the Lua layer uses, declared here once: getpid (results: unique file names), usleep
--- (test doubles and pacing). clock_gettime only while the header has no ixl_now_us (the one
--- host clock, core/ctx.c); CLOCK_MONOTONIC is 1 on Linux.
+-- (test doubles and pacing). The clock is the library's own (ixl_now_us, core/ctx.c).
 local LIBC = [[
   int getpid(void);
   int usleep(unsigned int usec);
-]]
-local LIBC_CLOCK = [[
-  typedef struct idxlab_timespec { long tv_sec; long tv_nsec; } idxlab_timespec;
-  int clock_gettime(int clk_id, idxlab_timespec *tp);
 ]]
 
 local state = rawget(ffi, "__idxlab_state")
@@ -67,10 +63,8 @@ if not state then
   f:close()
   ffi.cdef(text)
   ffi.cdef(LIBC)
-  local has_now = text:find("ixl_now_us", 1, true) ~= nil
-  if not has_now then ffi.cdef(LIBC_CLOCK) end
   state = { C = ffi.load(libdir .. "/libidxlab.so"), libdir = libdir, ctypes = {},
-    cdef = text, has_now = has_now }
+    cdef = text }
   rawset(ffi, "__idxlab_state", state)
 end
 
@@ -191,16 +185,8 @@ end
 
 -- ------------------------------------------------------------------ libc
 
--- Microseconds on the host's monotonic clock (the library's own clock when it has one).
-if state.has_now then
-  function M.now_us() return tonumber(C.ixl_now_us()) end
-else
-  local ts = ffi.new("idxlab_timespec")
-  function M.now_us()
-    ffi.C.clock_gettime(1, ts)
-    return tonumber(ts.tv_sec) * 1e6 + tonumber(ts.tv_nsec) * 1e-3
-  end
-end
+-- Microseconds on the host's monotonic clock: the library's one clock, which C's timers use.
+function M.now_us() return C.ixl_now_us() end
 
 function M.getpid() return tonumber(ffi.C.getpid()) end
 

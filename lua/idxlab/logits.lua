@@ -63,6 +63,11 @@ local function to_qk(qk, fn)
   return s
 end
 
+-- The ixl_qk struct of a qk table, checked as the kernels' entries check it (messages name
+-- "logits.qk"). It holds the tensors' raw pointers: the caller keeps the tensors alive while
+-- it uses the struct (bench/lib.lua resolves it once, outside a timed loop).
+function M.qk(qk) return to_qk(qk, "qk") end
+
 local function enum_opt(kind, value, default, fn)
   value = value == nil and default or value
   local v = core.enums[kind][value]
