@@ -218,13 +218,13 @@ local function check_inputs(step, cfg, inputs)
     local cl = i32_list(step, inputs.context_lens, "context_lens")
     local rs = i32_list(step, inputs.row_start, "row_start")
     for i = 0, nd - 1 do
-      local len, st = cl[i], rs[i]
-      if len < 0 or st < 0 or st + len > N then
-        fail("decode row %d: row_start %d + context_len %d must lie within k's %d rows", i, st,
+      local len, start = cl[i], rs[i]
+      if len < 0 or start < 0 or start + len > N then
+        fail("decode row %d: row_start %d + context_len %d must lie within k's %d rows", i, start,
           len, N)
       end
       lens[#lens + 1] = len
-      starts[#starts + 1] = st
+      starts[#starts + 1] = start
     end
   end
   if np > 0 then
@@ -278,30 +278,31 @@ local function make_batch(cfg, inputs, sz, block_table)
   return batch
 end
 
--- Quantizes the step's tensors into reused buffers and pages the decode rows.
+-- Quantizes the step's tensors into reused buffers and pages the decode rows. Returns the
+-- prepared tensors (prep): codes, scales, weights, per-layer ones, pages, block table, lens.
 function Step:prepare(inputs, sz)
   local ctx, cfg = self.ctx, self.cfg
   local fmt, quant = cfg.kv_format, cfg.quantizer
   local vb = formats.value_bytes(fmt)
   local sdt = formats.scale_dtype(fmt)
   local R, H, L = sz.R, sz.H, sz.L
-  local st = {}
+  local prep = {}
   local function q_into(role, x, codes, scales)
     formats.quantize(ctx, fmt, quant, role, x, codes, scales)
   end
   if inputs.k_codes then
-    st.k_codes, st.k_scales = inputs.k_codes, inputs.k_scales
+    prep.k_codes, prep.k_scales = inputs.k_codes, inputs.k_scales
   else
-    st.k_codes = self:buf("k_codes", "u8", { sz.N, vb })
-    st.k_scales = self:buf("k_scales", sdt, { sz.N })
-    q_into("k", inputs.k, st.k_codes, st.k_scales)
+    prep.k_codes = self:buf("k_codes", "u8", { sz.N, vb })
+    prep.k_scales = self:buf("k_scales", sdt, { sz.N })
+    q_into("k", inputs.k, prep.k_codes, prep.k_scales)
   end
   if inputs.q_codes then
-    st.q_codes, st.q_scales = inputs.q_codes, inputs.q_scales
+    prep.q_codes, prep.q_scales = inputs.q_codes, inputs.q_scales
   else
-    st.q_codes = self:buf("q_codes", "u8", { R, H, vb })
-    st.q_scales = self:buf("q_scales", sdt, { R, H })
-    q_into("q", inputs.q, st.q_codes, st.q_scales)
+    prep.q_codes = self:buf("q_codes", "u8", { R, H, vb })
+    prep.q_scales = self:buf("q_scales", sdt, { R, H })
+    q_into("q", inputs.q, prep.q_codes, prep.q_scales)
   end
   -- fp8 folds its per-(row, head) Q scales into the weights; the MX formats keep them
   local function weights(w, qs, name)
@@ -310,8 +311,8 @@ function Step:prepare(inputs, sz)
     formats.prepare_weights(ctx, fmt, w, fmt == "fp8" and qs or nil, wd, ws)
     return wd, ws
   end
-  st.w_dense, st.w_sparse = weights(inputs.weights, st.q_scales, "w")
-  st.layers = {}
+  prep.w_dense, prep.w_sparse = weights(inputs.weights, prep.q_scales, "w")
+  prep.layers = {}
   for l = 0, L - 1 do
     local ly = {}
     if inputs.q_consumer_codes then
@@ -324,7 +325,7 @@ function Step:prepare(inputs, sz)
     end
     ly.w_dense, ly.w_sparse = weights(layer_view(inputs.weights_consumer, l), ly.q_scales,
       "w_" .. l)
-    st.layers[l + 1] = ly
+    prep.layers[l + 1] = ly
   end
   -- decode rows read a paged cache: page each row's keys into its own pages
   if sz.nd > 0 then
@@ -336,7 +337,7 @@ function Step:prepare(inputs, sz)
       total = total + np
     end
     max_pages = math.max(max_pages, 1)
-    st.pages = self:buf("pages", "u8", { math.max(total, 1), formats.page_stride(fmt, P) })
+    prep.pages = self:buf("pages", "u8", { math.max(total, 1), formats.page_stride(fmt, P) })
     local bth = self:buf("block_table", "i32", { sz.nd, max_pages }, "host")
     local bp = ffi.cast("int32_t *", bth.cd.data)
     local next_page = 0
@@ -348,17 +349,17 @@ function Step:prepare(inputs, sz)
         bp[(i - 1) * max_pages + j - 1] = v
       end
     end
-    st.block_table = bth
+    prep.block_table = bth
     if ctx:device_kind() == "device" then
-      st.block_table = self:buf("block_table", "i32", { sz.nd, max_pages })
-      st.block_table:copy_from(bth)
+      prep.block_table = self:buf("block_table", "i32", { sz.nd, max_pages })
+      prep.block_table:copy_from(bth)
     end
     for i = 1, sz.nd do
       local np = math.ceil(sz.lens[i] / P)
       if np > 0 then
-        local ids = st.block_table:view({ np }, (i - 1) * max_pages)
-        formats.write_pages(ctx, fmt, st.k_codes, st.k_scales, sz.starts[i], sz.lens[i],
-          st.pages, P, ids)
+        local ids = prep.block_table:view({ np }, (i - 1) * max_pages)
+        formats.write_pages(ctx, fmt, prep.k_codes, prep.k_scales, sz.starts[i], sz.lens[i],
+          prep.pages, P, ids)
       end
     end
   end
@@ -366,12 +367,12 @@ function Step:prepare(inputs, sz)
   local lh = self:buf("lens", "i32", { math.max(R, 1) }, "host")
   local lp = ffi.cast("int32_t *", lh.cd.data)
   for i = 1, R do lp[i - 1] = sz.lens[i] end
-  st.lens = lh
+  prep.lens = lh
   if ctx:device_kind() == "device" then
-    st.lens = self:buf("lens", "i32", { math.max(R, 1) })
-    st.lens:copy_from(lh)
+    prep.lens = self:buf("lens", "i32", { math.max(R, 1) })
+    prep.lens:copy_from(lh)
   end
-  return st
+  return prep
 end
 
 -- The groups of rows of a step: the decode group, then each prefill chunk.
@@ -384,7 +385,7 @@ end
 
 -- One group's production path. Records timers (nil under graph capture: no timers); returns
 -- the per-group state the comparison path needs.
-function Step:production(g, gi, st, inputs, sz, timers)
+function Step:production(g, gi, prep, inputs, sz, timers)
   local ctx, cfg = self.ctx, self.cfg
   local r0, n = g.token_start, g.token_end - g.token_start
   local T, cbs = cfg.candidate_topk_blocks, cfg.candidate_block_size
@@ -399,24 +400,24 @@ function Step:production(g, gi, st, inputs, sz, timers)
   end
   local G = { r0 = r0, n = n, maxlen = maxlen, decode = decode }
   local qk = {
-    q_codes = rows_view(st.q_codes, r0, n),
+    q_codes = rows_view(prep.q_codes, r0, n),
     -- fp8: the Q scale is folded into the weights
-    q_scales = cfg.kv_format ~= "fp8" and rows_view(st.q_scales, r0, n) or nil,
+    q_scales = cfg.kv_format ~= "fp8" and rows_view(prep.q_scales, r0, n) or nil,
     kv_format = cfg.kv_format,
   }
   if decode then
-    qk.k_pages, qk.page_size = st.pages, cfg.page_size
+    qk.k_pages, qk.page_size = prep.pages, cfg.page_size
     G.row_ks = nil
     G.row_ke = rows_view(inputs.context_lens, r0, n)
-    G.block_table = rows_view(st.block_table, r0, n)
+    G.block_table = rows_view(prep.block_table, r0, n)
   else
-    qk.k_codes, qk.k_scales = st.k_codes, st.k_scales
+    qk.k_codes, qk.k_scales = prep.k_codes, prep.k_scales
     G.row_ks = rows_view(inputs.ks, r0 - sz.nd, n)
     G.row_ke = rows_view(inputs.ke, r0 - sz.nd, n)
   end
   G.qk = qk
-  G.lens = rows_view(st.lens, r0, n)
-  local wd = rows_view(st.w_dense, r0, n)
+  G.lens = rows_view(prep.lens, r0, n)
+  local wd = rows_view(prep.w_dense, r0, n)
   G.src_logits = self:buf("src_logits", "f32", { n, maxlen })
   G.cand = self:buf("cand", "i32", { n, T })
   G.src_topk = self:buf("src_topk", "i32", { n, k })
@@ -445,7 +446,7 @@ function Step:production(g, gi, st, inputs, sz, timers)
   mark("expand")
   G.layers = {}
   for l = 1, sz.L do
-    local ly = st.layers[l]
+    local ly = prep.layers[l]
     local lqk = {}
     for kk, v in pairs(qk) do lqk[kk] = v end
     lqk.q_codes = rows_view(ly.q_codes, r0, n)
@@ -607,10 +608,10 @@ local LAYER_STAGES = { "sparse_logits", "topk", "remap" }
 local function start(self, inputs)
   local ctx, cfg = self.ctx, self.cfg
   local sz = check_inputs(self, cfg, inputs)
-  local st = self:prepare(inputs, sz)
+  local prep = self:prepare(inputs, sz)
   if not self.builder then self.builder = Builder(ctx, cfg) end
-  local step = self.builder:build(make_batch(cfg, inputs, sz, st.block_table))
-  return sz, st, step
+  local step = self.builder:build(make_batch(cfg, inputs, sz, prep.block_table))
+  return sz, prep, step
 end
 
 -- Runs one step. opts: { acc = accumulator (idxlab.summary.new_acc, for the metrics), keep =
@@ -619,7 +620,7 @@ end
 local function run_step(self, inputs, opts)
   opts = opts or {}
   local ctx, cfg = self.ctx, self.cfg
-  local sz, st, step = start(self, inputs)
+  local sz, prep, step = start(self, inputs)
   local groups = groups_of(step)
   -- the production path keeps every group's buffers until the comparisons run, so size the
   -- shared buffers for the largest group first: no buffer may move under a live view
@@ -653,7 +654,7 @@ local function run_step(self, inputs, opts)
     local G
     for it = 1, warmup + iters do
       local timers = {}
-      G = self:production(g, gi, st, inputs, sz, timers)
+      G = self:production(g, gi, prep, inputs, sz, timers)
       local t = read_timers(ctx, timers)
       if it > warmup then
         local tsum = runs[it - warmup]
@@ -710,18 +711,18 @@ end
 -- layer l's remapped top-k positions), for comparison with an eager run.
 local function run_capture(self, inputs, replays)
   local ctx = self.ctx
-  local sz, st, step = start(self, inputs)
+  local sz, prep, step = start(self, inputs)
   local groups = groups_of(step)
   if #groups ~= 1 then
     fail("capture: the step must be one group of rows (one decode group or one chunk)")
   end
   -- an eager run first sizes every buffer, so nothing is allocated under capture
-  local G = self:production(groups[1], 1, st, inputs, sz, {})
+  local G = self:production(groups[1], 1, prep, inputs, sz, {})
   ctx:sync()
   -- TODO(binding): graph capture has no Context method yet
   local cd = ctx.cd
   check(cd, C.ixl_graph_begin(cd))
-  local ok, err = pcall(function() G = self:production(groups[1], 1, st, inputs, sz, nil) end)
+  local ok, err = pcall(function() G = self:production(groups[1], 1, prep, inputs, sz, nil) end)
   -- the capture always ends, so a failure inside it leaves the stream usable
   local st_end = C.ixl_graph_end(cd)
   if not ok then errors.rethrow(err) end
