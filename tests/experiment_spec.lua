@@ -14,8 +14,7 @@ local q = results.shell_quote
 
 local support = dofile(ROOT .. "/tests/support.lua")
 -- the runner's stand-in for the kernels (a test double: tests/support/, not the library)
-local FAKE = ROOT .. "/tests/support/fake_measure.lua"
-local fake_measure = dofile(FAKE)
+local FAKE, fake_measure = support.FAKE_MEASURE, support.fake_measure
 local function tmpdir() return support.tmpdir("exp-spec") end
 teardown(support.cleanup)
 

@@ -1,5 +1,6 @@
 -- support.lua: what several spec files share (loaded with dofile, not a spec itself): private
--- temporary directories, removed with `teardown(support.cleanup)`, and writing a file.
+-- temporary directories, removed with `teardown(support.cleanup)`, writing a file, and the
+-- experiment runner's fake measure.
 local results = require("idxlab.results")
 
 local M = {}
@@ -23,6 +24,12 @@ function M.cleanup()
   end
   made = {}
 end
+
+-- The experiment runner's stand-in for the kernels (tests/support/fake_measure.lua): the
+-- function, for experiment.run's `fake` option, and its path, for IDXLAB_FAKE_MEASURE.
+local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "tests"
+M.FAKE_MEASURE = here .. "/support/fake_measure.lua"
+M.fake_measure = dofile(M.FAKE_MEASURE)
 
 function M.write(path, text)
   local f = assert(io.open(path, "wb"))
