@@ -6,6 +6,7 @@
 local idxlab = require("idxlab")
 local experiment = require("idxlab.experiment")
 local results = require("idxlab.results")
+local merge = require("idxlab.merge")
 local config = require("idxlab.config")
 
 local ROOT = os.getenv("IDXLAB_ROOT") or "."
@@ -913,7 +914,7 @@ describe("shard and merge", function()
       for _, row in ipairs(r.rows) do assert.equals(i - 1, row.point % 3) end
     end
     assert.equals(8, #r0.rows + #r1.rows + #r2.rows)
-    local m = results.merge(d .. "/merged", { r2.dir, r0.dir, r1.dir })
+    local m = merge.merge(d .. "/merged", { r2.dir, r0.dir, r1.dir })
     assert.equals(8, #m.rows)
     assert.equals(0, m.missing)
     local rows = results.read_jsonl(d .. "/merged/results.jsonl")
@@ -946,15 +947,15 @@ describe("shard and merge", function()
     local changed = base_exp()
     changed.config.index_topk = 128
     local x = experiment.run(changed, quiet({ out = d .. "/changed", shard = "1/2" }))
-    assert.matches("holds experiment other but", err_of(results.merge, d .. "/m", { a.dir, c.dir }))
+    assert.matches("holds experiment other but", err_of(merge.merge, d .. "/m", { a.dir, c.dir }))
     assert.matches("not the same experiment plan",
-      err_of(results.merge, d .. "/m", { a.dir, x.dir }))
-    assert.matches("point 0 is in both", err_of(results.merge, d .. "/m", { a.dir, a.dir }))
+      err_of(merge.merge, d .. "/m", { a.dir, x.dir }))
+    assert.matches("point 0 is in both", err_of(merge.merge, d .. "/m", { a.dir, a.dir }))
     -- a shard run at another commit: a warning, not an error
     local lines = lines_of(b.dir .. "/results.jsonl")
     lines[1] = lines[1]:gsub('"git_commit":"[^"]*"', '"git_commit":"' .. ("ab"):rep(20) .. '"')
     write(b.dir .. "/results.jsonl", table.concat(lines, "\n") .. "\n")
-    local m = results.merge(d .. "/m", { a.dir, b.dir })
+    local m = merge.merge(d .. "/m", { a.dir, b.dir })
     assert.equals(4, #m.rows)
     assert.matches("different git commits", table.concat(m.warnings, "\n"))
   end)
