@@ -321,7 +321,8 @@ IXL_API ixl_status ixl_mask_candidates(ixl_ctx *ctx, ixl_tensor *logits, const i
  * runs the context's pin for its family, or by default the last listed variant for the
  * tensors' backend that this machine runs (CUDA: min_sm) and that supports the problem;
  * nothing is timed. A pin that cannot run or refuses the problem makes the op fail with
- * IXL_ERR_UNSUPPORTED, naming the family, the pin and the variants that would run. */
+ * IXL_ERR_UNSUPPORTED, naming the family, the pin and the variants that would run. Pins are
+ * per backend: a CUDA context's ops on host tensors keep their CPU pin (or default). */
 /* Variants of `family` (-1: not a family), and the i-th one's name, backend ("cpu" or
  * "cuda"), minimum SM (compute capability * 10; 0 on the CPU) and one-line description.
  * Out of range: NULL (names, backends, descriptions) or -1. */
@@ -330,8 +331,9 @@ IXL_API const char *ixl_variant_name(const char *family, int32_t i);
 IXL_API const char *ixl_variant_backend(const char *family, int32_t i);
 IXL_API int32_t ixl_variant_min_sm(const char *family, int32_t i);
 IXL_API const char *ixl_variant_about(const char *family, int32_t i);
-/* Pins `family`'s ops on ctx to variant `name`; NULL or "" returns to the default. An unknown
- * family or name is IXL_ERR_INVALID_ARG (the message lists the family's variants). */
+/* Pins `family`'s ops on ctx to variant `name`; NULL or "" returns both backends to the
+ * default. An unknown family or name is IXL_ERR_INVALID_ARG (the message lists the family's
+ * variants); a CUDA variant on a CPU context is IXL_ERR_UNSUPPORTED. */
 IXL_API ixl_status ixl_ctx_set_variant(ixl_ctx *ctx, const char *family, const char *name);
 /* The pinned name ("" when none), and the variant the context's last op of `family` ran (""
  * before the first): the `variant.<family>` value of a result row. */

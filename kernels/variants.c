@@ -5,7 +5,11 @@
  * the library that `make test` runs against, which adds test-only variants (pin_only, so the
  * defaults are the same in both): `ref_alt` (the logits reference under another name) and
  * `v1_alt` (CUDA logits v1 on another grid: 1024 output columns per CTA instead of up to
- * 4096). Both accept at most 64 heads, so the tests can show a pin refused by name.
+ * 4096). ref_alt accepts at most 64 heads, so the tests can show a pin refused by name;
+ * v1_alt accepts every problem, so the GPU parity tests run it on all their shapes.
+ *
+ * Pins are per backend: a pin applies to the ops on its variant's backend (a CUDA context
+ * also runs host-tensor ops, on the CPU variants), and a CPU context refuses a CUDA pin.
  *
  * Per-context state: kept here, in a small table keyed by the context (the context struct has
  * no room for it yet). A pinned context is retained, so its address cannot be reused while
@@ -70,8 +74,8 @@ static const ixl_variant table[] = {
     {IXL_FAMILY_LOGITS, "v1", IXL_BACKEND_CUDA, 80, 0, NULL, NULL, &logits_v1_ops,
      "mma.sync f16 tile engine, cp.async pipeline (sm_80+), every format and mode"},
 #ifdef IXL_TEST_VARIANTS
-    {IXL_FAMILY_LOGITS, "v1_alt", IXL_BACKEND_CUDA, 80, 1, NULL, at_most_64_heads,
-     &logits_v1_alt_ops, "test only: v1 with 1024 output columns per CTA, at most 64 heads"},
+    {IXL_FAMILY_LOGITS, "v1_alt", IXL_BACKEND_CUDA, 80, 1, NULL, NULL, &logits_v1_alt_ops,
+     "test only: v1 with at most 1024 output columns per CTA"},
 #endif
     {IXL_FAMILY_SELECT, "ref", IXL_BACKEND_CPU, 0, 0, NULL, NULL, &select_ref_ops,
      "the reference: block scores, then a radix select per row (OpenMP over rows)"},
@@ -116,7 +120,8 @@ static const ixl_variant *by_name(int f, const char *name) {
 
 typedef struct ctx_state {
   ixl_ctx *ctx;                             /* NULL: a free entry */
-  const ixl_variant *pin[IXL_FAMILY_COUNT]; /* any set: ctx is retained by this entry */
+  const ixl_variant *pin[IXL_FAMILY_COUNT][2]; /* [family][cpu, cuda]; any set: retained */
+  const ixl_variant *last_pin[IXL_FAMILY_COUNT]; /* the latest pin set, for ixl_ctx_variant */
   const ixl_variant *ran[IXL_FAMILY_COUNT];
   int sm;                                   /* device compute capability * 10; 0: not asked */
   uint64_t used;                            /* last use, for recycling */
@@ -128,7 +133,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int has_pin(const ctx_state *s) {
   for (int f = 0; f < IXL_FAMILY_COUNT; f++)
-    if (s->pin[f]) return 1;
+    if (s->pin[f][0] || s->pin[f][1]) return 1;
   return 0;
 }
 
@@ -259,7 +264,8 @@ ixl_status ixl_variant_pick(ixl_ctx *ctx, ixl_family family, int dev, const ixl_
     if (!best && !v->pin_only) best = v;
     append(would, sizeof would, &k, "%s", v->name);
   }
-  const ixl_variant *pin = s ? s->pin[family] : NULL, *v = pin ? pin : best;
+  const ixl_variant *pin = s ? s->pin[family][be == IXL_BACKEND_CUDA] : NULL;
+  const ixl_variant *v = pin ? pin : best;
   if (pin && refuses(pin, be, sm, p, why, sizeof why)) v = NULL;
   if (v && s) s->ran[family] = v;
   pthread_mutex_unlock(&lock);
@@ -326,12 +332,26 @@ ixl_status ixl_ctx_set_variant(ixl_ctx *ctx, const char *family, const char *nam
     return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "%s variant %s: no such variant (%s has: %s)",
                          family_names[f], name, family_names[f], have);
   }
+  if (v && v->backend == IXL_BACKEND_CUDA && ixl_ctx_backend(ctx) != IXL_BACKEND_CUDA) {
+    char have[256];
+    size_t k = 0;
+    have[0] = '\0';
+    for (int t = 0; t < NTABLE; t++)
+      if ((int)table[t].family == f && table[t].backend == IXL_BACKEND_CPU)
+        append(have, sizeof have, &k, "%s", table[t].name);
+    return ixl_set_error(
+        ctx, IXL_ERR_UNSUPPORTED,
+        "%s variant %s runs on cuda, but this context is cpu (its %s variants: %s)",
+        family_names[f], name, family_names[f], k ? have : "none");
+  }
   pthread_mutex_lock(&lock);
   ctx_state *s = state_of(ctx, !clear);
   int retain = 0, release = 0;
   if (s) {
     const int before = has_pin(s);
-    s->pin[f] = v;
+    if (clear) s->pin[f][0] = s->pin[f][1] = NULL;
+    else s->pin[f][v->backend == IXL_BACKEND_CUDA] = v;
+    s->last_pin[f] = v;
     retain = !before && has_pin(s);
     release = before && !has_pin(s);
   }
@@ -350,7 +370,7 @@ static const char *read_state(const ixl_ctx *ctx, const char *family, int ran) {
   if (!ctx || f < 0) return "";
   pthread_mutex_lock(&lock);
   ctx_state *s = state_of(ctx, 0);
-  const ixl_variant *v = s ? (ran ? s->ran[f] : s->pin[f]) : NULL;
+  const ixl_variant *v = s ? (ran ? s->ran[f] : s->last_pin[f]) : NULL;
   pthread_mutex_unlock(&lock);
   return v ? v->name : "";
 }

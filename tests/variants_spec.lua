@@ -121,12 +121,10 @@ describe("variants", function()
     assert.truthy(s:find("variants.set: ctx must be a Context, got string", 1, true))
     _, s = caught(variants.set, ctx, "logits", 5)
     assert.truthy(s:find("variants.set: name = 5: must be a string", 1, true))
-    variants.set(ctx, "logits", "v1")
     local e
-    e, s = caught(make_layer(ctx, 8))
+    e, s = caught(variants.set, ctx, "logits", "v1")
     assert.equals("UNSUPPORTED", e.code)
-    assert.truthy(s:find("logits variant v1 runs on cuda, but the tensors are on the host", 1,
-      true))
-    variants.set(ctx, "logits", nil)
+    assert.truthy(s:find("logits variant v1 runs on cuda, but this context is cpu (its logits "
+      .. "variants: ref, fast", 1, true))
   end)
 end)

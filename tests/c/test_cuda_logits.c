@@ -1,6 +1,7 @@
 /* test_cuda_logits.c - GPU parity of the logits kernels K1 (dense ragged), K2 (dense paged)
- * and K5 (sparse, ragged and paged) against the CPU reference (kernels/dense_logits_cpu.c,
- * kernels/sparse_logits_cpu.c), on fresh seeded random inputs.
+ * and K5 (sparse, ragged and paged) against the CPU reference (kernels/logits/logits.c,
+ * kernels/logits/sparse.c), on fresh seeded random inputs, for every CUDA logits variant the
+ * device runs (each pinned in turn: v1, and v1_alt in the test build).
  *
  * What must match (issue 5's parity rules):
  * - integer-like outputs (the -inf masks) exactly;
@@ -27,6 +28,10 @@
 
 #include "check.h"
 
+#ifdef IXL_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 static ixl_ctx *g;      /* the CUDA context; host tensors live on it too (the CPU reference
                            runs for host tensors whatever the context's backend) */
 static uint64_t g_seed; /* base seed of this run */
@@ -46,10 +51,13 @@ static int64_t rnd_int(int64_t lo, int64_t hi) { /* [lo, hi] */
 }
 static double rnd_unit(void) { return (double)(rnd64() >> 11) * 0x1p-53; }
 
-static const char *fmt_name(int f) { return f == IXL_MXFP4 ? "mxfp4" : f == IXL_MXFP8 ? "mxfp8" : "fp8"; }
+static const char *fmt_name(int f) {
+  return f == IXL_MXFP4 ? "mxfp4" : f == IXL_MXFP8 ? "mxfp8" : "fp8";
+}
 
 /* ---------------------------------------------------------------- tensors */
-static ixl_tensor *tnew(ixl_dtype dt, int nd, int64_t a, int64_t b, int64_t c, ixl_device_kind dev) {
+static ixl_tensor *tnew(ixl_dtype dt, int nd, int64_t a, int64_t b, int64_t c,
+                        ixl_device_kind dev) {
   int64_t shape[3] = {a, b, c};
   ixl_tensor *t = NULL;
   if (g_fake) dev = IXL_HOST;
@@ -65,7 +73,8 @@ static ixl_tensor *host(ixl_dtype dt, int nd, int64_t a, int64_t b, int64_t c) {
 }
 static ixl_tensor *to_dev(const ixl_tensor *h) {
   if (!h) return NULL;
-  ixl_tensor *d = tnew((ixl_dtype)h->dtype, h->ndim, h->shape[0], h->shape[1], h->shape[2], IXL_DEVICE);
+  ixl_tensor *d =
+      tnew((ixl_dtype)h->dtype, h->ndim, h->shape[0], h->shape[1], h->shape[2], IXL_DEVICE);
   if (d && ixl_tensor_copy(g, d, h) != IXL_OK) fprintf(stderr, "  copy: %s\n", ixl_last_error(g));
   return d;
 }
@@ -144,7 +153,8 @@ static void free_query(query_in *q) {
 }
 
 /* Keys: codes [N, VB] and scales [N] (I32 UE8M0 words, or positive F32 for fp8). */
-static void gen_keys(int fmt, int64_t N, int lo, int hi, int nan_pct, ixl_tensor **kc, ixl_tensor **ks) {
+static void gen_keys(int fmt, int64_t N, int lo, int hi, int nan_pct, ixl_tensor **kc,
+                     ixl_tensor **ks) {
   *kc = host(IXL_U8, 2, N, vb_of(fmt), 0);
   fill_codes_nan(fmt, (*kc)->data, N * vb_of(fmt), nan_pct / 2);
   if (fmt == IXL_FP8) {
@@ -167,7 +177,8 @@ static ixl_tensor *abs_codes(int fmt, const ixl_tensor *c) {
 }
 static ixl_tensor *abs_f32(const ixl_tensor *w) {
   ixl_tensor *a = like_host(w);
-  for (int64_t i = 0; i < ixl_tensor_numel(w); i++) ((float *)a->data)[i] = fabsf(((const float *)w->data)[i]);
+  for (int64_t i = 0; i < ixl_tensor_numel(w); i++)
+    ((float *)a->data)[i] = fabsf(((const float *)w->data)[i]);
   return a;
 }
 
@@ -211,9 +222,10 @@ static void cmp_one(cmp_t *m, int64_t r, int64_t c, int64_t gi, int64_t ci, int 
   if (!ok) {
     m->bad++;
     if (m->shown++ < 6)
-      fprintf(stderr, "  %s %s H=%d %s: row %lld col %lld: gpu %.9g cpu %.9g (tol %.3g)%s seed %llu\n",
-              m->what, fmt_name(m->fmt), m->H, m->bf16 ? "bf16" : "fp32", (long long)r, (long long)c,
-              a, b, lim, defined ? "" : " (must be -inf)", (unsigned long long)g_seed);
+      fprintf(
+          stderr, "  %s %s H=%d %s: row %lld col %lld: gpu %.9g cpu %.9g (tol %.3g)%s seed %llu\n",
+          m->what, fmt_name(m->fmt), m->H, m->bf16 ? "bf16" : "fp32", (long long)r, (long long)c, a,
+          b, lim, defined ? "" : " (must be -inf)", (unsigned long long)g_seed);
   }
 }
 
@@ -316,7 +328,8 @@ static void k1_case(const shape_cfg *s, int64_t *bad_total) {
     /* CPU reference, and T for the tolerance */
     ixl_qk hq = {q.qc, q.qs, kc, ksc, NULL, 0, fmt};
     ixl_tensor *cpu = host(odt, 2, R, C, 0), *tol = NULL;
-    CHECK_OK(g, ixl_dense_logits(g, &hq, bf16 ? q.wb : q.wf, ks, ke, layout, 1, (ixl_reduction)red, cpu));
+    CHECK_OK(g, ixl_dense_logits(g, &hq, bf16 ? q.wb : q.wf, ks, ke, layout, 1, (ixl_reduction)red,
+                                 cpu));
     const double eps = eps_for(fmt, bf16, H);
     if (eps > 0) {
       ixl_qk aq = {aqc, q.qs, akc, ksc, NULL, 0, fmt};
@@ -418,7 +431,8 @@ static void gen_paged(int fmt, int64_t R, int P, int64_t max_pages, const ixl_te
   pi->lens = host(IXL_I32, 1, R, 0, 0);
   int32_t *bt = pi->bt->data, *lens = pi->lens->data;
   for (int64_t r = 0; r < R; r++) {
-    for (int64_t j = 0; j < max_pages; j++) bt[r * max_pages + j] = (int32_t)rnd_int(0, num_pages - 1);
+    for (int64_t j = 0; j < max_pages; j++)
+      bt[r * max_pages + j] = (int32_t)rnd_int(0, num_pages - 1);
     const int64_t full = max_pages * P;
     switch (r % 5) {
       case 0: lens[r] = 0; break;
@@ -470,7 +484,8 @@ static void k2_case(int fmt, int H, int64_t R, int P, int64_t max_pages, int64_t
     const ixl_dtype odt = bf16 ? IXL_BF16 : IXL_F32;
     ixl_qk hq = {q.qc, q.qs, NULL, NULL, pi.pages, P, fmt};
     ixl_tensor *cpu = host(odt, 2, R, C, 0), *tol = NULL;
-    CHECK_OK(g, ixl_dense_logits_paged(g, &hq, bf16 ? q.wb : q.wf, pi.lens, pi.bt, (ixl_reduction)red, cpu));
+    CHECK_OK(g, ixl_dense_logits_paged(g, &hq, bf16 ? q.wb : q.wf, pi.lens, pi.bt,
+                                       (ixl_reduction)red, cpu));
     const double eps = eps_for(fmt, bf16, H);
     if (eps > 0) {
       ixl_qk aq = {aqc, q.qs, NULL, NULL, api.pages, P, fmt};
@@ -486,8 +501,8 @@ static void k2_case(int fmt, int H, int64_t R, int P, int64_t max_pages, int64_t
     const int32_t *lens = pi.lens->data;
     for (int64_t r = 0; r < R; r++)
       for (int64_t c = 0; c < C; c++) cmp_one(&m, r, c, r * C + c, r * C + c, c < lens[r]);
-    CHECK_MSG(m.bad == 0, "K2 %s H=%d P=%d %s: %lld of %lld elements differ (seed %llu)", fmt_name(fmt),
-              H, P, bf16 ? "bf16" : "fp32", (long long)m.bad, (long long)m.checked,
+    CHECK_MSG(m.bad == 0, "K2 %s H=%d P=%d %s: %lld of %lld elements differ (seed %llu)",
+              fmt_name(fmt), H, P, bf16 ? "bf16" : "fp32", (long long)m.bad, (long long)m.checked,
               (unsigned long long)g_seed);
     CHECK_MSG(nondet == 0, "K2 %s H=%d: %lld elements differ between two runs", fmt_name(fmt), H,
               (long long)nondet);
@@ -508,7 +523,8 @@ TEST(dense_paged_matches_cpu_every_format_and_h) {
   int64_t bad = 0;
   for (int f = 0; f < 3; f++)
     for (int i = 0; i < (g_small ? 1 : 6); i++)
-      k2_case(k_formats[f], Hs[g_small ? 3 + f % 2 : i], g_small ? 5 : 11, Ps[g_small ? f : i], g_small ? 5 : 9, &bad);
+      k2_case(k_formats[f], Hs[g_small ? 3 + f % 2 : i], g_small ? 5 : 11, Ps[g_small ? f : i],
+              g_small ? 5 : 9, &bad);
   CHECK(bad == 0);
 }
 
@@ -545,7 +561,8 @@ static ixl_status k5_op(void *a, ixl_tensor *out) {
 
 /* One K5 configuration against the CPU, and against K1/K2 (bf16) on the GPU at the same
  * positions (SPEC 3: bitwise equal). */
-static void k5_case(int fmt, int H, int paged, int sbk, ixl_ks_mode mode, int garbage, int64_t *bad_total) {
+static void k5_case(int fmt, int H, int paged, int sbk, ixl_ks_mode mode, int garbage,
+                    int64_t *bad_total) {
   const int64_t R = g_small ? 5 : 13, nsb = g_small ? 9 : 37;
   const int64_t N = g_small ? 400 : 1500;
   query_in q;
@@ -566,18 +583,36 @@ static void k5_case(int fmt, int H, int paged, int sbk, ixl_ks_mode mode, int ga
     if (mode == IXL_KS_ALIGNED)
       for (int64_t r = 0; r < R; r++) ksp[r] = ksp[r] / sbk * sbk;
   }
-  for (int64_t r = 0; r < R; r++) gen_ids(idp + r * nsb, nsb, paged ? 0 : ksp[r], kep[r], sbk, garbage && r % 2);
+  for (int64_t r = 0; r < R; r++)
+    gen_ids(idp + r * nsb, nsb, paged ? 0 : ksp[r], kep[r], sbk, garbage && r % 2);
   const int64_t C = nsb * sbk;
-  ixl_tensor *dq[] = {to_dev(q.qc), to_dev(q.qs), to_dev(kc), to_dev(ksc), to_dev(ks), to_dev(ke),
-                      to_dev(q.wb), to_dev(ids), paged ? to_dev(pi.pages) : NULL, paged ? to_dev(pi.bt) : NULL};
-  ixl_qk hq = {q.qc, q.qs, paged ? NULL : kc, paged ? NULL : ksc, paged ? pi.pages : NULL, paged ? P : 0, fmt};
+  ixl_tensor *dq[] = {to_dev(q.qc),
+                      to_dev(q.qs),
+                      to_dev(kc),
+                      to_dev(ksc),
+                      to_dev(ks),
+                      to_dev(ke),
+                      to_dev(q.wb),
+                      to_dev(ids),
+                      paged ? to_dev(pi.pages) : NULL,
+                      paged ? to_dev(pi.bt) : NULL};
+  ixl_qk hq = {q.qc,          q.qs, paged ? NULL : kc, paged ? NULL : ksc, paged ? pi.pages : NULL,
+               paged ? P : 0, fmt};
   ixl_tensor *cpu = host(IXL_BF16, 2, R, C, 0);
-  CHECK_OK(g, ixl_sparse_logits(g, &hq, q.wb, paged ? NULL : ks, ke, paged ? pi.bt : NULL, ids, sbk, mode, cpu));
+  CHECK_OK(g, ixl_sparse_logits(g, &hq, q.wb, paged ? NULL : ks, ke, paged ? pi.bt : NULL, ids, sbk,
+                                mode, cpu));
   /* T from the dense CPU kernel on |inputs| at the same positions (fp32) */
   ixl_tensor *tol = NULL;
   const double eps = eps_for(fmt, 1, H);
-  k5_args a = {{dq[0], dq[1], paged ? NULL : dq[2], paged ? NULL : dq[3], dq[8], paged ? P : 0, fmt},
-               dq[6], paged ? NULL : dq[4], dq[5], dq[9], dq[7], sbk, mode};
+  k5_args a = {
+      {dq[0], dq[1], paged ? NULL : dq[2], paged ? NULL : dq[3], dq[8], paged ? P : 0, fmt},
+      dq[6],
+      paged ? NULL : dq[4],
+      dq[5],
+      dq[9],
+      dq[7],
+      sbk,
+      mode};
   ixl_tensor *dout = tnew(IXL_BF16, 2, R, C, 0, IXL_DEVICE);
   int64_t nondet = 0;
   ixl_tensor *gpu = run_gpu_twice(k5_op, &a, dout, &nondet, NULL);
@@ -593,23 +628,28 @@ static void k5_case(int fmt, int H, int paged, int sbk, ixl_ks_mode mode, int ga
     DC = N;
     dense_d = tnew(IXL_BF16, 2, R, DC, 0, IXL_DEVICE);
     ixl_qk dqk = {dq[0], dq[1], dq[2], dq[3], NULL, 0, fmt};
-    CHECK_OK(g, ixl_dense_logits(g, &dqk, dq[6], dq[4], dq[5], IXL_LAYOUT_FULL, 1, IXL_REDUCE_BF16, dense_d));
+    CHECK_OK(g, ixl_dense_logits(g, &dqk, dq[6], dq[4], dq[5], IXL_LAYOUT_FULL, 1, IXL_REDUCE_BF16,
+                                 dense_d));
   }
   dense_h = like_host(dense_d);
   to_host(dense_h, dense_d);
   if (eps > 0) {
     ixl_tensor *aqc = abs_codes(fmt, q.qc), *akc = abs_codes(fmt, kc), *awf = abs_f32(q.wf);
-    ixl_tensor *full = host(IXL_F32, 2, R, N, 0), *zk = host(IXL_I32, 1, R, 0, 0), *nk = host(IXL_I32, 1, R, 0, 0);
-    for (int64_t r = 0; r < R; r++) ((int32_t *)zk->data)[r] = 0, ((int32_t *)nk->data)[r] = (int32_t)N;
+    ixl_tensor *full = host(IXL_F32, 2, R, N, 0), *zk = host(IXL_I32, 1, R, 0, 0),
+               *nk = host(IXL_I32, 1, R, 0, 0);
+    for (int64_t r = 0; r < R; r++)
+      ((int32_t *)zk->data)[r] = 0, ((int32_t *)nk->data)[r] = (int32_t)N;
     ixl_qk aq = {aqc, q.qs, akc, ksc, NULL, 0, fmt};
     CHECK_OK(g, ixl_dense_logits(g, &aq, awf, zk, nk, IXL_LAYOUT_FULL, 1, IXL_REDUCE_FP32, full));
     tol = host(IXL_F32, 2, R, C, 0);
     for (int64_t r = 0; r < R; r++) /* the K position of each column (garbage too: 0 if none) */
       for (int64_t c = 0; c < C; c++) {
-        int64_t pos = (int64_t)idp[r * nsb + c / sbk] * sbk + (paged || mode == IXL_KS_ALIGNED ? 0 : ksp[r] % sbk) + c % sbk;
+        int64_t pos = (int64_t)idp[r * nsb + c / sbk] * sbk +
+                      (paged || mode == IXL_KS_ALIGNED ? 0 : ksp[r] % sbk) + c % sbk;
         if (paged && pos >= 0 && pos < pi.max_pages * P)
           pos = (int64_t)((int32_t *)pi.bt->data)[r * pi.max_pages + pos / P] * P + pos % P;
-        ((float *)tol->data)[r * C + c] = pos >= 0 && pos < N ? ((float *)full->data)[r * N + pos] : 0.0f;
+        ((float *)tol->data)[r * C + c] =
+            pos >= 0 && pos < N ? ((float *)full->data)[r * N + pos] : 0.0f;
       }
     ixl_tensor *ts[] = {aqc, akc, awf, full, zk, nk};
     tfree(ts, 6);
@@ -622,21 +662,28 @@ static void k5_case(int fmt, int H, int paged, int sbk, ixl_ks_mode mode, int ga
       const int defined = !(isinf(b) && b < 0);
       cmp_one(&m, r, c, r * C + c, r * C + c, defined);
       if (defined) { /* K5 == K1/K2 bf16 at the same position, on the GPU */
-        int64_t pos = (int64_t)idp[r * nsb + c / sbk] * sbk + (paged || mode == IXL_KS_ALIGNED ? 0 : ksp[r] % sbk) + c % sbk;
-        if (pos >= 0 && pos < DC && !same_bits(out_at(gpu, r * C + c), out_at(dense_h, r * DC + pos))) {
+        int64_t pos = (int64_t)idp[r * nsb + c / sbk] * sbk +
+                      (paged || mode == IXL_KS_ALIGNED ? 0 : ksp[r] % sbk) + c % sbk;
+        if (pos >= 0 && pos < DC &&
+            !same_bits(out_at(gpu, r * C + c), out_at(dense_h, r * DC + pos))) {
           if (dense_bad++ < 4)
-            fprintf(stderr, "  K5 vs dense (GPU) %s H=%d row %lld col %lld pos %lld: %.9g vs %.9g (seed %llu)\n",
-                    fmt_name(fmt), H, (long long)r, (long long)c, (long long)pos, out_at(gpu, r * C + c),
-                    out_at(dense_h, r * DC + pos), (unsigned long long)g_seed);
+            fprintf(stderr,
+                    "  K5 vs dense (GPU) %s H=%d row %lld col %lld pos %lld: %.9g vs %.9g (seed "
+                    "%llu)\n",
+                    fmt_name(fmt), H, (long long)r, (long long)c, (long long)pos,
+                    out_at(gpu, r * C + c), out_at(dense_h, r * DC + pos),
+                    (unsigned long long)g_seed);
         }
       }
     }
-  CHECK_MSG(m.bad == 0, "K5 %s H=%d %s sbk=%d %s%s: %lld of %lld elements differ (seed %llu)", fmt_name(fmt), H,
-            paged ? "paged" : "ragged", sbk, mode ? "aligned" : "unaligned", garbage ? " garbage ids" : "",
-            (long long)m.bad, (long long)m.checked, (unsigned long long)g_seed);
-  CHECK_MSG(nondet == 0, "K5 %s: %lld elements differ between two runs", fmt_name(fmt), (long long)nondet);
-  CHECK_MSG(dense_bad == 0, "K5 %s H=%d: %lld columns differ from K1/K2 bf16 on the GPU", fmt_name(fmt), H,
-            (long long)dense_bad);
+  CHECK_MSG(m.bad == 0, "K5 %s H=%d %s sbk=%d %s%s: %lld of %lld elements differ (seed %llu)",
+            fmt_name(fmt), H, paged ? "paged" : "ragged", sbk, mode ? "aligned" : "unaligned",
+            garbage ? " garbage ids" : "", (long long)m.bad, (long long)m.checked,
+            (unsigned long long)g_seed);
+  CHECK_MSG(nondet == 0, "K5 %s: %lld elements differ between two runs", fmt_name(fmt),
+            (long long)nondet);
+  CHECK_MSG(dense_bad == 0, "K5 %s H=%d: %lld columns differ from K1/K2 bf16 on the GPU",
+            fmt_name(fmt), H, (long long)dense_bad);
   *bad_total += m.bad + nondet + dense_bad;
   tfree(dq, 10);
   ixl_tensor *ts[] = {kc, ksc, ks, ke, ids, cpu, tol, dout, gpu, dense_h, dense_d};
@@ -662,7 +709,8 @@ TEST(sparse_paged_matches_cpu_and_dense) {
   static const int sbks[] = {8, 16, 32, 4};
   int64_t bad = 0;
   for (int f = 0; f < (g_small ? 1 : 3); f++)
-    for (int i = 0; i < (g_small ? 1 : 4); i++) k5_case(k_formats[f], Hs[i], 1, sbks[i], IXL_KS_UNALIGNED, 0, &bad);
+    for (int i = 0; i < (g_small ? 1 : 4); i++)
+      k5_case(k_formats[f], Hs[i], 1, sbks[i], IXL_KS_UNALIGNED, 0, &bad);
   CHECK(bad == 0);
 }
 
@@ -690,10 +738,18 @@ TEST(dense_fp32_matches_float64_oracle) {
     ixl_tensor *kc, *ksc;
     gen_keys(fmt, N, 119, 135, 0, &kc, &ksc);
     ixl_tensor *ks = host(IXL_I32, 1, R, 0, 0), *ke = host(IXL_I32, 1, R, 0, 0);
-    for (int64_t r = 0; r < R; r++) ((int32_t *)ks->data)[r] = 0, ((int32_t *)ke->data)[r] = (int32_t)N;
-    ixl_tensor *dq[] = {to_dev(q.qc), to_dev(q.qs), to_dev(kc), to_dev(ksc), to_dev(ks), to_dev(ke), to_dev(q.wf)};
+    for (int64_t r = 0; r < R; r++)
+      ((int32_t *)ks->data)[r] = 0, ((int32_t *)ke->data)[r] = (int32_t)N;
+    ixl_tensor *dq[] = {to_dev(q.qc), to_dev(q.qs), to_dev(kc),  to_dev(ksc),
+                        to_dev(ks),   to_dev(ke),   to_dev(q.wf)};
     ixl_tensor *dout = tnew(IXL_F32, 2, R, N, 0, IXL_DEVICE);
-    k1_args a = {{dq[0], dq[1], dq[2], dq[3], NULL, 0, fmt}, dq[6], dq[4], dq[5], IXL_LAYOUT_FULL, 1, IXL_REDUCE_FP32};
+    k1_args a = {{dq[0], dq[1], dq[2], dq[3], NULL, 0, fmt},
+                 dq[6],
+                 dq[4],
+                 dq[5],
+                 IXL_LAYOUT_FULL,
+                 1,
+                 IXL_REDUCE_FP32};
     int64_t nondet = 0;
     ixl_tensor *gpu = run_gpu_twice(k1_op, &a, dout, &nondet, NULL);
     const uint8_t *qc = q.qc->data, *kcd = kc->data;
@@ -715,8 +771,10 @@ TEST(dense_fp32_matches_float64_oracle) {
             }
             double s = 1.0;
             if (fmt != IXL_FP8) {
-              const uint32_t qw = (uint32_t)((int32_t *)q.qs->data)[r * H + h], kw = (uint32_t)((int32_t *)ksc->data)[n];
-              s = ldexp(1.0, (int)(qw >> (8 * (d / 32)) & 255) - 127 + (int)(kw >> (8 * (d / 32)) & 255) - 127);
+              const uint32_t qw = (uint32_t)((int32_t *)q.qs->data)[r * H + h],
+                             kw = (uint32_t)((int32_t *)ksc->data)[n];
+              s = ldexp(1.0, (int)(qw >> (8 * (d / 32)) & 255) - 127 +
+                                 (int)(kw >> (8 * (d / 32)) & 255) - 127);
             } else {
               s = ((float *)ksc->data)[n];
             }
@@ -734,8 +792,10 @@ TEST(dense_fp32_matches_float64_oracle) {
         worst = err > worst ? err : worst;
         if (!(err <= eps)) {
           if (bad++ < 4)
-            fprintf(stderr, "  oracle %s row %lld pos %lld: gpu %.9g exact %.9g bound %.3g (seed %llu)\n",
-                    fmt_name(fmt), (long long)r, (long long)n, got, exact, bound, (unsigned long long)g_seed);
+            fprintf(stderr,
+                    "  oracle %s row %lld pos %lld: gpu %.9g exact %.9g bound %.3g (seed %llu)\n",
+                    fmt_name(fmt), (long long)r, (long long)n, got, exact, bound,
+                    (unsigned long long)g_seed);
         }
       }
     printf("# float64 oracle %s: worst |gpu - exact| / T = %.3g\n", fmt_name(fmt), worst);
@@ -745,7 +805,8 @@ TEST(dense_fp32_matches_float64_oracle) {
     tfree(ts, 6);
     free_query(&q);
   }
-  CHECK_MSG(bad == 0, "%lld elements off the float64 oracle (seed %llu)", (long long)bad, (unsigned long long)g_seed);
+  CHECK_MSG(bad == 0, "%lld elements off the float64 oracle (seed %llu)", (long long)bad,
+            (unsigned long long)g_seed);
 }
 
 /* ---------------------------------------------------------------- large shapes */
@@ -766,8 +827,10 @@ static ixl_tensor *rows_to_host(const ixl_tensor *d, const int64_t *rows, int n)
 static ixl_tensor *pick_rows(const ixl_tensor *t, const int64_t *rows, int n) {
   if (!t) return NULL;
   ixl_tensor *h = host((ixl_dtype)t->dtype, t->ndim, n, t->shape[1], t->shape[2]);
-  const int64_t rb = ixl_tensor_numel(t) / t->shape[0] * (int64_t)ixl_dtype_size((ixl_dtype)t->dtype);
-  for (int i = 0; i < n; i++) memcpy((uint8_t *)h->data + i * rb, (const uint8_t *)t->data + rows[i] * rb, (size_t)rb);
+  const int64_t rb =
+      ixl_tensor_numel(t) / t->shape[0] * (int64_t)ixl_dtype_size((ixl_dtype)t->dtype);
+  for (int i = 0; i < n; i++)
+    memcpy((uint8_t *)h->data + i * rb, (const uint8_t *)t->data + rows[i] * rb, (size_t)rb);
   return h;
 }
 
@@ -786,7 +849,8 @@ TEST(large_dense_ragged_1m_positions) {
     ((int32_t *)ke->data)[r] = (int32_t)(N - R + r + 1);
     ((int32_t *)ks->data)[r] = r % 4 == 3 ? (int32_t)rnd_int(0, N / 2) : 0;
   }
-  ixl_tensor *dq[] = {to_dev(q.qc), to_dev(q.qs), to_dev(kc), to_dev(ksc), to_dev(ks), to_dev(ke), to_dev(q.wf), to_dev(q.wb)};
+  ixl_tensor *dq[] = {to_dev(q.qc), to_dev(q.qs), to_dev(kc),   to_dev(ksc),
+                      to_dev(ks),   to_dev(ke),   to_dev(q.wf), to_dev(q.wb)};
   const int64_t rows[2] = {rnd_int(0, R - 1), R - 1};
   ixl_tensor *aqc = abs_codes(fmt, q.qc), *akc = abs_codes(fmt, kc), *awf = abs_f32(q.wf);
   int64_t bad = 0;
@@ -797,33 +861,40 @@ TEST(large_dense_ragged_1m_positions) {
     CHECK_OK(g, ixl_tensor_fill_bytes(g, dout, 0xFF));
     ixl_qk dqk = {dq[0], dq[1], dq[2], dq[3], NULL, 0, fmt};
     CHECK_OK(g, ixl_timer_record(g, 0));
-    CHECK_OK(g, ixl_dense_logits(g, &dqk, bf16 ? dq[7] : dq[6], dq[4], dq[5], IXL_LAYOUT_FULL, 1, (ixl_reduction)red, dout));
+    CHECK_OK(g, ixl_dense_logits(g, &dqk, bf16 ? dq[7] : dq[6], dq[4], dq[5], IXL_LAYOUT_FULL, 1,
+                                 (ixl_reduction)red, dout));
     CHECK_OK(g, ixl_timer_record(g, 1));
     double us = 0;
     CHECK_OK(g, ixl_timer_elapsed_us(g, 0, 1, &us));
     double valid = 0;
     for (int64_t r = 0; r < R; r++) valid += ((int32_t *)ke->data)[r] - ((int32_t *)ks->data)[r];
-    printf("# K1 mxfp4 H=32 %s 256 x 1M: %.1f us (first run), %.0f TFLOP/s\n", bf16 ? "bf16" : "fp32", us,
-           2.0 * valid * H * 128 / us * 1e-6);
+    printf("# K1 mxfp4 H=32 %s 256 x 1M: %.1f us (first run), %.0f TFLOP/s\n",
+           bf16 ? "bf16" : "fp32", us, 2.0 * valid * H * 128 / us * 1e-6);
     ixl_tensor *gh = rows_to_host(dout, rows, 2);
-    ixl_tensor *sq = pick_rows(q.qc, rows, 2), *ss = pick_rows(q.qs, rows, 2), *sw = pick_rows(bf16 ? q.wb : q.wf, rows, 2);
+    ixl_tensor *sq = pick_rows(q.qc, rows, 2), *ss = pick_rows(q.qs, rows, 2),
+               *sw = pick_rows(bf16 ? q.wb : q.wf, rows, 2);
     ixl_tensor *sks = pick_rows(ks, rows, 2), *ske = pick_rows(ke, rows, 2);
     ixl_tensor *cpu = host(odt, 2, 2, N, 0), *tol = NULL;
     ixl_qk hq = {sq, ss, kc, ksc, NULL, 0, fmt};
-    CHECK_OK(g, ixl_dense_logits(g, &hq, sw, sks, ske, IXL_LAYOUT_FULL, 1, (ixl_reduction)red, cpu));
+    CHECK_OK(g,
+             ixl_dense_logits(g, &hq, sw, sks, ske, IXL_LAYOUT_FULL, 1, (ixl_reduction)red, cpu));
     if (!bf16) {
       ixl_tensor *saq = pick_rows(aqc, rows, 2), *saw = pick_rows(awf, rows, 2);
       ixl_qk aq = {saq, ss, akc, ksc, NULL, 0, fmt};
       tol = host(IXL_F32, 2, 2, N, 0);
-      CHECK_OK(g, ixl_dense_logits(g, &aq, saw, sks, ske, IXL_LAYOUT_FULL, 1, IXL_REDUCE_FP32, tol));
+      CHECK_OK(g,
+               ixl_dense_logits(g, &aq, saw, sks, ske, IXL_LAYOUT_FULL, 1, IXL_REDUCE_FP32, tol));
       ixl_tensor *ts[] = {saq, saw};
       tfree(ts, 2);
     }
-    cmp_t m = {"large dense_logits", fmt, H, bf16, N, gh, cpu, tol, eps_for(fmt, bf16, H), 0, 0, 0, 0, 0};
+    cmp_t m = {"large dense_logits",  fmt, H, bf16, N, gh, cpu, tol,
+               eps_for(fmt, bf16, H), 0,   0, 0,    0, 0};
     for (int i = 0; i < 2; i++)
       for (int64_t c = 0; c < N; c++)
-        cmp_one(&m, rows[i], c, i * N + c, i * N + c, c >= ((int32_t *)sks->data)[i] && c < ((int32_t *)ske->data)[i]);
-    CHECK_MSG(m.bad == 0, "large K1 %s: %lld of %lld differ", bf16 ? "bf16" : "fp32", (long long)m.bad, (long long)m.checked);
+        cmp_one(&m, rows[i], c, i * N + c, i * N + c,
+                c >= ((int32_t *)sks->data)[i] && c < ((int32_t *)ske->data)[i]);
+    CHECK_MSG(m.bad == 0, "large K1 %s: %lld of %lld differ", bf16 ? "bf16" : "fp32",
+              (long long)m.bad, (long long)m.checked);
     bad += m.bad;
     ixl_tensor *ts[] = {dout, gh, sq, ss, sw, sks, ske, cpu, tol};
     tfree(ts, 9);
@@ -850,10 +921,13 @@ TEST(large_paged_128k_and_sparse) {
     paged_in pi;
     gen_paged(fmt, R, (int)P, max_pages, kc, ksc, &pi);
     int32_t *lens = pi.lens->data;
-    for (int64_t r = 0; r < R; r++) lens[r] = (int32_t)(r % 3 == 0 ? npos : rnd_int(npos / 2, npos));
-    ixl_tensor *dq[] = {to_dev(q.qc), to_dev(q.qs), to_dev(pi.pages), to_dev(pi.lens), to_dev(pi.bt), to_dev(q.wf), to_dev(q.wb)};
+    for (int64_t r = 0; r < R; r++)
+      lens[r] = (int32_t)(r % 3 == 0 ? npos : rnd_int(npos / 2, npos));
+    ixl_tensor *dq[] = {to_dev(q.qc),  to_dev(q.qs), to_dev(pi.pages), to_dev(pi.lens),
+                        to_dev(pi.bt), to_dev(q.wf), to_dev(q.wb)};
     const int64_t rows[3] = {0, rnd_int(1, R - 2), R - 1};
-    ixl_tensor *sq = pick_rows(q.qc, rows, 3), *ss = pick_rows(q.qs, rows, 3), *sl = pick_rows(pi.lens, rows, 3), *sbt = pick_rows(pi.bt, rows, 3);
+    ixl_tensor *sq = pick_rows(q.qc, rows, 3), *ss = pick_rows(q.qs, rows, 3),
+               *sl = pick_rows(pi.lens, rows, 3), *sbt = pick_rows(pi.bt, rows, 3);
     ixl_qk hq = {sq, ss, NULL, NULL, pi.pages, (int)P, fmt};
     ixl_qk dqk = {dq[0], dq[1], NULL, NULL, dq[2], (int)P, fmt};
     if (pass == 0) { /* K2, fp32 */
@@ -874,10 +948,13 @@ TEST(large_paged_128k_and_sparse) {
       ixl_tensor *aq = abs_codes(fmt, sq), *aw = abs_f32(sw), *tol = host(IXL_F32, 2, 3, npos, 0);
       ixl_qk aqk = {aq, NULL, NULL, NULL, ap, (int)P, fmt};
       CHECK_OK(g, ixl_dense_logits_paged(g, &aqk, aw, sl, sbt, IXL_REDUCE_FP32, tol));
-      cmp_t m = {"large dense_logits_paged", fmt, H, 0, npos, gh, cpu, tol, eps_for(fmt, 0, H), 0, 0, 0, 0, 0};
+      cmp_t m = {"large dense_logits_paged", fmt, H, 0, npos, gh, cpu, tol,
+                 eps_for(fmt, 0, H),         0,   0, 0, 0,    0};
       for (int i = 0; i < 3; i++)
-        for (int64_t c = 0; c < npos; c++) cmp_one(&m, rows[i], c, i * npos + c, i * npos + c, c < ((int32_t *)sl->data)[i]);
-      CHECK_MSG(m.bad == 0, "large K2: %lld of %lld differ", (long long)m.bad, (long long)m.checked);
+        for (int64_t c = 0; c < npos; c++)
+          cmp_one(&m, rows[i], c, i * npos + c, i * npos + c, c < ((int32_t *)sl->data)[i]);
+      CHECK_MSG(m.bad == 0, "large K2: %lld of %lld differ", (long long)m.bad,
+                (long long)m.checked);
       printf("# large K2 fp8 H=64 256 x 128K: diff measure %.3g over sampled rows\n", cmp_diff(&m));
       bad += m.bad;
       ixl_tensor *ts[] = {dout, gh, sw, cpu, ap, aq, aw, tol};
@@ -886,12 +963,15 @@ TEST(large_paged_128k_and_sparse) {
       const int sbk = 8;
       const int64_t nsb = 2048, C = nsb * sbk;
       ixl_tensor *ids = host(IXL_I32, 2, R, nsb, 0);
-      for (int64_t r = 0; r < R; r++) gen_ids((int32_t *)ids->data + r * nsb, nsb, 0, lens[r], sbk, 0);
+      for (int64_t r = 0; r < R; r++)
+        gen_ids((int32_t *)ids->data + r * nsb, nsb, 0, lens[r], sbk, 0);
       ixl_tensor *did = to_dev(ids), *dout = tnew(IXL_BF16, 2, R, C, 0, IXL_DEVICE);
       CHECK_OK(g, ixl_tensor_fill_bytes(g, dout, 0xFF));
-      CHECK_OK(g, ixl_sparse_logits(g, &dqk, dq[6], NULL, dq[3], dq[4], did, sbk, IXL_KS_UNALIGNED, dout));
+      CHECK_OK(g, ixl_sparse_logits(g, &dqk, dq[6], NULL, dq[3], dq[4], did, sbk, IXL_KS_UNALIGNED,
+                                    dout));
       ixl_tensor *gh = rows_to_host(dout, rows, 3);
-      ixl_tensor *sw = pick_rows(q.wb, rows, 3), *sid = pick_rows(ids, rows, 3), *cpu = host(IXL_BF16, 2, 3, C, 0);
+      ixl_tensor *sw = pick_rows(q.wb, rows, 3), *sid = pick_rows(ids, rows, 3),
+                 *cpu = host(IXL_BF16, 2, 3, C, 0);
       CHECK_OK(g, ixl_sparse_logits(g, &hq, sw, NULL, sl, sbt, sid, sbk, IXL_KS_UNALIGNED, cpu));
       cmp_t m = {"large sparse_logits", fmt, H, 1, C, gh, cpu, NULL, 0, 0, 0, 0, 0, 0};
       for (int i = 0; i < 3; i++)
@@ -899,7 +979,8 @@ TEST(large_paged_128k_and_sparse) {
           const double b = out_at(cpu, i * C + c);
           cmp_one(&m, rows[i], c, i * C + c, i * C + c, !(isinf(b) && b < 0));
         }
-      CHECK_MSG(m.bad == 0, "large K5: %lld of %lld differ", (long long)m.bad, (long long)m.checked);
+      CHECK_MSG(m.bad == 0, "large K5: %lld of %lld differ", (long long)m.bad,
+                (long long)m.checked);
       bad += m.bad;
       ixl_tensor *ts[] = {ids, did, dout, gh, sw, sid, cpu};
       tfree(ts, 7);
@@ -919,16 +1000,20 @@ TEST(cuda_rejects_misaligned_keys) {
   if (g_fake) return;
   const int fmt = IXL_MXFP8, H = 4;
   const int64_t R = 2, N = 16;
-  ixl_tensor *qc = tnew(IXL_U8, 3, R, H, 128, IXL_DEVICE), *qs = tnew(IXL_I32, 2, R, H, 0, IXL_DEVICE);
-  ixl_tensor *kbase = tnew(IXL_U8, 2, N + 1, 128, 0, IXL_DEVICE), *ksc = tnew(IXL_I32, 1, N, 0, 0, IXL_DEVICE);
-  ixl_tensor *w = tnew(IXL_F32, 2, R, H, 0, IXL_DEVICE), *ks = tnew(IXL_I32, 1, R, 0, 0, IXL_DEVICE);
-  ixl_tensor *ke = tnew(IXL_I32, 1, R, 0, 0, IXL_DEVICE), *out = tnew(IXL_F32, 2, R, N, 0, IXL_DEVICE);
+  ixl_tensor *qc = tnew(IXL_U8, 3, R, H, 128, IXL_DEVICE),
+             *qs = tnew(IXL_I32, 2, R, H, 0, IXL_DEVICE);
+  ixl_tensor *kbase = tnew(IXL_U8, 2, N + 1, 128, 0, IXL_DEVICE),
+             *ksc = tnew(IXL_I32, 1, N, 0, 0, IXL_DEVICE);
+  ixl_tensor *w = tnew(IXL_F32, 2, R, H, 0, IXL_DEVICE),
+             *ks = tnew(IXL_I32, 1, R, 0, 0, IXL_DEVICE);
+  ixl_tensor *ke = tnew(IXL_I32, 1, R, 0, 0, IXL_DEVICE),
+             *out = tnew(IXL_F32, 2, R, N, 0, IXL_DEVICE);
   ixl_tensor kv;
   int64_t shape[2] = {N, 128};
   CHECK_OK(g, ixl_tensor_view(g, kbase, 2, shape, NULL, 8, &kv)); /* starts 8 bytes in */
   ixl_qk qk = {qc, qs, &kv, ksc, NULL, 0, fmt};
-  CHECK_ERR(g, ixl_dense_logits(g, &qk, w, ks, ke, IXL_LAYOUT_FULL, 1, IXL_REDUCE_FP32, out), IXL_ERR_INVALID_ARG,
-            "k_codes data at");
+  CHECK_ERR(g, ixl_dense_logits(g, &qk, w, ks, ke, IXL_LAYOUT_FULL, 1, IXL_REDUCE_FP32, out),
+            IXL_ERR_INVALID_ARG, "k_codes data at");
   CHECK(strstr(ixl_last_error(g), "16-byte aligned") != NULL);
   ixl_tensor *ts[] = {qc, qs, kbase, ksc, w, ks, ke, out};
   tfree(ts, 8);
@@ -946,13 +1031,17 @@ TEST(ops_capture_in_a_cuda_graph) {
   gen_keys(fmt, N, 120, 134, 0, &kc, &ksc);
   ixl_tensor *ks = host(IXL_I32, 1, R, 0, 0), *ke = host(IXL_I32, 1, R, 0, 0);
   gen_ranges(ks->data, ke->data, R, N);
-  ixl_tensor *dq[] = {to_dev(q.qc), to_dev(q.qs), to_dev(kc), to_dev(ksc), to_dev(ks), to_dev(ke), to_dev(q.wb)};
-  ixl_tensor *o1 = tnew(IXL_BF16, 2, R, N, 0, IXL_DEVICE), *o2 = tnew(IXL_BF16, 2, R, N, 0, IXL_DEVICE);
+  ixl_tensor *dq[] = {to_dev(q.qc), to_dev(q.qs), to_dev(kc),  to_dev(ksc),
+                      to_dev(ks),   to_dev(ke),   to_dev(q.wb)};
+  ixl_tensor *o1 = tnew(IXL_BF16, 2, R, N, 0, IXL_DEVICE),
+             *o2 = tnew(IXL_BF16, 2, R, N, 0, IXL_DEVICE);
   ixl_qk qk = {dq[0], dq[1], dq[2], dq[3], NULL, 0, fmt};
-  CHECK_OK(g, ixl_dense_logits(g, &qk, dq[6], dq[4], dq[5], IXL_LAYOUT_FULL, 1, IXL_REDUCE_BF16, o1));
+  CHECK_OK(g,
+           ixl_dense_logits(g, &qk, dq[6], dq[4], dq[5], IXL_LAYOUT_FULL, 1, IXL_REDUCE_BF16, o1));
   CHECK_OK(g, ixl_tensor_fill_bytes(g, o2, 0xFF));
   CHECK_OK(g, ixl_graph_begin(g));
-  ixl_status st = ixl_dense_logits(g, &qk, dq[6], dq[4], dq[5], IXL_LAYOUT_FULL, 1, IXL_REDUCE_BF16, o2);
+  ixl_status st =
+      ixl_dense_logits(g, &qk, dq[6], dq[4], dq[5], IXL_LAYOUT_FULL, 1, IXL_REDUCE_BF16, o2);
   CHECK_OK(g, st);
   CHECK_OK(g, ixl_graph_end(g));
   CHECK_OK(g, ixl_graph_launch(g));
@@ -1000,26 +1089,57 @@ int main(void) {
   const char *env = getenv("IXL_TEST_SEED");
   g_seed = env && *env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL);
   g_small = getenv("IXL_TEST_SMALL") && getenv("IXL_TEST_SMALL")[0] == '1';
-  printf("# seed %llu%s (IXL_TEST_SEED reproduces a run)\n", (unsigned long long)g_seed, g_small ? ", small shapes" : "");
+  printf("# seed %llu%s (IXL_TEST_SEED reproduces a run)\n", (unsigned long long)g_seed,
+         g_small ? ", small shapes" : "");
   if (ixl_ctx_new(g_fake ? IXL_BACKEND_CPU : IXL_BACKEND_CUDA, 0, g_seed, &g) != IXL_OK) {
     printf("not ok - cuda context: %s\n", ixl_last_error(g));
     ixl_ctx_free(g);
     return 1;
   }
-  for (int i = 0; i < n; i++) {
-    rs = g_seed * 1000003ull + (uint64_t)i; /* each test its own stream: reproducible alone */
-    check_failed_ = 0;
-    const double t0 = (double)clock() / CLOCKS_PER_SEC;
-    tests[i].fn();
-    if (check_failed_) {
-      tests_failed_++;
-      printf("not ok - %s\n", tests[i].name);
-    } else {
-      tests_passed_++;
-      printf("ok - %s (%.1f s cpu)\n", tests[i].name, (double)clock() / CLOCKS_PER_SEC - t0);
-    }
-    fflush(stdout);
+  /* Every logits variant of the device's backend that the device runs (the test build adds
+   * v1_alt), each pinned in turn: the same parity rules and poison runs for all. Pins are per
+   * backend, so the CPU references on host tensors keep running the CPU default. */
+  const char *want = g_fake ? "cpu" : "cuda";
+  int sm = 0;
+#ifdef IXL_WITH_CUDA
+  if (!g_fake) {
+    int major = 0, minor = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+    sm = major * 10 + minor;
   }
+#endif
+  for (int vi = 0; vi < ixl_variant_count("logits"); vi++) {
+    const char *vname = ixl_variant_name("logits", vi);
+    if (strcmp(ixl_variant_backend("logits", vi), want) != 0) continue;
+    if (!g_fake && ixl_variant_min_sm("logits", vi) > sm) {
+      printf("# variant %s needs sm_%d, the device is sm_%d: not run\n", vname,
+             ixl_variant_min_sm("logits", vi), sm);
+      continue;
+    }
+    if (ixl_ctx_set_variant(g, "logits", vname) != IXL_OK) {
+      printf("not ok - pin %s: %s\n", vname, ixl_last_error(g));
+      tests_failed_++;
+      continue;
+    }
+    printf("# logits variant %s\n", vname);
+    for (int i = 0; i < n; i++) {
+      rs = g_seed * 1000003ull + (uint64_t)i; /* each test its own stream: reproducible alone */
+      check_failed_ = 0;
+      const double t0 = (double)clock() / CLOCKS_PER_SEC;
+      tests[i].fn();
+      if (check_failed_) {
+        tests_failed_++;
+        printf("not ok - %s [%s]\n", tests[i].name, vname);
+      } else {
+        tests_passed_++;
+        printf("ok - %s [%s] (%.1f s cpu)\n", tests[i].name, vname,
+               (double)clock() / CLOCKS_PER_SEC - t0);
+      }
+      fflush(stdout);
+    }
+  }
+  ixl_ctx_set_variant(g, "logits", NULL);
   ixl_ctx_free(g);
   DONE();
 }
