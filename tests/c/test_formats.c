@@ -1,7 +1,8 @@
 /* test_formats.c - quantize, dequantize, prepare_weights and the paged layout (SPEC 2, 8):
  * known vectors per format and quantizer (saturation, tiny and huge amax, -0, NaN, the ties of
- * ties_down's strict thresholds, the exact scale exponent), round trips, a padded page stride,
- * and one test per validation rule. Random inputs use a fresh seed (IXL_TEST_SEED repeats a
+ * ties_down's strict thresholds, the exact scale exponent), the e4m3 and f16 conversions
+ * against their plain definitions, round trips, a padded page stride, and one test per
+ * validation rule. Random inputs use a fresh seed (IXL_TEST_SEED repeats a
  * run); failures print it. */
 #include <float.h>
 #include <math.h>
@@ -68,10 +69,12 @@ TEST(mxfp4_rne_known_vectors) {
   ixl_ctx *ctx = new_ctx();
   float x[128] = {0};
   /* group 0: amax 6 -> e = 0 (byte 127); the ties of RNE go to the even code */
-  const float g0[] = {6, 0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5, 0.3f, -0.1f, -0.0f, 5.5f, -6, 0.2f, 2.9f, 4.4f};
+  const float g0[] = {6,    0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5,
+                      0.3f, -0.1f, -0.0f, 5.5f,  -6,    0.2f, 2.9f, 4.4f};
   const uint8_t c0[] = {7, 0, 2, 2, 4, 4, 6, 6, 1, 8, 8, 7, 15, 0, 5, 6};
   for (int i = 0; i < 16; i++) x[i] = g0[i];
-  /* group 1: amax 12 exactly -> e = 1; group 2: just above 12 -> e = 2; group 3: amax 3 -> e = -1 */
+  /* group 1: amax 12 exactly -> e = 1; group 2: just above 12 -> e = 2; group 3: amax 3 ->
+   * e = -1 */
   x[32] = 12.0f;
   x[33] = 1.0f; /* 1 / 2 = 0.5 -> code 1 */
   x[64] = nextafterf(12.0f, 100.0f);
@@ -80,9 +83,12 @@ TEST(mxfp4_rne_known_vectors) {
   ixl_tensor *codes, *scales;
   CHECK_OK(ctx, quant1(ctx, IXL_MXFP4, IXL_Q_RNE, IXL_ROLE_K, x, &codes, &scales));
   CHECK(scale_byte(scales, 0, 0) == 127);
-  for (int i = 0; i < 16; i++) CHECK_MSG(nib(codes, 0, i) == c0[i], "element %d: code %d, expected %d", i, nib(codes, 0, i), c0[i]);
+  for (int i = 0; i < 16; i++)
+    CHECK_MSG(nib(codes, 0, i) == c0[i], "element %d: code %d, expected %d", i, nib(codes, 0, i),
+              c0[i]);
   CHECK(scale_byte(scales, 0, 1) == 128 && nib(codes, 0, 32) == 7 && nib(codes, 0, 33) == 1);
-  CHECK(scale_byte(scales, 0, 2) == 129 && nib(codes, 0, 64) == 5 && nib(codes, 0, 65) == 0); /* 3.0000002 -> 3 */
+  CHECK(scale_byte(scales, 0, 2) == 129 && nib(codes, 0, 64) == 5 &&
+        nib(codes, 0, 65) == 0); /* 3.0000002 -> 3 */
   CHECK(scale_byte(scales, 0, 3) == 126 && nib(codes, 0, 96) == 15);
   CHECK(nib(codes, 0, 97) == 0); /* +0 stays +0 */
   ixl_tensor_free(codes);
@@ -94,7 +100,8 @@ TEST(mxfp4_ties_down_known_vectors) {
   ixl_ctx *ctx = new_ctx();
   float x[128] = {0};
   /* strict '>': a value exactly on a threshold takes the smaller magnitude; zero drops the sign */
-  const float g0[] = {6, 0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5, 0.26f, -0.1f, -0.0f, 5.01f, -6, -0.25f, -0.76f, 4.9f};
+  const float g0[] = {6,     0.25f, 0.75f, 1.25f, 1.75f, 2.5f,   3.5f,   5,
+                      0.26f, -0.1f, -0.0f, 5.01f, -6,    -0.25f, -0.76f, 4.9f};
   const uint8_t c0[] = {7, 0, 1, 2, 3, 4, 5, 6, 1, 0, 0, 7, 15, 0, 10, 6};
   for (int i = 0; i < 16; i++) x[i] = g0[i];
   x[32] = 12.0f;                       /* exactly 6 * 2: e = 1 */
@@ -102,7 +109,9 @@ TEST(mxfp4_ties_down_known_vectors) {
   ixl_tensor *codes, *scales;
   CHECK_OK(ctx, quant1(ctx, IXL_MXFP4, IXL_Q_TIES_DOWN, IXL_ROLE_K, x, &codes, &scales));
   CHECK(scale_byte(scales, 0, 0) == 127);
-  for (int i = 0; i < 16; i++) CHECK_MSG(nib(codes, 0, i) == c0[i], "element %d: code %d, expected %d", i, nib(codes, 0, i), c0[i]);
+  for (int i = 0; i < 16; i++)
+    CHECK_MSG(nib(codes, 0, i) == c0[i], "element %d: code %d, expected %d", i, nib(codes, 0, i),
+              c0[i]);
   CHECK(scale_byte(scales, 0, 1) == 128 && scale_byte(scales, 0, 2) == 129);
   /* group 3 is all zeros: amax clamps to 1e-4 -> smallest e with 6 * 2^e >= 1e-4 is -15 */
   CHECK_MSG(scale_byte(scales, 0, 3) == 127 - 15, "byte %d", scale_byte(scales, 0, 3));
@@ -229,14 +238,16 @@ TEST(fp8_ties_down_k_formula) {
   for (int m = 0; m < M; m++) {
     float amax = (float)(1.0 + next_unit() * 999.0), sc = amax / 448.0f;
     F(x)[m * 128] = amax;
-    for (int d = 1; d < 128; d++) F(x)[m * 128 + d] = mids[next_u64() % 6] * sc * (d % 2 ? 1.0f : -1.0f);
+    for (int d = 1; d < 128; d++)
+      F(x)[m * 128 + d] = mids[next_u64() % 6] * sc * (d % 2 ? 1.0f : -1.0f);
   }
   CHECK_OK(ctx, ixl_quantize(ctx, IXL_FP8, IXL_Q_TIES_DOWN, IXL_ROLE_K, x, c, s));
   int bad = 0;
   for (int m = 0; m < M; m++) {
     float sc = F(x)[m * 128] / 448.0f, inv = 1.0f / sc;
     bad += F(s)[m] != sc;
-    for (int d = 0; d < 128; d++) bad += U8(c)[m * 128 + d] != ixl_f32_to_e4m3(F(x)[m * 128 + d] * inv);
+    for (int d = 0; d < 128; d++)
+      bad += U8(c)[m * 128 + d] != ixl_f32_to_e4m3(F(x)[m * 128 + d] * inv);
   }
   CHECK_MSG(bad == 0, "%d codes or scales differ (seed %llu)", bad, (unsigned long long)seed_);
   ixl_tensor_free(x);
@@ -262,7 +273,8 @@ TEST(dequantize_rules) {
   CHECK(F(out)[96] == 0.0f);
   ixl_tensor_free(codes);
   ixl_tensor_free(scales);
-  /* fp8 Q excludes the scale (it lives in the weights); K multiplies it; scales may be NULL for Q */
+  /* fp8 Q excludes the scale (it lives in the weights); K multiplies it; scales may be NULL
+   * for Q */
   codes = tnew(ctx, IXL_U8, 2, 1, 128, 0);
   scales = tnew(ctx, IXL_F32, 1, 1, 0, 0);
   memset(codes->data, 0, 128);
@@ -325,7 +337,8 @@ TEST(e4m3_conversion_matches_its_definition) {
       E4M3_CASE((uint32_t)(s >> 63) << 31 | ex << 23 | ((uint32_t)(s >> 20) & 0x7fffffu));
     }
   for (int c = 0; c < 0x7e; c++) {
-    float lo = ixl_e4m3_to_f32((uint8_t)c), hi = ixl_e4m3_to_f32((uint8_t)(c + 1)), mid = (lo + hi) / 2;
+    float lo = ixl_e4m3_to_f32((uint8_t)c), hi = ixl_e4m3_to_f32((uint8_t)(c + 1)),
+          mid = (lo + hi) / 2;
     uint32_t mb;
     memcpy(&mb, &mid, 4);
     for (int d = -1; d <= 1; d++) {
@@ -346,8 +359,87 @@ TEST(e4m3_conversion_matches_its_definition) {
     CHECK_MSG(bad_all == 0, "%lld of 2^32 floats convert differently", (long long)bad_all);
   }
 #undef E4M3_CASE
-  CHECK_MSG(bad == 0, "%lld of %lld inputs differ from the definition, first 0x%08x", (long long)bad,
-            (long long)n, first);
+  CHECK_MSG(bad == 0, "%lld of %lld inputs differ from the definition, first 0x%08x",
+            (long long)bad, (long long)n, first);
+}
+
+/* f16 by the plain definition (round the magnitude to 10 mantissa bits at exponents >= -14,
+ * to multiples of 2^-24 below; ties to even; inf from 65536 on; NaN to 0x7e00): the oracle for
+ * the library's bit-level conversion (numerics/scalar.h). */
+static uint16_t f16_oracle(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)(sign | 0x7e00);
+  const double a = fabs((double)x);
+  if (a == 0) return sign;
+  int e;
+  frexp(a, &e);
+  e = e - 1 < -14 ? -14 : e - 1;
+  const double q = ldexp(1.0, e - 10), r = rint(a / q) * q; /* a / q exact; rint: to even */
+  if (r >= 65536.0) return (uint16_t)(sign | 0x7c00); /* inf included */
+  if (r == 0) return sign;
+  const double f = frexp(r, &e);
+  if (e - 1 < -14) return (uint16_t)(sign | (uint16_t)(r / ldexp(1.0, -24)));
+  return (uint16_t)(sign | (uint16_t)((e - 1 + 15) << 10) | (uint16_t)((f * 2.0 - 1.0) * 1024.0));
+}
+
+TEST(f16_conversion_matches_its_definition) {
+  /* As for e4m3: every float exponent with random mantissas, every f16 rounding boundary and
+   * one float ulp either side, both signs; all 2^32 floats with IXL_EXHAUSTIVE=1. And the
+   * way back, exact, on every code (NaNs by class). */
+  uint64_t s = seed_ ^ 0xf16u;
+  int64_t bad = 0, n = 0;
+  uint32_t first = 0;
+#define F16_CASE(bits)                                                  \
+  do {                                                                  \
+    const uint32_t b_ = (bits);                                         \
+    float f_;                                                           \
+    memcpy(&f_, &b_, 4);                                                \
+    if (ixl_f32_to_f16(f_) != f16_oracle(f_) && bad++ == 0) first = b_; \
+    n++;                                                                \
+  } while (0)
+  for (uint32_t ex = 0; ex < 256; ex++)
+    for (int i = 0; i < 2048; i++) {
+      s = s * 6364136223846793005ull + 1442695040888963407ull;
+      F16_CASE((uint32_t)(s >> 63) << 31 | ex << 23 | ((uint32_t)(s >> 20) & 0x7fffffu));
+    }
+  for (int c = 0; c < 0x7c00; c++) {
+    const float lo = ixl_f16_to_f32((uint16_t)c), hi = ixl_f16_to_f32((uint16_t)(c + 1));
+    const float mid = (float)(((double)lo + (double)hi) / 2); /* exact: one more bit */
+    uint32_t mb;
+    memcpy(&mb, &mid, 4);
+    for (int d = -1; d <= 1; d++) {
+      F16_CASE(mb + (uint32_t)d);
+      F16_CASE((mb + (uint32_t)d) | 0x80000000u);
+    }
+  }
+  for (int c = 0; c < 65536; c++) {
+    const int e = (c >> 10) & 31, m = c & 1023;
+    const float v = ixl_f16_to_f32((uint16_t)c);
+    double want = e == 0 ? ldexp((double)m, -24) : ldexp(1.0 + m / 1024.0, e - 15);
+    if (c & 0x8000) want = -want;
+    const int ok = e == 31 ? (m ? isnan(v) : isinf(v) && (v < 0) == !!(c & 0x8000))
+                           : (double)v == want && !signbit(v) == !(c & 0x8000);
+    CHECK_MSG(ok, "f16 code 0x%04x -> %a", c, (double)v);
+    if (e != 31 || m) CHECK_MSG(ixl_f32_to_f16(v) == (e == 31 ? (c & 0x8000) | 0x7e00 : c),
+                                "f16 code 0x%04x does not round-trip", c);
+  }
+  const char *ex = getenv("IXL_EXHAUSTIVE");
+  if (ex && ex[0] == '1') {
+    int64_t bad_all = 0;
+#pragma omp parallel for reduction(+ : bad_all)
+    for (int64_t i = 0; i <= 0xffffffffll; i++) {
+      const uint32_t b = (uint32_t)i;
+      float f;
+      memcpy(&f, &b, 4);
+      bad_all += ixl_f32_to_f16(f) != f16_oracle(f);
+    }
+    CHECK_MSG(bad_all == 0, "%lld of 2^32 floats convert differently", (long long)bad_all);
+  }
+#undef F16_CASE
+  CHECK_MSG(bad == 0, "%lld of %lld inputs differ from the definition, first 0x%08x",
+            (long long)bad, (long long)n, first);
 }
 
 TEST(round_trips) {
@@ -379,7 +471,8 @@ TEST(round_trips) {
             if (fmt == IXL_MXFP4) {
               int d = g * 32 + at;
               uint8_t top = next_u64() & 1 ? 0x7 : 0xF;
-              c[d / 2] = d % 2 ? (uint8_t)((c[d / 2] & 0x0F) | top << 4) : (uint8_t)((c[d / 2] & 0xF0) | top);
+              c[d / 2] = d % 2 ? (uint8_t)((c[d / 2] & 0x0F) | top << 4)
+                               : (uint8_t)((c[d / 2] & 0xF0) | top);
             } else {
               c[g * 32 + at] = next_u64() & 1 ? 0x7E : 0xFE;
             }
@@ -397,12 +490,14 @@ TEST(round_trips) {
         if (fmt == IXL_FP8 && role == IXL_ROLE_Q) /* Q's dequantization leaves the scale out */
           for (int m = 0; m < M; m++)
             for (int d = 0; d < 128; d++) F(x)[m * 128 + d] *= F(scales)[m];
-        CHECK_OK(ctx, ixl_quantize(ctx, (ixl_kv_format)fmt, (ixl_quantizer)qz, (ixl_role)role, x, c2, s2));
+        CHECK_OK(ctx, ixl_quantize(ctx, (ixl_kv_format)fmt, (ixl_quantizer)qz, (ixl_role)role, x,
+                                   c2, s2));
         int bad = 0;
         for (int64_t i = 0; i < (int64_t)M * vb; i++) bad += U8(codes)[i] != U8(c2)[i];
-        for (int m = 0; m < M; m++) bad += memcmp((uint8_t *)scales->data + m * 4, (uint8_t *)s2->data + m * 4, 4) != 0;
-        CHECK_MSG(bad == 0, "fmt %d quantizer %d role %d: %d mismatches (seed %llu)", fmt, qz, role, bad,
-                  (unsigned long long)seed_);
+        for (int m = 0; m < M; m++)
+          bad += memcmp((uint8_t *)scales->data + m * 4, (uint8_t *)s2->data + m * 4, 4) != 0;
+        CHECK_MSG(bad == 0, "fmt %d quantizer %d role %d: %d mismatches (seed %llu)", fmt, qz, role,
+                  bad, (unsigned long long)seed_);
         ixl_tensor_free(codes);
         ixl_tensor_free(c2);
         ixl_tensor_free(scales);
@@ -455,12 +550,16 @@ TEST(random_quantization_error_and_input_dtypes) {
       /* e2m1: a step of up to 2 at the top of [0, 6] -> error <= 1 / 6 of the scale's amax, and
        * amax may sit just above a power-of-two boundary (up to 2x): <= 1/3 of amax; e4m3: 1/16 */
       double bound = fmt == IXL_MXFP4 ? 1.0 / 3.0 + 1e-6 : 1.0 / 16 + 1e-6;
-      CHECK_MSG(worst <= bound, "fmt %d quantizer %d: worst error %.4f of amax > %.4f (seed %llu)", fmt, qz,
-                worst, bound, (unsigned long long)seed_);
-      CHECK_OK(ctx, ixl_quantize(ctx, (ixl_kv_format)fmt, (ixl_quantizer)qz, IXL_ROLE_K, xb, c2, s2));
-      CHECK(memcmp(c->data, c2->data, (size_t)M * vb) == 0 && memcmp(s->data, s2->data, (size_t)M * 4) == 0);
-      CHECK_OK(ctx, ixl_quantize(ctx, (ixl_kv_format)fmt, (ixl_quantizer)qz, IXL_ROLE_K, xh, c2, s2));
-      CHECK(memcmp(c->data, c2->data, (size_t)M * vb) == 0 && memcmp(s->data, s2->data, (size_t)M * 4) == 0);
+      CHECK_MSG(worst <= bound, "fmt %d quantizer %d: worst error %.4f of amax > %.4f (seed %llu)",
+                fmt, qz, worst, bound, (unsigned long long)seed_);
+      CHECK_OK(ctx,
+               ixl_quantize(ctx, (ixl_kv_format)fmt, (ixl_quantizer)qz, IXL_ROLE_K, xb, c2, s2));
+      CHECK(memcmp(c->data, c2->data, (size_t)M * vb) == 0 &&
+            memcmp(s->data, s2->data, (size_t)M * 4) == 0);
+      CHECK_OK(ctx,
+               ixl_quantize(ctx, (ixl_kv_format)fmt, (ixl_quantizer)qz, IXL_ROLE_K, xh, c2, s2));
+      CHECK(memcmp(c->data, c2->data, (size_t)M * vb) == 0 &&
+            memcmp(s->data, s2->data, (size_t)M * 4) == 0);
       ixl_tensor_free(c);
       ixl_tensor_free(s);
       ixl_tensor_free(c2);
@@ -483,22 +582,37 @@ TEST(quantize_errors) {
   ixl_tensor *s = tnew(ctx, IXL_I32, 1, 3, 0, 0), *sf = tnew(ctx, IXL_F32, 1, 3, 0, 0);
   ixl_tensor *s4 = tnew(ctx, IXL_I32, 1, 4, 0, 0);
   memset(x->data, 0, 3 * 128 * 4);
-  CHECK_ERR(ctx, ixl_quantize(ctx, (ixl_kv_format)5, IXL_Q_RNE, IXL_ROLE_K, x, c, s), IXL_ERR_INVALID_ARG, "kv_format = 5");
-  CHECK_ERR(ctx, ixl_quantize(ctx, IXL_MXFP4, (ixl_quantizer)2, IXL_ROLE_K, x, c, s), IXL_ERR_INVALID_ARG, "quantizer = 2");
-  CHECK_ERR(ctx, ixl_quantize(ctx, IXL_MXFP4, IXL_Q_RNE, (ixl_role)3, x, c, s), IXL_ERR_INVALID_ARG, "role = 3");
-  CHECK_ERR(ctx, ixl_quantize(ctx, IXL_MXFP4, IXL_Q_RNE, IXL_ROLE_K, xi, c, s), IXL_ERR_DTYPE, "x: dtype i32, expected f32, bf16 or f16");
-  CHECK_ERR(ctx, ixl_quantize(ctx, IXL_MXFP4, IXL_Q_RNE, IXL_ROLE_K, x127, c, s), IXL_ERR_SHAPE, "x: shape[1] = 127, expected 128");
-  CHECK_ERR(ctx, ixl_quantize(ctx, IXL_MXFP4, IXL_Q_RNE, IXL_ROLE_K, x, c63, s), IXL_ERR_SHAPE, "codes: shape[1] = 63, expected 64 (the value bytes of mxfp4)");
-  CHECK_ERR(ctx, ixl_quantize(ctx, IXL_MXFP8, IXL_Q_RNE, IXL_ROLE_K, x, c, s), IXL_ERR_SHAPE, "expected 128 (the value bytes of mxfp8)");
-  CHECK_ERR(ctx, ixl_quantize(ctx, IXL_MXFP4, IXL_Q_RNE, IXL_ROLE_K, x, c2, s), IXL_ERR_SHAPE, "codes: holds 2 vectors, expected 3");
-  CHECK_ERR(ctx, ixl_quantize(ctx, IXL_MXFP4, IXL_Q_RNE, IXL_ROLE_K, x, c, sf), IXL_ERR_DTYPE, "scales: dtype f32, expected i32");
-  CHECK_ERR(ctx, ixl_quantize(ctx, IXL_MXFP4, IXL_Q_RNE, IXL_ROLE_K, x, c, s4), IXL_ERR_SHAPE, "scales: holds 4 scales, expected one per vector (3)");
-  CHECK_ERR(ctx, ixl_quantize(ctx, IXL_MXFP4, IXL_Q_RNE, IXL_ROLE_K, NULL, c, s), IXL_ERR_INVALID_ARG, "x: missing tensor");
+  CHECK_ERR(ctx, ixl_quantize(ctx, (ixl_kv_format)5, IXL_Q_RNE, IXL_ROLE_K, x, c, s),
+            IXL_ERR_INVALID_ARG, "kv_format = 5");
+  CHECK_ERR(ctx, ixl_quantize(ctx, IXL_MXFP4, (ixl_quantizer)2, IXL_ROLE_K, x, c, s),
+            IXL_ERR_INVALID_ARG, "quantizer = 2");
+  CHECK_ERR(ctx, ixl_quantize(ctx, IXL_MXFP4, IXL_Q_RNE, (ixl_role)3, x, c, s), IXL_ERR_INVALID_ARG,
+            "role = 3");
+  CHECK_ERR(ctx, ixl_quantize(ctx, IXL_MXFP4, IXL_Q_RNE, IXL_ROLE_K, xi, c, s), IXL_ERR_DTYPE,
+            "x: dtype i32, expected f32, bf16 or f16");
+  CHECK_ERR(ctx, ixl_quantize(ctx, IXL_MXFP4, IXL_Q_RNE, IXL_ROLE_K, x127, c, s), IXL_ERR_SHAPE,
+            "x: shape[1] = 127, expected 128");
+  CHECK_ERR(ctx, ixl_quantize(ctx, IXL_MXFP4, IXL_Q_RNE, IXL_ROLE_K, x, c63, s), IXL_ERR_SHAPE,
+            "codes: shape[1] = 63, expected 64 (the value bytes of mxfp4)");
+  CHECK_ERR(ctx, ixl_quantize(ctx, IXL_MXFP8, IXL_Q_RNE, IXL_ROLE_K, x, c, s), IXL_ERR_SHAPE,
+            "expected 128 (the value bytes of mxfp8)");
+  CHECK_ERR(ctx, ixl_quantize(ctx, IXL_MXFP4, IXL_Q_RNE, IXL_ROLE_K, x, c2, s), IXL_ERR_SHAPE,
+            "codes: holds 2 vectors, expected 3");
+  CHECK_ERR(ctx, ixl_quantize(ctx, IXL_MXFP4, IXL_Q_RNE, IXL_ROLE_K, x, c, sf), IXL_ERR_DTYPE,
+            "scales: dtype f32, expected i32");
+  CHECK_ERR(ctx, ixl_quantize(ctx, IXL_MXFP4, IXL_Q_RNE, IXL_ROLE_K, x, c, s4), IXL_ERR_SHAPE,
+            "scales: holds 4 scales, expected one per vector (3)");
+  CHECK_ERR(ctx, ixl_quantize(ctx, IXL_MXFP4, IXL_Q_RNE, IXL_ROLE_K, NULL, c, s),
+            IXL_ERR_INVALID_ARG, "x: missing tensor");
   ixl_tensor *out = tnew(ctx, IXL_F32, 2, 3, 128, 0), *out2 = tnew(ctx, IXL_F32, 2, 3, 64, 0);
-  CHECK_ERR(ctx, ixl_dequantize(ctx, IXL_MXFP4, IXL_ROLE_K, c63, s, out), IXL_ERR_SHAPE, "codes: shape[1] = 63, expected 64");
-  CHECK_ERR(ctx, ixl_dequantize(ctx, IXL_MXFP4, IXL_ROLE_K, c, NULL, out), IXL_ERR_INVALID_ARG, "scales: missing tensor");
-  CHECK_ERR(ctx, ixl_dequantize(ctx, IXL_MXFP4, IXL_ROLE_K, c, s, out2), IXL_ERR_SHAPE, "out: shape[1] = 64, expected 128 (the head dim D)");
-  CHECK_ERR(ctx, ixl_dequantize(ctx, IXL_MXFP4, (ixl_role)7, c, s, out), IXL_ERR_INVALID_ARG, "role = 7");
+  CHECK_ERR(ctx, ixl_dequantize(ctx, IXL_MXFP4, IXL_ROLE_K, c63, s, out), IXL_ERR_SHAPE,
+            "codes: shape[1] = 63, expected 64");
+  CHECK_ERR(ctx, ixl_dequantize(ctx, IXL_MXFP4, IXL_ROLE_K, c, NULL, out), IXL_ERR_INVALID_ARG,
+            "scales: missing tensor");
+  CHECK_ERR(ctx, ixl_dequantize(ctx, IXL_MXFP4, IXL_ROLE_K, c, s, out2), IXL_ERR_SHAPE,
+            "out: shape[1] = 64, expected 128 (the head dim D)");
+  CHECK_ERR(ctx, ixl_dequantize(ctx, IXL_MXFP4, (ixl_role)7, c, s, out), IXL_ERR_INVALID_ARG,
+            "role = 7");
   ixl_tensor *tensors[] = {x, xi, x127, c, c63, c2, s, sf, s4, out, out2};
   for (size_t i = 0; i < sizeof tensors / sizeof *tensors; i++) ixl_tensor_free(tensors[i]);
   ixl_ctx_free(ctx);
@@ -525,13 +639,20 @@ TEST(prepare_weights_rules_and_errors) {
     CHECK(((uint16_t *)b->data)[i] == ixl_f32_to_bf16(F(w)[i]));
   }
   ixl_tensor *bad = tnew(ctx, IXL_F32, 2, R, H + 4, 0), *bi = tnew(ctx, IXL_I32, 2, R, H, 0);
-  CHECK_ERR(ctx, ixl_prepare_weights(ctx, IXL_MXFP4, w, qs, d, b), IXL_ERR_INVALID_ARG, "q_scales: must be NULL for mxfp4");
-  CHECK_ERR(ctx, ixl_prepare_weights(ctx, IXL_FP8, w, NULL, d, b), IXL_ERR_INVALID_ARG, "q_scales: missing tensor");
-  CHECK_ERR(ctx, ixl_prepare_weights(ctx, IXL_FP8, w, bad, d, b), IXL_ERR_SHAPE, "q_scales: shape[1] = 12, expected 8");
-  CHECK_ERR(ctx, ixl_prepare_weights(ctx, IXL_MXFP8, bi, NULL, d, b), IXL_ERR_DTYPE, "weights: dtype i32, expected f32");
-  CHECK_ERR(ctx, ixl_prepare_weights(ctx, IXL_MXFP8, w, NULL, bad, b), IXL_ERR_SHAPE, "dense_f32: shape[1] = 12, expected 8");
-  CHECK_ERR(ctx, ixl_prepare_weights(ctx, IXL_MXFP8, w, NULL, d, d), IXL_ERR_DTYPE, "sparse_bf16: dtype f32, expected bf16");
-  CHECK_ERR(ctx, ixl_prepare_weights(ctx, IXL_MXFP8, w, NULL, NULL, NULL), IXL_ERR_INVALID_ARG, "both NULL");
+  CHECK_ERR(ctx, ixl_prepare_weights(ctx, IXL_MXFP4, w, qs, d, b), IXL_ERR_INVALID_ARG,
+            "q_scales: must be NULL for mxfp4");
+  CHECK_ERR(ctx, ixl_prepare_weights(ctx, IXL_FP8, w, NULL, d, b), IXL_ERR_INVALID_ARG,
+            "q_scales: missing tensor");
+  CHECK_ERR(ctx, ixl_prepare_weights(ctx, IXL_FP8, w, bad, d, b), IXL_ERR_SHAPE,
+            "q_scales: shape[1] = 12, expected 8");
+  CHECK_ERR(ctx, ixl_prepare_weights(ctx, IXL_MXFP8, bi, NULL, d, b), IXL_ERR_DTYPE,
+            "weights: dtype i32, expected f32");
+  CHECK_ERR(ctx, ixl_prepare_weights(ctx, IXL_MXFP8, w, NULL, bad, b), IXL_ERR_SHAPE,
+            "dense_f32: shape[1] = 12, expected 8");
+  CHECK_ERR(ctx, ixl_prepare_weights(ctx, IXL_MXFP8, w, NULL, d, d), IXL_ERR_DTYPE,
+            "sparse_bf16: dtype f32, expected bf16");
+  CHECK_ERR(ctx, ixl_prepare_weights(ctx, IXL_MXFP8, w, NULL, NULL, NULL), IXL_ERR_INVALID_ARG,
+            "both NULL");
   ixl_tensor *tensors[] = {w, qs, d, b, bad, bi};
   for (size_t i = 0; i < sizeof tensors / sizeof *tensors; i++) ixl_tensor_free(tensors[i]);
   ixl_ctx_free(ctx);
@@ -547,13 +668,13 @@ TEST(formats_refuse_shared_memory) {
   for (int i = 0; i < 3 * 128; i++) F(x)[i] = (float)(i % 7) - 3.0f;
   ixl_tensor cv = *c, sv = *s;
   cv.data = x->data;
-  CHECK_ERR(ctx, ixl_quantize(ctx, IXL_MXFP4, IXL_Q_RNE, IXL_ROLE_K, x, &cv, s), IXL_ERR_INVALID_ARG,
-            "codes overlaps x: an output must not share memory with an input");
+  CHECK_ERR(ctx, ixl_quantize(ctx, IXL_MXFP4, IXL_Q_RNE, IXL_ROLE_K, x, &cv, s),
+            IXL_ERR_INVALID_ARG, "codes overlaps x: an output must not share memory with an input");
   CHECK(F(x)[1] == -2.0f);
   cv.data = buf->data;
   sv.data = U8(buf) + 188; /* the last 4 bytes of codes */
-  CHECK_ERR(ctx, ixl_quantize(ctx, IXL_MXFP4, IXL_Q_RNE, IXL_ROLE_K, x, &cv, &sv), IXL_ERR_INVALID_ARG,
-            "scales overlaps codes: two outputs must not share memory");
+  CHECK_ERR(ctx, ixl_quantize(ctx, IXL_MXFP4, IXL_Q_RNE, IXL_ROLE_K, x, &cv, &sv),
+            IXL_ERR_INVALID_ARG, "scales overlaps codes: two outputs must not share memory");
   sv.data = U8(buf) + 192; /* right after codes */
   CHECK_OK(ctx, ixl_quantize(ctx, IXL_MXFP4, IXL_Q_RNE, IXL_ROLE_K, x, &cv, &sv));
   CHECK_OK(ctx, ixl_quantize(ctx, IXL_MXFP4, IXL_Q_RNE, IXL_ROLE_K, x, c, s));
@@ -581,7 +702,8 @@ TEST(formats_refuse_shared_memory) {
             "dense_f32 overlaps weights: an output must not share memory with an input");
   ixl_tensor bv = *b;
   bv.data = qs->data;
-  CHECK_ERR(ctx, ixl_prepare_weights(ctx, IXL_FP8, w, qs, d, &bv), IXL_ERR_INVALID_ARG, "sparse_bf16 overlaps q_scales");
+  CHECK_ERR(ctx, ixl_prepare_weights(ctx, IXL_FP8, w, qs, d, &bv), IXL_ERR_INVALID_ARG,
+            "sparse_bf16 overlaps q_scales");
   bv.data = F(d) + 4;
   CHECK_ERR(ctx, ixl_prepare_weights(ctx, IXL_FP8, w, qs, d, &bv), IXL_ERR_INVALID_ARG,
             "sparse_bf16 overlaps dense_f32: two outputs must not share memory");
@@ -597,17 +719,20 @@ TEST(paged_write_with_padded_stride) {
   ixl_ctx *ctx = new_ctx();
   for (int fmt = 0; fmt < 3; fmt++) {
     const int P = 16, N = 100, vb = ixl_format_value_bytes((ixl_kv_format)fmt);
-    const int64_t stride = ((int64_t)P * (vb + 4) + 511) / 512 * 512 + 512; /* padded past the minimum */
+    const int64_t stride =
+        ((int64_t)P * (vb + 4) + 511) / 512 * 512 + 512; /* padded past the minimum */
     const int src = 7, count = 70, np = (count + P - 1) / P, num_pages = 9;
     ixl_tensor *codes = tnew(ctx, IXL_U8, 2, N, vb, 0);
     ixl_tensor *scales = tnew(ctx, fmt == IXL_FP8 ? IXL_F32 : IXL_I32, 1, N, 0, 0);
-    ixl_tensor *pages = tnew(ctx, IXL_U8, 2, num_pages, stride, 0), *ids = tnew(ctx, IXL_I32, 1, np, 0, 0);
+    ixl_tensor *pages = tnew(ctx, IXL_U8, 2, num_pages, stride, 0),
+               *ids = tnew(ctx, IXL_I32, 1, np, 0, 0);
     for (int64_t i = 0; i < (int64_t)N * vb; i++) U8(codes)[i] = (uint8_t)next_u64();
     for (int64_t i = 0; i < (int64_t)N * 4; i++) U8(scales)[i] = (uint8_t)next_u64();
     const int32_t perm[5] = {4, 0, 8, 2, 6};
     memcpy(ids->data, perm, sizeof perm);
     memset(pages->data, 0xA5, (size_t)(num_pages * stride));
-    CHECK_OK(ctx, ixl_kv_pages_write(ctx, (ixl_kv_format)fmt, codes, scales, src, count, pages, P, ids));
+    CHECK_OK(ctx,
+             ixl_kv_pages_write(ctx, (ixl_kv_format)fmt, codes, scales, src, count, pages, P, ids));
     int bad = 0;
     for (int p = 0; p < count; p++) {
       const uint8_t *base = U8(pages) + perm[p / P] * stride;
@@ -618,7 +743,8 @@ TEST(paged_write_with_padded_stride) {
     /* untouched: the padding after the scales, the unused slots of the last page, other pages */
     const uint8_t *last = U8(pages) + perm[np - 1] * stride;
     int untouched = 1;
-    for (int64_t i = (int64_t)P * (vb + 4); i < stride; i++) untouched &= U8(pages)[perm[0] * stride + i] == 0xA5;
+    for (int64_t i = (int64_t)P * (vb + 4); i < stride; i++)
+      untouched &= U8(pages)[perm[0] * stride + i] == 0xA5;
     for (int i = (count % P) * vb; i < P * vb; i++) untouched &= last[i] == 0xA5;
     for (int64_t i = 0; i < stride; i++) untouched &= U8(pages)[1 * stride + i] == 0xA5;
     CHECK_MSG(untouched, "fmt %d: bytes outside the written positions changed", fmt);
@@ -643,30 +769,32 @@ TEST(paged_write_errors) {
   int32_t good[3] = {2, 0, 1};
   memcpy(ids->data, good, sizeof good);
   CHECK_OK(ctx, ixl_kv_pages_write(ctx, IXL_MXFP4, codes, scales, 0, 40, pages, P, ids));
-  CHECK_ERR(ctx, ixl_kv_pages_write(ctx, IXL_MXFP4, codes, scales, 0, 40, p_odd, P, ids), IXL_ERR_SHAPE,
-            "pages: shape[1] (page stride) = 1100: must be a multiple of 512 and >= page_size * 68 = 1088");
-  CHECK_ERR(ctx, ixl_kv_pages_write(ctx, IXL_MXFP4, codes, scales, 0, 40, p_small, P, ids), IXL_ERR_SHAPE,
-            "page stride) = 1024");
-  CHECK_ERR(ctx, ixl_kv_pages_write(ctx, IXL_MXFP4, codes, scales, 5, 40, pages, P, ids), IXL_ERR_INVALID_ARG,
-            "src_start = 5, count = 40");
-  CHECK_ERR(ctx, ixl_kv_pages_write(ctx, IXL_MXFP4, codes, scales, -1, 4, pages, P, ids), IXL_ERR_INVALID_ARG,
-            "src_start = -1");
-  CHECK_ERR(ctx, ixl_kv_pages_write(ctx, IXL_MXFP4, codes, scales, 0, 40, pages, 0, ids), IXL_ERR_INVALID_ARG,
-            "page_size = 0");
-  CHECK_ERR(ctx, ixl_kv_pages_write(ctx, IXL_MXFP4, codes, scales, 0, 40, pages, P, ids1), IXL_ERR_SHAPE,
-            "page_ids: shape[0] = 1: must be >= ceil(count / page_size) = 3");
+  CHECK_ERR(ctx, ixl_kv_pages_write(ctx, IXL_MXFP4, codes, scales, 0, 40, p_odd, P, ids),
+            IXL_ERR_SHAPE,
+            "pages: shape[1] (page stride) = 1100: must be a multiple of 512 and >= page_size * 68 "
+            "= 1088");
+  CHECK_ERR(ctx, ixl_kv_pages_write(ctx, IXL_MXFP4, codes, scales, 0, 40, p_small, P, ids),
+            IXL_ERR_SHAPE, "page stride) = 1024");
+  CHECK_ERR(ctx, ixl_kv_pages_write(ctx, IXL_MXFP4, codes, scales, 5, 40, pages, P, ids),
+            IXL_ERR_INVALID_ARG, "src_start = 5, count = 40");
+  CHECK_ERR(ctx, ixl_kv_pages_write(ctx, IXL_MXFP4, codes, scales, -1, 4, pages, P, ids),
+            IXL_ERR_INVALID_ARG, "src_start = -1");
+  CHECK_ERR(ctx, ixl_kv_pages_write(ctx, IXL_MXFP4, codes, scales, 0, 40, pages, 0, ids),
+            IXL_ERR_INVALID_ARG, "page_size = 0");
+  CHECK_ERR(ctx, ixl_kv_pages_write(ctx, IXL_MXFP4, codes, scales, 0, 40, pages, P, ids1),
+            IXL_ERR_SHAPE, "page_ids: shape[0] = 1: must be >= ceil(count / page_size) = 3");
   CHECK_ERR(ctx, ixl_kv_pages_write(ctx, IXL_MXFP4, codes, sf, 0, 40, pages, P, ids), IXL_ERR_DTYPE,
             "scales: dtype f32, expected i32");
   CHECK_ERR(ctx, ixl_kv_pages_write(ctx, IXL_FP8, codes, sf, 0, 40, pages, P, ids), IXL_ERR_SHAPE,
             "codes: shape[1] = 64, expected 128 (the value bytes of fp8)");
   int32_t oob[3] = {2, 4, 1};
   memcpy(ids->data, oob, sizeof oob);
-  CHECK_ERR(ctx, ixl_kv_pages_write(ctx, IXL_MXFP4, codes, scales, 0, 40, pages, P, ids), IXL_ERR_INVALID_ARG,
-            "page_ids[1] = 4: must be in [0, num_pages) = [0, 4)");
+  CHECK_ERR(ctx, ixl_kv_pages_write(ctx, IXL_MXFP4, codes, scales, 0, 40, pages, P, ids),
+            IXL_ERR_INVALID_ARG, "page_ids[1] = 4: must be in [0, num_pages) = [0, 4)");
   int32_t dup[3] = {2, 1, 2};
   memcpy(ids->data, dup, sizeof dup);
-  CHECK_ERR(ctx, ixl_kv_pages_write(ctx, IXL_MXFP4, codes, scales, 0, 40, pages, P, ids), IXL_ERR_INVALID_ARG,
-            "page_ids[2] = 2: already used by page_ids[0]");
+  CHECK_ERR(ctx, ixl_kv_pages_write(ctx, IXL_MXFP4, codes, scales, 0, 40, pages, P, ids),
+            IXL_ERR_INVALID_ARG, "page_ids[2] = 2: already used by page_ids[0]");
   ixl_tensor *tensors[] = {codes, scales, sf, pages, p_odd, p_small, ids, ids1};
   for (size_t i = 0; i < sizeof tensors / sizeof *tensors; i++) ixl_tensor_free(tensors[i]);
   ixl_ctx_free(ctx);
@@ -686,7 +814,8 @@ TEST(paged_write_refuses_shared_memory) {
   CHECK_OK(ctx, ixl_tensor_view(ctx, buf, 2, ps, NULL, 0, &pages));
   CHECK_OK(ctx, ixl_tensor_view(ctx, buf, 2, cs, NULL, 32, &codes));
   CHECK_ERR(ctx, ixl_kv_pages_write(ctx, IXL_MXFP4, &codes, scales, 0, 8, &pages, 8, ids),
-            IXL_ERR_INVALID_ARG, "pages overlaps codes: an output must not share memory with an input");
+            IXL_ERR_INVALID_ARG,
+            "pages overlaps codes: an output must not share memory with an input");
   ixl_tensor sc = *scales, id = *ids; /* the same descriptors pointed into pages */
   sc.data = U8(buf) + 1536;
   id.data = U8(buf) + 1024;
@@ -699,10 +828,10 @@ TEST(paged_write_refuses_shared_memory) {
   CHECK_OK(ctx, ixl_tensor_view(ctx, buf, 2, ps, NULL, 0, &pages));
   ixl_tensor *c2 = tnew(ctx, IXL_U8, 2, 8, 64, 0);
   memset(c2->data, 0, 8 * 64);
-  CHECK_ERR(ctx, ixl_kv_pages_write(ctx, IXL_MXFP4, c2, &sc, 0, 8, &pages, 8, ids), IXL_ERR_INVALID_ARG,
-            "pages overlaps scales");
-  CHECK_ERR(ctx, ixl_kv_pages_write(ctx, IXL_MXFP4, c2, scales, 0, 8, &pages, 8, &id), IXL_ERR_INVALID_ARG,
-            "pages overlaps page_ids");
+  CHECK_ERR(ctx, ixl_kv_pages_write(ctx, IXL_MXFP4, c2, &sc, 0, 8, &pages, 8, ids),
+            IXL_ERR_INVALID_ARG, "pages overlaps scales");
+  CHECK_ERR(ctx, ixl_kv_pages_write(ctx, IXL_MXFP4, c2, scales, 0, 8, &pages, 8, &id),
+            IXL_ERR_INVALID_ARG, "pages overlaps page_ids");
   ixl_tensor_free(c2);
   ixl_tensor_free(buf);
   ixl_tensor_free(scales);
@@ -757,6 +886,7 @@ int main(void) {
   RUN(fp8_ties_down_k_formula);
   RUN(dequantize_rules);
   RUN(e4m3_conversion_matches_its_definition);
+  RUN(f16_conversion_matches_its_definition);
   RUN(round_trips);
   RUN(random_quantization_error_and_input_dtypes);
   RUN(quantize_errors);

@@ -82,7 +82,8 @@ static void logits64(const batch *b, int layer, int64_t row, int64_t k_start, in
                      double *out) {
   const float *q = layer < 0 ? F(b->q) + row * b->H * b->D
                              : F(b->qc) + ((int64_t)layer * b->R + row) * b->H * b->D;
-  const float *w = layer < 0 ? F(b->w) + row * b->H : F(b->wc) + ((int64_t)layer * b->R + row) * b->H;
+  const float *w =
+      layer < 0 ? F(b->w) + row * b->H : F(b->wc) + ((int64_t)layer * b->R + row) * b->H;
   for (int64_t n = 0; n < len; n++) {
     const float *kv = F(b->k) + (k_start + n) * b->D;
     double s = 0;
@@ -133,7 +134,8 @@ TEST(philox_matches_known_answers_and_the_library) {
     k[1] = (uint32_t)rand();
     ixl_philox_block(c, k[0], k[1], a);
     ixl_philox4x32_10(c, k, b);
-    CHECK_MSG(!memcmp(a, b, sizeof a), "seed %llu: trial %d differs", (unsigned long long)g_seed, t);
+    CHECK_MSG(!memcmp(a, b, sizeof a), "seed %llu: trial %d differs", (unsigned long long)g_seed,
+              t);
   }
 }
 
@@ -207,7 +209,8 @@ TEST(batch_and_tensor_checks_name_the_problem) {
             "request 2: keys [130, 194) lie outside k's 192 rows");
   b = saved;
   b.req[1].first_row = 0;
-  CHECK_ERR(ctx, batch_gen(ctx, &b, &p, 1), IXL_ERR_BATCH, "request 1: first_row = 0: must be >= 1");
+  CHECK_ERR(ctx, batch_gen(ctx, &b, &p, 1), IXL_ERR_BATCH,
+            "request 1: first_row = 0: must be >= 1");
   b = saved;
   b.req[2].query_len = 5;
   CHECK_ERR(ctx, batch_gen(ctx, &b, &p, 1), IXL_ERR_BATCH,
@@ -328,9 +331,12 @@ TEST(activation_scale_and_outliers) {
   }
   CHECK_MSG(outliers == 3, "seed %llu: %d outlier channels, expected 3", (unsigned long long)g_seed,
             outliers);
-  double krms = sqrt(kin / (a.N * (128.0 - outliers))), qrms = sqrt(qin / (a.R * a.H * (128.0 - outliers)));
-  CHECK_MSG(fabs(krms - 3) < 0.3, "seed %llu: key RMS %g, expected about 3", (unsigned long long)g_seed, krms);
-  CHECK_MSG(qrms > 2 && qrms < 4.5, "seed %llu: query RMS %g, expected about 3", (unsigned long long)g_seed, qrms);
+  double krms = sqrt(kin / (a.N * (128.0 - outliers))),
+         qrms = sqrt(qin / (a.R * a.H * (128.0 - outliers)));
+  CHECK_MSG(fabs(krms - 3) < 0.3, "seed %llu: key RMS %g, expected about 3",
+            (unsigned long long)g_seed, krms);
+  CHECK_MSG(qrms > 2 && qrms < 4.5, "seed %llu: query RMS %g, expected about 3",
+            (unsigned long long)g_seed, qrms);
   /* Without outliers: the same logits (power-of-two factors cancel exactly in each product). */
   p.outlier_channels = 0;
   CHECK_OK(ctx, batch_gen(ctx, &b, &p, g_seed));
@@ -378,8 +384,9 @@ TEST(layer_correlation_one_copies_the_source_and_zero_decorrelates) {
         syy += y * y;
       }
     double corr = sxy / sqrt(sxx * syy);
-    CHECK_MSG(fabs(corr - rhos[t]) < 0.1, /* 3 x 19 x 32 samples: sigma about 0.02 */ "seed %llu: correlation %g at layer_correlation %g",
-              (unsigned long long)g_seed, corr, (double)rhos[t]);
+    CHECK_MSG(fabs(corr - rhos[t]) < 0.1, /* 3 x 19 x 32 samples: sigma about 0.02 */
+              "seed %llu: correlation %g at layer_correlation %g", (unsigned long long)g_seed, corr,
+              (double)rhos[t]);
   }
   batch_free(&b);
   ixl_ctx_free(ctx);
@@ -459,8 +466,8 @@ TEST(sinks_and_locality_shape_the_logits) {
       recent[on] += in / 256.0 / 4;
     }
   }
-  CHECK_MSG(sink_rank[1] < 200, "seed %llu: mean sink rank %g with sinks", (unsigned long long)g_seed,
-            sink_rank[1]);
+  CHECK_MSG(sink_rank[1] < 200, "seed %llu: mean sink rank %g with sinks",
+            (unsigned long long)g_seed, sink_rank[1]);
   CHECK_MSG(sink_rank[0] > 1000, "seed %llu: mean sink rank %g without", (unsigned long long)g_seed,
             sink_rank[0]);
   CHECK_MSG(recent[1] > 0.15 && recent[1] > 3 * recent[0],
@@ -557,13 +564,15 @@ static void gpu_matches_cpu(void) {
   for (int rep = 0; rep < 3 && big.k; rep++) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    CHECK_OK(gpu, ixl_workload_generate(gpu, &p, req, 64, g_seed, big.q, big.w, big.k, big.qc, big.wc));
+    CHECK_OK(gpu,
+             ixl_workload_generate(gpu, &p, req, 64, g_seed, big.q, big.w, big.k, big.qc, big.wc));
     CHECK_OK(gpu, ixl_ctx_sync(gpu));
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
     if (ms < best) best = ms;
   }
-  printf("# gpu: 64 rows x 128K positions x 32 heads x 5 layers generated in %.1f ms (best of 3)\n", best);
+  printf("# gpu: 64 rows x 128K positions x 32 heads x 5 layers generated in %.1f ms (best of 3)\n",
+         best);
   CHECK_MSG(best < 1000, "generation took %.1f ms", best);
   batch_free(&big);
   ixl_ctx_free(cpu);
