@@ -1,10 +1,11 @@
 -- idxlab.experiment.util: what the experiment modules share: plain-data helpers, the
 -- builder config as the runner uses it (idxlab.config's own contract: config.fields records,
 -- is_field, resolve, describe, valid_sparse_block_kv, closest), and the kernel families a
--- `variant` pin may name.
+-- `variant` pin may name (idxlab.variants).
 local errors = require("idxlab.errors")
 local config = require("idxlab.config")
 local results = require("idxlab.results")
+local variants = require("idxlab.variants")
 
 local M = {}
 
@@ -72,18 +73,8 @@ function M.valid_sbk(resolved) return try_config(config.valid_sparse_block_kv, r
 
 ---------------------------------------------------------------------------- kernel families
 
--- The families a `variant` pin names. The registry's own list once idxlab.variants exists
--- (issue 12 adds it); until then the fixed list of kernels/' folders. Looked up on the
--- search path, not with pcall(require): an error inside an existing module must not be
--- mistaken for its absence.
-local FIXED_FAMILIES = { "formats", "logits", "select", "index", "gen" }
-local variants = package.searchpath("idxlab.variants", package.path)
-  and require("idxlab.variants") or nil
-
-function M.families()
-  if variants then return variants.families() end
-  return FIXED_FAMILIES
-end
+-- The families a `variant` pin names: the registry's own list.
+M.families = variants.families
 
 function M.is_family(name)
   for _, f in ipairs(M.families()) do if f == name then return true end end
