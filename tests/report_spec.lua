@@ -5,6 +5,7 @@
 -- everything from results.jsonl.
 local results = require("idxlab.results")
 local report = require("idxlab.report")
+local plot = require("idxlab.plot")
 local experiment = require("idxlab.experiment")
 
 local ROOT = os.getenv("IDXLAB_ROOT") or "."
@@ -102,7 +103,7 @@ describe("plot data", function()
         end
       end
     end
-    local data = report.plot_data(rows, { x = "candidate_topk_blocks", y = "recall_at_k", series = "candidate_block_size" },
+    local data = plot.data(rows, { x = "candidate_topk_blocks", y = "recall_at_k", series = "candidate_block_size" },
       { "candidate_block_size", "candidate_topk_blocks" })
     assert.equals(2, #data.lines)
     assert.equals("candidate_block_size=8", data.lines[1].title)
@@ -112,10 +113,10 @@ describe("plot data", function()
     assert.is_true(math.abs(pts[1].mean - (0.064 + 0.08 + 1.5e-4)) < 1e-12)
     assert.is_true(math.abs(pts[1].lo - (0.064 + 0.08 + 1e-4)) < 1e-12)
     -- a swept field the plot does not name gets its own lines instead of being averaged
-    data = report.plot_data(rows, { x = "candidate_topk_blocks", y = "recall_at_k" }, { "candidate_block_size", "candidate_topk_blocks" })
+    data = plot.data(rows, { x = "candidate_topk_blocks", y = "recall_at_k" }, { "candidate_block_size", "candidate_topk_blocks" })
     assert.equals(2, #data.lines)
     -- several y metrics: a line each; categorical x keeps first-seen order
-    data = report.plot_data(rows, { x = "block_score", y = { "recall_at_k", "point" } }, {})
+    data = plot.data(rows, { x = "block_score", y = { "recall_at_k", "point" } }, {})
     assert.equals(2, #data.lines)
     assert.is_false(data.numeric)
     assert.are.same({ "max" }, data.categories)
@@ -129,7 +130,7 @@ describe("plot data", function()
           recall_at_k = loc }
       end
     end
-    local data = report.plot_data(rows, { x = "candidate_topk_blocks", y = "recall_at_k" },
+    local data = plot.data(rows, { x = "candidate_topk_blocks", y = "recall_at_k" },
       { "workload.locality", "candidate_topk_blocks" })
     assert.equals(2, #data.lines) -- 0.1234 twice when rounded: never averaged together
     assert.equals(2, data.lines[1].points[1].n)
@@ -142,7 +143,7 @@ describe("plot data", function()
         rows[#rows + 1] = { seed = base + r, ["repeat"] = r, candidate_topk_blocks = 64, recall_at_k = base }
       end
     end
-    data = report.plot_data(rows, { x = "candidate_topk_blocks", y = "recall_at_k", series = "seed" }, { "seed" })
+    data = plot.data(rows, { x = "candidate_topk_blocks", y = "recall_at_k", series = "seed" }, { "seed" })
     assert.equals(2, #data.lines)
     assert.equals("seed=0", data.lines[1].title)
     assert.equals(2, data.lines[1].points[1].n)
@@ -150,11 +151,11 @@ describe("plot data", function()
   end)
 
   it("labels axes with units", function()
-    assert.equals("recall_at_k (share of the dense top-k kept)", report.label("recall_at_k"))
-    assert.equals("time_step_us (µs)", report.label("time_step_us"))
-    assert.equals("max_logits_bytes (bytes)", report.label("max_logits_bytes"))
-    assert.equals("candidate_topk_blocks (blocks)", report.label("candidate_topk_blocks"))
-    assert.equals("workload.decode.context (positions)", report.label("workload.decode.context"))
+    assert.equals("recall_at_k (share of the dense top-k kept)", plot.label("recall_at_k"))
+    assert.equals("time_step_us (µs)", plot.label("time_step_us"))
+    assert.equals("max_logits_bytes (bytes)", plot.label("max_logits_bytes"))
+    assert.equals("candidate_topk_blocks (blocks)", plot.label("candidate_topk_blocks"))
+    assert.equals("workload.decode.context (positions)", plot.label("workload.decode.context"))
   end)
 end)
 
@@ -268,7 +269,7 @@ return {
 
   it("gives gnuplot every string literally: a backquote in a title runs nothing", function()
     -- gnuplot runs `...` inside double-quoted strings (and a newline ends a command)
-    assert.equals("'a''b `c` \"d\" e'", report.gnuplot_quote("a'b `c` \"d\"\ne"))
+    assert.equals("'a''b `c` \"d\" e'", plot.gnuplot_quote("a'b `c` \"d\"\ne"))
     if not gnuplot_present() then pending("gnuplot is not installed (apt-get install gnuplot-nox)") return end
     local d = tmpdir()
     local marker, marker2 = d .. "/PWNED", d .. "/PWNED2"
@@ -316,12 +317,13 @@ return {
       assert.is_nil(out:match("%.lua:%d+:"), out)
       local ok, err = pcall(report.render, res.dir, { gnuplot = "none" })
       assert.is_false(ok)
-      assert.matches("experiment%.json: " .. c[2], err)
+      assert.matches("experiment%.json: " .. c[2], tostring(err))
     end
     -- the Lua API: the same check, at the caller's line
     local ok, err = pcall(function() local r = report.write(d, {}, { plots = 5 }); return r end)
     assert.is_false(ok)
-    assert.matches("report_spec%.lua:%d+: idxlab: report%.write: experiment field 'plots' = 5: must be a list", err)
+    assert.matches("report_spec%.lua:%d+: idxlab: report%.write: experiment field 'plots' = 5: "
+      .. "must be a list", tostring(err))
   end)
 
   it("names a directory without results", function()

@@ -1,11 +1,17 @@
 -- idxlab.cli: `idxlab COMMAND ...`. Each command lives in lua/idxlab/cmd/<name>.lua and
--- returns function(argv) -> exit status. Errors print one line on stderr and exit 1
--- (IDXLAB_DEBUG=1 adds the traceback).
+-- returns function(argv) -> exit status; its options go through idxlab.cmd.args. A command
+-- that fails raises, and this is the one place that prints it: one line on stderr,
+-- "idxlab: " and the message without its where (a Lua file:line means nothing on the
+-- shell), exit status 1. IDXLAB_DEBUG=1 adds where and the traceback.
+local errors = require("idxlab.errors")
+
 local commands = {
-  run = "run an experiment file: idxlab run FILE.lua [--set key=value ...] [--dry-run] [--resume] [--shard i/n] [--out DIR] [--progress bar|plain|off]",
+  run = "run an experiment file: idxlab run FILE.lua [--set key=value ...] [--dry-run] "
+    .. "[--resume] [--shard i/n] [--out DIR] [--progress bar|plain|off]",
   script = "run a Lua script (benchmarks, the soak run): idxlab script FILE.lua [ARGS ...]",
   config = "print the validated builder config as JSON: idxlab config [--set key=value ...]",
-  replay = "replay a step from a safetensors file: idxlab replay IN.safetensors OUT.safetensors [--set key=value ...]",
+  replay = "replay a step from a safetensors file: idxlab replay IN.safetensors OUT.safetensors "
+    .. "[--set key=value ...]",
   report = "re-render tables and plots from saved results: idxlab report results/NAME",
   merge = "combine sharded results: idxlab merge OUT_DIR SHARD_DIR ...",
   diff = "compare two replay outputs: idxlab diff A.safetensors B.safetensors",
@@ -38,6 +44,7 @@ local function main(argv)
   end
   local rest = {}
   for i = 2, #argv do rest[#rest + 1] = argv[i] end
+  -- a command whose module cannot load (no library built) is named as such
   local ok, mod = pcall(require, "idxlab.cmd." .. cmd)
   if not ok then
     io.stderr:write(("idxlab: command %s is not available: %s\n"):format(cmd, tostring(mod)))
@@ -46,18 +53,18 @@ local function main(argv)
   return mod(rest) or 0
 end
 
+local debugging = os.getenv("IDXLAB_DEBUG") == "1"
 local argv = { ... }
 local ok, rc = xpcall(main, function(e)
-  if os.getenv("IDXLAB_DEBUG") == "1" then return debug.traceback(tostring(e), 2) end
-  return tostring(e)
+  return { err = e, traceback = debugging and debug.traceback("", 2) or nil }
 end, argv)
 if not ok then
-  -- the message from its first "idxlab: " on: a file:line prefix means nothing on the shell
-  local msg = tostring(rc)
-  local at = msg:find("idxlab: ", 1, true)
-  if at and os.getenv("IDXLAB_DEBUG") ~= "1" then msg = msg:sub(at) end
-  msg = msg:gsub("^idxlab: ", "")
-  io.stderr:write("idxlab: " .. msg .. "\n")
+  local e = rc.err
+  io.stderr:write("idxlab: ", errors.message(e), "\n")
+  if debugging then
+    if errors.is(e) and e.where then io.stderr:write("at ", e.where, "\n") end
+    io.stderr:write((rc.traceback:gsub("^\n", "")), "\n")
+  end
   os.exit(1)
 end
 io.stdout:flush()

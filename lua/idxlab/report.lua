@@ -1,12 +1,22 @@
 -- idxlab.report: what a finished (or partly finished) experiment shows. From the rows of
--- results.jsonl and the saved experiment.json it renders
---   the summary table: one line per point config, the swept values, then each metric's mean
---     and spread (sample standard deviation) over the repeats;
---   the plots: plot_<name>.dat (the data) and .gp (the gnuplot script), rendered to .png and
---     .svg through gnuplot when present, with axis labels and units, one line per swept series;
---   results.csv.
+-- results.jsonl and the saved experiment.json it writes
+--   summary.txt: one line per point config, the swept values, then each metric's mean and
+--     spread (sample standard deviation) over the repeats, and a note when the points ran on
+--     different kernel variants (SPEC 6);
+--   results.csv (idxlab.results), with every variant.<family> column the rows carry;
+--   the plots (idxlab.plot draws each one).
+-- It also reads a results directory back (load_dir), checking the saved experiment's fields.
 -- Every file is written whole (temp + rename). `idxlab report DIR` calls render(DIR).
+local errors = require("idxlab.errors")
+local config = require("idxlab.config")
+local fs = require("idxlab.fs")
+local plot = require("idxlab.plot")
 local results = require("idxlab.results")
+local stats = require("idxlab.stats")
+
+local fail = errors.fail
+local show, is_int, is_list = results.show, results.is_int, results.is_list
+local fmt_num, fmt_field = stats.fmt_num, stats.fmt_field
 
 local M = {}
 
@@ -22,101 +32,98 @@ M.CHUNK_METRICS = {
   "min_split_seq_len", "dense_num_chunks", "dense_max_rows_per_chunk", "dense_peak_logits_bytes",
 }
 M.DEFAULT_STEP_TABLE = { "logit_mismatches", "selection_agreement", "recall_at_k", "mass_recall",
-  "candidate_coverage", "active_rows", "time_dense_logits_us", "time_sparse_logits_us", "time_step_us" }
+  "candidate_coverage", "active_rows", "time_dense_logits_us", "time_sparse_logits_us",
+  "time_step_us" }
 M.DEFAULT_CHUNK_TABLE = { "num_chunks", "max_rows_per_chunk", "peak_logits_bytes", "sub_chunks" }
 
-local units = {
-  candidate_block_size = "positions", sparse_block_kv = "positions", page_size = "positions",
-  index_topk = "positions", candidate_topk_blocks = "blocks", max_logits_bytes = "bytes",
-  workspace_tokens = "positions", max_model_len = "tokens", max_rows = "rows", heads = "heads",
-  head_dim = "elements", logit_mismatches = "count", active_rows = "rows",
-  recall_at_k = "share of the dense top-k kept", mass_recall = "share of the dense top-k softmax mass",
-  candidate_coverage = "share of the dense top-k in candidate blocks",
-  selection_agreement = "share", fp32_selection_agreement = "share",
-  logit_diff = "1 - 2 sum(xy) / sum(x^2 + y^2)", num_chunks = "chunks", dense_num_chunks = "chunks",
-  max_rows_per_chunk = "rows", mean_rows_per_chunk = "rows", dense_max_rows_per_chunk = "rows",
-  sub_chunks = "chunks", min_split_seq_len = "positions",
-}
+-- The statistics and number formats, idxlab.stats's (report.stats(values) and friends).
+M.stats, M.fmt_num, M.fmt_field = stats.stats, fmt_num, fmt_field
 
--- "recall_at_k (share of the dense top-k kept)", "time_step_us (µs)", ...
-function M.label(name)
-  if type(name) ~= "string" then return tostring(name) end
-  local u = units[name]
-  if not u then
-    if name:match("_us$") then u = "µs"
-    elseif name:match("bytes$") then u = "bytes"
-    elseif name:match("^workload%..*context") or name:match("^workload%..*len") then u = "positions"
+---------------------------------------------------------------------------- a results directory
+
+local function string_list(v)
+  if not is_list(v) then return false end
+  for _, x in ipairs(v) do if type(x) ~= "string" then return false end end
+  return true
+end
+
+-- check_experiment(exp) -> nil, or what is wrong with a saved experiment (experiment.json)
+-- in the fields report and merge read: "field 'plots' = 5: must be ...". A "what is wrong"
+-- answer rather than an error, so that each caller names the file or the function before it.
+function M.check_experiment(exp)
+  if type(exp) ~= "table" or is_list(exp) and next(exp) ~= nil then
+    return ("the experiment = %s: must be a JSON object"):format(show(exp))
+  end
+  for _, k in ipairs({ "name", "question", "mode" }) do
+    if exp[k] ~= nil and type(exp[k]) ~= "string" then
+      return ("field '%s' = %s: must be a string"):format(k, show(exp[k]))
     end
   end
-  return u and ("%s (%s)"):format(name, u) or name
-end
-
--- The y label of several metrics: their shared unit ("time (µs)"), or their names.
-function M.common_label(names)
-  local unit
-  for i, n in ipairs(names) do
-    local u = M.label(n):match("%((.*)%)$") or ""
-    if i == 1 then unit = u elseif u ~= unit then unit = nil break end
-  end
-  if unit == "µs" then return "time (µs)" end
-  if unit == "bytes" then return "size (bytes)" end
-  if unit and unit ~= "" then return unit end
-  return table.concat(names, ", ")
-end
-
----------------------------------------------------------------------------- statistics
-
-local function stats(values)
-  local n, s = 0, 0
-  local lo, hi = math.huge, -math.huge
-  for _, v in ipairs(values) do
-    if type(v) == "number" and v == v then
-      n = n + 1; s = s + v
-      if v < lo then lo = v end
-      if v > hi then hi = v end
+  for _, k in ipairs({ "metrics", "swept" }) do
+    if exp[k] ~= nil and not string_list(exp[k]) then
+      return ("field '%s' = %s: must be a list of names (strings)"):format(k, show(exp[k]))
     end
   end
-  if n == 0 then return nil end
-  local mean = s / n
-  local ss = 0
-  for _, v in ipairs(values) do
-    if type(v) == "number" and v == v then ss = ss + (v - mean) ^ 2 end
-  end
-  return { n = n, mean = mean, sd = n > 1 and math.sqrt(ss / (n - 1)) or nil, min = lo, max = hi }
-end
-M.stats = stats
-
-local function fmt_num(v)
-  if v == nil then return "null" end
-  if type(v) ~= "number" then return tostring(v) end
-  if v ~= v then return "nan" end
-  if v == math.floor(v) and math.abs(v) < 1e15 then return ("%d"):format(v) end
-  local a = math.abs(v)
-  if a >= 1000 then return ("%.1f"):format(v) end
-  if a >= 1 then return ("%.3f"):format(v) end
-  return ("%.4g"):format(v)
-end
-M.fmt_num = fmt_num
-
--- Byte counts read better in KiB/MiB/GiB.
-local function fmt_bytes(v)
-  if type(v) ~= "number" or v ~= v or math.abs(v) < 1024 then return fmt_num(v) end
-  local units = { { 2 ^ 30, "GiB" }, { 2 ^ 20, "MiB" }, { 2 ^ 10, "KiB" } }
-  for _, u in ipairs(units) do
-    if math.abs(v) >= u[1] then
-      local x = v / u[1]
-      if x == math.floor(x) then return ("%d %s"):format(x, u[2]) end
-      return ("%.4g %s"):format(x, u[2])
+  local bad = plot.list_problem(exp.plots)
+  if bad then return bad end
+  if exp.points ~= nil then
+    local shape = "{ point = n, config_hash = hex }"
+    if not is_list(exp.points) then
+      return ("field 'points' = %s: must be a list of planned points %s")
+        :format(show(exp.points), shape)
+    end
+    for i, p in ipairs(exp.points) do
+      local w = ("points[%d]"):format(i)
+      if type(p) ~= "table" or is_list(p) and next(p) ~= nil then
+        return ("field '%s' = %s: must be a planned point %s"):format(w, show(p), shape)
+      end
+      if not is_int(p.point) or p.point < 0 then
+        return ("field '%s.point' = %s: must be a non-negative integer"):format(w, show(p.point))
+      end
+      if type(p.config_hash) ~= "string" then
+        return ("field '%s.config_hash' = %s: must be a string"):format(w, show(p.config_hash))
+      end
     end
   end
-  return fmt_num(v)
+  return nil
 end
 
-local function fmt_field(name, v)
-  if type(name) == "string" and name:match("bytes$") then return fmt_bytes(v) end
-  return fmt_num(v)
+-- load_dir(dir) -> { experiment = table or nil, rows = list, info = read info, dir }: a
+-- results directory read back (experiment.json is optional, results.jsonl is not).
+function M.load_dir(dir)
+  if type(dir) ~= "string" then fail("report.load_dir: dir must be a string") end
+  local exp
+  local etext = fs.read_file(dir .. "/experiment.json")
+  if etext then
+    local err
+    exp, err = results.decode(etext)
+    if type(exp) ~= "table" then
+      fail("%s/experiment.json is not valid JSON: %s", dir, tostring(err))
+    end
+    local bad = M.check_experiment(exp)
+    if bad then fail("%s/experiment.json: %s", dir, bad) end
+  end
+  local jpath = dir .. "/results.jsonl"
+  if not fs.exists(jpath) then
+    fail("%s: no results.jsonl here (is it a results directory?)", dir)
+  end
+  local rows, info = results.read_jsonl(jpath)
+  for i, r in ipairs(rows) do
+    if r.point ~= nil and (not is_int(r.point) or r.point < 0) then
+      fail("%s line %d: field 'point' = %s: must be a non-negative integer", jpath, i,
+        show(r.point))
+    end
+  end
+  return { experiment = exp, rows = rows, info = info, dir = dir }
 end
-M.fmt_field = fmt_field
+
+-- The saved experiment's fields this module reads, checked so a hand-edited experiment.json
+-- gives a message naming the function, not a Lua error deep inside.
+local function check_exp(exp, where)
+  if exp == nil then return end
+  local bad = M.check_experiment(exp)
+  if bad then fail("%s: experiment %s", where, bad) end
+end
 
 ---------------------------------------------------------------------------- grouping
 
@@ -139,18 +146,22 @@ function M.groups(rows)
   return order
 end
 
--- The saved experiment's fields this module reads, checked (results.check_experiment) so a
--- hand-edited experiment.json gives a message, not a Lua error deep inside.
-local function check_exp(exp, where)
-  if exp == nil then return end
-  local bad = results.check_experiment(exp)
-  if bad then error(("idxlab: %s: experiment %s"):format(where, bad), 3) end
-end
-
 local function metric_list(exp)
   if exp and type(exp.metrics) == "table" and #exp.metrics > 0 then return exp.metrics end
   if exp and exp.mode == "chunks" then return M.DEFAULT_CHUNK_TABLE end
   return M.DEFAULT_STEP_TABLE
+end
+
+-- The fields a table without a saved experiment shows when their values differ.
+local GUESS_SWEPT = { "candidate_block_size", "candidate_topk_blocks", "sparse_block_kv",
+  "index_topk", "block_score", "max_logits_bytes", "split_width", "kv_format", "backend", "seed" }
+
+local function differs(rows, k)
+  local first
+  for _, r in ipairs(rows) do
+    if first == nil then first = r[k] elseif r[k] ~= first then return true end
+  end
+  return false
 end
 
 local function swept_list(exp, rows)
@@ -158,15 +169,49 @@ local function swept_list(exp, rows)
   -- No saved experiment: the scalar keys whose values differ between rows, among a few
   -- likely ones.
   local out = {}
-  for _, k in ipairs({ "candidate_block_size", "candidate_topk_blocks", "sparse_block_kv", "index_topk",
-    "block_score", "max_logits_bytes", "split_width", "kv_format", "backend", "seed" }) do
-    local first, differs = nil, false
-    for _, r in ipairs(rows) do
-      if first == nil then first = r[k] elseif r[k] ~= first then differs = true end
-    end
-    if differs then out[#out + 1] = k end
+  for _, k in ipairs(GUESS_SWEPT) do
+    if differs(rows, k) then out[#out + 1] = k end
   end
   return out
+end
+
+-- The variant.<family> keys the rows carry (SPEC 6), sorted.
+local function variant_keys(rows)
+  local seen, out = {}, {}
+  for _, r in ipairs(rows) do
+    for k, v in pairs(r) do
+      if type(k) == "string" and k:match("^variant%.") and type(v) ~= "table"
+        and not seen[k] then
+        seen[k] = true
+        out[#out + 1] = k
+      end
+    end
+  end
+  table.sort(out)
+  return out
+end
+
+-- One line per family whose rows ran on different variants: "variant.logits = ref (4 rows),
+-- fast (2 rows)", the variants in the order the rows first show them.
+local function variant_notes(rows)
+  local notes, keys = {}, {}
+  for _, k in ipairs(variant_keys(rows)) do
+    if differs(rows, k) then
+      local count, order = {}, {}
+      for _, r in ipairs(rows) do
+        local v = tostring(r[k])
+        if not count[v] then count[v] = 0; order[#order + 1] = v end
+        count[v] = count[v] + 1
+      end
+      local parts = {}
+      for _, v in ipairs(order) do
+        parts[#parts + 1] = ("%s (%d row%s)"):format(v, count[v], count[v] == 1 and "" or "s")
+      end
+      notes[#notes + 1] = ("%s = %s"):format(k, table.concat(parts, ", "))
+      keys[#keys + 1] = k
+    end
+  end
+  return notes, keys
 end
 
 ---------------------------------------------------------------------------- summary table
@@ -190,47 +235,20 @@ local function render_table(header, body)
   return table.concat(out, "\n")
 end
 
--- summary(rows, exp) -> text. exp: the saved experiment (name, question, metrics, swept).
-function M.summary(rows, exp)
-  if type(rows) ~= "table" then error("idxlab: report.summary: rows must be a list", 2) end
-  check_exp(exp, "report.summary")
-  exp = exp or {}
-  local metrics, swept = metric_list(exp), swept_list(exp, rows)
-  local groups = M.groups(rows)
-  local header = {}
-  for _, f in ipairs(swept) do header[#header + 1] = f end
-  header[#header + 1] = "n"
-  for _, m in ipairs(metrics) do header[#header + 1] = m end
-  local body = {}
-  local any_spread = false
-  for _, g in ipairs(groups) do
-    local cells = {}
-    for _, f in ipairs(swept) do cells[#cells + 1] = fmt_field(f, g.rows[1][f]) end
-    cells[#cells + 1] = tostring(#g.rows)
-    for _, m in ipairs(metrics) do
-      local vals = {}
-      for _, r in ipairs(g.rows) do vals[#vals + 1] = r[m] end
-      local s = stats(vals)
-      if not s then
-        cells[#cells + 1] = "null"
-      elseif s.sd then
-        any_spread = true
-        cells[#cells + 1] = fmt_field(m, s.mean) .. " ±" .. fmt_field(m, s.sd)
-      else
-        cells[#cells + 1] = fmt_field(m, s.mean)
-      end
-    end
-    body[#body + 1] = cells
-  end
-  -- by = "length": the quality metrics per row-length bucket, active buckets marked
-  local blen_header, blen_body = nil, {}
-  local QUAL = { "recall_at_k", "mass_recall", "candidate_coverage", "selection_agreement", "fp32_selection_agreement" }
+local QUAL = { "recall_at_k", "mass_recall", "candidate_coverage", "selection_agreement",
+  "fp32_selection_agreement" }
+
+-- by = "length": the quality metrics per row-length bucket, active buckets marked; -> the
+-- header (nil when no row has buckets) and the body.
+local function length_table(groups, swept)
+  local header, body = nil, {}
   for _, g in ipairs(groups) do
     local buckets, order = {}, {}
     for _, r in ipairs(g.rows) do
       for _, b in ipairs(type(r.by_length) == "table" and r.by_length or {}) do
         -- a bucket is a row length: an integer (anything else is not a bucket idxlab wrote)
-        if type(b) == "table" and type(b.bucket) == "number" and b.bucket == math.floor(b.bucket) then
+        if type(b) == "table" and type(b.bucket) == "number"
+          and b.bucket == math.floor(b.bucket) then
           local e = buckets[b.bucket]
           if not e then
             e = { bucket = b.bucket, rows = {}, active = false, q = {} }
@@ -249,36 +267,88 @@ function M.summary(rows, exp)
     table.sort(order)
     for _, bk in ipairs(order) do
       local e = buckets[bk]
-      if not blen_header then
-        blen_header = {}
-        for _, f in ipairs(swept) do blen_header[#blen_header + 1] = f end
-        for _, h in ipairs({ "length bucket", "rows", "active" }) do blen_header[#blen_header + 1] = h end
-        for _, m in ipairs(QUAL) do blen_header[#blen_header + 1] = m end
+      if not header then
+        header = {}
+        for _, f in ipairs(swept) do header[#header + 1] = f end
+        for _, h in ipairs({ "length bucket", "rows", "active" }) do header[#header + 1] = h end
+        for _, m in ipairs(QUAL) do header[#header + 1] = m end
       end
       local cells = {}
       for _, f in ipairs(swept) do cells[#cells + 1] = fmt_field(f, g.rows[1][f]) end
       cells[#cells + 1] = ">= " .. fmt_num(bk)
-      local rs = stats(e.rows)
+      local rs = stats.stats(e.rows)
       cells[#cells + 1] = rs and fmt_num(rs.mean) or "0"
       cells[#cells + 1] = e.active and "yes" or "no"
       for _, m in ipairs(QUAL) do
-        local st = stats(e.q[m])
+        local st = stats.stats(e.q[m])
         cells[#cells + 1] = st and fmt_num(st.mean) or "null"
       end
-      blen_body[#blen_body + 1] = cells
+      body[#body + 1] = cells
     end
   end
+  return header, body
+end
+
+-- summary(rows, exp) -> text. exp: the saved experiment (name, question, metrics, swept).
+function M.summary(rows, exp)
+  if type(rows) ~= "table" then fail("report.summary: rows must be a list") end
+  check_exp(exp, "report.summary")
+  exp = exp or {}
+  local metrics, swept = metric_list(exp), swept_list(exp, rows)
+  local groups = M.groups(rows)
+  -- a variant that differs between rows gets a column (after the swept fields) unless swept
+  local notes, vkeys = variant_notes(rows)
+  local shown = {}
+  for _, f in ipairs(swept) do shown[#shown + 1] = f end
+  for _, k in ipairs(vkeys) do
+    local listed = false
+    for _, f in ipairs(swept) do if f == k then listed = true end end
+    if not listed then shown[#shown + 1] = k end
+  end
+  local header = {}
+  for _, f in ipairs(shown) do header[#header + 1] = f end
+  header[#header + 1] = "n"
+  for _, m in ipairs(metrics) do header[#header + 1] = m end
+  local body = {}
+  local any_spread = false
+  for _, g in ipairs(groups) do
+    local cells = {}
+    for _, f in ipairs(shown) do cells[#cells + 1] = fmt_field(f, g.rows[1][f]) end
+    cells[#cells + 1] = tostring(#g.rows)
+    for _, m in ipairs(metrics) do
+      local vals = {}
+      for _, r in ipairs(g.rows) do vals[#vals + 1] = r[m] end
+      local s = stats.stats(vals)
+      if not s then
+        cells[#cells + 1] = "null"
+      elseif s.sd then
+        any_spread = true
+        cells[#cells + 1] = fmt_field(m, s.mean) .. " ±" .. fmt_field(m, s.sd)
+      else
+        cells[#cells + 1] = fmt_field(m, s.mean)
+      end
+    end
+    body[#body + 1] = cells
+  end
+  local blen_header, blen_body = length_table(groups, swept)
   local lines = {}
-  if exp.name then lines[#lines + 1] = ("experiment %s%s"):format(exp.name, exp.question and (": " .. exp.question) or "") end
+  if exp.name then
+    lines[#lines + 1] = ("experiment %s%s"):format(exp.name,
+      exp.question and (": " .. exp.question) or "")
+  end
   local first = rows[1]
   if first then
-    lines[#lines + 1] = ("%d result rows, %d point configs; backend %s (%s); idxlab %s, commit %s%s")
-      :format(#rows, #groups, tostring(first.backend), tostring(first.device), tostring(first.idxlab_version),
-        tostring(first.git_commit), first.git_dirty and " (dirty)" or "")
+    lines[#lines + 1] = ("%d result rows, %d point configs; backend %s (%s); idxlab %s, "
+      .. "commit %s%s"):format(#rows, #groups, tostring(first.backend), tostring(first.device),
+        tostring(first.idxlab_version), tostring(first.git_commit),
+        first.git_dirty and " (dirty)" or "")
   else
     lines[#lines + 1] = "no finished points"
   end
-  if #groups == 1 and #swept == 0 then
+  for _, n in ipairs(notes) do
+    lines[#lines + 1] = "the points ran on different kernel variants: " .. n
+  end
+  if #groups == 1 and #shown == 0 then
     -- one point (quick.lua): a metric per line reads better than one very wide row
     local tbody = {}
     for i, h in ipairs(header) do tbody[#tbody + 1] = { h, body[1][i] } end
@@ -293,7 +363,8 @@ function M.summary(rows, exp)
   end
   if blen_header then
     lines[#lines + 1] = ""
-    lines[#lines + 1] = "by row length (rows of length >= bucket and < 2 * bucket; active: longer than T * cbs)"
+    lines[#lines + 1] = "by row length (rows of length >= bucket and < 2 * bucket; active: "
+      .. "longer than T * cbs)"
     lines[#lines + 1] = render_table(blen_header, blen_body)
   end
   return table.concat(lines, "\n") .. "\n"
@@ -301,265 +372,23 @@ end
 
 ---------------------------------------------------------------------------- plots
 
--- Text for one line of a gnuplot script or data file: control characters (a newline would
--- end the command, and gnuplot would run the next line as one) become spaces.
-local function one_line(s)
-  return (tostring(s):gsub("%c", " "))
-end
-
--- A gnuplot string literal: single-quoted, ' doubled. gnuplot expands `...` (a shell
--- command) and escapes inside double quotes only, so the text stays literal.
-local function gnuplot_quote(s)
-  return "'" .. one_line(s):gsub("'", "''") .. "'"
-end
-M.gnuplot_quote = gnuplot_quote
-
--- A label in a plot's data file (read as data, never as a command): double-quoted.
-local function data_quote(s)
-  return '"' .. one_line(s):gsub('\\', '\\\\'):gsub('"', '\\"') .. '"'
-end
-
-local function as_list(v)
-  if v == nil then return {} end
-  if type(v) == "table" then return v end
-  return { v }
-end
-
--- The plot's file stem: plot_<y>_vs_<x> (several y joined with "+").
-function M.plot_name(p)
-  if p.name then return "plot_" .. p.name end
-  local ys = table.concat(as_list(p.y), "+")
-  return ("plot_%s_vs_%s"):format(ys, p.x):gsub("[^%w_+%.%-]", "_")
-end
-
-local function value_key(v)
-  if type(v) == "number" then return ("%.17g"):format(v) end
-  return tostring(v)
-end
-
--- A row's value of a swept field: a swept seed is the point's base seed (a row's seed is the
--- one its repeat used, seed + repeat).
-local function field_of(r, f)
-  if f == "seed" and type(r.seed) == "number" and type(r["repeat"]) == "number" then return r.seed - r["repeat"] end
-  return r[f]
-end
-
--- The data behind one plot: a list of lines { title, points = { {x, label, mean, lo, hi, n} } }.
--- A line per combination of the series field and every other swept field (so values of a
--- field the plot does not show are never averaged together), times each y metric.
-function M.plot_data(rows, p, swept)
-  local xs_numeric = true
-  for _, r in ipairs(rows) do
-    local x = field_of(r, p.x)
-    if x ~= nil and type(x) ~= "number" then xs_numeric = false end
-  end
-  local series_fields = {}
-  for _, s in ipairs(as_list(p.series)) do series_fields[#series_fields + 1] = s end
-  for _, f in ipairs(swept or {}) do
-    local used = (f == p.x)
-    for _, s in ipairs(series_fields) do if s == f then used = true end end
-    if not used then series_fields[#series_fields + 1] = f end
-  end
-  local ys = as_list(p.y)
-  local lines, line_by = {}, {}
-  local cat_index, cats = {}, {}
-  for _, r in ipairs(rows) do
-    local x = field_of(r, p.x)
-    if x ~= nil then
-      if not xs_numeric then
-        local k = value_key(x)
-        if not cat_index[k] then cats[#cats + 1] = k; cat_index[k] = #cats end
-      end
-      -- a line per exact value (the title shows it rounded; see the clash pass below)
-      local sparts, kparts, exact = {}, {}, {}
-      for _, f in ipairs(series_fields) do
-        local v = field_of(r, f)
-        sparts[#sparts + 1] = ("%s=%s"):format(f, fmt_field(f, v))
-        exact[#exact + 1] = ("%s=%s"):format(f, value_key(v))
-        kparts[#kparts + 1] = value_key(v)
-      end
-      for _, y in ipairs(ys) do
-        local title = table.concat(sparts, ", ")
-        local full = table.concat(exact, ", ")
-        if #ys > 1 then
-          title = title == "" and y or (y .. ", " .. title)
-          full = full == "" and y or (y .. ", " .. full)
-        end
-        local key = y .. "\0" .. table.concat(kparts, "\0")
-        local ln = line_by[key]
-        if not ln then
-          ln = { title = title, full = full, by_x = {}, xs = {} }
-          line_by[key] = ln
-          lines[#lines + 1] = ln
-        end
-        local xk = value_key(x)
-        if not ln.by_x[xk] then ln.by_x[xk] = { x = x, vals = {} }; ln.xs[#ln.xs + 1] = xk end
-        table.insert(ln.by_x[xk].vals, r[y])
-      end
-    end
-  end
-  for _, ln in ipairs(lines) do
-    ln.points = {}
-    for _, xk in ipairs(ln.xs) do
-      local e = ln.by_x[xk]
-      local s = stats(e.vals)
-      if s then
-        ln.points[#ln.points + 1] = {
-          x = xs_numeric and e.x or cat_index[xk], label = tostring(e.x),
-          mean = s.mean, lo = s.min, hi = s.max, n = s.n,
-        }
-      end
-    end
-    table.sort(ln.points, function(a, b) return a.x < b.x end)
-    ln.by_x, ln.xs = nil, nil
-  end
-  -- lines whose rounded titles clash are titled with their exact values
-  local count = {}
-  for _, ln in ipairs(lines) do count[ln.title] = (count[ln.title] or 0) + 1 end
-  for _, ln in ipairs(lines) do
-    if count[ln.title] > 1 then ln.title = ln.full end
-    ln.full = nil
-  end
-  return { lines = lines, numeric = xs_numeric, categories = cats }
-end
-
-local function find_gnuplot(opts)
-  local g = opts.gnuplot or os.getenv("IDXLAB_GNUPLOT")
-  if g == "none" or g == "" then return nil end
-  if g then
-    local ok = os.execute("command -v " .. results.shell_quote(g) .. " >/dev/null 2>&1")
-    return (ok == 0 or ok == true) and g or nil
-  end
-  local ok = os.execute("command -v gnuplot >/dev/null 2>&1")
-  return (ok == 0 or ok == true) and "gnuplot" or nil
-end
-M.find_gnuplot = find_gnuplot
-
-local png_terminal
-local function png_term(gp)
-  if png_terminal == nil then
-    local f = io.popen(results.shell_quote(gp) .. " -e 'set terminal' 2>&1")
-    local text = f and f:read("*a") or ""
-    if f then f:close() end
-    png_terminal = text:find("pngcairo", 1, true) and "pngcairo" or "png"
-  end
-  return png_terminal
-end
-
--- plot(dir, rows, p, exp, gp) -> files written; renders one plot spec p = { x, y, series,
--- title, logx, logy, name }. gp: the gnuplot command or nil (data and script only).
-function M.plot(dir, rows, p, exp, gp)
-  local stem = M.plot_name(p)
-  local data = M.plot_data(rows, p, exp and exp.swept)
-  local files = {}
-  -- the data file: one gnuplot index block per line
-  local dat = { ("# %s\n"):format(one_line(("%s: %s against %s"):format(exp and exp.name or "", table.concat(as_list(p.y), ", "), p.x))),
-    "# columns: x mean min max n label\n" }
-  local spread = false
-  for i, ln in ipairs(data.lines) do
-    if i > 1 then dat[#dat + 1] = "\n\n" end
-    dat[#dat + 1] = ("# line %d: %s\n"):format(i - 1, one_line(ln.title))
-    for _, pt in ipairs(ln.points) do
-      if pt.n > 1 and pt.hi > pt.lo then spread = true end
-      dat[#dat + 1] = ("%s %s %s %s %d %s\n"):format(results.encode_number(pt.x), results.encode_number(pt.mean),
-        results.encode_number(pt.lo), results.encode_number(pt.hi), pt.n, data_quote(pt.label))
-    end
-  end
-  local datpath = dir .. "/" .. stem .. ".dat"
-  results.write_atomic(datpath, table.concat(dat))
-  files[#files + 1] = datpath
-  -- the script
-  local logx = p.logx
-  if logx == nil and data.numeric then
-    local lo, hi = math.huge, -math.huge
-    for _, ln in ipairs(data.lines) do
-      for _, pt in ipairs(ln.points) do lo = math.min(lo, pt.x); hi = math.max(hi, pt.x) end
-    end
-    logx = lo > 0 and hi / lo >= 16
-  end
-  local title = p.title or ("%s: %s against %s"):format(exp and exp.name or "", table.concat(as_list(p.y), ", "), p.x)
-  local ylabel = #as_list(p.y) == 1 and M.label(as_list(p.y)[1]) or M.common_label(as_list(p.y))
-  -- gnuplot runs in dir (cd below), so its script names files relative to dir; Lua names
-  -- them dir/NAME.
-  local pngname, svgname = ("." .. stem .. ".png.tmp"), ("." .. stem .. ".svg.tmp")
-  local pngtmp, svgtmp = dir .. "/" .. pngname, dir .. "/" .. svgname
-  local gpl = {
-    "# gnuplot script written by idxlab report; run from the results directory",
-    "set termoption noenhanced",
-    "set title " .. gnuplot_quote(title),
-    "set xlabel " .. gnuplot_quote(M.label(p.x)),
-    "set ylabel " .. gnuplot_quote(ylabel),
-    "set key outside right top",
-    "set grid",
-  }
-  if logx then gpl[#gpl + 1] = "set logscale x 2" end
-  if p.logy then gpl[#gpl + 1] = "set logscale y" end
-  if not data.numeric then
-    gpl[#gpl + 1] = ("set xrange [0.5:%d.5]"):format(#data.categories)
-  end
-  local clauses = {}
-  local using = spread and "1:2:3:4" or "1:2"
-  if not data.numeric then using = using .. ":xtic(6)" end
-  local style = spread and "yerrorlines" or "linespoints"
-  for i, ln in ipairs(data.lines) do
-    clauses[#clauses + 1] = ("%s index %d using %s with %s title %s"):format(gnuplot_quote(stem .. ".dat"), i - 1,
-      using, style, gnuplot_quote(ln.title == "" and as_list(p.y)[1] or ln.title))
-  end
-  if #clauses == 0 then return files, "no data for " .. stem end
-  local plotcmd = "plot " .. table.concat(clauses, ", \\\n     ")
-  local body = table.concat(gpl, "\n") .. "\n"
-  local script = body
-    .. ("set terminal %s size 1000,620 noenhanced\nset output %s\n%s\n"):format("PNGTERM", gnuplot_quote(stem .. ".png"), plotcmd)
-    .. ("set terminal svg size 1000,620 noenhanced\nset output %s\nreplot\nset output\n"):format(gnuplot_quote(stem .. ".svg"))
-  local gppath = dir .. "/" .. stem .. ".gp"
-  results.write_atomic(gppath, (script:gsub("PNGTERM", "pngcairo")))
-  files[#files + 1] = gppath
-  if not gp then return files end
-  -- gnuplot writes to temporary names (in dir, where it runs), which are renamed when it
-  -- succeeds.
-  local run = body
-    .. ("set terminal %s size 1000,620 noenhanced\nset output %s\n%s\n"):format(png_term(gp), gnuplot_quote(pngname), plotcmd)
-    .. ("set terminal svg size 1000,620 noenhanced\nset output %s\nreplot\nset output\n"):format(gnuplot_quote(svgname))
-  local runpath = ("%s/.%s.gp.tmp"):format(dir, stem)
-  results.write_atomic(runpath, run)
-  -- "./" keeps a directory named "-x" from reading as an option of cd
-  local cddir = dir:sub(1, 1) == "-" and ("./" .. dir) or dir
-  local cmd = ("cd %s && %s %s 2>&1"):format(results.shell_quote(cddir), results.shell_quote(gp),
-    results.shell_quote("." .. stem .. ".gp.tmp"))
-  local f = io.popen(cmd)
-  local out = f:read("*a")
-  f:close()
-  os.remove(runpath)
-  local problems = {}
-  for _, pair in ipairs({ { pngtmp, dir .. "/" .. stem .. ".png" }, { svgtmp, dir .. "/" .. stem .. ".svg" } }) do
-    if results.exists(pair[1]) then
-      local ok, err = results.move_into_place(pair[1], pair[2])
-      if ok then files[#files + 1] = pair[2] else problems[#problems + 1] = tostring(err) end
-    else
-      problems[#problems + 1] = "gnuplot wrote no " .. pair[2]
-    end
-  end
-  if #problems > 0 then
-    return files, ("%s: %s %s"):format(stem, table.concat(problems, "; "), (out or ""):gsub("%s+$", ""))
-  end
-  return files
-end
-
--- plots(dir, rows, exp, opts) -> files, messages.
+-- plots(dir, rows, exp, opts) -> files, messages: every plot the saved experiment lists,
+-- drawn by idxlab.plot (opts.gnuplot: the command, or "none").
 function M.plots(dir, rows, exp, opts)
   opts = opts or {}
-  if type(opts) ~= "table" then error("idxlab: report.plots: opts must be a table", 2) end
-  if type(rows) ~= "table" then error("idxlab: report.plots: rows must be a list", 2) end
+  if type(opts) ~= "table" then fail("report.plots: opts must be a table") end
+  if type(rows) ~= "table" then fail("report.plots: rows must be a list") end
   check_exp(exp, "report.plots")
   local files, msgs = {}, {}
   local specs = exp and exp.plots or {}
   if #specs == 0 or #rows == 0 then return files, msgs end
-  local gp = find_gnuplot(opts)
+  local gp = plot.find_gnuplot(opts)
   if not gp then
-    msgs[#msgs + 1] = ("gnuplot not found: plots not rendered (apt-get install gnuplot-nox); their data and scripts are in %s"):format(dir)
+    msgs[#msgs + 1] = ("gnuplot not found: plots not rendered (apt-get install gnuplot-nox); "
+      .. "their data and scripts are in %s"):format(dir)
   end
   for _, p in ipairs(specs) do
-    local f, msg = M.plot(dir, rows, p, exp, gp)
+    local f, msg = plot.render(dir, rows, p, exp, gp)
     for _, x in ipairs(f) do files[#files + 1] = x end
     if msg then msgs[#msgs + 1] = msg end
   end
@@ -568,16 +397,21 @@ end
 
 ---------------------------------------------------------------------------- render a directory
 
--- The CSV's leading columns, in this order; the rest follow sorted.
-function M.csv_order(exp)
-  local order = { "schema", "experiment", "point", "repeat", "config_hash", "seed", "backend", "device", "mode" }
+-- The CSV's leading columns, in this order (the rows' own order: meta, swept, metrics,
+-- config, then every variant.<family> the rows carry, then provenance); the rest follow
+-- sorted.
+function M.csv_order(exp, rows)
+  local order = { "schema", "experiment", "point", "repeat", "config_hash", "seed", "backend",
+    "device", "mode" }
   for _, f in ipairs(exp and exp.swept or {}) do order[#order + 1] = f end
-  for _, m in ipairs((exp and exp.mode == "chunks") and M.CHUNK_METRICS or M.STEP_METRICS) do order[#order + 1] = m end
-  local ok, config = pcall(require, "idxlab.config")
-  if ok and type(config.field_names) == "function" then
-    for _, f in ipairs(config.field_names()) do order[#order + 1] = f end
+  local metrics = (exp and exp.mode == "chunks") and M.CHUNK_METRICS or M.STEP_METRICS
+  for _, m in ipairs(metrics) do order[#order + 1] = m end
+  for _, f in ipairs(config.field_names()) do order[#order + 1] = f end
+  for _, k in ipairs(variant_keys(rows or {})) do order[#order + 1] = k end
+  for _, k in ipairs({ "idxlab_version", "git_commit", "git_dirty", "wall_time_s",
+    "finished_at" }) do
+    order[#order + 1] = k
   end
-  for _, k in ipairs({ "idxlab_version", "git_commit", "git_dirty", "wall_time_s", "finished_at" }) do order[#order + 1] = k end
   return order
 end
 
@@ -585,18 +419,20 @@ end
 -- CSV, summary.txt and the plots, from rows already read.
 function M.write(dir, rows, exp, opts)
   opts = opts or {}
-  if type(dir) ~= "string" then error("idxlab: report.write: dir must be a string (a results directory)", 2) end
-  if type(rows) ~= "table" then error("idxlab: report.write: rows must be a list", 2) end
-  if type(opts) ~= "table" then error("idxlab: report.write: opts must be a table", 2) end
+  if type(dir) ~= "string" then
+    fail("report.write: dir must be a string (a results directory)")
+  end
+  if type(rows) ~= "table" then fail("report.write: rows must be a list") end
+  if type(opts) ~= "table" then fail("report.write: opts must be a table") end
   check_exp(exp, "report.write")
   local sorted = {}
   for i, r in ipairs(rows) do sorted[i] = r end
   table.sort(sorted, function(a, b) return (a.point or 0) < (b.point or 0) end)
   local files = {}
-  results.write_csv(dir .. "/results.csv", sorted, M.csv_order(exp))
+  results.write_csv(dir .. "/results.csv", sorted, M.csv_order(exp, sorted))
   files[#files + 1] = dir .. "/results.csv"
   local text = M.summary(sorted, exp)
-  results.write_atomic(dir .. "/summary.txt", text)
+  fs.write_atomic(dir .. "/summary.txt", text)
   files[#files + 1] = dir .. "/summary.txt"
   local pf, msgs = M.plots(dir, sorted, exp, opts)
   for _, f in ipairs(pf) do files[#files + 1] = f end
@@ -605,16 +441,17 @@ end
 
 -- render(dir, opts) -> same as write, from the saved results.jsonl and experiment.json.
 function M.render(dir, opts)
-  if type(dir) ~= "string" then error("idxlab: report.render: dir must be a string (a results directory)", 2) end
-  local ok, loaded = pcall(results.load_dir, dir)
-  if not ok then error(loaded, 2) end
+  if type(dir) ~= "string" then
+    fail("report.render: dir must be a string (a results directory)")
+  end
+  local loaded = M.load_dir(dir)
   local out = M.write(dir, loaded.rows, loaded.experiment, opts)
   if loaded.info.torn then
-    table.insert(out.messages, 1, ("%s/results.jsonl: the last line is half-written (a killed run); it was ignored, and `idxlab run ... --resume` removes it")
-      :format(dir))
+    table.insert(out.messages, 1, ("%s/results.jsonl: the last line is half-written (a killed "
+      .. "run); it was ignored, and `idxlab run ... --resume` removes it"):format(dir))
   end
   out.rows = loaded.rows
   return out
 end
 
-return M
+return errors.wrap(M, { "stats", "fmt_num", "fmt_field" })

@@ -1,6 +1,12 @@
 -- idxlab.cmd.args: the one command-line parser of bin/idxlab's commands. A spec maps each
 -- option to its kind: "flag" (--dry-run), "value" (--out DIR) or "list" (--set k=v, repeated).
--- `--opt=value` works for value and list options. `-h`/`--help` asks for the usage.
+-- `--opt=value` works for value and list options. `-h`/`--help` asks for the usage. Every
+-- command parses its options here (one option loop); a bad option is an idxlab error (code
+-- "ARG") that bin/idxlab prints as one line.
+local errors = require("idxlab.errors")
+
+local fail = errors.fail
+
 local M = {}
 
 -- parse(argv, spec, usage, cmd) -> opts, positional, words. opts[name] is true (flag), the
@@ -23,14 +29,14 @@ function M.parse(argv, spec, usage, cmd)
       opts.help = true
       i = i + 1
     elseif kind == "flag" then
-      if inline then error(("idxlab: %s: %s takes no value\n%s"):format(cmd, a, usage), 0) end
+      if inline then fail("%s: %s takes no value\n%s", cmd, a, usage) end
       opts[a:sub(3)] = true
       i = i + 1
     elseif kind == "value" or kind == "list" then
       local v = inline
       if v == nil then
         v = argv[i + 1]
-        if v == nil then error(("idxlab: %s: %s needs a value\n%s"):format(cmd, a, usage), 0) end
+        if v == nil then fail("%s: %s needs a value\n%s", cmd, a, usage) end
         i = i + 2
       else
         i = i + 1
@@ -44,7 +50,7 @@ function M.parse(argv, spec, usage, cmd)
       end
       words[#words + 1] = a .. " " .. M.shell_word(v)
     elseif a:sub(1, 1) == "-" and a ~= "-" then
-      error(("idxlab: %s: unknown option %s\n%s"):format(cmd, a, usage), 0)
+      fail("%s: unknown option %s\n%s", cmd, a, usage)
     else
       positional[#positional + 1] = a
       i = i + 1
@@ -59,4 +65,4 @@ function M.shell_word(s)
   return "'" .. s:gsub("'", "'\\''") .. "'"
 end
 
-return M
+return errors.wrap(M)

@@ -1,34 +1,25 @@
--- `idxlab report DIR`: re-renders the summary table, results.csv and the plots of a results
--- directory from its results.jsonl and experiment.json (docs/experiments.md).
-local USAGE = "usage: idxlab report DIR [--no-plots]   (DIR: a results directory, e.g. results/NAME)"
+-- `idxlab report DIR [--no-plots]`: re-renders the summary table, results.csv and the plots of
+-- a results directory from its results.jsonl and experiment.json (docs/experiments.md).
+-- Failures raise; bin/idxlab prints them as one line (exit status 1).
+local errors = require("idxlab.errors")
+local args = require("idxlab.cmd.args")
+local report = require("idxlab.report")
+
+local USAGE = "usage: idxlab report DIR [--no-plots]   "
+  .. "(DIR: a results directory, e.g. results/NAME)"
 
 return function(argv)
-  local dir
-  local opts = {}
-  for _, a in ipairs(argv) do
-    if a == "-h" or a == "--help" then
-      print(USAGE)
-      return 0
-    elseif a == "--no-plots" then
-      opts.gnuplot = "none"
-    elseif a:sub(1, 1) == "-" then
-      error(("idxlab: report: unknown option %s\n%s"):format(a, USAGE), 0)
-    elseif dir then
-      error(("idxlab: report: one directory only (got %s and %s)\n%s"):format(dir, a, USAGE), 0)
-    else
-      dir = a
-    end
+  local o, pos = args.parse(argv, { ["--no-plots"] = "flag" }, USAGE, "report")
+  if o.help then
+    print(USAGE)
+    return 0
   end
-  if not dir then error("idxlab: report: no results directory given\n" .. USAGE, 0) end
-  dir = dir:gsub("/+$", "")
-  local report = require("idxlab.report")
-  local ok, out = pcall(report.render, dir, opts)
-  if not ok then
-    local msg = tostring(out)
-    local at = msg:find("idxlab: ", 1, true)
-    io.stderr:write((at and msg:sub(at) or msg), "\n")
-    return 1
+  if #pos > 1 then
+    errors.fail("report: one directory only (got %s and %s)\n%s", pos[1], pos[2], USAGE)
   end
+  if not pos[1] then errors.fail("report: no results directory given\n" .. USAGE) end
+  local dir = pos[1]:gsub("/+$", "")
+  local out = report.render(dir, { gnuplot = o["no-plots"] and "none" or nil })
   io.stdout:write(out.summary)
   for _, m in ipairs(out.messages) do io.stderr:write("idxlab: ", m, "\n") end
   io.stdout:write(("written: %s\n"):format(table.concat(out.files, ", ")))
