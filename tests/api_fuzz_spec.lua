@@ -2,10 +2,11 @@
 -- function checks its arguments"). Random calls with hostile arguments -- nil, numbers out of
 -- range, fractions, wrong strings, tables, tensors of random dtypes and shapes, freed tensors,
 -- views whose base was freed, a tensor where a context belongs -- must each return or raise an
--- "idxlab: ..." error: never another Lua error, and never a crash (which would end busted).
+-- idxlab error (errors.is): never another Lua error, and never a crash (which would end busted).
 -- The functions that take a file path (safetensors.read and .write) get their string paths
 -- inside a private temporary directory: the fuzzer writes nothing anywhere else.
 local idxlab = require("idxlab")
+local errors = require("idxlab.errors")
 local Tensor = require("idxlab.tensor")
 
 local ROOT = os.getenv("IDXLAB_ROOT") or "."
@@ -115,7 +116,7 @@ describe("the public Lua API under random arguments", function()
       local args, n = {}, math.random(0, 8)
       for i = 1, n do args[i] = rarg() end
       local ok, err = pcall(t[2], unpack(args, 1, n))
-      if not ok and not tostring(err):find("idxlab: ", 1, true) then
+      if not ok and not errors.is(err) then
         bad[#bad + 1] = t[1] .. ": " .. tostring(err):sub(1, 200)
       end
     end
