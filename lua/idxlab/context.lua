@@ -77,7 +77,7 @@ end
 
 function Context:backend() return core.enum_name("backend", C.ixl_ctx_backend(self.cd)) end
 function Context:device_kind()
-  return C.ixl_ctx_device_kind(self.cd) == 1 and "device" or "host"
+  return core.enum_name("device", C.ixl_ctx_device_kind(self.cd))
 end
 function Context:device_name() return ffi.string(C.ixl_ctx_device_name(self.cd)) end
 function Context:seed() return tonumber(C.ixl_ctx_seed(self.cd)) end

@@ -24,11 +24,16 @@ local fail = errors.fail
 
 local M = {}
 
--- safetensors name <-> idxlab dtype enum
-local ST_OF = { [0] = "F32", [1] = "F16", [2] = "BF16", [3] = "F8_E4M3", [5] = "I32", [6] = "U8" }
-local IXL_OF = { F32 = 0, F16 = 1, BF16 = 2, F8_E4M3 = 3, I32 = 5, U8 = 6 }
-local LOWER = { F32 = "f32", F16 = "f16", BF16 = "bf16", F8_E4M3 = "e4m3", I32 = "i32", U8 = "u8" }
+-- The file format's dtype names and idxlab's (e2m1x2 has none: it is written as U8 bytes);
+-- the enum values come from the header.
+local LOWER = { F32 = "f32", F16 = "f16", BF16 = "bf16", F8_E4M3 = "e4m3", I32 = "i32",
+  U8 = "u8" }
 M.dtypes = LOWER
+local IXL_OF, ST_OF = {}, {} -- safetensors name <-> idxlab dtype enum value
+for st, low in pairs(LOWER) do
+  IXL_OF[st] = core.enums.dtype[low]
+  ST_OF[IXL_OF[st]] = st
+end
 
 local ptr_type = {
   F32 = ffi.typeof("const float *"), F16 = ffi.typeof("const uint16_t *"),

@@ -11,10 +11,14 @@ local fail = errors.fail
 local Tensor = {}
 Tensor.__index = Tensor
 
+-- The element pointer type of each dtype (packed e2m1x2 and e4m3 are bytes), keyed by the
+-- enum's value.
+local DT = core.enums.dtype
 local ptr_types = {
-  [0] = ffi.typeof("float *"), [1] = ffi.typeof("uint16_t *"), [2] = ffi.typeof("uint16_t *"),
-  [3] = ffi.typeof("uint8_t *"), [4] = ffi.typeof("uint8_t *"), [5] = ffi.typeof("int32_t *"),
-  [6] = ffi.typeof("uint8_t *"),
+  [DT.f32] = ffi.typeof("float *"), [DT.f16] = ffi.typeof("uint16_t *"),
+  [DT.bf16] = ffi.typeof("uint16_t *"), [DT.e4m3] = ffi.typeof("uint8_t *"),
+  [DT.e2m1x2] = ffi.typeof("uint8_t *"), [DT.i32] = ffi.typeof("int32_t *"),
+  [DT.u8] = ffi.typeof("uint8_t *"),
 }
 local out_ptr = ffi.typeof("ixl_tensor *[1]")
 local i64arr = ffi.typeof("int64_t[?]")
@@ -103,7 +107,9 @@ end
 -- Typed pointer to host data (errors for device tensors).
 function Tensor:ptr()
   local cd = live(self)
-  if cd.device ~= 0 then fail("ptr() needs a host tensor; use :to('host') first") end
+  if cd.device ~= core.enums.device.host then
+    fail("ptr() needs a host tensor; use :to('host') first")
+  end
   return ffi.cast(ptr_types[cd.dtype], cd.data)
 end
 
