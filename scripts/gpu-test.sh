@@ -73,6 +73,7 @@ build_rc=$?
 # a compile error shows in build.log rather than as a crashed test)
 if [ $build_rc -eq 0 ]; then
   tests=$(for f in tests/c/test_*.c; do t=${f#tests/c/}; echo "$BUILD/tests/${t%.c}"; done)
+  tests="$tests $BUILD/test/libidxlab.so $BUILD/test/idxlab_cdef.h"
   # shellcheck disable=SC2086
   make -j"$JOBS" SETUP=0 BUILD="$BUILD" $tests >>"$logdir/build.log" 2>&1
   build_rc=$?

@@ -6,7 +6,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}
 SANITIZE=${SANITIZE:-0}
-export IDXLAB_LIBDIR=$PWD/$BUILD IDXLAB_ROOT=$PWD
+# busted loads the test build of the library (the test-only variants registered) when it exists
+lib=$PWD/$BUILD
+[ -f "$lib/test/libidxlab.so" ] && lib=$lib/test
+export IDXLAB_LIBDIR=$lib IDXLAB_ROOT=$PWD
 passed=0 failed=0 skipped=0
 log=$BUILD/test-logs
 mkdir -p "$log"
