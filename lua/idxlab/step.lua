@@ -85,7 +85,6 @@ local function with_pins(ctx, pins, fn, ...)
   if not ok then errors.rethrow(res) end
   return res
 end
-M.with_pins = with_pins
 
 -- {family = the variant that ran} over the registry's families (a family the step did not
 -- run is absent).
@@ -94,7 +93,6 @@ local function variants_ran(ctx)
   for _, family in ipairs(variants.families()) do out[family] = variants.ran(ctx, family) end
   return out
 end
-M.variants_ran = variants_ran
 
 -- step.new(ctx, cfg) -> Step. cfg: a builder config table (validated here), plus the optional
 -- variant pins cfg.variant.
