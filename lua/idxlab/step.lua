@@ -86,8 +86,8 @@ local function with_pins(ctx, pins, fn, ...)
   return res
 end
 
--- {family = the variant that ran} over the registry's families (a family the step did not
--- run is absent).
+-- {family = the variant that ran} over the registry's families, read after the step: the
+-- variant of the context's last op of each family (absent for a family it never ran).
 local function variants_ran(ctx)
   local out = {}
   for _, family in ipairs(variants.families()) do out[family] = variants.ran(ctx, family) end
