@@ -28,10 +28,20 @@ local function exp_table()
     metrics = { "recall_at_k", "time_step_us", "scratch_bytes" },
     plots = {
       { x = "candidate_topk_blocks", y = "recall_at_k", series = "candidate_block_size" },
-      { x = "candidate_topk_blocks", y = { "time_sparse_logits_us", "time_step_us" }, name = "times" },
+      { x = "candidate_topk_blocks", y = { "time_sparse_logits_us", "time_step_us" },
+        name = "times" },
     },
   }
 end
+
+-- experiment.run's options for these specs: the fake measure, no output; more on top.
+local function run_opts(d, more)
+  local o = { out = d, measure = "fake", progress = "off", stdout = sink, stderr = sink }
+  for k, v in pairs(more or {}) do o[k] = v end
+  return o
+end
+
+local NO_GNUPLOT = "gnuplot is not installed (apt-get install gnuplot-nox)"
 
 local function gnuplot_present()
   local ok = os.execute("command -v gnuplot >/dev/null 2>&1")
@@ -48,7 +58,8 @@ describe("the summary table", function()
       local g = i < 4 and "a" or "b"
       local v = math.random() * 10
       vals[g][#vals[g] + 1] = v
-      rows[#rows + 1] = { point = i, config_hash = g, candidate_block_size = g == "a" and 8 or 16, recall_at_k = v }
+      rows[#rows + 1] = { point = i, config_hash = g, candidate_block_size = g == "a" and 8 or 16,
+        recall_at_k = v }
     end
     for _, g in ipairs({ "a", "b" }) do
       local s = report.stats(vals[g])
@@ -60,14 +71,17 @@ describe("the summary table", function()
       assert.is_true(math.abs(s.mean - mean) < 1e-12, "seed " .. seed)
       assert.is_true(math.abs(s.sd - math.sqrt(ss / (#vals[g] - 1))) < 1e-12, "seed " .. seed)
     end
-    local text = report.summary(rows, { name = "t", swept = { "candidate_block_size" }, metrics = { "recall_at_k" } })
+    local text = report.summary(rows, { name = "t", swept = { "candidate_block_size" },
+      metrics = { "recall_at_k" } })
     assert.matches("candidate_block_size%s+n%s+recall_at_k", text)
-    assert.matches("\n%s+8%s+4%s+" .. report.fmt_num(report.stats(vals.a).mean):gsub("%.", "%%.") .. " ±", text)
+    assert.matches("\n%s+8%s+4%s+"
+      .. report.fmt_num(report.stats(vals.a).mean):gsub("%.", "%%.") .. " ±", text)
     assert.matches("mean ±sd over repeats", text)
   end)
 
   it("shows null for a metric without active rows, and bytes in MiB", function()
-    local text = report.summary({ { point = 0, config_hash = "x", recall_at_k = nil, logits_bytes = 64 * 2 ^ 20 } },
+    local text = report.summary({ { point = 0, config_hash = "x", recall_at_k = nil,
+        logits_bytes = 64 * 2 ^ 20 } },
       { swept = {}, metrics = { "recall_at_k", "logits_bytes" } })
     -- one point config and nothing swept: a metric per line
     assert.matches("recall_at_k%s+null\n", text)
@@ -75,15 +89,82 @@ describe("the summary table", function()
   end)
 end)
 
+describe("kernel variants (SPEC 6)", function()
+  local function vrows(second)
+    local rows = {}
+    for i = 0, 3 do
+      rows[#rows + 1] = { point = i, config_hash = i < 2 and "a" or "b",
+        candidate_block_size = i < 2 and 8 or 16, recall_at_k = 0.5 + i / 10,
+        ["variant.logits"] = (i % 2 == 0) and "ref" or second, ["variant.select"] = "ref" }
+    end
+    return rows
+  end
+
+  it("says in the summary when the points ran on different variants", function()
+    local exp = { swept = { "candidate_block_size" }, metrics = { "recall_at_k" } }
+    local text = report.summary(vrows("fast"), exp)
+    assert.matches("\nthe points ran on different kernel variants: variant%.logits = "
+      .. "ref %(2 rows%), fast %(2 rows%)\n", text)
+    assert.is_nil(text:find("variant.select", 1, true), text) -- the same everywhere: no note
+    assert.matches("candidate_block_size%s+variant%.logits%s+n%s+recall_at_k", text)
+    text = report.summary(vrows("ref"), exp)
+    assert.is_nil(text:find("variant", 1, true), text)
+  end)
+
+  it("carries every variant.<family> column into the CSV, after the config fields", function()
+    local d = tmpdir()
+    local rows = vrows("fast")
+    rows[1]["variant.index"] = "v1"
+    report.write(d, rows, { swept = { "candidate_block_size" }, metrics = { "recall_at_k" } },
+      { gnuplot = "none" })
+    local header, recs = results.parse_csv(results.read_file(d .. "/results.csv"))
+    local col = {}
+    for i, h in ipairs(header) do col[h] = i end
+    for _, k in ipairs({ "variant.index", "variant.logits", "variant.select" }) do
+      assert.is_not_nil(col[k], k)
+    end
+    assert.is_true(col["variant.index"] < col["variant.logits"])
+    assert.is_true(col["variant.logits"] < col["variant.select"])
+    assert.equals("fast", recs[2][col["variant.logits"]])
+    assert.equals("", recs[2][col["variant.index"]])
+  end)
+end)
+
+describe("the plot schema", function()
+  it("accepts what a saved plot may be and names the field that is wrong", function()
+    assert.is_nil(plot.problem({ x = "a", y = "m" }, "plots[1]"))
+    assert.is_nil(plot.problem({ x = "a", y = { "m", "n" }, series = { "b", "c" }, logx = true,
+      title = "t", name = "my-plot_1" }, "plots[1]"))
+    assert.is_nil(plot.list_problem(nil))
+    local cases = {
+      { { x = "a", y = "m", series = 3 }, "field 'plots%[2%]%.series' = 3: must name a field" },
+      { { x = "a", y = {} }, "field 'plots%[2%]%.y' = %[%]: must be a metric or a non%-empty" },
+      { { x = "a", y = "m", logy = "yes" }, "field 'plots%[2%]%.logy' = \"yes\": must be true" },
+      { { x = "a", y = "m", title = 1 }, "field 'plots%[2%]%.title' = 1: must be a string" },
+      { { 1, 2 }, "field 'plots%[2%]' = %[1,2%]: must be a plot" },
+    }
+    for _, c in ipairs(cases) do
+      assert.matches(c[2], plot.problem(c[1], "plots[2]"))
+      local ok, err = pcall(plot.check, c[1], "plots[2]", "f.lua: ")
+      assert.is_false(ok)
+      assert.matches("report_spec%.lua:%d+: idxlab: f%.lua: " .. c[2], tostring(err))
+    end
+    assert.matches("field 'plots%[1%]%.x' = nil", plot.list_problem({ {} }))
+  end)
+end)
+
 describe("the by-length table", function()
   it("shows each bucket's rows, whether it is active, and its quality metrics", function()
     local rows = {}
     for r = 0, 1 do
-      rows[#rows + 1] = { point = r, config_hash = "h", candidate_topk_blocks = 64, recall_at_k = 0.5,
+      rows[#rows + 1] = { point = r, config_hash = "h", candidate_topk_blocks = 64,
+        recall_at_k = 0.5,
         by_length = { { bucket = 1024, rows = 2, active_rows = 0, active = false },
-          { bucket = 16384, rows = 3, active_rows = 3, active = true, recall_at_k = 0.25 + r / 2 } } }
+          { bucket = 16384, rows = 3, active_rows = 3, active = true,
+            recall_at_k = 0.25 + r / 2 } } }
     end
-    local text = report.summary(rows, { swept = { "candidate_topk_blocks" }, metrics = { "recall_at_k" } })
+    local text = report.summary(rows, { swept = { "candidate_topk_blocks" },
+      metrics = { "recall_at_k" } })
     assert.matches("by row length", text)
     assert.matches("\n%s+64%s+>= 1024%s+2%s+no%s+null", text)
     assert.matches("\n%s+64%s+>= 16384%s+3%s+yes%s+0%.5%s", text)
@@ -97,13 +178,15 @@ describe("plot data", function()
     for _, cbs in ipairs({ 8, 16 }) do
       for _, T in ipairs({ 256, 64, 128 }) do
         for r = 1, 2 do
-          rows[#rows + 1] = { point = i, candidate_block_size = cbs, candidate_topk_blocks = T, block_score = "max",
+          rows[#rows + 1] = { point = i, candidate_block_size = cbs, candidate_topk_blocks = T,
+            block_score = "max",
             recall_at_k = T / 1000 + cbs / 100 + r / 1e4 }
           i = i + 1
         end
       end
     end
-    local data = plot.data(rows, { x = "candidate_topk_blocks", y = "recall_at_k", series = "candidate_block_size" },
+    local data = plot.data(rows,
+      { x = "candidate_topk_blocks", y = "recall_at_k", series = "candidate_block_size" },
       { "candidate_block_size", "candidate_topk_blocks" })
     assert.equals(2, #data.lines)
     assert.equals("candidate_block_size=8", data.lines[1].title)
@@ -113,7 +196,8 @@ describe("plot data", function()
     assert.is_true(math.abs(pts[1].mean - (0.064 + 0.08 + 1.5e-4)) < 1e-12)
     assert.is_true(math.abs(pts[1].lo - (0.064 + 0.08 + 1e-4)) < 1e-12)
     -- a swept field the plot does not name gets its own lines instead of being averaged
-    data = plot.data(rows, { x = "candidate_topk_blocks", y = "recall_at_k" }, { "candidate_block_size", "candidate_topk_blocks" })
+    data = plot.data(rows, { x = "candidate_topk_blocks", y = "recall_at_k" },
+      { "candidate_block_size", "candidate_topk_blocks" })
     assert.equals(2, #data.lines)
     -- several y metrics: a line each; categorical x keeps first-seen order
     data = plot.data(rows, { x = "block_score", y = { "recall_at_k", "point" } }, {})
@@ -126,7 +210,8 @@ describe("plot data", function()
     local rows = {}
     for _, loc in ipairs({ 0.12341, 0.12342 }) do
       for r = 0, 1 do
-        rows[#rows + 1] = { ["workload.locality"] = loc, candidate_topk_blocks = 64, seed = 1 + r, ["repeat"] = r,
+        rows[#rows + 1] = { ["workload.locality"] = loc, candidate_topk_blocks = 64, seed = 1 + r,
+          ["repeat"] = r,
           recall_at_k = loc }
       end
     end
@@ -140,10 +225,12 @@ describe("plot data", function()
     rows = {}
     for _, base in ipairs({ 0, 1 }) do
       for r = 0, 1 do
-        rows[#rows + 1] = { seed = base + r, ["repeat"] = r, candidate_topk_blocks = 64, recall_at_k = base }
+        rows[#rows + 1] = { seed = base + r, ["repeat"] = r, candidate_topk_blocks = 64,
+          recall_at_k = base }
       end
     end
-    data = plot.data(rows, { x = "candidate_topk_blocks", y = "recall_at_k", series = "seed" }, { "seed" })
+    data = plot.data(rows, { x = "candidate_topk_blocks", y = "recall_at_k", series = "seed" },
+      { "seed" })
     assert.equals(2, #data.lines)
     assert.equals("seed=0", data.lines[1].title)
     assert.equals(2, data.lines[1].points[1].n)
@@ -161,9 +248,9 @@ end)
 
 describe("plots and report regeneration", function()
   it("renders a valid PNG and an SVG per plot when gnuplot is present", function()
-    if not gnuplot_present() then pending("gnuplot is not installed (apt-get install gnuplot-nox)") return end
+    if not gnuplot_present() then pending(NO_GNUPLOT) return end
     local d = tmpdir()
-    local res = experiment.run(exp_table(), { out = d, measure = "fake", progress = "off", stdout = sink, stderr = sink })
+    local res = experiment.run(exp_table(), run_opts(d))
     for _, stem in ipairs({ "plot_recall_at_k_vs_candidate_topk_blocks", "plot_times" }) do
       local png = results.read_file(res.dir .. "/" .. stem .. ".png")
       assert.is_string(png, stem .. ".png missing: " .. table.concat(res.messages, "; "))
@@ -188,8 +275,7 @@ describe("plots and report regeneration", function()
 
   it("says how to get gnuplot when it is absent, and still writes the data", function()
     local d = tmpdir()
-    local res = experiment.run(exp_table(), { out = d, measure = "fake", progress = "off", stdout = sink, stderr = sink,
-      gnuplot = "none" })
+    local res = experiment.run(exp_table(), run_opts(d, { gnuplot = "none" }))
     local msg = table.concat(res.messages, "\n")
     assert.equals(0, res.status, "failed points: " .. require("idxlab.results").encode(res.failed))
     assert.matches("gnuplot not found: plots not rendered %(apt%-get install gnuplot%-nox%)", msg)
@@ -200,10 +286,11 @@ describe("plots and report regeneration", function()
 
   it("idxlab report DIR re-renders the table, the CSV and the plots from results.jsonl", function()
     local d = tmpdir()
-    local res = experiment.run(exp_table(), { out = d, measure = "fake", progress = "off", stdout = sink, stderr = sink })
+    local res = experiment.run(exp_table(), run_opts(d))
     local summary = results.read_file(res.dir .. "/summary.txt")
     local csv = results.read_file(res.dir .. "/results.csv")
-    for _, f in ipairs({ "summary.txt", "results.csv", "plot_times.dat", "plot_times.png", "plot_times.svg" }) do
+    for _, f in ipairs({ "summary.txt", "results.csv", "plot_times.dat", "plot_times.png",
+      "plot_times.svg" }) do
       os.remove(res.dir .. "/" .. f)
     end
     local p = io.popen(("cd / && %s report %s 2>&1; echo rc=$?"):format(BIN, q(res.dir)))
@@ -221,8 +308,7 @@ describe("plots and report regeneration", function()
 
   it("warns about a half-written last line and reports the whole ones", function()
     local d = tmpdir()
-    local res = experiment.run(exp_table(), { out = d, measure = "fake", progress = "off", stdout = sink, stderr = sink,
-      gnuplot = "none" })
+    local res = experiment.run(exp_table(), run_opts(d, { gnuplot = "none" }))
     local f = assert(io.open(res.dir .. "/results.jsonl", "ab"))
     f:write('{"schema":1,"point":')
     f:close()
@@ -232,7 +318,7 @@ describe("plots and report regeneration", function()
   end)
 
   it("renders the plots of a relative output directory: run, report and merge", function()
-    if not gnuplot_present() then pending("gnuplot is not installed (apt-get install gnuplot-nox)") return end
+    if not gnuplot_present() then pending(NO_GNUPLOT) return end
     -- gnuplot runs in the results directory: the names in its script must be relative to it
     local d = tmpdir()
     support.write(d .. "/rel.lua", [[
@@ -250,7 +336,8 @@ return {
       local png = results.read_file(dir .. "/" .. stem .. ".png")
       assert.is_string(png, dir .. ": no png; " .. out)
       assert.equals("\137PNG\r\n\26\n", png:sub(1, 8))
-      assert.matches("<svg", results.read_file(dir .. "/" .. stem .. ".svg") or "", 1, false, dir .. ": no svg; " .. out)
+      assert.matches("<svg", results.read_file(dir .. "/" .. stem .. ".svg") or "", 1, false,
+        dir .. ": no svg; " .. out)
       assert.is_nil(out:find("gnuplot wrote no", 1, true), out)
     end
     local function sh(cmd)
@@ -261,49 +348,58 @@ return {
       return out
     end
     rendered(d .. "/results-rel/relplot",
-      sh(("cd %s && env IDXLAB_FAKE_MEASURE=fast %s run rel.lua --out results-rel --progress off"):format(q(d), BIN)))
-    for _, ext in ipairs({ ".png", ".svg" }) do os.remove(d .. "/results-rel/relplot/" .. stem .. ext) end
-    rendered(d .. "/results-rel/relplot", sh(("cd %s && %s report relplot"):format(q(d .. "/results-rel"), BIN)))
+      sh(("cd %s && env IDXLAB_FAKE_MEASURE=fast %s run rel.lua --out results-rel --progress off")
+        :format(q(d), BIN)))
+    for _, ext in ipairs({ ".png", ".svg" }) do
+      os.remove(d .. "/results-rel/relplot/" .. stem .. ext)
+    end
+    rendered(d .. "/results-rel/relplot",
+      sh(("cd %s && %s report relplot"):format(q(d .. "/results-rel"), BIN)))
     rendered(d .. "/merged", sh(("cd %s && %s merge merged results-rel/relplot"):format(q(d), BIN)))
   end)
 
   it("gives gnuplot every string literally: a backquote in a title runs nothing", function()
     -- gnuplot runs `...` inside double-quoted strings (and a newline ends a command)
     assert.equals("'a''b `c` \"d\" e'", plot.gnuplot_quote("a'b `c` \"d\"\ne"))
-    if not gnuplot_present() then pending("gnuplot is not installed (apt-get install gnuplot-nox)") return end
+    if not gnuplot_present() then pending(NO_GNUPLOT) return end
     local d = tmpdir()
     local marker, marker2 = d .. "/PWNED", d .. "/PWNED2"
     local title = "x`touch " .. marker .. "`y 'q' \"dq\" \\n\n!touch " .. marker2
     local e = exp_table()
     e.repeats = 1
-    e.plots = { { x = "candidate_topk_blocks", y = "recall_at_k", series = "candidate_block_size", title = title,
+    e.plots = { { x = "candidate_topk_blocks", y = "recall_at_k", series = "candidate_block_size",
+      title = title,
       name = "lit" } }
-    local res = experiment.run(e, { out = d, measure = "fake", progress = "off", stdout = sink, stderr = sink })
+    local res = experiment.run(e, run_opts(d))
     assert.is_false(results.exists(marker), "a backquoted command ran")
     assert.is_false(results.exists(marker2), "a command after a newline ran")
     local png = results.read_file(res.dir .. "/plot_lit.png")
     assert.is_string(png, "no png: " .. table.concat(res.messages, "; "))
     assert.equals("\137PNG", png:sub(1, 4))
     local svg = assert(results.read_file(res.dir .. "/plot_lit.svg"))
-    assert.truthy(svg:find("x`touch " .. marker .. "`y 'q' &quot;dq&quot; \\n !touch " .. marker2, 1, true)
-      or svg:find("x`touch " .. marker .. "`y 'q' \"dq\" \\n !touch " .. marker2, 1, true), "the title is not literal")
+    assert.truthy(svg:find("x`touch " .. marker .. "`y 'q' &quot;dq&quot; \\n !touch " .. marker2,
+        1, true)
+      or svg:find("x`touch " .. marker .. "`y 'q' \"dq\" \\n !touch " .. marker2, 1, true),
+      "the title is not literal")
     -- the script kept for the user quotes the same way
     local gp = assert(results.read_file(res.dir .. "/plot_lit.gp"))
-    assert.truthy(gp:find("set title 'x`touch " .. marker .. "`y ''q'' \"dq\" \\n !touch " .. marker2 .. "'\n", 1, true), gp)
+    assert.truthy(gp:find("set title 'x`touch " .. marker .. "`y ''q'' \"dq\" \\n !touch "
+      .. marker2 .. "'\n", 1, true), gp)
     assert.is_false(results.exists(marker))
   end)
 
   it("names the file and the field of a hand-edited experiment.json it cannot use", function()
     local d = tmpdir()
-    local res = experiment.run(exp_table(), { out = d, measure = "fake", progress = "off", stdout = sink, stderr = sink,
-      gnuplot = "none" })
+    local res = experiment.run(exp_table(), run_opts(d, { gnuplot = "none" }))
     local saved = assert(results.read_file(res.dir .. "/experiment.json"))
     local cases = {
       { "5", "field 'plots' = 5: must be a list of plots" },
       { "[5]", "field 'plots%[1%]' = 5: must be a plot" },
       { '[{"x":1,"y":"recall_at_k"}]', "field 'plots%[1%]%.x' = 1: must name a field" },
-      { '[{"x":"candidate_topk_blocks","y":[]}]', "field 'plots%[1%]%.y' = %[%]: must be a metric or a non%-empty list" },
-      { '[{"x":"candidate_topk_blocks","y":"recall_at_k","name":"../up"}]', "field 'plots%[1%]%.name' = \"%.%./up\": must be a file name" },
+      { '[{"x":"candidate_topk_blocks","y":[]}]',
+        "field 'plots%[1%]%.y' = %[%]: must be a metric or a non%-empty list" },
+      { '[{"x":"candidate_topk_blocks","y":"recall_at_k","name":"../up"}]',
+        "field 'plots%[1%]%.name' = \"%.%./up\": must be a file name" },
     }
     for _, c in ipairs(cases) do
       local text, n = saved:gsub('"plots":%b[]', '"plots":' .. c[1]:gsub("%%", "%%%%"))
@@ -324,6 +420,32 @@ return {
     assert.is_false(ok)
     assert.matches("report_spec%.lua:%d+: idxlab: report%.write: experiment field 'plots' = 5: "
       .. "must be a list", tostring(err))
+  end)
+
+  it("runs gnuplot with stdin from /dev/null, the terminal probe too (issue 19)", function()
+    -- a gnuplot that reads a line from stdin: on a terminal the real one waits at "Press
+    -- return for more:" there; a pipe with a line in it shows whether anything read it
+    local d = tmpdir()
+    local log = d .. "/stdin.log"
+    local fake = d .. "/gnuplot"
+    support.write(fake, ("#!/bin/sh\nif IFS= read -r l; then echo \"read: $l\" >> %s; "
+      .. "else echo eof >> %s; fi\n[ \"$1\" = -e ] && echo 'pngcairo svg'\nexit 0\n")
+      :format(q(log), q(log)))
+    assert.is_true(os.execute("chmod +x " .. q(fake)) == 0 or false)
+    local dir = d .. "/res"
+    results.mkdir_p(dir)
+    support.write(dir .. "/experiment.json", '{"schema":1,"name":"s","swept":["a"],'
+      .. '"plots":[{"x":"a","y":"m"}],"points":[{"point":0,"config_hash":"aa"},'
+      .. '{"point":1,"config_hash":"bb"}]}\n')
+    support.write(dir .. "/results.jsonl", '{"point":0,"config_hash":"aa","a":1,"m":2}\n'
+      .. '{"point":1,"config_hash":"bb","a":2,"m":3}\n')
+    local p = io.popen(("printf 'press return\\npress return\\n' | IDXLAB_GNUPLOT=%s %s report %s"
+      .. " 2>&1; echo rc=$?"):format(q(fake), BIN, q(dir)))
+    local out = p:read("*a")
+    p:close()
+    assert.matches("rc=0", out)
+    local seen = results.read_file(log) or ""
+    assert.equals("eof\neof\n", seen, out) -- the probe and the render, neither read stdin
   end)
 
   it("names a directory without results", function()

@@ -59,7 +59,8 @@ describe("JSON numbers", function()
     assert.equals("811c9dc5", results.hash(""))
     assert.equals("e40c292c", results.hash("a"))
     assert.equals("bf9cf968", results.hash("foobar"))
-    assert.equals(results.canonical({ b = 1, a = { 2, 3 } }), results.canonical({ a = { 2, 3 }, b = 1 }))
+    assert.equals(results.canonical({ b = 1, a = { 2, 3 } }),
+      results.canonical({ a = { 2, 3 }, b = 1 }))
   end)
 end)
 
@@ -117,8 +118,10 @@ describe("a results directory's experiment.json", function()
   -- a shard as merge reads it: the plan (experiment.json) and one finished point
   local function shard(d, points)
     results.mkdir_p(d)
-    write(d .. "/experiment.json", '{"schema":1,"name":"m","mode":"step","swept":[],"plots":[],"points":' .. points .. '}\n')
-    write(d .. "/results.jsonl", '{"schema":1,"experiment":"m","point":0,"config_hash":"aa","recall_at_k":1}\n')
+    write(d .. "/experiment.json",
+      '{"schema":1,"name":"m","mode":"step","swept":[],"plots":[],"points":' .. points .. '}\n')
+    write(d .. "/results.jsonl",
+      '{"schema":1,"experiment":"m","point":0,"config_hash":"aa","recall_at_k":1}\n')
   end
 
   it("merges a well-formed one", function()
@@ -133,18 +136,23 @@ describe("a results directory's experiment.json", function()
     local cases = {
       { "[1,2]", "field 'points%[1%]' = 1: must be a planned point" },
       { "5", "field 'points' = 5: must be a list of planned points" },
-      { '[{"point":"0","config_hash":"aa"}]', "field 'points%[1%]%.point' = \"0\": must be a non%-negative integer" },
-      { '[{"point":0.5,"config_hash":"aa"}]', "field 'points%[1%]%.point' = 0%.5: must be a non%-negative integer" },
+      { '[{"point":"0","config_hash":"aa"}]',
+        "field 'points%[1%]%.point' = \"0\": must be a non%-negative integer" },
+      { '[{"point":0.5,"config_hash":"aa"}]',
+        "field 'points%[1%]%.point' = 0%.5: must be a non%-negative integer" },
       { '[{"point":0,"config_hash":7}]', "field 'points%[1%]%.config_hash' = 7: must be a string" },
     }
     for _, c in ipairs(cases) do
       local d = tmpdir()
       shard(d .. "/s0", c[1])
-      local ok, err = pcall(function() local r = merge.merge(d .. "/out", { d .. "/s0" }, { gnuplot = "none" }); return r end)
+      local ok, err = pcall(function()
+        local r = merge.merge(d .. "/out", { d .. "/s0" }, { gnuplot = "none" }); return r
+      end)
       assert.is_false(ok, c[1])
       assert.matches("results_spec%.lua:%d+: idxlab: [^\n]*/s0/experiment%.json: " .. c[2],
         tostring(err))
-      local p = io.popen(("%s merge %s %s 2>&1; echo rc=$?"):format(BIN, q(d .. "/out2"), q(d .. "/s0")))
+      local p = io.popen(("%s merge %s %s 2>&1; echo rc=$?"):format(BIN, q(d .. "/out2"),
+        q(d .. "/s0")))
       local out = p:read("*a")
       p:close()
       assert.matches("^idxlab: [^\n]*/s0/experiment%.json: " .. c[2] .. "[^\n]*\nrc=1", out)
@@ -155,10 +163,12 @@ describe("a results directory's experiment.json", function()
   it("refuses a row whose point is not a point index", function()
     local d = tmpdir()
     shard(d, '[{"point":0,"config_hash":"aa"}]')
-    write(d .. "/results.jsonl", '{"point":0,"config_hash":"aa"}\n{"point":"one","config_hash":"bb"}\n')
+    write(d .. "/results.jsonl",
+      '{"point":0,"config_hash":"aa"}\n{"point":"one","config_hash":"bb"}\n')
     local ok, err = pcall(report.load_dir, d)
     assert.is_false(ok)
-    assert.matches("results%.jsonl line 2: field 'point' = \"one\": must be a non%-negative integer",
+    assert.matches(
+      "results%.jsonl line 2: field 'point' = \"one\": must be a non%-negative integer",
       tostring(err))
   end)
 end)
@@ -201,24 +211,29 @@ describe("CSV", function()
     local res = experiment.run({
       name = "csv", seed = 2, backend = "cpu",
       workload = { decode = { rows = 2, context = 8192 }, prefill = false, consumer_layers = 2 },
-      config = { index_topk = 64, max_rows = 64, max_model_len = 65536, candidate_topk_blocks = 64 },
+      config = { index_topk = 64, max_rows = 64, max_model_len = 65536,
+        candidate_topk_blocks = 64 },
       sweep = { candidate_block_size = { 8, 16 } }, repeats = 2,
-    }, { out = d, measure = "fake", progress = "off", stdout = sink, stderr = sink, gnuplot = "none" })
+    }, { out = d, measure = "fake", progress = "off", stdout = sink, stderr = sink,
+      gnuplot = "none" })
     local header, recs = results.parse_csv(results.read_file(res.dir .. "/results.csv"))
     local col = {}
     for i, h in ipairs(header) do col[h] = i end
-    local want = { "schema", "experiment", "point", "repeat", "config_hash", "seed", "backend", "device", "mode",
-      "candidate_block_size", "idxlab_version", "git_commit", "wall_time_s",
-      "logit_mismatches", "logit_diff", "selection_agreement", "fp32_selection_agreement", "recall_at_k", "mass_recall",
-      "candidate_coverage", "active_rows", "time_dense_logits_us", "time_candidate_select_us", "time_expand_us",
-      "time_sparse_logits_us", "time_topk_us", "time_remap_us", "time_step_us", "scratch_bytes", "logits_bytes", "num_chunks" }
+    local want = { "schema", "experiment", "point", "repeat", "config_hash", "seed", "backend",
+      "device", "mode", "candidate_block_size", "idxlab_version", "git_commit", "wall_time_s",
+      "logit_mismatches", "logit_diff", "selection_agreement", "fp32_selection_agreement",
+      "recall_at_k", "mass_recall", "candidate_coverage", "active_rows", "time_dense_logits_us",
+      "time_candidate_select_us", "time_expand_us", "time_sparse_logits_us", "time_topk_us",
+      "time_remap_us", "time_step_us", "scratch_bytes", "logits_bytes", "num_chunks" }
     for _, f in ipairs(config.field_names()) do want[#want + 1] = f end
+    want[#want + 1] = "variant.logits" -- SPEC 6: the variant that ran, per kernel family
     for _, w in ipairs(want) do assert.is_not_nil(col[w], "CSV column " .. w) end
     assert.equals("schema", header[1])
     local count = {}
     for _, h in ipairs(header) do
       count[h] = (count[h] or 0) + 1
-      assert.equals(1, count[h], "column " .. h .. " twice (a swept builder field is also a config column)")
+      assert.equals(1, count[h],
+        "column " .. h .. " twice (a swept builder field is also a config column)")
     end
     assert.is_nil(col.per_layer)
     assert.equals(#res.rows, #recs)
@@ -235,7 +250,8 @@ describe("idxlab diff", function()
   local st_ok, st = pcall(require, "idxlab.safetensors")
   local ffi = require("ffi")
 
-  it("counts mismatches per tensor and gives SPEC's diff measure against a float64 computation", function()
+  it("counts mismatches per tensor and gives SPEC's diff measure against a float64 computation",
+  function()
     if not st_ok then pending("idxlab.safetensors is not available") return end
     local seed = os.time()
     math.randomseed(seed)
@@ -282,13 +298,15 @@ describe("idxlab diff", function()
     assert.equals(1, by.i.first)
     assert.are.same({ "gone" }, out.only_a)
     -- the command: 1 when something differs, 0 for the same file
-    local p = io.popen(("%s diff %s %s 2>&1; echo rc=$?"):format(BIN, q(d .. "/a.safetensors"), q(d .. "/b.safetensors")))
+    local p = io.popen(("%s diff %s %s 2>&1; echo rc=$?"):format(BIN, q(d .. "/a.safetensors"),
+      q(d .. "/b.safetensors")))
     local text = p:read("*a")
     p:close()
     assert.matches("rc=1", text)
     assert.matches("only in A: gone", text)
     assert.matches("\ni%s+I32%s+%[3%]%s+3%s+1", text)
-    p = io.popen(("%s diff %s %s 2>&1; echo rc=$?"):format(BIN, q(d .. "/a.safetensors"), q(d .. "/a.safetensors")))
+    p = io.popen(("%s diff %s %s 2>&1; echo rc=$?"):format(BIN, q(d .. "/a.safetensors"),
+      q(d .. "/a.safetensors")))
     text = p:read("*a")
     p:close()
     assert.matches("identical", text)
@@ -311,7 +329,8 @@ describe("idxlab diff", function()
   end)
 
   it("names a file it cannot read", function()
-    local p = io.popen(BIN .. " diff /nonexistent/a.safetensors /nonexistent/b.safetensors 2>&1; echo rc=$?")
+    local p = io.popen(BIN
+      .. " diff /nonexistent/a.safetensors /nonexistent/b.safetensors 2>&1; echo rc=$?")
     local text = p:read("*a")
     p:close()
     assert.matches("idxlab: .*/nonexistent/a%.safetensors", text)
