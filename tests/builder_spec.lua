@@ -67,9 +67,11 @@ describe("builder config", function()
     local b4 = idxlab.builder(c2, small())
     local step = b4:build{ decode = { { context_len = 100 } } }
     b4:free()
-    assert.matches("builder this view looks into was freed", err_of(function() return step.decode.sparse_ids:to_table() end))
+    assert.matches("builder this view looks into was freed",
+      err_of(function() return step.decode.sparse_ids:to_table() end))
     assert.matches("cols: the tensor or builder this view looks into was freed",
-      err_of(function() return require("idxlab.select").remap(c2, step.decode.col_indices, step.decode.sparse_ids, nil, 8) end))
+      err_of(function() return require("idxlab.select").remap(c2, step.decode.col_indices,
+        step.decode.sparse_ids, nil, 8) end))
     local b3 = idxlab.builder(small())
     assert.equals("host", b3:info().device)
     b3:free()
@@ -77,39 +79,61 @@ describe("builder config", function()
 
   -- One spec per SPEC 4 check: the config and the message it must give.
   local rules = {
-    { "a two-level model", { candidate_block_size = 0 }, "candidate_block_size = 0, candidate_topk_blocks = 2048: both must be > 0" },
-    { "a two-level model (T)", { candidate_topk_blocks = 0 }, "candidate_topk_blocks = 0: both must be > 0" },
+    { "a two-level model", { candidate_block_size = 0 },
+      "candidate_block_size = 0, candidate_topk_blocks = 2048: both must be > 0" },
+    { "a two-level model (T)", { candidate_topk_blocks = 0 },
+      "candidate_topk_blocks = 0: both must be > 0" },
     { "no context parallelism", { context_parallel = 2 }, "context_parallel = 2: must be 1" },
     { "kv_format", { kv_format = "fp4" }, "kv_format = fp4: must be one of mxfp4, mxfp8, fp8" },
     { "pick_sparse_block_kv needs 16 or 8", { candidate_block_size = 12 },
-      "sparse_block_kv = auto: pick_sparse_block_kv%(candidate_block_size = 12%) needs 16 or 8 to divide candidate_block_size; set sparse_block_kv explicitly %(valid choices for this config: 4%)" },
+      "sparse_block_kv = auto: pick_sparse_block_kv%(candidate_block_size = 12%) needs 16 or 8 "
+        .. "to divide candidate_block_size; set sparse_block_kv explicitly %(valid choices for "
+        .. "this config: 4%)" },
     { "explicit sbk: a listed choice", { candidate_block_size = 16, sparse_block_kv = 12 },
-      "sparse_block_kv = 12: must be a power of two in %[4, min%(candidate_block_size, 128%)%] that divides candidate_block_size %(16%) and page_size %(128%); valid choices for this config: 4, 8, 16" },
-    { "explicit sbk: at most cbs", { sparse_block_kv = 16 }, "sparse_block_kv = 16: .*valid choices for this config: 4, 8$" },
-    { "explicit sbk: divides page_size", { candidate_block_size = 16, page_size = 24, sparse_block_kv = 16 },
+      "sparse_block_kv = 12: must be a power of two in %[4, min%(candidate_block_size, 128%)%] "
+        .. "that divides candidate_block_size %(16%) and page_size %(128%); valid choices for "
+        .. "this config: 4, 8, 16" },
+    { "explicit sbk: at most cbs", { sparse_block_kv = 16 },
+      "sparse_block_kv = 16: .*valid choices for this config: 4, 8$" },
+    { "explicit sbk: divides page_size",
+      { candidate_block_size = 16, page_size = 24, sparse_block_kv = 16 },
       "page_size %(24%); valid choices for this config: 4, 8" },
     { "page_size a multiple of sbk", { page_size = 4 },
-      "page_size = 4: must be a multiple of sparse_block_kv = 8 %(auto: pick_sparse_block_kv%(candidate_block_size = 8%)%)" },
+      "page_size = 4: must be a multiple of sparse_block_kv = 8 %(auto: "
+        .. "pick_sparse_block_kv%(candidate_block_size = 8%)%)" },
     { "num_sparse_cols % 512", { candidate_topk_blocks = 100 },
-      "num_sparse_cols = candidate_topk_blocks %(100%) %* candidate_block_size %(8%) = 800: must be a multiple of 512" },
-    { "num_sparse_cols < 2^23", { candidate_topk_blocks = 2 ^ 20 }, "= 8388608: must be < 8388608 %(2%^23" },
-    { "index_topk a multiple of 8", { index_topk = 100 }, "index_topk = 100: must be a multiple of 8 in %[8, 4096%]" },
-    { "index_topk <= 4096", { index_topk = 4104 }, "index_topk = 4104: must be a multiple of 8 in %[8, 4096%]" },
+      "num_sparse_cols = candidate_topk_blocks %(100%) %* candidate_block_size %(8%) = 800: "
+        .. "must be a multiple of 512" },
+    { "num_sparse_cols < 2^23", { candidate_topk_blocks = 2 ^ 20 },
+      "= 8388608: must be < 8388608 %(2%^23" },
+    { "index_topk a multiple of 8", { index_topk = 100 },
+      "index_topk = 100: must be a multiple of 8 in %[8, 4096%]" },
+    { "index_topk <= 4096", { index_topk = 4104 },
+      "index_topk = 4104: must be a multiple of 8 in %[8, 4096%]" },
     { "heads range", { heads = 130 }, "heads = 130: must be a multiple of 4 in %[4, 128%]" },
     { "heads multiple of 4", { heads = 6 }, "heads = 6: must be a multiple of 4" },
     { "head_dim", { head_dim = 64 }, "head_dim = 64: must be 128" },
-    { "max_rows sane", { max_rows = 1e12 }, "max_rows = 1000000000000: must be in %[1, 2147483647%]" },
-    { "candidate_topk_blocks sane", { candidate_topk_blocks = 2 ^ 31 }, "= 17179869184: must be < 8388608" },
+    { "max_rows sane", { max_rows = 1e12 },
+      "max_rows = 1000000000000: must be in %[1, 2147483647%]" },
+    { "candidate_topk_blocks sane", { candidate_topk_blocks = 2 ^ 31 },
+      "= 17179869184: must be < 8388608" },
     { "scratch under 2^40 bytes", { max_rows = 2 ^ 31 - 1 },
-      "scratch = max_rows %(2147483647%) %* %(num_sparse_blocks %(2048, from candidate_topk_blocks 2048 %* candidate_block_size 8 / sparse_block_kv 8%) %+ index_topk %(512%) %+ 5%) %* 4 bytes: more than 2%^40 bytes" },
+      "scratch = max_rows %(2147483647%) %* %(num_sparse_blocks %(2048, from "
+        .. "candidate_topk_blocks 2048 %* candidate_block_size 8 / sparse_block_kv 8%) %+ "
+        .. "index_topk %(512%) %+ 5%) %* 4 bytes: more than 2%^40 bytes" },
     { "auto workspace_tokens >= min_split_seq_len names max_model_len", { max_model_len = 128 },
-      "workspace_tokens = auto = 40 %* max_model_len %(128%) / compress_ratio %(1%) = 5120: must be >= min_split_seq_len = .* raise max_model_len or set workspace_tokens" },
+      "workspace_tokens = auto = 40 %* max_model_len %(128%) / compress_ratio %(1%) = 5120: "
+        .. "must be >= min_split_seq_len = .* raise max_model_len or set workspace_tokens" },
     { "workspace_tokens >= min_split_seq_len", { workspace_tokens = 1000 },
-      "workspace_tokens = 1000: must be >= min_split_seq_len = ceil%(candidate_topk_blocks %(2048%) %* candidate_block_size %(8%) %* 2 / 4%) = 8192" },
+      "workspace_tokens = 1000: must be >= min_split_seq_len = ceil%(candidate_topk_blocks "
+        .. "%(2048%) %* candidate_block_size %(8%) %* 2 / 4%) = 8192" },
     { "workspace_tokens auto fits int32", { max_model_len = 2 ^ 30 },
-      "workspace_tokens = auto = 40 %* max_model_len %(1073741824%) / compress_ratio %(1%) = 42949672960" },
-    { "max_model_len range", { max_model_len = 0 }, "max_model_len = 0: must be in %[1, 2147483647%]" },
-    { "compress_ratio range", { compress_ratio = 0 }, "compress_ratio = 0: must be in %[1, max_model_len" },
+      "workspace_tokens = auto = 40 %* max_model_len %(1073741824%) / compress_ratio %(1%) = "
+        .. "42949672960" },
+    { "max_model_len range", { max_model_len = 0 },
+      "max_model_len = 0: must be in %[1, 2147483647%]" },
+    { "compress_ratio range", { compress_ratio = 0 },
+      "compress_ratio = 0: must be in %[1, max_model_len" },
     { "max_logits_bytes", { max_logits_bytes = 2 }, "max_logits_bytes = 2: must be >= 4" },
     { "page_size range", { page_size = 0 }, "page_size = 0: must be in %[1, 1048576%]" },
   }
@@ -124,8 +148,10 @@ describe("builder config", function()
   end
 
   it("refuses bad arguments to builder()", function()
-    assert.matches("first argument must be a context", err_of(function() return idxlab.builder(5, {}) end))
-    assert.matches("builder config must be a table", err_of(function() return idxlab.builder(ctx, "x") end))
+    assert.matches("first argument must be a context",
+      err_of(function() return idxlab.builder(5, {}) end))
+    assert.matches("builder config must be a table",
+      err_of(function() return idxlab.builder(ctx, "x") end))
   end)
 end)
 
@@ -138,15 +164,18 @@ local function check_step(cfg, info, dl, pq, pl, step, sparse)
   local seen = {}
   if nd > 0 then
     local d = step.decode
-    if not d or not d.is_decode or d.token_start ~= 0 or d.token_end ~= nd then return "decode range" end
+    if not d or not d.is_decode or d.token_start ~= 0 or d.token_end ~= nd then return "decode "
+      .. "range" end
     local ks, ke, ri = d.row_ks:to_table(), d.row_ke:to_table(), d.row_indices:to_table()
     for i = 1, nd do
       seen[i - 1] = (seen[i - 1] or 0) + 1
       if ks[i] ~= 0 then return "decode row_ks not zero" end
-      if ke[i] ~= math.floor(dl[i] / r) then return ("decode row_ke[%d] = %d"):format(i - 1, ke[i]) end
+      if ke[i] ~= math.floor(dl[i] / r) then return ("decode row_ke[%d] = %d"):format(i - 1,
+        ke[i]) end
       if ri[i] ~= i - 1 then return "decode row_indices" end
     end
-    if d.sparse_ids:shape()[2] ~= info.num_sparse_blocks or d.col_indices:shape()[2] ~= info.index_topk then
+    if d.sparse_ids:shape()[2] ~= info.num_sparse_blocks
+        or d.col_indices:shape()[2] ~= info.index_topk then
       return "decode view shapes"
     end
   elseif step.decode then
@@ -155,17 +184,20 @@ local function check_step(cfg, info, dl, pq, pl, step, sparse)
   local reqs = {}
   for i = 1, #pq do reqs[i] = { seq_len = math.floor((pl[i] + pq[i]) / r), query_len = pq[i] } end
   local plan = chunker.plan(cfg, reqs, { sparse = sparse })
-  if #plan ~= #step.chunks or step.num_chunks ~= #plan then return "chunk count differs from chunker.plan" end
+  if #plan ~= #step.chunks or step.num_chunks ~= #plan then return "chunk count differs from "
+    .. "chunker.plan" end
   local cursor, req, qpos = nd, 1, 0
   for ci, ch in ipairs(step.chunks) do
     local p = plan[ci]
-    if ch.is_decode or ch.token_start ~= cursor then return ("chunk %d not contiguous"):format(ci) end
+    if ch.is_decode or ch.token_start ~= cursor then return ("chunk %d not "
+      .. "contiguous"):format(ci) end
     if ch.requests.first ~= nd + p.requests.first or ch.requests.last ~= nd + p.requests.last
         or ch.rows ~= p.rows or ch.query_start ~= p.query_start or ch.query_end ~= p.query_end
         or ch.logits_bytes ~= p.logits_bytes or ch.sub_chunk ~= p.sub_chunk then
       return ("chunk %d differs from chunker.plan"):format(ci)
     end
-    if p.seq_tokens > info.workspace_tokens then return ("chunk %d breaks the workspace budget"):format(ci) end
+    if p.seq_tokens > info.workspace_tokens then return ("chunk %d breaks the workspace "
+      .. "budget"):format(ci) end
     if p.rows * p.seq_tokens * 4 > info.max_logits_bytes and not (p.sub_chunk and p.rows == 1) then
       return ("chunk %d breaks the logits budget"):format(ci)
     end
@@ -177,14 +209,16 @@ local function check_step(cfg, info, dl, pq, pl, step, sparse)
     for q = p.requests.first, p.requests.last do
       local q0, q1 = 0, pq[q]
       if p.sub_chunk then q0, q1 = p.query_start, p.query_end end
-      if q ~= req or q0 ~= qpos then return ("chunk %d: request %d rows out of order"):format(ci, q) end
+      if q ~= req or q0 ~= qpos then return ("chunk %d: request %d rows out of order"):format(ci,
+        q) end
       for i = q0, q1 - 1 do
         row = row + 1
         local g = ch.token_start + row - 1
         seen[g] = (seen[g] or 0) + 1
         local eks, eke = ws, ws + math.floor((pl[q] + i + 1) / r)
         if ks[row] ~= eks or ke[row] ~= eke then
-          return ("row %d (request %d, query row %d): ks/ke %d/%d, expected %d/%d"):format(g, q, i, ks[row], ke[row], eks, eke)
+          return ("row %d (request %d, query row %d): ks/ke %d/%d, expected %d/%d"):format(g, q, i,
+            ks[row], ke[row], eks, eke)
         end
         if ri[row] ~= nd + q - 1 then return ("row %d row_indices"):format(g) end
       end
@@ -232,7 +266,8 @@ describe("builder build", function()
   it("ties a step's block_table view to the caller's table, not to the builder", function()
     local b = idxlab.builder(ctx, small())
     -- a temporary table: the step's view keeps it alive through the collector
-    local step = b:build{ decode = { 40 }, decode_block_table = ctx:tensor("i32", { 1, 4 }):from_table({ 3, 1, 4, 1 }) }
+    local step = b:build{ decode = { 40 },
+      decode_block_table = ctx:tensor("i32", { 1, 4 }):from_table({ 3, 1, 4, 1 }) }
     collectgarbage(); collectgarbage()
     assert.are.same({ 3, 1, 4, 1 }, step.decode.block_table:to_table())
     -- a freed table: the view refuses, never reads freed memory
@@ -248,7 +283,8 @@ describe("builder build", function()
   it("builds decode rows then prefill chunks as views of its scratch", function()
     local b = idxlab.builder(ctx, small())
     local table_ = ctx:tensor("i32", { 2, 4 }):from_table({ 3, 1, 4, 1, 5, 9, 2, 6 })
-    local step = b:build{ decode = { { context_len = 40 }, 17 }, prefill = { { query_len = 3, context_len = 10 }, { query_len = 2 } },
+    local step = b:build{ decode = { { context_len = 40 }, 17 },
+      prefill = { { query_len = 3, context_len = 10 }, { query_len = 2 } },
       decode_block_table = table_ }
     assert.equals(7, step.n_rows)
     assert.equals(2, step.n_decode_rows)
@@ -293,7 +329,8 @@ describe("builder build", function()
     assert.are.same({ 6, 7 }, step.chunks[1].row_ke:to_table())
     assert.equals(2 * 7 * 4, step.chunks[1].logits_bytes)
     assert.matches("decode request after a prefill one", err_of(function()
-      return b:build{ requests = { { kind = "prefill", context_len = 0, query_len = 1 }, { kind = "decode", context_len = 3 } } }
+      return b:build{ requests = { { kind = "prefill", context_len = 0, query_len = 1 },
+        { kind = "decode", context_len = 3 } } }
     end))
     assert.matches("requests%[1%].kind = mixed: must be decode or prefill", err_of(function()
       return b:build{ requests = { { kind = "mixed" } } }
@@ -303,7 +340,8 @@ describe("builder build", function()
 
   it("splits a request over the logits budget into query sub-chunks", function()
     local b = idxlab.builder(ctx, small{ max_logits_bytes = 40000 })
-    local step = b:build{ prefill = { { query_len = 25, context_len = 975 }, { query_len = 3, context_len = 10 } }, sparse = false }
+    local step = b:build{ prefill = { { query_len = 25, context_len = 975 },
+      { query_len = 3, context_len = 10 } }, sparse = false }
     assert.equals(4, step.num_chunks)
     local want = { { 0, 10 }, { 10, 20 }, { 20, 25 } }
     for i, w in ipairs(want) do
@@ -319,12 +357,12 @@ describe("builder build", function()
   end)
 
   it("allocates nothing in build, over many steps of different shapes", function()
-    local ctx = idxlab.context{ backend = "cpu" } -- its own, so no other tensor's GC shows
-    local b = idxlab.builder(ctx, small())
+    local own = idxlab.context{ backend = "cpu" } -- its own, so no other tensor's GC shows
+    local b = idxlab.builder(own, small())
     local seed = os.time()
     math.randomseed(seed)
     collectgarbage(); collectgarbage() -- earlier specs' dropped tensors go now, not mid-check
-    local before = ctx:alloc_stats()
+    local before = own:alloc_stats()
     local shapes = {}
     for t = 1, 200 do
       local dl, pq, pl = random_batch(small())
@@ -332,7 +370,7 @@ describe("builder build", function()
       shapes[step.n_rows .. "/" .. step.num_chunks] = true
     end
     collectgarbage(); collectgarbage()
-    local after = ctx:alloc_stats()
+    local after = own:alloc_stats()
     local n = 0
     for _ in pairs(shapes) do n = n + 1 end
     assert.is_true(n > 10, "seed " .. seed)
@@ -343,7 +381,8 @@ describe("builder build", function()
   it("puts every row in exactly one place, over hundreds of random batches", function()
     local seed = os.time()
     math.randomseed(seed)
-    for _, over in ipairs({ {}, { compress_ratio = 4 }, { max_logits_bytes = 16384 }, { compress_ratio = 2, max_logits_bytes = 20000 } }) do
+    for _, over in ipairs({ {}, { compress_ratio = 4 }, { max_logits_bytes = 16384 },
+      { compress_ratio = 2, max_logits_bytes = 20000 } }) do
       local cfg = small(over)
       local b = idxlab.builder(ctx, cfg)
       local info = b:info()
@@ -352,7 +391,9 @@ describe("builder build", function()
         local sparse = t % 2 == 0
         local step = b:build(as_batch(dl, pq, pl, sparse))
         local bad = check_step(cfg, info, dl, pq, pl, step, sparse)
-        assert.is_nil(bad, ("seed %d, trial %d, compress_ratio %s: %s"):format(seed, t, tostring(cfg.compress_ratio), tostring(bad)))
+        assert.is_nil(bad,
+          ("seed %d, trial %d, compress_ratio %s: %s"):format(seed, t,
+          tostring(cfg.compress_ratio), tostring(bad)))
       end
       b:free()
     end
@@ -363,19 +404,29 @@ describe("builder build", function()
     local good = b:build{ decode = { 40 }, prefill = { { query_len = 2, context_len = 3 } } }
     local cases = {
       { { decode = { 5, 0 } }, "decode request 1: context_len = 0: must be >= 1" },
-      { { decode = { 9000 } }, "decode request 0: context_len = 9000 tokens: more than max_model_len = 8192" },
+      { { decode = { 9000 } },
+        "decode request 0: context_len = 9000 tokens: more than max_model_len = 8192" },
       { { decode = { 1 }, prefill = { { query_len = 200 }, { query_len = 56 } } },
-        "prefill request 1 %(step request 2%): the batch reaches 257 rows with its 56 query rows: more than max_rows = 256" },
-      { { prefill = { { query_len = 0 } } }, "prefill request 0 %(step request 0%): query_len = 0: must be >= 1" },
+        "prefill request 1 %(step request 2%): the batch reaches 257 rows with its 56 query "
+          .. "rows: more than max_rows = 256" },
+      { { prefill = { { query_len = 0 } } },
+        "prefill request 0 %(step request 0%): query_len = 0: must be >= 1" },
       { { prefill = { { query_len = 1, context_len = -3 } } }, "context_len = %-3: must be >= 0" },
-      { { prefill = { { query_len = 1, context_len = 10 }, { query_len = 3, context_len = 2046 } }, sparse = false },
-        "prefill request 1 %(step request 1%): seq_len = %(context_len 2046 %+ query_len 3%) / compress_ratio 1 = 2049 positions exceeds workspace_tokens = 2048" },
-      { { decode = { 40, 49 }, decode_block_table = ctx:tensor("i32", { 2, 3 }):from_table({ 0, 1, 2, 3, 4, 5 }) },
-        "decode request 1: 49 positions need 4 pages of page_size = 16, but decode_block_table has 3 columns" },
-      { { decode = { 40, 33 }, decode_block_table = ctx:tensor("i32", { 2, 3 }):from_table({ 0, 1, 2, 3, -1, 5 }) },
+      { { prefill = { { query_len = 1, context_len = 10 }, { query_len = 3, context_len = 2046 } },
+        sparse = false },
+        "prefill request 1 %(step request 1%): seq_len = %(context_len 2046 %+ query_len 3%) / "
+          .. "compress_ratio 1 = 2049 positions exceeds workspace_tokens = 2048" },
+      { { decode = { 40, 49 },
+        decode_block_table = ctx:tensor("i32", { 2, 3 }):from_table({ 0, 1, 2, 3, 4, 5 }) },
+        "decode request 1: 49 positions need 4 pages of page_size = 16, but decode_block_table "
+          .. "has 3 columns" },
+      { { decode = { 40, 33 },
+        decode_block_table = ctx:tensor("i32", { 2, 3 }):from_table({ 0, 1, 2, 3, -1, 5 }) },
         "decode request 1: page 1 of its 3 is missing %(decode_block_table%[1%]%[1%] = %-1%)" },
-      { { decode = { 4 }, decode_block_table = ctx:tensor("f32", { 1, 3 }) }, "decode_block_table: dtype f32, expected i32" },
-      { { decode = { 4 }, decode_block_table = ctx:tensor("i32", { 2, 3 }) }, "decode_block_table: shape%[0%] = 2, expected one row per request %(1%)" },
+      { { decode = { 4 }, decode_block_table = ctx:tensor("f32", { 1, 3 }) },
+        "decode_block_table: dtype f32, expected i32" },
+      { { decode = { 4 }, decode_block_table = ctx:tensor("i32", { 2, 3 }) },
+        "decode_block_table: shape%[0%] = 2, expected one row per request %(1%)" },
       { { decode = { 1.5 } }, "decode%[1%] = 1.5: must be an integer" },
       { { prefill = { { context_len = 3 } } }, "prefill%[1%].query_len = nil: must be an integer" },
       { { decode = {}, colour = 1 }, "unknown batch field 'colour'" },
@@ -418,7 +469,8 @@ describe("builder on CUDA #gpu", function()
         for _, p in ipairs(pairs_) do
           local x, y = p[1], p[2]
           if x then
-            for _, k in ipairs({ "token_start", "token_end", "query_start", "query_end", "workspace_tokens", "logits_bytes", "sub_chunk" }) do
+            for _, k in ipairs({ "token_start", "token_end", "query_start", "query_end",
+              "workspace_tokens", "logits_bytes", "sub_chunk" }) do
               assert.equals(x[k], y[k], msg .. " " .. k)
             end
             assert.equals("device", y.row_ke:device())
@@ -447,10 +499,12 @@ describe("builder on CUDA #gpu", function()
     -- Block tables must live where the scratch lives.
     local gb = idxlab.builder(gctx, small())
     local e = err_of(function()
-      local s = gb:build{ decode = { 4 }, decode_block_table = cctx:tensor("i32", { 1, 1 }):from_table({ 0 }) }
+      local s = gb:build{ decode = { 4 },
+        decode_block_table = cctx:tensor("i32", { 1, 1 }):from_table({ 0 }) }
       return s
     end)
-    assert.matches("decode_block_table is in host memory but the builder's scratch is in device memory", e)
+    assert.matches("decode_block_table is in host memory but the builder's scratch is in device "
+      .. "memory", e)
     local dt = gctx:tensor("i32", { 1, 2 }):from_table({ 7, 3 })
     local s = gb:build{ decode = { 20 }, decode_block_table = dt }
     assert.equals("device", s.decode.block_table:device())

@@ -30,19 +30,22 @@ local function model(W, M, min_split, requests, sparse)
   local out, i, n = {}, 1, #requests
   while i <= n do
     local start, rows, seq = i, 0, 0
-    while i <= n and seq + width(requests[i]) <= W and (rows + requests[i].query_len) * (seq + width(requests[i])) * 4 <= M do
+    while i <= n and seq + width(requests[i]) <= W
+        and (rows + requests[i].query_len) * (seq + width(requests[i])) * 4 <= M do
       rows, seq = rows + requests[i].query_len, seq + width(requests[i])
       i = i + 1
     end
     if i > start then
-      out[#out + 1] = { first = start, last = i - 1, rows = rows, seq = seq, qs = 0, qe = requests[start].query_len, sub = false }
+      out[#out + 1] = { first = start, last = i - 1, rows = rows, seq = seq, qs = 0,
+        qe = requests[start].query_len, sub = false }
     else
       local s, q = width(requests[i]), requests[i].query_len
       assert(s <= W)
       local per = math.max(1, math.floor(math.floor(M / 4) / s))
       for qs = 0, q - 1, per do
         local qe = math.min(qs + per, q)
-        out[#out + 1] = { first = i, last = i, rows = qe - qs, seq = s, qs = qs, qe = qe, sub = true }
+        out[#out + 1] = { first = i, last = i, rows = qe - qs, seq = s, qs = qs, qe = qe,
+          sub = true }
       end
       i = i + 1
     end
@@ -52,7 +55,8 @@ end
 
 describe("chunker.plan", function()
   it("keeps a batch that fits in one chunk", function()
-    local chunks, s = chunker.plan(cfg(10000, 2 ^ 20), reqs{ { 100, 10 }, { 200, 20 } }, { sparse = false })
+    local chunks,
+      s = chunker.plan(cfg(10000, 2 ^ 20), reqs{ { 100, 10 }, { 200, 20 } }, { sparse = false })
     assert.equals(1, #chunks)
     local c = chunks[1]
     assert.are.same({ 1, 2, first = 1, last = 2 }, c.requests)
@@ -60,7 +64,8 @@ describe("chunker.plan", function()
     assert.equals(300, c.seq_tokens)
     assert.equals(36000, c.logits_bytes)
     assert.is_false(c.sub_chunk)
-    assert.are.same({ num_chunks = 1, max_rows_per_chunk = 30, peak_logits_bytes = 36000, peak_seq_tokens = 300,
+    assert.are.same({ num_chunks = 1, max_rows_per_chunk = 30, peak_logits_bytes = 36000,
+      peak_seq_tokens = 300,
       min_split_seq_len = 256, sparse = false }, s)
   end)
 
@@ -77,7 +82,8 @@ describe("chunker.plan", function()
     assert.equals(20, s.max_rows_per_chunk)
   end)
 
-  it("closes a chunk at the workspace budget: exactly at the limit, and one position under", function()
+  it("closes a chunk at the workspace budget: exactly at the limit, and one position under",
+    function()
     local r = reqs{ { 300, 1 }, { 200, 1 }, { 100, 1 } }
     local at = chunker.plan(cfg(500, 2 ^ 20), r, { sparse = false })
     assert.equals(2, #at)
@@ -90,7 +96,8 @@ describe("chunker.plan", function()
 
   it("splits a request over the logits budget into query sub-chunks", function()
     -- 100 rows of 1000 positions against a budget of 30 rows: 30, 30, 30, 10.
-    local chunks, s = chunker.plan(cfg(10000, 120000), reqs{ { 1000, 100 }, { 50, 5 } }, { sparse = false })
+    local chunks,
+      s = chunker.plan(cfg(10000, 120000), reqs{ { 1000, 100 }, { 50, 5 } }, { sparse = false })
     assert.equals(5, #chunks)
     local want = { { 0, 30 }, { 30, 60 }, { 60, 90 }, { 90, 100 } }
     for i, w in ipairs(want) do
@@ -119,7 +126,8 @@ describe("chunker.plan", function()
     assert.equals(1, #chunker.plan(cfg(512, 2 ^ 20), r, { sparse = true }))
     assert.equals(1, #chunker.plan(cfg(100000, 10240), r))
     assert.equals(2, #chunker.plan(cfg(100000, 10239), r))
-    local wide = chunker.plan(cfg(2000, 2 ^ 20, { split_width = "bf16+fp32" }), reqs{ { 1, 1 }, { 1, 1 }, { 1, 1 } })
+    local wide = chunker.plan(cfg(2000, 2 ^ 20, { split_width = "bf16+fp32" }),
+      reqs{ { 1, 1 }, { 1, 1 }, { 1, 1 } })
     assert.equals(2, #wide)
     assert.equals(1536, wide[1].seq_tokens)
   end)
@@ -127,29 +135,39 @@ describe("chunker.plan", function()
   it("reports bad requests and options by their place in the list", function()
     assert.matches("requests%[2%].seq_len = 501 exceeds workspace_tokens = 500",
       err_of(chunker.plan, cfg(500, 2 ^ 20), reqs{ { 10, 1 }, { 501, 1 } }, { sparse = false }))
-    assert.matches("requests%[1%].query_len = 0: must be >= 1", err_of(chunker.plan, cfg(500, 2 ^ 20), reqs{ { 10, 0 } }))
-    assert.matches("requests%[1%].seq_len = %-1: must be a non%-negative integer", err_of(chunker.plan, cfg(500, 2 ^ 20), reqs{ { -1, 1 } }))
-    assert.matches("requests%[1%].seq_len = 4 positions is less than query_len %(5%)", err_of(chunker.plan, cfg(500, 2 ^ 20), reqs{ { 4, 5 } }))
-    assert.matches("unknown option 'dense'", err_of(chunker.plan, cfg(500, 2 ^ 20), {}, { dense = true }))
-    assert.matches("sparse must be true or false", err_of(chunker.plan, cfg(500, 2 ^ 20), {}, { sparse = "yes" }))
-    assert.matches("workspace_tokens = 100: must be >= min_split_seq_len", err_of(chunker.plan, cfg(100, 2 ^ 20), {}))
+    assert.matches("requests%[1%].query_len = 0: must be >= 1",
+      err_of(chunker.plan, cfg(500, 2 ^ 20), reqs{ { 10, 0 } }))
+    assert.matches("requests%[1%].seq_len = %-1: must be a non%-negative integer",
+      err_of(chunker.plan, cfg(500, 2 ^ 20), reqs{ { -1, 1 } }))
+    assert.matches("requests%[1%].seq_len = 4 positions is less than query_len %(5%)",
+      err_of(chunker.plan, cfg(500, 2 ^ 20), reqs{ { 4, 5 } }))
+    assert.matches("unknown option 'dense'",
+      err_of(chunker.plan, cfg(500, 2 ^ 20), {}, { dense = true }))
+    assert.matches("sparse must be true or false",
+      err_of(chunker.plan, cfg(500, 2 ^ 20), {}, { sparse = "yes" }))
+    assert.matches("workspace_tokens = 100: must be >= min_split_seq_len",
+      err_of(chunker.plan, cfg(100, 2 ^ 20), {}))
     local chunks, s = chunker.plan(cfg(500, 2 ^ 20), {})
     assert.are.same({}, chunks)
     assert.equals(0, s.num_chunks)
   end)
 
-  it("refuses a plan of more sub-chunks than it may return, before walking it, and returns one at the limit", function()
+  it("refuses a plan of more sub-chunks than it may return, before walking it, and returns one "
+    .. "at the limit", function()
     -- 2^31 - 1 rows of 2^31 - 1 positions: every row its own sub-chunk (one row is 8 GiB of
     -- logits), 2^31 - 1 chunks; it was a raw "size of C type is unknown or too large"
     local big = 2 ^ 31 - 1
     local t0 = os.clock()
     local err = err_of(function()
-      local c = chunker.plan({ max_model_len = big, workspace_tokens = big }, { { seq_len = big, query_len = big } },
+      local c = chunker.plan({ max_model_len = big, workspace_tokens = big },
+        { { seq_len = big, query_len = big } },
         { sparse = false })
       return c
     end)
-    assert.matches("chunker_spec%.lua:%d+: idxlab: chunker%.plan: requests%[1%] %(seq_len = 2147483647, query_len = 2147483647%) "
-      .. "splits into 2147483647 sub%-chunks of 1 row%(s%) under max_logits_bytes = 536870912 %(one row of 2147483647 positions "
+    assert.matches("chunker_spec%.lua:%d+: idxlab: chunker%.plan: requests%[1%] %(seq_len = "
+      .. "2147483647, query_len = 2147483647%) "
+      .. "splits into 2147483647 sub%-chunks of 1 row%(s%) under max_logits_bytes = 536870912 "
+        .. "%(one row of 2147483647 positions "
       .. "is 8589934588 bytes of logits%): the plan has more than the 1048576 chunks", err)
     assert.is_true(os.clock() - t0 < 1, "the refusal walked the plan")
     -- the limit counts over the requests (a small limit here, so the spec stays quick): two
@@ -158,7 +176,8 @@ describe("chunker.plan", function()
     chunker.MAX_CHUNKS = 1000
     local ok, e2 = pcall(function()
       local c2 = cfg(2 ^ 20, 4 * 2 ^ 10) -- 1024 logits: one row of 1024 positions each
-      assert.matches("requests%[2%] %(seq_len = 1024, query_len = 501%) splits into 501 sub%-chunks of 1 row%(s%) under "
+      assert.matches("requests%[2%] %(seq_len = 1024, query_len = 501%) splits into 501 "
+        .. "sub%-chunks of 1 row%(s%) under "
         .. "max_logits_bytes = 4096: the plan has more than the 1000 chunks",
         err_of(chunker.plan, c2, reqs{ { 1024, 500 }, { 1024, 501 } }, { sparse = false }))
       local chunks, s = chunker.plan(c2, reqs{ { 1024, 500 }, { 1024, 500 } }, { sparse = false })
@@ -191,7 +210,8 @@ describe("chunker.plan", function()
       for i, w in ipairs(want) do
         local g = got[i]
         assert.are.same({ w.first, w.last, w.rows, w.seq, w.qs, w.qe, w.sub },
-          { g.requests.first, g.requests.last, g.rows, g.seq_tokens, g.query_start, g.query_end, g.sub_chunk }, msg)
+          { g.requests.first, g.requests.last, g.rows, g.seq_tokens, g.query_start, g.query_end,
+            g.sub_chunk }, msg)
         assert.equals(g.rows * g.seq_tokens * 4, g.logits_bytes, msg)
         assert.is_true(g.seq_tokens <= W, msg)
         assert.is_true(g.logits_bytes <= M or (g.sub_chunk and g.rows == 1), msg)

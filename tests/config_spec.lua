@@ -23,9 +23,11 @@ describe("config fields", function()
       assert.truthy(({ int = 1, ["int|auto"] = 1, bytes = 1, enum = 1 })[f.type], f.name)
       if f.type == "enum" then assert.equals(f.values[1], f.default) end
     end
-    assert.are.same({ "heads", "head_dim", "index_topk", "candidate_block_size", "candidate_topk_blocks",
+    assert.are.same({ "heads", "head_dim", "index_topk", "candidate_block_size",
+      "candidate_topk_blocks",
       "sparse_block_kv", "kv_format", "quantizer", "page_size", "max_rows", "max_model_len",
-      "compress_ratio", "workspace_tokens", "max_logits_bytes", "split_width", "ks_mode", "block_score",
+      "compress_ratio", "workspace_tokens", "max_logits_bytes", "split_width", "ks_mode",
+        "block_score",
       "context_parallel" }, names)
     assert.is_true(config.is_field("index_topk"))
     assert.is_false(config.is_field("seed"))
@@ -36,7 +38,8 @@ describe("config fields", function()
     local d = config.defaults()
     assert.are.same({
       heads = 32, head_dim = 128, index_topk = 512, candidate_block_size = 8,
-      candidate_topk_blocks = 2048, sparse_block_kv = "auto", kv_format = "mxfp4", quantizer = "rne",
+      candidate_topk_blocks = 2048, sparse_block_kv = "auto", kv_format = "mxfp4",
+        quantizer = "rne",
       page_size = 128, max_rows = 8192, max_model_len = 1048576, compress_ratio = 1,
       workspace_tokens = "auto", max_logits_bytes = 512 * 1024 * 1024, split_width = "bf16",
       ks_mode = "unaligned", block_score = "max", context_parallel = 1,
@@ -52,7 +55,8 @@ describe("config fields", function()
   end)
 
   it("resolves given values over defaults and type-checks them", function()
-    local r = config.resolve({ candidate_block_size = 16, max_logits_bytes = "1GiB", sparse_block_kv = 8 })
+    local r = config.resolve({ candidate_block_size = 16, max_logits_bytes = "1GiB",
+      sparse_block_kv = 8 })
     assert.equals(16, r.candidate_block_size)
     assert.equals(2 ^ 30, r.max_logits_bytes)
     assert.equals(8, r.sparse_block_kv)
@@ -63,7 +67,8 @@ describe("config fields", function()
 
   it("refuses an unknown field, suggesting the nearest one, at the caller's line", function()
     local e = err_of(config.resolve, { candidate_blok_size = 8 })
-    assert.matches("unknown config field 'candidate_blok_size' %(did you mean candidate_block_size%?%)", e)
+    assert.matches("unknown config field 'candidate_blok_size' %(did you mean "
+      .. "candidate_block_size%?%)", e)
     e = err_of(function() local b = idxlab.builder{ index_tpok = 8 }; return b end)
     assert.matches("did you mean index_topk%?", e)
     assert.matches("config_spec.lua:%d+:", e)
@@ -74,18 +79,25 @@ describe("config fields", function()
   it("refuses values of the wrong type, naming the field and value", function()
     assert.matches("heads = 1.5: must be an integer", err_of(config.resolve, { heads = 1.5 }))
     assert.matches("heads = 32: must be an integer", err_of(config.resolve, { heads = "32" }))
-    assert.matches("kv_format = fp4: must be one of mxfp4, mxfp8, fp8", err_of(config.resolve, { kv_format = "fp4" }))
-    assert.matches('sparse_block_kv = big: must be an integer or "auto"', err_of(config.resolve, { sparse_block_kv = "big" }))
-    assert.matches("max_logits_bytes = 1.3KiB: must be a byte count", err_of(config.resolve, { max_logits_bytes = "1.3KiB" }))
-    assert.matches("split_width = fp32: must be one of bf16, bf16%+fp32", err_of(config.resolve, { split_width = "fp32" }))
+    assert.matches("kv_format = fp4: must be one of mxfp4, mxfp8, fp8",
+      err_of(config.resolve, { kv_format = "fp4" }))
+    assert.matches('sparse_block_kv = big: must be an integer or "auto"',
+      err_of(config.resolve, { sparse_block_kv = "big" }))
+    assert.matches("max_logits_bytes = 1.3KiB: must be a byte count",
+      err_of(config.resolve, { max_logits_bytes = "1.3KiB" }))
+    assert.matches("split_width = fp32: must be one of bf16, bf16%+fp32",
+      err_of(config.resolve, { split_width = "fp32" }))
     assert.matches("config must be a table", err_of(config.resolve, 5))
     -- 0 is "auto" only in the C API: from Lua an explicit number means itself
-    assert.matches('sparse_block_kv = 0: must be a positive integer or "auto"', err_of(config.resolve, { sparse_block_kv = 0 }))
-    assert.matches('workspace_tokens = %-5: must be a positive integer or "auto"', err_of(config.resolve, { workspace_tokens = -5 }))
+    assert.matches('sparse_block_kv = 0: must be a positive integer or "auto"',
+      err_of(config.resolve, { sparse_block_kv = 0 }))
+    assert.matches('workspace_tokens = %-5: must be a positive integer or "auto"',
+      err_of(config.resolve, { workspace_tokens = -5 }))
   end)
 
   it("converts to the C struct (auto as 0, enums as their C values)", function()
-    local c = config.to_c({ kv_format = "fp8", split_width = "bf16+fp32", sparse_block_kv = 4, block_score = "logsumexp" })
+    local c = config.to_c({ kv_format = "fp8", split_width = "bf16+fp32", sparse_block_kv = 4,
+      block_score = "logsumexp" })
     assert.equals(2, c.kv_format)
     assert.equals(1, c.split_width)
     assert.equals(3, c.block_score)
@@ -96,9 +108,11 @@ describe("config fields", function()
 
   it("lists every valid sparse_block_kv", function()
     assert.are.same({ 4, 8 }, config.valid_sparse_block_kv({}))
-    assert.are.same({ 4, 8, 16, 32 }, config.valid_sparse_block_kv({ candidate_block_size = 64, page_size = 32 }))
+    assert.are.same({ 4, 8, 16, 32 },
+      config.valid_sparse_block_kv({ candidate_block_size = 64, page_size = 32 }))
     assert.are.same({}, config.valid_sparse_block_kv({ candidate_block_size = 6 }))
-    assert.are.same({ 4, 8, 16 }, idxlab.builder.valid_sparse_block_kv({ candidate_block_size = 16 }))
+    assert.are.same({ 4, 8, 16 },
+      idxlab.builder.valid_sparse_block_kv({ candidate_block_size = 16 }))
   end)
 
   it("describes a config without allocating scratch", function()
@@ -110,7 +124,8 @@ describe("config fields", function()
     assert.equals(8192, d.derived.min_split_seq_len)
     assert.equals(8192 * (2048 + 512 + 5) * 4, d.derived.scratch_bytes)
     assert.equals(24576, config.describe({ split_width = "bf16+fp32" }).derived.min_split_seq_len)
-    assert.matches("num_sparse_cols = candidate_topk_blocks %(100%) %* candidate_block_size %(8%) = 800: must be a multiple of 512",
+    assert.matches("num_sparse_cols = candidate_topk_blocks %(100%) %* candidate_block_size "
+      .. "%(8%) = 800: must be a multiple of 512",
       err_of(config.describe, { candidate_topk_blocks = 100 }))
   end)
 end)
@@ -145,17 +160,25 @@ describe("the --set grammar (SPEC 8)", function()
 
   it("refuses text that does not fit the field, naming field and value", function()
     assert.matches("heads = abc: must be an integer", err_of(config.parse_value, "heads", "abc"))
-    assert.matches("page_size = 1.5: must be an integer", err_of(config.parse_value, "page_size", "1.5"))
-    assert.matches("kv_format = fp4: must be one of mxfp4, mxfp8, fp8", err_of(config.parse_value, "kv_format", "fp4"))
-    assert.matches("max_logits_bytes = 1TiB: must be a byte count", err_of(config.parse_value, "max_logits_bytes", "1TiB"))
-    assert.matches("workspace_tokens = all: must be an integer or auto", err_of(config.parse_value, "workspace_tokens", "all"))
-    assert.matches("sparse_block_kv = x: must be an integer, auto or all", err_of(config.parse_value, "sparse_block_kv", "x"))
-    assert.matches("heads = 8,,16: empty item in a list", err_of(config.parse_value, "heads", "8,,16"))
-    assert.matches("unknown config field 'hedas' %(did you mean heads%?%)", err_of(config.parse_value, "hedas", "8"))
+    assert.matches("page_size = 1.5: must be an integer",
+      err_of(config.parse_value, "page_size", "1.5"))
+    assert.matches("kv_format = fp4: must be one of mxfp4, mxfp8, fp8",
+      err_of(config.parse_value, "kv_format", "fp4"))
+    assert.matches("max_logits_bytes = 1TiB: must be a byte count",
+      err_of(config.parse_value, "max_logits_bytes", "1TiB"))
+    assert.matches("workspace_tokens = all: must be an integer or auto",
+      err_of(config.parse_value, "workspace_tokens", "all"))
+    assert.matches("sparse_block_kv = x: must be an integer, auto or all",
+      err_of(config.parse_value, "sparse_block_kv", "x"))
+    assert.matches("heads = 8,,16: empty item in a list",
+      err_of(config.parse_value, "heads", "8,,16"))
+    assert.matches("unknown config field 'hedas' %(did you mean heads%?%)",
+      err_of(config.parse_value, "hedas", "8"))
     assert.matches("heads = '': empty value", err_of(config.parse_value, "heads", ""))
   end)
 
-  it("keeps every integer exact: one a double cannot hold, or text it would round, is refused", function()
+  it("keeps every integer exact: one a double cannot hold, or text it would round, is refused",
+    function()
     -- 9007199254740993 = 2^53 + 1 reads as 2^53 in a double: it used to pass as ...992
     local inexact = "not exactly representable %(it would read as "
     assert.matches("max_logits_bytes = 9007199254740993: " .. inexact .. "9007199254740992%)",
@@ -164,20 +187,24 @@ describe("the --set grammar (SPEC 8)", function()
       err_of(config.parse_value, "max_model_len", "9007199254740993"))
     assert.matches("max_rows = 4096%.0000000000000001: " .. inexact .. "4096%)",
       err_of(config.parse_value, "max_rows", "4096.0000000000000001"))
-    assert.matches("max_logits_bytes = 1e%-999: " .. inexact .. "0%)", err_of(config.parse_value, "max_logits_bytes", "1e-999"))
+    assert.matches("max_logits_bytes = 1e%-999: " .. inexact .. "0%)",
+      err_of(config.parse_value, "max_logits_bytes", "1e-999"))
     assert.matches("max_logits_bytes = 1e30: must be an integer of magnitude at most 2%^53",
       err_of(config.parse_value, "max_logits_bytes", "1e30"))
     assert.matches("max_logits_bytes = 8388609GiB: must be an integer of magnitude at most 2%^53",
       err_of(config.parse_value, "max_logits_bytes", "8388609GiB"))
-    assert.matches("value = 9007199254740993: " .. inexact .. "9007199254740992%)", err_of(config.parse_value, nil, "9007199254740993"))
+    assert.matches("value = 9007199254740993: " .. inexact .. "9007199254740992%)",
+      err_of(config.parse_value, nil, "9007199254740993"))
     assert.matches("max_logits_bytes = 9007199254740993: " .. inexact,
       err_of(config.parse_sets, { "max_logits_bytes=1GiB,9007199254740993" }))
     -- the same rule for values given from Lua: shown in full, not as 1.1529215046068e+18
-    assert.matches("max_logits_bytes = 1152921504606846976: must be an integer of magnitude at most 2%^53",
+    assert.matches("max_logits_bytes = 1152921504606846976: must be an integer of magnitude at "
+      .. "most 2%^53",
       err_of(config.resolve, { max_logits_bytes = 2 ^ 60 }))
     assert.matches("max_logits_bytes = 9007199254740993: " .. inexact,
       err_of(config.resolve, { max_logits_bytes = "9007199254740993" }))
-    assert.matches('workspace_tokens = %-1152921504606846976: must be an integer of magnitude at most 2%^53 %(9007199254740992%) or "auto"',
+    assert.matches('workspace_tokens = %-1152921504606846976: must be an integer of magnitude '
+      .. 'at most 2%^53 %(9007199254740992%) or "auto"',
       err_of(config.resolve, { workspace_tokens = -2 ^ 60 }))
     -- what a double holds exactly still passes: 2^53 itself, exact decimals, byte units
     assert.equals(2 ^ 53, config.parse_value("max_logits_bytes", "9007199254740992"))
@@ -193,14 +220,16 @@ describe("the --set grammar (SPEC 8)", function()
   it("parses --set lists into raw key/value pairs in order", function()
     local map, order = config.parse_sets({ "candidate_block_size=16", "backend=cuda", "seed=7",
       "max_logits_bytes=256MiB", "index_topk=256,512", "verbose=true" })
-    assert.are.same({ "candidate_block_size", "backend", "seed", "max_logits_bytes", "index_topk", "verbose" }, order)
+    assert.are.same({ "candidate_block_size", "backend", "seed", "max_logits_bytes", "index_topk",
+      "verbose" }, order)
     assert.equals(16, map.candidate_block_size)
     assert.equals("cuda", map.backend)
     assert.equals(7, map.seed)
     assert.equals(256 * 2 ^ 20, map.max_logits_bytes)
     assert.are.same({ 256, 512 }, map.index_topk)
     assert.equals(true, map.verbose)
-    assert.matches("%-%-set heads=8: heads is set twice", err_of(config.parse_sets, { "heads=4", "heads=8" }))
+    assert.matches("%-%-set heads=8: heads is set twice",
+      err_of(config.parse_sets, { "heads=4", "heads=8" }))
     assert.matches("%-%-set heads: expected key=value", err_of(config.parse_sets, { "heads" }))
     assert.matches("'1x' is not a key name", err_of(config.parse_sets, { "1x=3" }))
     assert.matches("heads = many: must be an integer", err_of(config.parse_sets, { "heads=many" }))
@@ -226,7 +255,7 @@ describe("json", function()
   it("round-trips random doubles bit-exactly", function()
     local seed = os.time()
     math.randomseed(seed)
-    for i = 1, 500 do
+    for _ = 1, 500 do
       local v = (math.random() - 0.5) * 10 ^ math.random(-30, 30)
       local back = json.decode(json.encode({ v }))[1]
       assert.equals(v, back, ("seed %d, value %.17g"):format(seed, v))
@@ -234,7 +263,8 @@ describe("json", function()
   end)
 
   it("decodes every JSON form and reports malformed text with its place", function()
-    local v = json.decode(' {"a": [1, -2.5e3, true, false, null, "\\u00e9\\ud83d\\ude00\\n"], "b": {}, "c": ""} ')
+    local v = json.decode(' {"a": [1, -2.5e3, true, false, null, "\\u00e9\\ud83d\\ude00\\n"], '
+      .. '"b": {}, "c": ""} ')
     assert.equals(1, v.a[1])
     assert.equals(-2500, v.a[2])
     assert.equals(true, v.a[3])
@@ -290,7 +320,9 @@ describe("idxlab config (the command)", function()
   end)
 
   it("applies --set values", function()
-    local out, err, rc = run("--set candidate_block_size=16 --set max_logits_bytes=1GiB --set split_width=bf16+fp32 --set=sparse_block_kv=4")
+    local out, err,
+      rc = run("--set candidate_block_size=16 --set max_logits_bytes=1GiB --set "
+      .. "split_width=bf16+fp32 --set=sparse_block_kv=4")
     assert.equals(0, rc, err)
     assert.equals("", err)
     local v = json.decode(out)
@@ -306,13 +338,17 @@ describe("idxlab config (the command)", function()
   it("exits 1 with the error on stderr for a bad --set", function()
     local cases = {
       { "--set heads=30", "heads = 30: must be a multiple of 4 in %[4, 128%]" },
-      { "--set candidate_blok_size=16", "unknown config field 'candidate_blok_size' %(did you mean candidate_block_size%?%)" },
-      { "--set candidate_block_size=16 --set sparse_block_kv=12", "sparse_block_kv = 12: must be a power of two.*valid choices for this config: 4, 8, 16" },
+      { "--set candidate_blok_size=16",
+        "unknown config field 'candidate_blok_size' %(did you mean candidate_block_size%?%)" },
+      { "--set candidate_block_size=16 --set sparse_block_kv=12",
+        "sparse_block_kv = 12: must be a power of two.*valid choices for this config: 4, 8, 16" },
       { "--set seed=3", "unknown config field 'seed'" },
       { "--set heads=8,16", "heads: idxlab config takes one value per field" },
       { "--set sparse_block_kv=all", "sparse_block_kv = all is for sweeps" },
       { "--set heads", "%-%-set heads: expected key=value" },
-      { "--set max_logits_bytes=9007199254740993", "max_logits_bytes = 9007199254740993: not exactly representable %(it would read as 9007199254740992%)" },
+      { "--set max_logits_bytes=9007199254740993",
+        "max_logits_bytes = 9007199254740993: not exactly representable %(it would read as "
+        .. "9007199254740992%)" },
       { "--set", "config: %-%-set needs a value" },
       { "--frobnicate", "config: unknown option %-%-frobnicate" },
       { "stray", "config: unknown argument 'stray'" },

@@ -8,7 +8,7 @@
 local idxlab = require("idxlab")
 local core = require("idxlab.ffi")
 local sel = require("idxlab.select")
-local ffi, C = core.ffi, core.C
+local C = core.C
 
 local seed = tonumber(os.getenv("IXL_TEST_SEED") or "") or os.time()
 math.randomseed(seed)
@@ -88,7 +88,8 @@ describe("the CUDA ops from Lua #gpu", function()
     sd:free(); ed:free()
   end)
 
-  it("candidate selection (every block_score), expand, remap and the mask match the CPU #gpu", function()
+  it("candidate selection (every block_score), expand, remap and the mask match the CPU #gpu",
+    function()
     local R, Cn, cbs, sbk, T, k = 4, 4000, 16, 8, 40, 64
     local vals = list(R * Cn, tricky)
     local lens = { Cn, 0, 17, math.random(1, Cn) }
@@ -97,7 +98,8 @@ describe("the CUDA ops from Lua #gpu", function()
     for _, score in ipairs({ "max", "mean", "sum", "logsumexp" }) do
       local ch = sel.candidates(cpu, xh, nh, cbs, T, score)
       local cd = sel.candidates(gpu, xd, nd, cbs, T, score, poisoned("i32", { R, T }))
-      if score ~= "logsumexp" then -- logsumexp may differ at near-ties (libm): test_cuda_ops.c checks it
+      -- logsumexp may differ at near-ties (libm): test_cuda_ops.c checks it
+      if score ~= "logsumexp" then
         same_values(cd:to_table(), ch:to_table(), "candidates " .. score .. " seed " .. seed)
       end
       cd:free()

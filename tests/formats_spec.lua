@@ -44,7 +44,7 @@ describe("formats", function()
     assert.equals(8, c[3] % 16)      -- -0.1 -> -0: rne keeps the sign
     local s = scales:to_table()[1]
     assert.equals(127, s % 256)      -- group 0: amax 6 -> e = 0
-    codes, scales = formats.quantize(ctx, "mxfp4", "ties_down", "k", x)
+    codes = formats.quantize(ctx, "mxfp4", "ties_down", "k", x)
     c = codes:to_table()
     assert.equals(7, c[1])
     assert.equals(1 + 16 * 4, c[2]) -- 0.75 -> 0.5 (code 1): ties go down
@@ -65,10 +65,12 @@ describe("formats", function()
       for vec = 0, 5 do
         local amax = 0
         for d = 1, 128 do amax = math.max(amax, math.abs(v[vec * 128 + d])) end
-        for d = 1, 128 do worst = math.max(worst, math.abs(y[vec * 128 + d] - v[vec * 128 + d]) / amax) end
+        for d = 1, 128 do worst = math.max(worst,
+          math.abs(y[vec * 128 + d] - v[vec * 128 + d]) / amax) end
       end
       local bound = fmt == "mxfp4" and 1 / 3 or 1 / 16
-      assert.is_true(worst <= bound, ("%s: worst error %.4f of amax (seed %d)"):format(fmt, worst, seed))
+      assert.is_true(worst <= bound,
+        ("%s: worst error %.4f of amax (seed %d)"):format(fmt, worst, seed))
     end
   end)
 
@@ -107,7 +109,8 @@ describe("formats", function()
       local page = p < P and 3 or 1
       local base = page * stride + (p % P) * 64
       for b = 0, 63 do
-        assert.equals(c[(5 + p) * 64 + b + 1], pg[base + b + 1], ("position %d byte %d"):format(p, b))
+        assert.equals(c[(5 + p) * 64 + b + 1], pg[base + b + 1],
+          ("position %d byte %d"):format(p, b))
       end
       local sb = page * stride + P * 64 + (p % P) * 4
       local want = s[5 + p + 1] % 2 ^ 32
@@ -119,27 +122,44 @@ describe("formats", function()
 
   it("raises errors that name the problem, at the caller's line", function()
     local x = ctx:tensor("f32", { 2, 127 })
-    local ok, err = pcall(function() local r = formats.quantize(ctx, "mxfp4", "rne", "k", x); return r end)
+    local ok, err = pcall(function() local r = formats.quantize(ctx, "mxfp4", "rne", "k",
+      x); return r end)
     assert.is_false(ok)
-    assert.matches("formats_spec.lua:%d+: idxlab: formats.quantize: x has shape {2, 127}: the last dim must be 128", err)
-    ok, err = pcall(function() local r = formats.quantize(ctx, "mxfp4", "nearest", "k", x); return r end)
+    assert.matches("formats_spec.lua:%d+: idxlab: formats.quantize: x has shape {2, 127}: the "
+      .. "last dim must be 128", err)
+    ok, err = pcall(function() local r = formats.quantize(ctx, "mxfp4", "nearest", "k",
+      x); return r end)
+    assert.is_false(ok)
     assert.matches("quantizer = nearest: must be one of rne, ties_down", err)
-    ok, err = pcall(function() local r = formats.quantize(ctx, "mxfp4", "rne", "v", x); return r end)
+    ok, err = pcall(function() local r = formats.quantize(ctx, "mxfp4", "rne", "v",
+      x); return r end)
+    assert.is_false(ok)
     assert.matches("role = v: must be one of q, k", err)
-    ok, err = pcall(function() local r = formats.quantize(ctx, "mxfp4", "rne", "k", { 1, 2 }); return r end)
+    ok, err = pcall(function() local r = formats.quantize(ctx, "mxfp4", "rne", "k",
+      { 1, 2 }); return r end)
+    assert.is_false(ok)
     assert.matches("formats.quantize: x must be a Tensor, got table", err)
     local xi = ctx:tensor("i32", { 2, 128 })
-    ok, err = pcall(function() local r = formats.quantize(ctx, "mxfp4", "rne", "k", xi); return r end)
+    ok, err = pcall(function() local r = formats.quantize(ctx, "mxfp4", "rne", "k",
+      xi); return r end)
+    assert.is_false(ok)
     assert.matches("formats_spec.lua:%d+: idxlab: x: dtype i32, expected f32, bf16 or f16", err)
     local codes = ctx:tensor("u8", { 2, 64 })
     local scales = ctx:tensor("f32", { 2 })
-    ok, err = pcall(function() local r = formats.dequantize(ctx, "mxfp4", "k", codes, scales); return r end)
+    ok, err = pcall(function() local r = formats.dequantize(ctx, "mxfp4", "k", codes,
+      scales); return r end)
+    assert.is_false(ok)
     assert.matches("scales: dtype f32, expected i32", err)
-    ok, err = pcall(function() formats.write_pages(ctx, "mxfp4", codes, scales, -1, 2, codes, 16, codes) end)
+    ok, err = pcall(function() formats.write_pages(ctx, "mxfp4", codes, scales, -1, 2, codes, 16,
+      codes) end)
+    assert.is_false(ok)
     assert.matches("formats.write_pages: src_start = %-1: must be an integer >= 0", err)
-    ok, err = pcall(function() formats.write_pages(ctx, "mxfp4", codes, scales, 0, 2, codes, 0, codes) end)
+    ok, err = pcall(function() formats.write_pages(ctx, "mxfp4", codes, scales, 0, 2, codes, 0,
+      codes) end)
+    assert.is_false(ok)
     assert.matches("page_size = 0: must be an integer >= 1", err)
     ok, err = pcall(function() formats.quantize(nil, "mxfp4", "rne", "k", x) end)
+    assert.is_false(ok)
     assert.matches("formats.quantize: ctx must be an idxlab context", err)
   end)
 end)

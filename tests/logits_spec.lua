@@ -29,7 +29,8 @@ local function make_layer(ctx, fmt, R, H, N)
   local kc, ks = formats.quantize(ctx, fmt, "rne", "k", k)
   local wd, wb = formats.prepare_weights(ctx, fmt, w, fmt == "fp8" and qs or nil)
   return {
-    qk = { q_codes = qc, q_scales = fmt ~= "fp8" and qs or nil, k_codes = kc, k_scales = ks, kv_format = fmt },
+    qk = { q_codes = qc, q_scales = fmt ~= "fp8" and qs or nil, k_codes = kc, k_scales = ks,
+      kv_format = fmt },
     wd = wd, wb = wb,
     qd = formats.dequantize(ctx, fmt, "q", qc, qs):to_table(),
     kd = formats.dequantize(ctx, fmt, "k", kc, ks):to_table(),
@@ -91,17 +92,20 @@ describe("logits", function()
     local ks = ctx:tensor("i32", { R }):from_table(starts)
     local ke = ctx:tensor("i32", { R }):from_table({ starts[1] + lens[1], starts[2] + lens[2] })
     local cl = ctx:tensor("i32", { R }):from_table(lens)
-    local pqk = { q_codes = L.qk.q_codes, q_scales = L.qk.q_scales, k_pages = pages, page_size = P, kv_format = "mxfp4" }
+    local pqk = { q_codes = L.qk.q_codes, q_scales = L.qk.q_scales, k_pages = pages, page_size = P,
+      kv_format = "mxfp4" }
     for _, red in ipairs({ "fp32", "bf16" }) do
       local w = red == "fp32" and L.wd or L.wb
       local a = logits.dense(ctx, L.qk, w, ks, ke, { reduction = red, max_len = 50 }):to_table()
       local out = ctx:tensor(red == "fp32" and "f32" or "bf16", { R, 50 })
       local b = logits.dense_paged(ctx, pqk, w, cl, bt, { reduction = red, out = out }):to_table()
-      for i = 1, #a do assert.is_true(same(a[i], b[i]), ("%s element %d: %s vs %s"):format(red, i, a[i], b[i])) end
+      for i = 1, #a do assert.is_true(same(a[i], b[i]),
+        ("%s element %d: %s vs %s"):format(red, i, a[i], b[i])) end
     end
     -- K5 over the ragged rows: blocks 1 and 5 of row 0, blocks 0, 2 and 6 (past the end) of row 1
     local ids = ctx:tensor("i32", { R, 3 }):from_table({ 1 + 0, 5 + 0, 5 + 0, 0 + 2, 2 + 2, 6 + 2 })
-    local full = logits.dense(ctx, L.qk, L.wb, ks, ke, { layout = "full", reduction = "bf16" }):to_table()
+    local full = logits.dense(ctx, L.qk, L.wb, ks, ke,
+      { layout = "full", reduction = "bf16" }):to_table()
     local s = logits.sparse(ctx, L.qk, L.wb, ks, ke, nil, ids, sbk, "unaligned")
     assert.are.same({ R, 3 * sbk }, s:shape())
     local sv, idv = s:to_table(), ids:to_table()
@@ -111,8 +115,11 @@ describe("logits", function()
         local j = math.floor(c / sbk)
         local krow = idv[r * 3 + j + 1] * sbk + starts[r + 1] % sbk + c % sbk
         local want = -math.huge
-        if j < nvalid[r + 1] and krow < starts[r + 1] + lens[r + 1] then want = full[r * N + krow + 1] end
-        assert.is_true(same(want, sv[r * 3 * sbk + c + 1]), ("row %d col %d: %s vs %s"):format(r, c, want, sv[r * 3 * sbk + c + 1]))
+        if j < nvalid[r + 1] and krow < starts[r + 1] + lens[r + 1] then
+          want = full[r * N + krow + 1]
+        end
+        assert.is_true(same(want, sv[r * 3 * sbk + c + 1]),
+          ("row %d col %d: %s vs %s"):format(r, c, want, sv[r * 3 * sbk + c + 1]))
       end
     end
     -- the paged K5 reads the same positions (ks = 0): blocks 0 and 5 of row 0
@@ -138,39 +145,68 @@ describe("logits", function()
     local ke = ctx:tensor("i32", { 2 }):from_table({ 16, 17 })
     local ok, err = pcall(function() local r = logits.dense(ctx, L.qk, L.wd, ks, ke); return r end)
     assert.is_false(ok)
-    assert.matches("logits_spec.lua:%d+: idxlab: ke%[1%] = 17: must be <= N %(16%), the rows of k_codes", err)
+    assert.matches("logits_spec.lua:%d+: idxlab: ke%[1%] = 17: must be <= N %(16%), the rows of "
+      .. "k_codes", err)
     ke:from_table({ 16, 16 })
-    ok, err = pcall(function() local r = logits.dense(ctx, L.qk, L.wd, ks, ke, { layout = "dense" }); return r end)
-    assert.matches("logits_spec.lua:%d+: idxlab: logits.dense: layout = dense: must be one of full, compressed", err)
-    ok, err = pcall(function() local r = logits.dense(ctx, L.qk, L.wd, ks, ke, { colour = 1 }); return r end)
-    assert.matches("logits.dense: option colour: unknown %(clean, layout, max_len, out, reduction%)", err)
-    ok, err = pcall(function() local r = logits.dense(ctx, L.qk, L.wd, ks, ke, { reduction = "bf16" }); return r end)
+    ok, err = pcall(function() local r = logits.dense(ctx, L.qk, L.wd, ks, ke,
+      { layout = "dense" }); return r end)
+    assert.is_false(ok)
+    assert.matches("logits_spec.lua:%d+: idxlab: logits.dense: layout = dense: must be one of "
+      .. "full, compressed", err)
+    ok, err = pcall(function() local r = logits.dense(ctx, L.qk, L.wd, ks, ke,
+      { colour = 1 }); return r end)
+    assert.is_false(ok)
+    assert.matches("logits.dense: option colour: unknown %(clean, layout, max_len, out, "
+      .. "reduction%)", err)
+    ok, err = pcall(function() local r = logits.dense(ctx, L.qk, L.wd, ks, ke,
+      { reduction = "bf16" }); return r end)
+    assert.is_false(ok)
     assert.matches("weights: dtype f32, expected bf16 for the bf16 reduction", err)
-    ok, err = pcall(function() local r = logits.dense(ctx, L.qk, L.wd, ks, ke, { clean = "yes" }); return r end)
+    ok, err = pcall(function() local r = logits.dense(ctx, L.qk, L.wd, ks, ke,
+      { clean = "yes" }); return r end)
+    assert.is_false(ok)
     assert.matches("logits.dense: clean = yes: must be a boolean", err)
-    ok, err = pcall(function() local r = logits.dense(ctx, { q_codes = L.qk.q_codes, colour = 1 }, L.wd, ks, ke); return r end)
+    ok, err = pcall(function() local r = logits.dense(ctx, { q_codes = L.qk.q_codes, colour = 1 },
+      L.wd, ks, ke); return r end)
+    assert.is_false(ok)
     assert.matches("logits.dense: qk.colour: unknown field", err)
-    ok, err = pcall(function() local r = logits.dense(ctx, { kv_format = "mxfp4" }, L.wd, ks, ke); return r end)
+    ok, err = pcall(function() local r = logits.dense(ctx, { kv_format = "mxfp4" }, L.wd, ks,
+      ke); return r end)
+    assert.is_false(ok)
     assert.matches("logits.dense: qk.q_codes is required", err)
     ok, err = pcall(function() local r = logits.dense(ctx, "qk", L.wd, ks, ke); return r end)
+    assert.is_false(ok)
     assert.matches("logits.dense: qk must be a table, got string", err)
     ok, err = pcall(function() local r = logits.dense(ctx, L.qk, { 1 }, ks, ke); return r end)
+    assert.is_false(ok)
     assert.matches("logits.dense: weights must be a Tensor, got table", err)
-    local pqk = { q_codes = L.qk.q_codes, q_scales = L.qk.q_scales, k_pages = ctx:tensor("u8", { 2, 1536 }),
+    local pqk = { q_codes = L.qk.q_codes, q_scales = L.qk.q_scales,
+      k_pages = ctx:tensor("u8", { 2, 1536 }),
       kv_format = "mxfp4" }
     ok, err = pcall(function() local r = logits.dense_paged(ctx, pqk, L.wd, ks, ks); return r end)
-    assert.matches("logits.dense_paged: qk.page_size = nil: must be a positive integer with k_pages", err)
-    ok, err = pcall(function() local r = logits.sparse(ctx, L.qk, L.wb, ks, ke, nil, ks, 8.5, "aligned"); return r end)
+    assert.is_false(ok)
+    assert.matches("logits.dense_paged: qk.page_size = nil: must be a positive integer with "
+      .. "k_pages", err)
+    ok, err = pcall(function() local r = logits.sparse(ctx, L.qk, L.wb, ks, ke, nil, ks, 8.5,
+      "aligned"); return r end)
+    assert.is_false(ok)
     assert.matches("logits.sparse: sparse_block_kv = 8.5: must be an integer", err)
     local ids = ctx:tensor("i32", { 2, 2 }):from_table({ 0, 1, 0, 1 })
-    ok, err = pcall(function() local r = logits.sparse(ctx, L.qk, L.wb, ks, ke, nil, ids, 8, "diagonal"); return r end)
+    ok, err = pcall(function() local r = logits.sparse(ctx, L.qk, L.wb, ks, ke, nil, ids, 8,
+      "diagonal"); return r end)
+    assert.is_false(ok)
     assert.matches("logits.sparse: ks_mode = diagonal: must be one of unaligned, aligned", err)
-    ok, err = pcall(function() local r = logits.sparse(ctx, L.qk, L.wb, ks, ke, nil, ids, 6, "aligned"); return r end)
-    assert.matches("logits_spec.lua:%d+: idxlab: sparse_block_kv = 6: must be a power of two in %[4, 128%]", err)
+    ok, err = pcall(function() local r = logits.sparse(ctx, L.qk, L.wb, ks, ke, nil, ids, 6,
+      "aligned"); return r end)
+    assert.is_false(ok)
+    assert.matches("logits_spec.lua:%d+: idxlab: sparse_block_kv = 6: must be a power of two in "
+      .. "%[4, 128%]", err)
     local L8 = make_layer(ctx, "fp8", 2, 4, 16)
-    local bad = { q_codes = L8.qk.q_codes, q_scales = L8.wd, k_codes = L8.qk.k_codes, k_scales = L8.qk.k_scales,
+    local bad = { q_codes = L8.qk.q_codes, q_scales = L8.wd, k_codes = L8.qk.k_codes,
+      k_scales = L8.qk.k_scales,
       kv_format = "fp8" }
     ok, err = pcall(function() local r = logits.dense(ctx, bad, L8.wd, ks, ke); return r end)
+    assert.is_false(ok)
     assert.matches("q_scales: must be NULL for fp8", err)
   end)
 end)

@@ -19,7 +19,8 @@ local function philox_lua(c, k)
   local c0, c1, c2, c3, k0, k1 = c[1], c[2], c[3], c[4], k[1], k[2]
   for _ = 1, 10 do
     local p0, p1 = u64(M0) * c0, u64(M1) * c2
-    c0, c1, c2, c3 = u32(bit.bxor(hi32(p1), c1, k0)), lo32(p1), u32(bit.bxor(hi32(p0), c3, k1)), lo32(p0)
+    c0, c1, c2, c3 = u32(bit.bxor(hi32(p1), c1, k0)), lo32(p1), u32(bit.bxor(hi32(p0), c3, k1)),
+      lo32(p0)
     k0, k1 = u32(k0 + W0), u32(k1 + W1)
   end
   return { c0, c1, c2, c3 }
@@ -28,32 +29,38 @@ end
 local function stream_value(seed, p)
   local chunk = math.floor(p / 4)
   local ctr, sub = math.floor(chunk / 65536), chunk % 65536
-  local out = philox_lua({ ctr % 2 ^ 32, math.floor(ctr / 2 ^ 32), sub, 0 }, { seed % 2 ^ 32, math.floor(seed / 2 ^ 32) })
+  local out = philox_lua({ ctr % 2 ^ 32, math.floor(ctr / 2 ^ 32), sub, 0 },
+    { seed % 2 ^ 32, math.floor(seed / 2 ^ 32) })
   return out[p % 4 + 1]
 end
-local function uniform_of(x) return f32(f32(x) * 2 ^ -32 + 2 ^ -33) end -- exact in double, one rounding
+-- exact in double, one rounding
+local function uniform_of(x) return f32(f32(x) * 2 ^ -32 + 2 ^ -33) end
 
 describe("rng", function()
   local ctx = idxlab.context{ backend = "cpu", seed = 5 }
   local seed0 = os.time() % 100000
 
   it("gives Philox4x32-10's known answers", function()
-    assert.are.same({ 0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8 }, rng.philox({ 0, 0, 0, 0 }, { 0, 0 }))
-    assert.are.same({ 546353992, 3665621163, 1140953199, 3419031310 }, rng.philox({ 0, 0, 0, 0 }, { 1234, 0 }))
+    assert.are.same({ 0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8 },
+      rng.philox({ 0, 0, 0, 0 }, { 0, 0 }))
+    assert.are.same({ 546353992, 3665621163, 1140953199, 3419031310 },
+      rng.philox({ 0, 0, 0, 0 }, { 1234, 0 }))
     local c, k = { 0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344 }, { 0xa4093822, 0x299f31d0 }
     assert.are.same({ 0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1 }, rng.philox(c, k))
     assert.are.same(philox_lua(c, k), rng.philox(c, k))
   end)
 
   it("fills uniforms that match an independent Lua Philox, across the subsequence wrap", function()
-    for _, case in ipairs({ { seed0, 0, 37 }, { seed0 + 1, 3, 10 }, { 2 ^ 40 + 7, 262140, 13 }, { 1234, 0, 8 } }) do
+    for _, case in ipairs({ { seed0, 0, 37 }, { seed0 + 1, 3, 10 }, { 2 ^ 40 + 7, 262140, 13 },
+      { 1234, 0, 8 } }) do
       local seed, offset, n = case[1], case[2], case[3]
       local t = rng.uniform(ctx, { n }, { seed = seed, offset = offset })
       local p = t:ptr()
       for i = 0, n - 1 do
         local want = uniform_of(stream_value(seed, offset + i))
         assert(bits(p[i]) == bits(want),
-          ("seed %d offset %d: value %d is %.9g, expected %.9g"):format(seed, offset, i, p[i], want))
+          ("seed %d offset %d: value %d is %.9g, expected %.9g"):format(seed, offset, i, p[i],
+            want))
       end
       t:free()
     end
@@ -72,7 +79,8 @@ describe("rng", function()
     for i = 1, 4 do assert.equals(bits(uniform_of(want[i])), bits(d:ptr()[i - 1])) end
   end)
 
-  it("fills normals equal to math.log/sin/cos Box-Muller to float precision, with N(m, s^2) statistics", function()
+  it("fills normals equal to math.log/sin/cos Box-Muller to float precision, with N(m, s^2) "
+    .. "statistics", function()
     local n = 20001
     local seed = seed0 + 17
     local z = rng.normal(ctx, { n }, { seed = seed, offset = 1 })
@@ -109,25 +117,38 @@ describe("rng", function()
     assert.is_false(ok)
     assert.matches("rng_uniform: out: dtype i32, expected f32", err)
     ok, err = pcall(function() rng.normal(ctx:tensor("f32", { 4 }), { stddev = -1 }) end)
-    assert.matches("rng_spec.lua:%d+: idxlab: rng_normal: stddev = %-1: must be finite and >= 0", err)
+    assert.is_false(ok)
+    assert.matches("rng_spec.lua:%d+: idxlab: rng_normal: stddev = %-1: must be finite and >= 0",
+      err)
     ok, err = pcall(function() rng.uniform(ctx, { 4 }, { seed = -1 }) end)
-    assert.matches("rng_spec.lua:%d+: idxlab: rng: seed = %-1: must be an integer in %[0, 2%^53%)", err)
+    assert.is_false(ok)
+    assert.matches("rng_spec.lua:%d+: idxlab: rng: seed = %-1: must be an integer in %[0, 2%^53%)",
+      err)
     ok, err = pcall(function() rng.uniform(ctx, { 4 }, { offset = 0.5 }) end)
+    assert.is_false(ok)
     assert.matches("offset = 0.5", err)
     ok, err = pcall(function() rng.uniform(ctx, { 4 }, { sead = 1 }) end)
+    assert.is_false(ok)
     assert.matches("rng_spec.lua:%d+: idxlab: rng: option sead: unknown %(offset, seed%)", err)
     ok, err = pcall(function() rng.normal(ctx, { 4 }, { mean = "0" }) end)
+    assert.is_false(ok)
     assert.matches("mean = 0: must be a number", err)
     ok, err = pcall(function() rng.uniform(ctx, { -4 }) end)
+    assert.is_false(ok)
     assert.matches("rng_spec.lua:%d+: idxlab: shape%[1%] = %-4", err)
     ok, err = pcall(function() rng.uniform(42) end)
+    assert.is_false(ok)
     assert.matches("expected an f32 Tensor or %(ctx, shape, opts%), got number", err)
     local t = ctx:tensor("f32", { 2 }); t:free()
     ok, err = pcall(function() rng.uniform(t) end)
+    assert.is_false(ok)
     assert.matches("the tensor was freed", err)
     ok, err = pcall(function() rng.philox({ 0, 0, 0 }, { 0, 0 }) end)
-    assert.matches("rng_spec.lua:%d+: idxlab: rng.philox: counter must be a list of 4 integers", err)
+    assert.is_false(ok)
+    assert.matches("rng_spec.lua:%d+: idxlab: rng.philox: counter must be a list of 4 integers",
+      err)
     ok, err = pcall(function() rng.philox({ 0, 0, 0, 0 }, { 0, 2 ^ 32 }) end)
+    assert.is_false(ok)
     assert.matches("key%[2%] = 4294967296: must be an integer in %[0, 2%^32%)", err)
   end)
 end)
@@ -138,7 +159,8 @@ describe("rng on the GPU #gpu", function()
     local cpu = idxlab.context{ backend = "cpu", seed = 9 }
     local seed0 = os.time() % 100000
     local before = gpu:alloc_stats().device_bytes_live
-    for _, case in ipairs({ { seed0, 0, 1 }, { seed0, 3, 1000003 }, { 2 ^ 40 + 1, 262141, 600001 }, { 7, 2 ^ 34 + 5, 4099 } }) do
+    for _, case in ipairs({ { seed0, 0, 1 }, { seed0, 3, 1000003 }, { 2 ^ 40 + 1, 262141, 600001 },
+      { 7, 2 ^ 34 + 5, 4099 } }) do
       local seed, offset, n = case[1], case[2], case[3]
       for _, kind in ipairs({ "uniform", "normal" }) do
         local opts = { seed = seed, offset = offset }
@@ -151,8 +173,10 @@ describe("rng on the GPU #gpu", function()
         for i = 0, n - 1 do
           if bits(a[i]) ~= bits(b[i]) then bad = bad + 1; first = first or i end
         end
-        assert(bad == 0, ("%s seed %d offset %d n %d: %d values differ, first at %d: gpu %.9g cpu %.9g")
-          :format(kind, seed, offset, n, bad, first or -1, first and a[first] or 0, first and b[first] or 0))
+        assert(bad == 0,
+          ("%s seed %d offset %d n %d: %d values differ, first at %d: gpu %.9g cpu %.9g")
+          :format(kind, seed, offset, n, bad, first or -1, first and a[first] or 0,
+            first and b[first] or 0))
         d:free(); back:free(); h:free()
       end
     end

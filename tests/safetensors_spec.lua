@@ -31,7 +31,8 @@ local function zeros(n) return string.rep("\0", n) end
 
 -- parse(bytes) must fail with a message matching `pattern` (a Lua pattern).
 local function bad(bytes, pattern)
-  local ok, err = pcall(function() local f = st.parse(bytes); return f end) -- no tail call: keep this frame
+  -- no tail call: keep this frame
+  local ok, err = pcall(function() local f = st.parse(bytes); return f end)
   assert.is_false(ok, "parsed a malformed file")
   assert.matches(pattern, err)
   assert.matches("safetensors_spec.lua:%d+: idxlab: safetensors bytes: ", err)
@@ -67,7 +68,8 @@ describe("safetensors", function()
       list[i] = { name = s[1], tensor = t }
       want[s[1]] = { dtype = st.st_name(s[2]), shape = s[3], vals = t:to_table() }
     end
-    list[#list + 1] = { name = "raw", dtype = "I32", shape = { 2 }, data = ffi.string(ffi.new("int32_t[2]", { -5, 77 }), 8) }
+    list[#list + 1] = { name = "raw", dtype = "I32", shape = { 2 },
+      data = ffi.string(ffi.new("int32_t[2]", { -5, 77 }), 8) }
     local path = path_of("roundtrip.safetensors")
     st.write(path, list, { config = '{"heads": 32}', note = "line\nbreak" }, ctx)
     for _, e in ipairs(list) do if e.tensor then e.tensor:free() end end
@@ -93,7 +95,8 @@ describe("safetensors", function()
 
   it("reads the file written by Python's standard library", function()
     local f = st.read(root .. "/tests/fixtures/python_written.safetensors")
-    assert.are.same({ "bytes.u8", "weights", "h\195\169ad/\240\159\152\128", "ks", "f16", "codes", "empty", "scalar" }, f.names)
+    assert.are.same({ "bytes.u8", "weights", "h\195\169ad/\240\159\152\128", "ks", "f16", "codes",
+      "empty", "scalar" }, f.names)
     assert.are.same({ format = "pt", note = 'caf\195\169 \226\156\147 "quoted"\n' }, f.metadata)
     local w = f.tensors.weights
     assert.equals("F32", w.dtype)
@@ -103,7 +106,8 @@ describe("safetensors", function()
     for i = 0, 5 do got[i + 1] = w.data[i] end
     assert.are.same({ 1.5, -2.25, 3.0, 0.0, tonumber(ffi.new("float", 1e-3)), -65504.0 }, got)
     assert.are.same({ -7, 0, 2147483647 }, f:load(ctx, "ks"):to_table())
-    assert.are.same({ 1.0, -2.5, 0.5, 384.0 }, f:load(ctx, "h\195\169ad/\240\159\152\128"):to_table())
+    assert.are.same({ 1.0, -2.5, 0.5, 384.0 },
+      f:load(ctx, "h\195\169ad/\240\159\152\128"):to_table())
     assert.are.same({ 0.5, -1.0, 65504.0, 2 ^ -14 }, f:load(ctx, "f16"):to_table())
     assert.are.same({ 0x38, 0xB8, 0x7E }, f:load(ctx, "codes"):to_table()) -- e4m3 bytes
     assert.are.same({ 0, 1, 127, 200, 255 }, f:load(ctx, "bytes.u8"):to_table())
@@ -116,21 +120,33 @@ describe("safetensors", function()
     local path = path_of("load.safetensors")
     local q = ctx:tensor("f32", { 2, 4, 8 }):from_table((function()
       local v = {} for i = 1, 64 do v[i] = i / 4 end return v end)())
-    st.write(path, { { name = "q", tensor = q }, { name = "big", dtype = "U8", shape = { 1, 1, 1, 1, 2 }, data = "ab" } })
+    st.write(path,
+      { { name = "q", tensor = q },
+      { name = "big", dtype = "U8", shape = { 1, 1, 1, 1, 2 }, data = "ab" } })
     local f = st.read(path, ctx)
-    local t = f:load(ctx, "q", { dtypes = { "F32", "bf16" }, shape = { nil, 4, 8 }, dims = { "rows", "heads", "head_dim" } })
+    local t = f:load(ctx, "q",
+      { dtypes = { "F32", "bf16" }, shape = { nil, 4, 8 }, dims = { "rows", "heads", "head_dim" } })
     assert.are.same(q:to_table(), t:to_table())
     local ok, err = pcall(function() f:load(ctx, "k") end)
+    assert.is_false(ok)
     assert.matches("safetensors_spec.lua:%d+: idxlab: .*load.safetensors: tensor k is missing", err)
     ok, err = pcall(function() f:load(ctx, "q", { dtypes = { "I32", "U8" } }) end)
-    assert.matches("safetensors_spec.lua:%d+: idxlab: .*tensor q has dtype F32, expected I32 or U8", err)
+    assert.is_false(ok)
+    assert.matches("safetensors_spec.lua:%d+: idxlab: .*tensor q has dtype F32, expected I32 or "
+      .. "U8", err)
     ok, err = pcall(function() f:load(ctx, "q", { rank = 2, dims = { "rows", "heads" } }) end)
+    assert.is_false(ok)
     assert.matches("tensor q has shape %[2, 4, 8%]: expected 2 dims %(rows, heads%)", err)
-    ok, err = pcall(function() f:load(ctx, "q", { shape = { nil, 4, 128 }, dims = { "rows", "heads", "head_dim" } }) end)
-    assert.matches("safetensors_spec.lua:%d+: idxlab: .*tensor q has shape %[2, 4, 8%]: dimension 3 %(head_dim%) is 8, expected 128", err)
+    ok, err = pcall(function() f:load(ctx, "q",
+      { shape = { nil, 4, 128 }, dims = { "rows", "heads", "head_dim" } }) end)
+    assert.is_false(ok)
+    assert.matches("safetensors_spec.lua:%d+: idxlab: .*tensor q has shape %[2, 4, 8%]: "
+      .. "dimension 3 %(head_dim%) is 8, expected 128", err)
     ok, err = pcall(function() f:load(ctx, "big") end)
+    assert.is_false(ok)
     assert.matches("tensor big has 5 dims: idxlab tensors hold at most 4", err)
     ok, err = pcall(function() f:expect("q", { dtypes = { "F64" } }) end)
+    assert.is_false(ok)
     assert.matches("dtype F64: not one of", err)
     assert.equals(f.tensors.q, f:expect("q", { rank = 3 }))
     t:free(); q:free(); f:close()
@@ -149,25 +165,31 @@ describe("safetensors", function()
       bad(u64le(2 ^ 50) .. "{}", "header length 1125899906842624 is absurd")
     end)
     it("bad JSON, with the byte offset", function()
-      bad(file_bytes('{"a" {}}'), "bad JSON at header byte 5 %(file byte 13%): expected ':' after a key")
-      bad(file_bytes('{"a": [1, 2}'), "bad JSON at header byte 11 %(file byte 19%): expected ',' or ']'")
+      bad(file_bytes('{"a" {}}'),
+        "bad JSON at header byte 5 %(file byte 13%): expected ':' after a key")
+      bad(file_bytes('{"a": [1, 2}'),
+        "bad JSON at header byte 11 %(file byte 19%): expected ',' or ']'")
       bad(file_bytes('{"a\\x": 1}'), "header byte 3 %(file byte 11%): bad escape in a string")
     end)
     it("duplicate names", function()
-      bad(file_bytes("{" .. entry("a", "F32", { 1 }, 0, 4) .. ", " .. entry("a", "F32", { 1 }, 4, 8) .. "}", zeros(8)),
+      bad(file_bytes("{" .. entry("a", "F32", { 1 }, 0, 4) .. ", " .. entry("a", "F32", { 1 }, 4,
+        8) .. "}", zeros(8)),
         "duplicate tensor name 'a' %(header bytes 1 and %d+%)")
     end)
     it("overlapping data_offsets", function()
-      bad(file_bytes("{" .. entry("a", "F32", { 6 }, 0, 24) .. ", " .. entry("b", "F32", { 6 }, 16, 40) .. "}", zeros(40)),
+      bad(file_bytes("{" .. entry("a", "F32", { 6 }, 0, 24) .. ", " .. entry("b", "F32", { 6 }, 16,
+        40) .. "}", zeros(40)),
         "tensors 'a' %(data_offsets %[0, 24%]%) and 'b' %(%[16, 40%]%) overlap")
     end)
     it("a gap between data_offsets", function()
-      bad(file_bytes("{" .. entry("a", "F32", { 2 }, 0, 8) .. ", " .. entry("b", "F32", { 2 }, 16, 24) .. "}", zeros(24)),
+      bad(file_bytes("{" .. entry("a", "F32", { 2 }, 0, 8) .. ", " .. entry("b", "F32", { 2 }, 16,
+        24) .. "}", zeros(24)),
         "no tensor covers data bytes %[8, 16%) before 'b'")
     end)
     it("out-of-range data_offsets", function()
       bad(file_bytes("{" .. entry("a", "U8", { 4096 }, 0, 4096) .. "}", zeros(16)),
-        "tensor 'a': data_offsets %[0, 4096%] run past the end of the data buffer %(16 bytes follow the header%)")
+        "tensor 'a': data_offsets %[0, 4096%] run past the end of the data buffer %(16 bytes "
+          .. "follow the header%)")
     end)
     it("a truncated file", function()
       local path = path_of("cut.safetensors")
@@ -176,29 +198,35 @@ describe("safetensors", function()
       fh = io.open(path, "wb"); fh:write(all:sub(1, #all - 5)); fh:close()
       local ok, err = pcall(st.read, path)
       assert.is_false(ok)
-      assert.matches("cut.safetensors: tensor 'v': data_offsets %[0, 32%] run past the end of the data buffer %(27 bytes follow the header%): the file is truncated", err)
+      assert.matches("cut.safetensors: tensor 'v': data_offsets %[0, 32%] run past the end of "
+        .. "the data buffer %(27 bytes follow the header%): the file is truncated", err)
     end)
     it("trailing bytes after the last tensor", function()
-      bad(file_bytes(one, zeros(20)), "4 bytes of trailing data after the last tensor %('a' ends at data byte 16 of 20%)")
+      bad(file_bytes(one, zeros(20)),
+        "4 bytes of trailing data after the last tensor %('a' ends at data byte 16 of 20%)")
     end)
     it("a shape that does not match the data size", function()
       bad(file_bytes("{" .. entry("x", "F32", { 2, 3 }, 0, 20) .. "}", zeros(20)),
         "tensor 'x': shape %[2, 3%] of F32 needs 24 bytes, but data_offsets %[0, 20%] hold 20")
     end)
     it("a shape that overflows", function()
-      bad(file_bytes("{" .. entry("x", "F32", { "4611686018427387904", 4 }, 0, 16) .. "}", zeros(16)),
+      bad(file_bytes("{" .. entry("x", "F32", { "4611686018427387904", 4 }, 0, 16) .. "}",
+        zeros(16)),
         "tensor 'x': shape %[4611686018427387904, 4%] is too large")
     end)
     it("an unknown dtype", function()
-      bad(file_bytes("{" .. entry("x", "Q7", { 1 }, 0, 4) .. "}", zeros(4)), "tensor 'x': unknown dtype 'Q7'")
+      bad(file_bytes("{" .. entry("x", "Q7", { 1 }, 0, 4) .. "}", zeros(4)),
+        "tensor 'x': unknown dtype 'Q7'")
     end)
     it("an unsupported dtype", function()
       bad(file_bytes("{" .. entry("x", "F64", { 1 }, 0, 8) .. "}", zeros(8)),
         "tensor 'x': dtype F64 is not supported %(idxlab reads F32, F16, BF16, I32, U8, F8_E4M3%)")
     end)
     it("a malformed entry or metadata", function()
-      bad(file_bytes('{"x": {"dtype": "F32", "shape": [1]}}', zeros(4)), "tensor 'x' %(header byte 6%): missing field data_offsets")
-      bad(file_bytes('{"__metadata__": {"k": 1}}'), "__metadata__ value of 'k' is an integer: values must be strings")
+      bad(file_bytes('{"x": {"dtype": "F32", "shape": [1]}}', zeros(4)),
+        "tensor 'x' %(header byte 6%): missing field data_offsets")
+      bad(file_bytes('{"__metadata__": {"k": 1}}'),
+        "__metadata__ value of 'k' is an integer: values must be strings")
     end)
     it("a missing file", function()
       local ok, err = pcall(st.read, tmpfile("absent.safetensors"))
@@ -210,30 +238,38 @@ describe("safetensors", function()
   it("refuses bad writer arguments at the caller's line", function()
     local path = path_of("w.safetensors")
     local function err_of(fn) local ok, e = pcall(fn); assert.is_false(ok); return e end
-    assert.matches("safetensors_spec.lua:%d+: idxlab: safetensors.write: entry 1 %(x%): dtype = F64: must be one of",
-      err_of(function() st.write(path, { { name = "x", dtype = "F64", shape = { 1 }, data = zeros(8) } }) end))
-    assert.matches("safetensors_spec.lua:%d+: idxlab: st_writer_add: tensor 'x': nbytes = 3, but shape %[1%] of f32 needs 4",
-      err_of(function() st.write(path, { { name = "x", dtype = "F32", shape = { 1 }, data = "abc" } }) end))
+    assert.matches("safetensors_spec.lua:%d+: idxlab: safetensors.write: entry 1 %(x%): dtype = "
+      .. "F64: must be one of",
+      err_of(function() st.write(path,
+        { { name = "x", dtype = "F64", shape = { 1 }, data = zeros(8) } }) end))
+    assert.matches("safetensors_spec.lua:%d+: idxlab: st_writer_add: tensor 'x': nbytes = 3, "
+      .. "but shape %[1%] of f32 needs 4",
+      err_of(function() st.write(path,
+        { { name = "x", dtype = "F32", shape = { 1 }, data = "abc" } }) end))
     local packed = ctx:tensor("e2m1x2", { 4 })
     assert.matches("entry 1 %(p%): dtype e2m1x2 has no safetensors dtype",
       err_of(function() st.write(path, { { name = "p", tensor = packed } }) end))
     assert.matches("entry 1 %(p%): dtype = F32, but the tensor is U8",
-      err_of(function() st.write(path, { { name = "p", dtype = "F32", tensor = ctx:tensor("u8", { 4 }) } }) end))
+      err_of(function() st.write(path,
+        { { name = "p", dtype = "F32", tensor = ctx:tensor("u8", { 4 }) } }) end))
     packed:free()
     assert.matches("entry 1 %(p%): the tensor was freed",
       err_of(function() st.write(path, { { name = "p", tensor = packed } }) end))
     local m = ctx:tensor("f32", { 4, 4 })
     assert.matches("entry 1 %(v%): the tensor must be contiguous",
-      err_of(function() st.write(path, { { name = "v", tensor = m:view({ 4, 2 }, 0, { 4, 1 }) } }) end))
+      err_of(function() st.write(path,
+        { { name = "v", tensor = m:view({ 4, 2 }, 0, { 4, 1 }) } }) end))
     assert.matches("tensor 'd' added twice",
-      err_of(function() st.write(path, { { name = "d", tensor = m }, { name = "d", tensor = m } }) end))
+      err_of(function() st.write(path,
+        { { name = "d", tensor = m }, { name = "d", tensor = m } }) end))
     assert.matches("metadata n = 1: keys and values must be strings",
       err_of(function() st.write(path, { { name = "d", tensor = m } }, { n = 1 }) end))
     assert.matches("entry 1: name must be a string",
       err_of(function() st.write(path, { { tensor = m } }) end))
     assert.matches("safetensors_spec.lua:%d+: idxlab: .*/no/such/dir/x.safetensors: cannot create",
       err_of(function() st.write("/no/such/dir/x.safetensors", { { name = "d", tensor = m } }) end))
-    assert.matches("safetensors.read: path = 5: must be a string", err_of(function() st.read(5) end))
+    assert.matches("safetensors.read: path = 5: must be a string",
+      err_of(function() st.read(5) end))
     m:free()
     -- nothing half-written was left behind
     assert.is_nil(io.open(path, "rb"))

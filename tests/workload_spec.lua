@@ -29,8 +29,10 @@ end
 function O.logits(inputs, l, row, rr)
   local s = inputs.q:shape()
   local R, H, D = s[1], s[2], s[3]
-  local q = l == 0 and inputs.q:ptr() + row * H * D or inputs.q_consumer:ptr() + ((l - 1) * R + row) * H * D
-  local w = l == 0 and inputs.weights:ptr() + row * H or inputs.weights_consumer:ptr() + ((l - 1) * R + row) * H
+  local q = l == 0 and inputs.q:ptr() + row * H * D
+    or inputs.q_consumer:ptr() + ((l - 1) * R + row) * H * D
+  local w = l == 0 and inputs.weights:ptr() + row * H
+    or inputs.weights_consumer:ptr() + ((l - 1) * R + row) * H
   local k = inputs.k:ptr() + rr.k0 * D
   local out = ffi.new("double[?]", rr.len)
   for n = 0, rr.len - 1 do
@@ -121,7 +123,8 @@ local ctx = idxlab.context{ backend = "cpu", seed = SEED }
 local CFG = { heads = 8, head_dim = 128 }
 -- 4 decode rows and one prefill request of 4 rows at 4096 positions, 2 consumer layers
 local function small(knobs)
-  local s = { decode = { rows = 4, context = 4096 }, prefill = { { query_len = 4, context_len = 4092 } },
+  local s = { decode = { rows = 4, context = 4096 },
+    prefill = { { query_len = 4, context_len = 4092 } },
     consumer_layers = 2 }
   for k, v in pairs(knobs or {}) do s[k] = v end
   return s
@@ -149,7 +152,8 @@ end
 -- ---------------------------------------------------------------- the contract
 describe("workload.generate", function()
   it("returns the step inputs of the contract", function()
-    local spec = { decode = { contexts = { 100, 300 } }, prefill = { { query_len = 3, context_len = 50 },
+    local spec = { decode = { contexts = { 100, 300 } },
+      prefill = { { query_len = 3, context_len = 50 },
       { query_len = 2, context_len = 0 } }, consumer_layers = 3 }
     local inp = workload.generate(ctx, spec, { heads = 4, head_dim = 128 }, SEED)
     assert.are.same({ 7, 4, 128 }, inp.q:shape())
@@ -165,7 +169,8 @@ describe("workload.generate", function()
     assert.are.same({ 400, 400, 400, 453, 453 }, inp.ks:to_table())
     assert.are.same({ 451, 452, 453, 454, 455 }, inp.ke:to_table())
     assert.are.same({ 100, 300, 51, 52, 53, 1, 2 }, inp.lengths)
-    assert.are.same({ kind = "prefill", k_start = 400, seq_len = 53, query_len = 3, context_len = 50,
+    assert.are.same({ kind = "prefill", k_start = 400, seq_len = 53, query_len = 3,
+      context_len = 50,
       first_row = 2 }, inp.requests[3])
     assert.equals("i32", inp.ks:dtype())
     -- nothing is all zeros, and the same seed gives the same tensors
@@ -202,24 +207,32 @@ describe("workload.generate", function()
     assert.equals(4, d.sinks)
     assert.equals(256, d.locality_window)
     assert.equals(0.4, d.layer_correlation)
-    assert.equals(#workload.knobs, (function() local n = 0 for _ in pairs(d) do n = n + 1 end return n end)())
+    assert.equals(#workload.knobs,
+      (function() local n = 0 for _ in pairs(d) do n = n + 1 end return n end)())
   end)
 
   it("refuses bad workloads with messages at the caller's line", function()
     local cases = {
-      { { colour = 1 }, "workload key colour: unknown %(batch: kind, decode, prefill, consumer_layers; knobs: sinks," },
+      { { colour = 1 },
+        "workload key colour: unknown %(batch: kind, decode, prefill, consumer_layers; knobs: "
+        .. "sinks," },
       { { sinks = 1.5 }, "workload sinks = 1.5: must be an integer" },
       { { noise = "loud" }, "workload noise = loud: must be a number" },
       { { locality = -1 }, "workload locality = %-1: must be in %[0, 1e%+06%]" },
       { { layer_correlation = 2 }, "workload layer_correlation = 2: must be in %[0, 1%]" },
       { { kind = "replay" }, "workload kind = replay: generate makes synthetic workloads only" },
-      { { decode = { rows = 2, ctx = 5 } }, "workload decode.ctx: unknown %(rows, context, contexts%)" },
+      { { decode = { rows = 2, ctx = 5 } },
+        "workload decode.ctx: unknown %(rows, context, contexts%)" },
       { { decode = { rows = -1 } }, "workload decode.rows = %-1: must be an integer >= 0" },
-      { { decode = { contexts = { 10, 0 } } }, "workload decode.contexts%[2%] = 0: must be an integer >= 1" },
-      { { prefill = { { query_len = 0, context_len = 5 } } }, "workload prefill%[1%].query_len = 0: must be an integer >= 1" },
-      { { prefill = { requests = 1, query_len = 8, context = 4 } }, "workload prefill.context = 4: must be >= query_len %(8%)" },
+      { { decode = { contexts = { 10, 0 } } },
+        "workload decode.contexts%[2%] = 0: must be an integer >= 1" },
+      { { prefill = { { query_len = 0, context_len = 5 } } },
+        "workload prefill%[1%].query_len = 0: must be an integer >= 1" },
+      { { prefill = { requests = 1, query_len = 8, context = 4 } },
+        "workload prefill.context = 4: must be >= query_len %(8%)" },
       { { consumer_layers = 0 }, "workload consumer_layers = 0: must be an integer >= 1" },
-      { { decode = { rows = 1, context = 8 }, outlier_channels = 200 }, "workload outlier_channels = 200: must be <= head_dim %(128%)" },
+      { { decode = { rows = 1, context = 8 }, outlier_channels = 200 },
+        "workload outlier_channels = 200: must be <= head_dim %(128%)" },
     }
     for _, c in ipairs(cases) do
       -- not a tail call, so the caller's frame (this line) is there to be named
@@ -227,23 +240,30 @@ describe("workload.generate", function()
       assert.is_false(ok)
       assert.matches("^[^\n]*workload_spec%.lua:%d+: idxlab: " .. c[2], err)
     end
-    local ok, err = pcall(function() local x = workload.generate(ctx, {}, { heads = 0 }, 1); return x end)
+    local ok, err = pcall(function() local x = workload.generate(ctx, {}, { heads = 0 },
+      1); return x end)
+    assert.is_false(ok)
     assert.matches("workload_spec%.lua:%d+: idxlab: heads = 0: must be an integer >= 1", err)
     ok, err = pcall(function() local x = workload.generate(ctx, {}, CFG, -1); return x end)
+    assert.is_false(ok)
     assert.matches("workload_spec%.lua:%d+: idxlab: seed = %-1", err)
     ok, err = pcall(function() local x = workload.structure({}, 1, 10); return x end)
+    assert.is_false(ok)
     assert.matches("workload_spec%.lua:%d+: idxlab: request = 10: must be in %[1, 9%]", err)
     ok, err = pcall(function() return workload.generate({}, {}, CFG, 1) end)
+    assert.is_false(ok)
     assert.matches("first argument must be a context", err)
   end)
 
-  it("checks a workload against a config before anything runs, and reads structure at any outlier count", function()
+  it("checks a workload against a config before anything runs, and reads structure at any "
+    .. "outlier count", function()
     local ok, why = workload.check({ outlier_channels = 200 }, { heads = 32, head_dim = 128 })
     assert.is_false(ok)
     assert.matches("outlier_channels = 200: must be <= head_dim %(128%)", why)
     assert.is_true(workload.check({ outlier_channels = 8 }, { heads = 32, head_dim = 128 }))
     -- the structure (documents, needles) does not depend on D: 8 outlier channels are fine
-    local s = workload.structure({ decode = { rows = 2, context = 4096 }, prefill = false, outlier_channels = 8 }, 1, 1)
+    local s = workload.structure({ decode = { rows = 2, context = 4096 }, prefill = false,
+      outlier_channels = 8 }, 1, 1)
     assert.is_table(s.needles)
   end)
 end)
@@ -265,7 +285,8 @@ describe("workload knobs", function()
     assert(loud < quiet - 0.05, msg("recall at T=16: %.3f with noise 2, %.3f with 14", quiet, loud))
   end)
 
-  it("layer_correlation = 1 gives the consumers the source's candidate coverage; 0 decorrelates them", function()
+  it("layer_correlation = 1 gives the consumers the source's candidate coverage; 0 decorrelates "
+    .. "them", function()
     -- T = k: the source's own top-k lies in at most k blocks, so its coverage is about 1
     local m1 = measure({ layer_correlation = 1 }, 32)
     for row, r in pairs(m1.per_row) do
@@ -277,7 +298,8 @@ describe("workload knobs", function()
     assert(m0.overlap < 0.95, msg("dense top-k overlap %.3f at correlation 0", m0.overlap))
   end)
 
-  it("a needle outside every candidate block is missed by the sparse path, found by the dense one", function()
+  it("a needle outside every candidate block is missed by the sparse path, found by the dense one",
+    function()
     local missed, rows = 0, 0
     for _, source in ipairs({ 0, 1 }) do
       with({ needle_source = source, needle_strength = 64 }, function(inputs, spec)
@@ -292,20 +314,25 @@ describe("workload knobs", function()
             local x = O.logits(inputs, l, row, rg)
             local dense = O.topk(x, rg.len, 64)
             local sparse = O.masked_topk(x, rg.len, cand, 8, 64)
-            assert(dense[nd.pos], msg("request %d layer %d: the dense top-k misses the needle at %d", i, l, nd.pos))
+            assert(dense[nd.pos],
+              msg("request %d layer %d: the dense top-k misses the needle at %d", i, l, nd.pos))
             if source == 0 then
               -- the needle key may still catch the source's eye by chance: count, then judge
-              if not cand[math.floor(nd.pos / 8)] and not sparse[nd.pos] then missed = missed + 1 end
+              if not cand[math.floor(nd.pos / 8)] and not sparse[nd.pos] then
+                missed = missed + 1
+              end
               rows = rows + 1
             else
-              assert(sparse[nd.pos], msg("request %d layer %d: the sparse path misses the needle", i, l))
+              assert(sparse[nd.pos],
+                msg("request %d layer %d: the sparse path misses the needle", i, l))
             end
           end
         end
       end)
     end
     -- 5 requests x 2 consumer layers wanted their needle; the source did not
-    assert(missed >= rows - 2, msg("the sparse path missed %d of %d needles the source did not want", missed, rows))
+    assert(missed >= rows - 2,
+      msg("the sparse path missed %d of %d needles the source did not want", missed, rows))
   end)
 
   it("sinks rank near the top of every row, and not without sinks", function()
@@ -320,12 +347,14 @@ describe("workload knobs", function()
       end)
     end
     local on, off = mean_rank({ needles = 0 }), mean_rank({ needles = 0, sinks = 0 })
-    assert(on < 0.05 and off > 0.2, msg("sinks' mean rank (share of the row): %.3f with, %.3f without", on, off))
+    assert(on < 0.05 and off > 0.2,
+      msg("sinks' mean rank (share of the row): %.3f with, %.3f without", on, off))
   end)
 
   it("topic_strength concentrates the top-k in a few documents", function()
     local function concentration(strength)
-      return with({ locality = 0, needles = 0, sinks = 0, topic_strength = strength }, function(inputs, spec)
+      return with({ locality = 0, needles = 0, sinks = 0, topic_strength = strength },
+        function(inputs, spec)
         local tot, n = 0, 0
         for row, rg in pairs(O.row_ranges(inputs)) do
           local ri
@@ -348,7 +377,8 @@ describe("workload knobs", function()
     end
     local none, strong = concentration(0), concentration(8)
     assert(strong > none + 0.2 and strong > 0.8,
-      msg("share of the top-256 in the two busiest documents: %.3f at strength 0, %.3f at 8", none, strong))
+      msg("share of the top-256 in the two busiest documents: %.3f at strength 0, %.3f at 8", none,
+        strong))
   end)
 
   it("activation_scale sets the element RMS; outlier channels widen the keys' range", function()
@@ -367,7 +397,8 @@ describe("workload knobs", function()
     local rms4 = stats({ outlier_channels = 0, sinks = 0, needles = 0, activation_scale = 4 })
     local _, amax_out = stats({ outlier_channels = 2, outlier_scale = 16, sinks = 0, needles = 0 })
     assert(math.abs(rms1 - 1) < 0.1, msg("key RMS %.3f at activation_scale 1", rms1))
-    assert(math.abs(rms4 / rms1 - 4) < 1e-3, msg("RMS ratio %.4f for activation_scale 4", rms4 / rms1))
+    assert(math.abs(rms4 / rms1 - 4) < 1e-3,
+      msg("RMS ratio %.4f for activation_scale 4", rms4 / rms1))
     assert(amax_out > 8 * amax1, msg("key amax %.2f without outliers, %.2f with", amax1, amax_out))
   end)
 
@@ -390,7 +421,8 @@ describe("workload through pipeline.measure", function()
     end
     local function recall(locality, seed)
       local row = pipeline.measure(ctx, {
-        config = { heads = 8, index_topk = 32, candidate_block_size = 8, candidate_topk_blocks = 64 },
+        config = { heads = 8, index_topk = 32, candidate_block_size = 8,
+          candidate_topk_blocks = 64 },
         workload = small({ locality = locality }), seed = seed })
       assert.is_number(row.recall_at_k)
       assert.equals(2, #row.per_layer)
@@ -401,7 +433,8 @@ describe("workload through pipeline.measure", function()
     local gain = 0
     for s = SEED, SEED + 3 do
       local lo, hi = recall(0, s), recall(32, s)
-      assert(hi > lo, ("seed %d: pipeline recall_at_k: %.3f with locality 0, %.3f with 32"):format(s, lo, hi))
+      assert(hi > lo,
+        ("seed %d: pipeline recall_at_k: %.3f with locality 0, %.3f with 32"):format(s, lo, hi))
       gain = gain + (hi - lo) / 4
     end
     assert(gain > 0.05, msg("mean recall_at_k gain from locality 0 to 32 over 4 seeds: %.3f", gain))
@@ -412,11 +445,13 @@ end)
 describe("workload on the GPU #gpu", function()
   it("generates the CPU's tensors bit for bit #gpu", function()
     local gctx = idxlab.context{ backend = "cuda", seed = SEED }
-    local spec = { decode = { contexts = { 3000, 777 } }, prefill = { { query_len = 33, context_len = 1500 } },
+    local spec = { decode = { contexts = { 3000, 777 } },
+      prefill = { { query_len = 33, context_len = 1500 } },
       consumer_layers = 3, needles = 3, outlier_channels = 4 }
     local a = workload.generate(ctx, spec, { heads = 12, head_dim = 128 }, SEED)
     local b = workload.generate(gctx, spec, { heads = 12, head_dim = 128 }, SEED)
-    for _, name in ipairs({ "q", "weights", "k", "q_consumer", "weights_consumer", "ks", "ke", "row_start", "context_lens" }) do
+    for _, name in ipairs({ "q", "weights", "k", "q_consumer", "weights_consumer", "ks", "ke",
+      "row_start", "context_lens" }) do
       assert.equals("device", b[name]:device())
       local h = b[name]:to("host")
       local n = a[name]:numel()
