@@ -75,7 +75,7 @@ describe("the public Lua API under random arguments", function()
     local dir = support.tmpdir("api-fuzz")
     local targets = {}
     for _, mod in ipairs({ "formats", "logits", "select", "workload", "chunker", "config", "rng",
-                           "pipeline", "safetensors" }) do
+                           "pipeline", "safetensors", "metrics" }) do
       for name, f in pairs(require("idxlab." .. mod)) do
         local id = mod .. "." .. name
         if type(f) == "function" then

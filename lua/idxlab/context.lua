@@ -99,6 +99,11 @@ function Context:check(st)
   end
   check(self.cd, st)
 end
+-- CUDA graph capture of what the context's stream runs between graph_begin and graph_end;
+-- graph_launch replays it. A CPU context refuses (UNSUPPORTED).
+function Context:graph_begin() check(self.cd, C.ixl_graph_begin(self.cd)) end
+function Context:graph_end() check(self.cd, C.ixl_graph_end(self.cd)) end
+function Context:graph_launch() check(self.cd, C.ixl_graph_launch(self.cd)) end
 function Context:last_error() return ffi.string(C.ixl_last_error(self.cd)) end
 
 function Context:alloc_stats()

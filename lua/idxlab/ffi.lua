@@ -5,7 +5,7 @@
 -- Lua names of the header's enums from that same text: nothing here mirrors the header by
 -- hand. Everything else in lua/idxlab/ reaches C through this module.
 --
---   M.C, M.ffi         the library namespace and LuaJIT's ffi
+--   M.C, M.ffi, M.version   the library namespace, LuaJIT's ffi, the library's version
 --   M.check(ctx, st)   raises the context's message as an idxlab error (code: the status name)
 --   M.enums, M.enum(kind, name), M.enum_name(kind, value), M.enum_names(kind)
 --   M.struct_fields(name)  the fields of a typedef'd struct of the cdef, in declaration order
@@ -76,6 +76,9 @@ M.ffi = ffi
 M.once = state.ctypes
 
 local C = M.C
+
+-- The library's version string (ixl_version), for the modules that record it.
+M.version = ffi.string(C.ixl_version())
 
 -- ------------------------------------------------------------------ errors from C
 

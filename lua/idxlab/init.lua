@@ -8,7 +8,7 @@ local ffi, C = core.ffi, core.C
 
 local M = {}
 
-M.version = ffi.string(C.ixl_version())
+M.version = core.version
 M.Tensor = require("idxlab.tensor")
 M.Context = require("idxlab.context")
 
@@ -29,7 +29,7 @@ local lazy = {
   report = "idxlab.report", workload = "idxlab.workload", replay = "idxlab.replay",
   safetensors = "idxlab.safetensors", rng = "idxlab.rng", chunker = "idxlab.chunker",
   select = "idxlab.select", logits = "idxlab.logits", results = "idxlab.results",
-  json = "idxlab.json",
+  json = "idxlab.json", metrics = "idxlab.metrics",
 }
 
 local help_text = [[
