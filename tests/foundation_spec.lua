@@ -139,6 +139,44 @@ describe("tensors from Lua", function()
   end)
 end)
 
+describe("the binding", function()
+  local core = require("idxlab.ffi")
+  local errors = require("idxlab.errors")
+
+  it("derives the enum tables from the header, with the Lua-facing names", function()
+    assert.are.same({ f32 = 0, f16 = 1, bf16 = 2, e4m3 = 3, e2m1x2 = 4, i32 = 5, u8 = 6 },
+      core.enums.dtype)
+    assert.are.same({ mxfp4 = 0, mxfp8 = 1, fp8 = 2 }, core.enums.kv_format)
+    assert.are.same({ bf16 = 0, ["bf16+fp32"] = 1 }, core.enums.split_width)
+    assert.are.same({ max = 0, mean = 1, sum = 2, logsumexp = 3 }, core.enums.block_score)
+    assert.are.same({ host = 0, device = 1 }, core.enums.device)
+    assert.are.same({ "rne", "ties_down" }, core.enum_names("quantizer"))
+    assert.is_nil(core.enums.status)
+  end)
+
+  it("raises error objects: C's status name or ARG as the code, the caller's line as where",
+    function()
+    local ctx = idxlab.context{ backend = "cpu" }
+    local ok, e = pcall(function()
+      return ctx:tensor("f32", { 2 }):copy_from(ctx:tensor("i32", { 2 }))
+    end)
+    assert.is_false(ok)
+    assert.is_true(errors.is(e))
+    assert.equals("DTYPE", e.code)
+    assert.matches("foundation_spec%.lua:%d+$", e.where)
+    ok, e = pcall(function() return ctx:tensor("f64", { 2 }) end)
+    assert.is_false(ok)
+    assert.equals("ARG", e.code)
+    assert.equals("dtype = f64: must be one of f32, f16, bf16, e4m3, e2m1x2, i32, u8", e.message)
+  end)
+
+  it("makes one default CPU context, on first use", function()
+    local d = idxlab.Context.default()
+    assert.equals(d, idxlab.Context.default())
+    assert.equals("cpu", d:backend())
+  end)
+end)
+
 describe("the command", function()
   local bin = root() .. "/bin/idxlab"
 
