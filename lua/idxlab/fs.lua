@@ -21,11 +21,17 @@ function M.exists(path)
   return false
 end
 
--- True when dir is a directory (dir/. opens only then): no shell, no `test -d`.
+local EACCES = 13 -- Linux and the BSDs
+
+-- True when dir is a directory, as `test -d` answers: dir/. opens only for a directory; a
+-- directory without read permission refuses that open (EACCES), and then test -d, which
+-- needs none, decides.
 function M.is_dir(dir)
-  local f = io.open(dir .. "/.", "rb")
+  local f, _, code = io.open(dir .. "/.", "rb")
   if f then f:close() return true end
-  return false
+  if code ~= EACCES then return false end
+  local ok = os.execute("test -d " .. M.shell_quote(dir))
+  return ok == 0 or ok == true
 end
 
 -- The whole file as a string, or nil and io.open's reason (a missing file is an answer).
