@@ -14,6 +14,8 @@ extern "C" {
 #define IXL_ERRLEN 1024
 #define IXL_SCRATCH_SLOTS 8
 
+#define IXL_MAX_FAMILIES 8 /* room for the registry's families (kernels/variants.h) */
+
 struct ixl_ctx {
   ixl_backend backend;      /* resolved: CPU or CUDA */
   int device;
@@ -33,6 +35,14 @@ struct ixl_ctx {
   int released;             /* ixl_ctx_free was called; freed when refs reaches 0 */
   char device_name[256];
   char err[IXL_ERRLEN];
+  /* The kernel variant registry's state for this context (kernels/variants.c reads and
+   * writes it; core only zeroes it with the context): [family][cpu, cuda] pins, the latest
+   * pin set per family, the variant each family's last op ran, the device's sm (0: not yet
+   * asked). Opaque pointers to registry entries, which are static. */
+  const void *variant_pin[IXL_MAX_FAMILIES][2];
+  const void *variant_last_pin[IXL_MAX_FAMILIES];
+  const void *variant_ran[IXL_MAX_FAMILIES];
+  int variant_sm;
 };
 
 /* Records a formatted message (field, value, rule) and returns status. ctx may be NULL. */

@@ -11,17 +11,13 @@
  * Pins are per backend: a pin applies to the ops on its variant's backend (a CUDA context
  * also runs host-tensor ops, on the CPU variants), and a CPU context refuses a CUDA pin.
  *
- * Per-context state: kept here, in a small table keyed by the context (the context struct has
- * no room for it yet). A pinned context is retained, so its address cannot be reused while
- * the pin lives; once the user frees it, the next registry call (or the process exit) drops
- * the entry and releases it. Entries that hold only last-ran records are recycled, oldest
- * first, when the table is full. */
+ * Per-context state (pins, last ran) lives in the context itself (ctx.h), so it ends with
+ * the context and a new context never sees an old one's records. */
 #include "variants.h"
 #include "logits/engine.h"
 #include "logits/logits.h"
 #include "ops.h"
 
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -116,79 +112,27 @@ static const ixl_variant *by_name(int f, const char *name) {
 }
 
 /* ---------------------------------------------------------------- per-context state */
-#define NSTATE 64
-
-typedef struct ctx_state {
-  ixl_ctx *ctx;                             /* NULL: a free entry */
-  const ixl_variant *pin[IXL_FAMILY_COUNT][2]; /* [family][cpu, cuda]; any set: retained */
-  const ixl_variant *last_pin[IXL_FAMILY_COUNT]; /* the latest pin set, for ixl_ctx_variant */
-  const ixl_variant *ran[IXL_FAMILY_COUNT];
-  int sm;                                   /* device compute capability * 10; 0: not asked */
-  uint64_t used;                            /* last use, for recycling */
-} ctx_state;
-
-static ctx_state states[NSTATE];
-static uint64_t clock_;
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-
-static int has_pin(const ctx_state *s) {
-  for (int f = 0; f < IXL_FAMILY_COUNT; f++)
-    if (s->pin[f][0] || s->pin[f][1]) return 1;
-  return 0;
-}
-
-/* Drops the entries of pinned contexts that the user has freed since (under the lock). */
-static void sweep(void) {
-  for (int i = 0; i < NSTATE; i++) {
-    ixl_ctx *c = states[i].ctx;
-    if (c && c->released && has_pin(&states[i])) {
-      memset(&states[i], 0, sizeof states[i]);
-      ixl_ctx_release(c);
-    }
-  }
-}
-
-__attribute__((destructor)) static void sweep_at_exit(void) {
-  pthread_mutex_lock(&lock);
-  sweep();
-  pthread_mutex_unlock(&lock);
-}
-
-/* ctx's entry (under the lock); create: make one, recycling the oldest unpinned entry. NULL
- * when there is none (create = 0), or when every entry holds a pin. */
-static ctx_state *state_of(const ixl_ctx *ctx, int create) {
-  sweep();
-  ctx_state *oldest = NULL;
-  for (int i = 0; i < NSTATE; i++) {
-    if (states[i].ctx == ctx) {
-      states[i].used = ++clock_;
-      return &states[i];
-    }
-    if (!has_pin(&states[i]) && (!oldest || states[i].used < oldest->used)) oldest = &states[i];
-  }
-  if (!create || !oldest) return NULL;
-  memset(oldest, 0, sizeof *oldest);
-  oldest->ctx = (ixl_ctx *)ctx;
-  oldest->used = ++clock_;
-  return oldest;
-}
+/* The state lives in the context (ctx.h: variant_pin, variant_last_pin, variant_ran,
+ * variant_sm), zeroed when it is made and gone with it: no table, no lock, nothing that can
+ * outlive the context. A context is used by one thread at a time, like its ops. */
+_Static_assert(IXL_FAMILY_COUNT <= IXL_MAX_FAMILIES, "ctx.h's IXL_MAX_FAMILIES is too small");
 
 /* ---------------------------------------------------------------- choosing */
 static const char *backend_name(ixl_backend b) { return b == IXL_BACKEND_CUDA ? "cuda" : "cpu"; }
 
-static int device_sm(ixl_ctx *ctx, ctx_state *s) {
+static int device_sm(ixl_ctx *ctx) {
 #ifdef IXL_WITH_CUDA
-  if (s && s->sm) return s->sm;
+  if (ctx->variant_sm) return ctx->variant_sm;
   int major = 0, minor = 0, dev = ixl_ctx_device(ctx);
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
     cudaGetLastError();
     return 0;
   }
-  if (s) s->sm = major * 10 + minor;
+  ctx->variant_sm = major * 10 + minor;
   return major * 10 + minor;
 #else
-  (void)ctx, (void)s;
+  (void)ctx;
   return 0;
 #endif
 }
@@ -251,9 +195,7 @@ ixl_status ixl_variant_pick(ixl_ctx *ctx, ixl_family family, int dev, const ixl_
                             const ixl_variant **out) {
   const ixl_backend be = dev == IXL_DEVICE ? IXL_BACKEND_CUDA : IXL_BACKEND_CPU;
   char why[160], would[256], pb[256];
-  pthread_mutex_lock(&lock);
-  ctx_state *s = state_of(ctx, 1);
-  const int sm = be == IXL_BACKEND_CUDA ? device_sm(ctx, s) : 0;
+  const int sm = be == IXL_BACKEND_CUDA ? device_sm(ctx) : 0;
   /* the variants that would run, best first, and the default: the best one not pin-only */
   const ixl_variant *best = NULL;
   size_t k = 0;
@@ -264,11 +206,10 @@ ixl_status ixl_variant_pick(ixl_ctx *ctx, ixl_family family, int dev, const ixl_
     if (!best && !v->pin_only) best = v;
     append(would, sizeof would, &k, "%s", v->name);
   }
-  const ixl_variant *pin = s ? s->pin[family][be == IXL_BACKEND_CUDA] : NULL;
+  const ixl_variant *pin = ctx->variant_pin[family][be == IXL_BACKEND_CUDA];
   const ixl_variant *v = pin ? pin : best;
   if (pin && refuses(pin, be, sm, p, why, sizeof why)) v = NULL;
-  if (v && s) s->ran[family] = v;
-  pthread_mutex_unlock(&lock);
+  if (v) ctx->variant_ran[family] = v;
   *out = v;
   if (v) return IXL_OK;
   describe(p, pb, sizeof pb);
@@ -344,34 +285,16 @@ ixl_status ixl_ctx_set_variant(ixl_ctx *ctx, const char *family, const char *nam
         "%s variant %s runs on cuda, but this context is cpu (its %s variants: %s)",
         family_names[f], name, family_names[f], k ? have : "none");
   }
-  pthread_mutex_lock(&lock);
-  ctx_state *s = state_of(ctx, !clear);
-  int retain = 0, release = 0;
-  if (s) {
-    const int before = has_pin(s);
-    if (clear) s->pin[f][0] = s->pin[f][1] = NULL;
-    else s->pin[f][v->backend == IXL_BACKEND_CUDA] = v;
-    s->last_pin[f] = v;
-    retain = !before && has_pin(s);
-    release = before && !has_pin(s);
-  }
-  pthread_mutex_unlock(&lock);
-  if (!clear && !s)
-    return ixl_set_error(ctx, IXL_ERR_OOM,
-                         "%s variant %s: more than %d contexts hold pins at once", family_names[f],
-                         name, NSTATE);
-  if (retain) ixl_ctx_retain(ctx);
-  if (release) ixl_ctx_release(ctx);
+  if (clear) ctx->variant_pin[f][0] = ctx->variant_pin[f][1] = NULL;
+  else ctx->variant_pin[f][v->backend == IXL_BACKEND_CUDA] = v;
+  ctx->variant_last_pin[f] = v;
   return IXL_OK;
 }
 
 static const char *read_state(const ixl_ctx *ctx, const char *family, int ran) {
   const int f = family_of(family);
   if (!ctx || f < 0) return "";
-  pthread_mutex_lock(&lock);
-  ctx_state *s = state_of(ctx, 0);
-  const ixl_variant *v = s ? (ran ? s->ran[f] : s->last_pin[f]) : NULL;
-  pthread_mutex_unlock(&lock);
+  const ixl_variant *v = ran ? ctx->variant_ran[f] : ctx->variant_last_pin[f];
   return v ? v->name : "";
 }
 
