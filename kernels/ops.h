@@ -3,7 +3,9 @@
  * for host tensors or the ixl_cuda_* twin below for device tensors. The twins take the same,
  * already validated, arguments; they are defined in the family's .cu files, and with CUDA=0
  * by kernels/stubs.c, which answers IXL_ERR_BACKEND. Both the declarations and the stubs are
- * generated from IXL_CUDA_OPS, so a signature is written here and in its .cu file only. */
+ * generated from IXL_CUDA_OPS, so a signature is written here and in its .cu file only. The
+ * logits family (K1, K2, K5) is not listed: its entry picks a variant from the registry
+ * (kernels/variants.h), whose CUDA launchers logits/logits.h declares. */
 #ifndef IXL_OPS_H
 #define IXL_OPS_H
 #include "internal.h"
@@ -34,12 +36,6 @@ typedef struct wl_plan wl_plan;
   X(kv_pages_write, (ixl_ctx *ctx, ixl_kv_format fmt, const ixl_tensor *codes,                 \
                      const ixl_tensor *scales, int64_t src_start, int64_t count,               \
                      ixl_tensor *pages, int page_size, const ixl_tensor *page_ids))            \
-  X(dense_logits, (ixl_ctx *ctx, const ixl_qk *in, const ixl_tensor *weights,                  \
-                   const ixl_tensor *ks, const ixl_tensor *ke, ixl_layout layout, int clean,   \
-                   ixl_reduction reduction, ixl_tensor *out))                                  \
-  X(dense_logits_paged, (ixl_ctx *ctx, const ixl_qk *in, const ixl_tensor *weights,            \
-                         const ixl_tensor *context_lens, const ixl_tensor *block_table,        \
-                         ixl_reduction reduction, ixl_tensor *out))                            \
   X(candidate_select, (ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *lens,         \
                        int candidate_block_size, ixl_block_score score, ixl_tensor *out))      \
   X(mask_candidates, (ixl_ctx *ctx, ixl_tensor *logits, const ixl_tensor *lens,                \
@@ -47,10 +43,6 @@ typedef struct wl_plan wl_plan;
   X(expand, (ixl_ctx *ctx, const ixl_tensor *cand, const ixl_tensor *row_ks,                   \
              const ixl_tensor *row_ke, int candidate_block_size, int sparse_block_kv,          \
              ixl_ks_mode ks_mode, ixl_tensor *sparse_ids, ixl_tensor *end))                    \
-  X(sparse_logits, (ixl_ctx *ctx, const ixl_qk *in, const ixl_tensor *weights,                 \
-                    const ixl_tensor *row_ks, const ixl_tensor *row_ke,                        \
-                    const ixl_tensor *block_table, const ixl_tensor *sparse_ids,               \
-                    int sparse_block_kv, ixl_ks_mode ks_mode, ixl_tensor *out))                \
   X(topk, (ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *row_start,                \
            const ixl_tensor *row_end, int k, int sorted, ixl_tensor *out))                     \
   X(remap, (ixl_ctx *ctx, const ixl_tensor *cols, const ixl_tensor *sparse_ids,                \

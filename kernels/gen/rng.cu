@@ -1,15 +1,10 @@
 /* rng.cu - the device side of the RNG. Uniforms come from cuRAND's PHILOX4_32_10 generator
- * (the CPU stream in core/rng.c reproduces it bit for bit); normals come from our own kernel
+ * (the CPU stream in kernels/gen/rng.c reproduces it bit for bit); normals come from our own kernel
  * running the transform of rng_math.h, the same code the CPU runs, so both give the same
- * floats. Arguments were validated by the dispatching op in core/rng.c. */
+ * floats. Arguments were validated by the dispatching op in kernels/gen/rng.c. */
 #include <curand.h>
 
-/* internal.h has no extern "C" block of its own: without one, ixl_set_error and friends would
- * get C++ linkage here and not link against the C runtime. */
-extern "C" {
-#include "internal.h"
-}
-#include "ops.h"
+#include "ops.h" // internal.h's headers carry their own extern "C" blocks
 #include "gen/rng_math.h"
 
 /* cuRAND has no status-to-string function. */

@@ -5,6 +5,7 @@
  * give the same bits. The model is described in docs/workload.md. */
 #include "internal.h"
 #include "gen/workload_math.h"
+#include "ops.h"
 
 #include <math.h>
 #include <string.h>

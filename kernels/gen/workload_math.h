@@ -314,16 +314,8 @@ IXL_NUM_FN void wl_weight_pair(const wl_plan *p, const void *blob, int layer, in
   if (h + 1 < p->H) out[1] = IXL_FMUL(p->w_scale, IXL_FADD(1.0f, IXL_FMUL(p->w_spread, z1)));
 }
 
-#ifdef __cplusplus
-extern "C" {
-#endif
-/* The CUDA side (kernels/gen/workload.cu; a stub in kernels/gen/workload.c for CUDA=0 builds).
- * The plan and its host blob are already validated and built; the outputs are device tensors. */
-ixl_status ixl_cuda_workload_generate(ixl_ctx *ctx, const wl_plan *plan, const void *blob,
-                                      ixl_tensor *q, ixl_tensor *weights, ixl_tensor *k,
-                                      ixl_tensor *q_consumer, ixl_tensor *weights_consumer);
-#ifdef __cplusplus
-}
-#endif
+/* The CUDA side, ixl_cuda_workload_generate, is declared in kernels/ops.h (kernels/gen/
+ * workload.cu; its CUDA=0 stub is generated in kernels/stubs.c from IXL_CUDA_OPS). The plan
+ * and its host blob are already validated and built; the outputs are device tensors. */
 
 #endif
