@@ -2,6 +2,7 @@
 -- field (errors name the source, the field and the rule) and returns a normalised copy with
 -- the defaults filled in; the sweep is checked here and expanded by the plan.
 local errors = require("idxlab.errors")
+local plot = require("idxlab.plot")
 local report = require("idxlab.report")
 local results = require("idxlab.results")
 local util = require("idxlab.experiment.util")
@@ -400,9 +401,10 @@ end
 
 ---------------------------------------------------------------------------- plots
 
--- The plot schema of an experiment file (series: one swept field). results.check_experiment
--- holds the saved form's copy; idxlab.plot is to own the one schema (issue 12).
-local PLOT_KEYS = { "x", "y", "series", "title", "logx", "logy", "name" }
+-- The plot schema is idxlab.plot's (plot.KEYS, plot.check); an experiment file adds what only
+-- it knows: no unknown field, x and series swept fields, one series, y metrics of the mode,
+-- series other than x.
+local PLOT_KEYS = plot.KEYS
 local plot_known = {}
 for _, k in ipairs(PLOT_KEYS) do plot_known[k] = true end
 
@@ -448,18 +450,7 @@ local function check_plot(e, p, src, w)
       fail(("%s: field '%s.series' = %s: the same field as x"):format(src, w, show(p.series)))
     end
   end
-  for _, b in ipairs({ "logx", "logy" }) do
-    if p[b] ~= nil and type(p[b]) ~= "boolean" then
-      fail(("%s: field '%s.%s' = %s: must be true or false"):format(src, w, b, show(p[b])))
-    end
-  end
-  if p.title ~= nil and type(p.title) ~= "string" then
-    fail(("%s: field '%s.title' = %s: must be a string"):format(src, w, show(p.title)))
-  end
-  if p.name ~= nil and (type(p.name) ~= "string" or not p.name:match("^[%w_%-]+$")) then
-    fail(("%s: field '%s.name' = %s: must be a file name of letters, digits, '_' and '-'")
-      :format(src, w, show(p.name)))
-  end
+  plot.check(p, w, src .. ": ")
 end
 
 local function check_plots(e, src)
