@@ -25,8 +25,11 @@ local EACCES = 13 -- Linux and the BSDs
 
 -- True when dir is a directory, as `test -d` answers: dir/. opens only for a directory; a
 -- directory without read permission refuses that open (EACCES), and then test -d, which
--- needs none, decides.
+-- needs none, decides. "" and a name holding NUL are no directory to test -d ("/." and the
+-- name cut at the NUL would open).
 function M.is_dir(dir)
+  dir = tostring(dir)
+  if dir == "" or dir:find("%z") then return false end
   local f, _, code = io.open(dir .. "/.", "rb")
   if f then f:close() return true end
   if code ~= EACCES then return false end

@@ -25,12 +25,11 @@ local summary = require("idxlab.summary")
 local Context = require("idxlab.context")
 local Tensor = require("idxlab.tensor")
 local json = require("idxlab.json")
-local shell_quote = require("idxlab.results").shell_quote
+local fs = require("idxlab.fs")
+local shell_quote = fs.shell_quote
 local ffi = core.ffi
 
--- TODO(binding): the version comes through the package face until ffi.lua exports it (idxlab
--- loads none of these modules at load time, so this is no cycle)
-local VERSION = require("idxlab").version
+local VERSION = core.version
 
 local fail = errors.fail
 
@@ -65,11 +64,6 @@ local function list_dir(path)
   if first then return nil, "cannot read the folder" end
   table.sort(out)
   return out
-end
-
-local function is_dir(path)
-  local ok = os.execute("test -d " .. shell_quote(path))
-  return ok == true or ok == 0
 end
 
 -- Groups a file's tensors into steps: {[0] = {name = entry}, ...}; returns the steps, their
@@ -255,7 +249,7 @@ function M.open(spec)
   if spec.dir then paths[#paths + 1] = spec.dir end
   local expanded = {}
   for _, p in ipairs(paths) do
-    if is_dir(p) then
+    if fs.is_dir(p) then
       local l, why = list_dir(p)
       if not l then fail("%s: %s", p, why) end
       if #l == 0 then fail("%s: a folder with no .safetensors files", p) end
