@@ -8,6 +8,7 @@
 -- REPL: require("idxlab.cmd.diff").compare("a.safetensors", "b.safetensors").
 local ffi = require("ffi")
 local bit = require("bit")
+local args = require("idxlab.cmd.args")
 local errors = require("idxlab.errors")
 local safetensors = require("idxlab.safetensors")
 
@@ -226,17 +227,8 @@ function M.format(out, a_path, b_path)
 end
 
 local function command(argv)
-  local files = {}
-  for _, a in ipairs(argv) do
-    if a == "-h" or a == "--help" then
-      print(USAGE)
-      return 0
-    elseif a:sub(1, 1) == "-" then
-      errors.fail("diff: unknown option %s\n%s", a, USAGE)
-    else
-      files[#files + 1] = a
-    end
-  end
+  local o, files = args.parse(argv, {}, USAGE, "diff")
+  if o.help then print(USAGE) return 0 end
   if #files ~= 2 then errors.fail("diff needs two files\n" .. USAGE) end
   local ok, out = pcall(M.compare, files[1], files[2])
   if not ok then
