@@ -1,7 +1,8 @@
-/* numerics/scalar.h - the single copy of every exact scalar rule: bit casts, powers of two,
- * bf16 / f16 / e4m3 / e2m1 in both directions, and the order-preserving keys of the
- * selections. Host and device (IXL_NUM_FN), so the CPU reference (core/convert.c, the CPU
- * kernels) and the CUDA kernels (through kernels/cuda/scalar.cuh) run the same text.
+/* numerics/scalar.h - the single copy of every exact scalar rule: bit casts, powers of two and
+ * the scale exponent of the MX and fp8 formats, bf16 / f16 / e4m3 / e2m1 in both directions,
+ * and the order-preserving keys of the selections. Host and device (IXL_NUM_FN), so the CPU
+ * reference (core/convert.c, the CPU kernels) and the CUDA kernels (through
+ * kernels/cuda/scalar.cuh) run the same text.
  *
  * Every rounding is round-to-nearest-even, done either in integer arithmetic on a float's bits
  * or by one exact-op macro of numerics/exact.h, so no target, compiler flag or math library
@@ -59,6 +60,30 @@ IXL_NUM_FN double ixl_pow2d(int e) { return ixl_bits_f64((uint64_t)(e + 1023) <<
  * rounding is the conversion, as in ldexpf. MX scaling and dequantization use it. */
 IXL_NUM_FN float ixl_scale_pow2f(float x, int n) {
   return IXL_D2F(IXL_DMUL((double)x, ixl_pow2d(n)));
+}
+
+/* The exponent of a power-of-two scale (SPEC 2, 8): the smallest integer e with m * 2^e >= a,
+ * for finite floats a > 0 (subnormals included) and m > 0 (6 or 448), found exactly. The
+ * exponent fields' difference is within one of the answer for normal a and m (a / m lies in
+ * (2^(ea - em - 1), 2^(ea - em + 1))); for a subnormal a it is too high and the second loop
+ * walks it down. m * 2^e is exact in double (m has 24 significant bits, e within
+ * [-300, 300]), so each comparison is exact and no libm call can move a bit. */
+IXL_NUM_FN int ixl_ceil_log2_ratio(float a, float m) {
+  int e = (int)(ixl_f32_bits(a) >> 23) - (int)(ixl_f32_bits(m) >> 23);
+  while (IXL_DMUL((double)m, ixl_pow2d(e)) < (double)a) e++;
+  while (IXL_DMUL((double)m, ixl_pow2d(e - 1)) >= (double)a) e--;
+  return e;
+}
+
+/* The exponent e of an MX scale byte (e + 127) for a group whose largest magnitude is amax
+ * (finite, >= 0; a NaN group is the caller's), m = 6 (mxfp4) or 448 (mxfp8): amax clamped
+ * below at m * 2^-126 (rne) or fp32(1e-4) (ties_down), then e clamped to [-127, 127] (rne) or
+ * [-126, 127] (ties_down: the byte stays in [1, 254]). */
+IXL_NUM_FN int ixl_mx_scale_exp(float amax, float m, int ties_down) {
+  const float lo = ties_down ? 1e-4f : ixl_scale_pow2f(m, -126); /* m * 2^-126 is exact */
+  const int e = ixl_ceil_log2_ratio(amax < lo ? lo : amax, m);
+  const int emin = ties_down ? -126 : -127;
+  return e < emin ? emin : e > 127 ? 127 : e;
 }
 
 /* |x| / 2^q rounded to an integer, ties to even, from a = |x|'s bits (finite), where the

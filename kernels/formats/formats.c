@@ -1,4 +1,4 @@
-/* formats_cpu.c - the number formats of SPEC 2 and 8 on the CPU: quantize, dequantize, the
+/* formats.c - the number formats of SPEC 2 and 8 on the CPU: quantize, dequantize, the
  * weights the kernels take, and the paged K layout.
  *
  * Quantizers (x is read as fp32; BF16 and F16 inputs are widened exactly):
@@ -7,7 +7,8 @@
  *              clamped to [-127, 127]; scale byte e + 127.
  *   ties_down: amax clamped below at fp32(1e-4); e as above (amax / m rounded up to a power of
  *              two), the byte clamped to [1, 254].
- *   e is found exactly by comparing amax with m * 2^e in double, never through a float log2.
+ *   e is found exactly by comparing amax with m * 2^e in double, never through a float log2
+ *   (ixl_mx_scale_exp and ixl_ceil_log2_ratio in numerics/scalar.h, which the GPU runs too).
  *   Values y = x * 2^-e (exact in double):
  *   mxfp4 rne:       nearest e2m1 magnitude, ties to the even code, saturating at 6; the sign
  *                    is kept when the value rounds to zero (-0 = code 8, as the hardware does);
@@ -48,15 +49,6 @@ static ixl_status check_fmt(ixl_ctx *ctx, int fmt) {
   return IXL_OK;
 }
 
-/* Smallest integer e with m * 2^e >= a (a > 0 and finite; m * 2^e is exact in double). */
-static int exp_ceil(double a, double m) {
-  int e;
-  frexp(a / m, &e); /* a / m in [2^(e-1), 2^e): the answer is e - 1, e or e + 1 */
-  while (ldexp(m, e - 1) >= a) e--;
-  while (ldexp(m, e) < a) e++;
-  return e;
-}
-
 static float load_x(const void *x, int dtype, int64_t i) {
   switch (dtype) {
     case IXL_F32: return ((const float *)x)[i];
@@ -78,16 +70,8 @@ static uint8_t quantize_mx_group(int fmt, int quantizer, const float *v, uint8_t
     if (a > FLT_MAX) a = FLT_MAX;
     if (a > amax) amax = a;
   }
-  int e;
-  if (quantizer == IXL_Q_RNE) {
-    double lo = ldexp(m, -126);
-    e = exp_ceil(amax < lo ? lo : amax, m);
-    e = e < -127 ? -127 : e > 127 ? 127 : e;
-  } else {
-    double lo = (double)1e-4f;
-    e = exp_ceil(amax < lo ? lo : amax, m);
-    e = e < -126 ? -126 : e > 127 ? 127 : e; /* byte in [1, 254] */
-  }
+  /* amax is a float's magnitude (at most FLT_MAX), so the conversion is exact */
+  const int e = ixl_mx_scale_exp((float)amax, (float)m, quantizer == IXL_Q_TIES_DOWN);
   /* x * 2^-e is exact in double (|x| <= FLT_MAX, |e| <= 127: no overflow, no subnormal), so
    * one power of two per group gives ldexp's bits without a libm call per element */
   const double pw = ldexp(1.0, -e);
@@ -135,7 +119,7 @@ static float quantize_fp8_vec(int role, int quantizer, const float *v, uint8_t *
     }
     return scale;
   }
-  int e = exp_ceil(amax, 448.0);
+  const int e = ixl_ceil_log2_ratio(amax, 448.0f);
   const double pw = ldexp(1.0, -e); /* exact products, as in quantize_mx_group */
   for (int i = 0; i < IXL_D; i++) {
     double x = v[i] > FLT_MAX ? FLT_MAX : v[i] < -FLT_MAX ? -FLT_MAX : v[i];

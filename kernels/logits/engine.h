@@ -196,6 +196,8 @@ void ixl_engine_row(ixl_engine *e, int tid, int64_t r, int p0, int p1, float *re
  * Checks the query side (q_codes, q_scales, weights vs the reduction) and returns R and H. */
 ixl_status ixl_check_query(ixl_ctx *ctx, const char *op, const ixl_qk *in,
                            const ixl_tensor *weights, int reduction, int64_t *R, int64_t *H);
+/* Checks the ragged K side (k_codes, k_scales; k_pages NULL) and returns N, its rows. */
+ixl_status ixl_check_ragged_k(ixl_ctx *ctx, const char *op, const ixl_qk *in, int64_t *N);
 /* Checks the paged K side (k_pages, page_size) and returns num_pages and the page stride. */
 ixl_status ixl_check_pages(ixl_ctx *ctx, const char *op, const ixl_qk *in, int64_t *num_pages,
                            int64_t *stride);

@@ -73,7 +73,7 @@ ixl_status ixl_check_query(ixl_ctx *ctx, const char *op, const ixl_qk *in,
 }
 
 /* Ragged K: k_codes U8 [N, VB] and k_scales [N]; returns N. */
-static ixl_status check_ragged_k(ixl_ctx *ctx, const char *op, const ixl_qk *in, int64_t *N) {
+ixl_status ixl_check_ragged_k(ixl_ctx *ctx, const char *op, const ixl_qk *in, int64_t *N) {
   ixl_status st;
   int fmt = in->kv_format, vb = ixl_format_value_bytes((ixl_kv_format)fmt);
   if (in->k_pages)
@@ -204,7 +204,7 @@ ixl_status ixl_dense_logits(ixl_ctx *ctx, const ixl_qk *in, const ixl_tensor *we
   ixl_status st;
   int64_t R = 0, H = 0, N = 0;
   if ((st = ixl_check_query(ctx, "dense_logits", in, weights, reduction, &R, &H)) ||
-      (st = check_ragged_k(ctx, "dense_logits", in, &N)))
+      (st = ixl_check_ragged_k(ctx, "dense_logits", in, &N)))
     return st;
   if ((st = ixl_check_tensor(ctx, ks, "ks", IXL_I32, 1)) ||
       (st = ixl_check_dim(ctx, ks, "ks", 0, R)) ||

@@ -48,20 +48,8 @@ ixl_status ixl_sparse_logits(ixl_ctx *ctx, const ixl_qk *in, const ixl_tensor *w
         (st = ixl_check_dim(ctx, block_table, "block_table", 0, R)))
       return st;
   } else {
-    int vb = ixl_format_value_bytes((ixl_kv_format)in->kv_format);
-    if ((st = ixl_check_tensor(ctx, in->k_codes, "k_codes", IXL_U8, 2))) return st;
-    if (in->k_codes->shape[1] != vb)
-      return ixl_set_error(ctx, IXL_ERR_SHAPE,
-                           "k_codes: shape[1] = %lld, expected %d (the value bytes of %s)",
-                           (long long)in->k_codes->shape[1], vb,
-                           in->kv_format == IXL_MXFP4   ? "mxfp4"
-                           : in->kv_format == IXL_MXFP8 ? "mxfp8"
-                                                        : "fp8");
-    N = in->k_codes->shape[0];
-    if ((st = ixl_check_tensor(ctx, in->k_scales, "k_scales",
-                               in->kv_format == IXL_FP8 ? IXL_F32 : IXL_I32, 1)) ||
-        (st = ixl_check_dim(ctx, in->k_scales, "k_scales", 0, N)))
-      return st;
+    /* k_pages is NULL here, so this checks k_codes and k_scales as K1 does */
+    if ((st = ixl_check_ragged_k(ctx, "sparse_logits", in, &N))) return st;
     if (block_table)
       return ixl_set_error(
           ctx, IXL_ERR_INVALID_ARG,

@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "rand.h"
 
 #ifdef IXL_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -38,25 +39,13 @@ static uint64_t g_seed; /* base seed of this run */
 static int g_small;     /* tiny shapes only */
 static int g_fake;      /* IXL_TEST_HOST_AS_DEVICE=1: "device" tensors are host tensors, so the
                            CPU checks itself: this file's own logic, tested without a GPU */
-static uint64_t rs;     /* splitmix64 state */
-
-static uint64_t rnd64(void) {
-  uint64_t z = (rs += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-static int64_t rnd_int(int64_t lo, int64_t hi) { /* [lo, hi] */
-  return lo + (int64_t)(rnd64() % (uint64_t)(hi - lo + 1));
-}
-static double rnd_unit(void) { return (double)(rnd64() >> 11) * 0x1p-53; }
 
 static const char *fmt_name(int f) {
   return f == IXL_MXFP4 ? "mxfp4" : f == IXL_MXFP8 ? "mxfp8" : "fp8";
 }
 
 /* ---------------------------------------------------------------- tensors */
-static ixl_tensor *tnew(ixl_dtype dt, int nd, int64_t a, int64_t b, int64_t c,
+static ixl_tensor *gnew(ixl_dtype dt, int nd, int64_t a, int64_t b, int64_t c,
                         ixl_device_kind dev) {
   int64_t shape[3] = {a, b, c};
   ixl_tensor *t = NULL;
@@ -69,12 +58,12 @@ static ixl_tensor *tnew(ixl_dtype dt, int nd, int64_t a, int64_t b, int64_t c,
   return t;
 }
 static ixl_tensor *host(ixl_dtype dt, int nd, int64_t a, int64_t b, int64_t c) {
-  return tnew(dt, nd, a, b, c, IXL_HOST);
+  return gnew(dt, nd, a, b, c, IXL_HOST);
 }
 static ixl_tensor *to_dev(const ixl_tensor *h) {
   if (!h) return NULL;
   ixl_tensor *d =
-      tnew((ixl_dtype)h->dtype, h->ndim, h->shape[0], h->shape[1], h->shape[2], IXL_DEVICE);
+      gnew((ixl_dtype)h->dtype, h->ndim, h->shape[0], h->shape[1], h->shape[2], IXL_DEVICE);
   if (d && ixl_tensor_copy(g, d, h) != IXL_OK) fprintf(stderr, "  copy: %s\n", ixl_last_error(g));
   return d;
 }
@@ -100,7 +89,7 @@ static int vb_of(int fmt) { return ixl_format_value_bytes((ixl_kv_format)fmt); }
 /* Random codes; e4m3 NaN codes (0x7F, 0xFF) only where nan_permille asks for them. */
 static void fill_codes_nan(int fmt, uint8_t *p, int64_t n, int nan_permille) {
   for (int64_t i = 0; i < n; i++) {
-    uint64_t r = rnd64();
+    uint64_t r = rand_u64();
     uint8_t b = (uint8_t)r;
     if (fmt != IXL_MXFP4 && (b & 0x7F) == 0x7F) b ^= 1;
     if (fmt != IXL_MXFP4 && nan_permille && (int)((r >> 8) % 1000) < nan_permille) b |= 0x7F;
@@ -113,8 +102,8 @@ static void fill_mx_scales(int32_t *p, int64_t n, int lo, int hi, int nan_pct) {
   for (int64_t i = 0; i < n; i++) {
     uint32_t w = 0;
     for (int g4 = 0; g4 < 4; g4++) {
-      uint32_t b = (uint32_t)rnd_int(lo, hi);
-      if (nan_pct && rnd_int(0, 99) < nan_pct) b = 0xFF;
+      uint32_t b = (uint32_t)rand_range(lo, hi);
+      if (nan_pct && rand_range(0, 99) < nan_pct) b = 0xFF;
       w |= b << (8 * g4);
     }
     p[i] = (int32_t)w;
@@ -143,7 +132,7 @@ static void gen_query(query_in *q, int fmt, int64_t R, int H, int lo, int hi, in
   float *wf = q->wf->data;
   uint16_t *wb = q->wb->data;
   for (int64_t i = 0; i < R * H; i++) {
-    wb[i] = ixl_f32_to_bf16((float)(rnd_unit() * 2.0 - 1.0));
+    wb[i] = ixl_f32_to_bf16((float)(rand_unit() * 2.0 - 1.0));
     wf[i] = ixl_bf16_to_f32(wb[i]); /* the same weights in both reductions */
   }
 }
@@ -160,7 +149,7 @@ static void gen_keys(int fmt, int64_t N, int lo, int hi, int nan_pct, ixl_tensor
   if (fmt == IXL_FP8) {
     *ks = host(IXL_F32, 1, N, 0, 0);
     float *s = (*ks)->data;
-    for (int64_t i = 0; i < N; i++) s[i] = (float)ldexp(1.0 + rnd_unit(), (int)rnd_int(-12, -6));
+    for (int64_t i = 0; i < N; i++) s[i] = (float)ldexp(1.0 + rand_unit(), (int)rand_range(-12, -6));
   } else {
     *ks = host(IXL_I32, 1, N, 0, 0);
     fill_mx_scales((*ks)->data, N, lo, hi, nan_pct);
@@ -281,13 +270,13 @@ static void gen_ranges(int32_t *ks, int32_t *ke, int64_t R, int64_t N) {
   for (int64_t r = 0; r < R; r++) {
     int64_t a, b;
     switch (r % 6) {
-      case 0: a = b = rnd_int(0, N); break;
+      case 0: a = b = rand_range(0, N); break;
       case 1: a = 0, b = N; break;
       case 2: a = N - 1, b = N; break;
       case 3: a = 0, b = N - R + r + 1 > 0 ? N - R + r + 1 : 1; break;
       default:
-        a = rnd_int(0, N - 1);
-        b = rnd_int(a, N);
+        a = rand_range(0, N - 1);
+        b = rand_range(a, N);
     }
     ks[r] = (int32_t)a;
     ke[r] = (int32_t)b;
@@ -315,14 +304,14 @@ static void k1_case(const shape_cfg *s, int64_t *bad_total) {
     int64_t l = ((int32_t *)ke->data)[r] - ((int32_t *)ks->data)[r];
     max_len = l > max_len ? l : max_len;
   }
-  max_len += rnd_int(0, 5); /* extra columns must be -inf */
+  max_len += rand_range(0, 5); /* extra columns must be -inf */
   ixl_tensor *aqc = abs_codes(fmt, q.qc), *akc = abs_codes(fmt, kc), *awf = abs_f32(q.wf);
   ixl_tensor *dq[] = {to_dev(q.qc), to_dev(q.qs), to_dev(kc), to_dev(ksc), to_dev(ks), to_dev(ke),
                       to_dev(q.wf), to_dev(q.wb)};
   for (int red = 0; red < 2; red++) {
     const int bf16 = red == IXL_REDUCE_BF16;
-    const ixl_layout layout = rnd_int(0, 1) ? IXL_LAYOUT_COMPRESSED : IXL_LAYOUT_FULL;
-    const int clean = (int)rnd_int(0, 1);
+    const ixl_layout layout = rand_range(0, 1) ? IXL_LAYOUT_COMPRESSED : IXL_LAYOUT_FULL;
+    const int clean = (int)rand_range(0, 1);
     const int64_t C = layout == IXL_LAYOUT_FULL ? N : max_len;
     const ixl_dtype odt = bf16 ? IXL_BF16 : IXL_F32;
     /* CPU reference, and T for the tolerance */
@@ -339,7 +328,7 @@ static void k1_case(const shape_cfg *s, int64_t *bad_total) {
     /* GPU, twice */
     k1_args a = {{dq[0], dq[1], dq[2], dq[3], NULL, 0, fmt}, bf16 ? dq[7] : dq[6], dq[4], dq[5],
                  layout, clean, (ixl_reduction)red};
-    ixl_tensor *dout = tnew(odt, 2, R, C, 0, IXL_DEVICE);
+    ixl_tensor *dout = gnew(odt, 2, R, C, 0, IXL_DEVICE);
     uint8_t *def = malloc((size_t)(R * C)); /* 1: compared (a value or a required -inf) */
     const int32_t *ksp = ks->data, *kep = ke->data;
     for (int64_t r = 0; r < R; r++)
@@ -415,7 +404,7 @@ static void gen_paged(int fmt, int64_t R, int P, int64_t max_pages, const ixl_te
                       const ixl_tensor *ksc, paged_in *pi) {
   const int vb = vb_of(fmt);
   int64_t stride = ((int64_t)P * (vb + 4) + 511) / 512 * 512;
-  if (rnd_int(0, 1)) stride += 512; /* a stride larger than needed */
+  if (rand_range(0, 1)) stride += 512; /* a stride larger than needed */
   const int64_t npos = kc->shape[0], num_pages = (npos + P - 1) / P;
   pi->P = P;
   pi->max_pages = max_pages;
@@ -432,13 +421,13 @@ static void gen_paged(int fmt, int64_t R, int P, int64_t max_pages, const ixl_te
   int32_t *bt = pi->bt->data, *lens = pi->lens->data;
   for (int64_t r = 0; r < R; r++) {
     for (int64_t j = 0; j < max_pages; j++)
-      bt[r * max_pages + j] = (int32_t)rnd_int(0, num_pages - 1);
+      bt[r * max_pages + j] = (int32_t)rand_range(0, num_pages - 1);
     const int64_t full = max_pages * P;
     switch (r % 5) {
       case 0: lens[r] = 0; break;
       case 1: lens[r] = (int32_t)full; break;
       case 2: lens[r] = 1; break;
-      default: lens[r] = (int32_t)rnd_int(1, full);
+      default: lens[r] = (int32_t)rand_range(1, full);
     }
   }
 }
@@ -494,7 +483,7 @@ static void k2_case(int fmt, int H, int64_t R, int P, int64_t max_pages, int64_t
     }
     k2_args a = {{dq[0], dq[1], NULL, NULL, dq[2], P, fmt}, bf16 ? dq[6] : dq[5], dq[3], dq[4],
                  (ixl_reduction)red};
-    ixl_tensor *dout = tnew(odt, 2, R, C, 0, IXL_DEVICE);
+    ixl_tensor *dout = gnew(odt, 2, R, C, 0, IXL_DEVICE);
     int64_t nondet = 0;
     ixl_tensor *gpu = run_gpu_twice(k2_op, &a, dout, &nondet, NULL);
     cmp_t m = {"dense_logits_paged", fmt, H, bf16, C, gpu, cpu, tol, eps, 0, 0, 0, 0, 0};
@@ -535,16 +524,16 @@ TEST(dense_paged_matches_cpu_every_format_and_h) {
 static void gen_ids(int32_t *ids, int64_t nsb, int64_t ks, int64_t ke, int sbk, int garbage) {
   const int64_t nblk = ke > ks ? (ke - ks + sbk - 1) / sbk : 0, base = ks / sbk;
   if (garbage) {
-    for (int64_t j = 0; j < nsb; j++) ids[j] = (int32_t)rnd_int(base - 3, base + nblk + 3);
-    if (rnd_int(0, 1)) /* a long increasing run first, so the garbage lies past it */
-      for (int64_t j = 1; j < nsb / 2; j++) ids[j] = ids[j - 1] + (int32_t)rnd_int(1, 3);
+    for (int64_t j = 0; j < nsb; j++) ids[j] = (int32_t)rand_range(base - 3, base + nblk + 3);
+    if (rand_range(0, 1)) /* a long increasing run first, so the garbage lies past it */
+      for (int64_t j = 1; j < nsb / 2; j++) ids[j] = ids[j - 1] + (int32_t)rand_range(1, 3);
     return;
   }
   int64_t want = nblk < nsb ? nblk : nsb;
-  if (want > 0 && rnd_int(0, 2) == 0) want = rnd_int(1, want);
+  if (want > 0 && rand_range(0, 2) == 0) want = rand_range(1, want);
   int64_t n = 0;
   for (int64_t b = 0; b < nblk && n < want; b++) /* selection sampling: sorted, distinct */
-    if ((double)(want - n) > rnd_unit() * (double)(nblk - b)) ids[n++] = (int32_t)(b + base);
+    if ((double)(want - n) > rand_unit() * (double)(nblk - b)) ids[n++] = (int32_t)(b + base);
   for (int64_t j = n; j < nsb; j++) ids[j] = n ? ids[n - 1] : (int32_t)base;
 }
 
@@ -613,7 +602,7 @@ static void k5_case(int fmt, int H, int paged, int sbk, ixl_ks_mode mode, int ga
       dq[7],
       sbk,
       mode};
-  ixl_tensor *dout = tnew(IXL_BF16, 2, R, C, 0, IXL_DEVICE);
+  ixl_tensor *dout = gnew(IXL_BF16, 2, R, C, 0, IXL_DEVICE);
   int64_t nondet = 0;
   ixl_tensor *gpu = run_gpu_twice(k5_op, &a, dout, &nondet, NULL);
   /* GPU K1/K2 bf16, full layout: the same positions must give the same bits */
@@ -621,12 +610,12 @@ static void k5_case(int fmt, int H, int paged, int sbk, ixl_ks_mode mode, int ga
   int64_t DC;
   if (paged) {
     DC = pi.max_pages * P;
-    dense_d = tnew(IXL_BF16, 2, R, DC, 0, IXL_DEVICE);
+    dense_d = gnew(IXL_BF16, 2, R, DC, 0, IXL_DEVICE);
     ixl_qk dqk = {dq[0], dq[1], NULL, NULL, dq[8], P, fmt};
     CHECK_OK(g, ixl_dense_logits_paged(g, &dqk, dq[6], dq[5], dq[9], IXL_REDUCE_BF16, dense_d));
   } else {
     DC = N;
-    dense_d = tnew(IXL_BF16, 2, R, DC, 0, IXL_DEVICE);
+    dense_d = gnew(IXL_BF16, 2, R, DC, 0, IXL_DEVICE);
     ixl_qk dqk = {dq[0], dq[1], dq[2], dq[3], NULL, 0, fmt};
     CHECK_OK(g, ixl_dense_logits(g, &dqk, dq[6], dq[4], dq[5], IXL_LAYOUT_FULL, 1, IXL_REDUCE_BF16,
                                  dense_d));
@@ -742,7 +731,7 @@ TEST(dense_fp32_matches_float64_oracle) {
       ((int32_t *)ks->data)[r] = 0, ((int32_t *)ke->data)[r] = (int32_t)N;
     ixl_tensor *dq[] = {to_dev(q.qc), to_dev(q.qs), to_dev(kc),  to_dev(ksc),
                         to_dev(ks),   to_dev(ke),   to_dev(q.wf)};
-    ixl_tensor *dout = tnew(IXL_F32, 2, R, N, 0, IXL_DEVICE);
+    ixl_tensor *dout = gnew(IXL_F32, 2, R, N, 0, IXL_DEVICE);
     k1_args a = {{dq[0], dq[1], dq[2], dq[3], NULL, 0, fmt},
                  dq[6],
                  dq[4],
@@ -847,17 +836,17 @@ TEST(large_dense_ragged_1m_positions) {
   ixl_tensor *ks = host(IXL_I32, 1, R, 0, 0), *ke = host(IXL_I32, 1, R, 0, 0);
   for (int64_t r = 0; r < R; r++) { /* causal rows of one request, some starting later */
     ((int32_t *)ke->data)[r] = (int32_t)(N - R + r + 1);
-    ((int32_t *)ks->data)[r] = r % 4 == 3 ? (int32_t)rnd_int(0, N / 2) : 0;
+    ((int32_t *)ks->data)[r] = r % 4 == 3 ? (int32_t)rand_range(0, N / 2) : 0;
   }
   ixl_tensor *dq[] = {to_dev(q.qc), to_dev(q.qs), to_dev(kc),   to_dev(ksc),
                       to_dev(ks),   to_dev(ke),   to_dev(q.wf), to_dev(q.wb)};
-  const int64_t rows[2] = {rnd_int(0, R - 1), R - 1};
+  const int64_t rows[2] = {rand_range(0, R - 1), R - 1};
   ixl_tensor *aqc = abs_codes(fmt, q.qc), *akc = abs_codes(fmt, kc), *awf = abs_f32(q.wf);
   int64_t bad = 0;
   for (int red = 0; red < 2; red++) {
     const int bf16 = red;
     const ixl_dtype odt = bf16 ? IXL_BF16 : IXL_F32;
-    ixl_tensor *dout = tnew(odt, 2, R, N, 0, IXL_DEVICE);
+    ixl_tensor *dout = gnew(odt, 2, R, N, 0, IXL_DEVICE);
     CHECK_OK(g, ixl_tensor_fill_bytes(g, dout, 0xFF));
     ixl_qk dqk = {dq[0], dq[1], dq[2], dq[3], NULL, 0, fmt};
     CHECK_OK(g, ixl_timer_record(g, 0));
@@ -922,16 +911,16 @@ TEST(large_paged_128k_and_sparse) {
     gen_paged(fmt, R, (int)P, max_pages, kc, ksc, &pi);
     int32_t *lens = pi.lens->data;
     for (int64_t r = 0; r < R; r++)
-      lens[r] = (int32_t)(r % 3 == 0 ? npos : rnd_int(npos / 2, npos));
+      lens[r] = (int32_t)(r % 3 == 0 ? npos : rand_range(npos / 2, npos));
     ixl_tensor *dq[] = {to_dev(q.qc),  to_dev(q.qs), to_dev(pi.pages), to_dev(pi.lens),
                         to_dev(pi.bt), to_dev(q.wf), to_dev(q.wb)};
-    const int64_t rows[3] = {0, rnd_int(1, R - 2), R - 1};
+    const int64_t rows[3] = {0, rand_range(1, R - 2), R - 1};
     ixl_tensor *sq = pick_rows(q.qc, rows, 3), *ss = pick_rows(q.qs, rows, 3),
                *sl = pick_rows(pi.lens, rows, 3), *sbt = pick_rows(pi.bt, rows, 3);
     ixl_qk hq = {sq, ss, NULL, NULL, pi.pages, (int)P, fmt};
     ixl_qk dqk = {dq[0], dq[1], NULL, NULL, dq[2], (int)P, fmt};
     if (pass == 0) { /* K2, fp32 */
-      ixl_tensor *dout = tnew(IXL_F32, 2, R, npos, 0, IXL_DEVICE);
+      ixl_tensor *dout = gnew(IXL_F32, 2, R, npos, 0, IXL_DEVICE);
       CHECK_OK(g, ixl_tensor_fill_bytes(g, dout, 0xFF));
       CHECK_OK(g, ixl_dense_logits_paged(g, &dqk, dq[5], dq[3], dq[4], IXL_REDUCE_FP32, dout));
       ixl_tensor *gh = rows_to_host(dout, rows, 3);
@@ -965,7 +954,7 @@ TEST(large_paged_128k_and_sparse) {
       ixl_tensor *ids = host(IXL_I32, 2, R, nsb, 0);
       for (int64_t r = 0; r < R; r++)
         gen_ids((int32_t *)ids->data + r * nsb, nsb, 0, lens[r], sbk, 0);
-      ixl_tensor *did = to_dev(ids), *dout = tnew(IXL_BF16, 2, R, C, 0, IXL_DEVICE);
+      ixl_tensor *did = to_dev(ids), *dout = gnew(IXL_BF16, 2, R, C, 0, IXL_DEVICE);
       CHECK_OK(g, ixl_tensor_fill_bytes(g, dout, 0xFF));
       CHECK_OK(g, ixl_sparse_logits(g, &dqk, dq[6], NULL, dq[3], dq[4], did, sbk, IXL_KS_UNALIGNED,
                                     dout));
@@ -1000,14 +989,14 @@ TEST(cuda_rejects_misaligned_keys) {
   if (g_fake) return;
   const int fmt = IXL_MXFP8, H = 4;
   const int64_t R = 2, N = 16;
-  ixl_tensor *qc = tnew(IXL_U8, 3, R, H, 128, IXL_DEVICE),
-             *qs = tnew(IXL_I32, 2, R, H, 0, IXL_DEVICE);
-  ixl_tensor *kbase = tnew(IXL_U8, 2, N + 1, 128, 0, IXL_DEVICE),
-             *ksc = tnew(IXL_I32, 1, N, 0, 0, IXL_DEVICE);
-  ixl_tensor *w = tnew(IXL_F32, 2, R, H, 0, IXL_DEVICE),
-             *ks = tnew(IXL_I32, 1, R, 0, 0, IXL_DEVICE);
-  ixl_tensor *ke = tnew(IXL_I32, 1, R, 0, 0, IXL_DEVICE),
-             *out = tnew(IXL_F32, 2, R, N, 0, IXL_DEVICE);
+  ixl_tensor *qc = gnew(IXL_U8, 3, R, H, 128, IXL_DEVICE),
+             *qs = gnew(IXL_I32, 2, R, H, 0, IXL_DEVICE);
+  ixl_tensor *kbase = gnew(IXL_U8, 2, N + 1, 128, 0, IXL_DEVICE),
+             *ksc = gnew(IXL_I32, 1, N, 0, 0, IXL_DEVICE);
+  ixl_tensor *w = gnew(IXL_F32, 2, R, H, 0, IXL_DEVICE),
+             *ks = gnew(IXL_I32, 1, R, 0, 0, IXL_DEVICE);
+  ixl_tensor *ke = gnew(IXL_I32, 1, R, 0, 0, IXL_DEVICE),
+             *out = gnew(IXL_F32, 2, R, N, 0, IXL_DEVICE);
   ixl_tensor kv;
   int64_t shape[2] = {N, 128};
   CHECK_OK(g, ixl_tensor_view(g, kbase, 2, shape, NULL, 8, &kv)); /* starts 8 bytes in */
@@ -1033,8 +1022,8 @@ TEST(ops_capture_in_a_cuda_graph) {
   gen_ranges(ks->data, ke->data, R, N);
   ixl_tensor *dq[] = {to_dev(q.qc), to_dev(q.qs), to_dev(kc),  to_dev(ksc),
                       to_dev(ks),   to_dev(ke),   to_dev(q.wb)};
-  ixl_tensor *o1 = tnew(IXL_BF16, 2, R, N, 0, IXL_DEVICE),
-             *o2 = tnew(IXL_BF16, 2, R, N, 0, IXL_DEVICE);
+  ixl_tensor *o1 = gnew(IXL_BF16, 2, R, N, 0, IXL_DEVICE),
+             *o2 = gnew(IXL_BF16, 2, R, N, 0, IXL_DEVICE);
   ixl_qk qk = {dq[0], dq[1], dq[2], dq[3], NULL, 0, fmt};
   CHECK_OK(g,
            ixl_dense_logits(g, &qk, dq[6], dq[4], dq[5], IXL_LAYOUT_FULL, 1, IXL_REDUCE_BF16, o1));
@@ -1124,7 +1113,8 @@ int main(void) {
     }
     printf("# logits variant %s\n", vname);
     for (int i = 0; i < n; i++) {
-      rs = g_seed * 1000003ull + (uint64_t)i; /* each test its own stream: reproducible alone */
+      /* each test its own stream: reproducible alone */
+      rand_seed(RAND_SPLITMIX64, g_seed * 1000003ull + (uint64_t)i);
       check_failed_ = 0;
       const double t0 = (double)clock() / CLOCKS_PER_SEC;
       tests[i].fn();

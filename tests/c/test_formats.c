@@ -11,39 +11,9 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "rand.h"
 
 static uint64_t seed_;
-static uint64_t rng_;
-static uint64_t next_u64(void) {
-  rng_ ^= rng_ << 13;
-  rng_ ^= rng_ >> 7;
-  rng_ ^= rng_ << 17;
-  return rng_;
-}
-static double next_unit(void) { return (double)(next_u64() >> 11) * 0x1p-53; }
-static double next_normal(void) {
-  double u = next_unit() + 1e-300, v = next_unit();
-  return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
-}
-
-static ixl_ctx *new_ctx(void) {
-  ixl_ctx *ctx = NULL;
-  if (ixl_ctx_new(IXL_BACKEND_CPU, 0, 1, &ctx) != IXL_OK) {
-    fprintf(stderr, "cannot make a CPU context\n");
-    exit(1);
-  }
-  ixl_ctx_set_threads(ctx, 2);
-  return ctx;
-}
-static ixl_tensor *tnew(ixl_ctx *ctx, ixl_dtype dt, int ndim, int64_t a, int64_t b, int64_t c) {
-  int64_t shape[3] = {a, b, c};
-  ixl_tensor *t = NULL;
-  if (ixl_tensor_new(ctx, dt, ndim, shape, IXL_HOST, &t) != IXL_OK) {
-    fprintf(stderr, "tensor_new: %s\n", ixl_last_error(ctx));
-    exit(1);
-  }
-  return t;
-}
 static float *F(ixl_tensor *t) { return (float *)t->data; }
 static uint8_t *U8(ixl_tensor *t) { return (uint8_t *)t->data; }
 static int32_t *I32(ixl_tensor *t) { return (int32_t *)t->data; }
@@ -66,7 +36,7 @@ static ixl_status quant1(ixl_ctx *ctx, ixl_kv_format fmt, ixl_quantizer qz, ixl_
 }
 
 TEST(mxfp4_rne_known_vectors) {
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(2);
   float x[128] = {0};
   /* group 0: amax 6 -> e = 0 (byte 127); the ties of RNE go to the even code */
   const float g0[] = {6,    0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5,
@@ -97,7 +67,7 @@ TEST(mxfp4_rne_known_vectors) {
 }
 
 TEST(mxfp4_ties_down_known_vectors) {
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(2);
   float x[128] = {0};
   /* strict '>': a value exactly on a threshold takes the smaller magnitude; zero drops the sign */
   const float g0[] = {6,     0.25f, 0.75f, 1.25f, 1.75f, 2.5f,   3.5f,   5,
@@ -121,7 +91,7 @@ TEST(mxfp4_ties_down_known_vectors) {
 }
 
 TEST(mx_tiny_huge_nan_and_inf) {
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(2);
   float x[128] = {0};
   for (int i = 0; i < 32; i++) x[i] = (i % 2 ? -1 : 1) * 1e-45f; /* subnormal: clamped amax */
   x[32] = FLT_MAX;
@@ -161,7 +131,7 @@ TEST(mx_tiny_huge_nan_and_inf) {
 }
 
 TEST(mxfp8_known_vectors) {
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(2);
   float x[128] = {0};
   x[0] = 448.0f;
   x[1] = 1.0f;
@@ -192,7 +162,7 @@ TEST(mxfp8_known_vectors) {
 }
 
 TEST(fp8_known_vectors) {
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(2);
   float x[128] = {0};
   x[0] = 448.0f;
   x[1] = -2.0f;
@@ -230,16 +200,16 @@ TEST(fp8_known_vectors) {
 /* fp8 K ties_down is scale = fp32(amax / 448) and codes e4m3(x * fp32(1 / scale)): elements
  * placed on e4m3 midpoints make the codes depend on the last bit of that reciprocal. */
 TEST(fp8_ties_down_k_formula) {
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(2);
   const int M = 200;
   static const float mids[6] = {1.0625f, 1.1875f, 3.25f, 13.0f, 0.0703125f, 208.0f};
   ixl_tensor *x = tnew(ctx, IXL_F32, 2, M, 128, 0), *c = tnew(ctx, IXL_U8, 2, M, 128, 0);
   ixl_tensor *s = tnew(ctx, IXL_F32, 1, M, 0, 0);
   for (int m = 0; m < M; m++) {
-    float amax = (float)(1.0 + next_unit() * 999.0), sc = amax / 448.0f;
+    float amax = (float)(1.0 + rand_unit() * 999.0), sc = amax / 448.0f;
     F(x)[m * 128] = amax;
     for (int d = 1; d < 128; d++)
-      F(x)[m * 128 + d] = mids[next_u64() % 6] * sc * (d % 2 ? 1.0f : -1.0f);
+      F(x)[m * 128 + d] = mids[rand_u64() % 6] * sc * (d % 2 ? 1.0f : -1.0f);
   }
   CHECK_OK(ctx, ixl_quantize(ctx, IXL_FP8, IXL_Q_TIES_DOWN, IXL_ROLE_K, x, c, s));
   int bad = 0;
@@ -257,7 +227,7 @@ TEST(fp8_ties_down_k_formula) {
 }
 
 TEST(dequantize_rules) {
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(2);
   ixl_tensor *codes = tnew(ctx, IXL_U8, 2, 1, 64, 0), *scales = tnew(ctx, IXL_I32, 1, 1, 0, 0);
   ixl_tensor *out = tnew(ctx, IXL_F32, 2, 1, 128, 0);
   memset(codes->data, 0, 64);
@@ -443,7 +413,7 @@ TEST(f16_conversion_matches_its_definition) {
 }
 
 TEST(round_trips) {
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(2);
   const int M = 200;
   for (int fmt = 0; fmt < 3; fmt++) {
     for (int qz = 0; qz < 2; qz++) {
@@ -457,7 +427,7 @@ TEST(round_trips) {
         for (int m = 0; m < M; m++) {
           uint8_t *c = U8(codes) + m * vb;
           for (int i = 0; i < vb; i++) {
-            uint8_t b = (uint8_t)next_u64();
+            uint8_t b = (uint8_t)rand_u64();
             if (fmt == IXL_MXFP4) {
               if ((b & 15) == 8) b &= 0xF0;
               if ((b >> 4) == 8) b &= 0x0F;
@@ -467,22 +437,22 @@ TEST(round_trips) {
             c[i] = b;
           }
           for (int g = 0; g < (fmt == IXL_FP8 ? 1 : 4); g++) { /* each group reaches the top code */
-            int at = (int)(next_u64() % (fmt == IXL_FP8 ? 128 : 32));
+            int at = (int)(rand_u64() % (fmt == IXL_FP8 ? 128 : 32));
             if (fmt == IXL_MXFP4) {
               int d = g * 32 + at;
-              uint8_t top = next_u64() & 1 ? 0x7 : 0xF;
+              uint8_t top = rand_u64() & 1 ? 0x7 : 0xF;
               c[d / 2] = d % 2 ? (uint8_t)((c[d / 2] & 0x0F) | top << 4)
                                : (uint8_t)((c[d / 2] & 0xF0) | top);
             } else {
-              c[g * 32 + at] = next_u64() & 1 ? 0x7E : 0xFE;
+              c[g * 32 + at] = rand_u64() & 1 ? 0x7E : 0xFE;
             }
           }
           if (fmt == IXL_FP8) {
-            F(scales)[m] = ldexpf(1.0f, (int)(next_u64() % 30) - 10);
+            F(scales)[m] = ldexpf(1.0f, (int)(rand_u64() % 30) - 10);
           } else {
             uint8_t sb[4];
             /* ties_down clamps amax below at 1e-4, so stay above 2^-12 */
-            for (int g = 0; g < 4; g++) sb[g] = (uint8_t)(115 + next_u64() % 100);
+            for (int g = 0; g < 4; g++) sb[g] = (uint8_t)(115 + rand_u64() % 100);
             memcpy(I32(scales) + m, sb, 4);
           }
         }
@@ -512,12 +482,12 @@ TEST(round_trips) {
 /* Random normal inputs: dequantize(quantize(x)) is close to x (bounded by the format's step),
  * and bf16/f16 inputs give the codes of their fp32 values. */
 TEST(random_quantization_error_and_input_dtypes) {
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(2);
   const int M = 64;
   ixl_tensor *x = tnew(ctx, IXL_F32, 3, 2, M / 2, 128), *xb = tnew(ctx, IXL_BF16, 3, 2, M / 2, 128);
   ixl_tensor *xh = tnew(ctx, IXL_F16, 3, 2, M / 2, 128);
   for (int i = 0; i < M * 128; i++) {
-    float v = (float)(next_normal() * ldexp(1.0, (int)(next_u64() % 9) - 4));
+    float v = (float)(rand_normal() * ldexp(1.0, (int)(rand_u64() % 9) - 4));
     if (fabsf(v) < 0x1p-14f) v = copysignf(0x1p-14f, v); /* stay a normal f16 */
     uint16_t b = ixl_f32_to_bf16(v);
     ((uint16_t *)xb->data)[i] = b;
@@ -574,7 +544,7 @@ TEST(random_quantization_error_and_input_dtypes) {
 }
 
 TEST(quantize_errors) {
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(2);
   ixl_tensor *x = tnew(ctx, IXL_F32, 2, 3, 128, 0), *xi = tnew(ctx, IXL_I32, 2, 3, 128, 0);
   ixl_tensor *x127 = tnew(ctx, IXL_F32, 2, 3, 127, 0);
   ixl_tensor *c = tnew(ctx, IXL_U8, 2, 3, 64, 0), *c63 = tnew(ctx, IXL_U8, 2, 3, 63, 0);
@@ -619,13 +589,13 @@ TEST(quantize_errors) {
 }
 
 TEST(prepare_weights_rules_and_errors) {
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(2);
   const int R = 3, H = 8;
   ixl_tensor *w = tnew(ctx, IXL_F32, 2, R, H, 0), *qs = tnew(ctx, IXL_F32, 2, R, H, 0);
   ixl_tensor *d = tnew(ctx, IXL_F32, 2, R, H, 0), *b = tnew(ctx, IXL_BF16, 2, R, H, 0);
   for (int i = 0; i < R * H; i++) {
-    F(w)[i] = (float)next_normal();
-    F(qs)[i] = ldexpf(1.0f, (int)(next_u64() % 20) - 10);
+    F(w)[i] = (float)rand_normal();
+    F(qs)[i] = ldexpf(1.0f, (int)(rand_u64() % 20) - 10);
   }
   CHECK_OK(ctx, ixl_prepare_weights(ctx, IXL_FP8, w, qs, d, b));
   for (int i = 0; i < R * H; i++) {
@@ -662,7 +632,7 @@ TEST(formats_refuse_shared_memory) {
   /* quantize, dequantize and prepare_weights with an output over an input or over another
    * output (descriptors pointed into another tensor's bytes: nothing is written on refusal);
    * disjoint outputs side by side in one buffer are fine. */
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(2);
   ixl_tensor *x = tnew(ctx, IXL_F32, 2, 3, 128, 0), *c = tnew(ctx, IXL_U8, 2, 3, 64, 0);
   ixl_tensor *s = tnew(ctx, IXL_I32, 1, 3, 0, 0), *buf = tnew(ctx, IXL_U8, 1, 256, 0, 0);
   for (int i = 0; i < 3 * 128; i++) F(x)[i] = (float)(i % 7) - 3.0f;
@@ -716,7 +686,7 @@ TEST(formats_refuse_shared_memory) {
 }
 
 TEST(paged_write_with_padded_stride) {
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(2);
   for (int fmt = 0; fmt < 3; fmt++) {
     const int P = 16, N = 100, vb = ixl_format_value_bytes((ixl_kv_format)fmt);
     const int64_t stride =
@@ -726,8 +696,8 @@ TEST(paged_write_with_padded_stride) {
     ixl_tensor *scales = tnew(ctx, fmt == IXL_FP8 ? IXL_F32 : IXL_I32, 1, N, 0, 0);
     ixl_tensor *pages = tnew(ctx, IXL_U8, 2, num_pages, stride, 0),
                *ids = tnew(ctx, IXL_I32, 1, np, 0, 0);
-    for (int64_t i = 0; i < (int64_t)N * vb; i++) U8(codes)[i] = (uint8_t)next_u64();
-    for (int64_t i = 0; i < (int64_t)N * 4; i++) U8(scales)[i] = (uint8_t)next_u64();
+    rand_bytes(codes->data, (int64_t)N * vb);
+    rand_bytes(scales->data, (int64_t)N * 4);
     const int32_t perm[5] = {4, 0, 8, 2, 6};
     memcpy(ids->data, perm, sizeof perm);
     memset(pages->data, 0xA5, (size_t)(num_pages * stride));
@@ -757,7 +727,7 @@ TEST(paged_write_with_padded_stride) {
 }
 
 TEST(paged_write_errors) {
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(2);
   const int P = 16;
   ixl_tensor *codes = tnew(ctx, IXL_U8, 2, 40, 64, 0), *scales = tnew(ctx, IXL_I32, 1, 40, 0, 0);
   ixl_tensor *sf = tnew(ctx, IXL_F32, 1, 40, 0, 0);
@@ -803,7 +773,7 @@ TEST(paged_write_errors) {
 TEST(paged_write_refuses_shared_memory) {
   /* pages overlapping codes, scales or page_ids: memcpy would read bytes it already wrote
    * (ASan: memcpy-param-overlap). Disjoint views of one buffer are fine. */
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(2);
   ixl_tensor *buf = tnew(ctx, IXL_U8, 1, 2048, 0, 0), *scales = tnew(ctx, IXL_I32, 1, 8, 0, 0);
   ixl_tensor *ids = tnew(ctx, IXL_I32, 1, 1, 0, 0);
   memset(buf->data, 1, 2048);
@@ -842,7 +812,7 @@ TEST(paged_write_refuses_shared_memory) {
 TEST(paged_write_many_pages_is_linear) {
   /* The repeated-id check was quadratic in the pages written (80k pages: 2 s). 150k pages of
    * one position each, written in reverse order, then a repeat at the very end. */
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(2);
   const int64_t N = 150000;
   ixl_tensor *codes = tnew(ctx, IXL_U8, 2, N, 64, 0), *scales = tnew(ctx, IXL_I32, 1, N, 0, 0);
   ixl_tensor *pages = tnew(ctx, IXL_U8, 2, N, 512, 0), *ids = tnew(ctx, IXL_I32, 1, N, 0, 0);
@@ -877,7 +847,7 @@ TEST(paged_write_many_pages_is_linear) {
 
 int main(void) {
   seed_ = test_seed();
-  rng_ = seed_ * 0x9E3779B97F4A7C15ull + 1;
+  rand_seed(RAND_XORSHIFT64, seed_ * 0x9E3779B97F4A7C15ull + 1);
   RUN(mxfp4_rne_known_vectors);
   RUN(mxfp4_ties_down_known_vectors);
   RUN(mx_tiny_huge_nan_and_inf);

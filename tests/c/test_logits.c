@@ -11,37 +11,11 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "rand.h"
 #include "logits/engine.h"
 
-static uint64_t seed_, rng_;
-static uint64_t next_u64(void) {
-  rng_ ^= rng_ << 13;
-  rng_ ^= rng_ >> 7;
-  rng_ ^= rng_ << 17;
-  return rng_;
-}
-static int64_t rnd(int64_t n) { return n <= 0 ? 0 : (int64_t)(next_u64() % (uint64_t)n); }
-static double next_unit(void) { return (double)(next_u64() >> 11) * 0x1p-53; }
-static double next_normal(void) {
-  double u = next_unit() + 1e-300, v = next_unit();
-  return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
-}
+static uint64_t seed_;
 
-static ixl_ctx *new_ctx(int threads) {
-  ixl_ctx *ctx = NULL;
-  if (ixl_ctx_new(IXL_BACKEND_CPU, 0, 1, &ctx) != IXL_OK) exit(1);
-  ixl_ctx_set_threads(ctx, threads);
-  return ctx;
-}
-static ixl_tensor *tnew(ixl_ctx *ctx, ixl_dtype dt, int ndim, int64_t a, int64_t b, int64_t c) {
-  int64_t shape[3] = {a, b, c};
-  ixl_tensor *t = NULL;
-  if (ixl_tensor_new(ctx, dt, ndim, shape, IXL_HOST, &t) != IXL_OK) {
-    fprintf(stderr, "tensor_new: %s\n", ixl_last_error(ctx));
-    exit(1);
-  }
-  return t;
-}
 static float *F(const ixl_tensor *t) { return (float *)t->data; }
 static int32_t *I32(const ixl_tensor *t) { return (int32_t *)t->data; }
 static uint16_t *B16(const ixl_tensor *t) { return (uint16_t *)t->data; }
@@ -106,11 +80,11 @@ static int oracle_fma(float w, float v, float s, float *out) {
 }
 
 static float rand_bf16(int emin, int emax) {
-  int e = emin + (int)rnd(emax - emin + 1);
-  uint32_t man = (uint32_t)rnd(128);
+  int e = emin + (int)rand_below(emax - emin + 1);
+  uint32_t man = (uint32_t)rand_below(128);
   float v = ldexpf(1.0f + man / 128.0f, e);
-  if (e < -126) v = ldexpf((float)rnd(128), -133); /* a subnormal */
-  if (rnd(2)) v = -v;
+  if (e < -126) v = ldexpf((float)rand_below(128), -133); /* a subnormal */
+  if (rand_below(2)) v = -v;
   return ixl_bf16_to_f32(ixl_f32_to_bf16(v));
 }
 
@@ -124,7 +98,7 @@ TEST(bf16_fma_is_exact) {
       w[i] = rand_bf16(-6, 6), v[i] = rand_bf16(-6, 6), s[i] = rand_bf16(-12, 12);
     } else if (kind == 1) { /* a product far below s, and the reverse */
       w[i] = rand_bf16(-40, 0), v[i] = rand_bf16(-40, 0), s[i] = rand_bf16(-5, 5);
-      if (rnd(2)) s[i] = rand_bf16(-120, -60);
+      if (rand_below(2)) s[i] = rand_bf16(-120, -60);
     } else if (kind == 2) { /* underflow: products and sums near and below 2^-126 */
       w[i] = rand_bf16(-70, -55), v[i] = rand_bf16(-75, -60), s[i] = rand_bf16(-140, -120);
     } else if (kind == 3) { /* overflow: near 2^128 */
@@ -132,8 +106,8 @@ TEST(bf16_fma_is_exact) {
     } else { /* cancellation and zeros */
       w[i] = rand_bf16(-3, 3), v[i] = rand_bf16(-3, 3);
       s[i] = ixl_bf16_to_f32(ixl_f32_to_bf16(-w[i] * v[i]));
-      if (rnd(8) == 0) v[i] = 0.0f;
-      if (rnd(8) == 0) s[i] = -0.0f;
+      if (rand_below(8) == 0) v[i] = 0.0f;
+      if (rand_below(8) == 0) s[i] = -0.0f;
     }
   }
   /* midpoints with a tiny s on either side: 1.75 * 0.578125 = 1 + 3*2^-8 lies halfway between
@@ -224,39 +198,37 @@ static void problem_make(ixl_ctx *ctx, problem *p, int fmt, int quantizer, int R
   p->k_codes = tnew(ctx, IXL_U8, 2, N, vb, 0);
   p->k_scales = tnew(ctx, sdt, 1, N, 0, 0);
   ixl_tensor *w = tnew(ctx, IXL_F32, 2, R, H, 0);
-  for (int i = 0; i < R * H; i++) F(w)[i] = (float)(next_normal() + 0.3);
+  for (int i = 0; i < R * H; i++) F(w)[i] = (float)(rand_normal() + 0.3);
   if (raw) {
     /* scale bytes: wide (0 and 0xFF included), near the top of fp32's exponent range (sums past
      * it overflow), near the bottom (subnormal results), inside, or across the limits of the
      * fast path's key prescaling (mxfp8: 19 and 231, mxfp4: 244) */
     static const int lo_b[6] = {0, 175, 50, 64, 5, 215}, span_b[6] = {256, 26, 31, 127, 36, 40};
-    const int mode = (int)rnd(6), lo = lo_b[mode], span = span_b[mode];
-    for (int64_t i = 0; i < (int64_t)R * H * vb; i++)
-      ((uint8_t *)p->q_codes->data)[i] = (uint8_t)next_u64();
-    for (int64_t i = 0; i < (int64_t)N * vb; i++)
-      ((uint8_t *)p->k_codes->data)[i] = (uint8_t)next_u64();
+    const int mode = (int)rand_below(6), lo = lo_b[mode], span = span_b[mode];
+    rand_bytes(p->q_codes->data, (int64_t)R * H * vb);
+    rand_bytes(p->k_codes->data, (int64_t)N * vb);
     for (int64_t i = 0; i < (int64_t)R * H; i++) {
-      if (fmt == IXL_FP8) F(qs)[i] = ldexpf(1.0f, (int)rnd(40) - 20);
+      if (fmt == IXL_FP8) F(qs)[i] = ldexpf(1.0f, (int)rand_below(40) - 20);
       else
-        for (int g = 0; g < 4; g++) ((uint8_t *)qs->data)[i * 4 + g] = (uint8_t)(lo + rnd(span));
+        for (int g = 0; g < 4; g++) ((uint8_t *)qs->data)[i * 4 + g] = (uint8_t)(lo + rand_below(span));
     }
     for (int64_t i = 0; i < N; i++) {
-      if (fmt == IXL_FP8) F(p->k_scales)[i] = (float)(next_unit() * ldexp(1.0, (int)rnd(60) - 30));
+      if (fmt == IXL_FP8) F(p->k_scales)[i] = (float)(rand_unit() * ldexp(1.0, (int)rand_below(60) - 30));
       else
         for (int g = 0; g < 4; g++)
-          ((uint8_t *)p->k_scales->data)[i * 4 + g] = (uint8_t)(lo + rnd(span));
+          ((uint8_t *)p->k_scales->data)[i * 4 + g] = (uint8_t)(lo + rand_below(span));
     }
   } else {
     ixl_tensor *qx = tnew(ctx, IXL_F32, 3, R, H, 128), *kx = tnew(ctx, IXL_F32, 2, N, 128, 0);
     for (int64_t v = 0; v < (int64_t)R * H; v++) {
-      double sc = ldexp(1.0, (int)rnd(7) - 3);
+      double sc = ldexp(1.0, (int)rand_below(7) - 3);
       for (int d = 0; d < 128; d++)
-        F(qx)[v * 128 + d] = (float)(next_normal() * sc * (d % 32 == 5 ? 4 : 1));
+        F(qx)[v * 128 + d] = (float)(rand_normal() * sc * (d % 32 == 5 ? 4 : 1));
     }
     for (int64_t v = 0; v < N; v++) {
-      double sc = ldexp(1.0, (int)rnd(7) - 3);
+      double sc = ldexp(1.0, (int)rand_below(7) - 3);
       for (int d = 0; d < 128; d++)
-        F(kx)[v * 128 + d] = (float)(next_normal() * sc * (d / 32 == 2 ? 0.25 : 1));
+        F(kx)[v * 128 + d] = (float)(rand_normal() * sc * (d / 32 == 2 ? 0.25 : 1));
     }
     CHECK_OK(ctx, ixl_quantize(ctx, (ixl_kv_format)fmt, (ixl_quantizer)quantizer, IXL_ROLE_Q, qx,
                                p->q_codes, qs));
@@ -318,9 +290,9 @@ static const int heads_choice[] = {4, 8, 32, 64, 128};
 /* Random ragged rows over [0, N): some empty, some the whole of K, some ending at N. */
 static void random_ranges(ixl_tensor *ks, ixl_tensor *ke, int R, int N, int align) {
   for (int r = 0; r < R; r++) {
-    int a = (int)rnd(N + 1), b = (int)rnd(N + 1);
+    int a = (int)rand_below(N + 1), b = (int)rand_below(N + 1);
     if (a > b) { int t = a; a = b; b = t; }
-    int kind = (int)rnd(6);
+    int kind = (int)rand_below(6);
     if (kind == 0) b = a;               /* empty */
     if (kind == 1) a = 0, b = N;        /* all of K */
     if (kind == 2) b = N;               /* ends at the end of K */
@@ -333,15 +305,15 @@ static void random_ranges(ixl_tensor *ks, ixl_tensor *ke, int R, int N, int alig
 }
 
 TEST(k1_matches_float64) {
-  ixl_ctx *ctx = new_ctx(2);
+  ixl_ctx *ctx = test_ctx(2);
   const int cases = 12;
   for (int c = 0; c < cases; c++) {
-    int fmt = c % 3, H = heads_choice[rnd(5)], R = 1 + (int)rnd(64), N;
+    int fmt = c % 3, H = heads_choice[rand_below(5)], R = 1 + (int)rand_below(64), N;
     /* keep R * N * H below 150K so the float64 oracle stays fast */
-    if (c == 0 || c == 5) R = 1 + (int)rnd(2), H = 4, N = 30000 + (int)rnd(10001);
-    else N = 1 + (int)rnd(150000 / (R * H) + 1);
+    if (c == 0 || c == 5) R = 1 + (int)rand_below(2), H = 4, N = 30000 + (int)rand_below(10001);
+    else N = 1 + (int)rand_below(150000 / (R * H) + 1);
     problem p;
-    problem_make(ctx, &p, fmt, (int)rnd(2), R, H, N, 0);
+    problem_make(ctx, &p, fmt, (int)rand_below(2), R, H, N, 0);
     ixl_tensor *ks = tnew(ctx, IXL_I32, 1, R, 0, 0), *ke = tnew(ctx, IXL_I32, 1, R, 0, 0);
     random_ranges(ks, ke, R, N, 1);
     int maxlen = 1;
@@ -349,7 +321,7 @@ TEST(k1_matches_float64) {
       maxlen = I32(ke)[r] - I32(ks)[r] > maxlen ? I32(ke)[r] - I32(ks)[r] : maxlen;
     for (int red = 0; red < 2; red++) {
       for (int layout = 0; layout < 2; layout++) {
-        int64_t cols = layout == IXL_LAYOUT_FULL ? N : maxlen + (int)rnd(3);
+        int64_t cols = layout == IXL_LAYOUT_FULL ? N : maxlen + (int)rand_below(3);
         ixl_tensor *out = tnew(ctx, red ? IXL_BF16 : IXL_F32, 2, R, cols, 0);
         ixl_tensor_fill_bytes(ctx, out, 0x5A); /* poison */
         CHECK_OK(ctx, ixl_dense_logits(ctx, &p.qk, red ? p.wbf : p.w32, ks, ke, (ixl_layout)layout,
@@ -447,12 +419,12 @@ static int compare_outputs(const ixl_tensor *a, const ixl_tensor *b, const char 
  * range). */
 TEST(k1_every_cpu_variant_equals_reference) {
   int fast_ran = 0;
-  ixl_ctx *ctx = new_ctx(2);
+  ixl_ctx *ctx = test_ctx(2);
   for (int c = 0; c < 12; c++) {
-    int fmt = c % 3, raw = c >= 6, H = heads_choice[rnd(5)], R = 1 + (int)rnd(16);
-    int N = 1 + (int)rnd(40000 / (R * H) + 100);
+    int fmt = c % 3, raw = c >= 6, H = heads_choice[rand_below(5)], R = 1 + (int)rand_below(16);
+    int N = 1 + (int)rand_below(40000 / (R * H) + 100);
     problem p;
-    problem_make(ctx, &p, fmt, (int)rnd(2), R, H, N, raw);
+    problem_make(ctx, &p, fmt, (int)rand_below(2), R, H, N, raw);
     ixl_tensor *ks = tnew(ctx, IXL_I32, 1, R, 0, 0), *ke = tnew(ctx, IXL_I32, 1, R, 0, 0);
     random_ranges(ks, ke, R, N, 1);
     for (int red = 0; red < 2; red++) {
@@ -484,7 +456,7 @@ TEST(k1_every_cpu_variant_equals_reference) {
 }
 
 TEST(k1_threads_do_not_change_bits) {
-  ixl_ctx *c1 = new_ctx(1), *c2 = new_ctx(2);
+  ixl_ctx *c1 = test_ctx(1), *c2 = test_ctx(2);
   problem p;
   problem_make(c1, &p, IXL_MXFP8, 0, 9, 8, 3000, 0);
   ixl_tensor *ks = tnew(c1, IXL_I32, 1, 9, 0, 0), *ke = tnew(c1, IXL_I32, 1, 9, 0, 0);
@@ -518,23 +490,23 @@ static void paged_make(ixl_ctx *ctx, const problem *p, paged *g, int P, int maxl
   int total = 0;
   g->max_pages = 1;
   for (int r = 0; r < p->R; r++) {
-    int len = (int)rnd((maxlen < p->N ? maxlen : p->N) + 1);
-    if (rnd(5) == 0) len = 0;
+    int len = (int)rand_below((maxlen < p->N ? maxlen : p->N) + 1);
+    if (rand_below(5) == 0) len = 0;
     I32(g->lens)[r] = len;
-    I32(g->starts)[r] = (int)rnd(p->N - len + 1);
+    I32(g->starts)[r] = (int)rand_below(p->N - len + 1);
     int np = (len + P - 1) / P;
     total += np;
     g->max_pages = np > g->max_pages ? np : g->max_pages;
   }
-  g->max_pages += (int)rnd(3); /* a wider table than needed */
-  int64_t stride = ((int64_t)P * (vb + 4) + 511) / 512 * 512 + 512 * rnd(2);
+  g->max_pages += (int)rand_below(3); /* a wider table than needed */
+  int64_t stride = ((int64_t)P * (vb + 4) + 511) / 512 * 512 + 512 * rand_below(2);
   g->pages = tnew(ctx, IXL_U8, 2, total + 1, stride, 0);
   ixl_tensor_fill_bytes(ctx, g->pages, 0x7F); /* NaN codes wherever nothing was written */
   g->bt = tnew(ctx, IXL_I32, 2, p->R, g->max_pages, 0);
   int *perm = malloc(sizeof(int) * (total + 1));
   for (int i = 0; i <= total; i++) perm[i] = i;
   for (int i = total; i > 0; i--) {
-    int j = (int)rnd(i + 1), t = perm[i];
+    int j = (int)rand_below(i + 1), t = perm[i];
     perm[i] = perm[j];
     perm[j] = t;
   }
@@ -568,14 +540,14 @@ static ixl_qk paged_qk(const problem *p, const paged *g) {
 
 /* K2 on pages == K1 (compressed) on the same keys, bit for bit, both reductions and paths. */
 TEST(k2_equals_k1_on_the_same_keys) {
-  ixl_ctx *ctx = new_ctx(2);
+  ixl_ctx *ctx = test_ctx(2);
   for (int c = 0; c < 6; c++) {
-    int fmt = c % 3, H = heads_choice[rnd(3)], R = 1 + (int)rnd(12), N = 200 + (int)rnd(2000);
+    int fmt = c % 3, H = heads_choice[rand_below(3)], R = 1 + (int)rand_below(12), N = 200 + (int)rand_below(2000);
     problem p;
     problem_make(ctx, &p, fmt, 0, R, H, N, c >= 3);
     paged g;
     const int Ps[] = {16, 64, 128};
-    paged_make(ctx, &p, &g, Ps[rnd(3)], N);
+    paged_make(ctx, &p, &g, Ps[rand_below(3)], N);
     ixl_qk qk = paged_qk(&p, &g);
     int maxlen = 1;
     for (int r = 0; r < R; r++) maxlen = I32(g.lens)[r] > maxlen ? I32(g.lens)[r] : maxlen;
@@ -621,7 +593,7 @@ static void make_ids(ixl_tensor *ids, int r, int nsb, int64_t ks, int64_t ke, in
   double prob = nb ? fmin(1.0, (double)nsb / (double)nb) * 0.8 + 0.1 : 0.0;
   int nv = 0;
   for (int64_t b = 0; b < nb; b++)
-    if (nv < nsb && next_unit() < prob) row[nv++] = (int32_t)(b + ks / sbk);
+    if (nv < nsb && rand_unit() < prob) row[nv++] = (int32_t)(b + ks / sbk);
   int32_t last = (int32_t)(nb - 1 + ks / sbk);
   if (nb > 0 && (nv == 0 || (force_last && row[nv - 1] != last))) {
     if (nv == nsb) nv--;
@@ -632,12 +604,12 @@ static void make_ids(ixl_tensor *ids, int r, int nsb, int64_t ks, int64_t ke, in
 }
 
 TEST(k5_equals_k1_bf16_at_the_same_positions) {
-  ixl_ctx *ctx = new_ctx(2);
+  ixl_ctx *ctx = test_ctx(2);
   for (int c = 0; c < 9; c++) {
-    int fmt = c % 3, H = heads_choice[rnd(3)], R = 1 + (int)rnd(10);
-    int N = 16 * (40 + (int)rnd(280)); /* a multiple of 16: the scales end exactly at N (ASan) */
+    int fmt = c % 3, H = heads_choice[rand_below(3)], R = 1 + (int)rand_below(10);
+    int N = 16 * (40 + (int)rand_below(280)); /* a multiple of 16: the scales end exactly at N (ASan) */
     const int sbks[] = {4, 8, 16, 64, 128};
-    int sbk = sbks[rnd(5)], nsb = 1 + (int)rnd(40);
+    int sbk = sbks[rand_below(5)], nsb = 1 + (int)rand_below(40);
     int aligned = c % 2;
     problem p;
     problem_make(ctx, &p, fmt, 0, R, H, N, c >= 6);
@@ -645,7 +617,7 @@ TEST(k5_equals_k1_bf16_at_the_same_positions) {
     random_ranges(ks, ke, R, N, aligned ? sbk : 1);
     /* row 0 ends at the end of K with a partial last block: reading past it would be a bug */
     I32(ke)[0] = N;
-    I32(ks)[0] = aligned ? (N - 3 * sbk) / sbk * sbk : N - 3 * sbk - 1 - (int)rnd(sbk - 1);
+    I32(ks)[0] = aligned ? (N - 3 * sbk) / sbk * sbk : N - 3 * sbk - 1 - (int)rand_below(sbk - 1);
     ixl_tensor *ids = tnew(ctx, IXL_I32, 2, R, nsb, 0);
     int *nvalid = malloc(sizeof(int) * R);
     for (int r = 0; r < R; r++)
@@ -696,11 +668,11 @@ TEST(k5_equals_k1_bf16_at_the_same_positions) {
 }
 
 TEST(k5_paged_equals_k2_bf16_at_the_same_positions) {
-  ixl_ctx *ctx = new_ctx(2);
+  ixl_ctx *ctx = test_ctx(2);
   for (int c = 0; c < 6; c++) {
-    int fmt = c % 3, H = heads_choice[rnd(3)], R = 1 + (int)rnd(10), N = 300 + (int)rnd(3000);
+    int fmt = c % 3, H = heads_choice[rand_below(3)], R = 1 + (int)rand_below(10), N = 300 + (int)rand_below(3000);
     const int sbks[] = {4, 8, 16, 64};
-    int sbk = sbks[rnd(4)], nsb = 1 + (int)rnd(60);
+    int sbk = sbks[rand_below(4)], nsb = 1 + (int)rand_below(60);
     problem p;
     problem_make(ctx, &p, fmt, 1, R, H, N, c >= 3);
     paged g;
@@ -713,7 +685,7 @@ TEST(k5_paged_equals_k2_bf16_at_the_same_positions) {
     ixl_tensor *ids = tnew(ctx, IXL_I32, 2, R, nsb, 0);
     int *nvalid = malloc(sizeof(int) * R);
     for (int r = 0; r < R; r++)
-      make_ids(ids, r, nsb, 0, I32(g.lens)[r], sbk, (int)rnd(2), &nvalid[r]);
+      make_ids(ids, r, nsb, 0, I32(g.lens)[r], sbk, (int)rand_below(2), &nvalid[r]);
     for (int v = 0; v < n_cpu_variant; v++) {
       const char *path = cpu_variant[v];
       ixl_tensor *out = tnew(ctx, IXL_BF16, 2, R, (int64_t)nsb * sbk, 0);
@@ -750,7 +722,7 @@ TEST(k5_paged_equals_k2_bf16_at_the_same_positions) {
 /* Ids that K4 would never make (negative, before ks, past the end, decreasing) give -inf and
  * read nothing. */
 TEST(k5_hostile_ids_read_nothing_outside) {
-  ixl_ctx *ctx = new_ctx(2);
+  ixl_ctx *ctx = test_ctx(2);
   const int R = 3, H = 4, N = 64, sbk = 8, nsb = 6;
   problem p;
   problem_make(ctx, &p, IXL_MXFP4, 0, R, H, N, 0);
@@ -792,7 +764,7 @@ TEST(k5_hostile_ids_read_nothing_outside) {
  * a key's makes that position NaN, a query's makes its whole row NaN. The other scale bytes
  * are kept low so that only the 0xFF itself can send a block to the exact scalar epilogue. */
 TEST(empty_rows_and_nan_scales) {
-  ixl_ctx *ctx = new_ctx(2);
+  ixl_ctx *ctx = test_ctx(2);
   const int R = 3, H = 8, N = 48; /* whole strips: no empty key slots in the block */
   problem p;
   problem_make(ctx, &p, IXL_MXFP4, 0, R, H, N, 0);
@@ -836,7 +808,7 @@ TEST(empty_rows_and_nan_scales) {
  * just past the limits of the fast path's key prescaling, and a small query scale byte: the
  * logits stay finite and both paths agree bit for bit. */
 TEST(prescale_limits_with_saturated_codes) {
-  ixl_ctx *ctx = new_ctx(2);
+  ixl_ctx *ctx = test_ctx(2);
   const int R = 1, H = 4, N = 32;
   for (int fmt = 0; fmt < 2; fmt++) {
     const int limit = fmt == IXL_MXFP4 ? 244 : 231;
@@ -879,7 +851,7 @@ TEST(prescale_limits_with_saturated_codes) {
 
 /* ---------------------------------------------------------------- validation */
 TEST(k1_errors) {
-  ixl_ctx *ctx = new_ctx(2);
+  ixl_ctx *ctx = test_ctx(2);
   const int R = 2, H = 8, N = 32;
   problem p, p8;
   problem_make(ctx, &p, IXL_MXFP4, 0, R, H, N, 0);
@@ -1022,7 +994,7 @@ TEST(k1_errors) {
 }
 
 TEST(k2_errors) {
-  ixl_ctx *ctx = new_ctx(2);
+  ixl_ctx *ctx = test_ctx(2);
   problem p;
   problem_make(ctx, &p, IXL_MXFP4, 0, 3, 4, 300, 0);
   paged g;
@@ -1102,7 +1074,7 @@ TEST(k2_errors) {
 }
 
 TEST(k5_errors) {
-  ixl_ctx *ctx = new_ctx(2);
+  ixl_ctx *ctx = test_ctx(2);
   const int R = 2, N = 64, sbk = 8, nsb = 4;
   problem p;
   problem_make(ctx, &p, IXL_MXFP8, 0, R, 8, N, 0);
@@ -1203,7 +1175,7 @@ TEST(k5_errors) {
 
 int main(void) {
   seed_ = test_seed();
-  rng_ = seed_ * 0x9E3779B97F4A7C15ull + 1;
+  rand_seed(RAND_XORSHIFT64, seed_ * 0x9E3779B97F4A7C15ull + 1);
   list_cpu_variants();
   RUN(bf16_fma_is_exact);
   RUN(dot_reference_known_values);

@@ -6,27 +6,13 @@
 #include <stdint.h>
 
 #include "check.h"
+#include "rand.h"
 #include "gen/rng_math.h"
-
-static ixl_ctx *new_ctx(void) {
-  ixl_ctx *ctx = NULL;
-  if (ixl_ctx_new(IXL_BACKEND_CPU, 0, 1, &ctx) != IXL_OK) {
-    fprintf(stderr, "cannot make a CPU context\n");
-    exit(1);
-  }
-  return ctx;
-}
 
 static ixl_tensor *f32(ixl_ctx *ctx, int64_t n) {
   ixl_tensor *t = NULL;
   CHECK_OK(ctx, ixl_tensor_new(ctx, IXL_F32, 1, &n, IXL_HOST, &t));
   return t;
-}
-
-static uint32_t f2u(float x) {
-  uint32_t u;
-  memcpy(&u, &x, 4);
-  return u;
 }
 
 /* Known answers: Random123's published Philox4x32-10 vectors, and cuRAND's first block for
@@ -99,7 +85,7 @@ TEST(uniform_matches_curand_host_generator) {
         dlerror());
     return;
   }
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(0);
   const uint64_t seeds[] = {0, 1, 1234, 0xffffffffull, 0x0123456789abcdefull, ~0ull};
   /* offsets around the 2^16-subsequence wrap (262144 values) and far out */
   const uint64_t offsets[] = {0, 1, 3, 6, 262143, 262145, (1ull << 34) + 7, (1ull << 62) + 1};
@@ -117,7 +103,7 @@ TEST(uniform_matches_curand_host_generator) {
         const float *y = t->data;
         int bad = 0;
         for (int64_t i = 0; i < n && bad < 3; i++) {
-          if (f2u(y[i]) != f2u(ref[i])) {
+          if (ixl_f32_bits(y[i]) != ixl_f32_bits(ref[i])) {
             CHECK_MSG(0, "seed %llu offset %llu n %lld: value %lld is %a, cuRAND gives %a",
                       (unsigned long long)seeds[a], (unsigned long long)offsets[b], (long long)n,
                       (long long)i, y[i], ref[i]);
@@ -134,7 +120,7 @@ TEST(uniform_matches_curand_host_generator) {
 
 /* The stream is one sequence: offset o + i gives value i + o of offset 0, whatever the threads. */
 TEST(uniform_offsets_and_threads_agree) {
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(0);
   const int64_t n = 300007;
   ixl_tensor *all = f32(ctx, n), *part = f32(ctx, n - 1001);
   ixl_ctx_set_threads(ctx, 1);
@@ -145,7 +131,7 @@ TEST(uniform_offsets_and_threads_agree) {
   int64_t bad = 0;
   double sum = 0;
   float lo = 1, hi = 0;
-  for (int64_t i = 0; i < n - 1001; i++) bad += f2u(a[i + 1001]) != f2u(p[i]);
+  for (int64_t i = 0; i < n - 1001; i++) bad += ixl_f32_bits(a[i + 1001]) != ixl_f32_bits(p[i]);
   for (int64_t i = 0; i < n; i++) {
     sum += a[i];
     lo = a[i] < lo ? a[i] : lo;
@@ -159,7 +145,7 @@ TEST(uniform_offsets_and_threads_agree) {
   ixl_tensor *t = f32(ctx, 8);
   CHECK_OK(ctx, ixl_rng_uniform(ctx, t, 1234, 0));
   const float *y = t->data;
-  CHECK_MSG(f2u(y[0]) == f2u(ixl_u32_to_uniform(546353992u)), "first uniform %a", y[0]);
+  CHECK_MSG(ixl_f32_bits(y[0]) == ixl_f32_bits(ixl_u32_to_uniform(546353992u)), "first uniform %a", y[0]);
   CHECK_MSG(fabs(y[4] - 0.816736) < 1e-6 && fabs(y[7] - 0.058918) < 1e-6,
             "values 4..7: %g %g %g %g", y[4], y[5], y[6], y[7]);
   ixl_tensor_free(t);
@@ -200,7 +186,7 @@ TEST(transform_math_is_accurate) {
 /* Every normal equals the libm Box-Muller of the same uniform pair to within one float ulp,
  * and the sample has the moments and tails of N(mean, stddev^2). */
 TEST(normal_values_and_statistics) {
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(0);
   const int64_t n = 400001; /* odd */
   const uint64_t seed = 20251129, offset = 5;
   ixl_tensor *z = f32(ctx, n), *u = f32(ctx, n + 1);
@@ -267,7 +253,7 @@ TEST(normal_values_and_statistics) {
 /* Pairs come from stream values (offset + 2j, offset + 2j + 1): an odd length is a prefix of
  * the next even one, offset + 2 shifts by one pair, and the threads do not matter. */
 TEST(normal_lengths_offsets_threads) {
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(0);
   const int64_t n = 50001;
   ixl_tensor *a = f32(ctx, n + 1), *b = f32(ctx, n), *c = f32(ctx, n - 2), *d = f32(ctx, 5);
   ixl_ctx_set_threads(ctx, 2);
@@ -278,9 +264,9 @@ TEST(normal_lengths_offsets_threads) {
   CHECK_OK(ctx, ixl_rng_normal(ctx, d, 7, 3, 0.0f, 1.0f));
   const float *ya = a->data, *yb = b->data, *yc = c->data, *yd = d->data;
   int64_t bad = 0;
-  for (int64_t i = 0; i < n; i++) bad += f2u(ya[i]) != f2u(yb[i]);
-  for (int64_t i = 0; i < n - 2; i++) bad += f2u(ya[i + 2]) != f2u(yc[i]);
-  for (int64_t i = 0; i < 5; i++) bad += f2u(ya[i]) != f2u(yd[i]);
+  for (int64_t i = 0; i < n; i++) bad += ixl_f32_bits(ya[i]) != ixl_f32_bits(yb[i]);
+  for (int64_t i = 0; i < n - 2; i++) bad += ixl_f32_bits(ya[i + 2]) != ixl_f32_bits(yc[i]);
+  for (int64_t i = 0; i < 5; i++) bad += ixl_f32_bits(ya[i]) != ixl_f32_bits(yd[i]);
   CHECK_MSG(bad == 0, "%lld values differ", (long long)bad);
   /* stddev 0 gives the mean exactly */
   CHECK_OK(ctx, ixl_rng_normal(ctx, d, 7, 3, -2.5f, 0.0f));
@@ -293,7 +279,7 @@ TEST(normal_lengths_offsets_threads) {
 }
 
 TEST(rng_argument_errors) {
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(0);
   int64_t n = 8, shp[2] = {4, 4}, str[2] = {1, 4};
   ixl_tensor *i32 = NULL, *m = NULL, *e = NULL;
   CHECK_OK(ctx, ixl_tensor_new(ctx, IXL_I32, 1, &n, IXL_HOST, &i32));
@@ -337,7 +323,7 @@ TEST(device_matches_cpu) {
     printf("# skipped: device_matches_cpu needs a CUDA device (%s)\n", why);
     return;
   }
-  ixl_ctx *gpu = NULL, *cpu = new_ctx();
+  ixl_ctx *gpu = NULL, *cpu = test_ctx(0);
   CHECK_OK(gpu, ixl_ctx_new(IXL_BACKEND_CUDA, 0, 1, &gpu));
   if (!gpu) return;
   const struct {
@@ -366,7 +352,7 @@ TEST(device_matches_cpu) {
       const float *a = back->data, *b = h->data;
       int64_t bad = 0, first = -1;
       for (int64_t i = 0; i < n; i++)
-        if (f2u(a[i]) != f2u(b[i])) {
+        if (ixl_f32_bits(a[i]) != ixl_f32_bits(b[i])) {
           bad++;
           if (first < 0) first = i;
         }

@@ -8,29 +8,8 @@
 #include <stdint.h>
 
 #include "check.h"
+#include "rand.h"
 #include "logits/engine.h"
-
-static uint64_t rng_;
-static uint32_t next_u32(void) {
-  rng_ += 0x9E3779B97F4A7C15ull;
-  uint64_t z = rng_;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return (uint32_t)((z ^ (z >> 31)) >> 32);
-}
-
-static ixl_ctx *new_ctx(void) {
-  ixl_ctx *ctx = NULL;
-  if (ixl_ctx_new(IXL_BACKEND_CPU, 0, 1, &ctx) != IXL_OK) exit(1);
-  ixl_ctx_set_threads(ctx, 2);
-  return ctx;
-}
-static ixl_tensor *tnew(ixl_ctx *ctx, ixl_dtype dt, int ndim, int64_t a, int64_t b, int64_t c) {
-  int64_t shape[3] = {a, b, c};
-  ixl_tensor *t = NULL;
-  if (ixl_tensor_new(ctx, dt, ndim, shape, IXL_HOST, &t) != IXL_OK) exit(1);
-  return t;
-}
 
 /* One mxfp4 K1/K5 problem with H heads: random codes, scale bytes near 127, N keys, R rows. */
 typedef struct problem {
@@ -53,16 +32,16 @@ static void problem_make(ixl_ctx *ctx, problem *p, int H) {
   p->out32 = tnew(ctx, IXL_F32, 2, p->R, p->N, 0);
   p->outbf = tnew(ctx, IXL_BF16, 2, p->R, (int64_t)p->nsb * p->sbk, 0);
   uint8_t *b = p->qc->data;
-  for (int64_t i = 0; i < ixl_tensor_numel(p->qc); i++) b[i] = (uint8_t)next_u32();
+  for (int64_t i = 0; i < ixl_tensor_numel(p->qc); i++) b[i] = (uint8_t)rand_u32();
   b = p->kc->data;
-  for (int64_t i = 0; i < ixl_tensor_numel(p->kc); i++) b[i] = (uint8_t)next_u32();
+  for (int64_t i = 0; i < ixl_tensor_numel(p->kc); i++) b[i] = (uint8_t)rand_u32();
   b = p->qs->data;
-  for (int64_t i = 0; i < 4 * ixl_tensor_numel(p->qs); i++) b[i] = (uint8_t)(120 + next_u32() % 15);
+  for (int64_t i = 0; i < 4 * ixl_tensor_numel(p->qs); i++) b[i] = (uint8_t)(120 + rand_u32() % 15);
   b = p->ks_->data;
   for (int64_t i = 0; i < 4 * ixl_tensor_numel(p->ks_); i++)
-    b[i] = (uint8_t)(120 + next_u32() % 15);
+    b[i] = (uint8_t)(120 + rand_u32() % 15);
   for (int i = 0; i < p->R * H; i++) {
-    float w = (float)(next_u32() % 1000) / 1000.0f + 0.25f;
+    float w = (float)(rand_u32() % 1000) / 1000.0f + 0.25f;
     ((float *)p->w32->data)[i] = w;
     ((uint16_t *)p->wbf->data)[i] = ixl_f32_to_bf16(w);
   }
@@ -117,7 +96,7 @@ TEST(listing_per_family) {
 /* The default is the best that runs here, never the test-only ref_alt, and one problem's K1
  * and K5 choose the same variant (supports() cannot tell the modes apart). */
 TEST(default_choice) {
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(2);
   problem p;
   problem_make(ctx, &p, 32);
   CHECK(strcmp(ixl_ctx_variant_ran(ctx, "logits"), "") == 0);
@@ -133,7 +112,7 @@ TEST(default_choice) {
 
 /* A pin selects its variant for K1 and K5, reads back, and "" or NULL clears it. */
 TEST(pin_selects_and_reads_back) {
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(2);
   problem p;
   problem_make(ctx, &p, 32);
   CHECK_OK(ctx, k1(ctx, &p));
@@ -165,7 +144,7 @@ TEST(pin_selects_and_reads_back) {
 }
 
 TEST(refusals_name_the_family_the_pin_and_what_would_run) {
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(2);
   char would[64];
   snprintf(would, sizeof would, "would run: %s", ixl_engine_fast_available() ? "fast, ref" : "ref");
   CHECK_ERR(ctx, ixl_ctx_set_variant(ctx, "logits", "v9"), IXL_ERR_INVALID_ARG,
@@ -212,14 +191,14 @@ TEST(refusals_name_the_family_the_pin_and_what_would_run) {
 /* Pins belong to their context: another context runs the default, and a freed context's pin
  * does not reach a context made after it. */
 TEST(pins_are_per_context) {
-  ixl_ctx *a = new_ctx(), *b = new_ctx();
+  ixl_ctx *a = test_ctx(2), *b = test_ctx(2);
   problem p;
   problem_make(a, &p, 32);
   CHECK_OK(a, ixl_ctx_set_variant(a, "logits", "ref_alt"));
   CHECK(strcmp(ixl_ctx_variant(b, "logits"), "") == 0);
   ixl_ctx_free(b);
   for (int i = 0; i < 200; i++) { /* more contexts than the registry's table holds */
-    ixl_ctx *c = new_ctx();
+    ixl_ctx *c = test_ctx(2);
     CHECK(strcmp(ixl_ctx_variant(c, "logits"), "") == 0);
     CHECK_OK(c, ixl_ctx_set_variant(c, "logits", "ref"));
     ixl_ctx_free(c);
@@ -228,13 +207,13 @@ TEST(pins_are_per_context) {
   CHECK(strcmp(ixl_ctx_variant_ran(a, "logits"), "ref_alt") == 0);
   problem_free(&p);
   ixl_ctx_free(a); /* pinned: released by the registry's next call */
-  ixl_ctx *c = new_ctx();
+  ixl_ctx *c = test_ctx(2);
   CHECK(strcmp(ixl_ctx_variant(c, "logits"), "") == 0);
   ixl_ctx_free(c);
 }
 
 int main(void) {
-  rng_ = test_seed();
+  rand_seed(RAND_SPLITMIX64, test_seed());
   RUN(listing_per_family);
   RUN(default_choice);
   RUN(pin_selects_and_reads_back);

@@ -9,6 +9,7 @@
 
 #include "check.h"
 #include "gen/workload_math.h"
+#include "numerics/scalar.h"
 
 static uint64_t g_seed;
 
@@ -101,12 +102,6 @@ static int64_t rank_of(const double *x, int64_t len, int64_t pos) {
   int64_t r = 0;
   for (int64_t n = 0; n < len; n++) r += x[n] > x[pos];
   return r;
-}
-
-static uint32_t f2u(float x) {
-  uint32_t u;
-  memcpy(&u, &x, 4);
-  return u;
 }
 
 /* ---------------------------------------------------------------- tests */
@@ -535,7 +530,7 @@ static void gpu_matches_cpu(void) {
     view.owns = 0;
     CHECK_OK(gpu, ixl_tensor_copy(gpu, &view, pairs[t][1]));
     for (int64_t i = 0; i < n; i++)
-      if (f2u(back[i]) != f2u(F(pairs[t][0])[i])) {
+      if (ixl_f32_bits(back[i]) != ixl_f32_bits(F(pairs[t][0])[i])) {
         if (first < 0) first = i;
         bad++;
       }
