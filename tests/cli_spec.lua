@@ -48,13 +48,13 @@ describe("bin/idxlab", function()
 
   it("prints one clean error line for a hand-edited experiment.json (report, merge) and an "
     .. "inexact --set", function()
-    local results = require("idxlab.results")
+    local fs = require("idxlab.fs")
     local support = dofile(ROOT .. "/tests/support.lua")
     local d = support.tmpdir("cli-spec")
     local ok, err = pcall(function()
-      local q = results.shell_quote
+      local q = fs.shell_quote
       local function dir(name, plots, points)
-        results.mkdir_p(d .. "/" .. name)
+        fs.mkdir_p(d .. "/" .. name)
         support.write(d .. "/" .. name .. "/experiment.json",
           ('{"schema":1,"name":"m","plots":%s,"points":%s}\n'):format(plots, points))
         support.write(d .. "/" .. name .. "/results.jsonl", '{"point":0,"config_hash":"aa"}\n')

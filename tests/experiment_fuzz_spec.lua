@@ -5,7 +5,7 @@
 -- ("idxlab: ..." naming what is wrong) or a valid plan, never another kind of Lua error.
 -- IDXLAB_FUZZ_SEED=n replays a run; IDXLAB_FUZZ_N=n changes the count per kind.
 local experiment = require("idxlab.experiment")
-local results = require("idxlab.results")
+local fs = require("idxlab.fs")
 local config = require("idxlab.config")
 
 local ROOT = os.getenv("IDXLAB_ROOT") or "."
@@ -182,7 +182,7 @@ describe("the experiment loader under fuzzing", function()
     reseed(SEED + 2)
     local texts = {}
     for _, name in ipairs(SHIPPED) do
-      local text = results.read_file(ROOT .. "/experiments/" .. name .. ".lua")
+      local text = fs.read_file(ROOT .. "/experiments/" .. name .. ".lua")
       assert.is_string(text, name)
       texts[#texts + 1] = text
     end

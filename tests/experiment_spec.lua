@@ -5,13 +5,14 @@
 -- there).
 local idxlab = require("idxlab")
 local experiment = require("idxlab.experiment")
+local fs = require("idxlab.fs")
 local results = require("idxlab.results")
 local merge = require("idxlab.merge")
 local config = require("idxlab.config")
 
 local ROOT = os.getenv("IDXLAB_ROOT") or "."
 local BIN = ROOT .. "/bin/idxlab"
-local q = results.shell_quote
+local q = fs.shell_quote
 
 local support = dofile(ROOT .. "/tests/support.lua")
 -- the runner's stand-in for the kernels (a test double: tests/support/, not the library)
@@ -302,7 +303,7 @@ describe("validation messages", function()
       quiet({ out = d, measure = function() called = true end }))
     assert.matches("field 'repeats' = \"many\"", msg)
     assert.is_false(called)
-    assert.is_false(results.exists(d .. "/bad/results.jsonl"))
+    assert.is_false(fs.exists(d .. "/bad/results.jsonl"))
   end)
 end)
 
@@ -461,7 +462,7 @@ describe("dry run", function()
     assert.matches("skipped %(2: refused by the builder", text)
     assert.matches("candidate_block_size=12 candidate_topk_blocks=64: sparse_block_kv = auto: "
       .. "pick_sparse_block_kv", text)
-    assert.is_false(results.is_dir(d .. "/unit"))
+    assert.is_false(fs.is_dir(d .. "/unit"))
   end)
 
   it("works from the command line, from another directory", function()
@@ -510,10 +511,10 @@ describe("runs", function()
       assert.is_table(r.by_length)
       assert.is_table(r.workload)
     end
-    assert.is_true(results.exists(dir .. "/results.csv"))
-    assert.is_true(results.exists(dir .. "/summary.txt"))
-    assert.is_true(results.exists(dir .. "/experiment.json"))
-    assert.equals(res.summary, results.read_file(dir .. "/summary.txt"))
+    assert.is_true(fs.exists(dir .. "/results.csv"))
+    assert.is_true(fs.exists(dir .. "/summary.txt"))
+    assert.is_true(fs.exists(dir .. "/experiment.json"))
+    assert.equals(res.summary, fs.read_file(dir .. "/summary.txt"))
     assert.matches("mean ±sd over repeats", res.summary)
   end)
 
@@ -522,7 +523,7 @@ describe("runs", function()
     local e = base_exp()
     e.workload.decode.context = 512 -- every row shorter than T * cbs: nothing is active
     local res = experiment.run(e, quiet({ out = d }))
-    local text = results.read_file(res.dir .. "/results.jsonl")
+    local text = fs.read_file(res.dir .. "/results.jsonl")
     local n = 0
     for line in text:gmatch("[^\n]+") do
       n = n + 1
@@ -710,10 +711,10 @@ describe("a killed run (a real child process)", function()
   end
   local function pid_of(d)
     local ok = wait_for(function()
-      return (results.read_file(d .. "/pid") or ""):match("%d+") ~= nil
+      return (fs.read_file(d .. "/pid") or ""):match("%d+") ~= nil
     end, 10)
     assert.is_true(ok, "the child did not start")
-    return (results.read_file(d .. "/pid")):match("%d+")
+    return (fs.read_file(d .. "/pid")):match("%d+")
   end
 
   it("loses at most the point in flight; --resume removes a half-written line and finishes with "
@@ -728,9 +729,9 @@ describe("a killed run (a real child process)", function()
     local pid = pid_of(child)
     assert.is_true(wait_for(function() return #lines_of(jsonl) >= 2 end, 20),
       "no results appeared: "
-      .. tostring(results.read_file(child .. "/err")))
+      .. tostring(fs.read_file(child .. "/err")))
     os.execute("kill -KILL " .. pid)
-    assert.is_true(wait_for(function() return results.exists(child .. "/rc") end, 10))
+    assert.is_true(wait_for(function() return fs.exists(child .. "/rc") end, 10))
     local rows, info = results.read_jsonl(jsonl)
     assert.is_false(info.torn, "a killed run left a torn line")
     assert.is_true(#rows >= 2 and #rows < 8, "rows: " .. #rows)
@@ -769,17 +770,17 @@ describe("a killed run (a real child process)", function()
     assert.is_true(wait_for(function() return #lines_of(jsonl) >= 1 end, 20))
     os.execute("kill -INT " .. pid)
     assert.is_true(wait_for(function()
-      return (results.read_file(child .. "/rc") or ""):match("%d") ~= nil
+      return (fs.read_file(child .. "/rc") or ""):match("%d") ~= nil
     end, 10))
-    assert.equals("130", (results.read_file(child .. "/rc")):match("%d+"))
-    local err = results.read_file(child .. "/err")
+    assert.equals("130", (fs.read_file(child .. "/rc")):match("%d+"))
+    local err = fs.read_file(child .. "/err")
     assert.matches("interrupted: %d+ of 8 points of this run done", err)
     assert.matches("%-%-resume", err)
     local rows, info = results.read_jsonl(jsonl)
     assert.is_false(info.torn)
     assert.is_true(#rows >= 1 and #rows < 8)
     -- the summary and CSV of what is done were written
-    assert.is_true(results.exists(d .. "/res/tiny/results.csv"))
+    assert.is_true(fs.exists(d .. "/res/tiny/results.csv"))
   end)
 end)
 
@@ -919,7 +920,7 @@ describe("shard and merge", function()
     assert.equals(0, m.missing)
     local rows = results.read_jsonl(d .. "/merged/results.jsonl")
     for i, r in ipairs(rows) do assert.equals(i - 1, r.point) end
-    assert.is_true(results.exists(d .. "/merged/results.csv"))
+    assert.is_true(fs.exists(d .. "/merged/results.csv"))
     -- the merged file holds the shards' lines as written
     local shard_lines = {}
     for _, r in ipairs({ r0, r1, r2 }) do

@@ -3,6 +3,7 @@
 -- away), axis labels with units, the PNG/SVG files gnuplot renders (checked by their
 -- signature), the message when gnuplot is absent, and `idxlab report DIR` regenerating
 -- everything from results.jsonl.
+local fs = require("idxlab.fs")
 local results = require("idxlab.results")
 local report = require("idxlab.report")
 local plot = require("idxlab.plot")
@@ -10,7 +11,7 @@ local experiment = require("idxlab.experiment")
 
 local ROOT = os.getenv("IDXLAB_ROOT") or "."
 local BIN = ROOT .. "/bin/idxlab"
-local q = results.shell_quote
+local q = fs.shell_quote
 
 local support = dofile(ROOT .. "/tests/support.lua")
 local function tmpdir() return support.tmpdir("report-spec") end
@@ -117,7 +118,7 @@ describe("kernel variants (SPEC 6)", function()
     rows[1]["variant.index"] = "v1"
     report.write(d, rows, { swept = { "candidate_block_size" }, metrics = { "recall_at_k" } },
       { gnuplot = "none" })
-    local header, recs = results.parse_csv(results.read_file(d .. "/results.csv"))
+    local header, recs = results.parse_csv(fs.read_file(d .. "/results.csv"))
     local col = {}
     for i, h in ipairs(header) do col[h] = i end
     for _, k in ipairs({ "variant.index", "variant.logits", "variant.select" }) do
@@ -252,18 +253,18 @@ describe("plots and report regeneration", function()
     local d = tmpdir()
     local res = experiment.run(exp_table(), run_opts(d))
     for _, stem in ipairs({ "plot_recall_at_k_vs_candidate_topk_blocks", "plot_times" }) do
-      local png = results.read_file(res.dir .. "/" .. stem .. ".png")
+      local png = fs.read_file(res.dir .. "/" .. stem .. ".png")
       assert.is_string(png, stem .. ".png missing: " .. table.concat(res.messages, "; "))
       assert.equals("\137PNG\r\n\26\n", png:sub(1, 8))
       assert.equals("IHDR", png:sub(13, 16))
       assert.is_true(#png > 2000)
-      local svg = results.read_file(res.dir .. "/" .. stem .. ".svg")
+      local svg = fs.read_file(res.dir .. "/" .. stem .. ".svg")
       assert.matches("<svg", svg)
       assert.matches("candidate_topk_blocks %(blocks%)", svg)
-      assert.is_string(results.read_file(res.dir .. "/" .. stem .. ".dat"))
-      assert.is_string(results.read_file(res.dir .. "/" .. stem .. ".gp"))
+      assert.is_string(fs.read_file(res.dir .. "/" .. stem .. ".dat"))
+      assert.is_string(fs.read_file(res.dir .. "/" .. stem .. ".gp"))
     end
-    local svg = results.read_file(res.dir .. "/plot_recall_at_k_vs_candidate_topk_blocks.svg")
+    local svg = fs.read_file(res.dir .. "/plot_recall_at_k_vs_candidate_topk_blocks.svg")
     assert.matches("candidate_block_size=8", svg)
     assert.matches("candidate_block_size=16", svg)
     -- no temporary file left behind
@@ -279,16 +280,16 @@ describe("plots and report regeneration", function()
     local msg = table.concat(res.messages, "\n")
     assert.equals(0, res.status, "failed points: " .. require("idxlab.results").encode(res.failed))
     assert.matches("gnuplot not found: plots not rendered %(apt%-get install gnuplot%-nox%)", msg)
-    assert.is_false(results.exists(res.dir .. "/plot_times.png"))
-    assert.is_string(results.read_file(res.dir .. "/plot_times.dat"))
-    assert.is_true(results.exists(res.dir .. "/results.csv"))
+    assert.is_false(fs.exists(res.dir .. "/plot_times.png"))
+    assert.is_string(fs.read_file(res.dir .. "/plot_times.dat"))
+    assert.is_true(fs.exists(res.dir .. "/results.csv"))
   end)
 
   it("idxlab report DIR re-renders the table, the CSV and the plots from results.jsonl", function()
     local d = tmpdir()
     local res = experiment.run(exp_table(), run_opts(d))
-    local summary = results.read_file(res.dir .. "/summary.txt")
-    local csv = results.read_file(res.dir .. "/results.csv")
+    local summary = fs.read_file(res.dir .. "/summary.txt")
+    local csv = fs.read_file(res.dir .. "/results.csv")
     for _, f in ipairs({ "summary.txt", "results.csv", "plot_times.dat", "plot_times.png",
       "plot_times.svg" }) do
       os.remove(res.dir .. "/" .. f)
@@ -297,11 +298,11 @@ describe("plots and report regeneration", function()
     local out = p:read("*a")
     p:close()
     assert.matches("rc=0", out)
-    assert.equals(summary, results.read_file(res.dir .. "/summary.txt"))
-    assert.equals(csv, results.read_file(res.dir .. "/results.csv"))
-    assert.is_string(results.read_file(res.dir .. "/plot_times.dat"))
+    assert.equals(summary, fs.read_file(res.dir .. "/summary.txt"))
+    assert.equals(csv, fs.read_file(res.dir .. "/results.csv"))
+    assert.is_string(fs.read_file(res.dir .. "/plot_times.dat"))
     if gnuplot_present() then
-      assert.equals("\137PNG", results.read_file(res.dir .. "/plot_times.png"):sub(1, 4))
+      assert.equals("\137PNG", fs.read_file(res.dir .. "/plot_times.png"):sub(1, 4))
     end
     assert.matches("experiment rep: does the report render%?", out)
   end)
@@ -333,10 +334,10 @@ return {
 ]])
     local stem = "plot_recall_at_k_vs_candidate_topk_blocks"
     local function rendered(dir, out)
-      local png = results.read_file(dir .. "/" .. stem .. ".png")
+      local png = fs.read_file(dir .. "/" .. stem .. ".png")
       assert.is_string(png, dir .. ": no png; " .. out)
       assert.equals("\137PNG\r\n\26\n", png:sub(1, 8))
-      assert.matches("<svg", results.read_file(dir .. "/" .. stem .. ".svg") or "", 1, false,
+      assert.matches("<svg", fs.read_file(dir .. "/" .. stem .. ".svg") or "", 1, false,
         dir .. ": no svg; " .. out)
       assert.is_nil(out:find("gnuplot wrote no", 1, true), out)
     end
@@ -371,27 +372,27 @@ return {
       title = title,
       name = "lit" } }
     local res = experiment.run(e, run_opts(d))
-    assert.is_false(results.exists(marker), "a backquoted command ran")
-    assert.is_false(results.exists(marker2), "a command after a newline ran")
-    local png = results.read_file(res.dir .. "/plot_lit.png")
+    assert.is_false(fs.exists(marker), "a backquoted command ran")
+    assert.is_false(fs.exists(marker2), "a command after a newline ran")
+    local png = fs.read_file(res.dir .. "/plot_lit.png")
     assert.is_string(png, "no png: " .. table.concat(res.messages, "; "))
     assert.equals("\137PNG", png:sub(1, 4))
-    local svg = assert(results.read_file(res.dir .. "/plot_lit.svg"))
+    local svg = assert(fs.read_file(res.dir .. "/plot_lit.svg"))
     assert.truthy(svg:find("x`touch " .. marker .. "`y 'q' &quot;dq&quot; \\n !touch " .. marker2,
         1, true)
       or svg:find("x`touch " .. marker .. "`y 'q' \"dq\" \\n !touch " .. marker2, 1, true),
       "the title is not literal")
     -- the script kept for the user quotes the same way
-    local gp = assert(results.read_file(res.dir .. "/plot_lit.gp"))
+    local gp = assert(fs.read_file(res.dir .. "/plot_lit.gp"))
     assert.truthy(gp:find("set title 'x`touch " .. marker .. "`y ''q'' \"dq\" \\n !touch "
       .. marker2 .. "'\n", 1, true), gp)
-    assert.is_false(results.exists(marker))
+    assert.is_false(fs.exists(marker))
   end)
 
   it("names the file and the field of a hand-edited experiment.json it cannot use", function()
     local d = tmpdir()
     local res = experiment.run(exp_table(), run_opts(d, { gnuplot = "none" }))
-    local saved = assert(results.read_file(res.dir .. "/experiment.json"))
+    local saved = assert(fs.read_file(res.dir .. "/experiment.json"))
     local cases = {
       { "5", "field 'plots' = 5: must be a list of plots" },
       { "[5]", "field 'plots%[1%]' = 5: must be a plot" },
@@ -433,7 +434,7 @@ return {
       :format(q(log), q(log)))
     assert.is_true(os.execute("chmod +x " .. q(fake)) == 0 or false)
     local dir = d .. "/res"
-    results.mkdir_p(dir)
+    fs.mkdir_p(dir)
     support.write(dir .. "/experiment.json", '{"schema":1,"name":"s","swept":["a"],'
       .. '"plots":[{"x":"a","y":"m"}],"points":[{"point":0,"config_hash":"aa"},'
       .. '{"point":1,"config_hash":"bb"}]}\n')
@@ -444,7 +445,7 @@ return {
     local out = p:read("*a")
     p:close()
     assert.matches("rc=0", out)
-    local seen = results.read_file(log) or ""
+    local seen = fs.read_file(log) or ""
     assert.equals("eof\neof\n", seen, out) -- the probe and the render, neither read stdin
   end)
 

@@ -2,6 +2,7 @@
 -- appended one whole flushed line at a time and a half-written last line is detected and
 -- removed, whole files are replaced atomically, the CSV's schema and quoting, the config hash,
 -- and `idxlab diff` on two safetensors files.
+local fs = require("idxlab.fs")
 local results = require("idxlab.results")
 local report = require("idxlab.report")
 local merge = require("idxlab.merge")
@@ -10,7 +11,7 @@ local config = require("idxlab.config")
 
 local ROOT = os.getenv("IDXLAB_ROOT") or "."
 local BIN = ROOT .. "/bin/idxlab"
-local q = results.shell_quote
+local q = fs.shell_quote
 
 local support = dofile(ROOT .. "/tests/support.lua")
 local function tmpdir() return support.tmpdir("results-spec") end
@@ -93,7 +94,7 @@ describe("results.jsonl", function()
       assert.equals(#good, info.valid_bytes)
       local repaired = results.repair_jsonl(path)
       assert.is_true(repaired)
-      assert.equals(good, results.read_file(path))
+      assert.equals(good, fs.read_file(path))
       assert.is_false(results.repair_jsonl(path))
     end
   end)
@@ -117,7 +118,7 @@ end)
 describe("a results directory's experiment.json", function()
   -- a shard as merge reads it: the plan (experiment.json) and one finished point
   local function shard(d, points)
-    results.mkdir_p(d)
+    fs.mkdir_p(d)
     write(d .. "/experiment.json",
       '{"schema":1,"name":"m","mode":"step","swept":[],"plots":[],"points":' .. points .. '}\n')
     write(d .. "/results.jsonl",
@@ -156,7 +157,7 @@ describe("a results directory's experiment.json", function()
       local out = p:read("*a")
       p:close()
       assert.matches("^idxlab: [^\n]*/s0/experiment%.json: " .. c[2] .. "[^\n]*\nrc=1", out)
-      assert.is_false(results.exists(d .. "/out2/results.jsonl"))
+      assert.is_false(fs.exists(d .. "/out2/results.jsonl"))
     end
   end)
 
@@ -176,14 +177,14 @@ end)
 describe("whole files", function()
   it("are replaced through a temporary name and leave no temporary behind", function()
     local d = tmpdir()
-    results.write_atomic(d .. "/a.txt", "one")
-    results.write_atomic(d .. "/a.txt", "two")
-    assert.equals("two", results.read_file(d .. "/a.txt"))
+    fs.write_atomic(d .. "/a.txt", "one")
+    fs.write_atomic(d .. "/a.txt", "two")
+    assert.equals("two", fs.read_file(d .. "/a.txt"))
     assert.are.same({ "a.txt" }, listing(d))
   end)
 
   it("name the path when they cannot be written", function()
-    local ok, err = pcall(results.write_atomic, "/nonexistent/dir/a.txt", "x")
+    local ok, err = pcall(fs.write_atomic, "/nonexistent/dir/a.txt", "x")
     assert.is_false(ok)
     assert.matches("cannot write /nonexistent/dir/a%.txt", tostring(err))
   end)
@@ -216,7 +217,7 @@ describe("CSV", function()
       sweep = { candidate_block_size = { 8, 16 } }, repeats = 2,
     }, { out = d, measure = "fake", progress = "off", stdout = sink, stderr = sink,
       gnuplot = "none" })
-    local header, recs = results.parse_csv(results.read_file(res.dir .. "/results.csv"))
+    local header, recs = results.parse_csv(fs.read_file(res.dir .. "/results.csv"))
     local col = {}
     for i, h in ipairs(header) do col[h] = i end
     local want = { "schema", "experiment", "point", "repeat", "config_hash", "seed", "backend",

@@ -1,7 +1,7 @@
 -- support.lua: what several spec files share (loaded with dofile, not a spec itself): private
 -- temporary directories, removed with `teardown(support.cleanup)`, writing a file, and the
 -- experiment runner's fake measure.
-local results = require("idxlab.results")
+local fs = require("idxlab.fs")
 
 local M = {}
 
@@ -12,14 +12,14 @@ local made = {}
 function M.tmpdir(tag)
   local reserve = os.tmpname()
   local d = reserve .. "-idxlab-" .. (tag or "spec")
-  results.mkdir_p(d)
+  fs.mkdir_p(d)
   made[#made + 1] = { d, reserve }
   return d
 end
 
 function M.cleanup()
   for _, t in ipairs(made) do
-    os.execute("rm -rf " .. results.shell_quote(t[1]))
+    os.execute("rm -rf " .. fs.shell_quote(t[1]))
     os.remove(t[2])
   end
   made = {}

@@ -19,11 +19,6 @@ local M = {}
 
 M.SCHEMA = 1
 
--- The file helpers under their old names, for callers not yet moved to idxlab.fs.
-M.exists, M.is_dir, M.read_file, M.write_atomic = fs.exists, fs.is_dir, fs.read_file,
-  fs.write_atomic
-M.move_into_place, M.mkdir_p, M.shell_quote = fs.move_into_place, fs.mkdir_p, fs.shell_quote
-
 ---------------------------------------------------------------------------- values
 
 -- Integers (exact in a double) as integers; everything else with 17 significant digits so
@@ -295,5 +290,4 @@ end
 
 -- The plain helpers stay unwrapped: they raise nothing, and is_int/is_list run in loops; the
 -- fs names are fs's own public functions already.
-return errors.wrap(M, { "encode_number", "is_int", "is_list", "show", "hash", "exists", "is_dir",
-  "read_file", "write_atomic", "move_into_place", "mkdir_p", "shell_quote" })
+return errors.wrap(M, { "encode_number", "is_int", "is_list", "show", "hash" })

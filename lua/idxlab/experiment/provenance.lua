@@ -1,6 +1,6 @@
 -- idxlab.experiment.provenance: what a result row records about where it came from: the
 -- library's version, the project's git commit and whether the tree was dirty, and the time.
-local results = require("idxlab.results")
+local fs = require("idxlab.fs")
 local binding = require("idxlab.ffi")
 
 local M = {}
@@ -21,7 +21,7 @@ end
 local git_cache
 function M.git_info()
   if git_cache then return git_cache end
-  local root = results.shell_quote(M.repo_root())
+  local root = fs.shell_quote(M.repo_root())
   local f = io.popen("git -C " .. root .. " rev-parse HEAD 2>/dev/null")
   local commit = f and f:read("*l") or nil
   if f then f:close() end

@@ -4,6 +4,7 @@
 -- earlier run this plan can keep.
 local errors = require("idxlab.errors")
 local json = require("idxlab.json")
+local fs = require("idxlab.fs")
 local results = require("idxlab.results")
 local util = require("idxlab.experiment.util")
 local schema = require("idxlab.experiment.schema")
@@ -145,7 +146,7 @@ end
 -- --resume; refuses results of another plan. A half-written last line is removed (and said).
 function M.resumable(plan, rec, dir, stderr)
   local jpath = dir .. "/results.jsonl"
-  local saved_text = results.read_file(dir .. "/experiment.json")
+  local saved_text = fs.read_file(dir .. "/experiment.json")
   if saved_text then
     local ok, why = M.same_plan(results.decode(saved_text), rec)
     if not ok then
@@ -176,8 +177,8 @@ end
 -- A fresh run keeps an earlier results.jsonl aside as results.jsonl.prev.
 function M.set_aside(dir, stderr)
   local jpath = dir .. "/results.jsonl"
-  if not results.exists(jpath) then return end
-  local old = results.read_file(jpath)
+  if not fs.exists(jpath) then return end
+  local old = fs.read_file(jpath)
   if old and old ~= "" then
     os.rename(jpath, jpath .. ".prev")
     stderr:write(("idxlab: %s: earlier results moved to results.jsonl.prev (use --resume to "

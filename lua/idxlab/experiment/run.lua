@@ -11,6 +11,7 @@ local Context = require("idxlab.context")
 local measure_mod = require("idxlab.measure")
 local progress = require("idxlab.progress")
 local report = require("idxlab.report")
+local fs = require("idxlab.fs")
 local results = require("idxlab.results")
 local util = require("idxlab.experiment.util")
 local schema = require("idxlab.experiment.schema")
@@ -109,14 +110,14 @@ end
 
 -- Makes the results dir and writes the plan; -> the points done earlier (resume) and count.
 local function prepare_dir(plan, rec, dir, opts, stderr)
-  results.mkdir_p(dir)
+  fs.mkdir_p(dir)
   local done, prior = {}, 0
   if opts.resume then
     done, prior = rows.resumable(plan, rec, dir, stderr)
   else
     rows.set_aside(dir, stderr)
   end
-  results.write_atomic(dir .. "/experiment.json",
+  fs.write_atomic(dir .. "/experiment.json",
     results.encode(rec, { "schema", "name", "question", "source" }) .. "\n")
   return done, prior
 end
