@@ -66,7 +66,7 @@ ifeq ($(CUDA),1)
   CU_OBJ := $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(CU_SRC))
   NVCCFLAGS ?= -O3 -std=c++17 -lineinfo --expt-relaxed-constexpr \
     -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_80,code=sm_80 \
-    -Xcompiler -fPIC -Xcompiler -Wall -Xcompiler -fvisibility=hidden \
+    -Xcompiler -fPIC -Xcompiler -Wall -Xcompiler -ffp-contract=off -Xcompiler -fvisibility=hidden \
     -Iinclude -Icore -Ikernels -DIXL_WITH_CUDA
   LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcurand -lstdc++
 else
@@ -137,7 +137,7 @@ $(CDEF): include/idxlab.h scripts/gen_cdef.sh
 	@mkdir -p $(BUILD)
 	@CC=$(CC) scripts/gen_cdef.sh include/idxlab.h $@
 
-$(BUILD)/tests/%: tests/c/%.c tests/c/check.h $(LIB_A)
+$(BUILD)/tests/%: tests/c/%.c tests/c/check.h tests/c/rand.h $(LIB_A)
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	@$(CC) $(ALL_CFLAGS) -Ikernels -Itests/c $< -o $@ $(LIB_A) $(LDLIBS)
