@@ -29,7 +29,9 @@ local lazy = {
   report = "idxlab.report", workload = "idxlab.workload", replay = "idxlab.replay",
   safetensors = "idxlab.safetensors", rng = "idxlab.rng", chunker = "idxlab.chunker",
   select = "idxlab.select", logits = "idxlab.logits", results = "idxlab.results",
-  json = "idxlab.json", metrics = "idxlab.metrics",
+  json = "idxlab.json", metrics = "idxlab.metrics", step = "idxlab.step",
+  summary = "idxlab.summary", measure = "idxlab.measure", variants = "idxlab.variants",
+  fs = "idxlab.fs", plot = "idxlab.plot", merge = "idxlab.merge", stats = "idxlab.stats",
 }
 
 local help_text = [[
@@ -45,13 +47,25 @@ idxlab ]] .. M.version .. [[ - the two-level sparse indexer of DeepSeek V4.1, on
   idxlab.config.defaults()                            -- every config field and default
   idxlab.cuda_available()                             -- true, or false and why
 
-Errors are Lua errors; catch them with pcall. Modules: ]]
+]]
 
+-- Prints the help with every lazily loaded module, the list wrapped to fit a terminal.
 function M.help()
   local names = {}
   for k in pairs(lazy) do names[#names + 1] = k end
   table.sort(names)
-  print(help_text .. table.concat(names, ", "))
+  local lines, line = {}, "Errors are Lua errors; catch them with pcall. Modules:"
+  for i, k in ipairs(names) do
+    local word = k .. (i < #names and "," or "")
+    if #line + 1 + #word > 90 then
+      lines[#lines + 1] = line
+      line = "  " .. word
+    else
+      line = line .. " " .. word
+    end
+  end
+  lines[#lines + 1] = line
+  print(help_text .. table.concat(lines, "\n"))
 end
 
 function M.run(file_or_table, opts)
