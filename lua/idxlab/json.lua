@@ -24,6 +24,10 @@ local function escape_string(s)
   end) .. '"'
 end
 
+-- The one number rule of every file idxlab writes (JSON, and the CSV and plot data through
+-- results): integers exact in a double as integers (-0 kept), everything else with 17
+-- significant digits so the value reads back bit-exact; NaN and infinities have no JSON
+-- form and become null.
 local function number_text(v)
   if v ~= v or v == math.huge or v == -math.huge then return "null" end
   if v == math.floor(v) and math.abs(v) < 2 ^ 53 then
@@ -32,6 +36,7 @@ local function number_text(v)
   end
   return ("%.17g"):format(v)
 end
+M.number_text = number_text
 
 -- Array length when every key is a positive integer (holes allowed), else nil.
 local function array_length(t)
@@ -251,4 +256,4 @@ function M.decode(s)
 end
 
 -- The public boundary: encode and decode (null and object are plain values and a marker).
-return errors.wrap(M, { "object" })
+return errors.wrap(M, { "object", "number_text" })

@@ -8,6 +8,7 @@
 -- pages its list and waits at "Press return for more:" (issue 19).
 local errors = require("idxlab.errors")
 local fs = require("idxlab.fs")
+local json = require("idxlab.json")
 local results = require("idxlab.results")
 local stats = require("idxlab.stats")
 
@@ -297,7 +298,7 @@ function M.render(dir, rows, p, exp, gp)
   -- the data file: one gnuplot index block per line
   local dat = { ("# %s\n"):format(one_line(about)), "# columns: x mean min max n label\n" }
   local spread = false
-  local num = results.encode_number
+  local num = json.number_text
   for i, ln in ipairs(data.lines) do
     if i > 1 then dat[#dat + 1] = "\n\n" end
     dat[#dat + 1] = ("# line %d: %s\n"):format(i - 1, one_line(ln.title))

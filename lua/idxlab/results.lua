@@ -21,19 +21,9 @@ M.SCHEMA = 1
 
 ---------------------------------------------------------------------------- values
 
--- Integers (exact in a double) as integers; everything else with 17 significant digits so
--- the value reads back bit-exact; NaN and infinities have no JSON form and become null.
--- (The same rule as idxlab.json, which writes the JSON; this one is for the CSV and the plot
--- data files.)
-local function encode_number(x)
-  if x ~= x or x == math.huge or x == -math.huge then return "null" end
-  if x == math.floor(x) and math.abs(x) < 2 ^ 53 then
-    if x == 0 and 1 / x < 0 then return "-0" end
-    return ("%d"):format(x)
-  end
-  return ("%.17g"):format(x)
-end
-M.encode_number = encode_number
+-- Numbers in the CSV and the plot data: json.number_text, the one rule (bit-exact read-back,
+-- NaN and infinities as null).
+local encode_number = json.number_text
 
 -- An integer exact in a double (|v| < 2^53).
 local function is_int(v) return util.is_int(v) end
@@ -290,4 +280,4 @@ end
 
 -- The plain helpers stay unwrapped: they raise nothing, and is_int/is_list run in loops; the
 -- fs names are fs's own public functions already.
-return errors.wrap(M, { "encode_number", "is_int", "is_list", "show", "hash" })
+return errors.wrap(M, { "is_int", "is_list", "show", "hash" })
