@@ -144,9 +144,7 @@ local function unknown_field(name)
   return ("unknown config field '%s' (the fields: %s)"):format(tostring(name),
     table.concat(M.field_names(), ", "))
 end
-
--- The same as a whole message, "idxlab: unknown config field ...", for callers that print it.
-function M.unknown_field_message(name) return "idxlab: " .. unknown_field(name) end
+M.unknown_field = unknown_field
 
 -- ------------------------------------------------------------------ value grammar (SPEC 8)
 
@@ -455,6 +453,5 @@ function M.field_names()
 end
 
 -- The public boundary: everything above but the pure lookups (is_field, defaults, closest,
--- field_names, unknown_field_message), which raise nothing.
-return errors.wrap(M, { "is_field", "defaults", "closest", "field_names",
-  "unknown_field_message" })
+-- field_names, unknown_field), which raise nothing.
+return errors.wrap(M, { "is_field", "defaults", "closest", "field_names", "unknown_field" })

@@ -28,8 +28,7 @@ return function(argv)
   local cfg = {}
   for _, k in ipairs(order) do
     local v = map[k]
-    -- unknown_field_message is a whole "idxlab: ..." text: its message part is raised
-    if not config.is_field(k) then fail(errors.message(config.unknown_field_message(k))) end
+    if not config.is_field(k) then fail("%s", config.unknown_field(k)) end
     if type(v) == "table" then
       fail("%s: idxlab config takes one value per field (lists are for sweeps in experiments)",
         k)
