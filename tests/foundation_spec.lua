@@ -170,6 +170,33 @@ describe("the binding", function()
     assert.equals("dtype = f64: must be one of f32, f16, bf16, e4m3, e2m1x2, i32, u8", e.message)
   end)
 
+  it("sets where to the line that called the public function, directly or through pcall",
+    function()
+    local ctx = idxlab.context{ backend = "cpu" }
+    local line
+    local ok, e = pcall(function()
+      line = debug.getinfo(1, "l").currentline + 1
+      local t = ctx:tensor("f64", { 2 }) -- not a tail call: this frame stays on the stack
+      return t
+    end)
+    assert.is_false(ok)
+    assert.equals("foundation_spec.lua:" .. line, e.where:match("[^/]*$"))
+    line = debug.getinfo(1, "l").currentline + 1
+    ok, e = pcall(ctx.tensor, ctx, "f64", { 2 })
+    assert.is_false(ok)
+    assert.equals("foundation_spec.lua:" .. line, e.where:match("[^/]*$"))
+    assert.equals("foundation_spec.lua:" .. line .. ": idxlab: " .. e.message,
+      tostring(e):match("[^/]*$"))
+    -- every result passes, trailing nils included; a foreign error passes unchanged
+    local f = errors.public(function(a) return a, nil, 3, nil end)
+    assert.equals(4, select("#", f(1)))
+    assert.are.same({ 1, nil, 3 }, { f(1) })
+    local g = errors.public(function() error({ "not ours" }) end)
+    ok, e = pcall(g)
+    assert.is_false(ok)
+    assert.are.same({ "not ours" }, e)
+  end)
+
   it("makes one default CPU context, on first use", function()
     local d = idxlab.Context.default()
     assert.equals(d, idxlab.Context.default())

@@ -83,18 +83,22 @@ local function public_caller(level)
 end
 M.public_caller = public_caller
 
-local unpack = unpack or table.unpack
+-- An error leaving a public function: an idxlab error gets `where`, the public caller's line,
+-- if it has none yet; any other error passes unchanged. Called as `return pass(pcall(...))`
+-- (a tail call: the wrapper's frame is gone), so from public_caller the stack reads
+-- 1 public_caller, 2 pass, 3 the wrapper's caller; public_caller skips the library's own
+-- frames and C frames (pcall) from there on, so an internal caller is never taken for it.
+local function pass(ok, ...)
+  if ok then return ... end
+  local e = ...
+  if M.is(e) and not e.where then e.where = public_caller(3) end
+  error(e, 0)
+end
 
--- fn wrapped as a public entry point: an idxlab error leaving it gets `where` set to the
--- public caller's line (if it has none yet); any other error passes unchanged.
+-- fn wrapped as a public entry point (see pass). No table per call: the results pass
+-- through as varargs.
 function M.public(fn)
-  return function(...)
-    local r = { pcall(fn, ...) }
-    if r[1] then return unpack(r, 2, table.maxn(r)) end
-    local e = r[2]
-    if M.is(e) and not e.where then e.where = public_caller(3) end
-    error(e, 0)
-  end
+  return function(...) return pass(pcall(fn, ...)) end
 end
 
 -- Wraps every function field of a module table in place (skipping names in `except`) and
