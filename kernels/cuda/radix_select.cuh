@@ -83,7 +83,8 @@ __device__ __forceinline__ void select_append(unsigned take, const uint32_t (&ke
 // equal values does not serialise on one shared address. Every lane must call it.
 __device__ __forceinline__ void select_hist_add(unsigned *hist, bool pred, unsigned bin) {
   const unsigned peers = __match_any_sync(0xffffffffu, pred ? bin : 0xffffffffu);
-  if (pred && (int)(threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&hist[bin], (unsigned)__popc(peers));
+  if (pred && (int)(threadIdx.x & 31) == __ffs(peers) - 1)
+    atomicAdd(&hist[bin], (unsigned)__popc(peers));
 }
 
 // In-place ascending bitonic sort of buf[0..P), P a power of two; every comparator puts the
@@ -369,11 +370,13 @@ __device__ void radix_select_row(const Src &src, int64_t k, bool sorted, int32_t
 #ifdef IXL_SELECT_PROFILE
   if (prof) {
     tp[6] = clock64();
-    printf("select profile: n %lld k %lld B %d path %d M %lld | cycles: sample %lld, sample sort %lld, "
-           "filter %lld, histogram passes %lld, to collected %lld, sorts+write %lld, total %lld\n",
+    printf("select profile: n %lld k %lld B %d path %d M %lld | cycles: sample %lld, "
+           "sample sort %lld, filter %lld, histogram passes %lld, to collected %lld, "
+           "sorts+write %lld, total %lld\n",
            (long long)n, (long long)k, B, path, (long long)M, tp[1] ? tp[1] - tp[0] : 0,
-           tp[2] ? tp[2] - tp[1] : 0, tp[3] ? tp[3] - tp[2] : 0, tp[4] ? tp[4] - (tp[3] ? tp[3] : tp[0]) : 0,
-           tp[5] - tp[0], tp[6] - tp[5], tp[6] - tp[0]);
+           tp[2] ? tp[2] - tp[1] : 0, tp[3] ? tp[3] - tp[2] : 0,
+           tp[4] ? tp[4] - (tp[3] ? tp[3] : tp[0]) : 0, tp[5] - tp[0], tp[6] - tp[5],
+           tp[6] - tp[0]);
   }
 #endif
 }

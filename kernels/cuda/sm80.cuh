@@ -24,7 +24,9 @@ __device__ __forceinline__ void cp_async4(void *dst, const void *src) {
   const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(src) : "memory");
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
@@ -42,7 +44,8 @@ __device__ __forceinline__ void e2m1_table(int d, uint32_t &l0, uint32_t &l1) {
 // f16x2 words (elements 0, 1 and 2, 3); the sign is bit 15.
 __device__ __forceinline__ void e2m1x4_to_f16(uint32_t x, uint32_t l0, uint32_t l1, uint32_t &lo,
                                               uint32_t &hi) {
-  const uint32_t v = __byte_perm(l0, l1, x & 0x7777u) | __byte_perm(0x8000u, 0u, (x >> 3) & 0x1111u);
+  const uint32_t v =
+      __byte_perm(l0, l1, x & 0x7777u) | __byte_perm(0x8000u, 0u, (x >> 3) & 0x1111u);
   lo = __byte_perm(v, 0u, 0x1404u); // [0, v0, 0, v1]
   hi = __byte_perm(v, 0u, 0x3424u); // [0, v2, 0, v3]
 }
@@ -65,8 +68,10 @@ __device__ __forceinline__ void e4m3x4_to_f16(uint32_t r, uint32_t &lo, uint32_t
 #else
   const uint32_t a = __byte_perm(r, 0u, 0x4140u), b = __byte_perm(r, 0u, 0x4342u);
   const uint32_t nan = __vcmpeq4(r & 0x7F7F7F7Fu, 0x7F7F7F7Fu) & 0x01010101u; // 1 per NaN byte
-  lo = ((a & 0x007F007Fu) << 7) | ((a & 0x00800080u) << 8) | __byte_perm(nan, 0u, 0x4140u) * 0x7E00u;
-  hi = ((b & 0x007F007Fu) << 7) | ((b & 0x00800080u) << 8) | __byte_perm(nan, 0u, 0x4342u) * 0x7E00u;
+  lo =
+      ((a & 0x007F007Fu) << 7) | ((a & 0x00800080u) << 8) | __byte_perm(nan, 0u, 0x4140u) * 0x7E00u;
+  hi =
+      ((b & 0x007F007Fu) << 7) | ((b & 0x00800080u) << 8) | __byte_perm(nan, 0u, 0x4342u) * 0x7E00u;
 #endif
 }
 

@@ -44,8 +44,8 @@ static const char *fmt_name(int fmt) {
 
 static ixl_status check_fmt(ixl_ctx *ctx, int fmt) {
   if (fmt != IXL_MXFP4 && fmt != IXL_MXFP8 && fmt != IXL_FP8)
-    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "kv_format = %d: must be mxfp4 (0), mxfp8 (1) or fp8 (2)",
-                         fmt);
+    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
+                         "kv_format = %d: must be mxfp4 (0), mxfp8 (1) or fp8 (2)", fmt);
   return IXL_OK;
 }
 
@@ -137,13 +137,15 @@ static ixl_status check_vectors(ixl_ctx *ctx, const ixl_tensor *t, const char *n
   if (last) {
     if (t->ndim < 1 || t->shape[t->ndim - 1] != last)
       return ixl_set_error(ctx, IXL_ERR_SHAPE, "%s: shape[%d] = %lld, expected %lld (%s)", name,
-                           t->ndim - 1, (long long)(t->ndim ? t->shape[t->ndim - 1] : 0), (long long)last, why);
+                           t->ndim - 1, (long long)(t->ndim ? t->shape[t->ndim - 1] : 0),
+                           (long long)last, why);
     if (ixl_tensor_numel(t) / last != M)
       return ixl_set_error(ctx, IXL_ERR_SHAPE, "%s: holds %lld vectors, expected %lld",
                            name, (long long)(ixl_tensor_numel(t) / last), (long long)M);
   } else if (ixl_tensor_numel(t) != M) {
-    return ixl_set_error(ctx, IXL_ERR_SHAPE, "%s: holds %lld scales, expected one per vector (%lld)",
-                         name, (long long)ixl_tensor_numel(t), (long long)M);
+    return ixl_set_error(ctx, IXL_ERR_SHAPE,
+                         "%s: holds %lld scales, expected one per vector (%lld)", name,
+                         (long long)ixl_tensor_numel(t), (long long)M);
   }
   return IXL_OK;
 }
@@ -153,8 +155,8 @@ ixl_status ixl_quantize(ixl_ctx *ctx, ixl_kv_format fmt, ixl_quantizer quantizer
   ixl_status st;
   if ((st = check_fmt(ctx, fmt))) return st;
   if (quantizer != IXL_Q_RNE && quantizer != IXL_Q_TIES_DOWN)
-    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "quantizer = %d: must be rne (0) or ties_down (1)",
-                         (int)quantizer);
+    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
+                         "quantizer = %d: must be rne (0) or ties_down (1)", (int)quantizer);
   if (role != IXL_ROLE_Q && role != IXL_ROLE_K)
     return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "role = %d: must be q (0) or k (1)", (int)role);
   if ((st = ixl_check_tensor(ctx, x, "x", -1, -1))) return st;
@@ -205,9 +207,10 @@ ixl_status ixl_dequantize(ixl_ctx *ctx, ixl_kv_format fmt, ixl_role role, const 
   const int64_t vb = ixl_format_value_bytes(fmt);
   if ((st = ixl_check_tensor(ctx, codes, "codes", IXL_U8, -1))) return st;
   if (codes->ndim < 1 || codes->shape[codes->ndim - 1] != vb)
-    return ixl_set_error(ctx, IXL_ERR_SHAPE, "codes: shape[%d] = %lld, expected %lld (the value bytes of %s)",
-                         codes->ndim - 1, (long long)(codes->ndim ? codes->shape[codes->ndim - 1] : 0),
-                         (long long)vb, fmt_name(fmt));
+    return ixl_set_error(
+        ctx, IXL_ERR_SHAPE, "codes: shape[%d] = %lld, expected %lld (the value bytes of %s)",
+        codes->ndim - 1, (long long)(codes->ndim ? codes->shape[codes->ndim - 1] : 0),
+        (long long)vb, fmt_name(fmt));
   const int64_t M = ixl_tensor_numel(codes) / vb;
   const int need_scales = !(fmt == IXL_FP8 && role == IXL_ROLE_Q);
   if (need_scales || scales)
@@ -254,13 +257,15 @@ ixl_status ixl_prepare_weights(ixl_ctx *ctx, ixl_kv_format fmt, const ixl_tensor
         (st = ixl_check_dim(ctx, q_scales, "q_scales", 1, H)))
       return st;
   } else if (q_scales) {
-    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
-                         "q_scales: must be NULL for %s (its Q scales stay with the codes; only fp8 "
-                         "folds them into the weights)",
-                         fmt_name(fmt));
+    return ixl_set_error(
+        ctx, IXL_ERR_INVALID_ARG,
+        "q_scales: must be NULL for %s (its Q scales stay with the codes; only fp8 "
+        "folds them into the weights)",
+        fmt_name(fmt));
   }
   if (!dense_f32 && !sparse_bf16)
-    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "prepare_weights: dense_f32 and sparse_bf16 are both NULL");
+    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
+                         "prepare_weights: dense_f32 and sparse_bf16 are both NULL");
   if (dense_f32 && ((st = ixl_check_tensor(ctx, dense_f32, "dense_f32", IXL_F32, 2)) ||
                     (st = ixl_check_dim(ctx, dense_f32, "dense_f32", 0, R)) ||
                     (st = ixl_check_dim(ctx, dense_f32, "dense_f32", 1, H))))
@@ -294,7 +299,8 @@ ixl_status ixl_kv_pages_write(ixl_ctx *ctx, ixl_kv_format fmt, const ixl_tensor 
   const int64_t vb = ixl_format_value_bytes(fmt);
   if ((st = ixl_check_tensor(ctx, codes, "codes", IXL_U8, 2))) return st;
   if (codes->shape[1] != vb)
-    return ixl_set_error(ctx, IXL_ERR_SHAPE, "codes: shape[1] = %lld, expected %lld (the value bytes of %s)",
+    return ixl_set_error(ctx, IXL_ERR_SHAPE,
+                         "codes: shape[1] = %lld, expected %lld (the value bytes of %s)",
                          (long long)codes->shape[1], (long long)vb, fmt_name(fmt));
   const int64_t N = codes->shape[0];
   if ((st = ixl_check_tensor(ctx, scales, "scales", fmt == IXL_FP8 ? IXL_F32 : IXL_I32, 1)) ||
@@ -303,10 +309,11 @@ ixl_status ixl_kv_pages_write(ixl_ctx *ctx, ixl_kv_format fmt, const ixl_tensor 
   if (page_size <= 0)
     return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "page_size = %d: must be > 0", page_size);
   if (src_start < 0 || count < 0 || src_start > N || count > N - src_start)
-    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
-                         "src_start = %lld, count = %lld: positions [src_start, src_start + count) must "
-                         "lie in [0, N = %lld) (the rows of codes)",
-                         (long long)src_start, (long long)count, (long long)N);
+    return ixl_set_error(
+        ctx, IXL_ERR_INVALID_ARG,
+        "src_start = %lld, count = %lld: positions [src_start, src_start + count) must "
+        "lie in [0, N = %lld) (the rows of codes)",
+        (long long)src_start, (long long)count, (long long)N);
   if ((st = ixl_check_tensor(ctx, pages, "pages", IXL_U8, 2))) return st;
   const int64_t num_pages = pages->shape[0], stride = pages->shape[1];
   const int64_t need = (int64_t)page_size * (vb + 4);
@@ -334,7 +341,8 @@ ixl_status ixl_kv_pages_write(ixl_ctx *ctx, ixl_kv_format fmt, const ixl_tensor 
   /* Device page_ids are not visible here: the kernel skips ids outside [0, num_pages) and
    * repeated ids are the caller's to avoid (idxlab.h says so). */
   if (dev == IXL_DEVICE)
-    return ixl_cuda_kv_pages_write(ctx, fmt, codes, scales, src_start, count, pages, page_size, page_ids);
+    return ixl_cuda_kv_pages_write(ctx, fmt, codes, scales, src_start, count, pages, page_size,
+                                   page_ids);
 
   const int32_t *ids = page_ids->data;
   /* Two logical pages in one page would overwrite each other: a bitmap over num_pages marks
@@ -348,16 +356,18 @@ ixl_status ixl_kv_pages_write(ixl_ctx *ctx, ixl_kv_format fmt, const ixl_tensor 
   }
   for (int64_t j = 0; j < npages; j++) {
     if (ids[j] < 0 || ids[j] >= num_pages)
-      return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "page_ids[%lld] = %d: must be in [0, num_pages) = [0, %lld)",
+      return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
+                           "page_ids[%lld] = %d: must be in [0, num_pages) = [0, %lld)",
                            (long long)j, ids[j], (long long)num_pages);
     const uint8_t bit = (uint8_t)(1u << (ids[j] & 7));
     if (seen[ids[j] >> 3] & bit) {
       int64_t k = 0;
       while (k < j && ids[k] != ids[j]) k++; /* the error path only: name the first use */
-      return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
-                           "page_ids[%lld] = %d: already used by page_ids[%lld]; each page holds one "
-                           "logical page",
-                           (long long)j, ids[j], (long long)k);
+      return ixl_set_error(
+          ctx, IXL_ERR_INVALID_ARG,
+          "page_ids[%lld] = %d: already used by page_ids[%lld]; each page holds one "
+          "logical page",
+          (long long)j, ids[j], (long long)k);
     }
     seen[ids[j] >> 3] |= bit;
   }

@@ -1,6 +1,6 @@
 // formats.cu - the number formats of SPEC 2 on the GPU: ixl_cuda_quantize,
 // ixl_cuda_dequantize, ixl_cuda_prepare_weights and ixl_cuda_kv_pages_write. Codes and scales
-// are bit-identical to kernels/formats_cpu.c, the definition: every rounding here is done in
+// are bit-identical to kernels/formats/formats.c, the definition: every rounding here is done in
 // integer or exactly-rounded fp32 arithmetic (no fast-math, no hardware fp8 conversion, whose
 // NaN and saturation rules differ), so both targets (sm_90a, sm_80) give the same bits.
 //
@@ -14,17 +14,6 @@ namespace {
 
 using namespace ixl;
 
-// ------------------------------------------------------------------ scalar rules
-
-// The smallest e with c * 2^e >= a (a > 0 finite, c = 6 or 448), exactly (as the CPU's
-// exp_ceil): start from the exponents' difference and correct it with exact double products.
-__device__ __forceinline__ int ceil_log2_ratio(float a, float c) {
-  int e = ilogbf(a) - ilogbf(c);
-  while ((double)c * pow2d(e) < (double)a) e++;
-  while ((double)c * pow2d(e - 1) >= (double)a) e--;
-  return e;
-}
-
 // ------------------------------------------------------------------ quantize
 
 template <typename T>
@@ -32,7 +21,9 @@ __device__ __forceinline__ float load_x(const T *p, int64_t i);
 template <>
 __device__ __forceinline__ float load_x<float>(const float *p, int64_t i) { return p[i]; }
 template <>
-__device__ __forceinline__ float load_x<uint16_t>(const uint16_t *p, int64_t i) { return bf16_to_f32(p[i]); }
+__device__ __forceinline__ float load_x<uint16_t>(const uint16_t *p, int64_t i) {
+  return bf16_to_f32(p[i]);
+}
 
 template <typename T, bool F16>
 __device__ __forceinline__ float load_elem(const T *p, int64_t i) {
@@ -41,17 +32,6 @@ __device__ __forceinline__ float load_elem(const T *p, int64_t i) {
 }
 
 constexpr int QUANT_THREADS = 256;
-
-// Exponent of an MX scale group (SPEC 2 / 8): the smallest e with c * 2^e >= amax, amax
-// clamped below at c * 2^-126 (rne) or fp32(1e-4) (ties_down), then the byte's clamps.
-__device__ __forceinline__ int mx_exponent(float amax, float c, int quantizer) {
-  if (quantizer == IXL_Q_TIES_DOWN) {
-    const int e = ceil_log2_ratio(fmaxf(amax, 1e-4f), c);
-    return e < -126 ? -126 : e > 127 ? 127 : e; // byte in [1, 254]
-  }
-  const int e = ceil_log2_ratio(fmaxf(amax, ldexp_exact(c, -126)), c);
-  return e < -127 ? -127 : e > 127 ? 127 : e;
-}
 
 // |x| for the amax: inf counts as FLT_MAX (it saturates); NaN stays NaN, and fmaxf skips it.
 __device__ __forceinline__ float amax_abs(float x) {
@@ -79,7 +59,8 @@ __global__ void __launch_bounds__(QUANT_THREADS) quantize_kernel(const T *__rest
                                                                  void *__restrict__ scales) {
   const int lane = threadIdx.x & 31;
   const int64_t warps = (int64_t)gridDim.x * (QUANT_THREADS / 32);
-  for (int64_t m = (int64_t)blockIdx.x * (QUANT_THREADS / 32) + (threadIdx.x >> 5); m < M; m += warps) {
+  for (int64_t m = (int64_t)blockIdx.x * (QUANT_THREADS / 32) + (threadIdx.x >> 5); m < M;
+       m += warps) {
     float v[4];
     uint32_t vb[4]; // bits as loaded, before any arithmetic
     float amax = 0.0f;
@@ -106,10 +87,11 @@ __global__ void __launch_bounds__(QUANT_THREADS) quantize_kernel(const T *__rest
         for (int j = 0; j < 4; j++) packed |= (uint32_t)fp8_code(vb[j], v[j] * recip) << (8 * j);
       } else {
         // Q (either quantizer) and K rne: a power-of-two scale
-        const int e = ceil_log2_ratio(amax, 448.0f);
+        const int e = ixl_ceil_log2_ratio(amax, 448.0f);
         scale = ldexp_exact(1.0f, e);
 #pragma unroll
-        for (int j = 0; j < 4; j++) packed |= (uint32_t)fp8_code(vb[j], ldexp_exact(v[j], -e)) << (8 * j);
+        for (int j = 0; j < 4; j++)
+          packed |= (uint32_t)fp8_code(vb[j], ldexp_exact(v[j], -e)) << (8 * j);
       }
       reinterpret_cast<uint32_t *>(codes + m * 128)[lane] = packed;
       if (lane == 0) reinterpret_cast<float *>(scales)[m] = scale;
@@ -122,7 +104,8 @@ __global__ void __launch_bounds__(QUANT_THREADS) quantize_kernel(const T *__rest
         nan |= __shfl_xor_sync(0xffffffffu, (int)nan, d) != 0;
       }
       const float c = fmt == IXL_MXFP4 ? 6.0f : 448.0f;
-      const int e = mx_exponent(amax, c, quantizer);
+      // the exponent rule of numerics/scalar.h, the CPU's (amax is never NaN: fmaxf skips it)
+      const int e = ixl_mx_scale_exp(amax, c, quantizer == IXL_Q_TIES_DOWN);
       float s[4];
 #pragma unroll
       for (int j = 0; j < 4; j++) s[j] = ldexp_exact(v[j], -e); // exact: |s| <= c
@@ -161,8 +144,9 @@ __global__ void __launch_bounds__(QUANT_THREADS) quantize_kernel(const T *__rest
 
 // ------------------------------------------------------------------ dequantize
 
-__global__ void dequantize_kernel(const uint8_t *__restrict__ codes, const void *__restrict__ scales,
-                                  int64_t M, int fmt, int role, float *__restrict__ out) {
+__global__ void dequantize_kernel(const uint8_t *__restrict__ codes,
+                                  const void *__restrict__ scales, int64_t M, int fmt, int role,
+                                  float *__restrict__ out) {
   const int64_t total = M * 128;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
        i += (int64_t)gridDim.x * blockDim.x) {
@@ -204,9 +188,10 @@ __global__ void prepare_weights_kernel(const float *__restrict__ w, const float 
 // One thread per V-sized piece of a position's values, plus one per position for its scale.
 // V = uint4 when every address is 16-byte aligned, else bytes.
 template <typename V>
-__global__ void pages_write_kernel(const uint8_t *__restrict__ codes, const uint32_t *__restrict__ scales,
-                                   int64_t src_start, int64_t count, uint8_t *__restrict__ pages,
-                                   int64_t num_pages, int64_t page_stride, int page_size, int vb,
+__global__ void pages_write_kernel(const uint8_t *__restrict__ codes,
+                                   const uint32_t *__restrict__ scales, int64_t src_start,
+                                   int64_t count, uint8_t *__restrict__ pages, int64_t num_pages,
+                                   int64_t page_stride, int page_size, int vb,
                                    const int32_t *__restrict__ page_ids) {
   const int pieces = vb / (int)sizeof(V);
   const int64_t total = count * (pieces + 1);

@@ -128,7 +128,8 @@ extern "C" ixl_status ixl_cuda_expand(ixl_ctx *ctx, const ixl_tensor *cand,
   const int64_t R = cand->shape[0], T = cand->shape[1], nsb = sparse_ids->shape[1];
   if (R == 0) return IXL_OK;
   if (R > INT32_MAX)
-    return ixl_set_error(ctx, IXL_ERR_SHAPE, "expand: cand: shape[0] = %lld: must be <= %d rows on the GPU",
+    return ixl_set_error(ctx, IXL_ERR_SHAPE,
+                         "expand: cand: shape[0] = %lld: must be <= %d rows on the GPU",
                          (long long)R, INT32_MAX);
   const int ratio = candidate_block_size / sparse_block_kv;
   expand_kernel<<<(unsigned)R, NT, 0, stream_of(ctx)>>>(

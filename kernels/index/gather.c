@@ -34,7 +34,8 @@ ixl_status ixl_gather_cols(ixl_ctx *ctx, const ixl_tensor *src, const ixl_tensor
           ((float *)out->data)[r * K + j] = ok ? ((const float *)src->data)[r * C + c] : -INFINITY;
           break;
         case IXL_BF16:
-          ((uint16_t *)out->data)[r * K + j] = ok ? ((const uint16_t *)src->data)[r * C + c] : 0xff80;
+          ((uint16_t *)out->data)[r * K + j] =
+              ok ? ((const uint16_t *)src->data)[r * C + c] : 0xff80;
           break;
         default:
           ((int32_t *)out->data)[r * K + j] = ok ? ((const int32_t *)src->data)[r * C + c] : -1;

@@ -10,11 +10,13 @@ namespace {
 
 constexpr int NT = 256;
 
-__global__ void __launch_bounds__(NT) remap_kernel(const int32_t *cols, const int32_t *__restrict__ ids,
-                                                   const int32_t *__restrict__ row_ks, int sbk,
-                                                   int64_t R, int64_t k, int64_t nsb, int32_t *out) {
+__global__ void __launch_bounds__(NT)
+    remap_kernel(const int32_t *cols, const int32_t *__restrict__ ids,
+                 const int32_t *__restrict__ row_ks, int sbk, int64_t R, int64_t k, int64_t nsb,
+                 int32_t *out) {
   const int64_t total = R * k, ncols = nsb * sbk;
-  for (int64_t e = (int64_t)blockIdx.x * NT + threadIdx.x; e < total; e += (int64_t)gridDim.x * NT) {
+  for (int64_t e = (int64_t)blockIdx.x * NT + threadIdx.x; e < total;
+       e += (int64_t)gridDim.x * NT) {
     const int64_t r = e / k;
     const int64_t c = cols[e];
     int32_t p = -1;

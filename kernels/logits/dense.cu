@@ -26,13 +26,9 @@ static ixl_status dense_ragged(ixl_ctx *ctx, const ixl_logits_call *c, int max_c
   Params p = {};
   ixl_status st;
   if ((st = fill_query(ctx, op, p, in, c->weights, c->out)) ||
-      (st = check_align(ctx, op, in->k_codes, "k_codes", 16)) ||
-      (st = check_align(ctx, op, in->k_scales, "k_scales", 4)) ||
-      (st = check_align(ctx, op, c->ks, "ks", 4)) || (st = check_align(ctx, op, c->ke, "ke", 4)))
+      (st = fill_k_ragged(ctx, op, p, in)) || (st = check_align(ctx, op, c->ks, "ks", 4)) ||
+      (st = check_align(ctx, op, c->ke, "ke", 4)))
     return st;
-  p.k_codes = (const uint8_t *)in->k_codes->data;
-  p.k_scales = (const uint8_t *)in->k_scales->data;
-  p.N = in->k_codes->shape[0];
   p.ks = (const int32_t *)c->ks->data;
   p.ke = (const int32_t *)c->ke->data;
   p.compressed = c->layout == IXL_LAYOUT_COMPRESSED;
@@ -52,17 +48,11 @@ static ixl_status dense_paged(ixl_ctx *ctx, const ixl_logits_call *c, int max_ch
   Params p = {};
   ixl_status st;
   if ((st = fill_query(ctx, op, p, in, c->weights, c->out)) ||
-      (st = check_align(ctx, op, in->k_pages, "k_pages", 16)) ||
+      (st = fill_k_paged(ctx, op, p, in, c->block_table)) ||
       (st = check_align(ctx, op, c->ke, "context_lens", 4)) ||
       (st = check_align(ctx, op, c->block_table, "block_table", 4)))
     return st;
-  p.k_pages = (const uint8_t *)in->k_pages->data;
-  p.num_pages = in->k_pages->shape[0];
-  p.page_stride = in->k_pages->shape[1];
-  p.page_size = in->page_size;
   p.ke = (const int32_t *)c->ke->data;
-  p.block_table = (const int32_t *)c->block_table->data;
-  p.bt_cols = c->block_table->shape[1];
   plan_rows(p, (int)in->q_codes->shape[1], true);
   if (p.R == 0 || p.out_cols == 0) return IXL_OK;
   p.nrb = p.R;

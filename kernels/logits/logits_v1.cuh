@@ -32,8 +32,8 @@
 //   p_g * 2^(qe_g + ke_g - 254) and (p0 + p1) + (p2 + p3) in fp32, as an exact power-of-two
 //   multiply and one fma when every exponent of the tile lies in a safe window (the common
 //   case, decided once per tile by a block vote), else with numerics/scalar.h's
-//   ixl_scale_pow2f, the CPU's formula (NaN scales, subnormal or huge results). fp8: one sum over the 128 products, times the key's
-//   fp32 scale.
+//   ixl_scale_pow2f, the CPU's formula (NaN scales, subnormal or huge results). fp8: one sum over
+//   the 128 products, times the key's fp32 scale.
 // - fp32 reduction: relu and the weights in registers; each lane group's share of the head
 //   sum goes to shared memory, and the store phase sums the shares of the row's m-blocks in
 //   a fixed order (deterministic; SPEC allows any order).
@@ -277,7 +277,8 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
         const int64_t b0 = hi > lo ? hi - co : chunk_hi;
         const int64_t base = (row0 + r) * p.out_cols;
         for (int64_t c = c0 + tid; c < a1; c += kThreads) store_neg_inf(p.out, base + c, BF16);
-        for (int64_t c = b0 + tid; c < chunk_hi; c += kThreads) store_neg_inf(p.out, base + c, BF16);
+        for (int64_t c = b0 + tid; c < chunk_hi; c += kThreads)
+          store_neg_inf(p.out, base + c, BF16);
       }
     }
     if (hull_hi <= hull_lo) hull_lo = hull_hi = 0;
@@ -308,7 +309,8 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
       uint32_t w0 = 0, w1 = 0, w2 = 0, w3 = 0;
       if (ok) { // elements 32g + 8*t4 .. + 7
         if (FMT == IXL_MXFP4) {
-          const uint32_t x = *reinterpret_cast<const uint32_t *>(p.q_codes + qi * 64 + g * 16 + t4 * 4);
+          const uint32_t x =
+              *reinterpret_cast<const uint32_t *>(p.q_codes + qi * 64 + g * 16 + t4 * 4);
           uint32_t l0, l1;
           e2m1_table(fold_q ? qb - 127 : 0, l0, l1);
           e2m1x4_to_f16(x, l0, l1, w0, w1);
@@ -494,8 +496,8 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
           mx = __vmaxu4(mx, mx >> 8);
           const int klo = (int)(mn & 0xFF) - 127, khi = (int)(mx & 0xFF) - 127;
           bad = cq_ff || khi == 128 || cq_lo + klo < -100 || cq_hi + khi > 100;
-          *reinterpret_cast<uint4 *>(kinfo + slot * 4) =
-              make_uint4((w & 0xFFu) << 23, (w & 0xFF00u) << 15, (w & 0xFF0000u) << 7, (w >> 24) << 23);
+          *reinterpret_cast<uint4 *>(kinfo + slot * 4) = make_uint4(
+              (w & 0xFFu) << 23, (w & 0xFF00u) << 15, (w & 0xFF0000u) << 7, (w >> 24) << 23);
         } else {
           // the key's scale, times 2^-SH: exact
           kinfo[slot * 4] = __float_as_uint(__fmul_rn(__uint_as_float(w), SH ? 65536.0f : 1.0f));
@@ -563,7 +565,8 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
           mma_group(acc2, qa[1], bf[1]);
           mma_group(acc, qa[2], bf[2]);
           mma_group(acc2, qa[3], bf[3]);
-          const float ks0 = __uint_as_float(kinfo[c0s * 4]), ks1 = __uint_as_float(kinfo[c0s * 4 + 4]);
+          const float ks0 = __uint_as_float(kinfo[c0s * 4]),
+                      ks1 = __uint_as_float(kinfo[c0s * 4 + 4]);
 #pragma unroll
           for (int e = 0; e < 4; e++) d[e] = __fmul_rn(acc[e] + acc2[e], (e & 1) ? ks1 : ks0);
         }
@@ -641,10 +644,14 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
         const __nv_bfloat16 *wr = sw + r * H;
         const __nv_bfloat16 *vr = vbuf + (r * HP) * kVS + i0;
         for (int h = 0; h < H; h += 4) {
-          a0 = __hfma2(__bfloat162bfloat162(wr[h]), *reinterpret_cast<const __nv_bfloat162 *>(vr + h * kVS), a0);
-          a1 = __hfma2(__bfloat162bfloat162(wr[h + 1]), *reinterpret_cast<const __nv_bfloat162 *>(vr + (h + 1) * kVS), a1);
-          a2 = __hfma2(__bfloat162bfloat162(wr[h + 2]), *reinterpret_cast<const __nv_bfloat162 *>(vr + (h + 2) * kVS), a2);
-          a3 = __hfma2(__bfloat162bfloat162(wr[h + 3]), *reinterpret_cast<const __nv_bfloat162 *>(vr + (h + 3) * kVS), a3);
+          a0 = __hfma2(__bfloat162bfloat162(wr[h]),
+                       *reinterpret_cast<const __nv_bfloat162 *>(vr + h * kVS), a0);
+          a1 = __hfma2(__bfloat162bfloat162(wr[h + 1]),
+                       *reinterpret_cast<const __nv_bfloat162 *>(vr + (h + 1) * kVS), a1);
+          a2 = __hfma2(__bfloat162bfloat162(wr[h + 2]),
+                       *reinterpret_cast<const __nv_bfloat162 *>(vr + (h + 2) * kVS), a2);
+          a3 = __hfma2(__bfloat162bfloat162(wr[h + 3]),
+                       *reinterpret_cast<const __nv_bfloat162 *>(vr + (h + 3) * kVS), a3);
         }
         const __nv_bfloat162 res = __hadd2(__hadd2(a0, a2), __hadd2(a1, a3));
         __nv_bfloat16 *ob = reinterpret_cast<__nv_bfloat16 *>(p.out);
@@ -684,7 +691,8 @@ static ixl_status launch_fmt(ixl_ctx *ctx, const Params &p, int64_t blocks, int 
       return bf16 ? launch_one<IXL_FP8, MODE, true>(ctx, p, blocks, name)
                   : launch_one<IXL_FP8, MODE, false>(ctx, p, blocks, name);
     default:
-      return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "%s: kv_format = %d: not a known format", name, fmt);
+      return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "%s: kv_format = %d: not a known format", name,
+                           fmt);
   }
 }
 

@@ -17,9 +17,11 @@ namespace ixl_lg {
 constexpr int kBN = 128;      // positions (slots) per key tile
 constexpr int kThreads = 256; // 8 warps
 constexpr int kWarps = 8;
-constexpr int kHRow = 320;    // bytes per slot of the f16 tile: 256 + 64 (conflict-free 16-byte B loads)
+// bytes per slot of the f16 tile: 256 + 64 (conflict-free 16-byte B loads)
+constexpr int kHRow = 320;
 constexpr int kVS = kBN + 8;  // bf16 per staged (row, head): 68 words, conflict-free stores
-constexpr int kPS = kBN + 8;  // fp32 per (m-block, lane group) partial head sums: 2-way stores at most
+// fp32 per (m-block, lane group) partial head sums: 2-way stores at most
+constexpr int kPS = kBN + 8;
 // mxfp4 exponent folding: a scale byte within 127 +- kFold moves into the f16 values' exponents
 // (e2m1 magnitudes times 2^+-13 stay normal f16 numbers: [2^-14, 49152])
 constexpr int kFold = 13;
@@ -32,7 +34,9 @@ constexpr int kMaxChunkBlocks = kMaxChunk / 4 + 2;
 
 // cp.async pipeline depth: 3 for mxfp4 tiles (8 KiB), 2 for e4m3 tiles (16 KiB), so that two
 // CTAs fit an SM.
-__host__ __device__ constexpr int stages_for(int fmt, bool bf16) { return (void)bf16, fmt == IXL_MXFP4 ? 3 : 2; }
+__host__ __device__ constexpr int stages_for(int fmt, bool bf16) {
+  return (void)bf16, fmt == IXL_MXFP4 ? 3 : 2;
+}
 
 enum Mode { DENSE_RAGGED = 0, DENSE_PAGED = 1, SPARSE_RAGGED = 2, SPARSE_PAGED = 3 };
 
@@ -78,7 +82,7 @@ struct Smem {
     off += kBN * kHRow;
     kinfo = off; // per slot: MX ke_g << 23 for g = 0..3; fp8 the scale * 2^16
     off += kBN * 16;
-    red = off;   // fp32: partial head sums [MB][8 lane groups][kPS]; bf16: staged values [MB*16][kVS]
+    red = off; // fp32: partial head sums [MB][8 lane groups][kPS]; bf16: staged values [MB*16][kVS]
     off += bf16 ? MB * 16 * kVS * 2 : MB * 8 * kPS * 4;
     w = off;
     off += bf16 ? ((RB * H * 2 + 15) & ~15) : 0;
@@ -126,8 +130,9 @@ static inline ixl_status plan_chunks(ixl_ctx *ctx, const char *op, Params &p, in
   }
   const int64_t cols = p.out_cols;
   if (cols > INT32_MAX)
-    return ixl_set_error(ctx, IXL_ERR_UNSUPPORTED, "%s: out has %lld columns: at most 2^31 - 1 on the GPU",
-                         op, (long long)cols);
+    return ixl_set_error(ctx, IXL_ERR_UNSUPPORTED,
+                         "%s: out has %lld columns: at most 2^31 - 1 on the GPU", op,
+                         (long long)cols);
   cap = cap / kBN * kBN;
   if (cap > kMaxChunk) cap = kMaxChunk;
   if (cap < kBN) cap = kBN;
@@ -161,6 +166,34 @@ static inline ixl_status fill_query(ixl_ctx *ctx, const char *op, Params &p, con
   p.out = out->data;
   p.R = in->q_codes->shape[0];
   p.out_cols = out->shape[1];
+  return IXL_OK;
+}
+
+// The ragged K side (K1, K5 ragged): codes read by 16-byte copies, scales by 4-byte loads.
+static inline ixl_status fill_k_ragged(ixl_ctx *ctx, const char *op, Params &p,
+                                       const ixl_qk *in) {
+  ixl_status st;
+  if ((st = check_align(ctx, op, in->k_codes, "k_codes", 16)) ||
+      (st = check_align(ctx, op, in->k_scales, "k_scales", 4)))
+    return st;
+  p.k_codes = (const uint8_t *)in->k_codes->data;
+  p.k_scales = (const uint8_t *)in->k_scales->data;
+  p.N = in->k_codes->shape[0];
+  return IXL_OK;
+}
+
+// The paged K side (K2, K5 paged): the pages and the block table of their ids. The caller
+// checks the block table's alignment (each op names its tensors in its own order).
+static inline ixl_status fill_k_paged(ixl_ctx *ctx, const char *op, Params &p, const ixl_qk *in,
+                                      const ixl_tensor *block_table) {
+  ixl_status st;
+  if ((st = check_align(ctx, op, in->k_pages, "k_pages", 16))) return st;
+  p.k_pages = (const uint8_t *)in->k_pages->data;
+  p.num_pages = in->k_pages->shape[0];
+  p.page_stride = in->k_pages->shape[1];
+  p.page_size = in->page_size;
+  p.block_table = (const int32_t *)block_table->data;
+  p.bt_cols = block_table->shape[1];
   return IXL_OK;
 }
 

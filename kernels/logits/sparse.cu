@@ -26,43 +26,27 @@ extern "C" ixl_status ixl_cuda_logits_v1_sparse(ixl_ctx *ctx, const ixl_logits_c
                                                 int max_chunk) {
   const char *op = "sparse_logits";
   const ixl_qk *in = c->in;
-  const ixl_tensor *weights = c->weights, *row_ks = c->ks, *row_ke = c->ke;
-  const ixl_tensor *block_table = c->block_table, *sparse_ids = c->sparse_ids;
-  const int sparse_block_kv = c->sparse_block_kv;
-  const ixl_ks_mode ks_mode = c->ks_mode;
-  ixl_tensor *out = c->out;
   Params p = {};
   ixl_status st;
   const bool paged = in->k_pages != NULL;
-  if ((st = fill_query(ctx, op, p, in, weights, out)) ||
-      (st = check_align(ctx, op, row_ks, "row_ks", 4)) ||
-      (st = check_align(ctx, op, row_ke, "row_ke", 4)) ||
-      (st = check_align(ctx, op, sparse_ids, "sparse_ids", 4)))
+  if ((st = fill_query(ctx, op, p, in, c->weights, c->out)) ||
+      (st = check_align(ctx, op, c->ks, "row_ks", 4)) ||
+      (st = check_align(ctx, op, c->ke, "row_ke", 4)) ||
+      (st = check_align(ctx, op, c->sparse_ids, "sparse_ids", 4)))
     return st;
   if (paged) {
-    if ((st = check_align(ctx, op, in->k_pages, "k_pages", 16)) ||
-        (st = check_align(ctx, op, block_table, "block_table", 4)))
+    if ((st = fill_k_paged(ctx, op, p, in, c->block_table)) ||
+        (st = check_align(ctx, op, c->block_table, "block_table", 4)))
       return st;
-    p.k_pages = (const uint8_t *)in->k_pages->data;
-    p.num_pages = in->k_pages->shape[0];
-    p.page_stride = in->k_pages->shape[1];
-    p.page_size = in->page_size;
-    p.block_table = (const int32_t *)block_table->data;
-    p.bt_cols = block_table->shape[1];
   } else {
-    if ((st = check_align(ctx, op, in->k_codes, "k_codes", 16)) ||
-        (st = check_align(ctx, op, in->k_scales, "k_scales", 4)))
-      return st;
-    p.k_codes = (const uint8_t *)in->k_codes->data;
-    p.k_scales = (const uint8_t *)in->k_scales->data;
-    p.N = in->k_codes->shape[0];
-    p.ks = (const int32_t *)row_ks->data;
+    if ((st = fill_k_ragged(ctx, op, p, in))) return st;
+    p.ks = (const int32_t *)c->ks->data;
   }
-  p.ke = (const int32_t *)row_ke->data;
-  p.sparse_ids = (const int32_t *)sparse_ids->data;
-  p.nsb = sparse_ids->shape[1];
-  p.sbk = sparse_block_kv;
-  p.aligned = ks_mode == IXL_KS_ALIGNED;
+  p.ke = (const int32_t *)c->ke->data;
+  p.sparse_ids = (const int32_t *)c->sparse_ids->data;
+  p.nsb = c->sparse_ids->shape[1];
+  p.sbk = c->sparse_block_kv;
+  p.aligned = c->ks_mode == IXL_KS_ALIGNED;
   plan_rows(p, (int)in->q_codes->shape[1], true);
   if (p.R == 0 || p.out_cols == 0) return IXL_OK;
   p.nrb = p.R;

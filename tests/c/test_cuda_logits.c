@@ -149,7 +149,8 @@ static void gen_keys(int fmt, int64_t N, int lo, int hi, int nan_pct, ixl_tensor
   if (fmt == IXL_FP8) {
     *ks = host(IXL_F32, 1, N, 0, 0);
     float *s = (*ks)->data;
-    for (int64_t i = 0; i < N; i++) s[i] = (float)ldexp(1.0 + rand_unit(), (int)rand_range(-12, -6));
+    for (int64_t i = 0; i < N; i++)
+      s[i] = (float)ldexp(1.0 + rand_unit(), (int)rand_range(-12, -6));
   } else {
     *ks = host(IXL_I32, 1, N, 0, 0);
     fill_mx_scales((*ks)->data, N, lo, hi, nan_pct);

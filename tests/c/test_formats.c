@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "numerics/scalar.h"
 #include "rand.h"
 
 static uint64_t seed_;
@@ -286,51 +287,59 @@ static uint8_t e4m3_oracle(float x) {
   return (uint8_t)(sign | (uint8_t)((e - 1 + 7) << 3) | (uint8_t)((f * 2.0 - 1.0) * 8.0));
 }
 
-TEST(e4m3_conversion_matches_its_definition) {
-  /* Every float exponent with random mantissas, and every e4m3 rounding boundary (the
-   * midpoints between neighbours, and one float ulp either side), both signs; all 2^32
-   * floats with IXL_EXHAUSTIVE=1. */
-  uint64_t s = seed_ ^ 0xe4e3u;
+/* A float -> code conversion of the library against its plain definition, codes widened to 32
+ * bits: every float exponent with 2048 random mantissas and signs (an LCG from s), every rounding
+ * boundary between the codes 0..top (the midpoint of two neighbours, decoded by dec, and one
+ * float ulp either side, both signs), and all 2^32 floats with IXL_EXHAUSTIVE=1. */
+static void check_conversion(uint32_t (*lib)(float), uint32_t (*def)(float),
+                             float (*dec)(uint32_t), uint32_t top, uint64_t s) {
   int64_t bad = 0, n = 0;
   uint32_t first = 0;
-#define E4M3_CASE(bits)                                                  \
-  do {                                                                  \
-    const uint32_t b_ = (bits);                                         \
-    float f_;                                                           \
-    memcpy(&f_, &b_, 4);                                                \
-    if (ixl_f32_to_e4m3(f_) != e4m3_oracle(f_) && bad++ == 0) first = b_; \
-    n++;                                                                \
+#define CONV_CASE(bits)                                  \
+  do {                                                   \
+    const uint32_t b_ = (bits);                          \
+    const float f_ = ixl_bits_f32(b_);                   \
+    if (lib(f_) != def(f_) && bad++ == 0) first = b_;    \
+    n++;                                                 \
   } while (0)
   for (uint32_t ex = 0; ex < 256; ex++)
     for (int i = 0; i < 2048; i++) {
       s = s * 6364136223846793005ull + 1442695040888963407ull;
-      E4M3_CASE((uint32_t)(s >> 63) << 31 | ex << 23 | ((uint32_t)(s >> 20) & 0x7fffffu));
+      CONV_CASE((uint32_t)(s >> 63) << 31 | ex << 23 | ((uint32_t)(s >> 20) & 0x7fffffu));
     }
-  for (int c = 0; c < 0x7e; c++) {
-    float lo = ixl_e4m3_to_f32((uint8_t)c), hi = ixl_e4m3_to_f32((uint8_t)(c + 1)),
-          mid = (lo + hi) / 2;
-    uint32_t mb;
-    memcpy(&mb, &mid, 4);
+  for (uint32_t c = 0; c < top; c++) {
+    const float lo = dec(c), hi = dec(c + 1);
+    const float mid = (float)(((double)lo + (double)hi) / 2); /* exact: one more bit */
+    const uint32_t mb = ixl_f32_bits(mid);
     for (int d = -1; d <= 1; d++) {
-      E4M3_CASE(mb + (uint32_t)d);
-      E4M3_CASE((mb + (uint32_t)d) | 0x80000000u);
+      CONV_CASE(mb + (uint32_t)d);
+      CONV_CASE((mb + (uint32_t)d) | 0x80000000u);
     }
   }
+#undef CONV_CASE
   const char *ex = getenv("IXL_EXHAUSTIVE");
   if (ex && ex[0] == '1') {
     int64_t bad_all = 0;
 #pragma omp parallel for reduction(+ : bad_all)
     for (int64_t i = 0; i <= 0xffffffffll; i++) {
-      const uint32_t b = (uint32_t)i;
-      float f;
-      memcpy(&f, &b, 4);
-      bad_all += ixl_f32_to_e4m3(f) != e4m3_oracle(f);
+      const float f = ixl_bits_f32((uint32_t)i);
+      bad_all += lib(f) != def(f);
     }
     CHECK_MSG(bad_all == 0, "%lld of 2^32 floats convert differently", (long long)bad_all);
   }
-#undef E4M3_CASE
   CHECK_MSG(bad == 0, "%lld of %lld inputs differ from the definition, first 0x%08x",
             (long long)bad, (long long)n, first);
+}
+
+static uint32_t e4m3_lib(float x) { return ixl_f32_to_e4m3(x); }
+static uint32_t e4m3_def(float x) { return e4m3_oracle(x); }
+static float e4m3_dec(uint32_t c) { return ixl_e4m3_to_f32((uint8_t)c); }
+
+TEST(e4m3_conversion_matches_its_definition) {
+  /* Every float exponent with random mantissas, and every e4m3 rounding boundary (the
+   * midpoints between neighbours, and one float ulp either side), both signs; all 2^32
+   * floats with IXL_EXHAUSTIVE=1. */
+  check_conversion(e4m3_lib, e4m3_def, e4m3_dec, 0x7e, seed_ ^ 0xe4e3u);
 }
 
 /* f16 by the plain definition (round the magnitude to 10 mantissa bits at exponents >= -14,
@@ -354,36 +363,15 @@ static uint16_t f16_oracle(float x) {
   return (uint16_t)(sign | (uint16_t)((e - 1 + 15) << 10) | (uint16_t)((f * 2.0 - 1.0) * 1024.0));
 }
 
+static uint32_t f16_lib(float x) { return ixl_f32_to_f16(x); }
+static uint32_t f16_def(float x) { return f16_oracle(x); }
+static float f16_dec(uint32_t c) { return ixl_f16_to_f32((uint16_t)c); }
+
 TEST(f16_conversion_matches_its_definition) {
   /* As for e4m3: every float exponent with random mantissas, every f16 rounding boundary and
    * one float ulp either side, both signs; all 2^32 floats with IXL_EXHAUSTIVE=1. And the
    * way back, exact, on every code (NaNs by class). */
-  uint64_t s = seed_ ^ 0xf16u;
-  int64_t bad = 0, n = 0;
-  uint32_t first = 0;
-#define F16_CASE(bits)                                                  \
-  do {                                                                  \
-    const uint32_t b_ = (bits);                                         \
-    float f_;                                                           \
-    memcpy(&f_, &b_, 4);                                                \
-    if (ixl_f32_to_f16(f_) != f16_oracle(f_) && bad++ == 0) first = b_; \
-    n++;                                                                \
-  } while (0)
-  for (uint32_t ex = 0; ex < 256; ex++)
-    for (int i = 0; i < 2048; i++) {
-      s = s * 6364136223846793005ull + 1442695040888963407ull;
-      F16_CASE((uint32_t)(s >> 63) << 31 | ex << 23 | ((uint32_t)(s >> 20) & 0x7fffffu));
-    }
-  for (int c = 0; c < 0x7c00; c++) {
-    const float lo = ixl_f16_to_f32((uint16_t)c), hi = ixl_f16_to_f32((uint16_t)(c + 1));
-    const float mid = (float)(((double)lo + (double)hi) / 2); /* exact: one more bit */
-    uint32_t mb;
-    memcpy(&mb, &mid, 4);
-    for (int d = -1; d <= 1; d++) {
-      F16_CASE(mb + (uint32_t)d);
-      F16_CASE((mb + (uint32_t)d) | 0x80000000u);
-    }
-  }
+  check_conversion(f16_lib, f16_def, f16_dec, 0x7c00, seed_ ^ 0xf16u);
   for (int c = 0; c < 65536; c++) {
     const int e = (c >> 10) & 31, m = c & 1023;
     const float v = ixl_f16_to_f32((uint16_t)c);
@@ -395,21 +383,6 @@ TEST(f16_conversion_matches_its_definition) {
     if (e != 31 || m) CHECK_MSG(ixl_f32_to_f16(v) == (e == 31 ? (c & 0x8000) | 0x7e00 : c),
                                 "f16 code 0x%04x does not round-trip", c);
   }
-  const char *ex = getenv("IXL_EXHAUSTIVE");
-  if (ex && ex[0] == '1') {
-    int64_t bad_all = 0;
-#pragma omp parallel for reduction(+ : bad_all)
-    for (int64_t i = 0; i <= 0xffffffffll; i++) {
-      const uint32_t b = (uint32_t)i;
-      float f;
-      memcpy(&f, &b, 4);
-      bad_all += ixl_f32_to_f16(f) != f16_oracle(f);
-    }
-    CHECK_MSG(bad_all == 0, "%lld of 2^32 floats convert differently", (long long)bad_all);
-  }
-#undef F16_CASE
-  CHECK_MSG(bad == 0, "%lld of %lld inputs differ from the definition, first 0x%08x",
-            (long long)bad, (long long)n, first);
 }
 
 TEST(round_trips) {

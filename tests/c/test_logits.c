@@ -210,10 +210,12 @@ static void problem_make(ixl_ctx *ctx, problem *p, int fmt, int quantizer, int R
     for (int64_t i = 0; i < (int64_t)R * H; i++) {
       if (fmt == IXL_FP8) F(qs)[i] = ldexpf(1.0f, (int)rand_below(40) - 20);
       else
-        for (int g = 0; g < 4; g++) ((uint8_t *)qs->data)[i * 4 + g] = (uint8_t)(lo + rand_below(span));
+        for (int g = 0; g < 4; g++)
+          ((uint8_t *)qs->data)[i * 4 + g] = (uint8_t)(lo + rand_below(span));
     }
     for (int64_t i = 0; i < N; i++) {
-      if (fmt == IXL_FP8) F(p->k_scales)[i] = (float)(rand_unit() * ldexp(1.0, (int)rand_below(60) - 30));
+      if (fmt == IXL_FP8)
+        F(p->k_scales)[i] = (float)(rand_unit() * ldexp(1.0, (int)rand_below(60) - 30));
       else
         for (int g = 0; g < 4; g++)
           ((uint8_t *)p->k_scales->data)[i * 4 + g] = (uint8_t)(lo + rand_below(span));
@@ -542,7 +544,8 @@ static ixl_qk paged_qk(const problem *p, const paged *g) {
 TEST(k2_equals_k1_on_the_same_keys) {
   ixl_ctx *ctx = test_ctx(2);
   for (int c = 0; c < 6; c++) {
-    int fmt = c % 3, H = heads_choice[rand_below(3)], R = 1 + (int)rand_below(12), N = 200 + (int)rand_below(2000);
+    int fmt = c % 3, H = heads_choice[rand_below(3)], R = 1 + (int)rand_below(12),
+        N = 200 + (int)rand_below(2000);
     problem p;
     problem_make(ctx, &p, fmt, 0, R, H, N, c >= 3);
     paged g;
@@ -607,7 +610,8 @@ TEST(k5_equals_k1_bf16_at_the_same_positions) {
   ixl_ctx *ctx = test_ctx(2);
   for (int c = 0; c < 9; c++) {
     int fmt = c % 3, H = heads_choice[rand_below(3)], R = 1 + (int)rand_below(10);
-    int N = 16 * (40 + (int)rand_below(280)); /* a multiple of 16: the scales end exactly at N (ASan) */
+    int N =
+        16 * (40 + (int)rand_below(280)); /* a multiple of 16: the scales end exactly at N (ASan) */
     const int sbks[] = {4, 8, 16, 64, 128};
     int sbk = sbks[rand_below(5)], nsb = 1 + (int)rand_below(40);
     int aligned = c % 2;
@@ -670,7 +674,8 @@ TEST(k5_equals_k1_bf16_at_the_same_positions) {
 TEST(k5_paged_equals_k2_bf16_at_the_same_positions) {
   ixl_ctx *ctx = test_ctx(2);
   for (int c = 0; c < 6; c++) {
-    int fmt = c % 3, H = heads_choice[rand_below(3)], R = 1 + (int)rand_below(10), N = 300 + (int)rand_below(3000);
+    int fmt = c % 3, H = heads_choice[rand_below(3)], R = 1 + (int)rand_below(10),
+        N = 300 + (int)rand_below(3000);
     const int sbks[] = {4, 8, 16, 64};
     int sbk = sbks[rand_below(4)], nsb = 1 + (int)rand_below(60);
     problem p;

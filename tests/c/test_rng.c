@@ -145,7 +145,8 @@ TEST(uniform_offsets_and_threads_agree) {
   ixl_tensor *t = f32(ctx, 8);
   CHECK_OK(ctx, ixl_rng_uniform(ctx, t, 1234, 0));
   const float *y = t->data;
-  CHECK_MSG(ixl_f32_bits(y[0]) == ixl_f32_bits(ixl_u32_to_uniform(546353992u)), "first uniform %a", y[0]);
+  CHECK_MSG(ixl_f32_bits(y[0]) == ixl_f32_bits(ixl_u32_to_uniform(546353992u)), "first uniform %a",
+            y[0]);
   CHECK_MSG(fabs(y[4] - 0.816736) < 1e-6 && fabs(y[7] - 0.058918) < 1e-6,
             "values 4..7: %g %g %g %g", y[4], y[5], y[6], y[7]);
   ixl_tensor_free(t);
