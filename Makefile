@@ -149,7 +149,7 @@ test: setup all $(C_TESTS) $(TEST_DIR)/libidxlab.so $(TEST_DIR)/idxlab_cdef.h
 	@BUILD=$(BUILD) SANITIZE=$(SANITIZE) CC=$(CC) scripts/run_tests.sh
 
 # The symbol rule reads $(BUILD)/obj, so the library is built first.
-check: all
+check: setup all
 	@if [ -f scripts/check.sh ]; then BUILD=$(BUILD) bash scripts/check.sh; \
 	else echo "make check: scripts/check.sh is missing"; echo "0 passed, 1 failed"; exit 1; fi
 
