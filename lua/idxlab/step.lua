@@ -29,9 +29,10 @@ local Builder = require("idxlab.builder")
 local Context = require("idxlab.context")
 local Tensor = require("idxlab.tensor")
 local util = require("idxlab.util")
-local ffi, C, check = core.ffi, core.C, core.check
+local ffi = core.ffi
 
 local variants = require("idxlab.variants")
+local metrics = require("idxlab.metrics")
 
 local fail = errors.fail
 
@@ -538,7 +539,6 @@ function Step:compare(G, sz, acc, keep)
   local vp = ffi.cast("int32_t *", valid.cd.data)
   local mp = ffi.cast("float *", mass.cd.data)
   local active_len = T * cbs
-  local cd = ctx.cd
   for l, ly in ipairs(G.layers) do
     local qk = ly.qk
     local function dense(out, w, reduction)
@@ -552,35 +552,32 @@ function Step:compare(G, sz, acc, keep)
     end
     dense(D, ly.w_dense, "fp32")
     sel.topk(ctx, D, nil, G.lens, k, false, dtop)
-    -- TODO(binding): gather_cols and the rows_* statistics below have no op module yet
-    C.ixl_clear_error(cd)
-    check(cd, C.ixl_gather_cols(cd, D.cd, dtop.cd, dvals.cd))
+    metrics.gather_cols(ctx, D, dtop, dvals)
     sel.mask_candidates(ctx, D, G.lens, G.cand, cbs)
     sel.topk(ctx, D, nil, G.lens, k, false, mtop)
     dense(Db, ly.w_sparse, "bf16")
-    check(cd, C.ixl_gather_cols(cd, Db.cd, spos.cd, gath.cd))
+    metrics.gather_cols(ctx, Db, spos, gath)
     sel.mask_candidates(ctx, Db, G.lens, G.cand, cbs)
     sel.topk(ctx, Db, nil, G.lens, k, false, btop)
     local pos_h, dtop_h = host(ly.pos, "pos"), host(dtop, "dtop")
     local mtop_h, btop_h = host(mtop, "mtop"), host(btop, "btop")
     local S_h, gath_h, dvals_h = host(ly.S, "S"), host(gath, "gath"), host(dvals, "dvals")
     local la = acc.layer(l)
-    local sdd, ssq = ffi.new("double[1]"), ffi.new("double[1]")
-    check(cd, C.ixl_rows_bf16_compare(cd, S_h.cd, gath_h.cd, end_h.cd, mism.cd, sdd, ssq))
+    local dd, sq = metrics.rows_bf16_compare(ctx, S_h, gath_h, end_h, mism)
     local mmp = ffi.cast("int32_t *", mism.cd.data)
     for r = 0, n - 1 do la.mismatches = la.mismatches + mmp[r] end
-    la.sum_dd, la.sum_sq = la.sum_dd + sdd[0], la.sum_sq + ssq[0]
+    la.sum_dd, la.sum_sq = la.sum_dd + dd, la.sum_sq + sq
     local function per_row(a, b)
-      check(cd, C.ixl_rows_overlap(cd, a.cd, b.cd, counts.cd, valid.cd))
+      metrics.rows_overlap(ctx, a, b, counts, valid)
       return shares(n, cp, vp)
     end
     local recall = per_row(dtop_h, pos_h)
     local agree = per_row(pos_h, btop_h)
     local agree32 = per_row(pos_h, mtop_h)
-    check(cd, C.ixl_rows_in_candidates(cd, dtop_h.cd, cand_h.cd, cbs, counts.cd))
-    check(cd, C.ixl_rows_overlap(cd, dtop_h.cd, dtop_h.cd, valid.cd, nil))
+    metrics.rows_in_candidates(ctx, dtop_h, cand_h, cbs, counts)
+    metrics.rows_overlap(ctx, dtop_h, dtop_h, valid)
     local cover = shares(n, cp, vp)
-    check(cd, C.ixl_rows_mass_recall(cd, dtop_h.cd, dvals_h.cd, pos_h.cd, mass.cd))
+    metrics.rows_mass_recall(ctx, dtop_h, dvals_h, pos_h, mass)
     for r = 0, n - 1 do
       local len = sz.lens[r0 + r + 1]
       local m = mp[r]
@@ -717,15 +714,14 @@ local function run_capture(self, inputs, replays)
   -- an eager run first sizes every buffer, so nothing is allocated under capture
   local G = self:production(groups[1], 1, prep, inputs, sz, {})
   ctx:sync()
-  -- TODO(binding): graph capture has no Context method yet
-  local cd = ctx.cd
-  check(cd, C.ixl_graph_begin(cd))
+  ctx:graph_begin()
   local ok, err = pcall(function() G = self:production(groups[1], 1, prep, inputs, sz, nil) end)
-  -- the capture always ends, so a failure inside it leaves the stream usable
-  local st_end = C.ixl_graph_end(cd)
+  -- the capture always ends, so a failure inside it leaves the stream usable; that failure,
+  -- not graph_end's, is the one raised
+  local ok_end, err_end = pcall(ctx.graph_end, ctx)
   if not ok then errors.rethrow(err) end
-  check(cd, st_end)
-  for _ = 1, replays or 1 do check(cd, C.ixl_graph_launch(cd)) end
+  if not ok_end then errors.rethrow(err_end) end
+  for _ = 1, replays or 1 do ctx:graph_launch() end
   ctx:sync()
   return G
 end
