@@ -5,8 +5,9 @@
 --   bin/idxlab script bench/logits.lua [reps=20] [only=k2_]
 --                                                  [scale=0.01 backend=cpu]
 --
--- The same cases and method as bench/bench_logits.c (which bench/bench_logits.sh runs
--- next to the PyTorch baseline and the measured ceilings, in one command on the GPU machine):
+-- The cases of bench/cases.lua and the method of bench/bench_logits.c (which
+-- bench/bench_logits.sh runs next to the PyTorch baseline and the measured ceilings, in one
+-- command on the GPU machine):
 -- CUDA events around each call on the context's stream, 3 warm-ups, then `reps` runs each
 -- after a 256 MiB device memset that flushes the L2; median, minimum and 90th percentile.
 -- Random codes with UE8M0 exponent bytes in 120..134 (the kernels' common path). FLOPs count
@@ -15,38 +16,17 @@
 -- run; the ratios to the ceilings need the GPU.
 -- The kernels are called through bench/lib.lua's named wrappers, resolved before the timed
 -- loop, so the timed region holds the C call only, as in bench_logits.c.
-local lib = dofile((debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or ".") .. "/lib.lua")
+local here = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or "."
+local lib = dofile(here .. "/lib.lua")
 
 local M = {
   name = "bench_logits",
   question = "Time, TFLOP/s and GB/s of K1, K2 and K5 at the V4.1-Flash and V3.2 shapes",
 }
 
--- kernel 1: dense ragged (causal rows of one request), 2: dense paged (own pages per row,
--- shuffled), 5: sparse (2048 sorted blocks of 8 per row; paged when page > 0).
-M.cases = {
-  { name = "k1_prefill_2048x8192_mxfp4_h32", kernel = 1, fmt = "mxfp4", H = 32, R = 2048,
-    N = 8192 },
-  { name = "k1_prefill_2048x8192_mxfp4_h32_bf16", kernel = 1, fmt = "mxfp4", H = 32, R = 2048,
-    N = 8192, bf16 = true },
-  { name = "k1_prefill_2048x8192_fp8_h64", kernel = 1, fmt = "fp8", H = 64, R = 2048, N = 8192 },
-  { name = "k1_prefill_4096x65536_mxfp4_h32", kernel = 1, fmt = "mxfp4", H = 32, R = 4096,
-    N = 65536 },
-  { name = "k1_prefill_4096x65536_fp8_h64", kernel = 1, fmt = "fp8", H = 64, R = 4096,
-    N = 65536 },
-  { name = "k2_decode_1x128k_mxfp4_h32", kernel = 2, fmt = "mxfp4", H = 32, R = 1, N = 131072,
-    page = 64 },
-  { name = "k2_decode_1x128k_fp8_h64", kernel = 2, fmt = "fp8", H = 64, R = 1, N = 131072,
-    page = 64 },
-  { name = "k2_decode_64x128k_mxfp4_h32", kernel = 2, fmt = "mxfp4", H = 32, R = 64, N = 131072,
-    page = 64 },
-  { name = "k2_decode_64x128k_fp8_h64", kernel = 2, fmt = "fp8", H = 64, R = 64, N = 131072,
-    page = 64 },
-  { name = "k5_decode_64x16k_paged128_mxfp4_h32", kernel = 5, fmt = "mxfp4", H = 32, R = 64,
-    N = 131072, page = 128 },
-  { name = "k5_prefill_4096x16k_ragged_mxfp4_h32", kernel = 5, fmt = "mxfp4", H = 32, R = 4096,
-    N = 131072 },
-}
+-- The cases: bench/cases.lua, the one list (bench_logits.c and bench/torch/logits.py read its
+-- JSON export). Its header says what each field means.
+M.cases = dofile(here .. "/cases.lua").logits
 
 local function bench(opts)
   opts = opts or {}
@@ -97,12 +77,12 @@ local function bench(opts)
 
   for _, c in ipairs(M.cases) do
     if not only or c.name:find(only, 1, true) then
-      local fmt, H = c.fmt, c.H
-      local R = math.max(1, math.floor(c.R * scale))
-      local N = math.max(1024, math.floor(c.N * scale / 1024) * 1024)
+      local fmt, H = c.kv_format, c.heads
+      local R = math.max(1, math.floor(c.rows * scale))
+      local N = math.max(1024, math.floor(c.positions * scale / 1024) * 1024)
       local vb = fmt == "mxfp4" and 64 or 128
       local mx = fmt ~= "fp8"
-      local bf16 = c.bf16 or c.kernel == 5
+      local bf16 = c.bf16
       local qk = { kv_format = fmt }
       local keep = {}
       local function k(t) keep[#keep + 1] = t; return t end
@@ -124,10 +104,10 @@ local function bench(opts)
       end
       w = k(on_device(w))
       local ks, ke, bt, ids = host("i32", { R }), host("i32", { R }), nil, nil
-      local paged = c.kernel == 2 or (c.kernel == 5 and c.page)
+      local paged = c.page_size > 0
       local valid = 0
       if paged then
-        local P = c.page
+        local P = c.page_size
         local mp = math.ceil(N / P)
         local stride = math.ceil(P * (vb + 4) / 512) * 512
         local pages = host("u8", { R * mp, stride })
@@ -163,8 +143,8 @@ local function bench(opts)
           ke:ptr()[r] = math.max(1, N - R + r + 1)
         end
       end
-      local cols, nsb, sbk = N, 2048, 8
-      if c.kernel == 5 then
+      local cols, nsb, sbk = N, c.sparse_blocks, c.sparse_block_kv
+      if c.kernel == "K5" then
         ids = host("i32", { R, nsb })
         local p = ids:ptr()
         for r = 0, R - 1 do
@@ -186,15 +166,15 @@ local function bench(opts)
       else
         for r = 0, R - 1 do valid = valid + ke:ptr()[r] - ks:ptr()[r] end
       end
-      local kbytes = (c.kernel == 1 and N or valid) * (vb + 4)
+      local kbytes = (c.kernel == "K1" and N or valid) * (vb + 4)
       ks, ke = k(on_device(ks)), k(on_device(ke))
       local out = k(ctx:tensor(bf16 and "bf16" or "f32", { R, cols }))
       local red = bf16 and "bf16" or "fp32"
       local call
-      if c.kernel == 1 then
+      if c.kernel == "K1" then
         call = lib.dense_logits(ctx, { qk = qk, weights = w, ks = ks, ke = ke, out = out,
           layout = "full", clean = false, reduction = red })
-      elseif c.kernel == 2 then
+      elseif c.kernel == "K2" then
         call = lib.dense_logits_paged(ctx, { qk = qk, weights = w, context_lens = ke,
           block_table = bt, out = out, reduction = red })
       else
@@ -212,7 +192,7 @@ local function bench(opts)
       local med, mn, p90 = lib.order_stats(times)
       local flops = 2 * valid * H * 128
       local bytes = kbytes + R * H * (vb + 8) + R * cols * (bf16 and 2 or 4)
-      local row = { name = c.name, kernel = "K" .. c.kernel, kv_format = fmt, heads = H, rows = R,
+      local row = { name = c.name, kernel = c.kernel, kv_format = fmt, heads = H, rows = R,
         positions = N, columns = cols, valid_pairs = valid, us_median = med, us_min = mn,
         us_p90 = p90, tflops = flops / med * 1e-6, gbs = bytes / med * 1e-3,
         backend = ctx:backend(), device = ctx:device_name() }

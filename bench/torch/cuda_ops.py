@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench_cudaops_torch.py - plain PyTorch versions of the selection and format ops, timed the
+"""bench/torch/cuda_ops.py - plain PyTorch versions of the selection and format ops, timed the
 same way as `IXL_BENCH=only build-gpu/tests/test_cuda_ops` times idxlab's (CUDA events, 3
 warm-up runs, median of 21, same shapes), so scripts/gpu-test.sh can print the two side by
 side. Run on the GPU machine: python3 bench/torch/cuda_ops.py. Prints lines
@@ -45,7 +45,8 @@ def main():
         row(name, median_us(lambda: torch.topk(x, k, dim=1, sorted=False)))
         del x
     x = torch.randn(64, 131072, device=dev, generator=g) * 3
-    row("topk sorted: 64 x 131072 f32, k=2048", median_us(lambda: torch.topk(x, 2048, dim=1, sorted=True)))
+    row("topk sorted: 64 x 131072 f32, k=2048",
+        median_us(lambda: torch.topk(x, 2048, dim=1, sorted=True)))
 
     # K3: block max, newest block forced to +inf, top-T by score (ties by id need a stable sort
     # in torch; topk gives the same set up to ties)
@@ -87,7 +88,8 @@ def main():
         amax = v.abs().amax(dim=2, keepdim=True).clamp_min(6 * 2.0**-126)
         e = torch.ceil(torch.log2(amax / 6))
         y = v * torch.exp2(-e)
-        code = torch.bucketize(y.abs(), grid, right=False).to(torch.uint8) | ((y < 0).to(torch.uint8) << 3)
+        code = (torch.bucketize(y.abs(), grid, right=False).to(torch.uint8)
+                | ((y < 0).to(torch.uint8) << 3))
         packed = code.view(M, 64, 2)
         return packed[..., 0] | (packed[..., 1] << 4), (e + 127).to(torch.uint8)
 

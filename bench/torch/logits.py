@@ -1,9 +1,14 @@
 #!/usr/bin/env python3
-"""bench_torch_logits.py - the plain PyTorch baseline of the logits kernels, the machine's
+"""bench/torch/logits.py - the plain PyTorch baseline of the logits kernels, the machine's
 ceilings, and the combined table. Run by bench/bench_logits.sh after bench_logits (the C
 program), in the same command on the GPU machine:
 
-    python3 bench/torch/logits.py bench_c.csv [reps]
+    python3 bench/torch/logits.py CASES.json bench_c.csv [reps]
+    python3 bench/torch/logits.py --list CASES.json     (the cases as read; needs no torch)
+
+CASES.json is bench/cases.lua's export (`bin/idxlab script bench/cases.lua out=CASES.json`),
+the one case list bench_logits.c read too; bench_c.csv is its output, which names the cases
+that ran (a case-substring run has fewer) and gives our times.
 
 1. Ceilings measured here and now: the fp8 peak (torch._scaled_mm 8192^3, e4m3 in, bf16 out,
    the better of fast accumulation on and off) and the copy bandwidth (a 4 GiB device-to-
@@ -17,15 +22,47 @@ program), in the same command on the GPU machine:
 3. One table: our time, TFLOP/s, share of the fp8 peak (prefill and sparse) or of the copy
    bandwidth (decode), the PyTorch time and the ratio PyTorch / ours."""
 import csv
-import math
+import json
 import statistics
 import sys
 
-import torch
-
+# torch is imported by setup(), so that --list (and read_cases) work where it is not installed.
+torch = None
 dev = "cuda"
-torch.backends.cuda.matmul.allow_tf32 = False
-flush_buf = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
+flush_buf = None
+E2M1 = None
+
+# The fields of every case in bench/cases.lua's export, in its order.
+FIELDS = ("name", "kernel", "kv_format", "heads", "rows", "positions", "page_size", "bf16",
+          "sparse_blocks", "sparse_block_kv")
+
+
+def read_cases(path):
+    """The cases of bench/cases.lua's JSON export at path, as a dict by name (in file order).
+    A case without exactly FIELDS, or a name twice, is an error naming the file and case."""
+    with open(path) as f:
+        cases = json.load(f)
+    if not isinstance(cases, list) or not cases:
+        sys.exit(f"logits.py: {path}: expected a non-empty JSON array of cases")
+    by_name = {}
+    for i, c in enumerate(cases):
+        if not isinstance(c, dict) or tuple(c) != FIELDS:
+            sys.exit(f"logits.py: {path}: case {i + 1}: expected exactly the fields "
+                     f"{', '.join(FIELDS)} in that order")
+        if c["name"] in by_name:
+            sys.exit(f"logits.py: {path}: case {i + 1}: name {c['name']} twice")
+        by_name[c["name"]] = c
+    return by_name
+
+
+def setup():
+    global torch, flush_buf, E2M1
+    import torch as t
+    torch = t
+    torch.backends.cuda.matmul.allow_tf32 = False
+    flush_buf = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
+    E2M1 = torch.tensor([0, .5, 1, 1.5, 2, 3, 4, 6, 0, -.5, -1, -1.5, -2, -3, -4, -6],
+                        device=dev, dtype=torch.bfloat16)
 
 
 def timed(fn, reps, warm=2):
@@ -51,8 +88,8 @@ def fp8_peak():
     one = torch.tensor(1.0, device=dev)
     best = 0.0
     for fast in (False, True):
-        us = timed(lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16,
-                                            use_fast_accum=fast), 10)
+        us = timed(lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one,
+                                            out_dtype=torch.bfloat16, use_fast_accum=fast), 10)
         best = max(best, 2.0 * n ** 3 / us * 1e-6)
     return best
 
@@ -68,10 +105,6 @@ def copy_bw():
 
 
 # ---------------------------------------------------------------- quantized inputs
-E2M1 = torch.tensor([0, .5, 1, 1.5, 2, 3, 4, 6, 0, -.5, -1, -1.5, -2, -3, -4, -6], device=dev,
-                    dtype=torch.bfloat16)
-
-
 def rand_codes(shape, fmt):
     c = torch.randint(0, 256, shape, dtype=torch.uint8, device=dev)
     if fmt != "mxfp4":
@@ -101,9 +134,10 @@ def head_sum(s, w):
 
 
 # ---------------------------------------------------------------- the cases
-def case_fn(row):
-    kern, fmt, H, R, C = row["kernel"], row["fmt"], int(row["H"]), int(row["R"]), int(row["cols"])
-    name = row["name"]
+def case_fn(case, row):
+    """case: one case of the JSON; row: bench_logits's CSV line for it (its columns)."""
+    kern, fmt, H, R = case["kernel"], case["kv_format"], case["heads"], case["rows"]
+    C = int(row["cols"])
     vb = 64 if fmt == "mxfp4" else 128
     qc = rand_codes((R, H, vb), fmt)
     qs = rand_mx_scales((R, H)) if fmt != "fp8" else None
@@ -129,16 +163,17 @@ def case_fn(row):
             return out
         return fn
     # paged or sparse: keys per row
-    paged = kern == "K2" or "paged" in name
+    paged = case["page_size"] > 0
     if paged:
-        P = 64 if kern == "K2" else 128
-        ctx = 131072
+        P = case["page_size"]
+        ctx = case["positions"]
         mp = ctx // P
         pv = rand_codes((R * mp, P, vb), fmt)
-        ps = rand_mx_scales((R * mp, P)) if fmt != "fp8" else torch.rand(R * mp, P, device=dev) * 2 ** -8
+        ps = (rand_mx_scales((R * mp, P)) if fmt != "fp8"
+              else torch.rand(R * mp, P, device=dev) * 2 ** -8)
         bt = torch.stack([torch.randperm(mp, device=dev) + r * mp for r in range(R)])
     else:
-        N = 131072
+        N = case["positions"]
         kc = rand_codes((N, vb), fmt)
         ks = rand_mx_scales((N,)) if fmt != "fp8" else torch.rand(N, device=dev) * 2 ** -8
     if kern == "K2":
@@ -152,9 +187,9 @@ def case_fn(row):
                 s = s * kscl[:, None, :].to(torch.bfloat16)
             return head_sum(s, w)
         return fn
-    # K5: 2048 sorted sparse blocks of 8 per row
-    nsb, sbk = 2048, 8
-    nblk = 131072 // sbk - (0 if paged else R // sbk)
+    # K5: sparse_blocks sorted sparse blocks of sparse_block_kv per row
+    nsb, sbk = case["sparse_blocks"], case["sparse_block_kv"]
+    nblk = case["positions"] // sbk - (0 if paged else R // sbk)
     ids = torch.sort(torch.rand(R, nblk, device=dev).argsort(1)[:, :nsb], 1).values
     pos = (ids[:, :, None] * sbk + torch.arange(sbk, device=dev)).flatten(1)  # [R, 16384]
     chunk = max(1, (1 << 29) // (H * nsb * sbk))
@@ -177,9 +212,25 @@ def case_fn(row):
 
 
 def main():
-    path = sys.argv[1]
-    reps = int(sys.argv[2]) if len(sys.argv) > 2 else 10
-    rows = list(csv.DictReader(open(path)))
+    usage = ("usage: logits.py CASES.json bench_c.csv [reps]\n"
+             "       logits.py --list CASES.json")
+    if len(sys.argv) == 3 and sys.argv[1] == "--list":
+        cases = read_cases(sys.argv[2])
+        print(",".join(FIELDS))
+        for c in cases.values():
+            print(",".join(str(int(v) if isinstance(v, bool) else v) for v in c.values()))
+        return
+    if len(sys.argv) < 3 or sys.argv[1].startswith("-"):
+        sys.exit(usage)
+    cases = read_cases(sys.argv[1])
+    reps = int(sys.argv[3]) if len(sys.argv) > 3 else 10
+    rows = list(csv.DictReader(open(sys.argv[2])))
+    for row in rows:  # the C program and we must mean the same case by a name
+        c = cases.get(row["name"])
+        if c is None or (row["kernel"], row["fmt"], int(row["H"]), int(row["R"])) != (
+                c["kernel"], c["kv_format"], c["heads"], c["rows"]):
+            sys.exit(f"logits.py: {sys.argv[2]}: case {row['name']} is not {sys.argv[1]}'s")
+    setup()
     peak = fp8_peak()
     bw = copy_bw()
     print(f"# ceilings (this run): fp8 peak {peak:.0f} TFLOP/s (torch._scaled_mm 8192^3), "
@@ -187,7 +238,7 @@ def main():
     res = []
     for row in rows:
         try:
-            fn = case_fn(row)
+            fn = case_fn(cases[row["name"]], row)
             tus = timed(fn, max(3, reps if float(row["us_median"]) < 5e3 else 3))
             del fn
         except torch.OutOfMemoryError:

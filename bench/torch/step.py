@@ -37,14 +37,18 @@ def step(q, k, w, qc, wc, lens, cbs=8, T=2048, topk=512, chunk=256):
     newest = (lens - 1) // cbs
     blocks.scatter_(1, newest[:, None], float("inf"))
     cand = blocks.topk(T, dim=1).indices.sort(dim=1).values  # [R, T]
-    cpos = (cand[:, :, None] * cbs + torch.arange(cbs, device=q.device)).reshape(R, -1)  # [R, T*cbs]
+    # [R, T*cbs]
+    cpos = (cand[:, :, None] * cbs + torch.arange(cbs, device=q.device)).reshape(R, -1)
     valid = cpos < lens[:, None]
     out = []
     for l in range(qc.shape[0]):
         sel = []
         for r0 in range(0, R, chunk):
             p = cpos[r0:r0 + chunk]
-            kk = k[r0:r0 + chunk].gather(1, p[:, :, None].expand(-1, -1, k.shape[-1])) if k.dim() == 3 else k[p]
+            if k.dim() == 3:
+                kk = k[r0:r0 + chunk].gather(1, p[:, :, None].expand(-1, -1, k.shape[-1]))
+            else:
+                kk = k[p]
             s = torch.einsum("rhd,rnd->rhn", qc[l, r0:r0 + chunk], kk).float()
             s = (s.relu() * wc[l, r0:r0 + chunk].float()[:, :, None]).sum(1).to(torch.bfloat16)
             s = s.masked_fill(~valid[r0:r0 + chunk], float("-inf"))
@@ -67,7 +71,8 @@ def main():
     bf = dict(device=dev, dtype=torch.bfloat16)
     # decode: each row its own context of N positions
     Rd = args.decode_rows
-    dq, dk, dw = torch.randn(Rd, H, D, **bf), torch.randn(Rd, N, D, **bf), torch.rand(Rd, H, device=dev)
+    dq, dk = torch.randn(Rd, H, D, **bf), torch.randn(Rd, N, D, **bf)
+    dw = torch.rand(Rd, H, device=dev)
     dqc, dwc = torch.randn(L, Rd, H, D, **bf), torch.rand(L, Rd, H, device=dev)
     dlen = torch.full((Rd,), N, device=dev)
     # prefill: one request, the last Rp rows of an N-position context (causal)
