@@ -2,9 +2,14 @@
  * at the V4.1-Flash shape (mxfp4, H = 32) and the V3.2 shape (fp8, H = 64), including the
  * peer shapes of GPU.md. Built and run on the GPU machine by bench/bench_logits.sh:
  *
+ *   bin/idxlab script bench/cases.lua out=build-gpu/bench_cases.json
  *   gcc -std=c11 -O2 -Iinclude bench/bench_logits.c -o build-gpu/bench_logits \
  *       -Lbuild-gpu -Wl,-rpath,$PWD/build-gpu -lidxlab -lm
- *   build-gpu/bench_logits [reps] > bench_c.csv
+ *   build-gpu/bench_logits build-gpu/bench_cases.json [reps [case-substring]] > bench_c.csv
+ *   build-gpu/bench_logits --list build-gpu/bench_cases.json   (the cases as read; no GPU)
+ *
+ * The cases come from bench/cases.lua, the one list (bench/logits.lua and
+ * bench/torch/logits.py use it too), through its JSON export; read_cases() below reads it.
  *
  * Method (STYLE.md, METHOD.md): CUDA events around each launch on the context's stream,
  * 3 warm-up runs, then `reps` timed runs (default 20) each preceded by a 256 MiB device
@@ -74,14 +79,155 @@ static ixl_tensor *dev(ixl_dtype dt, int nd, int64_t a, int64_t b, int64_t c, co
   return t;
 }
 
+/* One case of bench/cases.lua (its header says what each field means). */
 typedef struct {
-  const char *name;
+  char name[64];
   int kernel; /* 1: dense ragged, 2: dense paged, 5: sparse (paged if P > 0) */
   int fmt, H;
   int64_t R, N; /* K1/K5 ragged: K positions; K2/K5 paged: context per row */
   int P;        /* page size (paged) */
   int bf16;     /* bf16 reduction */
+  int nsb, sbk; /* K5: sparse blocks per row, positions per block */
 } bcase;
+
+/* The reader of bench/cases.lua's JSON export, and of nothing else: an array of objects, each
+ * with exactly the fields name, kernel, kv_format, heads, rows, positions, page_size, bf16,
+ * sparse_blocks, sparse_block_kv in that order; strings without escapes, integers as plain
+ * digits in [0, 2^31), booleans; any whitespace between tokens. Anything else is an error
+ * naming the file and line, so a changed export fails here rather than benchmarking the
+ * wrong case. The rules cases.lua's check() keeps are checked again where C relies on them. */
+typedef struct {
+  const char *path, *s;
+  int line;
+} jreader;
+
+static void jfail(const jreader *j, const char *what) {
+  fprintf(stderr, "bench_logits: %s:%d: expected %s\n", j->path, j->line, what);
+  exit(1);
+}
+static void jws(jreader *j) {
+  for (; *j->s == ' ' || *j->s == '\t' || *j->s == '\r' || *j->s == '\n'; j->s++)
+    if (*j->s == '\n') j->line++;
+}
+static int jpeek(jreader *j, char c) { /* skips whitespace; 1 and consumes c if next */
+  jws(j);
+  if (*j->s != c) return 0;
+  j->s++;
+  return 1;
+}
+static void jexpect(jreader *j, char c) {
+  char what[4] = {'\'', c, '\'', 0};
+  if (!jpeek(j, c)) jfail(j, what);
+}
+/* A string of letters, digits and _ into out (size n). */
+static void jstring(jreader *j, char *out, size_t n, const char *what) {
+  size_t k = 0;
+  jexpect(j, '"');
+  for (; *j->s != '"'; j->s++) {
+    const char c = *j->s;
+    int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    if (!(ok || c == '_') || k + 1 >= n) jfail(j, what);
+    out[k++] = c;
+  }
+  j->s++;
+  out[k] = 0;
+}
+static void jkey(jreader *j, const char *key, int first) {
+  char got[32], what[48];
+  snprintf(what, sizeof what, "field \"%s\"", key);
+  if (!first && !jpeek(j, ',')) jfail(j, what);
+  jstring(j, got, sizeof got, what);
+  if (strcmp(got, key) != 0) jfail(j, what);
+  jexpect(j, ':');
+}
+static int64_t jint(jreader *j, const char *key) {
+  char what[64];
+  int64_t v = 0;
+  snprintf(what, sizeof what, "an integer in [0, 2^31) for \"%s\"", key);
+  jws(j);
+  if (*j->s < '0' || *j->s > '9') jfail(j, what);
+  for (; *j->s >= '0' && *j->s <= '9'; j->s++)
+    if ((v = v * 10 + (*j->s - '0')) >= (1ll << 31)) jfail(j, what);
+  return v;
+}
+static int jbool(jreader *j, const char *key) {
+  char what[64];
+  snprintf(what, sizeof what, "true or false for \"%s\"", key);
+  jws(j);
+  if (strncmp(j->s, "true", 4) == 0) return j->s += 4, 1;
+  if (strncmp(j->s, "false", 5) == 0) return j->s += 5, 0;
+  jfail(j, what);
+  return 0;
+}
+static void jcase(jreader *j, bcase *c) {
+  char v[16];
+  jexpect(j, '{');
+  jkey(j, "name", 1);
+  jstring(j, c->name, sizeof c->name, "a name of letters, digits and _ (at most 63)");
+  jkey(j, "kernel", 0);
+  jstring(j, v, sizeof v, "\"K1\", \"K2\" or \"K5\"");
+  c->kernel = !strcmp(v, "K1") ? 1 : !strcmp(v, "K2") ? 2 : !strcmp(v, "K5") ? 5 : 0;
+  if (!c->kernel) jfail(j, "\"K1\", \"K2\" or \"K5\"");
+  jkey(j, "kv_format", 0);
+  jstring(j, v, sizeof v, "\"mxfp4\", \"mxfp8\" or \"fp8\"");
+  c->fmt = !strcmp(v, "mxfp4") ? IXL_MXFP4 : !strcmp(v, "mxfp8") ? IXL_MXFP8
+         : !strcmp(v, "fp8")   ? IXL_FP8 : -1;
+  if (c->fmt < 0) jfail(j, "\"mxfp4\", \"mxfp8\" or \"fp8\"");
+  jkey(j, "heads", 0);
+  c->H = (int)jint(j, "heads");
+  jkey(j, "rows", 0);
+  c->R = jint(j, "rows");
+  jkey(j, "positions", 0);
+  c->N = jint(j, "positions");
+  jkey(j, "page_size", 0);
+  c->P = (int)jint(j, "page_size");
+  jkey(j, "bf16", 0);
+  c->bf16 = jbool(j, "bf16");
+  jkey(j, "sparse_blocks", 0);
+  c->nsb = (int)jint(j, "sparse_blocks");
+  jkey(j, "sparse_block_kv", 0);
+  c->sbk = (int)jint(j, "sparse_block_kv");
+  if (!jpeek(j, '}')) jfail(j, "'}' after \"sparse_block_kv\" (no other fields)");
+  if (c->H < 1 || c->R < 1 || c->N < 1) jfail(j, "heads, rows and positions >= 1");
+  if ((c->kernel == 1) != (c->P == 0) && c->kernel != 5) jfail(j, "page_size 0 for K1, > 0 for K2");
+  if (c->kernel == 5 && (!c->bf16 || c->nsb < 1 || c->sbk < 1))
+    jfail(j, "bf16 true and sparse_blocks, sparse_block_kv >= 1 for K5");
+  if (c->kernel != 5 && (c->nsb || c->sbk)) jfail(j, "sparse_blocks, sparse_block_kv 0");
+}
+/* The cases of the file at path; *n their number. */
+static bcase *read_cases(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    fprintf(stderr, "bench_logits: cannot open %s\n", path);
+    exit(1);
+  }
+  size_t cap = 1 << 16, len = 0, got;
+  char *text = malloc(cap + 1);
+  while ((got = fread(text + len, 1, cap - len, f)) > 0)
+    if ((len += got) == cap) text = realloc(text, (cap *= 2) + 1);
+  fclose(f);
+  text[len] = 0;
+  if (strlen(text) != len) {
+    fprintf(stderr, "bench_logits: %s: a NUL byte\n", path);
+    exit(1);
+  }
+  jreader j = {path, text, 1};
+  bcase *cs = NULL;
+  *n = 0;
+  jexpect(&j, '[');
+  if (!jpeek(&j, ']')) {
+    do {
+      cs = realloc(cs, (*n + 1) * sizeof *cs);
+      jcase(&j, &cs[(*n)++]);
+    } while (jpeek(&j, ','));
+    jexpect(&j, ']');
+  }
+  jws(&j);
+  if (*j.s) jfail(&j, "the end of the file after ']'");
+  if (*n == 0) jfail(&j, "at least one case");
+  free(text);
+  return cs;
+}
 
 typedef ixl_status (*op_fn)(void *);
 typedef struct {
@@ -96,12 +242,13 @@ static ixl_status op_k1(void *p) {
 }
 static ixl_status op_k2(void *p) {
   args *a = p;
-  return ixl_dense_logits_paged(g, &a->qk, a->w, a->ke, a->bt, a->bf16 ? IXL_REDUCE_BF16 : IXL_REDUCE_FP32,
-                                a->out);
+  return ixl_dense_logits_paged(g, &a->qk, a->w, a->ke, a->bt,
+                                a->bf16 ? IXL_REDUCE_BF16 : IXL_REDUCE_FP32, a->out);
 }
 static ixl_status op_k5(void *p) {
   args *a = p;
-  return ixl_sparse_logits(g, &a->qk, a->w, a->ks, a->ke, a->bt, a->ids, a->sbk, IXL_KS_UNALIGNED, a->out);
+  return ixl_sparse_logits(g, &a->qk, a->w, a->ks, a->ke, a->bt, a->ids, a->sbk, IXL_KS_UNALIGNED,
+                           a->out);
 }
 
 static int cmp_d(const void *x, const void *y) {
@@ -131,7 +278,8 @@ static void time_op(op_fn f, void *a, int reps, double *med, double *mn, double 
 static void pick_blocks(int32_t *ids, int64_t nsb, int64_t nblk, int64_t base) {
   int64_t want = nblk < nsb ? nblk : nsb, n = 0;
   for (int64_t b = 0; b < nblk && n < want; b++)
-    if ((double)(want - n) > (double)(rnd64() >> 11) * 0x1p-53 * (double)(nblk - b)) ids[n++] = (int32_t)(b + base);
+    if ((double)(want - n) > (double)(rnd64() >> 11) * 0x1p-53 * (double)(nblk - b))
+      ids[n++] = (int32_t)(b + base);
   for (int64_t j = n; j < nsb; j++) ids[j] = n ? ids[n - 1] : (int32_t)base;
 }
 
@@ -163,8 +311,8 @@ static void run_case(const bcase *c, int reps) {
   op_fn f = NULL;
   const int paged = c->kernel == 2 || (c->kernel == 5 && c->P > 0);
   int32_t *bt = NULL, *ids = NULL;
-  const int sbk = 8;
-  const int64_t nsb = 2048; /* V4.1-Flash: T = 2048 blocks of cbs = sbk = 8 */
+  const int sbk = c->sbk;
+  const int64_t nsb = c->nsb;
   if (paged) {
     const int64_t P = c->P, mp = (N + P - 1) / P, stride = (P * (vb + 4) + 511) / 512 * 512;
     const int64_t np = R * mp;
@@ -172,7 +320,8 @@ static void run_case(const bcase *c, int reps) {
     fill_codes(pages, np * stride);
     for (int64_t p = 0; p < np; p++)
       for (int64_t s = 0; s < P; s++) {
-        uint32_t w = mx ? mx_word() : 0x3B800000u + (uint32_t)(rnd64() % 0x800000u); /* fp8: ~2^-8 */
+        uint32_t w =
+            mx ? mx_word() : 0x3B800000u + (uint32_t)(rnd64() % 0x800000u); /* fp8: ~2^-8 */
         memcpy(pages + p * stride + P * vb + s * 4, &w, 4);
       }
     bt = malloc((size_t)(R * mp * 4));
@@ -195,10 +344,12 @@ static void run_case(const bcase *c, int reps) {
     uint8_t *kc = malloc((size_t)(N * vb));
     fill_codes(kc, N * vb);
     uint32_t *ksc = malloc((size_t)(N * 4));
-    for (int64_t i = 0; i < N; i++) ksc[i] = mx ? mx_word() : 0x3B800000u + (uint32_t)(rnd64() % 0x800000u);
+    for (int64_t i = 0; i < N; i++)
+      ksc[i] = mx ? mx_word() : 0x3B800000u + (uint32_t)(rnd64() % 0x800000u);
     a.qk.k_codes = dev(IXL_U8, 2, N, vb, 0, kc);
     a.qk.k_scales = dev(mx ? IXL_I32 : IXL_F32, 1, N, 0, 0, ksc);
-    for (int64_t r = 0; r < R; r++) { /* causal rows of one request: row r is the last R rows' r-th */
+    for (int64_t r = 0; r < R;
+         r++) { /* causal rows of one request: row r is the last R rows' r-th */
       ks[r] = 0;
       ke[r] = (int32_t)(N - R + r + 1);
     }
@@ -232,12 +383,24 @@ static void run_case(const bcase *c, int reps) {
   double med, mn, p90;
   time_op(f, &a, reps, &med, &mn, &p90);
   printf("%s,K%d,%s,%d,%lld,%lld,%.0f,%.6g,%.6g,%.2f,%.2f,%.2f\n", c->name, c->kernel,
-         fmt == IXL_MXFP4 ? "mxfp4" : fmt == IXL_MXFP8 ? "mxfp8" : "fp8", H, (long long)R, (long long)cols, valid,
-         flops, bytes, med, mn, p90);
+         fmt == IXL_MXFP4   ? "mxfp4"
+         : fmt == IXL_MXFP8 ? "mxfp8"
+                            : "fp8",
+         H, (long long)R, (long long)cols, valid, flops, bytes, med, mn, p90);
   fflush(stdout);
-  fprintf(stderr, "%-34s %9.1f us  %7.1f TFLOP/s  %7.0f GB/s\n", c->name, med, flops / med * 1e-6, bytes / med * 1e-3);
-  ixl_tensor *ts[] = {(ixl_tensor *)a.qk.q_codes, (ixl_tensor *)a.qk.q_scales, (ixl_tensor *)a.qk.k_codes,
-                      (ixl_tensor *)a.qk.k_scales, (ixl_tensor *)a.qk.k_pages, a.w, a.ks, a.ke, a.bt, a.ids, a.out};
+  fprintf(stderr, "%-34s %9.1f us  %7.1f TFLOP/s  %7.0f GB/s\n", c->name, med, flops / med * 1e-6,
+          bytes / med * 1e-3);
+  ixl_tensor *ts[] = {(ixl_tensor *)a.qk.q_codes,
+                      (ixl_tensor *)a.qk.q_scales,
+                      (ixl_tensor *)a.qk.k_codes,
+                      (ixl_tensor *)a.qk.k_scales,
+                      (ixl_tensor *)a.qk.k_pages,
+                      a.w,
+                      a.ks,
+                      a.ke,
+                      a.bt,
+                      a.ids,
+                      a.out};
   for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) ixl_tensor_free(ts[i]);
   free(qc);
   free(qs);
@@ -249,9 +412,31 @@ static void run_case(const bcase *c, int reps) {
   free(ids);
 }
 
+static const char *fmt_name(int fmt) {
+  return fmt == IXL_MXFP4 ? "mxfp4" : fmt == IXL_MXFP8 ? "mxfp8" : "fp8";
+}
+
 int main(int argc, char **argv) {
-  const int reps = argc > 1 ? atoi(argv[1]) : 20;
-  const char *only = argc > 2 ? argv[2] : NULL; /* a substring of the case names */
+  size_t ncases = 0;
+  if (argc == 3 && strcmp(argv[1], "--list") == 0) { /* the cases as read; no GPU needed */
+    bcase *cs = read_cases(argv[2], &ncases);
+    printf("name,kernel,kv_format,heads,rows,positions,page_size,bf16,sparse_blocks,"
+           "sparse_block_kv\n");
+    for (size_t i = 0; i < ncases; i++)
+      printf("%s,K%d,%s,%d,%lld,%lld,%d,%d,%d,%d\n", cs[i].name, cs[i].kernel,
+             fmt_name(cs[i].fmt), cs[i].H, (long long)cs[i].R, (long long)cs[i].N, cs[i].P,
+             cs[i].bf16, cs[i].nsb, cs[i].sbk);
+    free(cs);
+    return 0;
+  }
+  if (argc < 2 || argv[1][0] == '-') {
+    fprintf(stderr, "usage: bench_logits CASES.json [reps [case-substring]]\n"
+                    "       bench_logits --list CASES.json\n");
+    return 2;
+  }
+  bcase *cases = read_cases(argv[1], &ncases); /* before the context: a bad file fails fast */
+  const int reps = argc > 2 ? atoi(argv[2]) : 20;
+  const char *only = argc > 3 ? argv[3] : NULL; /* a substring of the case names */
   if (ixl_ctx_new(IXL_BACKEND_CUDA, 0, 1, &g) != IXL_OK) DIE("cuda context");
   pool = malloc(POOL);
   for (size_t i = 0; i < POOL; i += 8) {
@@ -262,25 +447,10 @@ int main(int argc, char **argv) {
     if ((pool[i] & 0x7F) == 0x7F) pool[i] ^= 1; /* no e4m3 NaN codes */
   int64_t fl = 256ll << 20;
   OK(ixl_tensor_new(g, IXL_U8, 1, &fl, IXL_DEVICE, &g_flush));
-  static const bcase cases[] = {
-      /* ragged prefill (K1), causal rows, fp32 logits as DeepGEMM's peers */
-      {"k1_prefill_2048x8192_mxfp4_h32", 1, IXL_MXFP4, 32, 2048, 8192, 0, 0},
-      {"k1_prefill_2048x8192_mxfp4_h32_bf16", 1, IXL_MXFP4, 32, 2048, 8192, 0, 1},
-      {"k1_prefill_2048x8192_fp8_h64", 1, IXL_FP8, 64, 2048, 8192, 0, 0},
-      {"k1_prefill_4096x65536_mxfp4_h32", 1, IXL_MXFP4, 32, 4096, 65536, 0, 0},
-      {"k1_prefill_4096x65536_fp8_h64", 1, IXL_FP8, 64, 4096, 65536, 0, 0},
-      /* paged decode (K2), page 64, one row per sequence */
-      {"k2_decode_1x128k_mxfp4_h32", 2, IXL_MXFP4, 32, 1, 131072, 64, 0},
-      {"k2_decode_1x128k_fp8_h64", 2, IXL_FP8, 64, 1, 131072, 64, 0},
-      {"k2_decode_64x128k_mxfp4_h32", 2, IXL_MXFP4, 32, 64, 131072, 64, 0},
-      {"k2_decode_64x128k_fp8_h64", 2, IXL_FP8, 64, 64, 131072, 64, 0},
-      /* sparse logits (K5), V4.1-Flash: 2048 blocks of 8 = 16384 columns per row */
-      {"k5_decode_64x16k_paged128_mxfp4_h32", 5, IXL_MXFP4, 32, 64, 131072, 128, 1},
-      {"k5_prefill_4096x16k_ragged_mxfp4_h32", 5, IXL_MXFP4, 32, 4096, 131072, 0, 1},
-  };
   printf("name,kernel,fmt,H,R,cols,valid_pairs,flops,bytes,us_median,us_min,us_p90\n");
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+  for (size_t i = 0; i < ncases; i++)
     if (!only || strstr(cases[i].name, only)) run_case(&cases[i], reps);
+  free(cases);
   ixl_tensor_free(g_flush);
   free(pool);
   ixl_ctx_free(g);
