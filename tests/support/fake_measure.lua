@@ -5,19 +5,24 @@
 -- file in IDXLAB_FAKE_MEASURE (the runner's test hook). IDXLAB_FAKE_DELAY = seconds makes
 -- every point take that long first (the kill-mid-run tests).
 local results = require("idxlab.results")
-local progress = require("idxlab.progress")
+local binding = require("idxlab.ffi")
 
 local function fake_rand(seed, salt)
   local h = results.hash(("%s/%s"):format(tostring(seed), salt))
   return tonumber(h, 16) / 4294967296
 end
 
--- Waits on the wall clock in Lua, so a SIGINT (LuaJIT's "interrupted!" hook) or a SIGKILL
--- lands while the point is in flight. TODO: the binding's usleep once idxlab.ffi declares it.
--- (Interpreted: a compiled trace of this loop would not return to the hook.)
+-- Sleeps in slices of at most 50 ms (the binding's usleep) until `seconds` have passed on the
+-- library's clock, so a SIGKILL or a SIGINT lands while the point is in flight: SIGINT ends
+-- the usleep early (EINTR) and LuaJIT's "interrupted!" hook runs at the next instruction this
+-- interpreted function executes (jit.off: a compiled trace would not return to the hook).
 local function wait(seconds)
-  local t0 = progress.now()
-  while progress.now() - t0 < seconds do end
+  local t_end = binding.now_us() + seconds * 1e6
+  while true do
+    local left = t_end - binding.now_us()
+    if left <= 0 then return end
+    binding.sleep_us(math.min(left, 50000))
+  end
 end
 jit.off(wait)
 
