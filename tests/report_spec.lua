@@ -37,7 +37,8 @@ end
 
 -- experiment.run's options for these specs: the fake measure, no output; more on top.
 local function run_opts(d, more)
-  local o = { out = d, measure = "fake", progress = "off", stdout = sink, stderr = sink }
+  local o = { out = d, fake = support.fake_measure, progress = "off", stdout = sink,
+    stderr = sink }
   for k, v in pairs(more or {}) do o[k] = v end
   return o
 end
@@ -349,8 +350,8 @@ return {
       return out
     end
     rendered(d .. "/results-rel/relplot",
-      sh(("cd %s && env IDXLAB_FAKE_MEASURE=fast %s run rel.lua --out results-rel --progress off")
-        :format(q(d), BIN)))
+      sh(("cd %s && env IDXLAB_FAKE_MEASURE=%s %s run rel.lua --out results-rel --progress off")
+        :format(q(d), q(support.FAKE_MEASURE), BIN)))
     for _, ext in ipairs({ ".png", ".svg" }) do
       os.remove(d .. "/results-rel/relplot/" .. stem .. ext)
     end

@@ -215,7 +215,7 @@ describe("CSV", function()
       config = { index_topk = 64, max_rows = 64, max_model_len = 65536,
         candidate_topk_blocks = 64 },
       sweep = { candidate_block_size = { 8, 16 } }, repeats = 2,
-    }, { out = d, measure = "fake", progress = "off", stdout = sink, stderr = sink,
+    }, { out = d, fake = support.fake_measure, progress = "off", stdout = sink, stderr = sink,
       gnuplot = "none" })
     local header, recs = results.parse_csv(fs.read_file(res.dir .. "/results.csv"))
     local col = {}

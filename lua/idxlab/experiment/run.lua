@@ -19,7 +19,6 @@ local wschema = require("idxlab.experiment.workload_schema")
 local plan_mod = require("idxlab.experiment.plan")
 local rows = require("idxlab.experiment.rows")
 local chunks = require("idxlab.experiment.chunks")
-local provenance = require("idxlab.experiment.provenance")
 
 local M = {}
 
@@ -63,19 +62,10 @@ local function load_measure_file(path)
   return fn
 end
 
--- TRANSITIONAL (issue 12): the fake used to live in this library as measure = "fake" and
--- IDXLAB_FAKE_MEASURE = fast | slow. Until every spec passes the test double itself, those
--- names load it from the checkout's tests/support/. Remove with the last such spec.
-local LEGACY_FAKE = { fake = true, fast = true, slow = true }
-local function legacy_fake()
-  return load_measure_file(provenance.repo_root() .. "/tests/support/fake_measure.lua")
-end
-
 -- -> { fn = function(ctx, point) -> row, contexts = whether it gets real contexts,
 --      replaces_chunks = whether it also stands in for the chunker }.
 local function resolve_measure(opts)
   local m, fake = opts.measure, opts.fake
-  if type(m) == "string" and LEGACY_FAKE[m] then m, fake = nil, legacy_fake() end
   if m ~= nil then
     if type(m) ~= "function" then
       fail(("run: measure = %s: must be a function(ctx, point) -> row"):format(show(m)))
@@ -85,7 +75,7 @@ local function resolve_measure(opts)
   if fake == nil then
     local path = os.getenv("IDXLAB_FAKE_MEASURE")
     if path and path ~= "" then
-      fake = LEGACY_FAKE[path] and legacy_fake() or load_measure_file(path)
+      fake = load_measure_file(path)
     end
   end
   if fake ~= nil then
