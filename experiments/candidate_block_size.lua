@@ -20,7 +20,8 @@ for i, cbs in ipairs(sizes) do blocks[i] = budget / cbs end
 
 return {
   name = "candidate_block_size",
-  question = "At a fixed candidate budget (positions per row), how do recall and time change with the candidate block size?",
+  question = "At a fixed candidate budget (positions per row), how do recall and time change "
+    .. "with the candidate block size?",
   seed = 1,
   backend = "auto",
   workload = { decode = { rows = 8, context = 32768 }, prefill = false, consumer_layers = 2 },
@@ -32,9 +33,12 @@ return {
   metrics = { "recall_at_k", "mass_recall", "candidate_coverage", "time_candidate_select_us",
     "time_sparse_logits_us", "time_step_us" },
   plots = {
-    { x = "candidate_block_size", y = { "recall_at_k", "mass_recall", "candidate_coverage" }, name = "quality_vs_candidate_block_size",
+    { x = "candidate_block_size", y = { "recall_at_k", "mass_recall", "candidate_coverage" },
+      name = "quality_vs_candidate_block_size",
       title = "quality at a budget of 4096 candidate positions per row" },
-    { x = "candidate_block_size", y = { "time_candidate_select_us", "time_sparse_logits_us", "time_step_us" },
-      name = "time_vs_candidate_block_size", title = "time per stage at a budget of 4096 candidate positions per row" },
+    { x = "candidate_block_size",
+      y = { "time_candidate_select_us", "time_sparse_logits_us", "time_step_us" },
+      name = "time_vs_candidate_block_size",
+      title = "time per stage at a budget of 4096 candidate positions per row" },
   },
 }

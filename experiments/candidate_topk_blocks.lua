@@ -16,7 +16,8 @@
 --     --set sweep.candidate_topk_blocks=256,512,1024,2048,4096
 return {
   name = "candidate_topk_blocks",
-  question = "How does recall@k grow with the number of candidate blocks T, and how does it fall as the workload gets less local?",
+  question = "How does recall@k grow with the number of candidate blocks T, and how does it fall "
+    .. "as the workload gets less local?",
   seed = 1,
   backend = "auto",
   workload = { decode = { rows = 8, context = 16384 }, prefill = false, consumer_layers = 2 },
@@ -26,7 +27,8 @@ return {
     ["workload.locality"] = { 0, 8, 32 },
   },
   timing = { warmup = 1, iters = 2 },
-  metrics = { "recall_at_k", "mass_recall", "candidate_coverage", "active_rows", "time_sparse_logits_us", "time_step_us" },
+  metrics = { "recall_at_k", "mass_recall", "candidate_coverage", "active_rows",
+    "time_sparse_logits_us", "time_step_us" },
   plots = {
     { x = "candidate_topk_blocks", y = "recall_at_k", series = "workload.locality" },
     { x = "candidate_topk_blocks", y = "mass_recall", series = "workload.locality" },

@@ -10,7 +10,8 @@
 local MiB = 1024 * 1024
 return {
   name = "chunk_budget",
-  question = "How do chunks, rows per chunk and peak logits bytes follow the logits budget and the split width on a mixed prefill batch?",
+  question = "How do chunks, rows per chunk and peak logits bytes follow the logits budget and "
+    .. "the split width on a mixed prefill batch?",
   seed = 1,
   backend = "cpu",
   mode = "chunks",
@@ -31,8 +32,8 @@ return {
     max_logits_bytes = { 64 * MiB, 128 * MiB, 256 * MiB, 512 * MiB, 1024 * MiB, 2048 * MiB },
     split_width = { "bf16", "bf16+fp32" },
   },
-  metrics = { "num_chunks", "max_rows_per_chunk", "mean_rows_per_chunk", "peak_logits_bytes", "sub_chunks",
-    "min_split_seq_len", "dense_num_chunks", "dense_peak_logits_bytes" },
+  metrics = { "num_chunks", "max_rows_per_chunk", "mean_rows_per_chunk", "peak_logits_bytes",
+    "sub_chunks", "min_split_seq_len", "dense_num_chunks", "dense_peak_logits_bytes" },
   plots = {
     { x = "max_logits_bytes", y = "num_chunks", series = "split_width" },
     { x = "max_logits_bytes", y = "max_rows_per_chunk", series = "split_width" },

@@ -23,11 +23,13 @@ return {
   sweep = {
     ["workload.decode.context"] = { 4096, 8192, 16384, 32768, 65536 },
   },
-  metrics = { "time_dense_logits_us", "time_candidate_select_us", "time_sparse_logits_us", "time_topk_us",
-    "time_step_us", "recall_at_k" },
+  metrics = { "time_dense_logits_us", "time_candidate_select_us", "time_sparse_logits_us",
+    "time_topk_us", "time_step_us", "recall_at_k" },
   plots = {
-    { x = "workload.decode.context", y = { "time_dense_logits_us", "time_sparse_logits_us", "time_step_us" },
-      name = "time_vs_context", logx = true, logy = true, title = "dense against sparse logits time" },
+    { x = "workload.decode.context",
+      y = { "time_dense_logits_us", "time_sparse_logits_us", "time_step_us" },
+      name = "time_vs_context", logx = true, logy = true,
+      title = "dense against sparse logits time" },
     { x = "workload.decode.context", y = "recall_at_k" },
   },
 }

@@ -14,7 +14,8 @@
 -- 4096-row prefill chunk.
 return {
   name = "quick",
-  question = "Is one V4.1-Flash sparse-indexer step exact, what recall does it keep, and what does each stage cost?",
+  question = "Is one V4.1-Flash sparse-indexer step exact, what recall does it keep, and what "
+    .. "does each stage cost?",
   seed = 1,
   backend = "auto",
   config = {}, -- the V4.1-Flash reference config (idxlab config prints it)
@@ -37,9 +38,9 @@ return {
   repeats = 1,
   by = "length",
   metrics = {
-    "logit_mismatches", "selection_agreement", "fp32_selection_agreement", "recall_at_k", "mass_recall",
-    "candidate_coverage", "active_rows", "time_dense_logits_us", "time_candidate_select_us", "time_expand_us",
-    "time_sparse_logits_us", "time_topk_us", "time_remap_us", "time_step_us", "scratch_bytes", "logits_bytes",
-    "num_chunks",
+    "logit_mismatches", "selection_agreement", "fp32_selection_agreement", "recall_at_k",
+    "mass_recall", "candidate_coverage", "active_rows", "time_dense_logits_us",
+    "time_candidate_select_us", "time_expand_us", "time_sparse_logits_us", "time_topk_us",
+    "time_remap_us", "time_step_us", "scratch_bytes", "logits_bytes", "num_chunks",
   },
 }

@@ -8,10 +8,12 @@
 -- bf16 path); the times show the cost of smaller reads.
 --
 -- CPU default: 4 decode rows at 16384 positions, 1 consumer layer, 14 points, 2 repeats with
--- the stages timed as the median of 3 runs after a warm-up: a minute or two on 2 cores. On a GPU: --set workload.decode.rows=64 --set workload.decode.context=131072.
+-- the stages timed as the median of 3 runs after a warm-up: a minute or two on 2 cores.
+-- On a GPU: --set workload.decode.rows=64 --set workload.decode.context=131072.
 return {
   name = "sparse_block_kv",
-  question = "For each candidate block size, how do time and exactness depend on the sparse block size?",
+  question = "For each candidate block size, how do time and exactness depend on the sparse "
+    .. "block size?",
   seed = 1,
   backend = "auto",
   workload = { decode = { rows = 4, context = 16384 }, prefill = false, consumer_layers = 1 },
