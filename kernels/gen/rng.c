@@ -1,6 +1,7 @@
 /* rng.c - the counter-based RNG: Philox4x32-10 and the uniform and normal fills. The CPU
  * stream is cuRAND's PHILOX4_32_10 generator stream (same seed and offset, same bits); device
- * tensors go to kernels/gen/rng.cu. The math shared with the GPU lives in kernels/gen/rng_math.h. */
+ * tensors go to kernels/gen/rng.cu. The math shared with the GPU lives in
+ * kernels/gen/rng_math.h. */
 #include "ops.h"
 #include "gen/rng_math.h"
 

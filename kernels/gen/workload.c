@@ -1,8 +1,8 @@
 /* workload.c - the structured synthetic workload generator: knob defaults and checks, the
  * per-batch plan (topic spans, needles, preferred topics, head strengths, channel factors),
  * and the CPU generation of q, weights and k. The per-element math lives in
- * kernels/gen/workload_math.h, shared with the CUDA path (kernels/gen/workload.cu), so both backends
- * give the same bits. The model is described in docs/workload.md. */
+ * kernels/gen/workload_math.h, shared with the CUDA path (kernels/gen/workload.cu), so both
+ * backends give the same bits. The model is described in docs/workload.md. */
 #include "internal.h"
 #include "gen/workload_math.h"
 #include "ops.h"
@@ -115,8 +115,8 @@ static ixl_status build_plan(ixl_ctx *ctx, const ixl_workload_params *wp,
   if (n > 0 && !reqs)
     return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "requests: NULL with n_requests = %d", n);
   if (D < 4 || D % 4 != 0 || D > 65536)
-    return ixl_set_error(ctx, IXL_ERR_SHAPE, "head_dim = %lld: must be a multiple of 4 in [4, 65536]",
-                         (long long)D);
+    return ixl_set_error(ctx, IXL_ERR_SHAPE,
+                         "head_dim = %lld: must be a multiple of 4 in [4, 65536]", (long long)D);
   if (H < 1 || H > 65536)
     return ixl_set_error(ctx, IXL_ERR_SHAPE, "heads = %lld: must be in [1, 65536]", (long long)H);
   if (wp->outlier_channels > D)
@@ -143,7 +143,8 @@ static ixl_status build_plan(ixl_ctx *ctx, const ixl_workload_params *wp,
     if (q->k_start > N - q->seq_len)
       return ixl_set_error(ctx, IXL_ERR_BATCH,
                            "request %d: keys [%lld, %lld) lie outside k's %lld rows", i,
-                           (long long)q->k_start, (long long)(q->k_start + q->seq_len), (long long)N);
+                           (long long)q->k_start, (long long)(q->k_start + q->seq_len),
+                           (long long)N);
     if (q->first_row < row_end)
       return ixl_set_error(ctx, IXL_ERR_BATCH,
                            "request %d: first_row = %lld: must be >= %lld (requests ascend "
@@ -308,7 +309,8 @@ static ixl_status build_plan(ixl_ctx *ctx, const ixl_workload_params *wp,
 
   /* Head strengths: strength * max(0, 1 + head_spread * z), z drawn per layer and head and
    * mixed with the source's by layer_correlation. */
-  const float strength[4] = {wp->sinks > 0 ? wp->sink_strength / WL_SPLIT_KEY : 0.0f, wp->locality, wp->topics > 0 ? wp->topic_strength : 0.0f,
+  const float strength[4] = {wp->sinks > 0 ? wp->sink_strength / WL_SPLIT_KEY : 0.0f,
+                             wp->locality, wp->topics > 0 ? wp->topic_strength : 0.0f,
                              wp->needle_strength / WL_SPLIT_KEY};
   for (int64_t l = 0; l < layers; l++)
     for (int64_t h = 0; h < H; h++)
@@ -397,7 +399,8 @@ static ixl_status generate_cpu(ixl_ctx *ctx, const wl_plan *p, const unsigned ch
                            : (float *)q_consumer->data + ((layer - 1) * p->R + row) * H * D;
     float *wo = layer == 0 ? (float *)weights->data + row * H
                            : (float *)weights_consumer->data + ((layer - 1) * p->R + row) * H;
-    for (int h = 0; h < H; h++) wl_query_elems(p, blob, tables, layer, row, h, qo + h * D, 0, (int)D);
+    for (int h = 0; h < H; h++)
+      wl_query_elems(p, blob, tables, layer, row, h, qo + h * D, 0, (int)D);
     for (int h = 0; h < H; h += 2) wl_weight_pair(p, blob, layer, row, h, wo + h);
   }
   ixl_host_free(ctx, tables, tab_bytes);
@@ -487,7 +490,8 @@ ixl_status ixl_workload_structure(ixl_ctx *ctx, const ixl_workload_params *wp,
   const int64_t *nr = (const int64_t *)(blob + plan.off_nrow) + rq->needle0;
   if (n_topics) *n_topics = rq->n_topics;
   if (n_needles) *n_needles = rq->n_needles;
-  for (int32_t t = 0; topic_starts && t < rq->n_topics && t < max_topics; t++) topic_starts[t] = ts[t];
+  for (int32_t t = 0; topic_starts && t < rq->n_topics && t < max_topics; t++)
+    topic_starts[t] = ts[t];
   for (int32_t i = 0; i < rq->n_needles && i < max_needles; i++) {
     if (needle_pos) needle_pos[i] = np[i];
     if (needle_rows) needle_rows[i] = nr[i];

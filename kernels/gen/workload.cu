@@ -1,6 +1,6 @@
 /* workload.cu - the synthetic workload generator on the GPU. The plan comes built and
- * validated from kernels/gen/workload.c; the math is kernels/gen/workload_math.h, the same code the CPU
- * runs, compiled here with the non-fusing __f*_rn intrinsics, so the bits match the CPU's.
+ * validated from kernels/gen/workload.c; the math is kernels/gen/workload_math.h, the same code
+ * the CPU runs, compiled here with the non-fusing __f*_rn intrinsics, so the bits match the CPU's.
  * One thread writes 4 consecutive channels of one vector (D is a multiple of 4). */
 #include <cuda_runtime.h>
 #include <stdint.h>

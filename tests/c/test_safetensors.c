@@ -8,15 +8,7 @@
 #include <unistd.h>
 
 #include "check.h"
-
-static ixl_ctx *new_ctx(void) {
-  ixl_ctx *ctx = NULL;
-  if (ixl_ctx_new(IXL_BACKEND_CPU, 0, 1, &ctx) != IXL_OK) {
-    fprintf(stderr, "cannot make a CPU context\n");
-    exit(1);
-  }
-  return ctx;
-}
+#include "rand.h"
 
 static char tmpdir[64];
 static void make_tmpdir(void) {
@@ -49,14 +41,6 @@ static int count_files(void) {
   return n;
 }
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint64_t next_u64(void) { /* splitmix64 */
-  uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 /* A file from header text and data bytes: 8-byte length, header, data. Caller frees. */
 static uint8_t *mk(const char *hdr, const void *data, size_t dlen, size_t *len) {
   size_t h = strlen(hdr);
@@ -85,11 +69,11 @@ static ixl_status parse(ixl_ctx *ctx, const char *hdr, size_t dlen) {
 
 TEST(round_trip_every_dtype_and_metadata) {
   make_tmpdir();
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(0);
   ixl_alloc_stats s0;
   ixl_ctx_alloc_stats(ctx, &s0);
-  const uint64_t seed = next_u64();
-  rng_state = seed;
+  const uint64_t seed = rand_u64();
+  rand_seed(RAND_SPLITMIX64, seed);
   struct {
     const char *name;
     ixl_dtype dt;
@@ -117,7 +101,7 @@ TEST(round_trip_every_dtype_and_metadata) {
     for (int d = 0; d < spec[i].ndim; d++) numel *= spec[i].shape[d];
     nbytes[i] = numel * (int64_t)ixl_dtype_size(spec[i].dt);
     payload[i] = malloc((size_t)nbytes[i] + 1);
-    for (int64_t b = 0; b < nbytes[i]; b++) payload[i][b] = (uint8_t)next_u64();
+    rand_bytes(payload[i], nbytes[i]);
     CHECK_OK(ctx, ixl_st_writer_add(w, spec[i].name, spec[i].dt, spec[i].ndim, spec[i].shape,
                                     payload[i], nbytes[i]));
   }
@@ -195,7 +179,7 @@ static const char *root_dir(void) {
 
 /* The fixture's values are restated here from scripts/make_st_fixture.py. */
 TEST(reads_a_file_written_by_python) {
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(0);
   char path[512];
   snprintf(path, sizeof path, "%s/tests/fixtures/python_written.safetensors", root_dir());
   ixl_st_file *f = NULL;
@@ -262,7 +246,7 @@ TEST(reads_a_file_written_by_python) {
 
 TEST(save_is_atomic_and_replaces) {
   make_tmpdir();
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(0);
   char path[256];
   snprintf(path, sizeof path, "%s/atomic.safetensors", tmpdir);
   int before = count_files();
@@ -304,7 +288,7 @@ TEST(save_is_atomic_and_replaces) {
 }
 
 TEST(writer_argument_errors) {
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(0);
   ixl_st_file *w = NULL;
   CHECK_OK(ctx, ixl_st_writer_new(ctx, &w));
   float data[6] = {1, 2, 3, 4, 5, 6};
@@ -356,7 +340,7 @@ TEST(writer_argument_errors) {
 
 /* The file keeps its context alive: freeing the context first is safe. */
 TEST(file_outlives_its_context) {
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(0);
   size_t len;
   float v[2] = {1.25f, -8.0f};
   uint8_t *b = mk("{\"v\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", v, 8, &len);
@@ -370,7 +354,7 @@ TEST(file_outlives_its_context) {
 }
 
 TEST(bad_header_length) {
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(0);
   ixl_st_file *f = NULL;
   uint8_t b[16] = {5, 0, 0, 0, 0, 0, 0, 0, '{', '}'};
   CHECK_ERR(ctx, ixl_st_parse(ctx, b, 5, &f), IXL_ERR_FORMAT,
@@ -399,7 +383,7 @@ TEST(bad_header_length) {
 }
 
 TEST(bad_json_names_the_byte) {
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(0);
   BAD("{\"a\" {}}", 0, "bad JSON at header byte 5 (file byte 13): expected ':' after a key");
   BAD("{} x", 0, "bad JSON at header byte 3 (file byte 11): unexpected data after the header");
   BAD("{\"a\": {\"dtype\": \"F32}}", 0, "header byte 16 (file byte 24): unterminated string");
@@ -433,7 +417,7 @@ TEST(bad_json_names_the_byte) {
 }
 
 TEST(bad_entries) {
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(0);
   BAD("{\"a\": 5}", 0, "tensor 'a' (header byte 6): the entry is an integer, expected an object");
   BAD("{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4], \"extra\": 1}}", 4,
       "tensor 'a': unknown field 'extra' at header byte 61");
@@ -458,7 +442,7 @@ TEST(bad_entries) {
 }
 
 TEST(bad_dtypes) {
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(0);
   BAD("{\"w\": {\"dtype\": \"F64\", \"shape\": [1], \"data_offsets\": [0, 8]}}", 8,
       "tensor 'w': dtype F64 is not supported (idxlab reads F32, F16, BF16, I32, U8, F8_E4M3)");
   BAD("{\"w\": {\"dtype\": \"I64\", \"shape\": [1], \"data_offsets\": [0, 8]}}", 8,
@@ -471,7 +455,7 @@ TEST(bad_dtypes) {
 }
 
 TEST(bad_shapes_and_sizes) {
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(0);
   BAD("{\"x\": {\"dtype\": \"F32\", \"shape\": [2, 3], \"data_offsets\": [0, 20]}}", 20,
       "tensor 'x': shape [2, 3] of F32 needs 24 bytes, but data_offsets [0, 20] hold 20");
   BAD("{\"x\": {\"dtype\": \"F32\", \"shape\": [2, -3], \"data_offsets\": [0, 24]}}", 24,
@@ -502,7 +486,7 @@ TEST(bad_shapes_and_sizes) {
 }
 
 TEST(bad_offsets_overlap_gap_truncation) {
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(0);
   const char *two =
       "{\"a\": {\"dtype\": \"F32\", \"shape\": [6], \"data_offsets\": [0, 24]},"
       " \"b\": {\"dtype\": \"F32\", \"shape\": [6], \"data_offsets\": [16, 40]}}";
@@ -559,7 +543,7 @@ TEST(bad_offsets_overlap_gap_truncation) {
 /* Random mutations of a valid file: every result is OK or a clean error, never a crash, and
  * the context's counters come back (the fuzzer does this at scale; this is the quick check). */
 TEST(mutated_files_fail_cleanly) {
-  ixl_ctx *ctx = new_ctx();
+  ixl_ctx *ctx = test_ctx(0);
   const char *hdr =
       "{\"__metadata__\": {\"k\": \"v\"}, \"a\": {\"dtype\": \"F32\", \"shape\": [2, 2], "
       "\"data_offsets\": [0, 16]}, \"b\": {\"dtype\": \"U8\", \"shape\": [3], "
@@ -569,16 +553,16 @@ TEST(mutated_files_fail_cleanly) {
   size_t len;
   uint8_t *good = mk(hdr, data, 19, &len);
   uint8_t *b = malloc(len);
-  const uint64_t seed = next_u64();
-  rng_state = seed;
+  const uint64_t seed = rand_u64();
+  rand_seed(RAND_SPLITMIX64, seed);
   ixl_alloc_stats s0, s1;
   ixl_ctx_alloc_stats(ctx, &s0);
   int ok = 0, bad = 0;
   for (int it = 0; it < 3000; it++) {
     memcpy(b, good, len);
-    int nmut = 1 + (int)(next_u64() % 4);
-    for (int m = 0; m < nmut; m++) b[next_u64() % len] = (uint8_t)next_u64();
-    size_t l = len - (next_u64() % 8 == 0 ? next_u64() % len : 0);
+    int nmut = 1 + (int)(rand_u64() % 4);
+    for (int m = 0; m < nmut; m++) b[rand_u64() % len] = (uint8_t)rand_u64();
+    size_t l = len - (rand_u64() % 8 == 0 ? rand_u64() % len : 0);
     ixl_st_file *f = NULL;
     ixl_status st = ixl_st_parse(ctx, b, l, &f);
     if (st == IXL_OK) {
@@ -607,7 +591,7 @@ TEST(mutated_files_fail_cleanly) {
 int main(void) {
   /* fresh random inputs each run; IDXLAB_SEED repeats one (the failing seed is printed) */
   const char *env = getenv("IDXLAB_SEED");
-  rng_state = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL) * 2654435761u;
+  rand_seed(RAND_SPLITMIX64, env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL) * 2654435761u);
   RUN(round_trip_every_dtype_and_metadata);
   RUN(reads_a_file_written_by_python);
   RUN(save_is_atomic_and_replaces);
