@@ -47,6 +47,10 @@ static const ixl_logits_ops logits_v1_ops = {logits_v1};
 
 static const ixl_select_ops select_ref_ops = {ixl_candidate_select_ref, ixl_topk_ref};
 static const ixl_select_ops select_v1_ops = {ixl_cuda_candidate_select, ixl_cuda_topk};
+/* select v2: its own K6 (select/topk_v2.cu); K3 stays on v1's radix select */
+ixl_status ixl_cuda_topk_v2(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *row_start,
+                            const ixl_tensor *row_end, int k, int sorted, ixl_tensor *out);
+static const ixl_select_ops select_v2_ops = {ixl_cuda_candidate_select, ixl_cuda_topk_v2};
 
 #ifdef IXL_TEST_VARIANTS
 static ixl_status logits_v1_alt(ixl_ctx *ctx, const ixl_logits_call *c) {
@@ -77,6 +81,9 @@ static const ixl_variant table[] = {
      "the reference: block scores, then a radix select per row (OpenMP over rows)"},
     {IXL_FAMILY_SELECT, "v1", IXL_BACKEND_CUDA, 80, 0, NULL, NULL, &select_v1_ops,
      "one CTA per row, block-wide radix select in shared memory"},
+    {IXL_FAMILY_SELECT, "v2", IXL_BACKEND_CUDA, 80, 0, NULL, NULL, &select_v2_ops,
+     "K6: radix select over keys kept in shared memory, column-order compaction (no sort "
+     "unsorted), a cluster per long row (sm_90); K3 as v1"},
 };
 #define NTABLE ((int)(sizeof table / sizeof table[0]))
 

@@ -312,6 +312,16 @@ static float logit_value(int dist) {
       return (float)rnd_normal();
     }
     case 3: return rnd_int(0, 3) ? 0.0f : (float)fabs(rnd_normal());
+    case 4: { /* the CPU tests' tricky mix: quarter steps, NaN of both signs, +-inf, +-0 */
+      const int p = (int)rnd_int(0, 19);
+      if (p == 0) return rnd_int(0, 1) ? NAN : -NAN;
+      if (p == 1) return rnd_int(0, 1) ? INFINITY : -INFINITY;
+      if (p == 2) return rnd_int(0, 1) ? 0.0f : -0.0f;
+      return (float)rnd_int(-8, 8) * 0.25f;
+    }
+    case 5: return 1.5f;                           /* all equal */
+    case 6: return rnd_int(0, 1) ? NAN : -NAN;    /* all NaN */
+    case 7: return rnd_int(0, 1) ? 0.0f : -0.0f;  /* +0 and -0 tie */
     default: return (float)(rnd_normal() * 4.0);
   }
 }
@@ -325,6 +335,10 @@ static void fill_logits(ixl_tensor *t, int dist) {
   }
 }
 
+/* The CUDA select variants every top-k case runs under. */
+static const char *const select_variants[] = {"v1", "v2"};
+#define NSELECT 2
+
 /* One top-k case: R rows of C columns, random [start, end) per row (some empty, some full). */
 static void topk_case(int dtype, int64_t R, int64_t C, int k, int sorted, int dist, int starts) {
   ixl_tensor *lg = host2(dtype, R, C), *rs = host1(IXL_I32, R), *re = host1(IXL_I32, R);
@@ -335,21 +349,58 @@ static void topk_case(int dtype, int64_t R, int64_t C, int k, int sorted, int di
     int64_t s = starts ? rnd_int(0, C / 4) : 0, e = rnd_int(s, C);
     if (r == 0) e = s;         /* an empty row */
     if (r == 1) e = C;         /* a long one */
-    if (r == 2 && k < C) e = s + k; /* exactly k */
+    if (r == 2 && s + k <= C) e = s + k; /* exactly k */
     ((int32_t *)rs->data)[r] = (int32_t)s;
     ((int32_t *)re->data)[r] = (int32_t)e;
   }
   CHECK_OK(g_ctx, ixl_topk(g_ctx, lg, starts ? rs : NULL, re, k, sorted, ho));
   ixl_tensor *dl = to_dev(lg), *drs = to_dev(rs), *dre = to_dev(re), *dout = to_dev(ho);
   ixl_tensor *outs[1] = {dout};
-  RUN_TWICE(outs, 1, ixl_topk(g_ctx, dl, starts ? drs : NULL, dre, k, sorted, dout));
-  ixl_tensor *go = to_host(dout);
-  char what[128];
-  snprintf(what, sizeof what, "topk %s R=%lld C=%lld k=%d %s dist %d", ixl_dtype_name((ixl_dtype)dtype),
-           (long long)R, (long long)C, k, sorted ? "sorted" : "unsorted", dist);
-  same(go, ho, what);
-  ixl_tensor *all[] = {lg, rs, re, ho, dl, drs, dre, dout, go};
-  tfree(all, 9);
+  for (int v = 0; v < NSELECT; v++) { /* every CUDA select variant, pinned in turn */
+    CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", select_variants[v]));
+    RUN_TWICE(outs, 1, ixl_topk(g_ctx, dl, starts ? drs : NULL, dre, k, sorted, dout));
+    CHECK(strcmp(ixl_ctx_variant_ran(g_ctx, "select"), select_variants[v]) == 0);
+    ixl_tensor *go = to_host(dout);
+    char what[160];
+    snprintf(what, sizeof what, "topk %s %s R=%lld C=%lld k=%d %s dist %d", select_variants[v],
+             ixl_dtype_name((ixl_dtype)dtype), (long long)R, (long long)C, k,
+             sorted ? "sorted" : "unsorted", dist);
+    if (go) same(go, ho, what);
+    ixl_tensor_free(go);
+  }
+  CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", NULL));
+  ixl_tensor *all[] = {lg, rs, re, ho, dl, drs, dre, dout};
+  tfree(all, 8);
+}
+
+/* v2's own paths: clusters of every size on long rows (IXL_TOPK_V2_CS pins the size), rows
+ * of ties, plateaus, NaN/inf/-0 mixes, k at and beyond the row, k = 4096, unaligned starts. */
+TEST(topk_v2_paths_match_cpu) {
+  static const char *const cs[] = {"", "1", "2", "4", "8", "16"};
+  const int64_t C = g_small ? 9000 : 70000;
+  for (int c = 0; c < 6; c++) {
+    setenv("IXL_TOPK_V2_CS", cs[c], 1);
+    for (int dt = 0; dt < 2; dt++) {
+      const int dtype = dt ? IXL_BF16 : IXL_F32;
+      for (int dist = 0; dist < 5; dist++)
+        topk_case(dtype, 3, C, dist == 4 ? 4096 : 64 << (dist % 3), (dist + c) % 2, dist,
+                  (dist + dt) % 2);
+    }
+  }
+  unsetenv("IXL_TOPK_V2_CS");
+  /* short rows, every k against row lengths around it */
+  const int ks[] = {1, 2, 7, 31, 100, 1000, 4096};
+  for (int ki = 0; ki < 7; ki++)
+    for (int dist = 0; dist < 5; dist++)
+      topk_case(ki % 2 ? IXL_BF16 : IXL_F32, 7, 1 + (int64_t)rnd_int(0, 5000), ks[ki],
+                (ki + dist) % 2, dist, dist % 2);
+  /* all equal, all NaN, +-0 mixes on rows of one CTA and of a cluster */
+  for (int dist = 5; dist < 8; dist++)
+    for (int dt = 0; dt < 2; dt++)
+      for (int sorted = 0; sorted < 2; sorted++) {
+        topk_case(dt ? IXL_BF16 : IXL_F32, 4, 3001, 40, sorted, dist, 1);
+        topk_case(dt ? IXL_BF16 : IXL_F32, 2, g_small ? 40000 : 140000, 2048, sorted, dist, 1);
+      }
 }
 
 TEST(topk_matches_cpu) {
@@ -679,26 +730,34 @@ static void large_topk(int64_t R, int64_t C, int k, int sorted, int nsample) {
   for (int64_t r = 0; r < R; r++) ((int32_t *)re->data)[r] = (int32_t)(r % 3 ? C : rnd_int(C / 2, C));
   CHECK_OK(g_ctx, ixl_tensor_copy(g_ctx, dre, re));
   ixl_tensor *outs[1] = {dout};
-  RUN_TWICE(outs, 1, ixl_topk(g_ctx, dl, NULL, dre, k, sorted, dout));
-  ixl_tensor *go = to_host(dout);
-  /* sample rows: copy each to the host and run the CPU reference on it alone */
-  ixl_tensor *row = host2(IXL_F32, 1, C), *rend = host1(IXL_I32, 1), *ho = host2(IXL_I32, 1, k);
-  for (int i = 0; i < nsample && go && row; i++) {
-    const int64_t r = i == 0 ? 0 : i == 1 ? R - 1 : rnd_int(0, R - 1);
-    ixl_tensor view;
-    int64_t vs[2] = {1, C};
-    CHECK_OK(g_ctx, ixl_tensor_view(g_ctx, dl, 2, vs, NULL, r * C, &view));
-    CHECK_OK(g_ctx, ixl_tensor_copy(g_ctx, row, &view));
-    ((int32_t *)rend->data)[0] = ((int32_t *)re->data)[r];
-    CHECK_OK(g_ctx, ixl_topk(g_ctx, row, NULL, rend, k, sorted, ho));
-    if (memcmp(ho->data, (int32_t *)go->data + r * k, (size_t)k * 4) != 0) {
-      fprintf(stderr, "  large topk R=%lld C=%lld k=%d: row %lld differs from the CPU (seed %llu)\n",
-              (long long)R, (long long)C, k, (long long)r, (unsigned long long)g_seed);
-      check_failed_ = 1;
+  for (int v = 0; v < NSELECT; v++) {
+    CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", select_variants[v]));
+    RUN_TWICE(outs, 1, ixl_topk(g_ctx, dl, NULL, dre, k, sorted, dout));
+    CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", NULL));
+    ixl_tensor *go = to_host(dout);
+    /* sample rows: copy each to the host and run the CPU reference on it alone */
+    ixl_tensor *row = host2(IXL_F32, 1, C), *rend = host1(IXL_I32, 1), *ho = host2(IXL_I32, 1, k);
+    for (int i = 0; i < nsample && go && row; i++) {
+      const int64_t r = i == 0 ? 0 : i == 1 ? R - 1 : rnd_int(0, R - 1);
+      ixl_tensor view;
+      int64_t vs[2] = {1, C};
+      CHECK_OK(g_ctx, ixl_tensor_view(g_ctx, dl, 2, vs, NULL, r * C, &view));
+      CHECK_OK(g_ctx, ixl_tensor_copy(g_ctx, row, &view));
+      ((int32_t *)rend->data)[0] = ((int32_t *)re->data)[r];
+      CHECK_OK(g_ctx, ixl_topk(g_ctx, row, NULL, rend, k, sorted, ho));
+      if (memcmp(ho->data, (int32_t *)go->data + r * k, (size_t)k * 4) != 0) {
+        fprintf(stderr,
+                "  large topk %s R=%lld C=%lld k=%d: row %lld differs from the CPU (seed %llu)\n",
+                select_variants[v], (long long)R, (long long)C, k, (long long)r,
+                (unsigned long long)g_seed);
+        check_failed_ = 1;
+      }
     }
+    ixl_tensor *all[] = {go, row, rend, ho};
+    tfree(all, 4);
   }
-  ixl_tensor *all[] = {dl, dre, dout, re, go, row, rend, ho};
-  tfree(all, 8);
+  ixl_tensor *all[] = {dl, dre, dout, re};
+  tfree(all, 4);
 }
 
 static void large_candidates(int64_t R, int64_t C, int cbs, int64_t T, int nsample) {
@@ -760,6 +819,82 @@ TEST(large_shapes_match_cpu_on_sampled_rows) {
 
 static void bench_row(const char *name, double us, double bytes) {
   printf("# bench %-52s %10.1f us %8.0f GB/s\n", name, us, bytes / (us * 1e-6) / 1e9);
+}
+
+/* K6 at the issue-14 shapes, v1 and v2 (and v2 at each pinned cluster size), inputs rotated
+ * over copies filling at least 256 MB so no launch finds its row in the 60 MB L2. Two times
+ * per case: `single`, the median of 21 launches timed alone (events around one launch, so a
+ * launch's host cost shows when the GPU outruns the host), and `batch`, the median of 7
+ * groups of 10 back-to-back launches over 10 copies, per launch (the GPU's own time when the
+ * host keeps ahead). bench/topk_gpu.sh prints these beside torch.topk's. */
+static int cmp_dbl(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+TEST(bench_topk) {
+  struct { int64_t R, C; int k, dtype; const char *name; } tk[] = {
+      {64, 16384, 512, IXL_BF16, "64x16384_bf16_k512"},
+      {4096, 16384, 512, IXL_BF16, "4096x16384_bf16_k512"},
+      {1, 131072, 2048, IXL_F32, "1x131072_f32_k2048"},
+      {64, 131072, 2048, IXL_F32, "64x131072_f32_k2048"},
+  };
+  static const char *const modes[] = {"v1", "v2", "v2:cs1", "v2:cs2", "v2:cs4", "v2:cs8",
+                                      "v2:cs16"};
+  for (size_t i = 0; i < sizeof tk / sizeof tk[0]; i++) {
+    const int64_t R = tk[i].R, C = tk[i].C, k = tk[i].k;
+    const int64_t bytes = R * C * (tk[i].dtype == IXL_F32 ? 4 : 2);
+    int nbuf = (int)((256ll << 20) / bytes + 1);
+    if (nbuf > 128) nbuf = 128;
+    int64_t s2[2] = {R, C}, s1[1] = {R}, so[2] = {R, k};
+    ixl_tensor *h = host2(tk[i].dtype, R, C), *re = host1(IXL_I32, R);
+    ixl_tensor *dre = tnew(IXL_I32, 1, s1, IXL_DEVICE), *out = tnew(IXL_I32, 2, so, IXL_DEVICE);
+    ixl_tensor *buf[128] = {0};
+    if (!h || !re || !dre || !out) return;
+    fill_logits(h, 0);
+    for (int b = 0; b < nbuf; b++) {
+      buf[b] = tnew(tk[i].dtype, 2, s2, IXL_DEVICE);
+      if (!buf[b]) return;
+      CHECK_OK(g_ctx, ixl_tensor_copy(g_ctx, buf[b], h));
+    }
+    for (int64_t r = 0; r < R; r++) ((int32_t *)re->data)[r] = (int32_t)C;
+    CHECK_OK(g_ctx, ixl_tensor_copy(g_ctx, dre, re));
+    int rot = 0;
+    for (int m = 0; m < 7; m++) {
+      const char *mode = modes[m];
+      CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", m == 0 ? "v1" : "v2"));
+      if (m >= 2) setenv("IXL_TOPK_V2_CS", mode + 5, 1);
+      else unsetenv("IXL_TOPK_V2_CS");
+      double t1[21], tb[7];
+      for (int w = 0; w < 3; w++)
+        CHECK_OK(g_ctx, ixl_topk(g_ctx, buf[rot++ % nbuf], NULL, dre, (int)k, 0, out));
+      for (int rep = 0; rep < 21; rep++) {
+        CHECK_OK(g_ctx, ixl_ctx_sync(g_ctx));
+        CHECK_OK(g_ctx, ixl_timer_record(g_ctx, 0));
+        CHECK_OK(g_ctx, ixl_topk(g_ctx, buf[rot++ % nbuf], NULL, dre, (int)k, 0, out));
+        CHECK_OK(g_ctx, ixl_timer_record(g_ctx, 1));
+        CHECK_OK(g_ctx, ixl_timer_elapsed_us(g_ctx, 0, 1, &t1[rep]));
+      }
+      for (int rep = 0; rep < 7; rep++) {
+        CHECK_OK(g_ctx, ixl_ctx_sync(g_ctx));
+        CHECK_OK(g_ctx, ixl_timer_record(g_ctx, 0));
+        for (int j = 0; j < 10; j++)
+          CHECK_OK(g_ctx, ixl_topk(g_ctx, buf[rot++ % nbuf], NULL, dre, (int)k, 0, out));
+        CHECK_OK(g_ctx, ixl_timer_record(g_ctx, 1));
+        CHECK_OK(g_ctx, ixl_timer_elapsed_us(g_ctx, 0, 1, &tb[rep]));
+        tb[rep] /= 10;
+      }
+      qsort(t1, 21, sizeof t1[0], cmp_dbl);
+      qsort(tb, 7, sizeof tb[0], cmp_dbl);
+      printf("# topkbench %-22s %-8s single %8.2f us batch %8.2f us %7.0f GB/s (%d copies)\n",
+             tk[i].name, mode, t1[10], tb[3], (double)bytes / (tb[3] * 1e-6) / 1e9, nbuf);
+    }
+    unsetenv("IXL_TOPK_V2_CS");
+    CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", NULL));
+    for (int b = 0; b < nbuf; b++) ixl_tensor_free(buf[b]);
+    ixl_tensor *all[] = {h, re, dre, out};
+    tfree(all, 4);
+  }
 }
 
 TEST(bench_ops) {
@@ -874,6 +1009,11 @@ int main(void) {
   } else {
     printf("# no GPU: %s\n", why);
   }
+  if (getenv("IXL_BENCH") && strcmp(getenv("IXL_BENCH"), "topk") == 0) {
+    RUN_GPU(bench_topk);
+    ixl_ctx_free(g_ctx);
+    DONE();
+  }
   if (getenv("IXL_BENCH") && strcmp(getenv("IXL_BENCH"), "only") == 0) {
     g_bench = 1;
     RUN_GPU(bench_ops);
@@ -885,6 +1025,7 @@ int main(void) {
   RUN_GPU(kv_pages_write_matches_cpu);
   RUN_GPU(topk_matches_cpu);
   RUN_GPU(topk_fallback_paths_match_cpu);
+  RUN_GPU(topk_v2_paths_match_cpu);
   RUN_GPU(candidate_select_matches_cpu);
   RUN_GPU(mask_candidates_matches_cpu);
   RUN_GPU(expand_and_remap_match_cpu);
