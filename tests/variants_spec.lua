@@ -68,7 +68,7 @@ describe("variants", function()
     end
     assert.equals("cuda", v1.backend)
     assert.equals(80, v1.min_sm)
-    assert.are.same({ "ref", "v1" }, names("select"))
+    assert.are.same({ "ref", "v1", "v2" }, names("select")) -- v2: K6 (select/topk_v2.cu)
     assert.are.same({}, variants.list("index"))
   end)
 
