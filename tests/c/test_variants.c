@@ -84,9 +84,11 @@ TEST(listing_per_family) {
   }
   CHECK(ixl_variant_name("logits", 5) == NULL && ixl_variant_name("logits", -1) == NULL);
   CHECK(ixl_variant_backend("logits", 9) == NULL && ixl_variant_min_sm("logits", 9) == -1);
-  CHECK(ixl_variant_count("select") == 2);
+  CHECK(ixl_variant_count("select") == 3);
   CHECK(strcmp(ixl_variant_name("select", 0), "ref") == 0);
   CHECK(strcmp(ixl_variant_name("select", 1), "v1") == 0);
+  CHECK(strcmp(ixl_variant_name("select", 2), "v2") == 0);
+  CHECK(ixl_variant_min_sm("select", 2) >= 80);
   CHECK(ixl_variant_count("index") == 0 && ixl_variant_count("formats") == 0);
   CHECK(ixl_variant_count("gen") == 0);
   CHECK(ixl_variant_count("bogus") == -1 && ixl_variant_count(NULL) == -1);
