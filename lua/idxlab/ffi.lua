@@ -10,8 +10,10 @@
 --   M.enums, M.enum(kind, name), M.enum_name(kind, value), M.enum_names(kind)
 --   M.struct_fields(name)  the fields of a typedef'd struct of the cdef, in declaration order
 --   M.now_us()                    the library's monotonic clock (ixl_now_us), in microseconds
---   M.getpid(), M.sleep_us(us)    the libc pieces the Lua layer needs
+--   M.getpid(), M.sleep_us(us)    the libc pieces the Lua layer needs; M.isatty(fd),
+--   M.tty_columns(fd), M.try_lock(path), M.lock_note(fd, text), M.unlock(fd)
 local ffi = require("ffi")
+local bit = require("bit")
 local errors = require("idxlab.errors")
 
 local M = {}
@@ -49,10 +51,21 @@ local function find_libdir()
 end
 
 -- The libc the Lua layer uses, declared here once: getpid (results: unique file names), usleep
--- (test doubles and pacing). The clock is the library's own (ixl_now_us, core/ctx.c).
+-- (test doubles and pacing), isatty and ioctl(TIOCGWINSZ) (a terminal's width: report splits
+-- wide tables), open/flock/ftruncate/write/close (a results folder's advisory lock, fs.lock).
+-- The clock is the library's own (ixl_now_us, core/ctx.c).
 local LIBC = [[
   int getpid(void);
   int usleep(unsigned int usec);
+  int isatty(int fd);
+  struct ixl_lua_winsize { unsigned short ws_row, ws_col, ws_xpixel, ws_ypixel; };
+  int ioctl(int fd, unsigned long request, ...);
+  int open(const char *path, int flags, ...);
+  int close(int fd);
+  int flock(int fd, int operation);
+  int ftruncate(int fd, int64_t length);
+  intptr_t write(int fd, const void *buf, size_t n);
+  char *strerror(int errnum);
 ]]
 
 local state = rawget(ffi, "__idxlab_state")
@@ -196,6 +209,51 @@ function M.getpid() return tonumber(ffi.C.getpid()) end
 -- Sleeps us microseconds (0 or less: returns at once).
 function M.sleep_us(us)
   if us > 0 then ffi.C.usleep(math.floor(us)) end
+end
+
+-- True when fd is a terminal.
+function M.isatty(fd) return ffi.C.isatty(fd) == 1 end
+
+local TIOCGWINSZ = 0x5413 -- Linux
+
+-- The columns of the terminal on fd, or nil (not a terminal, or a size of 0: a pty nobody
+-- sized).
+function M.tty_columns(fd)
+  local ws = ffi.new("struct ixl_lua_winsize")
+  if ffi.C.ioctl(fd, TIOCGWINSZ, ws) ~= 0 or ws.ws_col == 0 then return nil end
+  return tonumber(ws.ws_col)
+end
+
+-- Linux's values of the open and flock flags fs.lock uses.
+local O_RDWR, O_CREAT, O_CLOEXEC = 2, 64, 524288
+local LOCK_EX, LOCK_NB, LOCK_UN = 2, 4, 8
+local EWOULDBLOCK = 11
+
+-- try_lock(path) -> fd (the lock is held while fd stays open: the kernel drops it when the
+-- process ends, however it ends), or nil, "held" when another open file holds it, or nil and
+-- errno's text. The descriptor is close-on-exec, so no child (gnuplot) keeps it.
+function M.try_lock(path)
+  local fd = ffi.C.open(path, bit.bor(O_RDWR, O_CREAT, O_CLOEXEC), ffi.new("int", 420))
+  if fd < 0 then return nil, ffi.string(ffi.C.strerror(ffi.errno())) end
+  if ffi.C.flock(fd, bit.bor(LOCK_EX, LOCK_NB)) ~= 0 then
+    local e = ffi.errno()
+    ffi.C.close(fd)
+    if e == EWOULDBLOCK then return nil, "held" end
+    return nil, ffi.string(ffi.C.strerror(e))
+  end
+  return fd
+end
+
+-- Writes text (who holds it) as the whole content of fd, just locked (its offset still 0).
+function M.lock_note(fd, text)
+  ffi.C.ftruncate(fd, 0)
+  ffi.C.write(fd, text, #text)
+end
+
+-- Releases the lock and closes fd.
+function M.unlock(fd)
+  ffi.C.flock(fd, LOCK_UN)
+  ffi.C.close(fd)
 end
 
 return M

@@ -1,11 +1,13 @@
 -- idxlab.fs: the file helpers of the Lua layer, each written once: existence and directory
 -- probes, reading a whole file, writing one atomically (temp + rename, so a reader sees the
 -- old file or the new one, never a part), moving an outside program's output into place,
--- mkdir -p, and quoting a word for a POSIX shell.
+-- mkdir -p, quoting a word for a POSIX shell, and a results folder's advisory lock (lock).
 -- Probes answer with true/false (exists, is_dir) or nil and the reason (read_file,
 -- move_into_place); every other failure is an idxlab error (code "ARG") naming the path.
 local errors = require("idxlab.errors")
-local getpid = require("idxlab.ffi").getpid
+local binding = require("idxlab.ffi")
+
+local getpid = binding.getpid
 
 local fail = errors.fail
 
@@ -88,6 +90,61 @@ function M.mkdir_p(dir)
   if (ok ~= 0 and ok ~= true) or not M.is_dir(dir) then
     fail("cannot create directory %s", dir)
   end
+end
+
+---------------------------------------------------------------------------- the folder lock
+
+-- The lock file of a folder. It stays after a run: removing it would let a run that opened
+-- it just before lock a file nobody else can see any more.
+M.LOCK_NAME = ".idxlab.lock"
+
+local Lock = {}
+Lock.__index = Lock
+
+-- Releases the lock (a second call does nothing).
+function Lock:release()
+  if self.fd then
+    binding.unlock(self.fd)
+    self.fd = nil
+  end
+end
+
+-- "pid N" and the command of the process that holds dir's lock, as it wrote them; a holder
+-- that has locked but not yet written gets a moment.
+local function holder_of(path)
+  for _ = 1, 20 do
+    local pid, cmd = (M.read_file(path) or ""):match("^pid (%d+)\n(.-)\n?$")
+    if pid then return pid, cmd end
+    binding.sleep_us(25000)
+  end
+  return "unknown", "unknown command"
+end
+
+-- lock(dir, command) -> a lock held until lock:release() or the end of the process: an
+-- advisory flock on dir/.idxlab.lock, which the kernel drops when its holder dies however it
+-- dies (SIGKILL included), so a killed run never leaves the folder locked. The file records
+-- the holder's pid and command. A folder another process holds is an error naming them.
+-- dir must exist.
+function M.lock(dir, command)
+  if type(dir) ~= "string" or dir == "" then fail("fs.lock: dir must be a non-empty string") end
+  local path = dir .. "/" .. M.LOCK_NAME
+  local fd, why = binding.try_lock(path)
+  if not fd then
+    if why == "held" then
+      local pid, cmd = holder_of(path)
+      fail("%s is in use by a running idxlab (pid %s: %s): two runs would mix their results "
+        .. "there; wait for it to finish (or stop it), or use another folder", dir, pid, cmd)
+    end
+    fail("cannot lock %s: %s", path, tostring(why))
+  end
+  binding.lock_note(fd, ("pid %d\n%s\n"):format(getpid(), tostring(command):gsub("%c", " ")))
+  local lock = setmetatable({ fd = fd, path = path }, Lock)
+  -- a lock dropped without release (an error between lock and release) is released when
+  -- collected, not only at exit
+  local proxy = newproxy(true)
+  getmetatable(proxy).__gc = function() lock:release() end
+  lock.proxy = proxy
+  return lock
 end
 
 return errors.wrap(M)

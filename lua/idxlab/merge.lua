@@ -52,11 +52,32 @@ local function same_plan(loaded, dirs)
   return plan
 end
 
+-- The merged folder's files (out locked by the caller): results.jsonl with each line's text as
+-- written, experiment.json with merged_from, and the report. -> report.write's result and rows.
+local function write_merged(out, idx, lines, by_point, first, dirs, opts)
+  local text, rows = {}, {}
+  for _, p in ipairs(idx) do
+    text[#text + 1] = lines[p] .. "\n"
+    rows[#rows + 1] = by_point[p]
+  end
+  local exp = {}
+  for k, v in pairs(first) do exp[k] = v end
+  exp.merged_from = dirs
+  fs.write_atomic(out .. "/experiment.json",
+    results.encode(exp, { "schema", "name", "question", "source" }) .. "\n")
+  fs.write_atomic(out .. "/results.jsonl", table.concat(text))
+  local w = report.write(out, rows, exp, opts)
+  w.rows = rows
+  return w
+end
+
 -- merge(out, dirs, opts) -> { rows, warnings, missing, summary, files, messages }: the
 -- shards' results in one directory. Refuses shards of different experiments (name), of
--- different plans (the point configs, by index) and a point present twice; warns on
--- different git commits, torn last lines and missing points. The merged results.jsonl keeps
--- each line's text as written. opts: report.write's (gnuplot).
+-- different plans (the point configs, by index), a point present twice and an out that a
+-- live run or merge holds (fs.lock); warns on different git commits, torn last lines and
+-- missing points. The merged results.jsonl keeps each line's text as written. opts:
+-- report.write's (gnuplot, width: screen, the summary split to that many columns), command
+-- (what the lock records; default "idxlab merge OUT DIR ...").
 function M.merge(out, dirs, opts)
   if type(out) ~= "string" or out == "" then
     fail("merge: out must be a directory name")
@@ -109,20 +130,15 @@ function M.merge(out, dirs, opts)
       .. "finished)"):format(missing, #first.points)
   end
   fs.mkdir_p(out)
-  local text, rows = {}, {}
-  for _, p in ipairs(idx) do
-    text[#text + 1] = lines[p] .. "\n"
-    rows[#rows + 1] = by_point[p]
-  end
-  local exp = {}
-  for k, v in pairs(first) do exp[k] = v end
-  exp.merged_from = dirs
-  fs.write_atomic(out .. "/experiment.json",
-    results.encode(exp, { "schema", "name", "question", "source" }) .. "\n")
-  fs.write_atomic(out .. "/results.jsonl", table.concat(text))
-  local w = report.write(out, rows, exp, opts)
-  return { rows = rows, warnings = warnings, missing = missing, summary = w.summary,
-    files = w.files, messages = w.messages }
+  -- out is locked while it is written: a live run there (or another merge) refuses this one
+  local lock = fs.lock(out, (opts and opts.command)
+    or ("idxlab merge %s %s"):format(out, table.concat(dirs, " ")))
+  local ok, res = pcall(write_merged, out, idx, lines, by_point, first, dirs, opts)
+  lock:release()
+  if not ok then errors.rethrow(res) end
+  local w = res
+  return { rows = w.rows, warnings = warnings, missing = missing, summary = w.summary,
+    screen = w.screen, files = w.files, messages = w.messages }
 end
 
 return errors.wrap(M)

@@ -8,6 +8,7 @@
 -- It also reads a results directory back (load_dir), checking the saved experiment's fields.
 -- Every file is written whole (temp + rename). `idxlab report DIR` calls render(DIR).
 local errors = require("idxlab.errors")
+local binding = require("idxlab.ffi")
 local config = require("idxlab.config")
 local fs = require("idxlab.fs")
 local plot = require("idxlab.plot")
@@ -216,23 +217,71 @@ end
 
 ---------------------------------------------------------------------------- summary table
 
-local function render_table(header, body)
+-- The text width of each column.
+local function column_widths(header, body)
   local widths = {}
   for i, h in ipairs(header) do widths[i] = #h end
   for _, row in ipairs(body) do
     for i, c in ipairs(row) do widths[i] = math.max(widths[i] or 0, #c) end
   end
+  return widths
+end
+
+-- One table: the columns cols (indices into header and every row), right-aligned.
+local function render_columns(header, body, widths, cols)
   local function line(cells)
     local parts = {}
-    for i, c in ipairs(cells) do parts[i] = (" "):rep(widths[i] - #c) .. c end
+    for j, i in ipairs(cols) do parts[j] = (" "):rep(widths[i] - #cells[i]) .. cells[i] end
     return table.concat(parts, "  ")
   end
   local out = { line(header) }
   local rule = {}
-  for i = 1, #header do rule[i] = ("-"):rep(widths[i]) end
+  for j, i in ipairs(cols) do rule[j] = ("-"):rep(widths[i]) end
   out[#out + 1] = table.concat(rule, "  ")
   for _, row in ipairs(body) do out[#out + 1] = line(row) end
   return table.concat(out, "\n")
+end
+
+-- render_table(header, body, keys, width) -> text. Wider than width (a terminal's columns;
+-- nil: never split), the table is split into tables that each fit, each repeating the first
+-- `keys` columns (the swept fields that name a row) and taking the next columns while they
+-- fit (at least one, so a column wider than the terminal still shows); blank lines between.
+local function render_table(header, body, keys, width)
+  local widths = column_widths(header, body)
+  local all = {}
+  for i = 1, #header do all[i] = i end
+  local function span(cols)
+    local w = 0
+    for j, i in ipairs(cols) do w = w + widths[i] + (j > 1 and 2 or 0) end
+    return w
+  end
+  keys = math.min(keys or 0, #header)
+  if not width or span(all) <= width or keys >= #header then
+    return render_columns(header, body, widths, all)
+  end
+  local parts, i = {}, keys + 1
+  while i <= #header do
+    local cols = {}
+    for k = 1, keys do cols[k] = k end
+    cols[#cols + 1] = i
+    i = i + 1
+    while i <= #header do
+      cols[#cols + 1] = i
+      if span(cols) > width then cols[#cols] = nil break end
+      i = i + 1
+    end
+    parts[#parts + 1] = render_columns(header, body, widths, cols)
+  end
+  return table.concat(parts, "\n\n")
+end
+
+-- terminal_width(stream) -> the columns to fit a table to, or nil (never split): only for
+-- io.stdout on a terminal, its width, else $COLUMNS. summary.txt and a pipe get whole tables.
+function M.terminal_width(stream)
+  if stream ~= io.stdout or not binding.isatty(1) then return nil end
+  local w = binding.tty_columns(1) or tonumber(os.getenv("COLUMNS") or "")
+  if w and w >= 20 then return math.floor(w) end
+  return nil
 end
 
 local QUAL = { "recall_at_k", "mass_recall", "candidate_coverage", "selection_agreement",
@@ -289,9 +338,16 @@ local function length_table(groups, swept)
   return header, body
 end
 
--- summary(rows, exp) -> text. exp: the saved experiment (name, question, metrics, swept).
-function M.summary(rows, exp)
+-- summary(rows, exp, opts) -> text. exp: the saved experiment (name, question, metrics,
+-- swept). opts.width: the terminal's columns, to split a wider table (render_table); nil for
+-- whole tables (summary.txt is always whole).
+function M.summary(rows, exp, opts)
   if type(rows) ~= "table" then fail("report.summary: rows must be a list") end
+  if opts ~= nil and type(opts) ~= "table" then fail("report.summary: opts must be a table") end
+  local width = opts and opts.width
+  if width ~= nil and (type(width) ~= "number" or width < 1) then
+    fail("report.summary: opts.width = %s: must be a positive number of columns", show(width))
+  end
   check_exp(exp, "report.summary")
   exp = exp or {}
   local metrics, swept = metric_list(exp), swept_list(exp, rows)
@@ -348,15 +404,16 @@ function M.summary(rows, exp)
   for _, n in ipairs(notes) do
     lines[#lines + 1] = "the points ran on different kernel variants: " .. n
   end
+  local keys = #shown
   if #groups == 1 and #shown == 0 then
     -- one point (quick.lua): a metric per line reads better than one very wide row
     local tbody = {}
     for i, h in ipairs(header) do tbody[#tbody + 1] = { h, body[1][i] } end
-    header, body = { "metric", "value" }, tbody
+    header, body, keys = { "metric", "value" }, tbody, 1
   end
   if #groups > 0 then
     lines[#lines + 1] = ""
-    lines[#lines + 1] = render_table(header, body)
+    lines[#lines + 1] = render_table(header, body, keys, width)
     lines[#lines + 1] = ""
     lines[#lines + 1] = any_spread and "mean ±sd over repeats (n = repeats); null: no active rows"
       or "one repeat per point: no spread; null: no active rows"
@@ -365,7 +422,7 @@ function M.summary(rows, exp)
     lines[#lines + 1] = ""
     lines[#lines + 1] = "by row length (rows of length >= bucket and < 2 * bucket; active: "
       .. "longer than T * cbs)"
-    lines[#lines + 1] = render_table(blen_header, blen_body)
+    lines[#lines + 1] = render_table(blen_header, blen_body, #swept + 1, width)
   end
   return table.concat(lines, "\n") .. "\n"
 end
@@ -415,8 +472,10 @@ function M.csv_order(exp, rows)
   return order
 end
 
--- write(dir, rows, exp, opts) -> { summary = text, files = {...}, messages = {...} }: the
--- CSV, summary.txt and the plots, from rows already read.
+-- write(dir, rows, exp, opts) -> { summary = text, screen = text, files = {...},
+-- messages = {...} }: the CSV, summary.txt (summary, never split) and the plots, from rows
+-- already read. opts: gnuplot (the command, or "none"), width (screen: the summary split to a
+-- terminal of that many columns; without it, the summary).
 function M.write(dir, rows, exp, opts)
   opts = opts or {}
   if type(dir) ~= "string" then
@@ -434,9 +493,10 @@ function M.write(dir, rows, exp, opts)
   local text = M.summary(sorted, exp)
   fs.write_atomic(dir .. "/summary.txt", text)
   files[#files + 1] = dir .. "/summary.txt"
+  local screen = opts.width and M.summary(sorted, exp, { width = opts.width }) or text
   local pf, msgs = M.plots(dir, sorted, exp, opts)
   for _, f in ipairs(pf) do files[#files + 1] = f end
-  return { summary = text, files = files, messages = msgs }
+  return { summary = text, screen = screen, files = files, messages = msgs }
 end
 
 -- render(dir, opts) -> same as write, from the saved results.jsonl and experiment.json.

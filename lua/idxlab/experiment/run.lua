@@ -258,9 +258,10 @@ local function finish(r, dir, jpath, rec, todo, interrupted, opts)
   local e, plan = r.e, r.plan
   local stdout, stderr = opts.stdout or io.stdout, opts.stderr or io.stderr
   local all = results.read_jsonl(jpath)
-  local out = report.write(dir, all, rec, opts)
+  local out = report.write(dir, all, rec, { gnuplot = opts.gnuplot,
+    width = report.terminal_width(stdout) })
   if not opts.quiet then
-    stdout:write("\n", out.summary)
+    stdout:write("\n", out.screen)
     for _, m in ipairs(out.messages) do stdout:write(m, "\n") end
     stdout:write(("results in %s (results.jsonl, results.csv, summary.txt%s)\n"):format(dir,
       #(e.plots or {}) > 0 and ", plots" or ""))
@@ -283,12 +284,11 @@ local function finish(r, dir, jpath, rec, todo, interrupted, opts)
     files = out.files, messages = out.messages }
 end
 
--- run(plan, opts) -> the result (see idxlab.experiment.run); opts already checked.
-function M.run(plan, opts)
+-- The run, in dir, which this process has locked.
+local function run_held(plan, opts, dir)
   local stderr = opts.stderr or io.stderr
   local e = plan.exp
   local measure = resolve_measure(opts)
-  local dir = opts.dir or default_dir(plan, opts)
   local rec = rows.plan_record(plan)
   local jpath = dir .. "/results.jsonl"
   local done, prior = prepare_dir(plan, rec, dir, opts, stderr)
@@ -310,6 +310,20 @@ function M.run(plan, opts)
     order = rows.row_order(plan), main_metric = main_metric(plan) }, Runner)
   local interrupted = r:loop(todo)
   return finish(r, dir, jpath, rec, todo, interrupted, opts)
+end
+
+-- run(plan, opts) -> the result (see idxlab.experiment.run); opts already checked. The
+-- results folder is locked for the whole run (fs.lock: a second run, --resume or merge into
+-- it is refused with this one's pid and command), and released however the run ends.
+function M.run(plan, opts)
+  local dir = opts.dir or default_dir(plan, opts)
+  fs.mkdir_p(dir)
+  local lock = fs.lock(dir, opts.command or (plan.source and ("idxlab.run(%q)"):format(plan.source))
+    or "idxlab.run(an experiment table)")
+  local ok, res = pcall(run_held, plan, opts, dir)
+  lock:release()
+  if not ok then error(res, 0) end
+  return res
 end
 
 return M

@@ -429,9 +429,21 @@ local function check_plot(e, p, src, w)
   end
   for k in pairs(p) do
     if not plot_known[k] then
-      fail(("%s: field '%s.%s': unknown (x, y, series, title, logx, logy, name)%s"):format(src, w,
-        tostring(k), suggest(k, PLOT_KEYS)))
+      fail(("%s: field '%s.%s': unknown (%s)%s"):format(src, w, tostring(k),
+        table.concat(PLOT_KEYS, ", "), suggest(k, PLOT_KEYS)))
     end
+  end
+  if p.kind == "pareto" then
+    -- a cost metric against a quality metric: both metrics of the mode, no series
+    for _, k in ipairs({ "x", "y" }) do
+      if type(p[k]) ~= "string" or not is_metric(e.mode, p[k]) then
+        fail(("%s: field '%s.%s' = %s: a pareto plot's %s must be one metric of mode %s%s")
+          :format(src, w, k, show(p[k]), k, e.mode,
+            type(p[k]) == "string" and suggest(p[k], M.metric_names(e.mode)) or ""))
+      end
+    end
+    plot.check(p, w, src .. ": ")
+    return
   end
   plot_axis(e, p, "x", src, w)
   local ys = type(p.y) == "table" and p.y or { p.y }
