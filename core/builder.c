@@ -241,9 +241,14 @@ ixl_status ixl_builder_build(ixl_builder *b, const ixl_batch *batch, int sparse,
   for (int32_t d = 0; d < nd; d++) {
     int64_t L = batch->decode_context_lens[d];
     snprintf(who, sizeof who, "decode request %d", d);
-    if (L < 1)
+    /* 0 tokens is an empty row (K3 keeps no block, K4 gives end 0, K6 all -1), as 1 to
+     * compress_ratio - 1 tokens already are (their compressed length is 0): a request whose
+     * indexer cache is empty, or a padding row. Production never builds a decode request of 0
+     * tokens (its seq_len counts the new token); idxlab accepts one so that a dump's empty rows
+     * replay as they are. */
+    if (L < 0)
       return ixl_set_error(ctx, IXL_ERR_BATCH,
-                           "%s: context_len = %lld: must be >= 1 (the new token included)", who,
+                           "%s: context_len = %lld: must be >= 0 (0 is an empty row)", who,
                            LL(L));
     if (L > c->max_model_len)
       return ixl_set_error(ctx, IXL_ERR_BATCH,

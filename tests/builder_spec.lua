@@ -338,6 +338,31 @@ describe("builder build", function()
     b:free()
   end)
 
+  it("builds a decode row of 0 tokens as an empty row, at any compress_ratio", function()
+    for _, ratio in ipairs({ 1, 2, 4 }) do
+      local b = idxlab.builder(ctx, small{ compress_ratio = ratio })
+      local function c(tokens) return math.floor(tokens / ratio) end
+      -- 0 tokens, and 1 to ratio - 1 tokens (compressed length 0), beside a 40-token row
+      local step = b:build{ decode = { 0, 40, { context_len = 0 }, ratio - 1 },
+        prefill = { { query_len = 2, context_len = 6 } } }
+      assert.are.same({ 0, c(40), 0, 0 }, step.decode.row_ke:to_table())
+      assert.are.same({ 0, 0, 0, 0 }, step.decode.row_ks:to_table())
+      assert.are.same({ 0, 1, 2, 3 }, step.decode.row_indices:to_table())
+      assert.equals(6, step.n_rows)
+      assert.are.same({ c(7), c(8) }, step.chunks[1].row_ke:to_table())
+      -- the step-inputs form: the workload's empty decode request (context_len = -1, no
+      -- position before a query row that has no position either) is 0 tokens
+      local reqs = require("idxlab.workload").requests({ decode = { contexts = { 0, 40 } },
+        prefill = false })
+      assert.equals(-1, reqs[1].context_len)
+      step = b:build{ requests = reqs }
+      assert.are.same({ 0, c(40) }, step.decode.row_ke:to_table())
+      assert.matches("decode request 0: context_len = %-3: must be >= 0 %(0 is an empty row%)",
+        err_of(function() local s = b:build{ decode = { -3 } }; return s end))
+      b:free()
+    end
+  end)
+
   it("splits a request over the logits budget into query sub-chunks", function()
     local b = idxlab.builder(ctx, small{ max_logits_bytes = 40000 })
     local step = b:build{ prefill = { { query_len = 25, context_len = 975 },
@@ -403,7 +428,8 @@ describe("builder build", function()
     local b = idxlab.builder(ctx, small())
     local good = b:build{ decode = { 40 }, prefill = { { query_len = 2, context_len = 3 } } }
     local cases = {
-      { { decode = { 5, 0 } }, "decode request 1: context_len = 0: must be >= 1" },
+      -- 0 tokens is an empty row ("builds a decode row of 0 tokens as an empty row")
+      { { decode = { 5, -1 } }, "decode request 1: context_len = %-1: must be >= 0" },
       { { decode = { 9000 } },
         "decode request 0: context_len = 9000 tokens: more than max_model_len = 8192" },
       { { decode = { 1 }, prefill = { { query_len = 200 }, { query_len = 56 } } },

@@ -129,10 +129,18 @@ static ixl_status build_plan(ixl_ctx *ctx, const ixl_workload_params *wp,
   int64_t k_end = 0, row_end = 0, n_anchor = 0, n_topic = 0, n_needle = 0;
   for (int32_t i = 0; i < n; i++) {
     const ixl_workload_request *q = &reqs[i];
-    if (q->seq_len < 1 || q->seq_len >= WL_MAX_POSITIONS)
-      return ixl_set_error(ctx, IXL_ERR_BATCH, "request %d: seq_len = %lld: must be in [1, 2^31)",
+    /* seq_len = 0 is a decode request whose indexer cache is empty (SPEC 4's empty row): no
+     * keys, and its one row is generated as a row no request covers (zero q and weights),
+     * since it has nothing to score. */
+    if (q->seq_len < 0 || q->seq_len >= WL_MAX_POSITIONS)
+      return ixl_set_error(ctx, IXL_ERR_BATCH, "request %d: seq_len = %lld: must be in [0, 2^31)",
                            i, (long long)q->seq_len);
-    if (q->query_len < 1 || q->query_len > q->seq_len)
+    if (q->seq_len == 0 && q->query_len != 1)
+      return ixl_set_error(ctx, IXL_ERR_BATCH,
+                           "request %d: query_len = %lld with seq_len = 0: must be 1 (an empty "
+                           "request is one decode row)",
+                           i, (long long)q->query_len);
+    if (q->seq_len > 0 && (q->query_len < 1 || q->query_len > q->seq_len))
       return ixl_set_error(ctx, IXL_ERR_BATCH,
                            "request %d: query_len = %lld: must be in [1, seq_len (%lld)]", i,
                            (long long)q->query_len, (long long)q->seq_len);
@@ -156,6 +164,7 @@ static ixl_status build_plan(ixl_ctx *ctx, const ixl_workload_params *wp,
                            (long long)R);
     k_end = q->k_start + q->seq_len;
     row_end = q->first_row + q->query_len;
+    /* an empty request gets 1 or 2 anchors ((-1) / window truncates to 0 or -1): unused */
     n_anchor += (q->seq_len - 1) / wp->locality_window + 2;
     n_topic += q->seq_len < wp->topics ? q->seq_len : wp->topics;
     n_needle += wp->needles; /* an upper bound here; the exact count comes below */
@@ -282,8 +291,9 @@ static ixl_status build_plan(ixl_ctx *ctx, const ixl_workload_params *wp,
       }
     w->n_needles = (int32_t)got;
 
-    /* Rows: request, preferred topics among those the row sees. */
-    for (int64_t j = 0; j < q->query_len; j++) {
+    /* Rows: request, preferred topics among those the row sees. An empty request's row
+     * keeps rowreq = -1 (zeros): its query would sit at position -1. */
+    for (int64_t j = 0; q->seq_len > 0 && j < q->query_len; j++) {
       int64_t row = q->first_row + j, pos = qpos + j;
       rowreq[row] = i;
       if (nt == 0) continue;

@@ -132,15 +132,17 @@ local function requests(spec)
           #dec.contexts)
       end
       for i, c in ipairs(dec.contexts) do
-        contexts[i] = positive_int(c, ("workload decode.contexts[%d]"):format(i))
+        contexts[i] = positive_int(c, ("workload decode.contexts[%d]"):format(i), 0)
       end
     else
       local rows = positive_int(dec.rows == nil and M.default_decode.rows or dec.rows,
         "workload decode.rows", 0)
       local c = positive_int(dec.context == nil and M.default_decode.context or dec.context,
-        "workload decode.context")
+        "workload decode.context", 0)
       for i = 1, rows do contexts[i] = c end
     end
+    -- a context of 0 is an empty row (SPEC 4; its indexer cache is empty): no keys, a zero
+    -- q row, and context_len = -1, so the builder's requests form counts it as 0 tokens
     for _, c in ipairs(contexts) do
       reqs[#reqs + 1] = { kind = "decode", seq_len = c, query_len = 1, context_len = c - 1 }
     end

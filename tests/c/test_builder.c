@@ -479,6 +479,53 @@ TEST(a_request_over_the_logits_budget_becomes_sub_chunks_in_build) {
   ixl_ctx_free(ctx);
 }
 
+/* SPEC 4 and issue 19: a decode request of 0 tokens (an empty indexer cache, or a padding
+ * row) is an empty row at every compress_ratio: row_ks = row_ke = 0, no page needed (its
+ * block table row may hold only -1), beside rows that keep their usual metadata. */
+TEST(decode_rows_of_0_tokens_are_empty_rows) {
+  ixl_ctx *ctx = cpu();
+  for (int64_t ratio = 1; ratio <= 4; ratio *= 2) {
+    ixl_config c;
+    small_config(&c, ratio);
+    ixl_builder *b = NULL;
+    CHECK_OK(ctx, ixl_builder_new(ctx, &c, &b));
+    int64_t dl[4] = {0, 40, 0, 3}, pq[1] = {2}, pl[1] = {0};
+    ixl_batch only = {1, dl, NULL, 0, NULL, NULL, NULL};
+    ixl_step st;
+    CHECK_OK(ctx, ixl_builder_build(b, &only, 1, &st));
+    CHECK(st.n_rows == 1 && st.has_decode && i32(&st.decode.row_ke)[0] == 0 &&
+          i32(&st.decode.row_ks)[0] == 0 && i32(&st.decode.row_indices)[0] == 0);
+    int64_t shp[2] = {4, 3};
+    ixl_tensor *t = NULL;
+    CHECK_OK(ctx, ixl_tensor_new(ctx, IXL_I32, 2, shp, IXL_HOST, &t));
+    /* rows 0 and 2 need no page: -1 everywhere; row 1 needs ceil(40 / r / 16) pages */
+    const int32_t pages[12] = {-1, -1, -1, 0, 1, 2, -1, -1, -1, 3, -1, -1};
+    memcpy(t->data, pages, sizeof pages);
+    ixl_batch mixed = {4, dl, t, 1, pq, pl, NULL};
+    CHECK_OK(ctx, ixl_builder_build(b, &mixed, 1, &st));
+    CHECK(st.n_rows == 6 && st.n_decode_rows == 4 && st.n_chunks == 1);
+    for (int i = 0; i < 4; i++) {
+      CHECK_MSG(i32(&st.decode.row_ke)[i] == dl[i] / ratio && i32(&st.decode.row_ks)[i] == 0 &&
+                    i32(&st.decode.row_indices)[i] == i,
+                "ratio %lld row %d: ke %d", (long long)ratio, i, i32(&st.decode.row_ke)[i]);
+    }
+    CHECK(st.chunks[0].token_start == 4 && st.chunks[0].token_end == 6 &&
+          i32(&st.chunks[0].row_ke)[1] == 2 / ratio);
+    ixl_builder_info info;
+    ixl_builder_get_info(b, &info);
+    char why[256] = "";
+    CHECK_MSG(step_ok(&c, &info, &mixed, &st, 1, ctx, why, sizeof why), "ratio %lld: %s",
+              (long long)ratio, why);
+    int64_t neg[2] = {0, -2};
+    ixl_batch bad = {2, neg, NULL, 0, NULL, NULL, NULL};
+    CHECK_ERR(ctx, ixl_builder_build(b, &bad, 1, &st), IXL_ERR_BATCH,
+              "decode request 1: context_len = -2: must be >= 0 (0 is an empty row)");
+    ixl_tensor_free(t);
+    ixl_builder_free(b);
+  }
+  ixl_ctx_free(ctx);
+}
+
 TEST(batch_errors_name_the_request_and_nothing_is_half_built) {
   ixl_ctx *ctx = cpu();
   ixl_config c;
@@ -509,9 +556,10 @@ TEST(batch_errors_name_the_request_and_nothing_is_half_built) {
     CHECK_ERR(ctx, ixl_builder_build(b, &bb_, sparse, &junk), code, needle);        \
   } while (0)
   {
-    int64_t d[2] = {5, 0};
-    BATCH_ERR(((ixl_batch){2, d, NULL, 0, NULL, NULL, NULL}), 1, IXL_ERR_BATCH,
-              "decode request 1: context_len = 0: must be >= 1 (the new token included)");
+    int64_t d[2] = {5, 0}, dneg[2] = {5, -1};
+    /* 0 tokens is an empty row (decode_rows_of_0_tokens_are_empty_rows); below 0 is refused */
+    BATCH_ERR(((ixl_batch){2, dneg, NULL, 0, NULL, NULL, NULL}), 1, IXL_ERR_BATCH,
+              "decode request 1: context_len = -1: must be >= 0 (0 is an empty row)");
     int64_t d2[1] = {8193};
     BATCH_ERR(((ixl_batch){1, d2, NULL, 0, NULL, NULL, NULL}), 1, IXL_ERR_BATCH,
               "decode request 0: context_len = 8193 tokens: more than max_model_len = 8192");
@@ -607,5 +655,6 @@ int main(void) {
   RUN(random_batches_put_every_row_in_exactly_one_place);
   RUN(a_request_over_the_logits_budget_becomes_sub_chunks_in_build);
   RUN(batch_errors_name_the_request_and_nothing_is_half_built);
+  RUN(decode_rows_of_0_tokens_are_empty_rows);
   DONE();
 }

@@ -665,6 +665,77 @@ TEST(expand_spec_vectors) {
   }
 }
 
+/* ---------------------------------------------------------------- empty decode rows */
+
+/* Issue 19: a decode row of 0 positions is an empty row on the device as on the host. The
+ * selection chain K3 -> K4 (paged: ks = 0, ke = the length) -> K6 over [0, end) -> K7, under
+ * every CUDA select variant: the empty rows give cand all -1, ids all 0 (ks / sbk), end 0,
+ * top-k and positions all -1, and every output equals the CPU's. C = 0 is the step whose rows
+ * are all empty (dense logits [R, 0]). */
+static void empty_rows_case(int64_t C, const int32_t *lens_v, int64_t R, int cbs, int sbk) {
+  const int64_t T = 16, k = 16, nsb = T * (cbs / sbk), ncols = nsb * sbk;
+  ixl_tensor *lg = host2(IXL_F32, R, C), *lens = host1(IXL_I32, R), *sp = host2(IXL_F32, R, ncols);
+  ixl_tensor *hc = host2(IXL_I32, R, T), *hid = host2(IXL_I32, R, nsb), *hend = host1(IXL_I32, R);
+  ixl_tensor *hcol = host2(IXL_I32, R, k), *hpos = host2(IXL_I32, R, k),
+             *hden = host2(IXL_I32, R, k);
+  if (!lg || !lens || !sp || !hc || !hid || !hend || !hcol || !hpos || !hden) return;
+  fill_logits(lg, 0);
+  fill_logits(sp, 0);
+  memcpy(lens->data, lens_v, (size_t)R * 4);
+  CHECK_OK(g_ctx, ixl_candidate_select(g_ctx, lg, lens, cbs, IXL_SCORE_MAX, hc));
+  CHECK_OK(g_ctx, ixl_expand(g_ctx, hc, NULL, lens, cbs, sbk, IXL_KS_UNALIGNED, hid, hend));
+  CHECK_OK(g_ctx, ixl_topk(g_ctx, sp, NULL, hend, (int)k, 0, hcol));
+  CHECK_OK(g_ctx, ixl_remap(g_ctx, hcol, hid, NULL, sbk, hpos));
+  CHECK_OK(g_ctx, ixl_topk(g_ctx, lg, NULL, lens, (int)k, 0, hden));
+  for (int64_t r = 0; r < R; r++) {
+    if (lens_v[r] != 0) continue;
+    int bad = ((int32_t *)hend->data)[r] != 0;
+    for (int64_t t = 0; t < T; t++) bad += ((int32_t *)hc->data)[r * T + t] != -1;
+    for (int64_t j = 0; j < nsb; j++) bad += ((int32_t *)hid->data)[r * nsb + j] != 0;
+    for (int64_t j = 0; j < k; j++)
+      bad += ((int32_t *)hcol->data)[r * k + j] != -1 || ((int32_t *)hpos->data)[r * k + j] != -1 ||
+             ((int32_t *)hden->data)[r * k + j] != -1;
+    CHECK_MSG(bad == 0, "cpu: empty row %lld (C %lld cbs %d sbk %d): %d wrong", (long long)r,
+              (long long)C, cbs, sbk, bad);
+  }
+  ixl_tensor *dl = to_dev(lg), *dn = to_dev(lens), *dsp = to_dev(sp), *dc = to_dev(hc),
+             *did = to_dev(hid), *dend = to_dev(hend), *dcol = to_dev(hcol), *dpos = to_dev(hpos),
+             *dden = to_dev(hden);
+  for (int v = 0; v < NSELECT; v++) {
+    CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", select_variants[v]));
+    ixl_tensor *o1[1] = {dc}, *o2[2] = {did, dend}, *o3[1] = {dcol}, *o4[1] = {dpos},
+               *o5[1] = {dden};
+    RUN_TWICE(o1, 1, ixl_candidate_select(g_ctx, dl, dn, cbs, IXL_SCORE_MAX, dc));
+    RUN_TWICE(o2, 2, ixl_expand(g_ctx, dc, NULL, dn, cbs, sbk, IXL_KS_UNALIGNED, did, dend));
+    RUN_TWICE(o3, 1, ixl_topk(g_ctx, dsp, NULL, dend, (int)k, 0, dcol));
+    RUN_TWICE(o4, 1, ixl_remap(g_ctx, dcol, did, NULL, sbk, dpos));
+    RUN_TWICE(o5, 1, ixl_topk(g_ctx, dl, NULL, dn, (int)k, 0, dden));
+    ixl_tensor *got[5] = {to_host(dc), to_host(did), to_host(dend), to_host(dpos), to_host(dden)};
+    ixl_tensor *want[5] = {hc, hid, hend, hpos, hden};
+    const char *names[5] = {"cand", "sparse_ids", "end", "remapped top-k", "dense top-k"};
+    for (int i = 0; i < 5; i++) {
+      char what[128];
+      snprintf(what, sizeof what, "empty rows %s: %s (C %lld cbs %d sbk %d)", select_variants[v],
+               names[i], (long long)C, cbs, sbk);
+      if (got[i]) same(got[i], want[i], what);
+    }
+    tfree(got, 5);
+  }
+  CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", NULL));
+  ixl_tensor *all[] = {lg, lens, sp, hc, hid, hend, hcol, hpos, hden,
+                       dl, dn, dsp, dc, did, dend, dcol, dpos, dden};
+  tfree(all, 18);
+}
+
+TEST(empty_decode_rows_match_cpu) {
+  const int32_t mixed[6] = {0, 37, 0, 3000, 1, 0}, none[3] = {0, 0, 0};
+  const int pairs[3][2] = {{8, 8}, {16, 8}, {64, 16}};
+  for (int pi = 0; pi < 3; pi++) {
+    empty_rows_case(3000, mixed, 6, pairs[pi][0], pairs[pi][1]);
+    empty_rows_case(0, none, 3, pairs[pi][0], pairs[pi][1]);
+  }
+}
+
 /* ---------------------------------------------------------------- graphs */
 
 /* The selection stages on one stream, captured into a CUDA graph and replayed: the same
@@ -1030,6 +1101,7 @@ int main(void) {
   RUN_GPU(mask_candidates_matches_cpu);
   RUN_GPU(expand_and_remap_match_cpu);
   RUN_GPU(expand_spec_vectors);
+  RUN_GPU(empty_decode_rows_match_cpu);
   RUN_GPU(selection_stages_replay_in_a_graph);
   if (!g_small) RUN_GPU(large_shapes_match_cpu_on_sampled_rows);
   if (g_bench) RUN_GPU(bench_ops);

@@ -793,6 +793,64 @@ TEST(empty_shapes) {
       ixl_tensor_free(lens_none), ixl_tensor_free(lg_none), ixl_tensor_free(cols0);
 }
 
+/* Issue 19: a decode row of 0 positions (an empty indexer cache, or padding) is an empty row
+ * of every stage: K3 keeps no block (all -1), K4 (paged: ks = 0, ke = 0) gives end 0 and pads
+ * with ks / sbk = 0, K6 over [0, end) gives all -1, K7 maps them to -1, in both ks_modes and
+ * at every cbs/sbk; the rows beside it get what they get alone. */
+TEST(empty_decode_rows_through_k3_k4_k6_k7) {
+  const int64_t R = 5, C = 300, T = 16, k = 16;
+  const int32_t lens_v[5] = {0, 37, 0, 300, 1};
+  const int pairs[3][2] = {{8, 8}, {16, 8}, {64, 16}};
+  for (int pi = 0; pi < 3; pi++)
+    for (int mode = 0; mode < 2; mode++) {
+      const int cbs = pairs[pi][0], sbk = pairs[pi][1];
+      const int64_t nsb = T * (cbs / sbk), ncols = nsb * sbk;
+      ixl_tensor *lg = tensor(IXL_F32, 2, R, C), *lens = i32_from(1, R, 0, lens_v),
+                 *cand = tensor(IXL_I32, 2, R, T), *ids = tensor(IXL_I32, 2, R, nsb),
+                 *end = tensor(IXL_I32, 1, R, 0), *sp = tensor(IXL_F32, 2, R, ncols),
+                 *cols = tensor(IXL_I32, 2, R, k), *pos = tensor(IXL_I32, 2, R, k),
+                 *dense = tensor(IXL_I32, 2, R, k);
+      for (int64_t i = 0; i < R * C; i++) F32(lg)[i] = (float)((i * 7919) % 1000) / 7;
+      for (int64_t i = 0; i < R * ncols; i++) F32(sp)[i] = (float)((i * 104729) % 1000) / 3;
+      CHECK_OK(ctx, ixl_candidate_select(ctx, lg, lens, cbs, IXL_SCORE_MAX, cand));
+      CHECK_OK(ctx, ixl_expand(ctx, cand, NULL, lens, cbs, sbk, (ixl_ks_mode)mode, ids, end));
+      CHECK_OK(ctx, ixl_topk(ctx, sp, NULL, end, (int)k, mode, cols));
+      CHECK_OK(ctx, ixl_remap(ctx, cols, ids, NULL, sbk, pos));
+      CHECK_OK(ctx, ixl_topk(ctx, lg, NULL, lens, (int)k, 0, dense));
+      for (int64_t r = 0; r < R; r++) {
+        const int empty = lens_v[r] == 0;
+        int bad = 0;
+        for (int64_t t = 0; t < T; t++) bad += empty ? I32(cand)[r * T + t] != -1 : 0;
+        for (int64_t j = 0; j < nsb; j++) bad += empty ? I32(ids)[r * nsb + j] != 0 : 0;
+        for (int64_t j = 0; j < k; j++)
+          bad += empty ? I32(cols)[r * k + j] != -1 || I32(pos)[r * k + j] != -1 ||
+                             I32(dense)[r * k + j] != -1
+                       : I32(dense)[r * k + j] < 0 && j < lens_v[r];
+        bad += empty ? I32(end)[r] != 0 : I32(end)[r] < 1;
+        bad += !empty && I32(cand)[r * T] != (lens_v[r] - 1) / cbs; /* the newest block first */
+        CHECK_MSG(bad == 0, "cbs %d sbk %d mode %d row %lld (len %d): %d wrong slots", cbs, sbk,
+                  mode, (long long)r, lens_v[r], bad);
+      }
+      /* The rows beside the empty ones: the same as a batch without them (rows 1, 3, 4). */
+      const int32_t alone_v[3] = {37, 300, 1};
+      ixl_tensor *lens3 = i32_from(1, 3, 0, alone_v), *lg3 = tensor(IXL_F32, 2, 3, C),
+                 *cand3 = tensor(IXL_I32, 2, 3, T), *ids3 = tensor(IXL_I32, 2, 3, nsb),
+                 *end3 = tensor(IXL_I32, 1, 3, 0);
+      const int64_t from[3] = {1, 3, 4};
+      for (int i = 0; i < 3; i++) memcpy(F32(lg3) + i * C, F32(lg) + from[i] * C, C * 4);
+      CHECK_OK(ctx, ixl_candidate_select(ctx, lg3, lens3, cbs, IXL_SCORE_MAX, cand3));
+      CHECK_OK(ctx, ixl_expand(ctx, cand3, NULL, lens3, cbs, sbk, (ixl_ks_mode)mode, ids3, end3));
+      for (int i = 0; i < 3; i++) {
+        CHECK(memcmp(I32(cand3) + i * T, I32(cand) + from[i] * T, (size_t)T * 4) == 0);
+        CHECK(memcmp(I32(ids3) + i * nsb, I32(ids) + from[i] * nsb, (size_t)nsb * 4) == 0);
+        CHECK(I32(end3)[i] == I32(end)[from[i]]);
+      }
+      ixl_tensor *all[] = {lg, lens, cand, ids, end, sp, cols, pos, dense, lens3, lg3, cand3,
+                           ids3, end3};
+      for (size_t i = 0; i < sizeof all / sizeof *all; i++) ixl_tensor_free(all[i]);
+    }
+}
+
 TEST(mass_recall_limits) {
   /* Softmax mass over the dense top-k: finite logits, +inf logits (the mass sits on them
    * evenly), all -inf (uniform), NaN entries ignored, -1 pads ignored. Never NaN while one
@@ -1016,6 +1074,7 @@ int main(void) {
   RUN(remap_validation);
   RUN(sparse_selection_equals_masked_dense);
   RUN(empty_shapes);
+  RUN(empty_decode_rows_through_k3_k4_k6_k7);
   RUN(mass_recall_limits);
   RUN(metrics_per_row_outputs_are_one_dim);
   RUN(outputs_sharing_memory_with_inputs_are_refused);

@@ -215,8 +215,16 @@ TEST(batch_and_tensor_checks_name_the_problem) {
   CHECK_ERR(ctx, batch_gen(ctx, &b, &p, 1), IXL_ERR_BATCH,
             "request 0: query_len = 65: must be in [1, seq_len (64)]");
   b = saved;
-  b.req[0].seq_len = 0;
-  CHECK_ERR(ctx, batch_gen(ctx, &b, &p, 1), IXL_ERR_BATCH, "request 0: seq_len = 0");
+  /* seq_len = 0 is an empty decode request (empty_decode_requests_are_zero_rows); below 0, or
+   * an empty request of more than one row, is refused */
+  b.req[0].seq_len = -1;
+  CHECK_ERR(ctx, batch_gen(ctx, &b, &p, 1), IXL_ERR_BATCH,
+            "request 0: seq_len = -1: must be in [0, 2^31)");
+  b = saved;
+  b.req[2].seq_len = 0;
+  CHECK_ERR(ctx, batch_gen(ctx, &b, &p, 1), IXL_ERR_BATCH,
+            "request 2: query_len = 4 with seq_len = 0: must be 1 (an empty request is one "
+            "decode row)");
   b = saved;
   CHECK_ERR(ctx, ixl_workload_generate(ctx, &p, b.req, -1, 1, b.q, b.w, b.k, b.qc, b.wc),
             IXL_ERR_BATCH, "n_requests = -1");
@@ -504,6 +512,90 @@ TEST(rows_and_keys_outside_requests_are_zero) {
   ixl_ctx_free(ctx);
 }
 
+/* Issue 19: a decode request of 0 positions (an empty indexer cache) is accepted anywhere in
+ * the batch. It has no keys; its row is zeros (q, weights and the consumers', as a row no
+ * request covers: there is nothing to score). The requests before it keep their bits, and on
+ * a GPU the device gives the CPU's bits. */
+TEST(empty_decode_requests_are_zero_rows) {
+  ixl_ctx *ctx = new_ctx(IXL_BACKEND_CPU);
+  ixl_workload_params p;
+  ixl_workload_defaults(&p);
+  p.needles = 2;
+  batch a, e;
+  batch_init(&a, 2, 1, 64, 3, 4, 8, 2);
+  batch_init(&e, 2, 1, 64, 3, 4, 8, 2);
+  /* e: the same three requests, then an empty decode request at the end */
+  e.req[3] = (ixl_workload_request){e.N, 0, 1, e.R};
+  e.n_req = 4;
+  e.R += 1;
+  CHECK_OK(ctx, batch_alloc(ctx, &a, IXL_HOST));
+  CHECK_OK(ctx, batch_alloc(ctx, &e, IXL_HOST));
+  CHECK_OK(ctx, ixl_tensor_fill_bytes(ctx, e.q, 0x7f));
+  CHECK_OK(ctx, batch_gen(ctx, &a, &p, g_seed));
+  CHECK_OK(ctx, batch_gen(ctx, &e, &p, g_seed));
+  const int64_t HD = a.H * a.D;
+  CHECK(memcmp(a.k->data, e.k->data, (size_t)(a.N * a.D) * 4) == 0);
+  CHECK(memcmp(a.q->data, e.q->data, (size_t)(a.R * HD) * 4) == 0);
+  CHECK(memcmp(a.w->data, e.w->data, (size_t)(a.R * a.H) * 4) == 0);
+  int nz = 0;
+  for (int64_t i = 0; i < HD; i++) nz += F(e.q)[a.R * HD + i] != 0;
+  for (int64_t h = 0; h < a.H; h++) nz += F(e.w)[a.R * a.H + h] != 0;
+  for (int64_t l = 0; l < e.L; l++)
+    for (int64_t i = 0; i < HD; i++) nz += F(e.qc)[(l * e.R + a.R) * HD + i] != 0;
+  CHECK_MSG(nz == 0, "%d nonzero elements in the empty request's row", nz);
+  /* an empty request first, and one between two others: accepted, its row zeros */
+  batch m;
+  memset(&m, 0, sizeof m);
+  m.req[0] = (ixl_workload_request){0, 0, 1, 0};
+  m.req[1] = (ixl_workload_request){0, 40, 1, 1};
+  m.req[2] = (ixl_workload_request){40, 0, 1, 2};
+  m.req[3] = (ixl_workload_request){40, 30, 5, 3};
+  m.n_req = 4;
+  m.R = 8, m.N = 70, m.H = 4, m.D = 8, m.L = 1;
+  CHECK_OK(ctx, batch_alloc(ctx, &m, IXL_HOST));
+  CHECK_OK(ctx, batch_gen(ctx, &m, &p, g_seed));
+  nz = 0;
+  for (int64_t i = 0; i < m.H * m.D; i++)
+    nz += F(m.q)[i] != 0 || F(m.q)[2 * m.H * m.D + i] != 0;
+  CHECK_MSG(nz == 0, "%d nonzero q elements in the empty rows", nz);
+  int keys = 0;
+  for (int64_t i = 0; i < m.N * m.D; i++) keys += F(m.k)[i] != 0;
+  CHECK(keys > m.N * m.D / 2); /* both real requests have their keys */
+  int32_t nt = -1, nn = -1;
+  CHECK_OK(ctx, ixl_workload_structure(ctx, &p, m.req, m.n_req, g_seed, 2, NULL, 0, &nt, NULL,
+                                       NULL, 0, &nn));
+  CHECK(nt == 0 && nn == 0);
+  char why[256];
+  if (ixl_cuda_available(why, sizeof why)) {
+    ixl_ctx *gpu = new_ctx(IXL_BACKEND_CUDA);
+    batch d = m;
+    d.q = d.w = d.k = d.qc = d.wc = NULL;
+    CHECK_OK(gpu, batch_alloc(gpu, &d, IXL_DEVICE));
+    CHECK_OK(gpu, ixl_tensor_fill_bytes(gpu, d.q, 0xff)); /* poison */
+    CHECK_OK(gpu, batch_gen(gpu, &d, &p, g_seed));
+    ixl_tensor *pairs[5][2] = {{m.q, d.q}, {m.w, d.w}, {m.k, d.k}, {m.qc, d.qc}, {m.wc, d.wc}};
+    for (int t = 0; t < 5; t++) {
+      const int64_t n = ixl_tensor_numel(pairs[t][0]);
+      float *back = malloc((size_t)n * 4);
+      ixl_tensor view = *pairs[t][0];
+      view.data = back;
+      view.owns = 0;
+      CHECK_OK(gpu, ixl_tensor_copy(gpu, &view, pairs[t][1]));
+      CHECK_MSG(memcmp(back, pairs[t][0]->data, (size_t)n * 4) == 0,
+                "seed %llu: tensor %d differs on the GPU", (unsigned long long)g_seed, t);
+      free(back);
+    }
+    batch_free(&d);
+    ixl_ctx_free(gpu);
+  } else {
+    printf("# empty_decode_requests_are_zero_rows: GPU part skipped: %s\n", why);
+  }
+  batch_free(&a);
+  batch_free(&e);
+  batch_free(&m);
+  ixl_ctx_free(ctx);
+}
+
 /* GPU: the same bits as the CPU on a batch with every feature, and the time of 64 rows x 128K
  * positions x 32 heads. Skipped (not counted) without a usable GPU. */
 static void gpu_matches_cpu(void) {
@@ -589,6 +681,7 @@ int main(void) {
   RUN(needles_are_wanted_and_topics_ascend);
   RUN(sinks_and_locality_shape_the_logits);
   RUN(rows_and_keys_outside_requests_are_zero);
+  RUN(empty_decode_requests_are_zero_rows);
   char why[256];
   if (ixl_cuda_available(why, sizeof why))
     RUN(gpu_matches_cpu);
