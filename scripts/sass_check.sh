@@ -56,6 +56,7 @@ dis=$(find_tool cuobjdump)
 [ -z "$dis" ] && dis=$(find_tool nvdisasm)
 if [ -z "$dis" ]; then
   echo "== installing $SASS_PKGS into $SASS_VENV"
+  # shellcheck disable=SC2086 # SASS_PKGS is a list of requirements
   if ! { python3 -m venv "$SASS_VENV" && "$SASS_VENV/bin/pip" install -q $SASS_PKGS; } \
       >"$work/pip.log" 2>&1; then
     tail -5 "$work/pip.log"
@@ -68,6 +69,7 @@ fi
 echo "== disassembler: $dis"
 
 # ------------------------------------------------------------ the Makefile's flags
+# shellcheck disable=SC2016 # $(NVCCFLAGS) is make's, expanded by make
 flags=$(make -s --no-print-directory SETUP=0 CUDA=1 NVCC="$NVCC" \
   --eval='sass-check-flags: ; @echo $(NVCCFLAGS)' sass-check-flags 2>/dev/null)
 [ -n "$flags" ] || fail_early "Makefile: could not read NVCCFLAGS"
@@ -75,6 +77,7 @@ cflags=()
 for f in $flags; do
   case $f in -gencode=*) ;; *) cflags+=("$f") ;; esac
 done
+# shellcheck disable=SC2054 # the commas belong to nvcc's -gencode syntax
 cflags+=(-gencode=arch=compute_90a,code=sm_90a -cubin -Xptxas -v)
 echo "== nvcc flags: ${cflags[*]}"
 
@@ -102,7 +105,9 @@ for src in "${files[@]}"; do
     status=1
     continue
   }
-  python3 - "$root/$src" "$work/$base.ptxas" "$work/$base.sass" "$base" >>"$tally" <<'PY' ||
+  srcpath=$src
+  [[ $src = /* ]] || srcpath=$root/$src
+  python3 - "$srcpath" "$work/$base.ptxas" "$work/$base.sass" "$base" >>"$tally" <<'PY' ||
 import re, subprocess, sys
 src, ptxas, sass, base = sys.argv[1:5]
 

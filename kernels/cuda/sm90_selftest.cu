@@ -23,6 +23,10 @@
 // (LBO 128, SBO 256, a 32 R-byte block per group), for N = 32, 64, 128. The wgmma ordering
 // exercises wait_group 1 (two accumulators in flight) as well as 0.
 //
+// Verified on the H200 (2026-12-01): 24 of 24 cases, twice with fresh seeds, compute-sanitizer
+// memcheck clean; every e2m1 case bitwise, the chained fp8 cases at worst 0.00088 x sum|ab|
+// (the bound is 0.0039); scripts/sass_check.sh 8 of 8 rules.
+//
 // What scripts/sass_check.sh holds these kernels to (the 384-thread kernel starts at 168, the
 // register cap of its launch bounds, which setmaxnreg then moves between warpgroups):
 // sass-limits: mma_kernel registers 192 shared 24576
