@@ -14,6 +14,9 @@ local commands = {
     .. "[--set key=value ...]",
   report = "re-render tables and plots from saved results: idxlab report results/NAME",
   merge = "combine sharded results: idxlab merge OUT_DIR SHARD_DIR ...",
+  submit = "run a sweep on Slurm: idxlab submit FILE.lua --shards N [--set ...] [sbatch "
+    .. "options] [--dry-run]; idxlab submit results/NAME --resume",
+  status = "a submitted sweep's points per shard: idxlab status results/NAME [--merge]",
   diff = "compare two replay outputs: idxlab diff A.safetensors B.safetensors",
   help = "this list",
 }
