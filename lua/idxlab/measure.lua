@@ -4,6 +4,7 @@
 -- replay, so neither needs the other's caller. The contract is in docs/experiments.md.
 local errors = require("idxlab.errors")
 local config = require("idxlab.config")
+local cpsim = require("idxlab.cpsim")
 local replay = require("idxlab.replay")
 local step = require("idxlab.step")
 local summary = require("idxlab.summary")
@@ -14,7 +15,10 @@ local M = {}
 
 -- measure(ctx, point) -> row. point: { config = builder fields (+ variant = {family = name},
 -- optional), workload = synthetic spec or { kind = "replay", ... }, seed, timing, by }. With
--- a variant registry, row.variant names the variant that ran per family.
+-- a variant registry, row.variant names the variant that ran per family. With
+-- point.context_parallel_sim (the research mode, idxlab.cpsim) the step's decode rows also run
+-- as c simulated ranks: the row's recall_at_k, mass_recall and candidate_coverage are then the
+-- simulation's, beside its cp_* metrics.
 function M.measure(ctx, point)
   if type(point) ~= "table" then errors.fail("measure: point must be a table") end
   local fields, pins = step.split_variant(point.config or {}, "measure")
@@ -29,10 +33,14 @@ function M.measure(ctx, point)
   cfg.variant = pins
   local p = step.new(ctx, cfg)
   local acc = summary.new_acc()
+  local sim = point.context_parallel_sim ~= nil and cpsim.check(point.context_parallel_sim)
+  local sim_acc, cp = sim and summary.new_acc(), sim and cpsim.new_cp()
   local ran
   local ok, err = pcall(function()
     for _, inputs in ipairs(steps) do
-      ran = p:step(inputs, { acc = acc, timing = point.timing }).variant
+      local keep = sim and cpsim.collector() or nil
+      ran = p:step(inputs, { acc = acc, timing = point.timing, keep = keep }).variant
+      if sim then cpsim.sim_step(ctx, p.cfg, sim, inputs, keep, sim_acc, cp) end
     end
   end)
   local info = p.builder and p.builder:info() or nil
@@ -45,6 +53,7 @@ function M.measure(ctx, point)
   if not ok then errors.rethrow(err) end
   local row = summary.summarize(acc, info, point.by)
   row.variant = ran
+  if sim then cpsim.finish(row, sim_acc, cp, sim) end
   return row
 end
 

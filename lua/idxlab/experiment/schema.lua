@@ -2,6 +2,7 @@
 -- field (errors name the source, the field and the rule) and returns a normalised copy with
 -- the defaults filled in; the sweep is checked here and expanded by the plan.
 local errors = require("idxlab.errors")
+local cpsim = require("idxlab.cpsim")
 local plot = require("idxlab.plot")
 local report = require("idxlab.report")
 local results = require("idxlab.results")
@@ -16,7 +17,8 @@ local sorted_keys = util.sorted_keys
 local check_pos_int = wschema.check_pos_int
 
 M.TOP_FIELDS = { "name", "question", "seed", "backend", "workload", "config", "variant", "sweep",
-  "zip", "repeats", "metrics", "plots", "by", "mode", "timing", "on_backend" }
+  "zip", "repeats", "metrics", "plots", "by", "mode", "timing", "on_backend",
+  "context_parallel_sim" }
 local top_known = {}
 for _, k in ipairs(M.TOP_FIELDS) do top_known[k] = true end
 
@@ -63,9 +65,14 @@ function M.metric_names(mode)
   return mode == "chunks" and report.CHUNK_METRICS or report.STEP_METRICS
 end
 
+-- The context-parallel simulation's metrics (idxlab.cpsim) count as step metrics for the
+-- metrics list and the plots; metric_names (the row's fixed columns) leaves them out.
+local cp_metric = {}
+for _, m in ipairs(cpsim.METRICS) do cp_metric[m] = true end
+
 local function is_metric(mode, name)
   for _, m in ipairs(M.metric_names(mode)) do if m == name then return true end end
-  return false
+  return mode ~= "chunks" and cp_metric[name] == true
 end
 
 -- Classifies a sweep/--set key: "config" (a builder field), "workload", "variant" (a kernel
@@ -80,6 +87,8 @@ function M.sweep_key_kind(key)
   end
   local fam = key:match("^variant%.([%a_][%w_]*)$")
   if fam and util.is_family(fam) then return "variant", key end
+  local cpf = key:match("^context_parallel_sim%.([%a_]+)$")
+  if cpf and cpsim.DEFAULTS[cpf] ~= nil then return "cpsim", key end
   return nil
 end
 
@@ -89,6 +98,7 @@ function M.sweep_known()
   k[#k + 1] = "seed"
   k[#k + 1] = "backend"
   for _, f in ipairs(util.families()) do k[#k + 1] = "variant." .. f end
+  for _, f in ipairs(cpsim.FIELDS) do k[#k + 1] = "context_parallel_sim." .. f end
   return k
 end
 
@@ -221,6 +231,24 @@ local function check_variants(e, src)
   end
 end
 
+-- context_parallel_sim: the research mode (idxlab.cpsim), apart from the builder config;
+-- defaults filled in at plan time, a swept field left out here.
+local function check_cpsim(e, src)
+  local t = e.context_parallel_sim
+  if t == nil then return end
+  if type(t) ~= "table" or (next(t) ~= nil and is_list(t)) then
+    fail(("%s: field 'context_parallel_sim' = %s: must be { size = c, interleave = I, "
+      .. "candidates = \"global\" | \"local\" }"):format(src, show(t)))
+  end
+  for k, v in pairs(t) do
+    local why = cpsim.check_value(k, v)
+    if why then
+      fail(("%s: field 'context_parallel_sim.%s' = %s: %s%s"):format(src, tostring(k), show(v),
+        why, cpsim.DEFAULTS[k] == nil and suggest(k, cpsim.FIELDS) or ""))
+    end
+  end
+end
+
 local function check_workload(e, src)
   e.workload = e.workload == nil and {} or e.workload
   wschema.check(e.workload, src)
@@ -266,6 +294,8 @@ local function check_sweep_values(kind, key, v, src)
         :format(src, i, show(x)))
     end
     if kind == "variant" then check_variant_name(x, src, ("sweep.%s[%d]"):format(key, i)) end
+    local why = kind == "cpsim" and cpsim.check_value(key:sub(22), x)
+    if why then fail(("%s: field 'sweep.%s[%d]' = %s: %s"):format(src, key, i, show(x), why)) end
   end
   return dup
 end
@@ -297,6 +327,10 @@ local function check_sweep(e, src)
     end
     if kind == "config" and e.config[key] ~= nil then e.config[key] = nil end
     if kind == "variant" then e.variant[key:sub(9)] = nil end
+    if kind == "cpsim" then
+      e.context_parallel_sim = e.context_parallel_sim or {}
+      e.context_parallel_sim[key:sub(22)] = nil
+    end
   end
   e.sweep = norm
   return dup
@@ -493,7 +527,20 @@ function M.validate(exp, src)
   check_config(e, src)
   check_variants(e, src)
   check_workload(e, src)
+  check_cpsim(e, src)
   local dup = check_sweep(e, src)
+  if e.context_parallel_sim ~= nil then
+    local swept = {}
+    for k in pairs(e.sweep) do
+      local f = k:match("^context_parallel_sim%.(.+)$")
+      if f then swept[f] = true end
+    end
+    for _, f in ipairs(cpsim.FIELDS) do
+      if not swept[f] and e.context_parallel_sim[f] == nil then
+        e.context_parallel_sim[f] = cpsim.DEFAULTS[f]
+      end
+    end
+  end
   check_zip(e, src, dup)
   check_metrics(e, src)
   check_plots(e, src)

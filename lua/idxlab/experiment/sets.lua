@@ -99,6 +99,9 @@ local function set_sweep(e, sweep_key, value, full)
   sweep[norm] = (value == "all" or type(value) == "table") and value or { value }
   if kind == "config" and type(e.config) == "table" then e.config[norm] = nil end
   if kind == "variant" and type(e.variant) == "table" then e.variant[norm:sub(9)] = nil end
+  if kind == "cpsim" and type(e.context_parallel_sim) == "table" then
+    e.context_parallel_sim[norm:sub(22)] = nil
+  end
   if kind == "seed" then e.seed = nil end
   if kind == "backend" then e.backend = nil end
 end
@@ -129,6 +132,19 @@ local function set_variant(e, key, value)
   end
 end
 
+-- context_parallel_sim.<field>=v sets the research mode's field; a list sweeps it.
+local function set_cpsim(e, key, value)
+  local sweep, sim = table_field(e, "sweep"), table_field(e, "context_parallel_sim")
+  sweep[key] = nil
+  if type(value) == "table" then
+    sweep[key] = value
+    sim[key:sub(22)] = nil
+  else
+    sim[key:sub(22)] = value
+    unsweep(e, key)
+  end
+end
+
 local ONE_VALUE = { name = true, question = true, repeats = true, mode = true, by = true,
   zip = true }
 
@@ -139,6 +155,8 @@ local function set_one(e, key, value, full)
     set_config(e, bare, value)
   elseif schema.sweep_key_kind(key) == "variant" then
     set_variant(e, key, value)
+  elseif schema.sweep_key_kind(key) == "cpsim" then
+    set_cpsim(e, key, value)
   elseif key == "seed" or key == "backend" then
     local sweep = table_field(e, "sweep")
     sweep[key] = nil
