@@ -50,6 +50,16 @@ local function gnuplot_present()
   return ok == 0 or ok == true
 end
 
+-- Whether a spec may use a tool (gnuplot, script): under CI=true a missing one fails the spec
+-- instead of leaving it pending.
+local function have(tool, why)
+  local ok = os.execute("command -v " .. tool .. " >/dev/null 2>&1")
+  if ok == 0 or ok == true then return true end
+  assert.is_nil(os.getenv("CI") == "true" and tool or nil, tool .. " is missing under CI: " .. why)
+  pending(why)
+  return false
+end
+
 describe("the summary table", function()
   it("shows each metric's mean and sample standard deviation over repeats", function()
     local seed = os.time()
@@ -457,5 +467,230 @@ return {
     p:close()
     assert.matches("no results%.jsonl here", out)
     assert.matches("rc=1", out)
+  end)
+end)
+
+describe("tick labels in the metric's unit (issue 19)", function()
+  local function script_of(rows, p, swept)
+    local d = tmpdir()
+    plot.render(d, rows, p, { name = "t", swept = swept }, nil) -- no gnuplot: .dat and .gp
+    return assert(fs.read_file(d .. "/" .. plot.name(p) .. ".gp"))
+  end
+
+  it("writes byte axes in KiB/MiB/GiB, positions in K/M and times in µs/ms", function()
+    assert.equals("64 MiB", plot.tick_text("bytes", 64 * 2 ^ 20))
+    assert.equals("1.5 GiB", plot.tick_text("bytes", 1.5 * 2 ^ 30))
+    assert.equals("512 KiB", plot.tick_text("bytes", 2 ^ 19))
+    assert.equals("512K", plot.tick_text("count", 524288))
+    assert.equals("1M", plot.tick_text("count", 1048576))
+    assert.equals("250 µs", plot.tick_text("time", 250))
+    assert.equals("1.2 ms", plot.tick_text("time", 1200))
+    assert.equals("bytes", plot.tick_style("max_logits_bytes"))
+    assert.equals("count", plot.tick_style("workload.decode.context"))
+    assert.equals("time", plot.tick_style("time_step_us"))
+    assert.is_nil(plot.tick_style("recall_at_k"))
+    -- chunk_budget's axes: 64 MiB .. 2 GiB on x (a log scale: the span is 32x), bytes on y
+    local rows = {}
+    for i, mib in ipairs({ 64, 128, 256, 512, 1024, 2048 }) do
+      rows[i] = { point = i - 1, max_logits_bytes = mib * 2 ^ 20,
+        peak_logits_bytes = mib * 2 ^ 20 * 0.9 }
+    end
+    local gp = script_of(rows, { x = "max_logits_bytes", y = "peak_logits_bytes" },
+      { "max_logits_bytes" })
+    assert.truthy(gp:find("set logscale x 2\n", 1, true), gp)
+    assert.truthy(gp:find("set xtics ('64 MiB' 67108864, '128 MiB' 134217728, '256 MiB' "
+      .. "268435456, '512 MiB' 536870912, '1 GiB' 1073741824, '2 GiB' 2147483648)\n", 1, true), gp)
+    assert.truthy(gp:find("set ytics ('0' 0, '0.5 GiB' 536870912, '1 GiB' 1073741824, "
+      .. "'1.5 GiB' 1610612736, '2 GiB' 2147483648)\nset yrange [0:2147483648]\n", 1, true), gp)
+    assert.is_nil(gp:find("e+0", 1, true), gp)
+    -- context_scaling's: positions to 1M on a log x, times on a log y where the plot says so
+    rows = {}
+    for i, ctx in ipairs({ 4096, 65536, 524288, 1048576 }) do
+      rows[i] = { point = i - 1, ["workload.decode.context"] = ctx, time_step_us = ctx / 40,
+        time_dense_logits_us = ctx / 50 }
+    end
+    gp = script_of(rows, { x = "workload.decode.context", y = { "time_step_us",
+      "time_dense_logits_us" }, logy = true, name = "tc" }, { "workload.decode.context" })
+    assert.truthy(gp:find("set xtics ('4K' 4096, '64K' 65536, '512K' 524288, '1M' 1048576)\n",
+      1, true), gp)
+    assert.truthy(gp:find("set logscale y\n", 1, true), gp)
+    assert.truthy(gp:find("set ytics ('10 µs' 10, '100 µs' 100, '1 ms' 1000, '10 ms' 10000, "
+      .. "'100 ms' 100000)\n", 1, true), gp)
+    -- a linear time axis steps by a round number of the unit the largest value is shown in
+    rows = { { point = 0, candidate_topk_blocks = 64, time_step_us = 1200 },
+      { point = 1, candidate_topk_blocks = 128, time_step_us = 3900 } }
+    gp = script_of(rows, { x = "candidate_topk_blocks", y = "time_step_us" },
+      { "candidate_topk_blocks" })
+    assert.truthy(gp:find("set ytics ('1 ms' 1000, '2 ms' 2000, '3 ms' 3000, '4 ms' 4000)\n"
+      .. "set yrange [1000:4000]\n", 1, true), gp)
+    assert.is_nil(gp:find("set xtics", 1, true), gp) -- blocks: gnuplot's own ticks
+  end)
+end)
+
+describe("the pareto plot kind", function()
+  local function prow(i, cbs, T, t, rec, backend)
+    return { point = i, config_hash = "h" .. i, candidate_block_size = cbs,
+      candidate_topk_blocks = T, time_step_us = t, recall_at_k = rec, backend = backend or "cpu",
+      device = "cpu (2 threads)" }
+  end
+
+  it("joins the non-dominated points and labels them with their swept values", function()
+    local rows = {
+      prow(0, 8, 64, 100, 0.5), prow(1, 8, 128, 200, 0.75), prow(2, 16, 64, 150, 0.375),
+      prow(3, 16, 128, 300, 0.875), prow(4, 32, 64, 120, 0.625), prow(5, 32, 128, 200, 0.6875),
+    }
+    rows[#rows + 1] = prow(6, 32, 64, 140, 0.625) -- a repeat of point 4 (same config): averaged
+    rows[#rows].config_hash = "h4"
+    local swept = { "candidate_block_size", "candidate_topk_blocks" }
+    local p = { kind = "pareto", x = "time_step_us", y = "recall_at_k", name = "pf" }
+    local data = plot.pareto_data(rows, p, swept)
+    assert.equals(6, #data.points)
+    local front = {}
+    for _, pt in ipairs(data.front) do front[#front + 1] = pt.label end
+    -- 16x64 (slower than 8x64, worse) and 32x128 (as fast as 8x128, worse) are dominated
+    assert.are.same({ "8, 64", "32, 64", "8, 128", "16, 128" }, front)
+    assert.equals(130, data.front[2].x)
+    local d = tmpdir()
+    plot.render(d, rows, p, { name = "e", swept = swept }, nil)
+    local gp = assert(fs.read_file(d .. "/plot_pf.gp"))
+    assert.truthy(gp:find("set title 'e: recall_at_k against time_step_us (CPU reference "
+      .. "times)'\n", 1, true), gp)
+    assert.truthy(gp:find("with labels", 1, true), gp)
+    assert.truthy(gp:find("labels: candidate_block_size, candidate_topk_blocks", 1, true), gp)
+    -- times spanning less than 4x: a linear axis
+    assert.truthy(gp:find("set xtics ('100 µs' 100, '150 µs' 150, '200 µs' 200, '250 µs' 250, "
+      .. "'300 µs' 300)\n", 1, true), gp)
+    assert.is_nil(gp:find("logscale", 1, true), gp)
+    local dat = assert(fs.read_file(d .. "/plot_pf.dat"))
+    assert.matches('# index 1: the non%-dominated points, by x\n100 0%.5 "8, 64"\n130 0%.625 '
+      .. '"32, 64"\n200 0%.75 "8, 128"\n300 0%.875 "16, 128"\n$', dat)
+    assert.equals("GPU times (NVIDIA H200)", plot.times_from({ { backend = "cuda",
+      device = "NVIDIA H200" } }))
+  end)
+
+  it("is checked: x and y one metric each, no series", function()
+    assert.is_nil(plot.problem({ kind = "pareto", x = "time_step_us", y = "recall_at_k" }, "p"))
+    assert.matches("field 'p%.kind' = \"bars\": must be \"lines\" or \"pareto\"",
+      plot.problem({ kind = "bars", x = "a", y = "m" }, "p"))
+    assert.matches("field 'p%.y' = %[\"a\",\"b\"%]: a pareto plot's y must be one metric",
+      plot.problem({ kind = "pareto", x = "a", y = { "a", "b" } }, "p"))
+    assert.matches("field 'p%.series' = \"s\": a pareto plot has no series",
+      plot.problem({ kind = "pareto", x = "a", y = "m", series = "s" }, "p"))
+    local e = exp_table()
+    e.plots = { { kind = "pareto", x = "candidate_topk_blocks", y = "recall_at_k" } }
+    local ok, err = pcall(experiment.plan, e)
+    assert.is_false(ok)
+    assert.matches("field 'plots%[1%]%.x' = \"candidate_topk_blocks\": a pareto plot's x must "
+      .. "be one metric of mode step", tostring(err))
+  end)
+
+  it("ships experiments/pareto.lua over (candidate_block_size, candidate_topk_blocks)", function()
+    local plan = experiment.plan(ROOT .. "/experiments/pareto.lua")
+    assert.are.same({ "candidate_block_size", "candidate_topk_blocks" }, plan.swept)
+    assert.equals("pareto", plan.exp.plots[1].kind)
+    assert.equals(0, #plan.skipped)
+    if not have("gnuplot", NO_GNUPLOT) then return end
+    local d = tmpdir()
+    local res = experiment.run(ROOT .. "/experiments/pareto.lua", run_opts(d,
+      { set = { "repeats=1", "backend=cpu" } }))
+    local png = fs.read_file(res.dir .. "/plot_pareto_recall_vs_time.png")
+    assert.is_string(png, table.concat(res.messages, "; "))
+    assert.equals("\137PNG", png:sub(1, 4))
+    assert.matches("CPU reference times", fs.read_file(res.dir
+      .. "/plot_pareto_recall_vs_time.svg"))
+  end)
+end)
+
+describe("a summary table wider than the terminal (issue 19)", function()
+  local function wide_rows()
+    local rows = {}
+    for i, T in ipairs({ 64, 128, 256 }) do
+      rows[i] = { point = i - 1, config_hash = "h" .. i, candidate_topk_blocks = T,
+        candidate_block_size = 8, recall_at_k = 0.5, mass_recall = 0.6, candidate_coverage = 0.7,
+        time_dense_logits_us = 1234.5, time_sparse_logits_us = 99.25, time_step_us = 1400.5,
+        scratch_bytes = 3 * 2 ^ 20 }
+    end
+    return rows
+  end
+  local EXP = { swept = { "candidate_topk_blocks", "candidate_block_size" },
+    metrics = { "recall_at_k", "mass_recall", "candidate_coverage", "time_dense_logits_us",
+      "time_sparse_logits_us", "time_step_us", "scratch_bytes" } }
+
+  -- the tables of a summary: blocks of lines starting with a header line
+  local function tables(text)
+    local out = {}
+    for block in (text .. "\n\n"):gmatch("(.-)\n\n") do
+      if block:match("^[%w_ ]+\n[%- ]+\n") then out[#out + 1] = block end
+    end
+    return out
+  end
+
+  it("splits into tables that each fit, each repeating the swept columns", function()
+    local whole = report.summary(wide_rows(), EXP)
+    assert.equals(1, #tables(whole))
+    assert.is_true(#whole:match("\n(candidate_topk_blocks[^\n]*)") > 60)
+    local split = report.summary(wide_rows(), EXP, { width = 70 })
+    local ts = tables(split)
+    assert.is_true(#ts >= 3, split)
+    local seen = {}
+    for _, t in ipairs(ts) do
+      for l in t:gmatch("[^\n]+") do assert.is_true(#l <= 70, l) end
+      assert.matches("^candidate_topk_blocks  candidate_block_size  ", t)
+      assert.matches("\n%s+256%s+8%s", t)
+      for name in t:match("^[^\n]+"):gmatch("%S+") do seen[name] = true end
+    end
+    for _, m in ipairs(EXP.metrics) do assert.is_true(seen[m], m) end
+    -- what is around the table is the same
+    assert.equals(whole:match("^(.-)\n\n"), split:match("^(.-)\n\n"))
+    assert.equals(whole:match("\n([^\n]*)\n$"), split:match("\n([^\n]*)\n$"))
+    -- wide enough: unchanged
+    assert.equals(whole, report.summary(wide_rows(), EXP, { width = 400 }))
+  end)
+
+  it("splits on a terminal (its width, else $COLUMNS), never in a pipe or summary.txt", function()
+    if not have("script", "script (util-linux) is not installed") then return end
+    local d = tmpdir()
+    support.write(d .. "/wide.lua", [[
+return {
+  name = "wide", seed = 1, backend = "cpu",
+  workload = { decode = { rows = 2, context = 8192 }, prefill = false, consumer_layers = 2 },
+  config = { index_topk = 64, max_rows = 64, max_model_len = 65536 },
+  sweep = { candidate_topk_blocks = { 64, 128 }, candidate_block_size = { 8, 16 } },
+  metrics = { "recall_at_k", "mass_recall", "candidate_coverage", "time_dense_logits_us",
+    "time_sparse_logits_us", "time_step_us", "scratch_bytes" },
+}
+]])
+    local function run(pre, width_env, tty)
+      local cmd = ("cd %s && %s env IDXLAB_FAKE_MEASURE=%s %s %s run wide.lua --out res "
+        .. "--progress off"):format(q(d), pre, q(support.FAKE_MEASURE), width_env, BIN)
+      if tty then cmd = ("script -qfec %s /dev/null < /dev/null"):format(q(cmd)) end
+      local p = io.popen(cmd .. " 2>&1; echo rc=$?")
+      local out = p:read("*a"):gsub("\r", "")
+      p:close()
+      assert.matches("rc=0", out)
+      return out
+    end
+    local function widest(text)
+      local w = 0
+      for _, t in ipairs(tables(text)) do
+        for l in t:gmatch("[^\n]+") do w = math.max(w, #l) end
+      end
+      return w, #tables(text)
+    end
+    local file_text = function() return fs.read_file(d .. "/res/wide/summary.txt") end
+    -- the tty's own width wins over $COLUMNS
+    local out = run("stty cols 70 rows 40;", "COLUMNS=200", true)
+    local w, n = widest(out)
+    assert.is_true(w <= 70 and n >= 2, out)
+    local fw, fn = widest(file_text())
+    assert.is_true(fw > 70 and fn == 1, file_text()) -- summary.txt: whole
+    -- a pty nobody sized (0 columns): $COLUMNS
+    out = run("stty cols 0;", "COLUMNS=90", true)
+    w, n = widest(out)
+    assert.is_true(w <= 90 and n >= 2, out)
+    -- stdout a pipe: whole, whatever $COLUMNS says
+    out = run("", "COLUMNS=70", false)
+    w, n = widest(out)
+    assert.is_true(w > 70 and n == 1, out)
   end)
 end)
