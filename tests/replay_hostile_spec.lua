@@ -257,6 +257,109 @@ describe("replay of hostile and unusual files", function()
     refuses(e, e .. ": a folder with no .safetensors files")
   end)
 
+  -- Issue 19: a decode row of 0 positions (context_lens = 0) is an empty row at any
+  -- compress_ratio: no candidate, end 0, sparse ids 0, -1 top-k and -inf logits; the other
+  -- rows replay as they do without it.
+  it("replays decode rows of context_lens = 0 as empty rows, at any compress_ratio", function()
+    -- A decode step of 4 rows; `keep` (0-based rows) takes only those rows of the same data.
+    local function decode_step(lens, starts, keep)
+      local s = base_step()
+      s.ks, s.ke = nil, nil
+      s.context_lens, s.row_start = i32(lens), i32(starts)
+      if keep then
+        local cl, rs = {}, {}
+        for i, r in ipairs(keep) do cl[i], rs[i] = lens[r + 1], starts[r + 1] end
+        s.context_lens, s.row_start = i32(cl), i32(rs)
+      end
+      -- rows of an F32 entry of shape [outer, R, inner...] (outer 1 for [R, ...])
+      local function rows(e, outer)
+        if not keep then return e end
+        local bytes = #e.data / outer / R
+        local parts = {}
+        for o = 0, outer - 1 do
+          for _, r in ipairs(keep) do
+            local at = (o * R + r) * bytes
+            parts[#parts + 1] = e.data:sub(at + 1, at + bytes)
+          end
+        end
+        local shape = {}
+        for i, d in ipairs(e.shape) do shape[i] = d end
+        shape[outer > 1 and 2 or 1] = #keep
+        return { dtype = "F32", shape = shape, data = table.concat(parts) }
+      end
+      s.q, s.weights = rows(s.q, 1), rows(s.weights, 1)
+      s.q_consumer, s.weights_consumer = rows(s.q_consumer, L), rows(s.weights_consumer, L)
+      return s
+    end
+    local function rows_of(f, name, r)
+      local t = f.tensors[name]
+      local w = #t.shape == 1 and 1 or t.shape[#t.shape]
+      local lead = #t.shape == 3 and t.shape[2] or t.shape[1]
+      local out = {}
+      for l = 0, (#t.shape == 3 and t.shape[1] or 1) - 1 do
+        local base = (l * lead + r) * w
+        for j = 0, w - 1 do
+          if t.dtype == "I32" then
+            out[#out + 1] = ffi.cast("const int32_t *", t.data)[base + j]
+          elseif t.dtype == "F32" then
+            out[#out + 1] = ffi.cast("const float *", t.data)[base + j]
+          else
+            out[#out + 1] = ffi.cast("const uint16_t *", t.data)[base + j]
+          end
+        end
+      end
+      return out
+    end
+    local function all(list, v)
+      for _, x in ipairs(list) do if x ~= v then return false end end
+      return true
+    end
+    for _, ratio in ipairs({ 1, 4 }) do
+      local sets = {}
+      for k, v in pairs(SETS) do sets[k] = v end
+      sets.compress_ratio = ratio
+      local f = run(write(tmp("decode_empty_" .. ratio .. ".safetensors"),
+        decode_step({ 57, 0, 64, 0 }, { 0, 64, 64, 200 })), sets)
+      local g = run(write(tmp("decode_full_" .. ratio .. ".safetensors"),
+        decode_step({ 57, 0, 64, 0 }, { 0, 64, 64, 200 }, { 0, 2 })), sets)
+      assert.are.same({ 4, 64 }, f.tensors.dense_logits.shape)
+      for _, r in ipairs({ 1, 3 }) do
+        assert.is_true(all(rows_of(f, "cand_blocks", r), -1), "cand_blocks row " .. r)
+        assert.is_true(all(rows_of(f, "sparse_ids", r), 0), "sparse_ids row " .. r)
+        assert.are.same({ 0 }, rows_of(f, "end", r))
+        assert.is_true(all(rows_of(f, "dense_logits", r), -math.huge), "dense_logits row " .. r)
+        for _, name in ipairs({ "source_topk_pos", "topk_pos", "masked_topk_pos",
+          "dense_topk_pos" }) do
+          assert.is_true(all(rows_of(f, name, r), -1), name .. " row " .. r)
+        end
+      end
+      -- rows 0 and 2 are rows 0 and 1 of the file without the empty rows (sparse_logits: the
+      -- columns before end; the rest is unspecified)
+      for _, name in ipairs(f.names) do
+        for gr, fr in pairs({ [0] = 0, [1] = 2 }) do
+          local x, y = rows_of(f, name, fr), rows_of(g, name, gr)
+          if name == "sparse_logits" then
+            local e = rows_of(g, "end", gr)[1]
+            local w = #y / L
+            for l = 0, L - 1 do
+              for j = 1, e do assert.equals(y[l * w + j], x[l * w + j], name) end
+            end
+          else
+            assert.are.same(y, x, ("%s row %d, compress_ratio %d"):format(name, fr, ratio))
+          end
+        end
+      end
+      -- every row empty: dense_logits [R, 0], every top-k -1
+      f = run(write(tmp("decode_none_" .. ratio .. ".safetensors"),
+        decode_step({ 0, 0, 0, 0 }, { 0, 0, 100, 256 })), sets)
+      assert.are.same({ 4, 0 }, f.tensors.dense_logits.shape)
+      for r = 0, 3 do
+        assert.is_true(all(rows_of(f, "topk_pos", r), -1))
+        assert.are.same({ 0 }, rows_of(f, "end", r))
+      end
+    end
+  end)
+
   it("writes dense_logits as [R, 0] when every row is empty (N_max = the longest row)", function()
     local s = base_step()
     s.ks, s.ke = i32({ 0, 64, 128, 0 }), i32({ 0, 64, 128, 0 })

@@ -187,6 +187,42 @@ describe("workload.generate", function()
     assert.is_nil(inp.q)
   end)
 
+  it("takes a decode context of 0 as an empty row: no keys, a zero query row", function()
+    local spec = { decode = { contexts = { 0, 100, 0 } },
+      prefill = { { query_len = 2, context_len = 5 } }, consumer_layers = 2 }
+    local cfg = { heads = 4, head_dim = 128, compress_ratio = 4, max_model_len = 1024 }
+    assert.is_true(workload.check(spec, cfg))
+    local inp = workload.generate(ctx, spec, cfg, SEED)
+    assert.are.same({ 5, 4, 128 }, inp.q:shape())
+    assert.are.same({ 107, 128 }, inp.k:shape())
+    assert.equals(3, inp.n_decode)
+    assert.are.same({ 0, 0, 100 }, inp.row_start:to_table())
+    assert.are.same({ 0, 100, 0 }, inp.context_lens:to_table())
+    assert.are.same({ 0, 100, 0, 6, 7 }, inp.lengths)
+    assert.are.same({ kind = "decode", k_start = 0, seq_len = 0, query_len = 1, context_len = -1,
+      first_row = 0 }, inp.requests[1])
+    local H, D = 4, 128
+    local q, w, qc = inp.q:ptr(), inp.weights:ptr(), inp.q_consumer:ptr()
+    for _, row in ipairs({ 0, 2 }) do
+      local nz = 0
+      for i = 0, H * D - 1 do
+        if q[row * H * D + i] ~= 0 or qc[row * H * D + i] ~= 0 then nz = nz + 1 end
+      end
+      for h = 0, H - 1 do if w[row * H + h] ~= 0 then nz = nz + 1 end end
+      assert.equals(0, nz, msg("row %d has %d nonzero elements", row, nz))
+    end
+    local nz = 0
+    for i = 0, H * D - 1 do if q[H * D + i] ~= 0 then nz = nz + 1 end end
+    assert.is_true(nz > 0, msg("the 100-position row's query is zeros"))
+    workload.free(inp)
+    -- only empty rows: k has no rows
+    inp = workload.generate(ctx, { decode = { rows = 2, context = 0 }, prefill = false }, cfg,
+      SEED)
+    assert.are.same({ 0, 128 }, inp.k:shape())
+    assert.are.same({ 0, 0 }, inp.context_lens:to_table())
+    workload.free(inp)
+  end)
+
   it("takes the default batch and the prefill shorthand", function()
     local reqs, N, R = workload.requests({})
     assert.equals(9, #reqs)
@@ -224,8 +260,11 @@ describe("workload.generate", function()
       { { decode = { rows = 2, ctx = 5 } },
         "workload decode.ctx: unknown %(rows, context, contexts%)" },
       { { decode = { rows = -1 } }, "workload decode.rows = %-1: must be an integer >= 0" },
-      { { decode = { contexts = { 10, 0 } } },
-        "workload decode.contexts%[2%] = 0: must be an integer >= 1" },
+      -- a context of 0 is an empty row ("takes a decode context of 0 as an empty row")
+      { { decode = { contexts = { 10, -1 } } },
+        "workload decode.contexts%[2%] = %-1: must be an integer >= 0" },
+      { { decode = { rows = 1, context = -2 } },
+        "workload decode.context = %-2: must be an integer >= 0" },
       { { prefill = { { query_len = 0, context_len = 5 } } },
         "workload prefill%[1%].query_len = 0: must be an integer >= 1" },
       { { prefill = { requests = 1, query_len = 8, context = 4 } },
@@ -445,24 +484,27 @@ end)
 describe("workload on the GPU #gpu", function()
   it("generates the CPU's tensors bit for bit #gpu", function()
     local gctx = idxlab.context{ backend = "cuda", seed = SEED }
-    local spec = { decode = { contexts = { 3000, 777 } },
-      prefill = { { query_len = 33, context_len = 1500 } },
-      consumer_layers = 3, needles = 3, outlier_channels = 4 }
-    local a = workload.generate(ctx, spec, { heads = 12, head_dim = 128 }, SEED)
-    local b = workload.generate(gctx, spec, { heads = 12, head_dim = 128 }, SEED)
-    for _, name in ipairs({ "q", "weights", "k", "q_consumer", "weights_consumer", "ks", "ke",
-      "row_start", "context_lens" }) do
-      assert.equals("device", b[name]:device())
-      local h = b[name]:to("host")
-      local n = a[name]:numel()
-      local x, y = ffi.cast("uint32_t *", a[name].cd.data), ffi.cast("uint32_t *", h.cd.data)
-      for i = 0, n - 1 do
-        if x[i] ~= y[i] then error(msg("%s[%d]: cpu %08x, gpu %08x", name, i, x[i], y[i])) end
+    -- the second batch holds empty decode rows (contexts of 0), first and between others
+    for _, contexts in ipairs({ { 3000, 777 }, { 0, 3000, 0, 777 } }) do
+      local spec = { decode = { contexts = contexts },
+        prefill = { { query_len = 33, context_len = 1500 } },
+        consumer_layers = 3, needles = 3, outlier_channels = 4 }
+      local a = workload.generate(ctx, spec, { heads = 12, head_dim = 128 }, SEED)
+      local b = workload.generate(gctx, spec, { heads = 12, head_dim = 128 }, SEED)
+      for _, name in ipairs({ "q", "weights", "k", "q_consumer", "weights_consumer", "ks", "ke",
+        "row_start", "context_lens" }) do
+        assert.equals("device", b[name]:device())
+        local h = b[name]:to("host")
+        local n = a[name]:numel()
+        local x, y = ffi.cast("uint32_t *", a[name].cd.data), ffi.cast("uint32_t *", h.cd.data)
+        for i = 0, n - 1 do
+          if x[i] ~= y[i] then error(msg("%s[%d]: cpu %08x, gpu %08x", name, i, x[i], y[i])) end
+        end
+        h:free()
       end
-      h:free()
+      workload.free(a)
+      workload.free(b)
     end
-    workload.free(a)
-    workload.free(b)
     gctx:free()
   end)
 end)
