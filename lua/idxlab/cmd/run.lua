@@ -1,5 +1,6 @@
 -- `idxlab run FILE [--set key=value ...] [--dry-run] [--resume] [--shard i/n] [--out DIR]
--- [--progress bar|plain|off]`: runs an experiment file (docs/experiments.md). Exit status 0,
+-- [--progress bar|plain|off] [--local-shards N]`: runs an experiment file
+-- (docs/experiments.md); --local-shards hands it to idxlab.shards. Exit status 0,
 -- 1 when a point failed or the file is invalid, 130 when interrupted (Ctrl-C; what is done is
 -- kept and `--resume` continues it). Other failures raise; bin/idxlab prints them as one line.
 local USAGE = [[usage: idxlab run FILE.lua [options]
@@ -9,7 +10,9 @@ local USAGE = [[usage: idxlab run FILE.lua [options]
   --resume          skip the points already in results.jsonl (after a kill or Ctrl-C)
   --shard i/n       run only the points whose index % n == i (0 <= i < n)
   --out DIR         base directory of the results (default: results); they go in DIR/<name>/
-  --progress STYLE  bar, plain or off (default: bar on a terminal, plain otherwise)]]
+  --progress STYLE  bar, plain or off (default: bar on a terminal, plain otherwise)
+  --local-shards N  run the sweep as N processes (--shard i/N each, one GPU each, in turn,
+                    or cores/N CPU threads each), then merge them into DIR/<name>/]]
 
 local errors = require("idxlab.errors")
 local args = require("idxlab.cmd.args")
@@ -23,7 +26,8 @@ end
 
 return function(argv)
   local spec = { ["--set"] = "list", ["--dry-run"] = "flag", ["--resume"] = "flag",
-    ["--shard"] = "value", ["--out"] = "value", ["--progress"] = "value" }
+    ["--shard"] = "value", ["--out"] = "value", ["--progress"] = "value",
+    ["--local-shards"] = "value" }
   local o, positional, words = args.parse(argv, spec, USAGE, "run")
   if o.help then
     print(USAGE)
@@ -43,6 +47,15 @@ return function(argv)
   end
   words = kept
   if not file then errors.fail("run: no experiment file given\n" .. USAGE) end
+  if o["local-shards"] then
+    local n = o["local-shards"]
+    if not n:match("^%d+$") or tonumber(n) < 1 then
+      errors.fail("run: --local-shards %s: must be a whole number >= 1\n%s", n, USAGE)
+    end
+    if o.shard then errors.fail("run: --shard and --local-shards: choose one\n" .. USAGE) end
+    return require("idxlab.shards").run(file, { n = tonumber(n), set = #o.set > 0 and o.set
+      or nil, out = o.out, resume = o.resume, dry_run = o["dry-run"] })
+  end
   if #opts.set == 0 then opts.set = nil end
   opts.command = "idxlab run " .. args.shell_word(file)
     .. (#words > 0 and (" " .. table.concat(words, " ")) or "")
