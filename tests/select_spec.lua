@@ -237,6 +237,41 @@ describe("K3 candidate selection (sel.candidates)", function()
   end)
 end)
 
+-- Issue 19: rows of length 0 (a decode row of 0 positions) through K3, K4 (paged: ks = 0),
+-- K6 over [0, end) and K7 on ctx's device: the empty rows give no candidate, ids of ks / sbk
+-- = 0, end 0 and -1 top-k; returns every output as tables for a comparison across backends.
+local function empty_rows_chain(ctx, device)
+  local R, C, cbs, sbk, T, k = 4, 300, 16, 8, 8, 16
+  local vals = {}
+  for i = 1, R * C do vals[i] = ((i * 7919) % 1000) / 7 end
+  local logits = ctx:tensor("f32", { R, C }, device):from_table(vals)
+  local lens = i32(ctx, { R }, { 0, 37, 0, 300 }, device)
+  local cand = sel.candidates(ctx, logits, lens, cbs, T)
+  local ids, end_ = sel.expand(ctx, cand, nil, lens, cbs, sbk, "aligned")
+  local nsb = T * cbs / sbk
+  local sparse = ctx:tensor("f32", { R, nsb * sbk }, device):from_table((function()
+    local t = {}
+    for i = 1, R * nsb * sbk do t[i] = (i * 31) % 97 end
+    return t
+  end)())
+  local cols = sel.topk(ctx, sparse, nil, end_, k, false)
+  local out = { cand = cand:to_table(), ids = ids:to_table(), ["end"] = end_:to_table(),
+    pos = sel.remap(ctx, cols, ids, nil, sbk):to_table(),
+    dense = sel.topk(ctx, logits, nil, lens, k, true):to_table() }
+  for _, r in ipairs({ 0, 2 }) do
+    assert.equals(0, out["end"][r + 1])
+    for j = 1, T do assert.equals(-1, out.cand[r * T + j]) end
+    for j = 1, nsb do assert.equals(0, out.ids[r * nsb + j]) end
+    for j = 1, k do
+      assert.equals(-1, out.pos[r * k + j])
+      assert.equals(-1, out.dense[r * k + j])
+    end
+  end
+  assert.equals(2, out.cand[T + 1]) -- row 1's newest block, (37 - 1) / 16, comes first
+  assert.equals(37, out["end"][2])
+  return out
+end
+
 describe("K7 remap and the candidate mask", function()
   local ctx = idxlab.context{ backend = "cpu", seed = 1 }
 
@@ -261,6 +296,10 @@ describe("K7 remap and the candidate mask", function()
     end)
     assert.is_false(ok)
     assert.matches("select_spec.lua:%d+: idxlab: candidate_block_size = 0: must be >= 1", err)
+  end)
+
+  it("keeps rows of length 0 empty through K3, K4, top-k and K7", function()
+    empty_rows_chain(ctx, "host")
   end)
 
   it("chains K3, K4, top-k and K7 into the masked dense selection", function()
@@ -295,6 +334,13 @@ describe("K7 remap and the candidate mask", function()
 end)
 
 describe("the selection kernels on the GPU #gpu", function()
+  it("keeps rows of length 0 empty on the GPU, as on the CPU #gpu", function()
+    local cpu = idxlab.context{ backend = "cpu", seed = 3 }
+    local gpu = idxlab.context{ backend = "cuda", seed = 3 }
+    assert.are.same(empty_rows_chain(cpu, "host"), empty_rows_chain(gpu, "device"))
+    gpu:free()
+  end)
+
   it("match the CPU reference exactly on random inputs #gpu", function()
     local cpu = idxlab.context{ backend = "cpu", seed = 3 }
     local gpu = idxlab.context{ backend = "cuda", seed = 3 }

@@ -187,8 +187,8 @@ local function rows_table(self, r, qlens, nd, table)
   return t
 end
 
--- build(batch) -> step. batch = { decode = { {context_len = tokens incl. the new one} or n,
--- ... }, prefill = { {query_len = rows, context_len = tokens before}, ... },
+-- build(batch) -> step. batch = { decode = { {context_len = tokens incl. the new one; 0: an
+-- empty row} or n, ... }, prefill = { {query_len = rows, context_len = tokens before}, ... },
 -- decode_block_table = i32 Tensor [n_decode, max_pages] or nil, prefill_block_table = ... or
 -- nil, sparse = true } (or requests = inputs.requests instead of decode/prefill). step = {
 -- n_rows, n_decode_rows, num_chunks, decode = rows or nil, chunks = { rows, ... }, calls =
