@@ -87,7 +87,7 @@ TEST_VAR_OBJ := $(BUILD)/obj/kernels/variants.test.o
 TEST_OBJ := $(filter-out $(BUILD)/obj/kernels/variants.o,$(OBJ)) $(TEST_VAR_OBJ)
 C_TESTS := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
 
-.PHONY: all setup run test test-c test-lua fuzz clean install gpu-bundle check-setup check
+.PHONY: all setup run test test-c test-lua fuzz clean install gpu-bundle check-setup check sass check
 all: $(LIB) $(CDEF)
 
 setup:
@@ -152,6 +152,12 @@ test: setup all $(C_TESTS) $(TEST_DIR)/libidxlab.so $(TEST_DIR)/idxlab_cdef.h
 check: setup all
 	@if [ -f scripts/check.sh ]; then BUILD=$(BUILD) bash scripts/check.sh; \
 	else echo "make check: scripts/check.sh is missing"; echo "0 passed, 1 failed"; exit 1; fi
+
+# The SASS rules of the Hopper kernels (QGMMA, no local memory, registers and shared memory as
+# each .cu declares in its sass-limits lines); disassembles with cuobjdump/nvdisasm, from the
+# PyPI wheels when the toolkit has none.
+sass:
+	@bash scripts/sass_check.sh kernels/cuda/sm90_selftest.cu $(wildcard kernels/logits/*_v2*.cu)
 
 fuzz: setup
 	@SECONDS_EACH=$(SECONDS) scripts/fuzz.sh
