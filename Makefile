@@ -87,7 +87,7 @@ TEST_VAR_OBJ := $(BUILD)/obj/kernels/variants.test.o
 TEST_OBJ := $(filter-out $(BUILD)/obj/kernels/variants.o,$(OBJ)) $(TEST_VAR_OBJ)
 C_TESTS := $(patsubst tests/c/%.c,$(BUILD)/tests/%,$(wildcard tests/c/test_*.c))
 
-.PHONY: all setup run test test-c test-lua fuzz clean install gpu-bundle check-setup check sass check
+.PHONY: all setup run test test-c test-lua fuzz clean install gpu-bundle check-setup check sass
 all: $(LIB) $(CDEF)
 
 setup:
