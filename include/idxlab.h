@@ -151,6 +151,16 @@ IXL_API ixl_status ixl_timer_elapsed_us(ixl_ctx *ctx, int slot_start, int slot_e
 /* The host's monotonic clock (CLOCK_MONOTONIC), in microseconds from an arbitrary origin: the
  * one clock behind CPU timers, the CPU benchmarks and the Lua progress display. */
 IXL_API double ixl_now_us(void);
+/* Ctrl-C as a flag (core/interrupt.c), for an interactive session: install makes SIGINT only
+ * set a flag (no SA_RESTART, so a blocking read returns EINTR) and returns 0, or -1 when
+ * sigaction failed; restore puts back the disposition install replaced. Nothing in the
+ * library installs it by itself; the REPL does, and the experiment runner and the step poll
+ * ixl_interrupt_pending() between points and between kernels. */
+IXL_API int ixl_interrupt_install(void);
+IXL_API void ixl_interrupt_restore(void);
+IXL_API int ixl_interrupt_installed(void);
+IXL_API int ixl_interrupt_pending(void);
+IXL_API void ixl_interrupt_clear(void);
 /* The CPU's measured fp32 FMA ceiling, for the benchmarks to report beside each kernel:
  * `threads` OpenMP threads (< 1: one) run AVX2 FMA chains for about `seconds`; returns GFLOP/s,
  * or 0 on a CPU without AVX2 and FMA. Defined in kernels/logits/. */

@@ -29,6 +29,7 @@ local Builder = require("idxlab.builder")
 local Context = require("idxlab.context")
 local Tensor = require("idxlab.tensor")
 local util = require("idxlab.util")
+local interrupt = require("idxlab.interrupt")
 local ffi = core.ffi
 
 local variants = require("idxlab.variants")
@@ -427,6 +428,8 @@ function Step:production(g, gi, prep, inputs, sz, timers)
     ctx:timer_record(slot)
     timers[#timers + 1] = { group = gi, name = name, slot = slot }
     slot = slot + 1
+    -- Ctrl-C in the REPL stops the step here, after the kernel in flight (never under capture)
+    interrupt.check()
   end
   mark("start")
   if decode then

@@ -12,6 +12,7 @@ local measure_mod = require("idxlab.measure")
 local progress = require("idxlab.progress")
 local report = require("idxlab.report")
 local fs = require("idxlab.fs")
+local interrupt = require("idxlab.interrupt")
 local results = require("idxlab.results")
 local util = require("idxlab.experiment.util")
 local schema = require("idxlab.experiment.schema")
@@ -235,7 +236,8 @@ function Runner:loop(todo)
   local interrupted = false
   local loop_ok, loop_err = pcall(function()
     for _, pt in ipairs(todo) do
-      if not self:point(pt) then
+      -- Ctrl-C in the REPL (idxlab.interrupt) stops between points, the finished ones kept
+      if interrupt.pending() or not self:point(pt) then
         interrupted = true
         break
       end
