@@ -6,6 +6,7 @@
 local errors = require("idxlab.errors")
 local args = require("idxlab.cmd.args")
 local merge = require("idxlab.merge")
+local report = require("idxlab.report")
 
 local USAGE = "usage: idxlab merge OUT_DIR SHARD_DIR ..."
 
@@ -21,9 +22,9 @@ return function(argv)
     errors.fail("merge needs an output directory and at least one shard directory\n" .. USAGE)
   end
   local out = table.remove(dirs, 1)
-  local res = merge.merge(out, dirs)
+  local res = merge.merge(out, dirs, { width = report.terminal_width(io.stdout) })
   for _, w in ipairs(res.warnings) do io.stderr:write("idxlab: warning: ", w, "\n") end
-  io.stdout:write(res.summary)
+  io.stdout:write(res.screen)
   for _, m in ipairs(res.messages or {}) do io.stderr:write("idxlab: ", m, "\n") end
   io.stdout:write(("merged %d rows from %d directories into %s\n"):format(#res.rows, #dirs, out))
   return 0

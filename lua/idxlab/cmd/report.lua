@@ -19,8 +19,10 @@ return function(argv)
   end
   if not pos[1] then errors.fail("report: no results directory given\n" .. USAGE) end
   local dir = pos[1]:gsub("/+$", "")
-  local out = report.render(dir, { gnuplot = o["no-plots"] and "none" or nil })
-  io.stdout:write(out.summary)
+  local out = report.render(dir, {
+    gnuplot = o["no-plots"] and "none" or nil, width = report.terminal_width(io.stdout),
+  })
+  io.stdout:write(out.screen)
   for _, m in ipairs(out.messages) do io.stderr:write("idxlab: ", m, "\n") end
   io.stdout:write(("written: %s\n"):format(table.concat(out.files, ", ")))
   return 0
