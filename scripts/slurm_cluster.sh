@@ -22,14 +22,12 @@ PKGS=(slurmctld slurmd slurm-client munge)
 die() { echo "slurm_cluster: $*" >&2; exit 1; }
 
 # The daemons' and jobs' environment: no sanitizer runtime preloaded into Slurm's binaries.
-clean_env() {
-  local unset=(-u LD_PRELOAD)
-  local v
-  for v in $(compgen -e); do
-    case $v in ASAN_* | UBSAN_* | LSAN_*) unset+=(-u "$v") ;; esac
-  done
-  env "${unset[@]}" "$@"
-}
+# CLEAN holds env's arguments that remove it.
+CLEAN=(-u LD_PRELOAD)
+for v in $(compgen -e); do
+  case $v in ASAN_* | UBSAN_* | LSAN_*) CLEAN+=(-u "$v") ;; esac
+done
+clean_env() { env "${CLEAN[@]}" "$@"; }
 
 cmd_install() {
   local missing=() p
@@ -74,10 +72,11 @@ EOF
 }
 
 # Starts "$@" in the background under timeout, environment cleaned; records the pid of the
-# timeout process (which forwards SIGTERM to the daemon) in $dir/$name.tpid.
+# timeout process (which forwards SIGTERM to the daemon) in $dir/$name.tpid. A simple command,
+# so $! is env's pid, which execs timeout.
 spawn() {
   local name=$1; shift
-  clean_env timeout "$TIMEOUT" "$@" >>"$dir/$name.out" 2>&1 </dev/null &
+  env "${CLEAN[@]}" timeout "$TIMEOUT" "$@" >>"$dir/$name.out" 2>&1 </dev/null &
   echo $! >"$dir/$name.tpid"
 }
 
