@@ -408,7 +408,8 @@ IXL_API void ixl_builder_get_info(const ixl_builder *b, ixl_builder_info *info);
  * Block tables are caller-owned I32 tensors that must outlive the step metadata. */
 typedef struct ixl_batch {
   int32_t n_decode;
-  const int64_t *decode_context_lens;   /* [n_decode] tokens, the new token included */
+  /* [n_decode] tokens, the new token included; 0 = an empty row */
+  const int64_t *decode_context_lens;
   const ixl_tensor *decode_block_table; /* I32 [n_decode, max_pages], or NULL */
   int32_t n_prefill;
   const int64_t *prefill_query_lens;    /* [n_prefill] new tokens (rows) */

@@ -118,14 +118,14 @@ local function check_decode(d, src, where)
   if d.context ~= nil and d.contexts ~= nil then
     fail(("%s: field '%s.decode': give context or contexts, not both"):format(src, where))
   end
-  if d.context ~= nil then check_pos_int(d.context, where .. ".decode.context", src, 1, MAX_POS) end
+  if d.context ~= nil then check_pos_int(d.context, where .. ".decode.context", src, 0, MAX_POS) end
   if d.contexts ~= nil then
     if not is_list(d.contexts) or #d.contexts == 0 then
       fail(("%s: field '%s.decode.contexts': must be a non-empty list of positions")
         :format(src, where))
     end
     for i, c in ipairs(d.contexts) do
-      check_pos_int(c, ("%s.decode.contexts[%d]"):format(where, i), src, 1, MAX_POS)
+      check_pos_int(c, ("%s.decode.contexts[%d]"):format(where, i), src, 0, MAX_POS)
     end
     if d.rows ~= nil and d.rows ~= #d.contexts then
       fail(("%s: field '%s.decode.rows' = %d: differs from the %d contexts listed")
