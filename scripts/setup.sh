@@ -9,8 +9,10 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
+# lua-penlight: also the REPL's pretty printer (pl.pretty); bsdutils: `script`, the pty that
+# tests/repl_spec.lua drives the REPL through (essential on Debian, listed for the record)
 pkgs=(luajit lua-busted lua-penlight lua-cjson lua-term lua-check rlwrap gnuplot-nox
-      libopenblas-dev clang libclang-rt-14-dev libomp-14-dev python3-venv)
+      libopenblas-dev clang libclang-rt-14-dev libomp-14-dev python3-venv bsdutils)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
