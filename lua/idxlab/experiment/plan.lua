@@ -82,7 +82,8 @@ end
 -- the variant pins (the file's, with swept ones on top).
 local function combo_inputs(e, params, order, src)
   local inp = { config = deep_copy(e.config), workload = deep_copy(e.workload), seed = e.seed,
-    backend = e.backend, variant = deep_copy(e.variant) }
+    backend = e.backend, variant = deep_copy(e.variant),
+    cpsim = e.context_parallel_sim and deep_copy(e.context_parallel_sim) }
   for _, k in ipairs(order) do
     local v = params[k]
     if v ~= nil then
@@ -91,7 +92,11 @@ local function combo_inputs(e, params, order, src)
       elseif kind == "seed" then inp.seed = v
       elseif kind == "backend" then inp.backend = v
       elseif kind == "workload" then wschema.set_swept(inp.workload, k, v, src)
-      elseif kind == "variant" then inp.variant[key:sub(9)] = v end
+      elseif kind == "variant" then inp.variant[key:sub(9)] = v
+      elseif kind == "cpsim" then
+        inp.cpsim = inp.cpsim or {}
+        inp.cpsim[key:sub(22)] = v
+      end
     end
   end
   if next(params) ~= nil then
@@ -137,6 +142,7 @@ function Planner:hash_of(inp, eff)
   -- too (absent: the hash stays as it was for files without them)
   if e.on_backend ~= nil then what.on_backend = e.on_backend end
   if next(inp.variant) ~= nil then what.variant = inp.variant end
+  if inp.cpsim ~= nil then what.context_parallel_sim = inp.cpsim end
   return results.hash(results.canonical(what))
 end
 
@@ -166,7 +172,7 @@ function Planner:add(inp, cfg_table, p)
       index = #plan.points, ["repeat"] = r, params = p, desc = self:desc(p),
       config = resolved, effective = eff, info = info, workload = inp.workload,
       seed = inp.seed + r, base_seed = inp.seed, backend = inp.backend, variant = inp.variant,
-      hash = hash, combo = plan.combos,
+      hash = hash, combo = plan.combos, context_parallel_sim = inp.cpsim,
     }
   end
   plan.combos = plan.combos + 1

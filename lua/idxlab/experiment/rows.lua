@@ -17,8 +17,8 @@ local fail = errors.fail
 local QUALITY = { "selection_agreement", "fp32_selection_agreement", "recall_at_k", "mass_recall",
   "candidate_coverage" }
 
-local META_HEAD = { "schema", "experiment", "point", "repeat", "config_hash", "seed", "backend",
-  "device", "mode" }
+local META_HEAD = { "schema", "experiment", "point", "shard", "repeat", "config_hash", "seed",
+  "backend", "device", "mode" }
 local META_TAIL = { "per_layer", "by_length", "workload", "idxlab_version", "git_commit",
   "git_dirty", "wall_time_s", "finished_at" }
 
@@ -102,6 +102,7 @@ function M.build(plan, pt, measured, run)
   row.backend = run.backend
   row.device = run.device
   row.mode = plan.exp.mode
+  if plan.shard then row.shard = ("%d/%d"):format(plan.shard.i, plan.shard.n) end
   for k, v in pairs(pt.effective) do row[k] = v end
   -- swept values that are not builder fields (workload.<knob>); builder fields are already
   -- there as the builder resolved them (a swept "64MiB" shows as its byte count)

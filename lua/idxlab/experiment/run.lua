@@ -132,7 +132,11 @@ Runner.__index = Runner
 
 function Runner:context(backend)
   if not self.measure.contexts then return nil end
-  if not self.ctxs[backend] then self.ctxs[backend] = Context.new({ backend = backend }) end
+  if not self.ctxs[backend] then
+    -- IDXLAB_THREADS: the CPU threads a local shard gets (idxlab.shards sets it)
+    local threads = tonumber(os.getenv("IDXLAB_THREADS") or "")
+    self.ctxs[backend] = Context.new({ backend = backend, threads = threads })
+  end
   return self.ctxs[backend]
 end
 
@@ -164,6 +168,9 @@ local function measure_point(e, pt)
   local mpoint = { config = deep_copy(pt.config), workload = deep_copy(pt.workload),
     seed = pt.seed, by = e.by, timing = e.timing }
   if next(pt.variant) ~= nil then mpoint.config.variant = deep_copy(pt.variant) end
+  if pt.context_parallel_sim ~= nil then
+    mpoint.context_parallel_sim = deep_copy(pt.context_parallel_sim)
+  end
   return mpoint
 end
 
