@@ -49,11 +49,17 @@ idxlab ]] .. M.version .. [[ - the two-level sparse indexer of DeepSeek V4.1, on
 
 ]]
 
--- Prints the help with every lazily loaded module, the list wrapped to fit a terminal.
-function M.help()
+-- The names of the lazily loaded submodules, sorted (the REPL's Tab list reads them here).
+function M.modules()
   local names = {}
   for k in pairs(lazy) do names[#names + 1] = k end
   table.sort(names)
+  return names
+end
+
+-- Prints the help with every lazily loaded module, the list wrapped to fit a terminal.
+function M.help()
+  local names = M.modules()
   local lines, line = {}, "Errors are Lua errors; catch them with pcall. Modules:"
   for i, k in ipairs(names) do
     local word = k .. (i < #names and "," or "")
@@ -72,8 +78,9 @@ function M.run(file_or_table, opts)
   return M.experiment.run(file_or_table, opts)
 end
 
--- The public boundary; the probes answer false, reason and raise nothing of their own.
-errors.wrap(M, { "cuda_available", "built_with_cuda", "help" })
+-- The public boundary; the probes answer false, reason and raise nothing of their own, and
+-- neither help nor modules can fail.
+errors.wrap(M, { "cuda_available", "built_with_cuda", "help", "modules" })
 
 setmetatable(M, {
   __index = function(t, k)

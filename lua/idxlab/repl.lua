@@ -256,23 +256,6 @@ end
 
 ---------------------------------------------------------------------------- completion
 
--- The names of idxlab's lazily loaded modules: the `lazy` table its __index reads (idxlab
--- keeps no other list of them); none when that changes, and then only what is loaded counts.
-local function lazy_names(idxlab)
-  local mt = getmetatable(idxlab)
-  local index = type(mt) == "table" and mt.__index
-  local names = {}
-  if type(index) ~= "function" then return names end
-  for i = 1, 16 do
-    local name, val = debug.getupvalue(index, i)
-    if name == nil then break end
-    if name == "lazy" and type(val) == "table" then
-      for k in pairs(val) do names[#names + 1] = k end
-    end
-  end
-  return names
-end
-
 -- The words Tab completes: the REPL's globals, every idxlab.<name> (the lazy modules loaded
 -- to list their functions) and idxlab.<module>.<name>, and every builder config field.
 function M.completions()
@@ -288,7 +271,7 @@ function M.completions()
   end
   local ok, idxlab = pcall(require, "idxlab")
   if ok then
-    for _, name in ipairs(lazy_names(idxlab)) do
+    for _, name in ipairs(idxlab.modules()) do
       local _ = idxlab[name] -- loads it
     end
     for k, v in pairs(idxlab) do
