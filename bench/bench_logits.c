@@ -8,6 +8,9 @@
  *   build-gpu/bench_logits build-gpu/bench_cases.json [reps [case-substring]] > bench_c.csv
  *   build-gpu/bench_logits --list build-gpu/bench_cases.json   (the cases as read; no GPU)
  *
+ * case-substring may be a comma-separated list (a case runs when its name holds any of them);
+ * IXL_LOGITS_VARIANT=NAME pins the logits variant (e.g. v2: its K2 beside the default v1's).
+ *
  * The cases come from bench/cases.lua, the one list (bench/logits.lua and
  * bench/torch/logits.py use it too), through its JSON export; read_cases() below reads it.
  *
@@ -416,6 +419,15 @@ static const char *fmt_name(int fmt) {
   return fmt == IXL_MXFP4 ? "mxfp4" : fmt == IXL_MXFP8 ? "mxfp8" : "fp8";
 }
 
+/* 1 when name holds any of the comma-separated substrings of list. */
+static int matches(const char *name, const char *list) {
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s", list);
+  for (char *s = strtok(buf, ","); s; s = strtok(NULL, ","))
+    if (strstr(name, s)) return 1;
+  return 0;
+}
+
 int main(int argc, char **argv) {
   size_t ncases = 0;
   if (argc == 3 && strcmp(argv[1], "--list") == 0) { /* the cases as read; no GPU needed */
@@ -438,6 +450,11 @@ int main(int argc, char **argv) {
   const int reps = argc > 2 ? atoi(argv[2]) : 20;
   const char *only = argc > 3 ? argv[3] : NULL; /* a substring of the case names */
   if (ixl_ctx_new(IXL_BACKEND_CUDA, 0, 1, &g) != IXL_OK) DIE("cuda context");
+  const char *pin = getenv("IXL_LOGITS_VARIANT");
+  if (pin && *pin) {
+    OK(ixl_ctx_set_variant(g, "logits", pin));
+    fprintf(stderr, "bench_logits: logits variant %s pinned\n", pin);
+  }
   pool = malloc(POOL);
   for (size_t i = 0; i < POOL; i += 8) {
     uint64_t r = rnd64();
@@ -449,7 +466,7 @@ int main(int argc, char **argv) {
   OK(ixl_tensor_new(g, IXL_U8, 1, &fl, IXL_DEVICE, &g_flush));
   printf("name,kernel,fmt,H,R,cols,valid_pairs,flops,bytes,us_median,us_min,us_p90\n");
   for (size_t i = 0; i < ncases; i++)
-    if (!only || strstr(cases[i].name, only)) run_case(&cases[i], reps);
+    if (!only || matches(cases[i].name, only)) run_case(&cases[i], reps);
   free(cases);
   ixl_tensor_free(g_flush);
   free(pool);

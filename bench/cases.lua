@@ -53,6 +53,10 @@ M.logits = {
     heads = 32, rows = 64, positions = 131072, page_size = 64 },
   case{ name = "k2_decode_64x128k_fp8_h64", kernel = "K2", kv_format = "fp8",
     heads = 64, rows = 64, positions = 131072, page_size = 64 },
+  case{ name = "k2_decode_16x128k_fp8_h64", kernel = "K2", kv_format = "fp8",
+    heads = 64, rows = 16, positions = 131072, page_size = 64 },
+  case{ name = "k2_decode_256x8k_fp8_h64", kernel = "K2", kv_format = "fp8",
+    heads = 64, rows = 256, positions = 8192, page_size = 64 },
   -- sparse logits (K5), V4.1-Flash: 2048 blocks of 8 = 16384 columns per row
   case{ name = "k5_decode_64x16k_paged128_mxfp4_h32", kernel = "K5", kv_format = "mxfp4",
     heads = 32, rows = 64, positions = 131072, page_size = 128, bf16 = true },

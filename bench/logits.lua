@@ -2,8 +2,11 @@
 -- ragged prefill), K2 (dense, paged decode) and K5 (sparse) -- at the V4.1-Flash shape
 -- (mxfp4, H = 32) and the V3.2 shape (fp8, H = 64), including GPU.md's peer shapes?
 --
---   bin/idxlab script bench/logits.lua [reps=20] [only=k2_]
+--   bin/idxlab script bench/logits.lua [reps=20] [only=k2_] [variant=v2]
 --                                                  [scale=0.01 backend=cpu]
+--
+-- variant=NAME pins the logits variant (e.g. v2, whose own kernel is K2 fp8; each row records
+-- the variant that ran).
 --
 -- The cases of bench/cases.lua and the method of bench/bench_logits.c (which
 -- bench/bench_logits.sh runs next to the PyTorch baseline and the measured ceilings, in one
@@ -36,6 +39,8 @@ local function bench(opts)
   local reps, scale, only = opts.reps or 20, opts.scale or 1, opts.only
   local log = opts.log or print
   local rows_out = {}
+  local variants = require("idxlab.variants")
+  if opts.variant then variants.set(ctx, "logits", opts.variant) end
 
   local state = ffi.new("uint64_t[1]", 0x1234567ULL)
   local function rnd()
@@ -195,7 +200,8 @@ local function bench(opts)
       local row = { name = c.name, kernel = c.kernel, kv_format = fmt, heads = H, rows = R,
         positions = N, columns = cols, valid_pairs = valid, us_median = med, us_min = mn,
         us_p90 = p90, tflops = flops / med * 1e-6, gbs = bytes / med * 1e-3,
-        backend = ctx:backend(), device = ctx:device_name() }
+        backend = ctx:backend(), device = ctx:device_name(),
+        variant = variants.ran(ctx, "logits") }
       rows_out[#rows_out + 1] = row
       log(("%-38s %10.1f us %8.1f TFLOP/s %8.0f GB/s"):format(c.name, med, row.tflops, row.gbs))
       for i = #keep, 1, -1 do keep[i]:free() end

@@ -37,6 +37,20 @@ static ixl_status logits_v1(ixl_ctx *ctx, const ixl_logits_call *c) {
   return c->mode == IXL_LOGITS_SPARSE ? ixl_cuda_logits_v1_sparse(ctx, c, 4096)
                                       : ixl_cuda_logits_v1_dense(ctx, c, 4096);
 }
+/* v2 (logits/logits_v2_sm90.cu): K2 fp8 fp32 on wgmma, the rest on v1's kernels. CUDA=0: v1's
+ * stubs answer (device tensors cannot exist there). */
+static ixl_status logits_v2(ixl_ctx *ctx, const ixl_logits_call *c) {
+#ifdef IXL_WITH_CUDA
+  return ixl_cuda_logits_v2(ctx, c);
+#else
+  return logits_v1(ctx, c);
+#endif
+}
+/* v2 takes fp8 at H 32 and 64 (head_dim 128) for every mode: its own K2 kernel where it has
+ * one (else v1's), v1's K1 and K5, so K1/K2/K5 of a config still run on one variant. */
+static int v2_supports(const ixl_problem *p) {
+  return p->kv_format == IXL_FP8 && (p->heads == 32 || p->heads == 64) && p->head_dim == 128;
+}
 static int fast_runs_here(const char **why) {
   *why = "needs AVX2 and FMA, which this CPU lacks";
   return ixl_engine_fast_available();
@@ -44,6 +58,7 @@ static int fast_runs_here(const char **why) {
 static const ixl_logits_ops logits_ref_ops = {logits_ref};
 static const ixl_logits_ops logits_fast_ops = {logits_fast};
 static const ixl_logits_ops logits_v1_ops = {logits_v1};
+static const ixl_logits_ops logits_v2_ops = {logits_v2};
 
 static const ixl_select_ops select_ref_ops = {ixl_candidate_select_ref, ixl_topk_ref};
 static const ixl_select_ops select_v1_ops = {ixl_cuda_candidate_select, ixl_cuda_topk};
@@ -77,6 +92,9 @@ static const ixl_variant table[] = {
     {IXL_FAMILY_LOGITS, "v1_alt", IXL_BACKEND_CUDA, 80, 1, NULL, NULL, &logits_v1_alt_ops,
      "test only: v1 with at most 1024 output columns per CTA"},
 #endif
+    {IXL_FAMILY_LOGITS, "v2", IXL_BACKEND_CUDA, 90, 1, NULL, v2_supports, &logits_v2_ops,
+     "K2 fp8 on wgmma + TMA (fp32 reduction, H 32/64; bf16 and other pages run v1); K1/K5 run "
+     "v1's kernels; fp32 K2 not bitwise v1's; pin only, experimental"},
     {IXL_FAMILY_SELECT, "ref", IXL_BACKEND_CPU, 0, 0, NULL, NULL, &select_ref_ops,
      "the reference: block scores, then a radix select per row (OpenMP over rows)"},
     {IXL_FAMILY_SELECT, "v1", IXL_BACKEND_CUDA, 80, 0, NULL, NULL, &select_v1_ops,

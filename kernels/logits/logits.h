@@ -55,6 +55,11 @@ ixl_status ixl_sparse_logits_cpu(ixl_ctx *ctx, const ixl_logits_call *c, int pat
 ixl_status ixl_cuda_logits_v1_dense(ixl_ctx *ctx, const ixl_logits_call *c, int max_chunk);
 ixl_status ixl_cuda_logits_v1_sparse(ixl_ctx *ctx, const ixl_logits_call *c, int max_chunk);
 
+/* Variant v2 on CUDA (logits/logits_v2_sm90.cu, sm_90a): K2 fp8 with the fp32 reduction, H 32
+ * or 64, page size 8, 16, 32 or a multiple of 64 on wgmma; every other call runs v1's kernels
+ * (max_chunk 4096). Only in CUDA builds (kernels/variants.c registers it there). */
+ixl_status ixl_cuda_logits_v2(ixl_ctx *ctx, const ixl_logits_call *c);
+
 #ifdef __cplusplus
 }
 #endif

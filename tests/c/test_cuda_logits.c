@@ -1,7 +1,8 @@
 /* test_cuda_logits.c - GPU parity of the logits kernels K1 (dense ragged), K2 (dense paged)
  * and K5 (sparse, ragged and paged) against the CPU reference (kernels/logits/logits.c,
  * kernels/logits/sparse.c), on fresh seeded random inputs, for every CUDA logits variant the
- * device runs (each pinned in turn: v1, and v1_alt in the test build).
+ * device runs (each pinned in turn: v1, v2 on sm_90, and v1_alt in the test build); a case
+ * whose format and H the pinned variant's supports() refuses is skipped for that variant.
  *
  * What must match (issue 5's parity rules):
  * - integer-like outputs (the -inf masks) exactly;
@@ -21,13 +22,14 @@
  * Large shapes (1M and 128K positions, 256 rows) run in full on the GPU; the CPU checks a
  * sample of rows. Without a GPU every test prints "ok - <name> # skipped: no GPU".
  * IXL_TEST_SMALL=1 (the compute-sanitizer runs) keeps only tiny shapes; IXL_TEST_SEED sets
- * the seed (default: the time, printed first). */
+ * the seed (default: the time, printed first); IXL_TEST_VARIANT=NAME runs that variant only. */
 #include <math.h>
 #include <stdint.h>
 #include <time.h>
 
 #include "check.h"
 #include "rand.h"
+#include "variants.h"
 
 #ifdef IXL_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -42,6 +44,19 @@ static int g_fake;      /* IXL_TEST_HOST_AS_DEVICE=1: "device" tensors are host 
 
 static const char *fmt_name(int f) {
   return f == IXL_MXFP4 ? "mxfp4" : f == IXL_MXFP8 ? "mxfp8" : "fp8";
+}
+
+static const ixl_variant *g_var; /* the pinned variant (main's loop) */
+/* 1 when the pinned variant accepts format fmt at H heads (its supports() on what every mode
+ * shares, as kernels/logits/logits.c asks it), so a case it refuses is not run on it. */
+static int var_takes(int fmt, int H) {
+  if (!g_var || !g_var->supports) return 1;
+  ixl_problem p;
+  ixl_problem_unknown(&p);
+  p.kv_format = fmt;
+  p.heads = H;
+  p.head_dim = 128; /* SPEC 1 */
+  return g_var->supports(&p);
 }
 
 /* ---------------------------------------------------------------- tensors */
@@ -293,6 +308,7 @@ typedef struct {
 /* K1 for one format and H: both reductions, a random layout and clean flag each. */
 static void k1_case(const shape_cfg *s, int64_t *bad_total) {
   const int fmt = s->fmt, H = s->H;
+  if (!var_takes(fmt, H)) return;
   const int64_t R = s->R, N = s->N;
   query_in q;
   gen_query(&q, fmt, R, H, s->qlo, s->qhi, s->nan_pct);
@@ -448,6 +464,7 @@ static ixl_status k2_op(void *a, ixl_tensor *out) {
 }
 
 static void k2_case(int fmt, int H, int64_t R, int P, int64_t max_pages, int64_t *bad_total) {
+  if (!var_takes(fmt, H)) return;
   query_in q;
   gen_query(&q, fmt, R, H, 119, 135, 0);
   ixl_tensor *kc, *ksc;
@@ -518,6 +535,20 @@ TEST(dense_paged_matches_cpu_every_format_and_h) {
   CHECK(bad == 0);
 }
 
+/* fp8 K2 at H 32 and 64 over every page size class v2's kernel has (8, 16, 32: several pages
+ * per 64-position tile; 64, 128, 256: one) and one it hands to v1 (48), then 3 long rows
+ * (1000 pages of 64) that v2 splits over every SM. */
+TEST(dense_paged_fp8_page_sizes_and_long_rows) {
+  static const int Ps[] = {8, 16, 32, 64, 128, 256, 48};
+  int64_t bad = 0;
+  for (int h = 0; h < 2; h++)
+    for (int i = 0; i < (g_small ? 2 : 7); i++)
+      k2_case(IXL_FP8, h ? 64 : 32, g_small ? 5 : 11, Ps[g_small ? 2 * i + h : i],
+              g_small ? 3 : 7, &bad);
+  k2_case(IXL_FP8, 64, 3, 64, g_small ? 40 : 1000, &bad);
+  CHECK(bad == 0);
+}
+
 /* ---------------------------------------------------------------- sparse (K5) */
 /* Sparse ids as K4 makes them for a row range [ks, ke) (paged: ks = 0): n_valid distinct
  * blocks in increasing order, + ks / sbk, then pads repeating the last (ks / sbk when empty).
@@ -553,6 +584,7 @@ static ixl_status k5_op(void *a, ixl_tensor *out) {
  * positions (SPEC 3: bitwise equal). */
 static void k5_case(int fmt, int H, int paged, int sbk, ixl_ks_mode mode, int garbage,
                     int64_t *bad_total) {
+  if (!var_takes(fmt, H)) return;
   const int64_t R = g_small ? 5 : 13, nsb = g_small ? 9 : 37;
   const int64_t N = g_small ? 400 : 1500;
   query_in q;
@@ -722,6 +754,7 @@ TEST(dense_fp32_matches_float64_oracle) {
   int64_t bad = 0;
   for (int f = 0; f < (g_small ? 1 : 3); f++) {
     const int fmt = k_formats[f], H = 32, vb = vb_of(fmt);
+    if (!var_takes(fmt, H)) continue;
     const int64_t R = 5, N = g_small ? 100 : 300;
     query_in q;
     gen_query(&q, fmt, R, H, 119, 135, 0);
@@ -829,6 +862,7 @@ static ixl_tensor *pick_rows(const ixl_tensor *t, const int64_t *rows, int n) {
 TEST(large_dense_ragged_1m_positions) {
   if (g_small || g_fake) return;
   const int fmt = IXL_MXFP4, H = 32;
+  if (!var_takes(fmt, H)) return;
   const int64_t R = 256, N = 1 << 20;
   query_in q;
   gen_query(&q, fmt, R, H, 121, 133, 0);
@@ -904,6 +938,7 @@ TEST(large_paged_128k_and_sparse) {
   int64_t bad = 0;
   for (int pass = 0; pass < 2; pass++) {
     const int fmt = pass == 0 ? IXL_FP8 : IXL_MXFP4, H = pass == 0 ? 64 : 32;
+    if (!var_takes(fmt, H)) continue;
     query_in q;
     gen_query(&q, fmt, R, H, 121, 133, 0);
     ixl_tensor *kc, *ksc;
@@ -989,6 +1024,7 @@ TEST(large_paged_128k_and_sparse) {
 TEST(cuda_rejects_misaligned_keys) {
   if (g_fake) return;
   const int fmt = IXL_MXFP8, H = 4;
+  if (!var_takes(fmt, H)) return;
   const int64_t R = 2, N = 16;
   ixl_tensor *qc = gnew(IXL_U8, 3, R, H, 128, IXL_DEVICE),
              *qs = gnew(IXL_I32, 2, R, H, 0, IXL_DEVICE);
@@ -1014,6 +1050,7 @@ TEST(cuda_rejects_misaligned_keys) {
 TEST(ops_capture_in_a_cuda_graph) {
   if (g_fake) return;
   const int fmt = IXL_MXFP4, H = 32;
+  if (!var_takes(fmt, H)) return;
   const int64_t R = 6, N = 500;
   query_in q;
   gen_query(&q, fmt, R, H, 120, 134, 0);
@@ -1057,6 +1094,7 @@ int main(void) {
       {"dense_ragged_matches_cpu_every_format_and_h", dense_ragged_matches_cpu_every_format_and_h},
       {"dense_ragged_extreme_scales_and_nan", dense_ragged_extreme_scales_and_nan},
       {"dense_paged_matches_cpu_every_format_and_h", dense_paged_matches_cpu_every_format_and_h},
+      {"dense_paged_fp8_page_sizes_and_long_rows", dense_paged_fp8_page_sizes_and_long_rows},
       {"sparse_ragged_matches_cpu_and_dense", sparse_ragged_matches_cpu_and_dense},
       {"sparse_paged_matches_cpu_and_dense", sparse_paged_matches_cpu_and_dense},
       {"sparse_garbage_ids_stay_inside_and_match", sparse_garbage_ids_stay_inside_and_match},
@@ -1102,6 +1140,8 @@ int main(void) {
   for (int vi = 0; vi < ixl_variant_count("logits"); vi++) {
     const char *vname = ixl_variant_name("logits", vi);
     if (strcmp(ixl_variant_backend("logits", vi), want) != 0) continue;
+    const char *only = getenv("IXL_TEST_VARIANT");
+    if (only && *only && strcmp(only, vname) != 0) continue;
     if (!g_fake && ixl_variant_min_sm("logits", vi) > sm) {
       printf("# variant %s needs sm_%d, the device is sm_%d: not run\n", vname,
              ixl_variant_min_sm("logits", vi), sm);
@@ -1113,6 +1153,13 @@ int main(void) {
       continue;
     }
     printf("# logits variant %s\n", vname);
+    {
+      int nt = 0;
+      const ixl_variant *tab = ixl_variant_table(&nt);
+      g_var = NULL;
+      for (int t = 0; t < nt; t++)
+        if (tab[t].family == IXL_FAMILY_LOGITS && strcmp(tab[t].name, vname) == 0) g_var = &tab[t];
+    }
     for (int i = 0; i < n; i++) {
       /* each test its own stream: reproducible alone */
       rand_seed(RAND_SPLITMIX64, g_seed * 1000003ull + (uint64_t)i);

@@ -72,17 +72,18 @@ static ixl_status k5(ixl_ctx *ctx, problem *p) {
 static const char *best_cpu(void) { return ixl_engine_fast_available() ? "fast" : "ref"; }
 
 TEST(listing_per_family) {
-  const char *want[] = {"ref", "fast", "ref_alt", "v1", "v1_alt"};
-  const char *backend[] = {"cpu", "cpu", "cpu", "cuda", "cuda"};
-  CHECK(ixl_variant_count("logits") == 5);
-  for (int i = 0; i < 5; i++) {
+  const char *want[] = {"ref", "fast", "ref_alt", "v1", "v1_alt", "v2"};
+  const char *backend[] = {"cpu", "cpu", "cpu", "cuda", "cuda", "cuda"};
+  const int min_sm[] = {0, 0, 0, 80, 80, 90};
+  CHECK(ixl_variant_count("logits") == 6);
+  for (int i = 0; i < 6; i++) {
     CHECK_MSG(strcmp(ixl_variant_name("logits", i), want[i]) == 0, "%d: %s", i,
               ixl_variant_name("logits", i));
     CHECK(strcmp(ixl_variant_backend("logits", i), backend[i]) == 0);
-    CHECK(ixl_variant_min_sm("logits", i) == (i >= 3 ? 80 : 0));
+    CHECK(ixl_variant_min_sm("logits", i) == min_sm[i]);
     CHECK(ixl_variant_about("logits", i) && ixl_variant_about("logits", i)[0]);
   }
-  CHECK(ixl_variant_name("logits", 5) == NULL && ixl_variant_name("logits", -1) == NULL);
+  CHECK(ixl_variant_name("logits", 6) == NULL && ixl_variant_name("logits", -1) == NULL);
   CHECK(ixl_variant_backend("logits", 9) == NULL && ixl_variant_min_sm("logits", 9) == -1);
   CHECK(ixl_variant_count("select") == 3);
   CHECK(strcmp(ixl_variant_name("select", 0), "ref") == 0);
@@ -150,7 +151,7 @@ TEST(refusals_name_the_family_the_pin_and_what_would_run) {
   char would[64];
   snprintf(would, sizeof would, "would run: %s", ixl_engine_fast_available() ? "fast, ref" : "ref");
   CHECK_ERR(ctx, ixl_ctx_set_variant(ctx, "logits", "v9"), IXL_ERR_INVALID_ARG,
-            "logits variant v9: no such variant (logits has: ref, fast, ref_alt, v1, v1_alt)");
+            "logits variant v9: no such variant (logits has: ref, fast, ref_alt, v1, v1_alt, v2)");
   CHECK_ERR(ctx, ixl_ctx_set_variant(ctx, "bogus", "v1"), IXL_ERR_INVALID_ARG,
             "variant family bogus: unknown (logits, select, index, formats, gen)");
   CHECK_ERR(ctx, ixl_ctx_set_variant(ctx, "index", "v1"), IXL_ERR_INVALID_ARG,
