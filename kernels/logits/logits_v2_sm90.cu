@@ -291,7 +291,21 @@ ixl_status launch_k2(ixl_ctx *ctx, const ixl_logits_call *c) {
     cudaGetLastError();
     sms = 132;
   }
-  int64_t grid = 2LL * sms;
+  auto kern = k2_fp8_kernel<H>;
+  // the whole shared-memory carveout, else the driver may fit one CTA per SM and run the
+  // persistent grid in two waves (seen on the H200: every case took twice its time)
+  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       K2Smem<H>::alloc);
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
+                             (int)cudaSharedmemCarveoutMaxShared);
+  int occ = 0;
+  if (e == cudaSuccess)
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, kThreads, K2Smem<H>::alloc);
+  if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaFuncSetAttribute (logits v2 K2)");
+  if (occ < 1) occ = 1;
+  if (occ > 2) occ = 2;
+  int64_t grid = (int64_t)occ * sms; // one wave: every CTA resident at once
   if (grid > p.units) grid = p.units;
   p.per_cta = ixl_ceil_div(p.units, grid);
   grid = ixl_ceil_div(p.units, p.per_cta);
@@ -304,10 +318,6 @@ ixl_status launch_k2(ixl_ctx *ctx, const ixl_logits_call *c) {
                  (uint64_t)(c->R * H), 128, 128, (uint32_t)H, CU_TENSOR_MAP_SWIZZLE_128B, why,
                  sizeof why))
     return ixl_set_error(ctx, IXL_ERR_BACKEND, "%s (v2): %s", op, why);
-  auto kern = k2_fp8_kernel<H>;
-  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       K2Smem<H>::alloc);
-  if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaFuncSetAttribute (logits v2 K2)");
   kern<<<(unsigned)grid, kThreads, K2Smem<H>::alloc, ixl::stream_of(ctx)>>>(kmap, qmap, p);
   return ixl_cuda_check_launch(ctx, "dense_logits_paged kernel (v2)");
 }
