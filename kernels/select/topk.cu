@@ -15,76 +15,35 @@ namespace {
 using namespace ixl;
 constexpr int NT = SELECT_THREADS;
 
-// A row of fp32 logits, 4 keys per call: 16-byte loads where the row is aligned (a head of
-// fewer than 4 elements before that, and a tail after, go to thread 0). Every thread makes
-// the same calls (visit's contract in cuda/common.cuh).
-struct RowF32 {
-  static constexpr int W = 4;
-  const float *x;
+// A row of fp32 (W = 4) or bf16 (W = 8) logits, W keys per call: one 16-byte load per call
+// where the row is aligned (a head of fewer than W elements before that, and a tail after, go
+// to thread 0). Every thread makes the same calls (visit's contract in cuda/radix_select.cuh).
+template <typename T, int W_> struct Row {
+  static_assert(W_ * sizeof(T) == 16, "one 16-byte vector per call");
+  static constexpr int W = W_;
+  const T *x;
   int64_t n;
-  __device__ uint32_t key_at(int64_t i) const { return order_key_f32(x[i]); }
+  __device__ static uint32_t key(float v) { return order_key_f32(v); }
+  __device__ static uint32_t key(uint16_t v) { return order_key_bf16(v); }
+  __device__ uint32_t key_at(int64_t i) const { return key(x[i]); }
   template <class F>
   __device__ void visit(int64_t lo, int64_t hi, F &&f) const {
-    const float *p = x + lo;
+    constexpr unsigned all = (1u << W) - 1u;
+    const T *p = x + lo;
     const int64_t m = hi - lo;
-    int64_t head = (int64_t)(((16u - ((uintptr_t)p & 15u)) & 15u) >> 2);
+    int64_t head = (int64_t)(((16u - ((uintptr_t)p & 15u)) & 15u) / sizeof(T));
     if (head > m) head = m;
-    const int64_t nv = (m - head) >> 2, tail = m - head - 4 * nv;
-    uint32_t k[4] = {0, 0, 0, 0};
+    const int64_t nv = (m - head) / W, tail = m - head - W * nv;
+    uint32_t k[W];
+#pragma unroll
+    for (int j = 0; j < W; j++) k[j] = 0u;
     if (head > 0) {
       if (threadIdx.x == 0)
-        for (int j = 0; j < head; j++) k[j] = order_key_f32(p[j]);
-      f(lo, k, threadIdx.x == 0 ? (1u << head) - 1u : 0u);
-    }
-    const float4 *q = reinterpret_cast<const float4 *>(p + head);
-    // 4 loads of 16 bytes in flight per thread, 32 KiB per CTA (two CTAs fit an SM)
-    for (int64_t base = 0; base < nv; base += 4 * NT) {
-      float4 a[4];
-#pragma unroll
-      for (int u = 0; u < 4; u++) {
-        const int64_t v = base + u * NT + threadIdx.x;
-        if (v < nv) a[u] = q[v];
-      }
-#pragma unroll
-      for (int u = 0; u < 4; u++) {
-        const int64_t v = base + u * NT + threadIdx.x;
-        const bool ok = v < nv;
-        k[0] = ok ? order_key_f32(a[u].x) : 0u;
-        k[1] = ok ? order_key_f32(a[u].y) : 0u;
-        k[2] = ok ? order_key_f32(a[u].z) : 0u;
-        k[3] = ok ? order_key_f32(a[u].w) : 0u;
-        f(lo + head + 4 * v, k, ok ? 0xfu : 0u);
-      }
-    }
-    if (tail > 0) {
-      const int64_t t0 = head + 4 * nv;
-      if (threadIdx.x == 0)
-        for (int j = 0; j < tail; j++) k[j] = order_key_f32(p[t0 + j]);
-      f(lo + t0, k, threadIdx.x == 0 ? (1u << tail) - 1u : 0u);
-    }
-  }
-};
-
-// A row of bf16 logits, 8 keys per call from one 16-byte load.
-struct RowBF16 {
-  static constexpr int W = 8;
-  const uint16_t *x;
-  int64_t n;
-  __device__ uint32_t key_at(int64_t i) const { return order_key_bf16(x[i]); }
-  template <class F>
-  __device__ void visit(int64_t lo, int64_t hi, F &&f) const {
-    const uint16_t *p = x + lo;
-    const int64_t m = hi - lo;
-    int64_t head = (int64_t)(((16u - ((uintptr_t)p & 15u)) & 15u) >> 1);
-    if (head > m) head = m;
-    const int64_t nv = (m - head) >> 3, tail = m - head - 8 * nv;
-    uint32_t k[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    if (head > 0) {
-      if (threadIdx.x == 0)
-        for (int j = 0; j < head; j++) k[j] = order_key_bf16(p[j]);
+        for (int j = 0; j < head; j++) k[j] = key(p[j]);
       f(lo, k, threadIdx.x == 0 ? (1u << head) - 1u : 0u);
     }
     const uint4 *q = reinterpret_cast<const uint4 *>(p + head);
+    // 4 loads of 16 bytes in flight per thread, 32 KiB per CTA (two CTAs fit an SM)
     for (int64_t base = 0; base < nv; base += 4 * NT) {
       uint4 a[4];
 #pragma unroll
@@ -96,23 +55,23 @@ struct RowBF16 {
       for (int u = 0; u < 4; u++) {
         const int64_t v = base + u * NT + threadIdx.x;
         const bool ok = v < nv;
-        const uint32_t w[4] = {a[u].x, a[u].y, a[u].z, a[u].w};
+        T e[W];
+        memcpy(e, &a[u], 16);
 #pragma unroll
-        for (int h = 0; h < 4; h++) {
-          k[2 * h] = ok ? order_key_bf16((uint16_t)(w[h] & 0xffffu)) : 0u;
-          k[2 * h + 1] = ok ? order_key_bf16((uint16_t)(w[h] >> 16)) : 0u;
-        }
-        f(lo + head + 8 * v, k, ok ? 0xffu : 0u);
+        for (int j = 0; j < W; j++) k[j] = ok ? key(e[j]) : 0u;
+        f(lo + head + W * v, k, ok ? all : 0u);
       }
     }
     if (tail > 0) {
-      const int64_t t0 = head + 8 * nv;
+      const int64_t t0 = head + W * nv;
       if (threadIdx.x == 0)
-        for (int j = 0; j < tail; j++) k[j] = order_key_bf16(p[t0 + j]);
+        for (int j = 0; j < tail; j++) k[j] = key(p[t0 + j]);
       f(lo + t0, k, threadIdx.x == 0 ? (1u << tail) - 1u : 0u);
     }
   }
 };
+using RowF32 = Row<float, 4>;
+using RowBF16 = Row<uint16_t, 8>;
 
 template <typename T, class Row, bool KEY16>
 __global__ void __launch_bounds__(NT, 1) topk_kernel(const T *__restrict__ logits, int64_t C,
@@ -157,7 +116,8 @@ extern "C" ixl_status ixl_cuda_topk(ixl_ctx *ctx, const ixl_tensor *logits,
   const int64_t R = logits->shape[0];
   if (R == 0) return IXL_OK;
   if (R > INT32_MAX)
-    return ixl_set_error(ctx, IXL_ERR_SHAPE, "topk: logits: shape[0] = %lld: must be <= %d rows on the GPU",
+    return ixl_set_error(ctx, IXL_ERR_SHAPE,
+                         "topk: logits: shape[0] = %lld: must be <= %d rows on the GPU",
                          (long long)R, INT32_MAX);
   if (logits->dtype == IXL_BF16)
     return launch<uint16_t, RowBF16, true>(ctx, logits, row_start, row_end, k, sorted, out);

@@ -217,10 +217,12 @@ TEST(quantize_and_dequantize_match_cpu) {
           ixl_tensor *gc = to_host(dc), *gs = to_host(ds);
           char what[96];
           snprintf(what, sizeof what, "quantize %s %s role %s x %s codes", fmt_names[fmt],
-                   q ? "ties_down" : "rne", role ? "k" : "q", ixl_dtype_name((ixl_dtype)dtypes[di]));
+                   q ? "ties_down" : "rne", role ? "k" : "q",
+                   ixl_dtype_name((ixl_dtype)dtypes[di]));
           same(gc, hc, what);
           snprintf(what, sizeof what, "quantize %s %s role %s x %s scales", fmt_names[fmt],
-                   q ? "ties_down" : "rne", role ? "k" : "q", ixl_dtype_name((ixl_dtype)dtypes[di]));
+                   q ? "ties_down" : "rne", role ? "k" : "q",
+                   ixl_dtype_name((ixl_dtype)dtypes[di]));
           same(gs, hs, what);
           /* dequantize the CPU's codes on the GPU */
           ixl_tensor *dcc = to_dev(hc), *dsc = to_dev(hs);
@@ -265,7 +267,8 @@ TEST(kv_pages_write_matches_cpu) {
   for (int fmt = 0; fmt < 3; fmt++) {
     for (int si = 0; si < 2; si++) {
       const int P = sizes[si], vb = ixl_format_value_bytes((ixl_kv_format)fmt);
-      const int64_t N = g_small ? 300 : 5000, start = rnd_int(0, 40), count = N - start - rnd_int(0, 40);
+      const int64_t N = g_small ? 300 : 5000, start = rnd_int(0, 40);
+      const int64_t count = N - start - rnd_int(0, 40);
       const int64_t npages = (count + P - 1) / P, num_pages = npages + 3;
       const int64_t stride = ((int64_t)P * (vb + 4) + 511) / 512 * 512 + 512 * rnd_int(0, 1);
       ixl_tensor *c = host2(IXL_U8, N, vb), *s = host1(fmt == IXL_FP8 ? IXL_F32 : IXL_I32, N);
@@ -433,7 +436,8 @@ TEST(topk_fallback_paths_match_cpu) {
     for (int sorted = 0; sorted < 2; sorted++) {
       topk_case(dtype, 6, C, 40, sorted, 1, 1);  /* ties exceed the buffer */
       topk_case(dtype, 6, C, 40, sorted, 3, 0);  /* plateau of zeros */
-      topk_case(dtype, 6, C, 200, sorted, 0, 1); /* k > buffer: written in place, sorted in global */
+      /* k > buffer: written in place, sorted in global */
+      topk_case(dtype, 6, C, 200, sorted, 0, 1);
       topk_case(dtype, 6, C, 200, sorted, 1, 0);
     }
   }
@@ -466,8 +470,12 @@ static double block_score_f64(const float *x, int64_t n, int how) {
 static int near_tie_ok(const float *row, int64_t len, int cbs, int32_t a, int32_t b) {
   if (a < 0 || b < 0) return 0;
   const int64_t nb = (len + cbs - 1) / cbs;
-  double sa = a == nb - 1 ? INFINITY : block_score_f64(row + (int64_t)a * cbs, (a + 1) * (int64_t)cbs < len ? cbs : len - (int64_t)a * cbs, IXL_SCORE_LOGSUMEXP);
-  double sb = b == nb - 1 ? INFINITY : block_score_f64(row + (int64_t)b * cbs, (b + 1) * (int64_t)cbs < len ? cbs : len - (int64_t)b * cbs, IXL_SCORE_LOGSUMEXP);
+  const int64_t na = (a + 1) * (int64_t)cbs < len ? cbs : len - (int64_t)a * cbs;
+  const int64_t nbb = (b + 1) * (int64_t)cbs < len ? cbs : len - (int64_t)b * cbs;
+  double sa = a == nb - 1 ? INFINITY
+                          : block_score_f64(row + (int64_t)a * cbs, na, IXL_SCORE_LOGSUMEXP);
+  double sb = b == nb - 1 ? INFINITY
+                          : block_score_f64(row + (int64_t)b * cbs, nbb, IXL_SCORE_LOGSUMEXP);
   if (isinf(sa) || isinf(sb) || isnan(sa) || isnan(sb)) return 0;
   return fabs(sa - sb) <= 1e-6 * fmax(1.0, fmax(fabs(sa), fabs(sb)));
 }
@@ -632,7 +640,8 @@ TEST(expand_and_remap_match_cpu) {
   for (int pi = 0; pi < 4; pi++)
     for (int mode = 0; mode < 2; mode++)
       for (int paged = 0; paged < 2; paged++)
-        expand_case(R, g_small ? 24 : (pi % 2 ? 2048 : 300), pairs[pi][0], pairs[pi][1], mode, paged);
+        expand_case(R, g_small ? 24 : (pi % 2 ? 2048 : 300), pairs[pi][0], pairs[pi][1], mode,
+                    paged);
 }
 
 TEST(expand_spec_vectors) {
@@ -653,11 +662,12 @@ TEST(expand_spec_vectors) {
     int64_t s2[2] = {1, 4}, s1[1] = {1};
     ixl_tensor *did = tnew(IXL_I32, 2, s2, IXL_DEVICE), *dend = tnew(IXL_I32, 1, s1, IXL_DEVICE);
     CHECK_OK(g_ctx, ixl_tensor_fill_bytes(g_ctx, did, 0xff));
-    CHECK_OK(g_ctx, ixl_expand(g_ctx, dc, dks, dke, v[i].cbs, v[i].sbk, IXL_KS_UNALIGNED, did, dend));
+    CHECK_OK(g_ctx,
+             ixl_expand(g_ctx, dc, dks, dke, v[i].cbs, v[i].sbk, IXL_KS_UNALIGNED, did, dend));
     ixl_tensor *gid = to_host(did), *gend = to_host(dend);
     for (int j = 0; j < 4; j++)
-      CHECK_MSG(((int32_t *)gid->data)[j] == v[i].ids[j], "vector %d slot %d: %d, expected %d", i, j,
-                ((int32_t *)gid->data)[j], v[i].ids[j]);
+      CHECK_MSG(((int32_t *)gid->data)[j] == v[i].ids[j], "vector %d slot %d: %d, expected %d", i,
+                j, ((int32_t *)gid->data)[j], v[i].ids[j]);
     CHECK_MSG(((int32_t *)gend->data)[0] == v[i].end, "vector %d end %d, expected %d", i,
               ((int32_t *)gend->data)[0], v[i].end);
     ixl_tensor *all[] = {cand, ks, ke, dc, dks, dke, did, dend, gid, gend};
@@ -759,7 +769,8 @@ TEST(selection_stages_replay_in_a_graph) {
 #define STAGES()                                                                          \
   do {                                                                                    \
     CHECK_OK(g_ctx, ixl_candidate_select(g_ctx, dl, dn, (int)cbs, IXL_SCORE_MAX, cand));  \
-    CHECK_OK(g_ctx, ixl_expand(g_ctx, cand, NULL, dn, (int)cbs, (int)sbk, IXL_KS_UNALIGNED, ids, end)); \
+    CHECK_OK(g_ctx,                                                                       \
+             ixl_expand(g_ctx, cand, NULL, dn, (int)cbs, (int)sbk, IXL_KS_UNALIGNED, ids, end)); \
     CHECK_OK(g_ctx, ixl_topk(g_ctx, sp, NULL, end, (int)k, 0, cols));                     \
     CHECK_OK(g_ctx, ixl_remap(g_ctx, cols, ids, NULL, (int)sbk, pos));                    \
   } while (0)
@@ -798,7 +809,8 @@ static void large_topk(int64_t R, int64_t C, int k, int sorted, int nsample) {
   ixl_tensor *dout = tnew(IXL_I32, 2, so, IXL_DEVICE), *re = host1(IXL_I32, R);
   if (!dl || !dre || !dout || !re) return;
   CHECK_OK(g_ctx, ixl_rng_normal(g_ctx, dl, g_seed, 0, 0.0f, 3.0f));
-  for (int64_t r = 0; r < R; r++) ((int32_t *)re->data)[r] = (int32_t)(r % 3 ? C : rnd_int(C / 2, C));
+  for (int64_t r = 0; r < R; r++)
+    ((int32_t *)re->data)[r] = (int32_t)(r % 3 ? C : rnd_int(C / 2, C));
   CHECK_OK(g_ctx, ixl_tensor_copy(g_ctx, dre, re));
   ixl_tensor *outs[1] = {dout};
   for (int v = 0; v < NSELECT; v++) {
@@ -852,7 +864,8 @@ static void large_candidates(int64_t R, int64_t C, int cbs, int64_t T, int nsamp
     ((int32_t *)rl->data)[0] = ((int32_t *)lens->data)[r];
     CHECK_OK(g_ctx, ixl_candidate_select(g_ctx, row, rl, cbs, IXL_SCORE_MAX, ho));
     if (memcmp(ho->data, (int32_t *)go->data + r * T, (size_t)T * 4) != 0) {
-      fprintf(stderr, "  large candidate_select R=%lld C=%lld: row %lld differs from the CPU (seed %llu)\n",
+      fprintf(stderr,
+              "  large candidate_select R=%lld C=%lld: row %lld differs from the CPU (seed %llu)\n",
               (long long)R, (long long)C, (long long)r, (unsigned long long)g_seed);
       check_failed_ = 1;
     }

@@ -214,13 +214,15 @@ TEST(expand_validation) {
   CHECK_ERR(ctx, ixl_expand(ctx, c, ks, ke, 24, 12, IXL_KS_UNALIGNED, ids, end),
             IXL_ERR_INVALID_ARG, "sparse_block_kv = 12: must be a power of two");
   CHECK_ERR(ctx, ixl_expand(ctx, c, ks, ke, 12, 8, IXL_KS_UNALIGNED, ids, end),
-            IXL_ERR_INVALID_ARG, "candidate_block_size = 12: must be a multiple of sparse_block_kv (8)");
+            IXL_ERR_INVALID_ARG,
+            "candidate_block_size = 12: must be a multiple of sparse_block_kv (8)");
   CHECK_ERR(ctx, ixl_expand(ctx, c, ks, ke, 16, 8, (ixl_ks_mode)7, ids, end), IXL_ERR_INVALID_ARG,
             "ks_mode = 7: must be unaligned (0) or aligned (1)");
   CHECK_ERR(ctx, ixl_expand(ctx, f, ks, ke, 16, 8, IXL_KS_UNALIGNED, ids, end), IXL_ERR_DTYPE,
             "cand: dtype f32, expected i32");
   CHECK_ERR(ctx, ixl_expand(ctx, c, ks, ke, 16, 8, IXL_KS_UNALIGNED, ids3, end), IXL_ERR_SHAPE,
-            "sparse_ids: shape[1] = 3, expected T * candidate_block_size / sparse_block_kv = 2 * 16 / 8 = 4");
+            "sparse_ids: shape[1] = 3, expected T * candidate_block_size / sparse_block_kv = "
+            "2 * 16 / 8 = 4");
   CHECK_ERR(ctx, ixl_expand(ctx, c, ks, ke, 16, 8, IXL_KS_UNALIGNED, ids, end3), IXL_ERR_SHAPE,
             "end: shape[0] = 3, expected 2");
   CHECK_ERR(ctx, ixl_expand(ctx, c, ks, ke3, 16, 8, IXL_KS_UNALIGNED, ids, end), IXL_ERR_SHAPE,
@@ -552,7 +554,8 @@ TEST(candidates_validation) {
   CHECK_ERR(ctx, ixl_candidate_select(ctx, lg, lens, 0, IXL_SCORE_MAX, out), IXL_ERR_INVALID_ARG,
             "candidate_block_size = 0: must be >= 1");
   CHECK_ERR(ctx, ixl_candidate_select(ctx, lg, lens, 8, (ixl_block_score)9, out),
-            IXL_ERR_INVALID_ARG, "block_score = 9: must be max (0), mean (1), sum (2) or logsumexp (3)");
+            IXL_ERR_INVALID_ARG,
+            "block_score = 9: must be max (0), mean (1), sum (2) or logsumexp (3)");
   CHECK_ERR(ctx, ixl_candidate_select(ctx, bf, lens, 8, IXL_SCORE_MAX, out), IXL_ERR_DTYPE,
             "logits: dtype bf16, expected f32");
   CHECK_ERR(ctx, ixl_candidate_select(ctx, lg, lens3, 8, IXL_SCORE_MAX, out), IXL_ERR_SHAPE,
@@ -860,7 +863,8 @@ TEST(mass_recall_limits) {
              *sel = tensor(IXL_I32, 2, R, 2), *out = tensor(IXL_F32, 1, R, 0);
   const int32_t P[] = {5, 7, 9, 5, 7, 9, 5, 7, 9, 5, 7, -1};
   const float inf = INFINITY;
-  const float V[] = {0.0f, 0.0f, (float)log(2.0), inf, 3.0f, inf, -inf, -inf, -inf, NAN, 1.0f, 9.0f};
+  const float V[] = {0.0f, 0.0f, (float)log(2.0), inf, 3.0f, inf,
+                     -inf, -inf, -inf, NAN, 1.0f, 9.0f};
   const int32_t S[] = {9, -1, 5, -1, 7, -1, 9, 7};
   memcpy(pos->data, P, sizeof P), memcpy(vals->data, V, sizeof V), memcpy(sel->data, S, sizeof S);
   CHECK_OK(ctx, ixl_rows_mass_recall(ctx, pos, vals, sel, out));
@@ -885,8 +889,10 @@ TEST(metrics_per_row_outputs_are_one_dim) {
              *f0 = tensor(IXL_F32, 2, 2, 0), *mass = tensor(IXL_F32, 1, 2, 0);
   CHECK_ERR(ctx, ixl_rows_overlap(ctx, a, b, c0, NULL), IXL_ERR_SHAPE,
             "counts: 2 dims, expected [R] (one value per row)");
-  CHECK_ERR(ctx, ixl_rows_overlap(ctx, a, b, c3, NULL), IXL_ERR_SHAPE, "counts: 2 dims, expected [R]");
-  CHECK_ERR(ctx, ixl_rows_overlap(ctx, a, b, cr1, NULL), IXL_ERR_SHAPE, "counts: 2 dims, expected [R]");
+  CHECK_ERR(ctx, ixl_rows_overlap(ctx, a, b, c3, NULL), IXL_ERR_SHAPE,
+            "counts: 2 dims, expected [R]");
+  CHECK_ERR(ctx, ixl_rows_overlap(ctx, a, b, cr1, NULL), IXL_ERR_SHAPE,
+            "counts: 2 dims, expected [R]");
   CHECK_ERR(ctx, ixl_rows_overlap(ctx, a, b, c1, c0), IXL_ERR_SHAPE, "valid: 2 dims, expected [R]");
   CHECK_ERR(ctx, ixl_rows_in_candidates(ctx, a, b, 8, c0), IXL_ERR_SHAPE,
             "counts: 2 dims, expected [R] (one value per row)");
@@ -895,10 +901,12 @@ TEST(metrics_per_row_outputs_are_one_dim) {
   I32(e)[0] = I32(e)[1] = 3;
   CHECK_ERR(ctx, ixl_rows_bf16_compare(ctx, x, y, e0, c1, NULL, NULL), IXL_ERR_SHAPE,
             "end: 2 dims, expected [R] (one value per row)");
-  CHECK_ERR(ctx, ixl_rows_bf16_compare(ctx, x, y, c3, c1, NULL, NULL), IXL_ERR_SHAPE, "end: 2 dims");
+  CHECK_ERR(ctx, ixl_rows_bf16_compare(ctx, x, y, c3, c1, NULL, NULL), IXL_ERR_SHAPE,
+            "end: 2 dims");
   CHECK_ERR(ctx, ixl_rows_bf16_compare(ctx, x, y, e, c0, NULL, NULL), IXL_ERR_SHAPE,
             "mismatches: 2 dims, expected [R] (one value per row)");
-  CHECK_ERR(ctx, ixl_rows_bf16_compare(ctx, x, y, e, c3, NULL, NULL), IXL_ERR_SHAPE, "mismatches: 2 dims");
+  CHECK_ERR(ctx, ixl_rows_bf16_compare(ctx, x, y, e, c3, NULL, NULL), IXL_ERR_SHAPE,
+            "mismatches: 2 dims");
   CHECK_OK(ctx, ixl_rows_bf16_compare(ctx, x, y, e, c1, NULL, NULL));
   CHECK(I32(c1)[0] == 0 && I32(c1)[1] == 0);
   /* Empty position lists (no data) are legal and count nothing. */
@@ -950,7 +958,8 @@ TEST(outputs_sharing_memory_with_inputs_are_refused) {
   CHECK(I32(base)[0] == 0 && I32(base)[1] == -1 && I32(base)[2] == 0 && I32(base)[3] == -1);
 
   I32(pos)[0] = 5, I32(pos)[1] = 6;
-  CHECK_ERR(ctx, ixl_rows_overlap(ctx, pos, pos, pos, NULL), IXL_ERR_INVALID_ARG, "counts overlaps a");
+  CHECK_ERR(ctx, ixl_rows_overlap(ctx, pos, pos, pos, NULL), IXL_ERR_INVALID_ARG,
+            "counts overlaps a");
   CHECK_ERR(ctx, ixl_rows_in_candidates(ctx, pos, pos, 8, pos), IXL_ERR_INVALID_ARG,
             "counts overlaps pos");
   ixl_tensor_free(src), ixl_tensor_free(idx), ixl_tensor_free(out), ixl_tensor_free(base),
@@ -973,10 +982,12 @@ TEST(every_selection_op_refuses_shared_memory) {
   t.data = cand->data;
   ixl_tensor e2 = end;
   e2.data = (int32_t *)base->data + 2;
-  CHECK_ERR(ctx, ixl_expand(ctx, cand, NULL, ke, 8, 8, IXL_KS_UNALIGNED, &t, &e2), IXL_ERR_INVALID_ARG,
+  CHECK_ERR(ctx, ixl_expand(ctx, cand, NULL, ke, 8, 8, IXL_KS_UNALIGNED, &t, &e2),
+            IXL_ERR_INVALID_ARG,
             "sparse_ids overlaps cand: an output must not share memory with an input");
   CHECK(I32(cand)[0] == 0 && I32(cand)[1] == 1);
-  CHECK_ERR(ctx, ixl_expand(ctx, cand, NULL, ke, 8, 8, IXL_KS_UNALIGNED, &sid, &end), IXL_ERR_INVALID_ARG,
+  CHECK_ERR(ctx, ixl_expand(ctx, cand, NULL, ke, 8, 8, IXL_KS_UNALIGNED, &sid, &end),
+            IXL_ERR_INVALID_ARG,
             "end overlaps sparse_ids: two outputs must not share memory");
   CHECK_OK(ctx, ixl_expand(ctx, cand, NULL, ke, 8, 8, IXL_KS_UNALIGNED, &sid, &e2));
   CHECK(I32(base)[0] == 0 && I32(base)[1] == 1 && I32(base)[2] == 16);
@@ -990,7 +1001,8 @@ TEST(every_selection_op_refuses_shared_memory) {
             "out overlaps logits: an output must not share memory with an input");
   CHECK(F32(lg)[0] == 0.0f && F32(lg)[1] == 1.0f);
   t.data = ke->data; /* out over row_end */
-  CHECK_ERR(ctx, ixl_topk(ctx, lg, NULL, ke, 2, 1, &t), IXL_ERR_INVALID_ARG, "out overlaps row_end");
+  CHECK_ERR(ctx, ixl_topk(ctx, lg, NULL, ke, 2, 1, &t), IXL_ERR_INVALID_ARG,
+            "out overlaps row_end");
   CHECK_OK(ctx, ixl_topk(ctx, lg, NULL, ke, 2, 1, tk));
   CHECK(I32(tk)[0] == 15 && I32(tk)[1] == 14);
 
@@ -1001,7 +1013,8 @@ TEST(every_selection_op_refuses_shared_memory) {
             "logits overlaps lens: an output must not share memory with an input");
   t = *cand;
   t.data = lg->data;
-  CHECK_ERR(ctx, ixl_mask_candidates(ctx, lg, ke, &t, 8), IXL_ERR_INVALID_ARG, "logits overlaps cand");
+  CHECK_ERR(ctx, ixl_mask_candidates(ctx, lg, ke, &t, 8), IXL_ERR_INVALID_ARG,
+            "logits overlaps cand");
   CHECK(F32(lg)[15] == 15.0f && F32(lg)[0] == 0.0f);
   I32(cand)[1] = -1; /* keep block 0 only */
   CHECK_OK(ctx, ixl_mask_candidates(ctx, lg, ke, cand, 8));
@@ -1017,7 +1030,8 @@ TEST(every_selection_op_refuses_shared_memory) {
   CHECK(I32(ids)[0] == 1 && I32(ids)[1] == 3);
   ixl_tensor rks = *ke;
   rks.data = (int32_t *)cols->data + 1;
-  CHECK_ERR(ctx, ixl_remap(ctx, cols, ids, &rks, 8, cols), IXL_ERR_INVALID_ARG, "out overlaps row_ks");
+  CHECK_ERR(ctx, ixl_remap(ctx, cols, ids, &rks, 8, cols), IXL_ERR_INVALID_ARG,
+            "out overlaps row_ks");
   CHECK_OK(ctx, ixl_remap(ctx, cols, ids, NULL, 8, cols));
   CHECK(I32(cols)[0] == 25 && I32(cols)[1] == 8);
 
@@ -1028,7 +1042,8 @@ TEST(every_selection_op_refuses_shared_memory) {
             "valid overlaps counts: two outputs must not share memory");
   ixl_tensor *vals = tensor(IXL_F32, 2, 2, 1), *mass = tensor(IXL_F32, 1, 2, 0);
   F32(vals)[0] = F32(vals)[1] = 1.0f;
-  CHECK_ERR(ctx, ixl_rows_mass_recall(ctx, pos, vals, pos, vals), IXL_ERR_SHAPE, "out: 2 dims, expected 1");
+  CHECK_ERR(ctx, ixl_rows_mass_recall(ctx, pos, vals, pos, vals), IXL_ERR_SHAPE,
+            "out: 2 dims, expected 1");
   t = *mass;
   t.data = vals->data;
   CHECK_ERR(ctx, ixl_rows_mass_recall(ctx, pos, vals, pos, &t), IXL_ERR_INVALID_ARG,
