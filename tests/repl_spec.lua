@@ -1,7 +1,8 @@
 -- repl_spec: the REPL (lua/idxlab/repl.lua): expressions print their values pretty-printed,
 -- errors their message alone (trace() the traceback), Tab's word list, and Ctrl-C through a
 -- real pseudo-terminal (tests/support/pty.lua), with and without rlwrap: at the prompt it
--- drops the line, during idxlab.run it stops after the point in flight and keeps the rest.
+-- drops the line (under rlwrap too: rlwrap's edit buffer is cleared), during idxlab.run it
+-- stops after the point in flight and keeps the rest.
 -- Every wait is bounded; every session is closed and its processes checked gone.
 local repl = require("idxlab.repl")
 local idxlab = require("idxlab")
@@ -180,12 +181,14 @@ local function start(d, rlwrap)
 end
 
 -- Ctrl-C while idxlab.run's second point blocks: the run stops, the first point is kept, the
--- prompt comes back and the session goes on.
-local function interrupt_run(p, d)
+-- prompt comes back and the session goes on. rlwrap_pid: under rlwrap, whose terminal must
+-- have Ctrl-C as its interrupt key again (mirrored from the REPL's) before the key is sent.
+local function interrupt_run(p, d, rlwrap_pid)
   local file = d .. "/tiny.lua"
   support.write(file, TINY)
   p:send(("r = idxlab.run(%q, {out = %q, progress = 'plain'})\n"):format(file, d .. "/res"))
   p:expect("[1/8]")
+  if rlwrap_pid then pty.expect_tty(rlwrap_pid, "intr = ^C;") end
   p:send("\3")
   p:expect("interrupted: 1 of 8 points of this run done", 10)
   p:expect("> ")
@@ -228,12 +231,41 @@ describe("repl: Ctrl-C at a terminal (pty)", function()
     assert.is_false(alive(pid))
   end)
 
-  it("with rlwrap: completes with Tab, stops a run on Ctrl-C, keeps the session", function()
+  it("with rlwrap: completes with Tab, clears the line and stops a run on Ctrl-C, keeps the "
+    .. "session", function()
     if not have_script then pending("util-linux script is not installed") return end
     if not have("rlwrap") then pending("rlwrap is not installed") return end
     local d = support.tmpdir("repl-rlwrap")
     local p, pid = start(d, true)
+    local rlwrap_pid = pty.ppid(pid)
     local ok, err = pcall(function()
+      assert.is_truthy(rlwrap_pid)
+      -- at the prompt Ctrl-C is a key to readline (the REPL turned the interrupt key off and
+      -- rlwrap mirrored it): the half-typed line, and the chunk being typed, are dropped
+      p:send("x = 'kept'\n")
+      p:expect("> ")
+      pty.expect_tty(rlwrap_pid, "intr = <undef>;")
+      p:send("= 12")
+      p:expect("= 12")
+      p:send("\3")
+      p:expect("^C\n")
+      p:expect("> ")
+      pty.expect_tty(rlwrap_pid, "intr = <undef>;")
+      p:send("= x .. '!'\n") -- had rlwrap kept "= 12", this line would not compile
+      local seen = p:expect("kept!\n")
+      assert.is_nil(seen:find("12", 1, true), seen)
+      p:expect("> ")
+      p:send("f = function()\n")
+      p:expect(">> ")
+      pty.expect_tty(rlwrap_pid, "intr = <undef>;")
+      p:send("return 1")
+      p:expect("return 1")
+      p:send("\3")
+      p:expect("^C\n")
+      p:expect("> ")
+      p:send("= x .. '?'\n") -- had the chunk stayed, this would be its second line
+      p:expect("kept?\n")
+      p:expect("> ")
       p:send("= idxlab.vers\t\n") -- completes to idxlab.version
       p:expect(idxlab.version .. "\n")
       p:expect("> ")
@@ -244,7 +276,7 @@ describe("repl: Ctrl-C at a terminal (pty)", function()
       p:expect("> ")
       p:send("\3") -- at an empty prompt: a fresh prompt, the session intact
       p:expect("> ")
-      interrupt_run(p, d)
+      interrupt_run(p, d, rlwrap_pid)
     end)
     local clean = p:close({ pid })
     assert.is_true(ok, err)

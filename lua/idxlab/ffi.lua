@@ -11,7 +11,8 @@
 --   M.struct_fields(name)  the fields of a typedef'd struct of the cdef, in declaration order
 --   M.now_us()                    the library's monotonic clock (ixl_now_us), in microseconds
 --   M.getpid(), M.sleep_us(us)    the libc pieces the Lua layer needs; M.isatty(fd),
---   M.tty_columns(fd), M.try_lock(path), M.lock_note(fd, text), M.unlock(fd)
+--   M.tty_columns(fd), M.tty_intr(fd), M.set_tty_intr(fd, c), M.try_lock(path),
+--   M.lock_note(fd, text), M.unlock(fd)
 local ffi = require("ffi")
 local bit = require("bit")
 local errors = require("idxlab.errors")
@@ -52,8 +53,9 @@ end
 
 -- The libc the Lua layer uses, declared here once: getpid (results: unique file names), usleep
 -- (test doubles and pacing), isatty and ioctl(TIOCGWINSZ) (a terminal's width: report splits
--- wide tables), open/flock/ftruncate/write/close (a results folder's advisory lock, fs.lock).
--- The clock is the library's own (ixl_now_us, core/ctx.c).
+-- wide tables), open/flock/ftruncate/write/close (a results folder's advisory lock, fs.lock),
+-- tcgetattr/tcsetattr (the REPL's interrupt key under rlwrap; glibc's struct termios on Linux
+-- x86-64, 60 bytes). The clock is the library's own (ixl_now_us, core/ctx.c).
 local LIBC = [[
   int getpid(void);
   int usleep(unsigned int usec);
@@ -66,6 +68,10 @@ local LIBC = [[
   int ftruncate(int fd, int64_t length);
   intptr_t write(int fd, const void *buf, size_t n);
   char *strerror(int errnum);
+  struct ixl_lua_termios { unsigned int c_iflag, c_oflag, c_cflag, c_lflag;
+    unsigned char c_line, c_cc[32]; unsigned int c_ispeed, c_ospeed; };
+  int tcgetattr(int fd, struct ixl_lua_termios *t);
+  int tcsetattr(int fd, int when, const struct ixl_lua_termios *t);
 ]]
 
 local state = rawget(ffi, "__idxlab_state")
@@ -222,6 +228,25 @@ function M.tty_columns(fd)
   local ws = ffi.new("struct ixl_lua_winsize")
   if ffi.C.ioctl(fd, TIOCGWINSZ, ws) ~= 0 or ws.ws_col == 0 then return nil end
   return tonumber(ws.ws_col)
+end
+
+local VINTR, TCSANOW = 0, 0 -- Linux
+
+-- The interrupt character of the terminal on fd (3 for Ctrl-C; 0: none), or nil when fd is
+-- not a terminal.
+function M.tty_intr(fd)
+  local t = ffi.new("struct ixl_lua_termios")
+  if ffi.C.tcgetattr(fd, t) ~= 0 then return nil end
+  return tonumber(t.c_cc[VINTR])
+end
+
+-- Sets the interrupt character of the terminal on fd (0: none, so that key is read as a
+-- character); the other settings stay as they are. -> true, or false when fd is no terminal.
+function M.set_tty_intr(fd, c)
+  local t = ffi.new("struct ixl_lua_termios")
+  if ffi.C.tcgetattr(fd, t) ~= 0 then return false end
+  t.c_cc[VINTR] = c
+  return ffi.C.tcsetattr(fd, TCSANOW, t) == 0
 end
 
 -- Linux's values of the open and flock flags fs.lock uses.

@@ -11,7 +11,17 @@
 -- sets a flag). At the prompt it drops the line being typed; during idxlab.run the runner
 -- stops after the point in flight (the step after the kernel in flight) and keeps what is
 -- done. Errors print "where: idxlab: message" (where: the line typed, "stdin:N").
+--
+-- Under rlwrap, a SIGINT would leave rlwrap's own edit buffer in place, so the half-typed line
+-- came back after the new prompt. There (bin/idxlab sets IDXLAB_RLWRAP_INTR=1) the REPL turns
+-- its terminal's interrupt key off while it waits for a line and back on while code runs;
+-- rlwrap -W mirrors that onto the user's terminal, so at the prompt Ctrl-C reaches readline
+-- as a key, which bin/idxlab's inputrc binds to insert a literal ^C and accept the line. A line
+-- holding ^C is dropped with the chunk being typed, as a SIGINT at the prompt is.
 local M = {}
+
+-- The character a line holds when Ctrl-C was read as a key (see above).
+local CTRL_C = "\3"
 
 -- How much of a value is shown: table entries per table, table levels, output lines, and for
 -- a tensor the elements shown at each end of a summarised dimension, and the element count
@@ -348,7 +358,7 @@ function M.session(opts)
   opts = opts or {}
   local s = setmetatable({ input = opts.input or io.stdin, out = opts.out or io.stdout,
     err = opts.err or io.stderr, last_trace = nil, hinted = false,
-    interrupt = opts.interrupt }, Session)
+    interrupt = opts.interrupt, intr_key = opts.intr_key }, Session)
   local ok, idxlab = pcall(require, "idxlab")
   if ok then _G.idxlab, _G.help = idxlab, idxlab.help end
   _G.trace = function() s:trace() end
@@ -393,17 +403,23 @@ function Session:eval(fn, is_expr)
   return true
 end
 
--- Reads a line; nil, "interrupt" after Ctrl-C (the read ends with EINTR), nil at the end.
+-- Reads a line; nil, "interrupt" after Ctrl-C (the read ends with EINTR), nil, "cancel" for
+-- a line holding ^C (Ctrl-C read as a key, its line already ended), nil at the end.
 function Session:read_line(prompt)
+  -- the key goes off before the prompt shows, so rlwrap's next poll after it sees it off
+  local key = self.intr_key
+  if key then key.off() end
   self.out:write(prompt)
   self.out:flush()
   local intr = self.interrupt
   if intr then intr.clear() end -- a Ctrl-C that stopped the last evaluation is spent
   local line = self.input:read("*l")
+  if key then key.on() end
   if line == nil and intr and intr.pending() then
     intr.clear()
     return nil, "interrupt"
   end
+  if line and line:find(CTRL_C, 1, true) then return nil, "cancel" end
   -- only SIGINT has a handler, so a read ends early for Ctrl-C alone: nil is the end
   return line
 end
@@ -413,9 +429,9 @@ function Session:run()
   local buf = nil
   while true do
     local line, why = self:read_line(buf and ">> " or "> ")
-    if why == "interrupt" then
+    if why == "interrupt" or why == "cancel" then
       buf = nil
-      self.out:write("\n")
+      if why == "interrupt" then self.out:write("\n") end
     elseif line == nil then
       self.out:write("\n")
       self.out:flush()
@@ -435,20 +451,32 @@ function Session:run()
   end
 end
 
+-- The interrupt key of the terminal on stdin, switched off at the prompt and back on while
+-- code runs (see the header); nil when stdin is no terminal or has no interrupt key.
+local function intr_key_switch()
+  local ffi = require("idxlab.ffi")
+  local c = ffi.tty_intr(0)
+  if not c or c == 0 then return nil end
+  return { off = function() ffi.set_tty_intr(0, 0) end,
+    on = function() ffi.set_tty_intr(0, c) end }
+end
+
 -- bin/idxlab's entry: the banner, Ctrl-C as a flag, a session (idxlab, help and trace as
 -- globals) and its loop. Without a built library the REPL is plain Lua and says why.
 function M.main()
   local ok, idxlab = pcall(require, "idxlab")
-  local intr
+  local intr, key
   if ok then
     intr = require("idxlab.interrupt")
     if not intr.install() then intr = nil end
+    if os.getenv("IDXLAB_RLWRAP_INTR") == "1" then key = intr_key_switch() end
     io.stdout:write("idxlab ", idxlab.version, " -- help() lists what is here; errors never end "
       .. "the session; trace() shows the last traceback\n")
   else
     io.stderr:write("idxlab: the library did not load (", error_text(idxlab), "); plain Lua\n")
   end
-  M.session({ interrupt = intr }):run()
+  M.session({ interrupt = intr, intr_key = key }):run()
+  if key then key.on() end
   if intr then intr.restore() end
 end
 

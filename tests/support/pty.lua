@@ -66,6 +66,31 @@ function Pty:expect(text, timeout, pattern)
   end
 end
 
+-- The parent of process pid (rlwrap, for the REPL it wraps), or nil.
+function M.ppid(pid)
+  local stat = fs.read_file("/proc/" .. pid .. "/stat") or ""
+  return stat:match("^%d+ %b() %S+ (%d+)")
+end
+
+-- Waits until `stty -a` on the terminal that is process pid's stdin shows `text` (e.g.
+-- "intr = <undef>;"), at most `timeout` seconds (default 5): terminal settings that a program
+-- changes show nowhere in the output, so this is how a spec waits for them.
+function M.expect_tty(pid, text, timeout)
+  local t_end = binding.now_us() + (timeout or 5) * 1e6
+  local last
+  while true do
+    local f = io.popen(("stty -a -F \"$(readlink /proc/%d/fd/0)\" 2>&1"):format(pid))
+    last = f:read("*a")
+    f:close()
+    if last:find(text, 1, true) then return end
+    if binding.now_us() > t_end then
+      error(("pty: %q did not appear in the terminal settings of %s within %gs:\n%s")
+        :format(text, pid, timeout or 5, last), 2)
+    end
+    binding.sleep_us(20000)
+  end
+end
+
 function Pty:send(bytes)
   self.input:write(bytes)
   self.input:flush()
