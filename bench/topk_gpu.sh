@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# topk_gpu.sh - K6 top-k on the GPU machine, one command: idxlab's select v1 and v2 (v2 also
-# at each pinned cluster size) and torch.topk on issue 14's four shapes, inputs rotated so
+# topk_gpu.sh - K6 top-k on the GPU machine, one command: v2's per-phase profile, then
+# idxlab's select v1 and v2 (v2 also at each pinned cluster size and with the aggregated
+# first histogram) and torch.topk on issue 14's four shapes, inputs rotated so
 # none is L2-resident, with the copy and read ceilings of the same run; the table last.
 # Run from the repo root after a build (scripts/gpu-test.sh -- bash bench/topk_gpu.sh).
 # Environment: BUILD (default build-gpu); logs to $OUT when set.
@@ -9,6 +10,8 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-gpu}
 log=${OUT:-/tmp}/topk_bench.log
 : >"$log"
+# v2's phases first (clock64 per phase of three CTAs per launch, select/topk_v2.cu's profile)
+IXL_BENCH=topkprof timeout 60 "$BUILD/tests/test_cuda_ops" 2>&1 | tee -a "$log"
 IXL_BENCH=topk timeout 240 "$BUILD/tests/test_cuda_ops" 2>&1 | tee -a "$log"
 PYTHONUNBUFFERED=1 timeout 120 python3 bench/torch/topk.py 2>&1 | tee -a "$log"
 awk '
@@ -18,16 +21,17 @@ awk '
   }
   $2 == "ceiling" { ceil = ceil sprintf("%s %s GB/s  ", $3, $4) }
   END {
-    printf "\n| shape | v1 us | v2 us (default) | best v2 pin | torch us | torch/v2 | v1/v2 |\n"
-    printf "|---|---|---|---|---|---|---|\n"
+    printf "\n| shape | v1 us | v2 us (default) | best v2 pin | v2 hm1 us | torch us | torch/v2 |"
+    printf " v1/v2 |\n|---|---|---|---|---|---|---|---|\n"
     for (i = 1; i <= n; i++) {
       nm = order[i]; best = ""; bv = 1e30
       for (c = 1; c <= 16; c *= 2) {
         key = "v2:cs" c
         if ((nm, key) in b && b[nm, key] + 0 < bv) { bv = b[nm, key] + 0; best = key }
       }
-      printf "| %s | %s / %s | %s / %s | %s %.2f | %s / %s | %.1fx | %.1fx |\n", nm,
+      printf "| %s | %s / %s | %s / %s | %s %.2f | %s / %s | %s / %s | %.1fx | %.1fx |\n", nm,
         b[nm, "v1"], s[nm, "v1"], b[nm, "v2"], s[nm, "v2"], best, bv,
+        b[nm, "v2:hm1"], s[nm, "v2:hm1"],
         b[nm, "torch"], s[nm, "torch"], b[nm, "torch"] / b[nm, "v2"], b[nm, "v1"] / b[nm, "v2"]
     }
     printf "(batch / single medians, us; ratios from batch) ceilings: %s\n", ceil

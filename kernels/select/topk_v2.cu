@@ -138,11 +138,40 @@ __device__ void find_in_range(int lo, int hi, int base, int need, Cnt &&cnt, Put
   }
 }
 
-template <typename T, bool CL>
+// The profile instantiation (PROF, chosen at run time by IXL_TOPK_V2_PROFILE=1, a development
+// switch): thread 0 of three CTAs (the first, the middle and the last) stamps clock64 after
+// each phase's barrier, so a stamp is the CTA's slowest thread, and prints one line of cycles
+// per phase with the CTA's global start and end (ns). The timed instantiation has none of it.
+constexpr int NSTAMP = 12; // entry, zeroed, loaded, (hist, found) x 3 passes, counted, stored
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ unsigned smid() {
+  unsigned v;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(v));
+  return v;
+}
+__device__ __noinline__ void prof_print(const long long (&tc)[NSTAMP], unsigned long long g0,
+                                        unsigned long long g1, int L, int cs, int hm) {
+  long long d[NSTAMP], prev = tc[0]; // a pass the dtype does not run has no stamp (0)
+  for (int i = 1; i < NSTAMP; i++) {
+    d[i] = tc[i] ? tc[i] - prev : 0;
+    if (tc[i]) prev = tc[i];
+  }
+  printf("# topkprof blk %u/%u sm %u L %d cs %d hm %d | ns %llu..%llu (%llu) | cyc zero %lld "
+         "load %lld p0 find %lld p1 hist %lld find %lld p2 hist %lld find %lld count %lld "
+         "store %lld end %lld total %lld\n",
+         blockIdx.x, gridDim.x, smid(), L, cs, hm, g0, g1, g1 - g0, d[1], d[2], d[4], d[5], d[6],
+         d[7], d[8], d[9], d[10], d[11], tc[NSTAMP - 1] - tc[0]);
+}
+
+template <typename T, bool CL, bool PROF>
 __global__ void __launch_bounds__(NT, 2)
     topk_v2_kernel(const T *__restrict__ logits, int64_t C, const int32_t *__restrict__ row_start,
                    const int32_t *__restrict__ row_end, int k, int sorted,
-                   int32_t *__restrict__ out, int RV, int P) {
+                   int32_t *__restrict__ out, int RV, int P, int hm) {
   using K = KeyOf<T>;
   using KS = typename K::KS;
   constexpr int VEC = K::VEC;
@@ -152,6 +181,14 @@ __global__ void __launch_bounds__(NT, 2)
   __shared__ unsigned merged[NB];
   __shared__ int res[3]; // the found bin, keys above it, its count (written by the finder)
   __shared__ unsigned ctas[CSMAX + 1]; // [0]: this CTA's counts; [1 + q]: CTA q's
+  long long tc[NSTAMP] = {};
+  unsigned long long g_in = 0;
+  const bool prof = PROF && threadIdx.x == 0 &&
+                    (blockIdx.x == 0 || blockIdx.x == gridDim.x / 2 || blockIdx.x == gridDim.x - 1);
+  if (prof) tc[0] = clock64(), g_in = global_ns();
+  auto stamp = [&](int i) {
+    if (prof) tc[i] = clock64();
+  };
 
   int rank = 0, cs = 1;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -185,6 +222,7 @@ __global__ void __launch_bounds__(NT, 2)
   for (int b = threadIdx.x; b < 2 * NB; b += NT) hist[b] = 0;
   if (threadIdx.x == 0) sh.prefix = 0, sh.mask = 0, sh.above = 0;
   __syncthreads();
+  stamp(1);
 
   // load: coalesced 16-B vectors, keys to shared memory, the first digit's histogram
   {
@@ -215,14 +253,27 @@ __global__ void __launch_bounds__(NT, 2)
           for (int j = 0; j < VEC; j++)
             kv[j] = (g + j >= s && g + j < e) ? K::key(row[g + j]) : (KS)0;
         }
+        if (hm) {
+          // warp-aggregated: one atomic per distinct bin of the warp (a development switch,
+          // IXL_TOPK_V2_HIST=1; v is the same across the block, so the whole warp is here)
 #pragma unroll
-        for (int j = 0; j < VEC; j++)
-          if (kv[j]) atomicAdd(&myhist[kv[j] >> sh0], 1u);
+          for (int j = 0; j < VEC; j++) {
+            const unsigned bin = kv[j] ? (unsigned)kv[j] >> sh0 : 0xffffffffu;
+            const unsigned peers = __match_any_sync(0xffffffffu, bin);
+            if (bin != 0xffffffffu && (int)(threadIdx.x & 31) == __ffs(peers) - 1)
+              atomicAdd(&myhist[bin], (unsigned)__popc(peers));
+          }
+        } else {
+#pragma unroll
+          for (int j = 0; j < VEC; j++)
+            if (kv[j]) atomicAdd(&myhist[kv[j] >> sh0], 1u);
+        }
         keys[v + v / RV] = K::pack(kv);
       }
     }
   }
   __syncthreads();
+  stamp(2);
 
   const uint4 *run = keys + threadIdx.x * (RV + 1); // this thread's run of RV vectors
   for (int p = 0; p < K::NP; p++) {
@@ -240,6 +291,7 @@ __global__ void __launch_bounds__(NT, 2)
     }
     const int need = kk - sh.above;
     csync<CL>(); // every histogram of the cluster is complete
+    stamp(3 + 2 * p);
     if (threadIdx.x == 0) res[0] = -1;
     if (!CL) {
       __syncthreads();
@@ -292,6 +344,7 @@ __global__ void __launch_bounds__(NT, 2)
       sh.above += res[1];
     }
     __syncthreads();
+    stamp(4 + 2 * p);
   }
 
   // compaction in column order
@@ -322,6 +375,7 @@ __global__ void __launch_bounds__(NT, 2)
   }
   gtb += (int)(before & 0xffffu);
   eqb += (int)(before >> 16);
+  stamp(9);
   uint64_t *dst = sorted ? peer<CL>(sbuf, 0) : nullptr;
   if ((cnt & 0xffffu) || ((cnt >> 16) && eqb < need)) {
     const int64_t col0 = g0 - s + (int64_t)threadIdx.x * RV * VEC;
@@ -349,15 +403,25 @@ __global__ void __launch_bounds__(NT, 2)
       }
     }
   }
+  if (PROF) {
+    __syncthreads();
+    stamp(10);
+  }
   if (sorted) {
     csync<CL>(); // every winner is in CTA 0's buffer
-    if (rank != 0) return;
-    for (int j = kk + threadIdx.x; j < P; j += NT) sbuf[j] = ~0ull;
-    __syncthreads();
-    block_bitonic_sort<NT>(sbuf, P);
-    for (int j = threadIdx.x; j < kk; j += NT) o[j] = (int32_t)(uint32_t)(sbuf[j] & 0xffffffffu);
+    if (rank == 0) {
+      for (int j = kk + threadIdx.x; j < P; j += NT) sbuf[j] = ~0ull;
+      __syncthreads();
+      block_bitonic_sort<NT>(sbuf, P);
+      for (int j = threadIdx.x; j < kk; j += NT)
+        o[j] = (int32_t)(uint32_t)(sbuf[j] & 0xffffffffu);
+    }
   } else if (CL) {
     csync<CL>(); // no CTA leaves while a later one may read its counts
+  }
+  if (PROF && prof) {
+    tc[NSTAMP - 1] = clock64();
+    prof_print(tc, g_in, global_ns(), NT * RV * VEC, cs, hm);
   }
 }
 
@@ -371,7 +435,10 @@ ixl_status launch(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *row_
   int P = 1;
   while (P < k) P <<= 1;
   const size_t smem = (size_t)(NT * RV + NT) * 16 + (sorted ? (size_t)P * 8 : 0);
-  auto kern = topk_v2_kernel<T, CL>;
+  // development switches (the benchmark's): the profile instantiation, the aggregated histogram
+  const char *pe = getenv("IXL_TOPK_V2_PROFILE"), *he = getenv("IXL_TOPK_V2_HIST");
+  const int hm = he && *he == '1';
+  auto kern = pe && *pe == '1' ? topk_v2_kernel<T, CL, true> : topk_v2_kernel<T, CL, false>;
   ixl_status st = ixl_cuda_status(
       ctx, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
       "topk v2: cudaFuncSetAttribute");
@@ -399,7 +466,8 @@ ixl_status launch(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *row_
       ctx,
       cudaLaunchKernelEx(&cfg, kern, (const T *)logits->data, C,
                          row_start ? (const int32_t *)row_start->data : (const int32_t *)nullptr,
-                         (const int32_t *)row_end->data, k, sorted, (int32_t *)out->data, RV, P),
+                         (const int32_t *)row_end->data, k, sorted, (int32_t *)out->data, RV, P,
+                         hm),
       "topk v2: launch");
   if (st) return st;
   return ixl_cuda_check_launch(ctx, "topk v2");
@@ -421,7 +489,7 @@ int cluster_fits(int want, size_t smem) {
 }
 template <typename T>
 int cluster_fits_query(int want, size_t smem) {
-  auto kern = topk_v2_kernel<T, true>;
+  auto kern = topk_v2_kernel<T, true, false>;
   if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) ||
       cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1)) {
     cudaGetLastError();

@@ -923,8 +923,11 @@ TEST(bench_topk) {
       {1, 131072, 2048, IXL_F32, "1x131072_f32_k2048"},
       {64, 131072, 2048, IXL_F32, "64x131072_f32_k2048"},
   };
-  static const char *const modes[] = {"v1", "v2", "v2:cs1", "v2:cs2", "v2:cs4", "v2:cs8",
-                                      "v2:cs16"};
+  /* v2:hm1 = the default cluster size with the warp-aggregated first histogram
+   * (IXL_TOPK_V2_HIST=1, a development switch of select/topk_v2.cu) */
+  static const char *const modes[] = {"v1",     "v2",     "v2:cs1",  "v2:cs2",
+                                      "v2:cs4", "v2:cs8", "v2:cs16", "v2:hm1"};
+  const int nmodes = (int)(sizeof modes / sizeof modes[0]);
   for (size_t i = 0; i < sizeof tk / sizeof tk[0]; i++) {
     const int64_t R = tk[i].R, C = tk[i].C, k = tk[i].k;
     const int64_t bytes = R * C * (tk[i].dtype == IXL_F32 ? 4 : 2);
@@ -944,11 +947,13 @@ TEST(bench_topk) {
     for (int64_t r = 0; r < R; r++) ((int32_t *)re->data)[r] = (int32_t)C;
     CHECK_OK(g_ctx, ixl_tensor_copy(g_ctx, dre, re));
     int rot = 0;
-    for (int m = 0; m < 7; m++) {
+    for (int m = 0; m < nmodes; m++) {
       const char *mode = modes[m];
       CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", m == 0 ? "v1" : "v2"));
-      if (m >= 2) setenv("IXL_TOPK_V2_CS", mode + 5, 1);
+      if (!strncmp(mode, "v2:cs", 5)) setenv("IXL_TOPK_V2_CS", mode + 5, 1);
       else unsetenv("IXL_TOPK_V2_CS");
+      if (!strcmp(mode, "v2:hm1")) setenv("IXL_TOPK_V2_HIST", "1", 1);
+      else unsetenv("IXL_TOPK_V2_HIST");
       double t1[21], tb[7];
       for (int w = 0; w < 3; w++)
         CHECK_OK(g_ctx, ixl_topk(g_ctx, buf[rot++ % nbuf], NULL, dre, (int)k, 0, out));
@@ -974,10 +979,65 @@ TEST(bench_topk) {
              tk[i].name, mode, t1[10], tb[3], (double)bytes / (tb[3] * 1e-6) / 1e9, nbuf);
     }
     unsetenv("IXL_TOPK_V2_CS");
+    unsetenv("IXL_TOPK_V2_HIST");
     CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", NULL));
     for (int b = 0; b < nbuf; b++) ixl_tensor_free(buf[b]);
     ixl_tensor *all[] = {h, re, dre, out};
     tfree(all, 4);
+  }
+}
+
+/* v2's phases at the issue-14 shapes (IXL_BENCH=topkprof): the profile instantiation of
+ * select/topk_v2.cu (IXL_TOPK_V2_PROFILE=1) prints, per launch, clock64 cycles per phase of
+ * three CTAs (first, middle, last) with their global start and end; plain and aggregated first
+ * histogram, the default cluster size, each launch on a copy not touched before (not in L2). */
+TEST(bench_topk_profile) {
+  struct { int64_t R, C; int k, dtype; const char *name; } tk[] = {
+      {64, 16384, 512, IXL_BF16, "64x16384_bf16_k512"},
+      {4096, 16384, 512, IXL_BF16, "4096x16384_bf16_k512"},
+      {1, 131072, 2048, IXL_F32, "1x131072_f32_k2048"},
+      {64, 131072, 2048, IXL_F32, "64x131072_f32_k2048"},
+  };
+  for (size_t i = 0; i < sizeof tk / sizeof tk[0]; i++) {
+    const int64_t R = tk[i].R, C = tk[i].C, k = tk[i].k;
+    int64_t s2[2] = {R, C}, s1[1] = {R}, so[2] = {R, k};
+    ixl_tensor *h = host2(tk[i].dtype, R, C), *re = host1(IXL_I32, R);
+    ixl_tensor *dre = tnew(IXL_I32, 1, s1, IXL_DEVICE), *out = tnew(IXL_I32, 2, so, IXL_DEVICE);
+    ixl_tensor *buf[6] = {0};
+    if (!h || !re || !dre || !out) return;
+    fill_logits(h, 0);
+    for (int b = 0; b < 6; b++) {
+      buf[b] = tnew(tk[i].dtype, 2, s2, IXL_DEVICE);
+      if (!buf[b]) return;
+      CHECK_OK(g_ctx, ixl_tensor_copy(g_ctx, buf[b], h));
+    }
+    for (int64_t r = 0; r < R; r++) ((int32_t *)re->data)[r] = (int32_t)C;
+    CHECK_OK(g_ctx, ixl_tensor_copy(g_ctx, dre, re));
+    /* a 64 MB write between launches pushes the previous copies out of the 60 MB L2 */
+    int64_t sf[1] = {16 << 20};
+    ixl_tensor *flush = tnew(IXL_F32, 1, sf, IXL_DEVICE);
+    if (!flush) return;
+    CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", "v2"));
+    setenv("IXL_TOPK_V2_PROFILE", "1", 1);
+    for (int b = 0; b < 6; b++) {
+      const int hm = b >= 3;
+      if (hm) setenv("IXL_TOPK_V2_HIST", "1", 1);
+      else unsetenv("IXL_TOPK_V2_HIST");
+      CHECK_OK(g_ctx, ixl_tensor_fill_bytes(g_ctx, flush, (uint8_t)b));
+      CHECK_OK(g_ctx, ixl_ctx_sync(g_ctx));
+      printf("# topkprof %s launch %d hm %d%s\n", tk[i].name, b, hm,
+             b % 3 == 0 ? " (first of its kind: a cold start)" : "");
+      fflush(stdout);
+      CHECK_OK(g_ctx, ixl_topk(g_ctx, buf[b], NULL, dre, (int)k, 0, out));
+      CHECK_OK(g_ctx, ixl_ctx_sync(g_ctx));
+      fflush(stdout);
+    }
+    unsetenv("IXL_TOPK_V2_PROFILE");
+    unsetenv("IXL_TOPK_V2_HIST");
+    CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", NULL));
+    for (int b = 0; b < 6; b++) ixl_tensor_free(buf[b]);
+    ixl_tensor *all[] = {h, re, dre, out, flush};
+    tfree(all, 5);
   }
 }
 
@@ -1092,6 +1152,11 @@ int main(void) {
     }
   } else {
     printf("# no GPU: %s\n", why);
+  }
+  if (getenv("IXL_BENCH") && strcmp(getenv("IXL_BENCH"), "topkprof") == 0) {
+    RUN_GPU(bench_topk_profile);
+    ixl_ctx_free(g_ctx);
+    DONE();
   }
   if (getenv("IXL_BENCH") && strcmp(getenv("IXL_BENCH"), "topk") == 0) {
     RUN_GPU(bench_topk);
