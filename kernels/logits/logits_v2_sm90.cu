@@ -11,9 +11,10 @@
 //   1-D bulk copies: a page of >= 64 slots gives one 8 KB box and one 256 B copy per tile,
 //   smaller pages (8, 16, 32) 64 / P of each.
 // - Warp specialization: a CTA is one math warpgroup and one producer warp (160 threads),
-//   two CTAs per SM; the producer keeps an 8-stage mbarrier ring of tiles in flight (~135 KB
-//   per SM) and a 2-slot ring of Q; its lanes fetch 32 block-table entries at once and hand
-//   them out by shuffle, so no tile waits on a page-id load.
+//   two CTAs per SM by design (not yet confirmed on the GPU); the producer keeps an 8-stage
+//   mbarrier ring of tiles in flight (~135 KB per SM with two CTAs) and a 2-slot ring of Q;
+//   its lanes fetch 32 block-table entries at once and hand them out by shuffle, so no tile
+//   waits on a page-id load.
 // - Persistent split in the kernel: the (row, 64-position tile) space of every row's out
 //   columns is cut into equal contiguous ranges, one per CTA (no metadata launch), so a single
 //   128K row uses every SM. Tiles at or past a row's context length are -inf stores only.
@@ -24,8 +25,9 @@
 // from v1's (SPEC allows any order for fp32).
 // Not here (runs v1): the bf16 reduction, mxfp4/mxfp8, other H, other page sizes, K1, K5. So
 // SPEC 3's K5 == K1/K2 (bf16) holds as in v1, but v2's fp32 K2 is not v1's bits.
-// Benchmark: IXL_LOGITS_VARIANT=v2 build-gpu/bench_logits CASES.json 20 k2_decode_ (beside
-// v1; bench/README.md).
+// Benchmark: IXL_LOGITS_VARIANT=v2 build-gpu/bench_logits CASES.json 20 k2_decode_64x128k_fp8
+// (beside v1; bench/README.md). H200, 2026-12-01 (BENCHMARKS.md): 64x128K 429 us (v1 1160),
+// 2.66 TB/s = 62 % of copy bandwidth; a per-tile serial chain, not HBM, limits it.
 //
 // sass-limits: k2_fp8_kernel registers 128 shared 1024
 // sass-expect: k2_fp8_kernel UTMALDG SYNCS
