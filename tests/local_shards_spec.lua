@@ -46,7 +46,8 @@ end
 local function timeless(r)
   local t = {}
   for k, v in pairs(r) do
-    if type(k) == "string" and not k:match("^time_") and k ~= "wall_time_s"
+    if type(k) == "string" and not k:match("^time_") and not k:match("^speedup")
+      and k ~= "wall_time_s"
       and k ~= "finished_at" and k ~= "per_layer" and k ~= "device" and k ~= "shard"
       and not k:match("^seen_") then
       t[k] = v

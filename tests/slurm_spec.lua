@@ -70,7 +70,8 @@ end
 local function timeless(r)
   local t = {}
   for k, v in pairs(r) do
-    if type(k) == "string" and not k:match("^time_") and k ~= "wall_time_s"
+    if type(k) == "string" and not k:match("^time_") and not k:match("^speedup")
+      and k ~= "wall_time_s"
       and k ~= "finished_at" and k ~= "per_layer" and k ~= "shard" then
       t[k] = v
     end
