@@ -54,7 +54,8 @@ end
 local function quality(row)
   local out = {}
   for k, v in pairs(row) do
-    if type(k) == "string" and not k:match("^time_") and not k:match("^cp_")
+    if type(k) == "string" and not k:match("^time_") and not k:match("^speedup")
+        and not k:match("^cp_")
         and not k:match("^context_parallel_sim") and k ~= "per_layer" and k ~= "variant" then
       out[k] = v
     end
@@ -62,7 +63,9 @@ local function quality(row)
   out.per_layer = {}
   for l, pl in ipairs(row.per_layer or {}) do
     local q = {}
-    for k, v in pairs(pl) do if not k:match("^time_") then q[k] = v end end
+    for k, v in pairs(pl) do
+      if not k:match("^time_") and not k:match("^speedup") then q[k] = v end
+    end
     out.per_layer[l] = q
   end
   return out
