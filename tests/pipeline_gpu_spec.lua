@@ -1,5 +1,6 @@
 -- pipeline_gpu_spec (#gpu): the whole step on the GPU against the CPU reference, through the
--- same replay outputs (SPEC 7), and the production path captured in a CUDA graph and replayed.
+-- same replay outputs (SPEC 7), and the production path captured in a CUDA graph and replayed:
+-- the whole step (decode group and every chunk) as one graph, timed by its replays.
 local idxlab = require("idxlab")
 local pipeline = require("idxlab.pipeline")
 local Tensor = require("idxlab.tensor")
@@ -113,6 +114,104 @@ describe("#gpu the step on the GPU", function()
     assert.are.same(eager_outs.topk_pos1[0], G.layers[1].pos:to_table())
     assert.are.same(eager_outs.topk_pos2[0], G.layers[2].pos:to_table())
     p:free()
+  end)
+end)
+
+describe("#gpu the step as one CUDA graph (SPEC 6, issue 15)", function()
+  local config = require("idxlab.config")
+  local workload = require("idxlab.workload")
+  local ok_cuda = idxlab.cuda_available()
+  local gpu = ok_cuda and idxlab.context{ backend = "cuda", seed = SEED } or nil
+  -- a decode group and a prefill request the chunker splits into 3 chunks under the 1 MiB
+  -- logits budget (checked below): one graph must hold all four groups
+  local cfg = { heads = 32, index_topk = 64, candidate_block_size = 8, candidate_topk_blocks = 64,
+    max_rows = 128, max_model_len = 16384, page_size = 64, max_logits_bytes = 1048576 }
+  local wl = { decode = { rows = 4, context = 8192 },
+    prefill = { { query_len = 96, context_len = 8000 } }, consumer_layers = 2 }
+
+  -- every eager output by name and group start (the comparison path's keep)
+  local function keeper()
+    local got = {}
+    return got, {
+      put = function(name, t, r0) got[name .. "@" .. r0] = t:to_table() end,
+      put_layer = function(name, l, t, r0) got[name .. l .. "@" .. r0] = t:to_table() end,
+    }
+  end
+
+  -- gpu's graph calls counted while f runs
+  local function counting(f)
+    local n = { begin = 0, launch = 0 }
+    local Context = getmetatable(gpu)
+    gpu.graph_begin = function(c) n.begin = n.begin + 1; return Context.graph_begin(c) end
+    gpu.graph_launch = function(c) n.launch = n.launch + 1; return Context.graph_launch(c) end
+    local ok, err = pcall(f)
+    gpu.graph_begin, gpu.graph_launch = nil, nil
+    assert(ok, tostring(err))
+    return n
+  end
+
+  it("captures the decode group and every chunk as one graph, replayed warmup + iters times",
+  function()
+    assert.is_true(ok_cuda, "no usable CUDA device")
+    local inputs = workload.generate(gpu, wl, config.describe(cfg).config, SEED)
+    local p = pipeline.new(gpu, cfg)
+    local acc = pipeline.new_acc()
+    local got, keep = keeper()
+    local res
+    local n = counting(function()
+      res = p:step(inputs, { acc = acc, keep = keep, timing = { warmup = 2, iters = 7 } })
+    end)
+    assert.equals(3, res.num_chunks)
+    assert.equals(4, #res.groups)
+    assert.is_true(res.logits_bytes <= cfg.max_logits_bytes)
+    assert.equals(1, n.begin)
+    assert.equals(2 + 7, n.launch)
+    assert.is_true(res.times.graph)
+    local row = pipeline.summarize(acc, nil)
+    assert.equals(0, row.logit_mismatches)
+    assert.equals(1, row.selection_agreement)
+    assert.is_true(row.time_step_us > 0)
+    assert.is_true(row.time_step_us <= row.time_step_eager_us, ("graph %.1f us > eager %.1f us")
+      :format(row.time_step_us, row.time_step_eager_us))
+    assert.is_number(row.speedup_sparse)
+    -- the shared buffers hold the last group's outputs of the last replay: bitwise the eager
+    -- run's; the builder's per-group outputs (layer 1's columns, the expansion) all groups'
+    local last = res.groups[4]
+    for l = 1, 2 do
+      assert.are.same(got["topk_pos" .. l .. "@" .. last.r0], last.layers[l].pos:to_table(),
+        "layer " .. l .. " seed " .. SEED)
+      assert.are.same(got["sparse_logits" .. l .. "@" .. last.r0], last.layers[l].S:to_table(),
+        "sparse logits, layer " .. l)
+    end
+    for _, G in ipairs(res.groups) do
+      assert.are.same(got["sparse_ids@" .. G.r0], G.sparse_ids:to_table(), "group at " .. G.r0)
+      assert.are.same(got["end@" .. G.r0], G.end_:to_table(), "group at " .. G.r0)
+    end
+    p:free()
+    for _, t in pairs(inputs) do if Tensor.is_tensor(t) then t:free() end end
+  end)
+
+  it("allocates nothing after the first graph step; graph = false times it eagerly only",
+  function()
+    assert.is_true(ok_cuda, "no usable CUDA device")
+    local inputs = workload.generate(gpu, wl, config.describe(cfg).config, SEED + 1)
+    local p = pipeline.new(gpu, cfg)
+    p:step(inputs, { acc = pipeline.new_acc(), timing = { warmup = 1, iters = 2 } })
+    collectgarbage(); collectgarbage()
+    local before = gpu:alloc_stats()
+    for _ = 1, 3 do p:step(inputs, { acc = pipeline.new_acc(), timing = { iters = 2 } }) end
+    collectgarbage(); collectgarbage()
+    local after = gpu:alloc_stats()
+    assert.equals(before.device_allocs, after.device_allocs)
+    assert.equals(before.host_allocs, after.host_allocs)
+    assert.equals(before.device_bytes_live, after.device_bytes_live)
+    local res
+    local n = counting(function() res = p:step(inputs, { graph = false }) end)
+    assert.are.same({ begin = 0, launch = 0 }, n)
+    assert.is_false(res.times.graph)
+    assert.equals(res.times.step_eager, res.times.step)
+    p:free()
+    for _, t in pairs(inputs) do if Tensor.is_tensor(t) then t:free() end end
   end)
 end)
 

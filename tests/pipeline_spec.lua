@@ -505,3 +505,100 @@ describe("kernel variant pins (config.variant)", function()
     assert.equals(0, row.logit_mismatches, "seed " .. SEED)
   end)
 end)
+
+describe("step timing (SPEC 6, issue 15)", function()
+  local ctx = idxlab.context{ backend = "cpu", seed = SEED, threads = 2 }
+
+  local function outputs_of(p, inputs, opts)
+    local got = {}
+    opts.keep = {
+      put = function(name, t, r0) got[name .. "@" .. r0] = t:to_table() end,
+      put_layer = function(name, l, t, r0) got[name .. l .. "@" .. r0] = t:to_table() end,
+    }
+    local res = p:step(inputs, opts)
+    return got, res
+  end
+
+  it("times the CPU step eagerly (no graph), with speedup_sparse per layer and overall",
+  function()
+    local cfg = small_cfg()
+    local inputs = make_inputs(ctx, cfg, { 1500, 700, 100 }, { layers = 3 })
+    local p = pipeline.new(ctx, cfg)
+    local acc = pipeline.new_acc()
+    local _, res = outputs_of(p, inputs, { acc = acc })
+    assert.is_false(res.times.graph)
+    local row = pipeline.summarize(acc, nil)
+    assert.equals(row.time_step_eager_us, row.time_step_us)
+    assert.is_true(row.time_step_us > 0)
+    assert.is_number(row.time_source_topk_us)
+    local md, sp = 0, 0
+    for l = 1, 3 do
+      local pl = row.per_layer[l]
+      local sparse = pl.time_sparse_logits_us + pl.time_topk_us + pl.time_remap_us
+      assert.is_true(pl.time_masked_dense_us > 0)
+      assert.near(pl.time_masked_dense_us / sparse, pl.speedup_sparse, 1e-9)
+      md, sp = md + pl.time_masked_dense_us, sp + sparse
+    end
+    -- the top level: the ratio of the sums over layers, not the mean of the ratios
+    assert.near(md, row.time_masked_dense_us, 1e-6)
+    assert.near(md / sp, row.speedup_sparse, 1e-9)
+    p:free()
+  end)
+
+  it("gives the same outputs with timed iterations of the masked-dense path as without",
+  function()
+    local cfg = small_cfg()
+    local inputs = make_inputs(ctx, cfg, { 1500, 700, 600 }, { decode = true })
+    local p = pipeline.new(ctx, cfg)
+    local once = outputs_of(p, inputs, { acc = pipeline.new_acc() })
+    local timed = outputs_of(p, inputs, { acc = pipeline.new_acc(),
+      timing = { warmup = 1, iters = 3 } })
+    assert.are.same(once, timed, "seed " .. SEED)
+    p:free()
+  end)
+
+  it("refuses a graph option that is not a boolean", function()
+    local cfg = small_cfg()
+    local p = pipeline.new(ctx, cfg)
+    local ok, err = pcall(function() p:step(make_inputs(ctx, cfg, { 300 }), { graph = 1 }) end)
+    assert.is_false(ok)
+    assert.matches("opts.graph = 1: must be a boolean", tostring(err))
+    p:free()
+  end)
+
+  it("the runner warms up once before the sweep, says so, and records every point once",
+  function()
+    local measure = require("idxlab.measure")
+    local real, calls = measure.measure, {}
+    measure.measure = function(c, point)
+      calls[#calls + 1] = point.warmup == true
+      return real(c, point)
+    end
+    local text = {}
+    local function sink(keep)
+      return { write = function(self, ...)
+        if keep then for _, x in ipairs({ ... }) do text[#text + 1] = tostring(x) end end
+        return self
+      end, flush = function(self) return self end }
+    end
+    local err_sink, out_sink = sink(true), sink(false)
+    local dir = os.tmpname()
+    os.remove(dir)
+    local ok, res = pcall(require("idxlab.experiment").run, {
+      name = "warm", seed = 3, backend = "cpu", sweep = { index_topk = { 32, 64 } },
+      workload = { decode = { rows = 2, context = 2048 }, prefill = false, consumer_layers = 1 },
+      config = { heads = 8, candidate_topk_blocks = 64, max_rows = 16, max_model_len = 8192 },
+    }, { out = dir, stdout = out_sink, stderr = err_sink, progress = "plain", gnuplot = "none" })
+    measure.measure = real
+    os.execute("rm -rf '" .. dir .. "'")
+    assert.is_true(ok, tostring(res))
+    assert.equals(0, res.status, table.concat(text))
+    assert.are.same({ true, false, false }, calls)
+    assert.equals(2, #res.rows)
+    local all = table.concat(text)
+    assert.matches("warm%-up: one untimed step of point %d+'s shape %(backend cpu%), not recorded",
+      all)
+    local _, n = all:gsub("warm%-up:", "")
+    assert.equals(1, n)
+  end)
+end)

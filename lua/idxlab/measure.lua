@@ -18,7 +18,9 @@ local M = {}
 -- a variant registry, row.variant names the variant that ran per family. With
 -- point.context_parallel_sim (the research mode, idxlab.cpsim) the step's decode rows also run
 -- as c simulated ranks: the row's recall_at_k, mass_recall and candidate_coverage are then the
--- simulation's, beside its cp_* metrics.
+-- simulation's, beside its cp_* metrics. With point.warmup (the runner's untimed warm-up,
+-- idxlab.experiment.run) only the production path of the point's first step runs, and on a
+-- GPU its CUDA graph once: no comparison path, nothing summarised; -> nil.
 function M.measure(ctx, point)
   if type(point) ~= "table" then errors.fail("measure: point must be a table") end
   local fields, pins = step.split_variant(point.config or {}, "measure")
@@ -37,6 +39,10 @@ function M.measure(ctx, point)
   local sim_acc, cp = sim and summary.new_acc(), sim and cpsim.new_cp()
   local ran
   local ok, err = pcall(function()
+    if point.warmup then
+      if steps[1] then p:step(steps[1], { timing = { warmup = 0, iters = 1 } }) end
+      return
+    end
     for _, inputs in ipairs(steps) do
       local keep = sim and cpsim.collector() or nil
       ran = p:step(inputs, { acc = acc, timing = point.timing, keep = keep }).variant
@@ -51,6 +57,7 @@ function M.measure(ctx, point)
     end
   end
   if not ok then errors.rethrow(err) end
+  if point.warmup then return nil end
   local row = summary.summarize(acc, info, point.by)
   row.variant = ran
   if sim then cpsim.finish(row, sim_acc, cp, sim) end

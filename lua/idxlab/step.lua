@@ -14,6 +14,17 @@
 -- after it. Buffers are sized on the first step and reused, so later steps of the same or
 -- smaller shapes allocate nothing (the context's counters prove it).
 --
+-- Timing (SPEC 6). Each group's production path runs stage by stage with an event (CPU: the
+-- clock) between stages: the time_<stage>_us, and their sum over groups, time_step_eager_us,
+-- which counts the host's launch latency between kernels. On a CUDA context the production
+-- path of the whole step (the decode group and every prefill chunk, in order, the chunks
+-- reusing one logits buffer) is then captured as ONE CUDA graph (never timed; nothing is
+-- allocated or synchronised under capture) and replayed back to back: time_step_us is the
+-- median replay. On the CPU there is no graph and time_step_us is the eager time. The metrics
+-- come from the eager run. The comparison path also times the masked-dense path per consumer
+-- layer (dense bf16 logits over the whole context, the candidate mask, top-k), the numerator
+-- of speedup_sparse.
+--
 -- Kernel variants (idxlab.variants): cfg.variant = {logits = "v2", ...} (optional) pins a
 -- variant per family on the context for the duration of each step (the context's own pins
 -- come back after it, so a pinned step never leaks into the next one); without cfg.variant a
@@ -499,9 +510,13 @@ end
 local iota_cache = setmetatable({}, { __mode = "k" })
 
 -- The comparison path of one group: per-row statistics into `acc` (an idxlab.summary
--- accumulator), outputs into `keep`.
-function Step:compare(G, sz, acc, keep)
+-- accumulator), outputs into `keep`, and per layer the masked-dense path's time (the median
+-- of `iters` runs after `warmup` untimed ones; the last run's outputs are the ones compared)
+-- into acc.layer(l).time.time_masked_dense_us. Its timers reuse the production's slots 0-3,
+-- which have been read by then.
+function Step:compare(G, sz, acc, keep, warmup, iters)
   local ctx, cfg = self.ctx, self.cfg
+  warmup, iters = warmup or 0, iters or 1
   local n, maxlen, r0 = G.n, G.maxlen, G.r0
   local T, cbs = cfg.candidate_topk_blocks, cfg.candidate_block_size
   local sbk, k = cfg.sparse_block_kv, cfg.index_topk
@@ -558,14 +573,27 @@ function Step:compare(G, sz, acc, keep)
     metrics.gather_cols(ctx, D, dtop, dvals)
     sel.mask_candidates(ctx, D, G.lens, G.cand, cbs)
     sel.topk(ctx, D, nil, G.lens, k, false, mtop)
-    dense(Db, ly.w_sparse, "bf16")
-    metrics.gather_cols(ctx, Db, spos, gath)
-    sel.mask_candidates(ctx, Db, G.lens, G.cand, cbs)
-    sel.topk(ctx, Db, nil, G.lens, k, false, btop)
+    -- the masked-dense path (timed) around the gathering of its unmasked logits (not timed,
+    -- last run only): the same op sequence as an untimed run, so the results are the same
+    local md = {}
+    for it = 1, warmup + iters do
+      ctx:timer_record(0)
+      dense(Db, ly.w_sparse, "bf16")
+      ctx:timer_record(1)
+      if it == warmup + iters then metrics.gather_cols(ctx, Db, spos, gath) end
+      ctx:timer_record(2)
+      sel.mask_candidates(ctx, Db, G.lens, G.cand, cbs)
+      sel.topk(ctx, Db, nil, G.lens, k, false, btop)
+      ctx:timer_record(3)
+      if it > warmup then
+        md[#md + 1] = ctx:timer_elapsed_us(0, 1) + ctx:timer_elapsed_us(2, 3)
+      end
+    end
     local pos_h, dtop_h = host(ly.pos, "pos"), host(dtop, "dtop")
     local mtop_h, btop_h = host(mtop, "mtop"), host(btop, "btop")
     local S_h, gath_h, dvals_h = host(ly.S, "S"), host(gath, "gath"), host(dvals, "dvals")
     local la = acc.layer(l)
+    la.time.time_masked_dense_us = (la.time.time_masked_dense_us or 0) + util.median(md)
     local dd, sq = metrics.rows_bf16_compare(ctx, S_h, gath_h, end_h, mism)
     local mmp = ffi.cast("int32_t *", mism.cd.data)
     for r = 0, n - 1 do la.mismatches = la.mismatches + mmp[r] end
@@ -612,40 +640,90 @@ local function start(self, inputs)
   return sz, prep, step
 end
 
+-- The production path of every group of a step, in order, captured as one CUDA graph on the
+-- context's stream (the context keeps it for graph_launch). The buffers must already be sized
+-- (an eager run), so nothing is allocated under capture, and no stage synchronises. -> the
+-- groups' states, whose tensors the graph writes.
+local function capture_groups(self, groups, prep, inputs, sz)
+  local ctx = self.ctx
+  local states = {}
+  ctx:sync()
+  ctx:graph_begin()
+  local ok, err = pcall(function()
+    for gi, g in ipairs(groups) do states[gi] = self:production(g, gi, prep, inputs, sz, nil) end
+  end)
+  -- the capture always ends, so a failure inside it leaves the stream usable; that failure,
+  -- not graph_end's, is the one raised
+  local ok_end, err_end = pcall(ctx.graph_end, ctx)
+  if not ok then errors.rethrow(err) end
+  if not ok_end then errors.rethrow(err_end) end
+  return states
+end
+
+-- The context's captured graph replayed: max(warmup, 1) untimed replays (the first launch of
+-- a new graph uploads it), then `iters` timed ones, launched back to back between the events
+-- of one chain (slot j - 1 before replay j, slot j after it), so no replay waits for the host
+-- and each interval is the replay's own time. -> the replay times in microseconds.
+local function time_replays(ctx, warmup, iters)
+  for _ = 1, math.max(warmup, 1) do ctx:graph_launch() end
+  local out = {}
+  while #out < iters do
+    local n = math.min(iters - #out, 255) -- the chain's slots 0..n of the context's 256
+    ctx:timer_record(0)
+    for j = 1, n do
+      ctx:graph_launch()
+      ctx:timer_record(j)
+    end
+    for j = 1, n do out[#out + 1] = ctx:timer_elapsed_us(j - 1, j) end
+  end
+  ctx:sync()
+  return out
+end
+
+-- The production path keeps every group's buffers until the comparisons run (and a graph
+-- captures their addresses), so the shared buffers are sized for the largest group first: no
+-- buffer may move under a live view or a captured graph.
+local function size_buffers(self, groups, sz)
+  local cfg = self.cfg
+  local T, cbs, k = cfg.candidate_topk_blocks, cfg.candidate_block_size, cfg.index_topk
+  local maxn, maxcells = 1, 1
+  for _, g in ipairs(groups) do
+    local n = g.token_end - g.token_start
+    local ml = 1
+    for i = g.token_start + 1, g.token_end do ml = math.max(ml, sz.lens[i]) end
+    maxn = math.max(maxn, n)
+    maxcells = math.max(maxcells, n * ml)
+  end
+  self:buf("src_logits", "f32", { maxcells })
+  self:buf("cand", "i32", { maxn, T })
+  self:buf("src_topk", "i32", { maxn, k })
+  for l = 1, sz.L do
+    self:buf("sparse_" .. l, "bf16", { maxn, T * cbs })
+    if l > 1 then self:buf("cols_" .. l, "i32", { maxn, k }) end
+    self:buf("topk_pos_" .. l, "i32", { maxn, k })
+  end
+end
+
 -- Runs one step. opts: { acc = accumulator (idxlab.summary.new_acc, for the metrics), keep =
--- output collector (replay), timing = { warmup = 0, iters = 1 } }. Returns the step's timings
--- and sizes, and (with a variant registry) the variant that ran per family.
+-- output collector (replay), timing = { warmup = 0, iters = 1 }, graph = false to time a CUDA
+-- step eagerly only }. Returns the step's timings (times.step: the graph's median replay, or
+-- the eager time; times.step_eager; times.graph: whether a graph ran) and sizes, (with a
+-- variant registry) the variant that ran per family, and the groups' states (groups[i], as
+-- capture's; after a graph, they hold its last replay's outputs).
 local function run_step(self, inputs, opts)
   opts = opts or {}
-  local ctx, cfg = self.ctx, self.cfg
+  if opts.graph ~= nil and type(opts.graph) ~= "boolean" then
+    fail("step: opts.graph = %s: must be a boolean (false: no CUDA graph)", tostring(opts.graph))
+  end
+  local ctx = self.ctx
   local sz, prep, step = start(self, inputs)
   local groups = groups_of(step)
-  -- the production path keeps every group's buffers until the comparisons run, so size the
-  -- shared buffers for the largest group first: no buffer may move under a live view
-  do
-    local T, cbs, k = cfg.candidate_topk_blocks, cfg.candidate_block_size, cfg.index_topk
-    local maxn, maxcells = 1, 1
-    for _, g in ipairs(groups) do
-      local n = g.token_end - g.token_start
-      local ml = 1
-      for i = g.token_start + 1, g.token_end do ml = math.max(ml, sz.lens[i]) end
-      maxn = math.max(maxn, n)
-      maxcells = math.max(maxcells, n * ml)
-    end
-    self:buf("src_logits", "f32", { maxcells })
-    self:buf("cand", "i32", { maxn, T })
-    self:buf("src_topk", "i32", { maxn, k })
-    for l = 1, sz.L do
-      self:buf("sparse_" .. l, "bf16", { maxn, T * cbs })
-      if l > 1 then self:buf("cols_" .. l, "i32", { maxn, k }) end
-      self:buf("topk_pos_" .. l, "i32", { maxn, k })
-    end
-  end
+  size_buffers(self, groups, sz)
   local timing = opts.timing or {}
   local warmup, iters = timing.warmup or 0, math.max(timing.iters or 1, 1)
   -- per group: the production path (warm-up and timed iterations), then its comparisons,
   -- which reuse the shared buffers before the next group overwrites them
-  local runs = {}
+  local runs, states = {}, {}
   for it = 1, iters do runs[it] = { layers = {} } end
   local peak_logits = 0
   for gi, g in ipairs(groups) do
@@ -666,7 +744,8 @@ local function run_step(self, inputs, opts)
       end
     end
     peak_logits = math.max(peak_logits, G.n * G.maxlen * 4)
-    if opts.acc then self:compare(G, sz, opts.acc, opts.keep) end
+    if opts.acc then self:compare(G, sz, opts.acc, opts.keep, warmup, iters) end
+    states[gi] = G
   end
   -- medians over the timed iterations (at least one)
   local times = { layers = {} }
@@ -684,6 +763,13 @@ local function run_step(self, inputs, opts)
       times.layers[l][name] = med(function(r) return r.layers[l] and r.layers[l][name] end)
     end
   end
+  -- the whole step: the graph's median replay on a CUDA context, else the eager time
+  times.step_eager = times.total
+  times.step, times.graph = times.total, false
+  if opts.graph ~= false and ctx:backend() == "cuda" then
+    states = capture_groups(self, groups, prep, inputs, sz)
+    times.step, times.graph = util.median(time_replays(ctx, warmup, iters)), true
+  end
   local acc = opts.acc
   if acc then
     for l = 1, sz.L do
@@ -694,39 +780,32 @@ local function run_step(self, inputs, opts)
       end
     end
     acc.steps = (acc.steps or 0) + 1
-    for _, name in ipairs({ "dense_logits", "candidate_select", "expand", "total" }) do
+    for _, name in ipairs({ "dense_logits", "candidate_select", "source_topk", "expand", "total",
+      "step", "step_eager" }) do
       acc["time_" .. name] = (acc["time_" .. name] or 0) + times[name]
     end
     acc.num_chunks = (acc.num_chunks or 0) + #(step.chunks or {})
     acc.logits_bytes = math.max(acc.logits_bytes or 0, peak_logits)
   end
   return { times = times, sz = sz, num_chunks = #(step.chunks or {}), logits_bytes = peak_logits,
-    variant = variants_ran(ctx) }
+    variant = variants_ran(ctx), groups = states }
 end
 
--- Captures the production path of every group of one step in a CUDA graph (CUDA contexts
--- only), then replays it `replays` times. Returns the group's state (G.layers[l].pos holds
--- layer l's remapped top-k positions), for comparison with an eager run.
+-- p:capture(inputs, replays): the production path of every group of one step (the decode
+-- group, then each chunk) sized by one eager run, captured as one CUDA graph (CUDA contexts
+-- only) and replayed `replays` times. Returns the last group's state (G.layers[l].pos holds
+-- layer l's remapped top-k positions), for comparison with an eager run, and every group's.
 local function run_capture(self, inputs, replays)
   local ctx = self.ctx
   local sz, prep, step = start(self, inputs)
   local groups = groups_of(step)
-  if #groups ~= 1 then
-    fail("capture: the step must be one group of rows (one decode group or one chunk)")
-  end
+  size_buffers(self, groups, sz)
   -- an eager run first sizes every buffer, so nothing is allocated under capture
-  local G = self:production(groups[1], 1, prep, inputs, sz, {})
-  ctx:sync()
-  ctx:graph_begin()
-  local ok, err = pcall(function() G = self:production(groups[1], 1, prep, inputs, sz, nil) end)
-  -- the capture always ends, so a failure inside it leaves the stream usable; that failure,
-  -- not graph_end's, is the one raised
-  local ok_end, err_end = pcall(ctx.graph_end, ctx)
-  if not ok then errors.rethrow(err) end
-  if not ok_end then errors.rethrow(err_end) end
+  for gi, g in ipairs(groups) do self:production(g, gi, prep, inputs, sz, {}) end
+  local states = capture_groups(self, groups, prep, inputs, sz)
   for _ = 1, replays or 1 do ctx:graph_launch() end
   ctx:sync()
-  return G
+  return states[#states], states
 end
 
 function Step:step(inputs, opts)

@@ -1,6 +1,7 @@
 -- idxlab.summary: the metric accumulator that steps fill (idxlab.step's compare and step) and
 -- its summary as a result row (SPEC 6): per-layer metrics, their mean over consumer layers at
--- the top level, the timings per step, and optionally the metrics by row length.
+-- the top level, the timings per step (with speedup_sparse), and optionally the metrics by
+-- row length.
 local errors = require("idxlab.errors")
 
 local M = {}
@@ -27,6 +28,14 @@ end
 
 local function is_active(r) return r.active end
 
+-- SPEC 6's speedup_sparse: the masked-dense time over the sparse time (sparse logits, top-k,
+-- remap) of `t`'s time_*_us fields; nil without a masked-dense time or a sparse one.
+function M.speedup(masked_dense_us, t)
+  local sparse = (t.time_sparse_logits_us or 0) + (t.time_topk_us or 0) + (t.time_remap_us or 0)
+  if not masked_dense_us or sparse <= 0 then return nil end
+  return masked_dense_us / sparse
+end
+
 local function mean_over(rows, name, pred)
   local s, n = 0, 0
   for _, r in ipairs(rows) do
@@ -48,6 +57,7 @@ local function layer_metrics(la, steps)
   -- SPEC 3's 1 - 2 sum(xy) / sum(x^2 + y^2), as sum (x - y)^2 / sum (x^2 + y^2)
   m.logit_diff = la.sum_sq > 0 and la.sum_dd / la.sum_sq or 0
   for k2, v in pairs(la.time) do m[k2] = v / steps end -- per step
+  m.speedup_sparse = M.speedup(m.time_masked_dense_us, m)
   return m
 end
 
@@ -110,14 +120,21 @@ function M.summarize(acc, info, by)
     row[key] = over_layers(key, true)
   end
   row.logit_mismatches = row.logit_mismatches or 0
-  for _, key in ipairs({ "time_sparse_logits_us", "time_topk_us", "time_remap_us" }) do
+  for _, key in ipairs({ "time_sparse_logits_us", "time_topk_us", "time_remap_us",
+    "time_masked_dense_us" }) do
     row[key] = over_layers(key, false)
   end
+  -- at the top level the ratio of the sums over consumer layers (SPEC 6)
+  row.speedup_sparse = M.speedup(row.time_masked_dense_us, row)
   row.active_rows = L > 0 and row.per_layer[1].active_rows or 0
   row.time_dense_logits_us = (acc.time_dense_logits or 0) / steps
   row.time_candidate_select_us = (acc.time_candidate_select or 0) / steps
   row.time_expand_us = (acc.time_expand or 0) / steps
-  row.time_step_us = (acc.time_total or 0) / steps
+  row.time_source_topk_us = (acc.time_source_topk or 0) / steps
+  -- time_step_us: the CUDA graph's median replay on the GPU, the eager step on the CPU
+  -- (idxlab.step); an accumulator from before time_step existed keeps its eager total
+  row.time_step_us = (acc.time_step or acc.time_total or 0) / steps
+  row.time_step_eager_us = (acc.time_step_eager or acc.time_total or 0) / steps
   row.num_chunks = acc.num_chunks or 0
   row.logits_bytes = acc.logits_bytes or 0
   row.scratch_bytes = info and info.derived and info.derived.scratch_bytes

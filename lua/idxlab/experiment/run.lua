@@ -86,7 +86,8 @@ local function resolve_measure(opts)
     -- a stand-in for the kernels: no context, and the chunker (no kernels) runs as it is
     return { fn = fake, contexts = false, replaces_chunks = false }
   end
-  return { fn = measure_mod.measure, contexts = true, replaces_chunks = false }
+  -- only the kernels' own measure warms up (Runner:warm_up); a stand-in has nothing to warm
+  return { fn = measure_mod.measure, contexts = true, replaces_chunks = false, warmup = true }
 end
 
 ---------------------------------------------------------------------------- the results dir
@@ -238,10 +239,39 @@ local function main_metric(plan)
   return m
 end
 
+-- Before the sweep, one untimed warm-up step of the shape of the first point to run on each
+-- backend (issue 15: else the first point's times carry the cold start: module loading, the
+-- first graph upload, clocks ramping). Nothing is recorded, no point is dropped or re-run;
+-- the progress output says so. A warm-up that fails is noted and its point runs as usual.
+-- -> false when interrupted.
+function Runner:warm_up(todo)
+  if not self.measure.warmup or self.e.mode == "chunks" then return true end
+  local seen = {}
+  for _, pt in ipairs(todo) do
+    if not seen[pt.backend] then
+      seen[pt.backend] = true
+      self.prog:note(("warm-up: one untimed step of point %d's shape (backend %s), not "
+        .. "recorded"):format(pt.index, tostring(pt.backend)))
+      local mpoint = measure_point(self.e, pt)
+      mpoint.warmup = true
+      local ok, err = self:measure_one(pt, mpoint)
+      if not ok then
+        if is_interrupt(err) then return false end
+        self.prog:note("warm-up failed (the point runs as usual): " .. failure_text(err))
+      end
+    end
+  end
+  return true
+end
+
 -- Runs the points in todo; -> interrupted.
 function Runner:loop(todo)
   local interrupted = false
   local loop_ok, loop_err = pcall(function()
+    if not self:warm_up(todo) then
+      interrupted = true
+      return
+    end
     for _, pt in ipairs(todo) do
       -- Ctrl-C in the REPL (idxlab.interrupt) stops between points, the finished ones kept
       if interrupt.pending() or not self:point(pt) then
