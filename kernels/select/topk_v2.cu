@@ -214,8 +214,12 @@ __global__ void __launch_bounds__(NT, 2)
   const int64_t a0 = s - mis;
   const int nvec = NT * RV;                 // vectors per chunk
   const int64_t g0 = a0 + (int64_t)rank * nvec * VEC;
-  uint4 *keys = smem4; // logical vector v at v + v / RV (one pad vector after every run)
-  uint64_t *sbuf = reinterpret_cast<uint64_t *>(smem4 + nvec + NT); // sorted mode: P entries
+  // logical vector v at (v / RV) * S + v % RV: runs S vectors apart, S odd, so the 8 threads of
+  // a quarter warp reading their runs' j-th vectors hit 8 distinct bank quads (an even stride
+  // paired them: the profile of 2026-12-01, RV 5 in a pad of 1)
+  const int S = RV | 1;
+  uint4 *keys = smem4;
+  uint64_t *sbuf = reinterpret_cast<uint64_t *>(smem4 + NT * S); // sorted mode: P entries
   const int warp = threadIdx.x >> 5;
   unsigned *myhist = hist + (warp & 1) * NB;
 
@@ -268,14 +272,14 @@ __global__ void __launch_bounds__(NT, 2)
           for (int j = 0; j < VEC; j++)
             if (kv[j]) atomicAdd(&myhist[kv[j] >> sh0], 1u);
         }
-        keys[v + v / RV] = K::pack(kv);
+        keys[(v / RV) * S + v % RV] = K::pack(kv);
       }
     }
   }
   __syncthreads();
   stamp(2);
 
-  const uint4 *run = keys + threadIdx.x * (RV + 1); // this thread's run of RV vectors
+  const uint4 *run = keys + threadIdx.x * S; // this thread's run of RV vectors
   for (int p = 0; p < K::NP; p++) {
     const int shift = K::shift(p), nb = 1 << K::bits(p);
     if (p > 0) {
@@ -518,7 +522,13 @@ ixl_status dispatch(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *ro
                     const ixl_tensor *row_end, int k, int sorted, ixl_tensor *out) {
   constexpr int VEC = KeyOf<T>::VEC;
   const int64_t R = logits->shape[0], C = logits->shape[1];
-  const int64_t span = C + VEC - 1; // columns a row's aligned chunks may have to cover
+  // columns a row's aligned chunks may have to cover: C when every row starts on 16 bytes (no
+  // row_start, C * sizeof(T) a multiple of 16, the tensor aligned), else up to VEC - 1 more
+  // (16384 bf16 columns were 20480 keys per CTA, not 16384). The cluster size is chosen from
+  // the unaligned span either way, as measured on 2026-12-01.
+  const bool aligned = !row_start && (C * (int64_t)sizeof(T)) % 16 == 0 &&
+                       ((uintptr_t)logits->data & 15u) == 0;
+  const int64_t span_cs = C + VEC - 1, span = aligned ? C : span_cs;
   int dev = 0, major = 0, sms = 132;
   cudaGetDevice(&dev);
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
@@ -527,7 +537,7 @@ ixl_status dispatch(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *ro
   // CTAs per row never paid (64 x 16384 bf16: 14.7 us at 1, 27.9 at 4; 1 x 131072 fp32: the
   // same at 4 and 16), so idle SMs are not a reason to split a row
   int cs = 1;
-  while (cs <= CSMAX && (span + cs - 1) / cs > LCAP) cs <<= 1;
+  while (cs <= CSMAX && (span_cs + cs - 1) / cs > LCAP) cs <<= 1;
   (void)sms, (void)R;
   const char *env = getenv("IXL_TOPK_V2_CS"); // a development switch, for the benchmark
   if (env && *env) {
