@@ -129,7 +129,7 @@ function M.label(name)
   local u = units[name]
   if not u then
     if name:match("_us$") then u = "µs"
-    elseif name:match("bytes$") then u = "bytes"
+    elseif name:match("bytes$") or name:match("^cp_bytes_") then u = "bytes"
     elseif name:match("^workload%..*context") or name:match("^workload%..*len") then
       u = "positions"
     end
