@@ -250,13 +250,14 @@ function Runner:warm_up(todo)
   for _, pt in ipairs(todo) do
     if not seen[pt.backend] then
       seen[pt.backend] = true
-      self.prog:note(("warm-up: one untimed step of point %d's shape (backend %s), not "
-        .. "recorded"):format(pt.index, tostring(pt.backend)))
       local mpoint = measure_point(self.e, pt)
       mpoint.warmup = true
-      local ok, err = self:measure_one(pt, mpoint)
+      local t0 = progress.now()
+      local ok, err, ran = self:measure_one(pt, mpoint)
+      if not ok and is_interrupt(err) then return false end
+      self.prog:note(("warm-up: one untimed step of point %d's shape on %s (%.1f s), not "
+        .. "recorded"):format(pt.index, ran.backend or tostring(pt.backend), progress.now() - t0))
       if not ok then
-        if is_interrupt(err) then return false end
         self.prog:note("warm-up failed (the point runs as usual): " .. failure_text(err))
       end
     end
