@@ -26,7 +26,8 @@ M.STEP_METRICS = {
   "logit_mismatches", "logit_diff", "selection_agreement", "fp32_selection_agreement",
   "recall_at_k", "mass_recall", "candidate_coverage", "active_rows",
   "time_dense_logits_us", "time_candidate_select_us", "time_expand_us", "time_sparse_logits_us",
-  "time_topk_us", "time_remap_us", "time_step_us", "scratch_bytes", "logits_bytes", "num_chunks",
+  "time_topk_us", "time_remap_us", "time_step_us", "time_step_eager_us", "time_source_topk_us",
+  "time_masked_dense_us", "speedup_sparse", "scratch_bytes", "logits_bytes", "num_chunks",
 }
 M.CHUNK_METRICS = {
   "num_chunks", "max_rows_per_chunk", "mean_rows_per_chunk", "peak_logits_bytes", "sub_chunks",
