@@ -1,9 +1,9 @@
 // topk.cu - K6 top-k on the GPU (ixl_cuda_topk): per row, the k largest of the columns
 // [row_start, row_end) of fp32 or bf16 logits, ties to the smaller column, NaN above every
 // number, -0 equal to +0, -1 pads last; unsorted = ascending column order, sorted = (value
-// descending, column ascending). The same results as kernels/topk_cpu.c, exactly.
+// descending, column ascending). The same results as kernels/select/topk.c, exactly.
 //
-// One CTA per row runs the radix select of cuda/common.cuh over order-preserving keys:
+// One CTA per row runs the radix select of cuda/radix_select.cuh over order-preserving keys:
 // histogram passes over the row (11/11/10 key bits for fp32, 8/8 for bf16) until the keys at
 // or above the k-th largest fit in shared memory, one pass to collect them, then a bitonic
 // sort of those few thousand entries. No full sort of a row, no scratch in device memory,
