@@ -81,6 +81,10 @@ local function set_path(t, path, value, full)
   cur[parts[#parts]] = value
 end
 
+-- The sweep kinds whose knobs live in a table of their own: kind -> the experiment field
+-- (the --set key is "<field>.<name>").
+local NESTED = { variant = "variant", cpsim = "context_parallel_sim" }
+
 local function table_field(e, k)
   if type(e[k]) ~= "table" then e[k] = {} end
   return e[k]
@@ -98,10 +102,8 @@ local function set_sweep(e, sweep_key, value, full)
   sweep[sweep_key] = nil
   sweep[norm] = (value == "all" or type(value) == "table") and value or { value }
   if kind == "config" and type(e.config) == "table" then e.config[norm] = nil end
-  if kind == "variant" and type(e.variant) == "table" then e.variant[norm:sub(9)] = nil end
-  if kind == "cpsim" and type(e.context_parallel_sim) == "table" then
-    e.context_parallel_sim[norm:sub(22)] = nil
-  end
+  local nest = NESTED[kind]
+  if nest and type(e[nest]) == "table" then e[nest][norm:sub(#nest + 2)] = nil end
   if kind == "seed" then e.seed = nil end
   if kind == "backend" then e.backend = nil end
 end
@@ -119,28 +121,17 @@ local function set_config(e, bare, value)
   end
 end
 
--- variant.<family>=name pins it; a list sweeps it.
-local function set_variant(e, key, value)
-  local sweep, pins = table_field(e, "sweep"), table_field(e, "variant")
+-- <table>.<field>=v sets a field of a knob table of its own (variant.<family>=name pins that
+-- family, context_parallel_sim.<field>=v sets the research mode's field); a list sweeps it.
+local function set_nested(e, kind, key, value)
+  local nest = NESTED[kind]
+  local sweep, t, field = table_field(e, "sweep"), table_field(e, nest), key:sub(#nest + 2)
   sweep[key] = nil
   if type(value) == "table" then
     sweep[key] = value
-    pins[key:sub(9)] = nil
+    t[field] = nil
   else
-    pins[key:sub(9)] = value
-    unsweep(e, key)
-  end
-end
-
--- context_parallel_sim.<field>=v sets the research mode's field; a list sweeps it.
-local function set_cpsim(e, key, value)
-  local sweep, sim = table_field(e, "sweep"), table_field(e, "context_parallel_sim")
-  sweep[key] = nil
-  if type(value) == "table" then
-    sweep[key] = value
-    sim[key:sub(22)] = nil
-  else
-    sim[key:sub(22)] = value
+    t[field] = value
     unsweep(e, key)
   end
 end
@@ -153,10 +144,8 @@ local function set_one(e, key, value, full)
   local bare = key:match("^config%.(.+)$") or key
   if util.is_config_field(bare) then
     set_config(e, bare, value)
-  elseif schema.sweep_key_kind(key) == "variant" then
-    set_variant(e, key, value)
-  elseif schema.sweep_key_kind(key) == "cpsim" then
-    set_cpsim(e, key, value)
+  elseif NESTED[schema.sweep_key_kind(key)] then
+    set_nested(e, schema.sweep_key_kind(key), key, value)
   elseif key == "seed" or key == "backend" then
     local sweep = table_field(e, "sweep")
     sweep[key] = nil
