@@ -54,6 +54,21 @@ end
 -- Canonical text (every key sorted): equal tables give equal text, for hashing.
 function M.canonical(v) return json.encode(v) end
 
+-- results.describe_params(params, order) -> "k=v k=v ...": the values params holds for the
+-- keys of `order`, in that order (tables as canonical JSON), as a point's one-line
+-- description (the progress output, the dry run, an error's context).
+function M.describe_params(params, order)
+  local parts = {}
+  for _, k in ipairs(order) do
+    local v = params[k]
+    if v ~= nil then
+      parts[#parts + 1] = ("%s=%s"):format(k, type(v) == "table" and M.canonical(v)
+        or tostring(v))
+    end
+  end
+  return table.concat(parts, " ")
+end
+
 -- A value as an error message shows it: strings quoted, short tables as canonical JSON.
 function M.show(v)
   if type(v) == "string" then return ("%q"):format(v) end
@@ -280,4 +295,4 @@ end
 
 -- The plain helpers stay unwrapped: they raise nothing, and is_int/is_list run in loops; the
 -- fs names are fs's own public functions already.
-return errors.wrap(M, { "is_int", "is_list", "show", "hash" })
+return errors.wrap(M, { "is_int", "is_list", "show", "hash", "describe_params" })

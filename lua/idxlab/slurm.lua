@@ -13,6 +13,7 @@
 -- Errors are idxlab errors (code "ARG" for bad input, "SLURM" when a Slurm command fails).
 local errors = require("idxlab.errors")
 local fs = require("idxlab.fs")
+local merge = require("idxlab.merge")
 local results = require("idxlab.results")
 local shell_word = require("idxlab.cmd.args").shell_word
 
@@ -99,13 +100,13 @@ local function directive_value(v)
   return '"' .. v .. '"'
 end
 
--- The #SBATCH lines of the options submit takes; `array` adds the per-task resources (the
--- merge job needs no GPU).
-local function sbatch_lines(opts, array)
-  local l = {}
-  local function add(flag, v)
-    if v ~= nil then l[#l + 1] = ("#SBATCH %s=%s"):format(flag, directive_value(v)) end
-  end
+-- slurm.sbatch_options(opts, array) -> { {flag, value}, ... }: the sbatch options submit
+-- takes that opts sets, in the one order the scripts and a resubmission's command line give
+-- them; `array` adds the per-task resources (the merge job needs no GPU). opts.extra (whole
+-- words such as --mem=8G, given after these) is not among them.
+function M.sbatch_options(opts, array)
+  local out = {}
+  local function add(flag, v) if v ~= nil then out[#out + 1] = { flag, v } end end
   add("--partition", opts.partition)
   add("--account", opts.account)
   add("--qos", opts.qos)
@@ -113,6 +114,15 @@ local function sbatch_lines(opts, array)
   if array then
     add("--gpus-per-task", opts.gpus_per_task)
     add("--cpus-per-task", opts.cpus_per_task)
+  end
+  return out
+end
+
+-- The #SBATCH lines of those options, then opts.extra.
+local function sbatch_lines(opts, array)
+  local l = {}
+  for _, o in ipairs(M.sbatch_options(opts, array)) do
+    l[#l + 1] = ("#SBATCH %s=%s"):format(o[1], directive_value(o[2]))
   end
   for _, a in ipairs(opts.extra or {}) do l[#l + 1] = "#SBATCH " .. a end
   return l
@@ -240,15 +250,7 @@ end
 
 -- The swept values of a planned point, as the dry run shows them.
 local function point_desc(p, swept)
-  local parts = {}
-  for _, k in ipairs(swept or {}) do
-    local v = type(p.params) == "table" and p.params[k]
-    if v ~= nil then
-      parts[#parts + 1] = ("%s=%s"):format(k, type(v) == "table" and results.canonical(v)
-        or tostring(v))
-    end
-  end
-  return table.concat(parts, " ")
+  return results.describe_params(type(p.params) == "table" and p.params or {}, swept or {})
 end
 
 -- "idxlab: point N failed: reason" lines of a shard's task logs (every submission's:
@@ -399,7 +401,7 @@ function M.merge_status(dir, opts)
   end
   local merged
   if #dirs > 0 and rec.shards > 1 then
-    merged = require("idxlab.merge").merge(dir, dirs, opts)
+    merged = merge.merge(dir, dirs, opts)
   end
   local st = M.status(dir, { slurm = false })
   local shards = {}

@@ -59,14 +59,8 @@ end
 -- The same options as sbatch command-line words (a resubmission's overrides).
 local function sbatch_words(s, array)
   local w = {}
-  local function add(flag, v) if v ~= nil then w[#w + 1] = flag .. "=" .. tostring(v) end end
-  add("--partition", s.partition)
-  add("--account", s.account)
-  add("--qos", s.qos)
-  add("--time", s.time)
-  if array then
-    add("--gpus-per-task", s.gpus_per_task)
-    add("--cpus-per-task", s.cpus_per_task)
+  for _, o in ipairs(slurm.sbatch_options(s, array)) do
+    w[#w + 1] = o[1] .. "=" .. tostring(o[2])
   end
   for _, a in ipairs(s.extra or {}) do w[#w + 1] = a end
   return w

@@ -57,17 +57,7 @@ local function swept_order(e)
   return out
 end
 
-local function describe_params(params, order)
-  local parts = {}
-  for _, k in ipairs(order) do
-    local v = params[k]
-    if v ~= nil then
-      parts[#parts + 1] = ("%s=%s"):format(k, type(v) == "table" and results.canonical(v)
-        or tostring(v))
-    end
-  end
-  return table.concat(parts, " ")
-end
+local describe_params = results.describe_params
 
 -- The point's effective builder config, as the results rows show it: the resolved fields,
 -- with sparse_block_kv and workspace_tokens as the builder chose them.
