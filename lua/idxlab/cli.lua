@@ -33,7 +33,7 @@ end
 local function main(argv)
   local cmd = argv[1]
   if cmd == "--version" or cmd == "version" then
-    print("idxlab " .. require("idxlab").version)
+    print("idxlab " .. require("idxlab").version) -- loads the library: only when asked
     return 0
   end
   if cmd == "help" or cmd == "--help" or cmd == "-h" then

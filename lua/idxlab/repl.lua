@@ -18,6 +18,11 @@
 -- rlwrap -W mirrors that onto the user's terminal, so at the prompt Ctrl-C reaches readline
 -- as a key, which bin/idxlab's inputrc binds to insert a literal ^C and accept the line. A line
 -- holding ^C is dropped with the chunk being typed, as a SIGINT at the prompt is.
+-- Only what runs without a built library is loaded here; the modules that need it (tensor,
+-- ffi, interrupt, and idxlab itself) are loaded when first used, so that without a build the
+-- REPL is plain Lua and says why.
+local errors = require("idxlab.errors")
+
 local M = {}
 
 -- The character a line holds when Ctrl-C was read as a key (see above).
@@ -147,7 +152,7 @@ function M.show_tensor(t)
   if Tensor.dead_reason(t) then return head end
   local ok, text = pcall(tensor_values, t)
   if not ok then
-    return head .. "\n(values not shown: " .. require("idxlab.errors").message(text) .. ")"
+    return head .. "\n(values not shown: " .. errors.message(text) .. ")"
   end
   return head .. "\n" .. text
 end
@@ -234,7 +239,7 @@ end
 local function show_table(t)
   local texts = {}
   local copy = display(t, 1, texts)
-  local out = require("pl.pretty").write(copy, "  ")
+  local out = require("pl.pretty").write(copy, "  ") -- Penlight: loaded when first needed
   out = out:gsub("( *)[^\n]*\2(%d+)\2[^\n]*", function(indent, id)
     return indent .. texts[tonumber(id)]
   end)

@@ -17,6 +17,7 @@ local USAGE = [[usage: idxlab run FILE.lua [options]
 local errors = require("idxlab.errors")
 local args = require("idxlab.cmd.args")
 local experiment = require("idxlab.experiment")
+local shards = require("idxlab.shards")
 
 -- LuaJIT's own error for SIGINT ("interrupted!"), raised wherever the run was, or a message
 -- carrying it.
@@ -53,7 +54,7 @@ return function(argv)
       errors.fail("run: --local-shards %s: must be a whole number >= 1\n%s", n, USAGE)
     end
     if o.shard then errors.fail("run: --shard and --local-shards: choose one\n" .. USAGE) end
-    return require("idxlab.shards").run(file, { n = tonumber(n), set = #o.set > 0 and o.set
+    return shards.run(file, { n = tonumber(n), set = #o.set > 0 and o.set
       or nil, out = o.out, resume = o.resume, dry_run = o["dry-run"] })
   end
   if #opts.set == 0 then opts.set = nil end
