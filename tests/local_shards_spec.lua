@@ -13,12 +13,7 @@ local support = dofile(ROOT .. "/tests/support.lua")
 local q = fs.shell_quote
 teardown(support.cleanup)
 
-local function sh(cmd)
-  local p = io.popen(cmd .. " 2>&1; echo \"rc=$?\"")
-  local out = p:read("*a")
-  p:close()
-  return tonumber(out:match("rc=(%d+)%s*$")), (out:gsub("rc=%d+%s*$", ""))
-end
+local sh = support.sh
 
 local EXP = [[
 -- sharded: six small CPU points
@@ -43,36 +38,10 @@ return function(ctx, point)
 end
 ]]
 
-local function timeless(r)
-  local t = {}
-  for k, v in pairs(r) do
-    if type(k) == "string" and not k:match("^time_") and not k:match("^speedup")
-      and k ~= "wall_time_s"
-      and k ~= "finished_at" and k ~= "per_layer" and k ~= "device" and k ~= "shard"
-      and not k:match("^seen_") then
-      t[k] = v
-    end
-  end
-  t.per_layer = {}
-  for i, l in ipairs(r.per_layer or {}) do t.per_layer[i] = timeless(l) end
-  return t
-end
-
-local function by_point(path)
-  local m, n = {}, 0
-  for _, r in ipairs((results.read_jsonl(path))) do m[r.point] = r n = n + 1 end
-  return m, n
-end
-
+-- Besides timing: the device and the environment the recorder saw differ per shard.
 local function assert_same_rows(ref_path, got_path)
-  local ref, nref = by_point(ref_path)
-  local got, ngot = by_point(got_path)
-  assert.equals(nref, ngot)
-  for p, r in pairs(ref) do
-    assert.is_table(got[p], "point " .. p)
-    assert.equals(r.config_hash, got[p].config_hash)
-    assert.same(timeless(r), timeless(got[p]))
-  end
+  support.assert_same_rows(ref_path, got_path,
+    function(k) return k == "device" or k:match("^seen_") ~= nil end)
 end
 
 local function cores()

@@ -18,12 +18,7 @@ local support = dofile(ROOT .. "/tests/support.lua")
 local q = fs.shell_quote
 teardown(support.cleanup)
 
-local function sh(cmd)
-  local p = io.popen(cmd .. " 2>&1; echo \"rc=$?\"")
-  local out = p:read("*a")
-  p:close()
-  return tonumber(out:match("rc=(%d+)%s*$")), (out:gsub("rc=%d+%s*$", ""))
-end
+local sh = support.sh
 
 local EXP = [[
 -- slurmy: a sweep of six points for the Slurm spec
@@ -66,38 +61,7 @@ local function snapshot(d)
   return co
 end
 
--- What does not depend on timing: the row without its time_* fields, wall time and clock.
-local function timeless(r)
-  local t = {}
-  for k, v in pairs(r) do
-    if type(k) == "string" and not k:match("^time_") and not k:match("^speedup")
-      and k ~= "wall_time_s"
-      and k ~= "finished_at" and k ~= "per_layer" and k ~= "shard" then
-      t[k] = v
-    end
-  end
-  t.per_layer = {}
-  for i, l in ipairs(r.per_layer or {}) do t.per_layer[i] = timeless(l) end
-  return t
-end
-
-local function by_point(path)
-  local rows = results.read_jsonl(path)
-  local m = {}
-  for _, r in ipairs(rows) do m[r.point] = r end
-  return m, #rows
-end
-
-local function assert_same_rows(ref_path, got_path)
-  local ref, nref = by_point(ref_path)
-  local got, ngot = by_point(got_path)
-  assert.equals(nref, ngot)
-  for p, r in pairs(ref) do
-    assert.is_table(got[p], "point " .. p)
-    assert.equals(r.config_hash, got[p].config_hash)
-    assert.same(timeless(r), timeless(got[p]))
-  end
-end
+local assert_same_rows = support.assert_same_rows
 
 describe("idxlab submit without a cluster", function()
   local d, co, exp
