@@ -2,7 +2,9 @@
 // ixl_cuda_dequantize, ixl_cuda_prepare_weights and ixl_cuda_kv_pages_write. Codes and scales
 // are bit-identical to kernels/formats/formats.c, the definition: every rounding here is done in
 // integer or exactly-rounded fp32 arithmetic (no fast-math, no hardware fp8 conversion, whose
-// NaN and saturation rules differ), so both targets (sm_90a, sm_80) give the same bits.
+// NaN and saturation rules differ), so both targets (sm_90a, sm_80) give the same bits. The
+// scalar rules are core/numerics/scalar.h's ixl_cvt_* and ixl_scale_pow2f, the functions the
+// CPU reference calls.
 //
 // Quantize: one warp per 128-vector, 4 consecutive elements per lane, so a 32-element scale
 // group is 8 lanes and its amax is three shuffles.
@@ -22,12 +24,12 @@ template <>
 __device__ __forceinline__ float load_x<float>(const float *p, int64_t i) { return p[i]; }
 template <>
 __device__ __forceinline__ float load_x<uint16_t>(const uint16_t *p, int64_t i) {
-  return bf16_to_f32(p[i]);
+  return ixl_cvt_bf16_to_f32(p[i]);
 }
 
 template <typename T, bool F16>
 __device__ __forceinline__ float load_elem(const T *p, int64_t i) {
-  if constexpr (F16) return f16_to_f32(p[i]);
+  if constexpr (F16) return ixl_cvt_f16_to_f32(p[i]);
   else return load_x<T>(p, i);
 }
 
@@ -49,7 +51,7 @@ __device__ __forceinline__ float clamp_inf(float x) {
 // that canonicalises NaN, so its sign is read before any arithmetic.
 __device__ __forceinline__ uint8_t fp8_code(uint32_t x_bits, float y) {
   if ((x_bits & 0x7fffffffu) > 0x7f800000u) return (uint8_t)((x_bits >> 24 & 0x80u) | 0x7fu);
-  return f32_to_e4m3(y);
+  return ixl_cvt_f32_to_e4m3(y);
 }
 
 template <typename T, bool F16>
@@ -88,10 +90,10 @@ __global__ void __launch_bounds__(QUANT_THREADS) quantize_kernel(const T *__rest
       } else {
         // Q (either quantizer) and K rne: a power-of-two scale
         const int e = ixl_ceil_log2_ratio(amax, 448.0f);
-        scale = ldexp_exact(1.0f, e);
+        scale = ixl_scale_pow2f(1.0f, e);
 #pragma unroll
         for (int j = 0; j < 4; j++)
-          packed |= (uint32_t)fp8_code(vb[j], ldexp_exact(v[j], -e)) << (8 * j);
+          packed |= (uint32_t)fp8_code(vb[j], ixl_scale_pow2f(v[j], -e)) << (8 * j);
       }
       reinterpret_cast<uint32_t *>(codes + m * 128)[lane] = packed;
       if (lane == 0) reinterpret_cast<float *>(scales)[m] = scale;
@@ -108,7 +110,7 @@ __global__ void __launch_bounds__(QUANT_THREADS) quantize_kernel(const T *__rest
       const int e = ixl_mx_scale_exp(amax, c, quantizer == IXL_Q_TIES_DOWN);
       float s[4];
 #pragma unroll
-      for (int j = 0; j < 4; j++) s[j] = ldexp_exact(v[j], -e); // exact: |s| <= c
+      for (int j = 0; j < 4; j++) s[j] = ixl_scale_pow2f(v[j], -e); // exact: |s| <= c
       if (fmt == IXL_MXFP4) {
         uint32_t packed = 0; // two bytes: elements 4l..4l+3, element 2i in the low nibble
 #pragma unroll
@@ -128,7 +130,7 @@ __global__ void __launch_bounds__(QUANT_THREADS) quantize_kernel(const T *__rest
       } else {
         uint32_t packed = 0;
 #pragma unroll
-        for (int j = 0; j < 4; j++) packed |= (uint32_t)f32_to_e4m3(s[j]) << (8 * j);
+        for (int j = 0; j < 4; j++) packed |= (uint32_t)ixl_cvt_f32_to_e4m3(s[j]) << (8 * j);
         if (nan) packed = 0;
         reinterpret_cast<uint32_t *>(codes + m * 128)[lane] = packed;
       }
@@ -155,16 +157,17 @@ __global__ void dequantize_kernel(const uint8_t *__restrict__ codes,
     float v;
     if (fmt == IXL_MXFP4) {
       const uint8_t b = codes[m * 64 + (d >> 1)];
-      v = e2m1_to_f32((d & 1) ? (uint8_t)(b >> 4) : (uint8_t)(b & 15));
+      v = ixl_cvt_e2m1_to_f32((d & 1) ? (uint8_t)(b >> 4) : (uint8_t)(b & 15));
     } else {
-      v = e4m3_to_f32(codes[m * 128 + d]);
+      v = ixl_cvt_e4m3_to_f32(codes[m * 128 + d]);
     }
     if (fmt == IXL_FP8) {
       if (role == IXL_ROLE_K) v *= reinterpret_cast<const float *>(scales)[m];
     } else {
       const uint32_t word = reinterpret_cast<const uint32_t *>(scales)[m];
       const int b = (int)((word >> (8 * (d >> 5))) & 0xffu);
-      v = b == 0xff ? __int_as_float(0x7fc00000) : ldexp_exact(v, b - 127); // 0xFF: the NaN scale
+      v = b == 0xff ? __int_as_float(0x7fc00000) // 0xFF: the NaN scale
+                    : ixl_scale_pow2f(v, b - 127);
     }
     out[i] = v;
   }
@@ -179,7 +182,7 @@ __global__ void prepare_weights_kernel(const float *__restrict__ w, const float 
        i += (int64_t)gridDim.x * blockDim.x) {
     const float v = qs ? w[i] * qs[i] : w[i];
     if (dense) dense[i] = v;
-    if (sparse) sparse[i] = f32_to_bf16(v);
+    if (sparse) sparse[i] = ixl_cvt_f32_to_bf16(v);
   }
 }
 
