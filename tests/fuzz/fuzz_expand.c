@@ -1,4 +1,4 @@
-/* fuzz_expand.c - libFuzzer harness for K4, ixl_expand (kernels/expand_cpu.c), on arbitrary
+/* fuzz_expand.c - libFuzzer harness for K4, ixl_expand (kernels/index/expand.c), on arbitrary
  * candidate lists: garbage, duplicates, -1, out-of-range ids, odd ranges and block sizes. Every
  * accepted call is compared with SPEC 3's K4 rules, written again here from the spec; every
  * refused call must give a clean error. */
