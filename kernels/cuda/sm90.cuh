@@ -197,7 +197,7 @@ __device__ __forceinline__ bool elect_one() {
 // ------------------------------------------------------------------ mbarrier wait
 // ptx::mbarrier_try_wait_parity (mbarrier.try_wait.parity, acquire.cta) in a loop bounded by
 // clock64: a lost arrival or a wrong expect_tx count traps after about 2 s instead of hanging
-// the GPU visit (brief §8.14). Silent by default: a printf is a function call, which costs a
+// the GPU for the rest of the run. Silent by default: a printf is a function call, which costs a
 // stack frame and makes ptxas serialize every wgmma of the kernel (C7510); build with
 // -DIXL_SM90_WAIT_PRINT to name the block and thread first.
 __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {

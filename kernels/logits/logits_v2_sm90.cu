@@ -2,7 +2,7 @@
 // (dense paged logits, decode) for fp8 keys on Hopper's wgmma and TMA; every other mode and
 // config runs v1's kernels (logits/dense.cu, logits/sparse.cu).
 //
-// What it does differently from v1 (issue 13, step 3; brief §4.4):
+// What it does differently from v1:
 // - e4m3 wgmma (QGMMA) straight from the stored codes: no f16 conversion of the key tile.
 //   Swap-AB: A = 64 key positions x 128 B (one tile), B = the row's H heads x 128 B, so one
 //   tile is four m64nHk32 SS wgmma chained into one f32 accumulator (H = 32 or 64).

@@ -4,7 +4,7 @@
  * device runs (each pinned in turn: v1, v2 on sm_90, and v1_alt in the test build); a case
  * whose format and H the pinned variant's supports() refuses is skipped for that variant.
  *
- * What must match (issue 5's parity rules):
+ * What must match:
  * - integer-like outputs (the -inf masks) exactly;
  * - bf16-reduction logits of mxfp4 bitwise (+0 == -0; NaN == NaN), including exponent sums
  *   outside the fast window (subnormal and NaN-scale cases) and K5 == K1/K2 on the GPU;
