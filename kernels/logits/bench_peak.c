@@ -5,19 +5,16 @@
 
 #include <omp.h>
 
-#if defined(__x86_64__) || defined(__i386__)
+#if IXL_HAVE_X86
 #include <immintrin.h>
-#define IXL_HAVE_X86 1
-#define AVX2 __attribute__((target("avx2,fma")))
-#else
-#define IXL_HAVE_X86 0
 #endif
 
 #if IXL_HAVE_X86
 /* 10 independent 8-wide fma chains (2 ports x 4 cycles of latency need 8). The seeds come
  * through a volatile pointer and differ, so the compiler can neither merge the chains nor
  * hoist the call out of a timing loop. */
-AVX2 __attribute__((noinline)) static double fma_loop(int64_t iters, const volatile float *seed) {
+IXL_AVX2 __attribute__((noinline)) static double fma_loop(int64_t iters,
+                                                          const volatile float *seed) {
   __m256 a0 = _mm256_set1_ps(seed[0]), a1 = _mm256_set1_ps(seed[1]), a2 = _mm256_set1_ps(seed[2]),
          a3 = _mm256_set1_ps(seed[3]), a4 = _mm256_set1_ps(seed[4]), a5 = _mm256_set1_ps(seed[5]),
          a6 = _mm256_set1_ps(seed[6]), a7 = _mm256_set1_ps(seed[7]), a8 = _mm256_set1_ps(seed[8]),

@@ -22,8 +22,8 @@
  *
  * No contraction: every multiply and add here is written to be rounded on its own. GCC does
  * not contract in ISO C mode (-std=c11); clang is told below. */
-#ifndef IXL_DOT_CPU_H
-#define IXL_DOT_CPU_H
+#ifndef IXL_LOGITS_ENGINE_H
+#define IXL_LOGITS_ENGINE_H
 
 #include "internal.h"
 #include "numerics/scalar.h"
@@ -170,6 +170,16 @@ enum { IXL_PATH_REFERENCE = 1, IXL_PATH_FAST = 2 };
 
 /* 1 when this CPU runs the fast path (AVX2 and FMA). */
 int ixl_engine_fast_available(void);
+
+/* Where the AVX2 code is compiled at all (the fast path, engine_avx2.c, and the FMA peak,
+ * bench_peak.c); IXL_AVX2 marks a function compiled for AVX2 + FMA, which runs only where
+ * ixl_engine_fast_available() says so. */
+#if defined(__x86_64__) || defined(__i386__)
+#define IXL_HAVE_X86 1
+#define IXL_AVX2 __attribute__((target("avx2,fma")))
+#else
+#define IXL_HAVE_X86 0
+#endif
 
 typedef struct ixl_engine ixl_engine; /* opaque: formats, query chunk, per-thread scratch */
 

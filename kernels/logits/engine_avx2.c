@@ -31,10 +31,9 @@ int ixl_engine_fast_available(void) {
 }
 
 #if IXL_HAVE_X86
-#define AVX2 __attribute__((target("avx2,fma")))
 
 /* Transposes a 16 x 16 byte block: dst[j] = column j of the rows src[0..15]. */
-AVX2 static inline void transpose16(const __m128i r[16], __m128i w[16]) {
+IXL_AVX2 static inline void transpose16(const __m128i r[16], __m128i w[16]) {
   __m128i t[16], u[16], v[16];
   for (int k = 0; k < 8; k++) {
     t[2 * k] = _mm_unpacklo_epi8(r[2 * k], r[2 * k + 1]);
@@ -60,15 +59,15 @@ AVX2 static inline void transpose16(const __m128i r[16], __m128i w[16]) {
 
 /* 16 int8 values (twice the e2m1 value) times the keys' factors f0 (keys 0-7), f1 (8-15) -> 16
  * floats at dst. Exact: the factors are powers of two in range (ixl_engine_pack). */
-AVX2 static inline void store_e2m1x2(__m128i q, __m256 f0, __m256 f1, float *dst) {
+IXL_AVX2 static inline void store_e2m1x2(__m128i q, __m256 f0, __m256 f1, float *dst) {
   _mm256_storeu_ps(dst, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), f0));
   _mm256_storeu_ps(
       dst + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q, 8))), f1));
 }
 
 /* mxfp4 strip: 16 keys' 64 code bytes -> [128][16] floats, value * fk[group][key]. */
-AVX2 void ixl_engine_pack_strip_mxfp4(const uint8_t *const codes[STRIP], const float fk[4][STRIP],
-                                      float *dst) {
+IXL_AVX2 void ixl_engine_pack_strip_mxfp4(const uint8_t *const codes[STRIP],
+                                          const float fk[4][STRIP], float *dst) {
   /* e2m1 codes 0..15 as twice their value (exact in int8); -0 -> 0 */
   const __m128i lut = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
   const __m128i lo4 = _mm_set1_epi8(0x0F);
@@ -93,7 +92,7 @@ AVX2 void ixl_engine_pack_strip_mxfp4(const uint8_t *const codes[STRIP], const f
 
 /* Group partials of 4 heads x 16 positions: c[g][i][n] = sum over d in group g of
  * a[d][i] * b[d][n], one fma chain per (g, i, n) in increasing d. glen: 32 (MX) or 128 (fp8). */
-AVX2 static void tile_4x16(const float *a, const float *b, int glen, float *c) {
+IXL_AVX2 static void tile_4x16(const float *a, const float *b, int glen, float *c) {
   for (int g0 = 0; g0 < IXL_D; g0 += glen) {
     __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
     __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
@@ -128,10 +127,10 @@ AVX2 static void tile_4x16(const float *a, const float *b, int glen, float *c) {
 
 /* relu(x) = x < 0 ? 0 : x: vmaxps returns its second operand when either is NaN or both are
  * zeros, so NaN and -0 pass through as in ixl_relu. */
-AVX2 static inline __m256 relu8(__m256 x) { return _mm256_max_ps(_mm256_setzero_ps(), x); }
+IXL_AVX2 static inline __m256 relu8(__m256 x) { return _mm256_max_ps(_mm256_setzero_ps(), x); }
 
 /* bf16(x) for 8 floats, round to nearest even (NaN lanes are caught by the caller). */
-AVX2 static inline __m256 bf16_round8(__m256 x) {
+IXL_AVX2 static inline __m256 bf16_round8(__m256 x) {
   __m256i b = _mm256_castps_si256(x);
   __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(b, 16), _mm256_set1_epi32(1));
   b = _mm256_add_epi32(b, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb));
@@ -142,7 +141,7 @@ AVX2 static inline __m256 bf16_round8(__m256 x) {
  * normal number (16 significant bits); TwoSum gives hi + lo = p + s exactly; hi rounds to
  * bf16 by nearest even unless it sits on a midpoint with lo != 0. *bad gets the lanes where
  * the premises fail (p below the normal range with nonzero factors, anything not finite). */
-AVX2 static inline __m256 bf16_fma8(__m256 w, __m256 v, __m256 s, int *bad) {
+IXL_AVX2 static inline __m256 bf16_fma8(__m256 w, __m256 v, __m256 s, int *bad) {
   const __m256 zero = _mm256_setzero_ps();
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   __m256 p = _mm256_mul_ps(w, v);
@@ -171,7 +170,7 @@ AVX2 static inline __m256 bf16_fma8(__m256 w, __m256 v, __m256 s, int *bad) {
 }
 
 /* s = bf16_fma(w, bf16(relu(dot)), s) for 8 positions, exact lane fallback where needed. */
-AVX2 static inline void bf16_step8(float wv, __m256 dot, float *s) {
+IXL_AVX2 static inline void bf16_step8(float wv, __m256 dot, float *s) {
   __m256 sv = _mm256_loadu_ps(s);
   int bad;
   __m256 r = bf16_fma8(_mm256_set1_ps(wv), bf16_round8(relu8(dot)), sv, &bad);
@@ -187,7 +186,7 @@ AVX2 static inline void bf16_step8(float wv, __m256 dot, float *s) {
   _mm256_storeu_ps(s, r);
 }
 
-AVX2 static inline __m256 bf16_add8(__m256 a, __m256 b) {
+IXL_AVX2 static inline __m256 bf16_add8(__m256 a, __m256 b) {
   int bad;
   __m256 r = bf16_fma8(_mm256_set1_ps(1.0f), a, b, &bad);
   if (bad) {
@@ -223,7 +222,7 @@ static void tile_dots_scalar(const ixl_engine *e, const worker *w, int64_t li, i
   }
 }
 
-AVX2 void ixl_engine_row_fast(ixl_engine *e, worker *w, int64_t r, int p0, int p1, float *res) {
+IXL_AVX2 void ixl_engine_row_fast(ixl_engine *e, worker *w, int64_t r, int p0, int p1, float *res) {
   const int64_t H = e->H, li = r - e->r0;
   const float *wt = e->wf + li * H;
   const float *qa = e->qa + li * (H / MR) * IXL_D * MR;
@@ -302,8 +301,8 @@ AVX2 void ixl_engine_row_fast(ixl_engine *e, worker *w, int64_t r, int p0, int p
 }
 
 /* ---------------------------------------------------------------- test hook */
-AVX2 static void bf16_fma_batch_avx2(const float *w, const float *v, const float *s, float *out,
-                                     int64_t n) {
+IXL_AVX2 static void bf16_fma_batch_avx2(const float *w, const float *v, const float *s,
+                                         float *out, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     int bad;

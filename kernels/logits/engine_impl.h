@@ -6,12 +6,6 @@
 
 #include "logits/engine.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#define IXL_HAVE_X86 1
-#else
-#define IXL_HAVE_X86 0
-#endif
-
 #define STRIP 16                        /* positions per register tile */
 #define NSTRIPS (IXL_KBLOCK / STRIP)
 #define MR 4                            /* heads per register tile */
