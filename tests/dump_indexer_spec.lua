@@ -4,7 +4,7 @@
 -- naming the command to run, when it is missing. The helper dumps multi-step and decode
 -- files, which idxlab reads back (names, shapes, dtypes, exact values, metadata) and replays
 -- with `bin/idxlab replay`. Every file it writes lies in a private temporary directory.
-local st = require("idxlab.safetensors")
+local safetensors = require("idxlab.safetensors")
 local json = require("idxlab.json")
 
 local ROOT = os.getenv("IDXLAB_ROOT") or "."
@@ -64,8 +64,8 @@ describe("scripts/dump_indexer.py", function()
     assert.equals(0, rc, out)
     -- the fixture scripts/make_fixtures.sh writes holds these very tensors (the header's
     -- metadata order may differ: the writer keeps it in a hash map)
-    local fresh = st.read(path)
-    local fixture = st.read(ROOT .. "/tests/fixtures/replay_steps.safetensors")
+    local fresh = safetensors.read(path)
+    local fixture = safetensors.read(ROOT .. "/tests/fixtures/replay_steps.safetensors")
     assert.equals(#fresh.names, #fixture.names)
     for _, name in ipairs(fresh.names) do
       local a, b = fresh.tensors[name], fixture.tensors[name]
@@ -75,7 +75,7 @@ describe("scripts/dump_indexer.py", function()
     end
     fresh:close()
     fixture:close()
-    local f = st.read(path)
+    local f = safetensors.read(path)
     local want = {
       q = { "F32", { 4, 4, 128 } }, weights = { "F32", { 4, 4 } }, k = { "F32", { 256, 128 } },
       q_consumer = { "F32", { 2, 4, 4, 128 } }, weights_consumer = { "F32", { 2, 4, 4 } },
@@ -130,7 +130,7 @@ describe("scripts/dump_indexer.py", function()
   it("--show lists BF16 tensors (dtype and shape from the header) with numpy only", function()
     need_venv()
     local path = tmpname("show")
-    st.write(path, {
+    safetensors.write(path, {
       { name = "q", dtype = "BF16", shape = { 4, 4, 128 }, data = ("\0\63"):rep(4 * 4 * 128) },
       { name = "weights", dtype = "F32", shape = { 4, 4 }, data = ("\0"):rep(64) },
       { name = "ks", dtype = "I32", shape = { 4 }, data = ("\0"):rep(16) },
@@ -165,7 +165,7 @@ describe("scripts/dump_indexer.py", function()
       assert.equals(0, rc, out)
       rc, out = sh(REPLAY:format(ROOT, path, out_path), true)
       assert.equals(0, rc, edit .. ": " .. out)
-      local o = st.read(out_path)
+      local o = safetensors.read(out_path)
       o:expect("topk_pos", { dtypes = { "i32" }, shape = { 2, 4, 8 } })
       o:close()
       os.remove(path)
@@ -187,12 +187,12 @@ describe("scripts/dump_indexer.py", function()
       local rc, out = sh(("cd %q && %s scripts/dump_indexer.py --demo %q %s"):format(ROOT, PYB,
         path, decode and "--decode" or ""))
       assert.equals(0, rc, out)
-      local f = st.read(path)
+      local f = safetensors.read(path)
       assert.is_not_nil(f.tensors[decode and "context_lens" or "ks"])
       f:close()
       rc, out = sh(REPLAY:format(ROOT, path, out_path), true)
       assert.equals(0, rc, out)
-      local o = st.read(out_path)
+      local o = safetensors.read(out_path)
       local dl = o:expect("dense_logits", { dtypes = { "f32" }, shape = { 4, 64 } })
       local src = o:expect("source_topk_pos", { dtypes = { "i32" }, shape = { 4, 8 } })
       o:expect("topk_pos", { dtypes = { "i32" }, shape = { 2, 4, 8 } })

@@ -4,7 +4,7 @@
 -- under the parity rules (integers exactly, mxfp4 sparse logits bitwise, dense fp32 logits
 -- within 1e-5 relative: the head sum's order is free in fp32).
 local replay = require("idxlab.replay")
-local st = require("idxlab.safetensors")
+local safetensors = require("idxlab.safetensors")
 local ffi = require("ffi")
 
 local ROOT = os.getenv("IDXLAB_ROOT") or "."
@@ -13,7 +13,7 @@ local SETS = { heads = 4, index_topk = 8, candidate_block_size = 8, candidate_to
 local function run(file, backend)
   local out = os.tmpname() .. ".safetensors"
   local summaries = replay.run(ROOT .. "/tests/fixtures/" .. file, out, SETS, { backend = backend })
-  local f = st.read(out)
+  local f = safetensors.read(out)
   os.remove(out)
   return summaries, f
 end

@@ -5,7 +5,7 @@
 -- output); unusual but valid input must replay with the right outputs.
 local idxlab = require("idxlab")
 local replay = require("idxlab.replay")
-local st = require("idxlab.safetensors")
+local safetensors = require("idxlab.safetensors")
 local formats = require("idxlab.formats")
 local diff = require("idxlab.cmd.diff")
 local ffi = require("ffi")
@@ -70,7 +70,7 @@ local function write(path, steps)
       end
     end
   end
-  st.write(path, list, {})
+  safetensors.write(path, list, {})
   return path
 end
 
@@ -80,7 +80,7 @@ local function tmp(name) return dir .. "/" .. name end
 local function run(path, sets)
   local out = tmp("out-" .. math.random(1e9) .. ".safetensors")
   local summaries = replay.run(path, out, sets or SETS, { backend = "cpu" })
-  local f = st.read(out)
+  local f = safetensors.read(out)
   os.remove(out)
   return f, summaries
 end
@@ -155,12 +155,12 @@ describe("replay of hostile and unusual files", function()
 
   it("refuses a file with no tensors, alone and inside a folder", function()
     local empty = tmp("meta_only.safetensors")
-    st.write(empty, {}, { config = "{}" })
+    safetensors.write(empty, {}, { config = "{}" })
     refuses(empty, empty .. ": no tensors")
     local fold = tmp("fold_with_empty")
     require("idxlab.fs").mkdir_p(fold)
     write(fold .. "/a.safetensors", base_step())
-    st.write(fold .. "/b.safetensors", {}, {})
+    safetensors.write(fold .. "/b.safetensors", {}, {})
     refuses(fold, fold .. "/b.safetensors: no tensors")
   end)
 
@@ -386,7 +386,7 @@ describe("idxlab diff on BF16 tensors", function()
   end
 
   local function bf16_file(path, bits)
-    st.write(path, { { name = "sparse_logits", dtype = "BF16", shape = { #bits },
+    safetensors.write(path, { { name = "sparse_logits", dtype = "BF16", shape = { #bits },
       data = bytes_of("uint16_t", bits) } }, {})
     return path
   end

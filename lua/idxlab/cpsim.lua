@@ -275,10 +275,10 @@ local function source_ranks(S, row)
     if nloc > 0 then
       -- the rank's local K: its stripes, in increasing position order
       local runs = {}
-      local st = r
-      while st * I < row.len do
-        runs[#runs + 1] = { row.start + st * I, math.min(I, row.len - st * I) }
-        st = st + c
+      local stripe = r
+      while stripe * I < row.len do
+        runs[#runs + 1] = { row.start + stripe * I, math.min(I, row.len - stripe * I) }
+        stripe = stripe + c
       end
       rk.runs = runs
       rk.codes, rk.scales = gather_k(A, S.kc, S.ksc, S.vb, S.sb, runs, nloc)

@@ -223,27 +223,27 @@ end
 -- state, from sacct (where accounting exists) and then squeue (the live state wins). Empty
 -- when neither command is there or answers.
 function M.states(ids)
-  local st = {}
-  if #ids == 0 then return st end
+  local states = {}
+  if #ids == 0 then return states end
   local list = table.concat(ids, ",")
   if have("sacct") then
     local rc, out = capture("sacct -n -P -X -o JobID,State -j " .. q(list))
     if rc == 0 then
-      for id, s in out:gmatch("([%d_]+)|(%S+)[^\n]*") do st[id] = s end
+      for id, s in out:gmatch("([%d_]+)|(%S+)[^\n]*") do states[id] = s end
     end
   end
   if have("squeue") then
     local function ask(l)
       local rc, out = capture("squeue -h -r -t all -o '%i|%T' -j " .. q(l))
       if rc == 0 then
-        for id, s in out:gmatch("([%d_]+)|(%S+)") do st[id] = s end
+        for id, s in out:gmatch("([%d_]+)|(%S+)") do states[id] = s end
       end
       return rc == 0
     end
     -- squeue refuses the whole list when one id is no longer known: then one at a time
     if not ask(list) then for _, id in ipairs(ids) do ask(id) end end
   end
-  return st
+  return states
 end
 
 ---------------------------------------------------------------------------- the status

@@ -185,13 +185,13 @@ function Tensor:view(shape, offset, stride)
   end
   local shp = i64arr(math.max(#shape, 1))
   for i, n in ipairs(shape) do shp[i - 1] = n end
-  local st = nil
+  local strd = nil
   if stride then
-    st = i64arr(math.max(#stride, 1))
-    for i, n in ipairs(stride) do st[i - 1] = n end
+    strd = i64arr(math.max(#stride, 1))
+    for i, n in ipairs(stride) do strd[i - 1] = n end
   end
   local v = ffi.new("ixl_tensor")
-  check(self.ctx.cd, C.ixl_tensor_view(self.ctx.cd, cd, #shape, shp, st, offset or 0, v))
+  check(self.ctx.cd, C.ixl_tensor_view(self.ctx.cd, cd, #shape, shp, strd, offset or 0, v))
   return Tensor.wrap_view(self.ctx, v, self.base or self)
 end
 
