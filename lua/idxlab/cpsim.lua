@@ -19,6 +19,7 @@ local metrics = require("idxlab.metrics")
 local sel = require("idxlab.select")
 local summary = require("idxlab.summary")
 local Tensor = require("idxlab.tensor")
+local util = require("idxlab.util")
 local ffi = core.ffi
 
 local fail = errors.fail
@@ -181,22 +182,8 @@ local function gather_k(A, kc, ksc, vb, sb, runs, count)
 end
 
 -- A view of row i of a [R, ...] tensor as [1, ...].
-local function row_view(t, i)
-  local s = t:shape()
-  local inner = 1
-  for d = 2, #s do inner = inner * s[d] end
-  s[1] = 1
-  return t:view(s, i * inner)
-end
-
-local function layer_view(t, l)
-  local s = t:shape()
-  local inner = 1
-  for d = 2, #s do inner = inner * s[d] end
-  local shape = {}
-  for d = 2, #s do shape[#shape + 1] = s[d] end
-  return t:view(shape, l * inner)
-end
+local function row_view(t, i) return util.rows_view(t, i, 1) end
+local layer_view = util.layer_view
 
 ---------------------------------------------------------------------------- block scores
 

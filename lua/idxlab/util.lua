@@ -39,4 +39,29 @@ function M.minimum(xs)
   return m
 end
 
+-- The views the step and the context-parallel simulation cut their [R, ...] and [L, R, ...]
+-- inputs into (t:view, so nothing is copied, the view does not own its data, and an error is
+-- t:view's):
+-- rows_view(t, r0, n): rows r0 .. r0 + n - 1 of a [R, ...] tensor, as [n, ...];
+-- layer_view(t, l): entry l of a [L, ...] tensor, as [...].
+local function inner_elems(s)
+  local inner = 1
+  for d = 2, #s do inner = inner * s[d] end
+  return inner
+end
+
+function M.rows_view(t, r0, n)
+  local s = t:shape()
+  local inner = inner_elems(s)
+  s[1] = n
+  return t:view(s, r0 * inner)
+end
+
+function M.layer_view(t, l)
+  local s = t:shape()
+  local shape = {}
+  for d = 2, #s do shape[#shape + 1] = s[d] end
+  return t:view(shape, l * inner_elems(s))
+end
+
 return M
