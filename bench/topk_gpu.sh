@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # topk_gpu.sh - K6 top-k on the GPU machine, one command: v2's per-phase profile, then
 # idxlab's select v1 and v2 (v2 also at each pinned cluster size and with the aggregated
-# first histogram) and torch.topk on issue 14's four shapes, inputs rotated so
-# none is L2-resident, with the copy and read ceilings of the same run; the table last.
+# first histogram) and torch.topk on the four shapes (64x16384 and 4096x16384 bf16 k=512,
+# 1x131072 and 64x131072 fp32 k=2048), inputs rotated so none is L2-resident, with the copy
+# and read ceilings of the same run; the table last.
 # Run from the repo root after a build (scripts/gpu-test.sh -- bash bench/topk_gpu.sh).
 # Environment: BUILD (default build-gpu); logs to $OUT when set.
 set -uo pipefail

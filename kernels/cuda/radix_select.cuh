@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "cuda/launch.cuh"
-#include "cuda/scalar.cuh"
+#include "numerics/scalar.h"
 #include "cuda/scan.cuh"
 
 namespace ixl {

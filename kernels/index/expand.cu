@@ -1,5 +1,5 @@
 // expand.cu - K4 on the GPU (ixl_cuda_expand): candidate blocks -> sparse block ids and end,
-// once per step; the same results as kernels/expand_cpu.c.
+// once per step; the same results as kernels/index/expand.c.
 //
 // Per row (one CTA): a candidate c is valid when c >= 0 and c*ratio < nblocks (nblocks =
 // ceil(max(ke-ks, 0) / sbk)); the valid, distinct candidates in ascending order expand to the

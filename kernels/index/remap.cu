@@ -1,6 +1,6 @@
 // remap.cu - K7 on the GPU (ixl_cuda_remap): sparse column c of a row -> request-local
 // position (id[c / sbk] - ks / sbk) * sbk + c % sbk, -1 for c < 0; the same results as
-// kernels/remap_cpu.c. One thread per element; out may be cols itself (each element is read
+// kernels/index/remap.c. One thread per element; out may be cols itself (each element is read
 // before the same thread writes it). The host refuses bad columns when it can see them; on the
 // device a column past the row's sparse columns, or a position outside [0, INT32_MAX], gives -1
 // rather than a read outside sparse_ids.

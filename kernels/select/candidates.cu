@@ -1,6 +1,6 @@
 // select.cu - K3 candidate selection (ixl_cuda_candidate_select) and the comparison path's
 // candidate mask (ixl_cuda_mask_candidates) on the GPU; the same results as
-// kernels/candidates_cpu.c.
+// kernels/select/candidates.c.
 //
 // K3 reuses the top-k radix select of cuda/common.cuh with the block scores as keys. The
 // scores are never stored: every pass of the select recomputes a block's score from its cbs
@@ -53,8 +53,8 @@ struct RowBlocks {
     return (float)((double)m + log(s));
   }
   __device__ uint32_t key_at(int64_t b) const {
-    const uint32_t key = order_key_f32(score(b));
-    return b == n - 1 && key != KEY_NAN ? KEY_POS_INF : key;
+    const uint32_t key = ixl_order_key_f32(score(b));
+    return b == n - 1 && key != IXL_KEY_NAN ? IXL_KEY_POS_INF : key;
   }
   static constexpr int W = 1;
   template <class F>

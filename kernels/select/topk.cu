@@ -23,8 +23,8 @@ template <typename T, int W_> struct Row {
   static constexpr int W = W_;
   const T *x;
   int64_t n;
-  __device__ static uint32_t key(float v) { return order_key_f32(v); }
-  __device__ static uint32_t key(uint16_t v) { return order_key_bf16(v); }
+  __device__ static uint32_t key(float v) { return ixl_order_key_f32(v); }
+  __device__ static uint32_t key(uint16_t v) { return ixl_order_key_bf16(v); }
   __device__ uint32_t key_at(int64_t i) const { return key(x[i]); }
   template <class F>
   __device__ void visit(int64_t lo, int64_t hi, F &&f) const {

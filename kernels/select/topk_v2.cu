@@ -50,12 +50,12 @@ template <typename T> struct KeyOf;
 template <> struct KeyOf<float> {
   using KS = uint32_t;
   static constexpr int VEC = 4, KB = 32, NP = 3;
-  __device__ static KS key(float x) { return order_key_f32(x); }
+  __device__ static KS key(float x) { return ixl_order_key_f32(x); }
   __device__ static void unpack(const uint4 &w, KS (&k)[VEC]) {
-    k[0] = order_key_f32(__uint_as_float(w.x));
-    k[1] = order_key_f32(__uint_as_float(w.y));
-    k[2] = order_key_f32(__uint_as_float(w.z));
-    k[3] = order_key_f32(__uint_as_float(w.w));
+    k[0] = ixl_order_key_f32(__uint_as_float(w.x));
+    k[1] = ixl_order_key_f32(__uint_as_float(w.y));
+    k[2] = ixl_order_key_f32(__uint_as_float(w.z));
+    k[3] = ixl_order_key_f32(__uint_as_float(w.w));
   }
   __device__ static uint4 pack(const KS (&k)[VEC]) { return make_uint4(k[0], k[1], k[2], k[3]); }
   __device__ static void from(const uint4 &w, KS (&k)[VEC]) {
@@ -68,7 +68,7 @@ template <> struct KeyOf<float> {
 template <> struct KeyOf<uint16_t> {
   using KS = uint16_t;
   static constexpr int VEC = 8, KB = 16, NP = 2;
-  __device__ static KS key(uint16_t h) { return (KS)(order_key_bf16(h) >> 16); }
+  __device__ static KS key(uint16_t h) { return (KS)(ixl_order_key_bf16(h) >> 16); }
   __device__ static void unpack(const uint4 &w, KS (&k)[VEC]) {
     const uint32_t u[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll

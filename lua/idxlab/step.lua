@@ -151,23 +151,7 @@ function Step:free()
   self.builder = nil
 end
 
-local function rows_view(t, r0, n)
-  local s = t:shape()
-  local inner = 1
-  for i = 2, #s do inner = inner * s[i] end
-  s[1] = n
-  return t:view(s, r0 * inner)
-end
-
--- layer view: [L, R, ...] -> [R, ...] of layer l
-local function layer_view(t, l)
-  local s = t:shape()
-  local inner = 1
-  for i = 2, #s do inner = inner * s[i] end
-  local shape = {}
-  for i = 2, #s do shape[#shape + 1] = s[i] end
-  return t:view(shape, l * inner)
-end
+local rows_view, layer_view = util.rows_view, util.layer_view
 
 -- Reads a small I32 tensor into a 0-based Lua list; a device tensor goes through one of the
 -- step's reused host buffers (named `tag`), so reading allocates nothing after step one.

@@ -1,5 +1,5 @@
 /* test_cuda_ops.c - GPU parity of the CUDA ops outside the logits kernels: quantize,
- * dequantize, prepare_weights, kv_pages_write (kernels/formats.cu), K6 top-k (topk.cu), K3
+ * dequantize, prepare_weights, kv_pages_write (kernels/formats/formats.cu), K6 top-k (topk.cu), K3
  * candidate selection and the candidate mask (select.cu), K4 expand (expand.cu) and K7 remap
  * (remap.cu). Each is run on fresh seeded random inputs on the device and on the host (the CPU
  * reference) and the results compared: integer outputs and codes exactly, floats bitwise
@@ -905,10 +905,11 @@ static void bench_row(const char *name, double us, double bytes) {
   printf("# bench %-52s %10.1f us %8.0f GB/s\n", name, us, bytes / (us * 1e-6) / 1e9);
 }
 
-/* K6 at the issue-14 shapes, v1 and v2 (and v2 at each pinned cluster size), inputs rotated
- * over copies filling at least 256 MB so no launch finds its row in the 60 MB L2. Two times
- * per case: `single`, the median of 21 launches timed alone (events around one launch, so a
- * launch's host cost shows when the GPU outruns the host), and `batch`, the median of 7
+/* K6 at the four shapes 64x16384 and 4096x16384 bf16 k=512, 1x131072 and 64x131072 fp32
+ * k=2048, v1 and v2 (and v2 at each pinned cluster size), inputs rotated over copies
+ * filling at least 256 MB so no launch finds its row in the 60 MB L2. Two times per case:
+ * `single`, the median of 21 launches timed alone (events around one launch, so a launch's
+ * host cost shows when the GPU outruns the host), and `batch`, the median of 7
  * groups of 10 back-to-back launches over 10 copies, per launch (the GPU's own time when the
  * host keeps ahead). bench/topk_gpu.sh prints these beside torch.topk's. */
 static int cmp_dbl(const void *a, const void *b) {
@@ -987,7 +988,7 @@ TEST(bench_topk) {
   }
 }
 
-/* v2's phases at the issue-14 shapes (IXL_BENCH=topkprof): the profile instantiation of
+/* v2's phases at the same four shapes (IXL_BENCH=topkprof): the profile instantiation of
  * select/topk_v2.cu (IXL_TOPK_V2_PROFILE=1) prints, per launch, clock64 cycles per phase of
  * three CTAs (first, middle, last) with their global start and end; plain and aggregated first
  * histogram, the default cluster size, each launch on a copy not touched before (not in L2). */
