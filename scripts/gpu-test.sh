@@ -12,14 +12,14 @@
 # into /) and points PATH, LD_LIBRARY_PATH, LIBRARY_PATH, CPATH, LUA_PATH and LUA_CPATH there.
 # Logs go to $OUT when it is set (the device tool brings that folder back), else to
 # $BUILD/gpu-logs. Environment: BUILD (default build-gpu), JOBS (default 16), SAN_TIMEOUT
-# (seconds per compute-sanitizer run, default 150), SAN_PROGRAMS (a glob of the test programs
+# (seconds per compute-sanitizer run, default 240), SAN_PROGRAMS (a glob of the test programs
 # to run under compute-sanitizer, default test_cuda_*).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 BUILD=${BUILD:-build-gpu}
 JOBS=${JOBS:-16}
-SAN_TIMEOUT=${SAN_TIMEOUT:-150}
+SAN_TIMEOUT=${SAN_TIMEOUT:-240}
 logdir=${OUT:-$root/$BUILD/gpu-logs}
 mkdir -p "$logdir"
 t_start=$(date +%s)

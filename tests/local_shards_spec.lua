@@ -76,7 +76,9 @@ describe("idxlab run --local-shards", function()
       for _, r in ipairs(rows) do
         assert.equals(i, r.point % 2)
         assert.equals(threads, r.seen_threads)
-        assert.equals("unset", r.seen_gpu) -- no GPU here: the environment is left alone
+        -- no GPU: the environment is left alone; else shard i gets the (i mod G)-th device
+        local devs = require("idxlab.shards").visible_devices()
+        assert.equals(#devs == 0 and "unset" or devs[i % #devs + 1], r.seen_gpu)
       end
     end
     rc, out = sh(BIN .. " status " .. q(d .. "/two/sharded"))
