@@ -23,3 +23,8 @@ gcc -std=c11 -O2 -Wall -Wextra -Iinclude bench/bench_logits.c -o "$BUILD/bench_l
 "$BUILD/bench_logits" "$cases" "$REPS" ${ONLY:+"$ONLY"} >"$logdir/bench_logits_c.csv"
 PYTHONUNBUFFERED=1 python3 bench/torch/logits.py "$cases" "$logdir/bench_logits_c.csv" 10 |
   tee "$logdir/bench_logits_table.txt"
+# The regression guard last (bench/regress.lua: each figure against BENCHMARKS.md's baseline,
+# keyed by the pinned logits variant); it only informs, and its failure never fails the run.
+bin/idxlab script bench/regress.lua current="$logdir/bench_logits_c.csv" \
+  variant="${IXL_LOGITS_VARIANT:-default}" ||
+  echo "bench_logits.sh: the regression guard failed (ignored)" >&2

@@ -7,7 +7,7 @@
 # Run from the repo root after a build (scripts/gpu-test.sh -- bash bench/topk_gpu.sh).
 # Environment: BUILD (default build-gpu); logs to $OUT when set.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 BUILD=${BUILD:-build-gpu}
 log=${OUT:-/tmp}/topk_bench.log
 : >"$log"
@@ -37,3 +37,7 @@ awk '
     }
     printf "(batch / single medians, us; ratios from batch) ceilings: %s\n", ceil
   }' "$log"
+# The regression guard last (bench/regress.lua: each figure against BENCHMARKS.md's baseline);
+# it only informs, and its failure never fails the benchmark.
+bin/idxlab script bench/regress.lua current="$log" ||
+  echo "topk_gpu.sh: the regression guard failed (ignored)" >&2
