@@ -13,11 +13,8 @@
 #include <omp.h>
 #include <stdlib.h>
 
-/* Kernel workspace comes from the context's grow-only scratch (ixl_ctx_scratch): the engine
- * is carved out of slot 1 in one piece and K2's page prefix takes slot 2, so a steady stream of
- * steps allocates nothing. The carve keeps every piece 64-byte aligned. */
-#define IXL_WS_ENGINE_SLOT 1
-#define IXL_WS_PREFIX_SLOT 2
+/* The engine is carved out of its scratch slot (engine.h) in one piece; the carve keeps every
+ * piece 64-byte aligned. */
 
 static int64_t ws_round(int64_t bytes) { return (bytes + 63) & ~(int64_t)63; }
 
@@ -28,9 +25,6 @@ static void *ws_carve(char **cursor, int64_t bytes) {
   *cursor += ws_round(bytes);
   return p;
 }
-
-/* The engine's memory belongs to the context's scratch: nothing to release. */
-void ixl_engine_free(ixl_engine *e) { (void)e; }
 
 ixl_status ixl_engine_new(ixl_ctx *ctx, int fmt, int reduction, const ixl_tensor *q_codes,
                           const ixl_tensor *q_scales, const ixl_tensor *weights, int threads,

@@ -183,15 +183,20 @@ int ixl_engine_fast_available(void);
 
 typedef struct ixl_engine ixl_engine; /* opaque: formats, query chunk, per-thread scratch */
 
+/* The context's grow-only scratch slots (ixl_ctx_scratch) the CPU logits use, so a steady
+ * stream of steps allocates nothing: the engine in one piece, and K2's page prefix beside it
+ * (one call holds both). */
+#define IXL_WS_ENGINE_SLOT 1
+#define IXL_WS_PREFIX_SLOT 2
+
 /* The query side of a call: q_codes U8 [R,H,VB], q_scales I32 [R,H] or NULL (fp8), weights
  * [R,H] F32 (fp32 reduction) or BF16 (bf16 reduction). path: IXL_PATH_REFERENCE or
  * IXL_PATH_FAST; FAST on a CPU without AVX2 and FMA is IXL_ERR_UNSUPPORTED (never a silent
- * fallback). The workspace for `threads` workers is carved from the context's scratch (slot 1),
- * so it lives until the next op that uses that slot; ixl_engine_free releases nothing. */
+ * fallback). The workspace for `threads` workers is carved from the context's scratch
+ * (IXL_WS_ENGINE_SLOT), so it lives until the next op that uses that slot: nothing to free. */
 ixl_status ixl_engine_new(ixl_ctx *ctx, int fmt, int reduction, const ixl_tensor *q_codes,
                           const ixl_tensor *q_scales, const ixl_tensor *weights, int threads,
                           int path, ixl_engine **out);
-void ixl_engine_free(ixl_engine *e);
 /* Rows per chunk: the query side is prepared for rows [r0, r0 + n) at a time. */
 int64_t ixl_engine_chunk_rows(const ixl_engine *e);
 /* Prepares rows [r0, r0 + n), n <= ixl_engine_chunk_rows (parallel over the rows). */

@@ -10,8 +10,6 @@
 #include <omp.h>
 #include <stdlib.h>
 
-/* K2's page prefix; the engine takes slot 1 (engine.c), so a call uses both at once. */
-#define IXL_WS_PREFIX_SLOT 2
 
 /* ---------------------------------------------------------------- shared argument checks */
 static const char *fmt_name(int fmt) {
@@ -302,7 +300,6 @@ static ixl_status dense_cpu(ixl_ctx *ctx, const ixl_logits_call *c, int path) {
       }
     }
   }
-  ixl_engine_free(e);
   return IXL_OK;
 }
 
@@ -365,10 +362,8 @@ static ixl_status dense_paged_cpu(ixl_ctx *ctx, const ixl_logits_call *c, int pa
   const int64_t cr = ixl_engine_chunk_rows(e);
   /* tasks are (row, block of positions); first[i] = the first task of row r0 + i */
   int64_t *first, first_bytes = (cr + 1) * (int64_t)sizeof(int64_t);
-  if ((st = ixl_ctx_scratch(ctx, IXL_WS_PREFIX_SLOT, first_bytes, IXL_HOST, (void **)&first))) {
-    ixl_engine_free(e);
+  if ((st = ixl_ctx_scratch(ctx, IXL_WS_PREFIX_SLOT, first_bytes, IXL_HOST, (void **)&first)))
     return st;
-  }
   for (int64_t r0 = 0; r0 < R; r0 += cr) {
     int64_t nr = R - r0 < cr ? R - r0 : cr;
     first[0] = 0;
@@ -405,7 +400,6 @@ static ixl_status dense_paged_cpu(ixl_ctx *ctx, const ixl_logits_call *c, int pa
       }
     }
   }
-  ixl_engine_free(e);
   return IXL_OK;
 }
 

@@ -200,6 +200,5 @@ ixl_status ixl_sparse_logits_cpu(ixl_ctx *ctx, const ixl_logits_call *c, int pat
       }
     }
   }
-  ixl_engine_free(e);
   return IXL_OK;
 }
