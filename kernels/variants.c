@@ -162,7 +162,8 @@ static int device_sm(ixl_ctx *ctx) {
 #endif
 }
 
-/* 0 when v can run on this machine and accepts p; otherwise why not, in *why. */
+/* 0 when v can run on this machine and accepts p; otherwise why not, in why[0..n) (n = 0:
+ * the reason is not wanted). */
 static int refuses(const ixl_variant *v, ixl_backend be, int sm, const ixl_problem *p,
                    char *why, size_t n) {
   const char *lack = NULL;
@@ -221,26 +222,33 @@ ixl_status ixl_variant_pick(ixl_ctx *ctx, ixl_family family, int dev, const ixl_
   const ixl_backend be = dev == IXL_DEVICE ? IXL_BACKEND_CUDA : IXL_BACKEND_CPU;
   char why[160], would[256], pb[256];
   const int sm = be == IXL_BACKEND_CUDA ? device_sm(ctx) : 0;
-  /* the variants that would run, best first, and the default: the best one not pin-only */
-  const ixl_variant *best = NULL;
-  size_t k = 0;
-  would[0] = '\0';
-  for (int t = NTABLE - 1; t >= 0; t--) {
-    const ixl_variant *v = &table[t];
-    if (v->family != family || refuses(v, be, sm, p, why, sizeof why)) continue;
-    if (!best && !v->pin_only) best = v;
-    append(would, sizeof would, &k, "%s", v->name);
-  }
   const ixl_variant *pin = ctx->variant_pin[family][be == IXL_BACKEND_CUDA];
-  const ixl_variant *v = pin ? pin : best;
-  if (pin && refuses(pin, be, sm, p, why, sizeof why)) v = NULL;
-  if (v) ctx->variant_ran[family] = v;
+  const ixl_variant *v = NULL;
+  if (pin) {
+    if (!refuses(pin, be, sm, p, why, sizeof why)) v = pin;
+  } else {
+    /* the default: the best (last listed) variant that runs here and is not pin-only */
+    for (int t = NTABLE - 1; t >= 0 && !v; t--) {
+      const ixl_variant *c = &table[t];
+      if (c->family == family && !c->pin_only && !refuses(c, be, sm, p, NULL, 0)) v = c;
+    }
+  }
   *out = v;
-  if (v) return IXL_OK;
+  if (v) {
+    ctx->variant_ran[family] = v;
+    return IXL_OK;
+  }
+  /* the error paths only: what would run, best first, and the problem in words */
   describe(p, pb, sizeof pb);
-  if (pin)
+  if (pin) {
+    size_t k = 0;
+    would[0] = '\0';
+    for (int t = NTABLE - 1; t >= 0; t--)
+      if (table[t].family == family && !refuses(&table[t], be, sm, p, NULL, 0))
+        append(would, sizeof would, &k, "%s", table[t].name);
     return ixl_set_error(ctx, IXL_ERR_UNSUPPORTED, "%s variant %s %s (%s); would run: %s",
                          family_names[family], pin->name, why, pb, k ? would : "none");
+  }
   return ixl_set_error(ctx, IXL_ERR_UNSUPPORTED,
                        "%s: no %s variant runs this problem (%s) on this machine",
                        family_names[family], backend_name(be), pb);
