@@ -63,8 +63,6 @@ static const ixl_logits_ops logits_v2_ops = {logits_v2};
 static const ixl_select_ops select_ref_ops = {ixl_candidate_select_ref, ixl_topk_ref};
 static const ixl_select_ops select_v1_ops = {ixl_cuda_candidate_select, ixl_cuda_topk};
 /* select v2: its own K6 (select/topk_v2.cu); K3 stays on v1's radix select */
-ixl_status ixl_cuda_topk_v2(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *row_start,
-                            const ixl_tensor *row_end, int k, int sorted, ixl_tensor *out);
 static const ixl_select_ops select_v2_ops = {ixl_cuda_candidate_select, ixl_cuda_topk_v2};
 
 #ifdef IXL_TEST_VARIANTS

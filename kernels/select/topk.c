@@ -256,18 +256,6 @@ ixl_status ixl_topk(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *ro
   return ((const ixl_select_ops *)v->ops)->topk(ctx, logits, row_start, row_end, k, sorted, out);
 }
 
-#ifndef IXL_WITH_CUDA
-/* CUDA=0: the select family's v2 K6 (select/topk_v2.cu) answers as the stubs of ops.h do. */
-ixl_status ixl_cuda_topk_v2(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *row_start,
-                            const ixl_tensor *row_end, int k, int sorted, ixl_tensor *out);
-ixl_status ixl_cuda_topk_v2(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *row_start,
-                            const ixl_tensor *row_end, int k, int sorted, ixl_tensor *out) {
-  (void)logits, (void)row_start, (void)row_end, (void)k, (void)sorted, (void)out;
-  return ixl_set_error(ctx, IXL_ERR_BACKEND,
-                       "topk_v2: device tensors need a CUDA build (this one is CUDA=0)");
-}
-#endif
-
 /* The select family's `ref` (kernels/variants.c). */
 ixl_status ixl_topk_ref(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *row_start,
                         const ixl_tensor *row_end, int k, int sorted, ixl_tensor *out) {
