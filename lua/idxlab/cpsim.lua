@@ -45,9 +45,7 @@ local function show(v)
   return tostring(v)
 end
 
-local function is_int(v, lo, hi)
-  return type(v) == "number" and v == math.floor(v) and v >= lo and v <= hi
-end
+local is_int = util.is_int
 
 -- check_value(field, v) -> nil, or the reason v is not a value of context_parallel_sim.field.
 function M.check_value(field, v)

@@ -59,6 +59,16 @@ function M.parse(argv, spec, usage, cmd)
   return opts, positional, words
 end
 
+-- The value v of option `flag` of command `cmd` as a whole number >= 1 (digits only), or an
+-- error naming them, followed by the usage text.
+function M.positive_int(cmd, flag, v, usage)
+  local s = tostring(v)
+  if not s:match("^%d+$") or tonumber(s) < 1 then
+    fail("%s: %s %s: must be a whole number >= 1\n%s", cmd, flag, s, usage)
+  end
+  return tonumber(s)
+end
+
 -- A string as one word of a POSIX shell command.
 function M.shell_word(s)
   if s:match("^[%w_%./=,:+%-]+$") then return s end

@@ -19,11 +19,8 @@ local args = require("idxlab.cmd.args")
 local experiment = require("idxlab.experiment")
 local shards = require("idxlab.shards")
 
--- LuaJIT's own error for SIGINT ("interrupted!"), raised wherever the run was, or a message
--- carrying it.
-local function is_interrupt(e)
-  return tostring(e):find("interrupted!", 1, true) ~= nil
-end
+-- LuaJIT's own error for SIGINT ("interrupted!") or idxlab's, wherever the run was
+local is_interrupt = require("idxlab.interrupt").is
 
 return function(argv)
   local spec = { ["--set"] = "list", ["--dry-run"] = "flag", ["--resume"] = "flag",
@@ -49,12 +46,9 @@ return function(argv)
   words = kept
   if not file then errors.fail("run: no experiment file given\n" .. USAGE) end
   if o["local-shards"] then
-    local n = o["local-shards"]
-    if not n:match("^%d+$") or tonumber(n) < 1 then
-      errors.fail("run: --local-shards %s: must be a whole number >= 1\n%s", n, USAGE)
-    end
+    local n = args.positive_int("run", "--local-shards", o["local-shards"], USAGE)
     if o.shard then errors.fail("run: --shard and --local-shards: choose one\n" .. USAGE) end
-    return shards.run(file, { n = tonumber(n), set = #o.set > 0 and o.set
+    return shards.run(file, { n = n, set = #o.set > 0 and o.set
       or nil, out = o.out, resume = o.resume, dry_run = o["dry-run"] })
   end
   if #opts.set == 0 then opts.set = nil end

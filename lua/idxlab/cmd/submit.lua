@@ -32,13 +32,7 @@ local SPEC = { ["--shards"] = "value", ["--set"] = "list", ["--out"] = "value",
   ["--time"] = "value", ["--gpus-per-task"] = "value", ["--cpus-per-task"] = "value",
   ["--sbatch-arg"] = "list", ["--dry-run"] = "flag", ["--resume"] = "flag" }
 
-local function positive_int(name, v)
-  local n = tonumber(v)
-  if not n or n ~= math.floor(n) or n < 1 or not tostring(v):match("^%d+$") then
-    fail("submit: %s %s: must be a whole number >= 1\n%s", name, tostring(v), USAGE)
-  end
-  return n
-end
+local function positive_int(name, v) return args.positive_int("submit", name, v, USAGE) end
 
 -- The sbatch options as the record keeps them.
 local function sbatch_opts(o)

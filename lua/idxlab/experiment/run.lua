@@ -116,9 +116,7 @@ end
 
 ---------------------------------------------------------------------------- one point
 
-local function is_interrupt(err)
-  return tostring(err):find("interrupted!", 1, true) ~= nil
-end
+local is_interrupt = interrupt.is
 
 -- The failure text of a point: an idxlab error's "idxlab: message"; anything else (a bug) in
 -- full, so it can be found.
