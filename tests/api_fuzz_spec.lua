@@ -24,11 +24,7 @@ local function confined(dir, f)
   end
 end
 
-local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() end
-  return f ~= nil
-end
+local exists = require("idxlab.fs").exists
 
 local SEED = tonumber(os.getenv("IXL_TEST_SEED") or "") or (os.time() % 100000)
 local ITERS = tonumber(os.getenv("IDXLAB_API_FUZZ_ITERS") or "") or 4000

@@ -4,12 +4,8 @@
 local ROOT = os.getenv("IDXLAB_ROOT") or "."
 local BIN = ROOT .. "/bin/idxlab"
 
-local function sh(cmd)
-  local p = io.popen(cmd .. " 2>&1; echo \"rc=$?\"")
-  local out = p:read("*a")
-  p:close()
-  return tonumber(out:match("rc=(%d+)%s*$")), out:gsub("rc=%d+%s*$", "")
-end
+local support = dofile(ROOT .. "/tests/support.lua")
+local sh = support.sh
 
 describe("bin/idxlab", function()
   it("runs a script with key=value options (a short soak on the CPU)", function()
@@ -49,7 +45,6 @@ describe("bin/idxlab", function()
   it("prints one clean error line for a hand-edited experiment.json (report, merge) and an "
     .. "inexact --set", function()
     local fs = require("idxlab.fs")
-    local support = dofile(ROOT .. "/tests/support.lua")
     local d = support.tmpdir("cli-spec")
     local ok, err = pcall(function()
       local q = fs.shell_quote

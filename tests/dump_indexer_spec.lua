@@ -28,11 +28,7 @@ end
 local REPLAY = "cd %q && bin/idxlab replay %q %q --set backend=cpu --set heads=4 "
   .. "--set index_topk=8 --set candidate_block_size=8 --set candidate_topk_blocks=64"
 
-local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() end
-  return f ~= nil
-end
+local exists = require("idxlab.fs").exists
 
 -- The venv scripts/setup.sh made; a spec that needs it fails (never skips) without it.
 local venv_ready

@@ -15,6 +15,7 @@ local BIN = ROOT .. "/bin/idxlab"
 local q = fs.shell_quote
 
 local support = dofile(ROOT .. "/tests/support.lua")
+local children = dofile(ROOT .. "/tests/support/child.lua")
 -- the runner's stand-in for the kernels (a test double: tests/support/, not the library)
 local FAKE, fake_measure = support.FAKE_MEASURE, support.fake_measure
 local function tmpdir() return support.tmpdir("exp-spec") end
@@ -692,29 +693,14 @@ describe("runs", function()
 end)
 
 describe("a killed run (a real child process)", function()
+  local wait_for = children.wait_for
+  -- starts cmd (tests/support/child.lua records its pid before exec, so the signal reaches
+  -- luajit itself); its directory (pid, out, err and rc files) and its pid
   local function start_child(cmd)
-    -- the child records its own pid before exec, so the signal reaches luajit itself
-    local d = tmpdir()
-    local script = ("( sh -c 'echo $$ > %s; exec %s' > %s 2> %s; echo $? > %s ) &"):format(
-      q(d .. "/pid"),
-      cmd:gsub("'", "'\\''"), q(d .. "/out"), q(d .. "/err"), q(d .. "/rc"))
-    os.execute(script)
-    return d
-  end
-  local function wait_for(pred, seconds)
-    local t0 = os.time()
-    while os.time() - t0 < seconds do
-      if pred() then return true end
-      os.execute("sleep 0.1")
-    end
-    return pred()
-  end
-  local function pid_of(d)
-    local ok = wait_for(function()
-      return (fs.read_file(d .. "/pid") or ""):match("%d+") ~= nil
-    end, 10)
-    assert.is_true(ok, "the child did not start")
-    return (fs.read_file(d .. "/pid")):match("%d+")
+    local c = children.start(cmd, tmpdir())
+    local pid = c.pid()
+    assert.is_truthy(pid, "the child did not start")
+    return c.dir, pid
   end
 
   it("loses at most the point in flight; --resume removes a half-written line and finishes with "
@@ -723,10 +709,9 @@ describe("a killed run (a real child process)", function()
     local file = d .. "/tiny.lua"
     write(file, TINY)
     local jsonl = d .. "/res/tiny/results.jsonl"
-    local child = start_child(("env IDXLAB_FAKE_MEASURE=%s IDXLAB_FAKE_DELAY=0.25 %s run %s "
-      .. "--out %s "
+    local child, pid = start_child(("env IDXLAB_FAKE_MEASURE=%s IDXLAB_FAKE_DELAY=0.25 %s run "
+      .. "%s --out %s "
       .. "--progress plain"):format(q(FAKE), BIN, q(file), q(d .. "/res")))
-    local pid = pid_of(child)
     assert.is_true(wait_for(function() return #lines_of(jsonl) >= 2 end, 20),
       "no results appeared: "
       .. tostring(fs.read_file(child .. "/err")))
@@ -763,10 +748,9 @@ describe("a killed run (a real child process)", function()
     local file = d .. "/tiny.lua"
     write(file, TINY)
     local jsonl = d .. "/res/tiny/results.jsonl"
-    local child = start_child(("env IDXLAB_FAKE_MEASURE=%s IDXLAB_FAKE_DELAY=0.25 %s run %s "
-      .. "--out %s "
+    local child, pid = start_child(("env IDXLAB_FAKE_MEASURE=%s IDXLAB_FAKE_DELAY=0.25 %s run "
+      .. "%s --out %s "
       .. "--progress plain"):format(q(FAKE), BIN, q(file), q(d .. "/res")))
-    local pid = pid_of(child)
     assert.is_true(wait_for(function() return #lines_of(jsonl) >= 1 end, 20))
     os.execute("kill -INT " .. pid)
     assert.is_true(wait_for(function()
