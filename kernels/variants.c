@@ -199,11 +199,10 @@ __attribute__((format(printf, 4, 5))) static void append(char *buf, size_t n, si
 
 /* "kv_format mxfp4, heads 32, head_dim 128": the known fields of p. */
 static void describe(const ixl_problem *p, char *buf, size_t n) {
-  static const char *const fmts[] = {"mxfp4", "mxfp8", "fp8"};
   size_t k = 0;
   buf[0] = '\0';
   if (p->kv_format >= 0 && p->kv_format <= 2)
-    append(buf, n, &k, "kv_format %s", fmts[p->kv_format]);
+    append(buf, n, &k, "kv_format %s", ixl_kv_format_name(p->kv_format));
   if (p->quantizer >= 0) append(buf, n, &k, "quantizer %d", p->quantizer);
   if (p->heads >= 0) append(buf, n, &k, "heads %lld", (long long)p->heads);
   if (p->head_dim >= 0) append(buf, n, &k, "head_dim %lld", (long long)p->head_dim);

@@ -38,9 +38,6 @@
  * dense logits) and kv_pages_write calls none of them. */
 #define IXL_PAGES_SEEN_SLOT 3
 
-static const char *fmt_name(int fmt) {
-  return fmt == IXL_MXFP4 ? "mxfp4" : fmt == IXL_MXFP8 ? "mxfp8" : fmt == IXL_FP8 ? "fp8" : "?";
-}
 
 static ixl_status check_fmt(ixl_ctx *ctx, int fmt) {
   if (fmt != IXL_MXFP4 && fmt != IXL_MXFP8 && fmt != IXL_FP8)
@@ -168,7 +165,7 @@ ixl_status ixl_quantize(ixl_ctx *ctx, ixl_kv_format fmt, ixl_quantizer quantizer
                          x->ndim - 1, (long long)(x->ndim ? x->shape[x->ndim - 1] : 0), IXL_D);
   const int64_t M = ixl_tensor_numel(x) / IXL_D, vb = ixl_format_value_bytes(fmt);
   char why[64];
-  snprintf(why, sizeof why, "the value bytes of %s", fmt_name(fmt));
+  snprintf(why, sizeof why, "the value bytes of %s", ixl_kv_format_name(fmt));
   if ((st = check_vectors(ctx, codes, "codes", IXL_U8, M, vb, why)) ||
       (st = check_vectors(ctx, scales, "scales", fmt == IXL_FP8 ? IXL_F32 : IXL_I32, M, 0, NULL)))
     return st;
@@ -210,7 +207,7 @@ ixl_status ixl_dequantize(ixl_ctx *ctx, ixl_kv_format fmt, ixl_role role, const 
     return ixl_set_error(
         ctx, IXL_ERR_SHAPE, "codes: shape[%d] = %lld, expected %lld (the value bytes of %s)",
         codes->ndim - 1, (long long)(codes->ndim ? codes->shape[codes->ndim - 1] : 0),
-        (long long)vb, fmt_name(fmt));
+        (long long)vb, ixl_kv_format_name(fmt));
   const int64_t M = ixl_tensor_numel(codes) / vb;
   const int need_scales = !(fmt == IXL_FP8 && role == IXL_ROLE_Q);
   if (need_scales || scales)
@@ -261,7 +258,7 @@ ixl_status ixl_prepare_weights(ixl_ctx *ctx, ixl_kv_format fmt, const ixl_tensor
         ctx, IXL_ERR_INVALID_ARG,
         "q_scales: must be NULL for %s (its Q scales stay with the codes; only fp8 "
         "folds them into the weights)",
-        fmt_name(fmt));
+        ixl_kv_format_name(fmt));
   }
   if (!dense_f32 && !sparse_bf16)
     return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
@@ -301,7 +298,7 @@ ixl_status ixl_kv_pages_write(ixl_ctx *ctx, ixl_kv_format fmt, const ixl_tensor 
   if (codes->shape[1] != vb)
     return ixl_set_error(ctx, IXL_ERR_SHAPE,
                          "codes: shape[1] = %lld, expected %lld (the value bytes of %s)",
-                         (long long)codes->shape[1], (long long)vb, fmt_name(fmt));
+                         (long long)codes->shape[1], (long long)vb, ixl_kv_format_name(fmt));
   const int64_t N = codes->shape[0];
   if ((st = ixl_check_tensor(ctx, scales, "scales", fmt == IXL_FP8 ? IXL_F32 : IXL_I32, 1)) ||
       (st = ixl_check_dim(ctx, scales, "scales", 0, N)))

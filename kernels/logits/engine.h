@@ -85,6 +85,11 @@ static inline float ixl_bf16_fma_ref(float w, float v, float s) {
 }
 static inline float ixl_bf16_add_ref(float a, float b) { return ixl_bf16_fma_ref(1.0f, a, b); }
 
+/* The kv_format's name in messages ("?" for a value outside the enum). */
+static inline const char *ixl_kv_format_name(int fmt) {
+  return fmt == IXL_MXFP4 ? "mxfp4" : fmt == IXL_MXFP8 ? "mxfp8" : fmt == IXL_FP8 ? "fp8" : "?";
+}
+
 /* ---------------------------------------------------------------- decoding tables */
 /* e2m1 value of every nibble; the unscaled values of a packed byte are lo = tab[b & 15],
  * hi = tab[b >> 4]. -0 decodes to +0 (SPEC 8). */

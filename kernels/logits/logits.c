@@ -12,9 +12,6 @@
 
 
 /* ---------------------------------------------------------------- shared argument checks */
-static const char *fmt_name(int fmt) {
-  return fmt == IXL_MXFP4 ? "mxfp4" : fmt == IXL_MXFP8 ? "mxfp8" : fmt == IXL_FP8 ? "fp8" : "?";
-}
 
 /* A 2-D tensor whose dtype the reduction fixes (F32 for fp32, BF16 for bf16), with `rows`
  * rows and, when cols >= 0, `cols` columns: the weights and the outputs of K1/K2. */
@@ -48,7 +45,7 @@ ixl_status ixl_check_query(ixl_ctx *ctx, const char *op, const ixl_qk *in,
   if (in->q_codes->shape[2] != vb)
     return ixl_set_error(ctx, IXL_ERR_SHAPE,
                          "q_codes: shape[2] = %lld, expected %d (the value bytes of %s)",
-                         (long long)in->q_codes->shape[2], vb, fmt_name(fmt));
+                         (long long)in->q_codes->shape[2], vb, ixl_kv_format_name(fmt));
   *R = in->q_codes->shape[0];
   *H = in->q_codes->shape[1];
   if (*H < 4 || *H > 128 || *H % 4)
@@ -82,7 +79,7 @@ ixl_status ixl_check_ragged_k(ixl_ctx *ctx, const char *op, const ixl_qk *in, in
   if (in->k_codes->shape[1] != vb)
     return ixl_set_error(ctx, IXL_ERR_SHAPE,
                          "k_codes: shape[1] = %lld, expected %d (the value bytes of %s)",
-                         (long long)in->k_codes->shape[1], vb, fmt_name(fmt));
+                         (long long)in->k_codes->shape[1], vb, ixl_kv_format_name(fmt));
   *N = in->k_codes->shape[0];
   if ((st = ixl_check_tensor(ctx, in->k_scales, "k_scales", fmt == IXL_FP8 ? IXL_F32 : IXL_I32,
                              1)) ||
