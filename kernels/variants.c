@@ -46,10 +46,12 @@ static ixl_status logits_v2(ixl_ctx *ctx, const ixl_logits_call *c) {
   return logits_v1(ctx, c);
 #endif
 }
-/* v2 takes fp8 at H 32 and 64 (head_dim 128) for every mode: its own K2 kernel where it has
- * one (else v1's), v1's K1 and K5, so K1/K2/K5 of a config still run on one variant. */
+/* v2 takes fp8 and mxfp4 at H 32 and 64 (head_dim 128) for every mode: its own kernels where
+ * it has them (logits_v2_sm90.cu for fp8, logits_v2_mx_sm90.cu for mxfp4), else v1's, so
+ * K1/K2/K5 of a config still run on one variant. */
 static int v2_supports(const ixl_problem *p) {
-  return p->kv_format == IXL_FP8 && (p->heads == 32 || p->heads == 64) && p->head_dim == 128;
+  return (p->kv_format == IXL_FP8 || p->kv_format == IXL_MXFP4) &&
+         (p->heads == 32 || p->heads == 64) && p->head_dim == 128;
 }
 static int fast_runs_here(const char **why) {
   *why = "needs AVX2 and FMA, which this CPU lacks";

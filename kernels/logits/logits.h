@@ -59,6 +59,9 @@ ixl_status ixl_cuda_logits_v1_sparse(ixl_ctx *ctx, const ixl_logits_call *c, int
  * or 64, page size 8, 16, 32 or a multiple of 64 on wgmma; every other call runs v1's kernels
  * (max_chunk 4096). Only in CUDA builds (kernels/variants.c registers it there). */
 ixl_status ixl_cuda_logits_v2(ixl_ctx *ctx, const ixl_logits_call *c);
+/* v2's MXFP4 side (logits/logits_v2_mx_sm90.cu): ixl_cuda_logits_v2 sends every MXFP4 call
+ * here; modes without a kernel there yet run v1's. */
+ixl_status ixl_cuda_logits_v2_mx(ixl_ctx *ctx, const ixl_logits_call *c);
 
 #ifdef __cplusplus
 }

@@ -327,6 +327,7 @@ ixl_status launch_k2(ixl_ctx *ctx, const ixl_logits_call *c) {
 } // namespace
 
 extern "C" ixl_status ixl_cuda_logits_v2(ixl_ctx *ctx, const ixl_logits_call *c) {
+  if (c->in->kv_format == IXL_MXFP4) return ixl_cuda_logits_v2_mx(ctx, c);
   if (c->mode == IXL_LOGITS_SPARSE) return ixl_cuda_logits_v1_sparse(ctx, c, 4096);
   if (c->mode != IXL_LOGITS_DENSE_PAGED || !k2_takes(c))
     return ixl_cuda_logits_v1_dense(ctx, c, 4096);
