@@ -221,6 +221,10 @@ ixl_status ixl_check_ragged_k(ixl_ctx *ctx, const char *op, const ixl_qk *in, in
 /* Checks the paged K side (k_pages, page_size) and returns num_pages and the page stride. */
 ixl_status ixl_check_pages(ixl_ctx *ctx, const char *op, const ixl_qk *in, int64_t *num_pages,
                            int64_t *stride);
+/* Host values: each ragged row's range 0 <= ks[r] <= ke[r] <= N (ks_name, ke_name: the
+ * arguments' names in the messages). */
+ixl_status ixl_check_ranges(ixl_ctx *ctx, const int32_t *ks, const int32_t *ke, int64_t R,
+                            int64_t N, const char *ks_name, const char *ke_name);
 /* Host values: every used page id of each row (positions < lens[r]) in [0, num_pages), and
  * lens[r] in [0, max_pages * page_size]. */
 ixl_status ixl_check_block_table(ixl_ctx *ctx, const char *lens_name, const int32_t *lens,

@@ -135,9 +135,8 @@ ixl_status ixl_check_block_table(ixl_ctx *ctx, const char *lens_name, const int3
   return IXL_OK;
 }
 
-/* Ragged row ranges: 0 <= ks <= ke <= N. */
-static ixl_status check_ranges(ixl_ctx *ctx, const int32_t *ks, const int32_t *ke, int64_t R,
-                               int64_t N, const char *ks_name, const char *ke_name) {
+ixl_status ixl_check_ranges(ixl_ctx *ctx, const int32_t *ks, const int32_t *ke, int64_t R,
+                            int64_t N, const char *ks_name, const char *ke_name) {
   for (int64_t r = 0; r < R; r++) {
     if (ks[r] < 0)
       return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "%s[%lld] = %d: must be >= 0", ks_name,
@@ -239,7 +238,7 @@ static ixl_status dense_cpu(ixl_ctx *ctx, const ixl_logits_call *c, int path) {
   /* c->clean is not read: the CPU always writes -inf outside [ks, ke) (SPEC leaves it open
    * unclean) */
   const int32_t *ksp = ks->data, *kep = ke->data;
-  if ((st = check_ranges(ctx, ksp, kep, R, N, "ks", "ke"))) return st;
+  if ((st = ixl_check_ranges(ctx, ksp, kep, R, N, "ks", "ke"))) return st;
   const int64_t max_len = out->shape[1];
   if (layout == IXL_LAYOUT_COMPRESSED)
     for (int64_t r = 0; r < R; r++)

@@ -120,25 +120,14 @@ ixl_status ixl_sparse_logits_cpu(ixl_ctx *ctx, const ixl_logits_call *c, int pat
   if (paged) {
     if ((st = ixl_check_block_table(ctx, "row_ke", kep, bt, R, max_pages, P, num_pages))) return st;
   } else {
-    for (int64_t r = 0; r < R; r++) {
-      if (ksp[r] < 0)
-        return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "row_ks[%lld] = %d: must be >= 0",
-                             (long long)r, ksp[r]);
-      if (kep[r] > N)
-        return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
-                             "row_ke[%lld] = %d: must be <= N (%lld), the rows of k_codes",
-                             (long long)r, kep[r], (long long)N);
-      if (kep[r] < ksp[r])
-        return ixl_set_error(
-            ctx, IXL_ERR_INVALID_ARG,
-            "row_ke[%lld] = %d < row_ks[%lld] = %d: a row's range must not be reversed",
-            (long long)r, kep[r], (long long)r, ksp[r]);
-      if (ks_mode == IXL_KS_ALIGNED && kep[r] > ksp[r] && ksp[r] % sbk)
-        return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
-                             "row_ks[%lld] = %d: must be a multiple of sparse_block_kv (%d) in the "
-                             "aligned ks_mode",
-                             (long long)r, ksp[r], sparse_block_kv);
-    }
+    if ((st = ixl_check_ranges(ctx, ksp, kep, R, N, "row_ks", "row_ke"))) return st;
+    if (ks_mode == IXL_KS_ALIGNED)
+      for (int64_t r = 0; r < R; r++)
+        if (kep[r] > ksp[r] && ksp[r] % sbk)
+          return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
+                               "row_ks[%lld] = %d: must be a multiple of sparse_block_kv (%d) in "
+                               "the aligned ks_mode",
+                               (long long)r, ksp[r], sparse_block_kv);
   }
   if (R == 0 || ncols == 0) return IXL_OK;
   const int threads = ixl_ctx_threads(ctx);
