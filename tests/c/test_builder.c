@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "rand.h"
 
 static ixl_ctx *cpu(void) {
   ixl_ctx *ctx = NULL;
@@ -238,18 +239,6 @@ TEST(builder_allocates_its_scratch_once_and_outlives_its_context_handle) {
   ixl_builder_free(NULL);
 }
 
-/* splitmix64: the tests' own seeded generator. */
-static uint64_t rng_state;
-static uint64_t next_u64(void) {
-  uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-static int64_t rnd(int64_t lo, int64_t hi) {
-  return lo + (int64_t)(next_u64() % (uint64_t)(hi - lo + 1));
-}
-
 typedef struct rand_batch {
   int32_t nd, np;
   int64_t dl[24], pq[10], pl[10];
@@ -258,12 +247,12 @@ typedef struct rand_batch {
 
 /* A random valid batch for small_config(ratio): fits max_rows and the workspace. */
 static void make_batch(rand_batch *rb, int64_t ratio, int64_t W, int64_t max_rows) {
-  rb->nd = (int32_t)rnd(0, 24);
-  rb->np = (int32_t)rnd(0, 10);
+  rb->nd = (int32_t)rand_range(0, 24);
+  rb->np = (int32_t)rand_range(0, 10);
   int64_t rows = rb->nd;
-  for (int i = 0; i < rb->nd; i++) rb->dl[i] = rnd(1, 8192);
+  for (int i = 0; i < rb->nd; i++) rb->dl[i] = rand_range(1, 8192);
   for (int i = 0; i < rb->np; i++) {
-    int64_t q = rnd(1, 40);
+    int64_t q = rand_range(1, 40);
     if (rows + q > max_rows) q = max_rows - rows;
     if (q < 1) { /* full: the batch ends here */
       rb->np = i;
@@ -273,7 +262,7 @@ static void make_batch(rand_batch *rb, int64_t ratio, int64_t W, int64_t max_row
     rb->pq[i] = q;
     int64_t most = W * ratio - q; /* (context + q) / ratio <= W */
     if (most > 8192 - q) most = 8192 - q;
-    rb->pl[i] = rnd(0, most < 0 ? 0 : most);
+    rb->pl[i] = rand_range(0, most < 0 ? 0 : most);
   }
   ixl_batch b = {rb->nd, rb->dl, NULL, rb->np, rb->pq, rb->pl, NULL};
   rb->batch = b;
@@ -290,7 +279,7 @@ TEST(build_allocates_nothing_over_many_steps_of_different_shapes) {
   ixl_ctx_alloc_stats(ctx, &before);
   int64_t shapes = 0;
   for (int t = 0; t < 300; t++) {
-    rng_state = seed + (uint64_t)t;
+    rand_seed(RAND_SPLITMIX64, seed + (uint64_t)t);
     rand_batch rb;
     make_batch(&rb, 1, c.workspace_tokens, c.max_rows);
     ixl_step step;
@@ -426,7 +415,7 @@ TEST(random_batches_put_every_row_in_exactly_one_place) {
     CHECK_OK(ctx, ixl_tensor_new(ctx, IXL_I32, 2, tshape, IXL_HOST, &table));
     for (int64_t i = 0; i < 24 * 512; i++) ((int32_t *)table->data)[i] = (int32_t)(i % 977);
     for (int t = 0; t < 300; t++) {
-      rng_state = seed * 7919u + (uint64_t)(t + 1000 * ratio);
+      rand_seed(RAND_SPLITMIX64, seed * 7919u + (uint64_t)(t + 1000 * ratio));
       rand_batch rb;
       make_batch(&rb, ratio, c.workspace_tokens, c.max_rows);
       ixl_tensor view;

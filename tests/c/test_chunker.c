@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "rand.h"
 
 /* T = 64, cbs = 8: num_sparse_cols 512, min_split_seq_len 256 (bf16) or 768 (bf16+fp32). */
 static ixl_builder_info small_info(ixl_ctx *ctx, int64_t workspace, int64_t logits_bytes) {
@@ -218,32 +219,20 @@ TEST(max_chunks_too_small_reports_the_count) {
   ixl_ctx_free(ctx);
 }
 
-/* splitmix64: the tests' own seeded generator. */
-static uint64_t rng_state;
-static uint64_t next_u64(void) {
-  uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-static int64_t rnd(int64_t lo, int64_t hi) {
-  return lo + (int64_t)(next_u64() % (uint64_t)(hi - lo + 1));
-}
-
 TEST(random_plans_respect_both_budgets_and_cover_every_row_once) {
   ixl_ctx *ctx = cpu();
   uint64_t seed = test_seed();
   ixl_chunk ch[512];
   for (int trial = 0; trial < 400; trial++) {
-    rng_state = seed * 1000003u + (uint64_t)trial;
-    int64_t W = rnd(768, 5000), M = rnd(4, 200000);
+    rand_seed(RAND_SPLITMIX64, seed * 1000003u + (uint64_t)trial);
+    int64_t W = rand_range(768, 5000), M = rand_range(4, 200000);
     ixl_builder_info info = small_info(ctx, W, M);
-    int sparse = (int)rnd(0, 1);
-    int n = (int)rnd(0, 12);
+    int sparse = (int)rand_range(0, 1);
+    int n = (int)rand_range(0, 12);
     int64_t seq[12], q[12];
     for (int i = 0; i < n; i++) {
-      q[i] = rnd(1, 40);
-      seq[i] = rnd(q[i], W);
+      q[i] = rand_range(1, 40);
+      seq[i] = rand_range(q[i], W);
     }
     int32_t nc = 0;
     ixl_status st = ixl_chunk_plan(ctx, &info, n, seq, q, sparse, ch, 512, &nc);

@@ -7,21 +7,11 @@
 #include <stdint.h>
 
 #include "check.h"
+#include "rand.h"
 
 static ixl_ctx *ctx;
-static uint64_t rng_state;
-
-static uint64_t next_u64(void) { /* splitmix64 */
-  uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-static int64_t rnd(int64_t lo, int64_t hi) { /* inclusive */
-  return lo + (int64_t)(next_u64() % (uint64_t)(hi - lo + 1));
-}
 static uint64_t seed_test(uint64_t base) {
-  rng_state = base;
+  rand_seed(RAND_SPLITMIX64, base);
   return base;
 }
 
@@ -145,20 +135,20 @@ TEST(expand_random_vs_reference) {
   for (int iter = 0; iter < 60; iter++) {
     uint64_t seed = seed_test(1000 + iter);
     int cbs = pairs[iter % 7][0], sbk = pairs[iter % 7][1];
-    int64_t R = rnd(1, 24), T = rnd(1, 40);
+    int64_t R = rand_range(1, 24), T = rand_range(1, 40);
     int32_t *cand = malloc((size_t)(R * T) * 4), *ks = malloc((size_t)R * 4),
             *ke = malloc((size_t)R * 4);
     for (int64_t r = 0; r < R; r++) {
-      ks[r] = (int32_t)rnd(0, 3000);
-      ke[r] = (int32_t)(ks[r] + rnd(-20, 2000)); /* some rows with ke < ks: empty */
-      if (rnd(0, 9) == 0) ke[r] = ks[r];
+      ks[r] = (int32_t)rand_range(0, 3000);
+      ke[r] = (int32_t)(ks[r] + rand_range(-20, 2000)); /* some rows with ke < ks: empty */
+      if (rand_range(0, 9) == 0) ke[r] = ks[r];
       int64_t nb = ((ke[r] - ks[r] > 0 ? ke[r] - ks[r] : 0) + cbs - 1) / cbs;
       for (int64_t t = 0; t < T; t++) {
-        int kind = (int)rnd(0, 9);
+        int kind = (int)rand_range(0, 9);
         cand[r * T + t] = kind == 0   ? -1
-                          : kind == 1 ? (int32_t)rnd(-5, 100000) /* garbage */
+                          : kind == 1 ? (int32_t)rand_range(-5, 100000) /* garbage */
                           : kind == 2 && t ? cand[r * T + t - 1] /* duplicate */
-                                           : (int32_t)rnd(0, nb + 2);
+                                           : (int32_t)rand_range(0, nb + 2);
       }
     }
     check_expand_against_ref(seed, R, T, cbs, sbk, cand, ks, ke, 0);
@@ -286,12 +276,12 @@ static void ref_topk_row(const float *x, int64_t n, int64_t k, int sorted, int32
 
 /* A value drawn to make ties, NaNs, infinities and signed zeros common. */
 static float tricky(int ties) {
-  int kind = (int)rnd(0, 99);
+  int kind = (int)rand_range(0, 99);
   if (kind < 2) return NAN;
   if (kind < 4) return kind == 2 ? INFINITY : -INFINITY;
   if (kind < 7) return kind == 4 ? 0.0f : -0.0f;
-  if (ties) return (float)rnd(-8, 8) * 0.25f;
-  return (float)((double)(int64_t)(next_u64() >> 11) / 9007199254740992.0 * 20.0 - 10.0);
+  if (ties) return (float)rand_range(-8, 8) * 0.25f;
+  return (float)(rand_unit() * 20.0 - 10.0);
 }
 
 static void check_topk_case(uint64_t seed, int64_t R, int64_t C, int k, int bf16, int with_start,
@@ -310,10 +300,11 @@ static void check_topk_case(uint64_t seed, int64_t R, int64_t C, int k, int bf16
     }
   }
   for (int64_t r = 0; r < R; r++) {
-    int64_t s = with_start ? rnd(0, C) : 0;
-    int64_t e = rnd(s, C);
-    if (rnd(0, 4) == 0) e = s + (C - s < k ? C - s : rnd(0, k)); /* rows not longer than k */
-    if (rnd(0, 9) == 0) e = s;                                  /* empty rows */
+    int64_t s = with_start ? rand_range(0, C) : 0;
+    int64_t e = rand_range(s, C);
+    /* rows not longer than k */
+    if (rand_range(0, 4) == 0) e = s + (C - s < k ? C - s : rand_range(0, k));
+    if (rand_range(0, 9) == 0) e = s; /* empty rows */
     I32(st)[r] = (int32_t)s;
     I32(en)[r] = (int32_t)e;
   }
@@ -342,7 +333,7 @@ TEST(topk_random_vs_reference) {
   static const int ks[] = {1, 3, 8, 17, 64, 256};
   for (int iter = 0; iter < 48; iter++) {
     uint64_t seed = seed_test(5000 + iter);
-    int64_t R = rnd(1, 12), C = rnd(0, 3000);
+    int64_t R = rand_range(1, 12), C = rand_range(0, 3000);
     int k = ks[iter % 6];
     check_topk_case(seed, R, C, k, iter % 2, iter % 3 == 0, iter % 4 < 2);
   }
@@ -441,9 +432,9 @@ static void check_candidates_case(uint64_t seed, int64_t R, int64_t C, int cbs, 
              *out = tensor(IXL_I32, 2, R, T);
   for (int64_t i = 0; i < R * C; i++) F32(lg)[i] = tricky(ties);
   for (int64_t r = 0; r < R; r++) {
-    int64_t n = rnd(0, C);
-    if (rnd(0, 5) == 0) n = C < T * cbs ? C : T * cbs; /* exactly T blocks */
-    if (rnd(0, 9) == 0) n = 0;
+    int64_t n = rand_range(0, C);
+    if (rand_range(0, 5) == 0) n = C < T * cbs ? C : T * cbs; /* exactly T blocks */
+    if (rand_range(0, 9) == 0) n = 0;
     I32(lens)[r] = (int32_t)n;
   }
   CHECK_OK(ctx, ixl_candidate_select(ctx, lg, lens, cbs, how, out));
@@ -472,7 +463,7 @@ TEST(candidates_random_vs_reference) {
   for (int iter = 0; iter < 40; iter++) {
     uint64_t seed = seed_test(9000 + iter);
     int cbs = cbss[iter % 5];
-    int64_t R = rnd(1, 10), C = rnd(0, 4000), T = rnd(1, 300);
+    int64_t R = rand_range(1, 10), C = rand_range(0, 4000), T = rand_range(1, 300);
     check_candidates_case(seed, R, C, cbs, T, (ixl_block_score)(iter % 4), iter % 3 != 0);
   }
   uint64_t seed = seed_test(99);
@@ -573,8 +564,8 @@ TEST(candidates_validation) {
 TEST(mask_random_vs_reference) {
   for (int iter = 0; iter < 30; iter++) {
     uint64_t seed = seed_test(12000 + iter);
-    int bf16 = iter % 2, cbs = (int)rnd(1, 20);
-    int64_t R = rnd(1, 8), C = rnd(0, 500), T = rnd(0, 12);
+    int bf16 = iter % 2, cbs = (int)rand_range(1, 20);
+    int64_t R = rand_range(1, 8), C = rand_range(0, 500), T = rand_range(0, 12);
     ixl_tensor *lg = tensor(bf16 ? IXL_BF16 : IXL_F32, 2, R, C), *lens = tensor(IXL_I32, 1, R, 0),
                *cand = tensor(IXL_I32, 2, R, T);
     float *orig = malloc((size_t)(R * C + 1) * sizeof *orig);
@@ -589,9 +580,10 @@ TEST(mask_random_vs_reference) {
       }
     }
     for (int64_t r = 0; r < R; r++) {
-      I32(lens)[r] = (int32_t)rnd(0, C);
+      I32(lens)[r] = (int32_t)rand_range(0, C);
       for (int64_t t = 0; t < T; t++)
-        I32(cand)[r * T + t] = (int32_t)(rnd(0, 5) == 0 ? rnd(-3, 1000) : rnd(-1, C / cbs + 1));
+        I32(cand)[r * T + t] =
+            (int32_t)(rand_range(0, 5) == 0 ? rand_range(-3, 1000) : rand_range(-1, C / cbs + 1));
     }
     CHECK_OK(ctx, ixl_mask_candidates(ctx, lg, lens, cand, cbs));
     for (int64_t r = 0; r < R; r++)
@@ -649,16 +641,16 @@ TEST(remap_examples_and_random) {
    * kept blocks' positions in order, inside [0, ke - ks). */
   for (int iter = 0; iter < 20; iter++) {
     uint64_t seed = seed_test(15000 + iter);
-    int sbk = 1 << rnd(0, 4), cbs = sbk << rnd(0, 2);
-    int64_t R = rnd(1, 6), T = rnd(1, 20), nsb = T * (cbs / sbk), k = nsb * sbk;
+    int sbk = 1 << rand_range(0, 4), cbs = sbk << rand_range(0, 2);
+    int64_t R = rand_range(1, 6), T = rand_range(1, 20), nsb = T * (cbs / sbk), k = nsb * sbk;
     ixl_tensor *cand = tensor(IXL_I32, 2, R, T), *tks = tensor(IXL_I32, 1, R, 0),
                *tke = tensor(IXL_I32, 1, R, 0), *sid = tensor(IXL_I32, 2, R, nsb),
                *end = tensor(IXL_I32, 1, R, 0), *c = tensor(IXL_I32, 2, R, k),
                *pos = tensor(IXL_I32, 2, R, k);
     for (int64_t r = 0; r < R; r++) {
-      I32(tks)[r] = (int32_t)rnd(0, 100);
-      I32(tke)[r] = I32(tks)[r] + (int32_t)rnd(0, 300);
-      for (int64_t t = 0; t < T; t++) I32(cand)[r * T + t] = (int32_t)rnd(-1, 300 / cbs);
+      I32(tks)[r] = (int32_t)rand_range(0, 100);
+      I32(tke)[r] = I32(tks)[r] + (int32_t)rand_range(0, 300);
+      for (int64_t t = 0; t < T; t++) I32(cand)[r * T + t] = (int32_t)rand_range(-1, 300 / cbs);
     }
     CHECK_OK(ctx, ixl_expand(ctx, cand, tks, tke, cbs, sbk, IXL_KS_UNALIGNED, sid, end));
     for (int64_t r = 0; r < R; r++)
@@ -736,7 +728,7 @@ TEST(sparse_selection_equals_masked_dense) {
   for (int64_t i = 0; i < R * C; i++) F32(lg)[i] = tricky(0);
   for (int64_t i = 0; i < R * C; i++)
     if (isnan(F32(lg)[i]) || isinf(F32(lg)[i]) || F32(lg)[i] == 0) F32(lg)[i] = (float)i * 1e-4f;
-  for (int64_t r = 0; r < R; r++) I32(lens)[r] = (int32_t)rnd(1, C);
+  for (int64_t r = 0; r < R; r++) I32(lens)[r] = (int32_t)rand_range(1, C);
   I32(lens)[0] = (int32_t)(T * cbs); /* exactly T blocks */
   CHECK_OK(ctx, ixl_candidate_select(ctx, lg, lens, cbs, IXL_SCORE_MAX, cand));
   CHECK_OK(ctx, ixl_expand(ctx, cand, NULL, lens, cbs, sbk, IXL_KS_UNALIGNED, sid, end));
