@@ -31,13 +31,6 @@ return {
 }
 ]]
 
-local function sh(cmd)
-  local p = io.popen(cmd .. " 2>&1; echo rc=$?")
-  local out = p:read("*a")
-  p:close()
-  return out, tonumber(out:match("rc=(%d+)%s*$"))
-end
-
 describe("fs.lock", function()
   it("refuses a second holder with the first one's pid and command, until released", function()
     local d = tmpdir()
@@ -71,7 +64,7 @@ describe("two runs into one results folder", function()
     local folder = d .. "/res/tiny"
     local env = "env IDXLAB_FAKE_MEASURE=" .. q(support.FAKE_MEASURE)
     -- a finished run elsewhere, to merge from
-    local out, rc = sh(("%s %s run %s --out %s --progress off"):format(env, BIN, q(file),
+    local rc, out = support.sh(("%s %s run %s --out %s --progress off"):format(env, BIN, q(file),
       q(d .. "/other")))
     assert.equals(0, rc, out)
     -- the live run: every point blocks for a minute (it is killed long before)
@@ -89,12 +82,12 @@ describe("two runs into one results folder", function()
     local holder = lit(("%s is in use by a running idxlab (pid %s: idxlab run %s --out %s)")
       :format(folder, pid, file, d .. "/res"))
     for _, extra in ipairs({ "", " --resume" }) do
-      out, rc = sh(("%s %s run %s --out %s --progress off%s"):format(env, BIN, q(file),
+      rc, out = support.sh(("%s %s run %s --out %s --progress off%s"):format(env, BIN, q(file),
         q(d .. "/res"), extra))
       assert.equals(1, rc, out)
       assert.matches("^idxlab: " .. holder, out)
     end
-    out, rc = sh(("%s merge %s %s"):format(BIN, q(folder), q(d .. "/other/tiny")))
+    rc, out = support.sh(("%s merge %s %s"):format(BIN, q(folder), q(d .. "/other/tiny")))
     assert.equals(1, rc, out)
     assert.matches("^idxlab: " .. holder, out)
     -- refused before touching anything: the live results stay where the live run writes them
@@ -103,12 +96,12 @@ describe("two runs into one results folder", function()
     assert.is_nil(first.rc(), "the first run ended early: " .. first.err())
     -- SIGKILL: no chance to clean up, and still no lock left behind
     assert.equals(137, first.kill("KILL"))
-    out, rc = sh(("%s %s run %s --out %s --progress off"):format(env, BIN, q(file),
+    rc, out = support.sh(("%s %s run %s --out %s --progress off"):format(env, BIN, q(file),
       q(d .. "/res")))
     assert.equals(0, rc, out)
     assert.equals(8, #results.read_jsonl(folder .. "/results.jsonl"))
     -- and a merge into the folder, free again, goes through
-    out, rc = sh(("%s merge %s %s"):format(BIN, q(d .. "/merged"), q(folder)))
+    rc, out = support.sh(("%s merge %s %s"):format(BIN, q(d .. "/merged"), q(folder)))
     assert.equals(0, rc, out)
   end)
 end)

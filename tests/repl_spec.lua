@@ -198,8 +198,6 @@ local function interrupt_run(p, d, rlwrap_pid)
   assert.equals(1, #results.read_jsonl(d .. "/res/tiny/results.jsonl"))
 end
 
-local function alive(pid) return os.execute("kill -0 " .. pid .. " 2>/dev/null") == 0 end
-
 describe("repl: Ctrl-C at a terminal (pty)", function()
   local have_script = have("script")
 
@@ -228,7 +226,7 @@ describe("repl: Ctrl-C at a terminal (pty)", function()
     local clean = p:close({ pid })
     assert.is_true(ok, err)
     assert.is_true(clean, "the session did not end on Ctrl-D")
-    assert.is_false(alive(pid))
+    assert.is_false(pty.alive(pid))
   end)
 
   it("with rlwrap: completes with Tab, clears the line and stops a run on Ctrl-C, keeps the "
@@ -281,7 +279,7 @@ describe("repl: Ctrl-C at a terminal (pty)", function()
     local clean = p:close({ pid })
     assert.is_true(ok, err)
     assert.is_true(clean, "the session did not end on Ctrl-D")
-    assert.is_false(alive(pid))
+    assert.is_false(pty.alive(pid))
     assert.matches("\nidxlab%.builder\n", fs.read_file(d .. "/cache/idxlab/completions"))
   end)
 end)

@@ -1,8 +1,8 @@
 -- tty_run_spec: `bin/idxlab run` on a plotting experiment under a pseudo-terminal finishes
 -- without input and leaves its PNG and SVG plots (issue 19, item 1: gnuplot's terminal probe
 -- used to page its list and wait at "Press return for more:" whenever stdin was a tty).
--- The pty's input stays open and empty (a FIFO's sleeping writer), so a program that reads the
--- terminal blocks until the bounded timeout instead of seeing end-of-file. The real gnuplot
+-- The pty (tests/support/pty.lua) keeps its input open and empty, so a program that reads the
+-- terminal blocks until the bounded wait ends instead of seeing end-of-file. The real gnuplot
 -- runs; under CI=true a missing gnuplot or `script` fails the spec.
 local fs = require("idxlab.fs")
 
@@ -10,6 +10,7 @@ local ROOT = os.getenv("IDXLAB_ROOT") or "."
 local BIN = ROOT .. "/bin/idxlab"
 local q = fs.shell_quote
 local support = dofile(ROOT .. "/tests/support.lua")
+local pty = dofile(ROOT .. "/tests/support/pty.lua")
 teardown(support.cleanup)
 
 local function have(tool)
@@ -35,20 +36,16 @@ return {
   plots = { { name = "recall", x = "candidate_topk_blocks", y = "recall_at_k" } },
 }
 ]])
-    local inner = ("cd %s && env IDXLAB_FAKE_MEASURE=%s %s run plotted.lua --out res "
-      .. "--progress off"):format(q(d), q(support.FAKE_MEASURE), BIN)
-    -- stdin of `script` is a FIFO whose one writer sleeps without writing: the run's stdin is
-    -- the pty, whose input never ends while the run lasts; the writer is killed afterwards
-    local fifo = d .. "/in"
-    local sh = ("mkfifo %s; sleep 60 >%s & w=$!; timeout 50 script -qfec %s /dev/null <%s "
-      .. ">%s 2>&1; rc=$?; kill $w 2>/dev/null; wait $w 2>/dev/null; echo $rc")
-      :format(q(fifo), q(fifo), q(inner), q(fifo), q(d .. "/out.txt"))
-    local p = io.popen("bash -c " .. q(sh))
-    local rc = tonumber(p:read("*a"):match("(%d+)"))
-    p:close()
-    local out = fs.read_file(d .. "/out.txt") or ""
-    assert.are_not.equals(124, rc, "the run waited for input on the terminal:\n" .. out)
-    assert.equals(0, rc, out)
+    -- the run's stdin is the pty, whose input never ends while the run lasts; its exit
+    -- status is the last line of the output
+    local inner = ("cd %s && %s run plotted.lua --out res --progress off; echo \"run exited $?\"")
+      :format(q(d), BIN)
+    local p = pty.start(d, "sh -c " .. q(inner), { IDXLAB_FAKE_MEASURE = support.FAKE_MEASURE })
+    local done, seen = pcall(p.expect, p, "run exited (%d+)", 50, true)
+    local out = p:text()
+    p:close(nil, false) -- sends no Ctrl-D: after the run nobody reads the pty's FIFO
+    assert.is_true(done, "the run waited for input on the terminal:\n" .. out)
+    assert.equals(0, tonumber(seen:match("run exited (%d+)")), out)
     local plots = {}
     local ls = io.popen(("ls %s"):format(q(d .. "/res/plotted")))
     for name in ls:lines() do plots[#plots + 1] = name end

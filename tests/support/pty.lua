@@ -96,15 +96,18 @@ function Pty:send(bytes)
   self.input:flush()
 end
 
-local function alive(pid)
+-- Whether process pid (a number or its digits) still runs.
+function M.alive(pid)
   return pid ~= nil and os.execute("kill -0 " .. pid .. " 2>/dev/null") == 0
 end
+local alive = M.alive
 
--- Ends the session: `bye` (default: Ctrl-D, the end of input) is sent, then script and every
--- process given in `pids` (those the spec learned from inside) get at most `timeout`
--- seconds (default 5) to end before SIGKILL. -> true when all ended on their own.
+-- Ends the session: `bye` (default: Ctrl-D, the end of input; false: nothing, for a command
+-- that ended by itself, as a write to a FIFO nobody reads any more raises SIGPIPE) is sent,
+-- then script and every process given in `pids` (those the spec learned from inside) get at
+-- most `timeout` seconds (default 5) to end before SIGKILL. -> true when all ended on their own.
 function Pty:close(pids, bye, timeout)
-  pcall(self.send, self, bye or "\4")
+  if bye ~= false then pcall(self.send, self, bye or "\4") end
   pcall(io.close, self.input)
   local all = { self.pid }
   for _, p in ipairs(pids or {}) do all[#all + 1] = tostring(p) end
