@@ -5,11 +5,8 @@
 local idxlab = require("idxlab")
 local chunker = require("idxlab.chunker")
 
-local function err_of(f, ...)
-  local ok, err = pcall(f, ...)
-  assert.is_false(ok, "expected an error")
-  return tostring(err)
-end
+local support = dofile((os.getenv("IDXLAB_ROOT") or ".") .. "/tests/support.lua")
+local err_of = support.err_of
 
 -- 64 sparse blocks of 8, top-k 64, pages of 16, 256 rows.
 local function small(over)

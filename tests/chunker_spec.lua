@@ -4,11 +4,8 @@
 -- random plans against a model written from the SPEC text.
 local chunker = require("idxlab.chunker")
 
-local function err_of(f, ...)
-  local ok, err = pcall(f, ...)
-  assert.is_false(ok, "expected an error")
-  return tostring(err)
-end
+local support = dofile((os.getenv("IDXLAB_ROOT") or ".") .. "/tests/support.lua")
+local err_of = support.err_of
 
 -- T = 64, cbs = 8: num_sparse_cols 512, min_split_seq_len 256 (bf16).
 local function cfg(W, M, over)

@@ -6,11 +6,8 @@ local json = require("idxlab.json")
 
 local function root() return os.getenv("IDXLAB_ROOT") or "." end
 
-local function err_of(f, ...)
-  local ok, err = pcall(f, ...)
-  assert.is_false(ok, "expected an error")
-  return tostring(err)
-end
+local support = dofile(root() .. "/tests/support.lua")
+local err_of = support.err_of
 
 describe("config fields", function()
   it("lists every builder field once, in order, with type, default and doc", function()

@@ -6,10 +6,8 @@ local formats = require("idxlab.formats")
 
 local seed = tonumber(os.getenv("IXL_TEST_SEED") or "") or (os.time() % 1000003)
 math.randomseed(seed)
-local function normal()
-  local u, v = 1 - math.random(), math.random()
-  return math.sqrt(-2 * math.log(u)) * math.cos(2 * math.pi * v)
-end
+local support = dofile((os.getenv("IDXLAB_ROOT") or ".") .. "/tests/support.lua")
+local normal = support.normal
 
 describe("formats", function()
   local ctx = idxlab.context{ backend = "cpu", seed = 1 }

@@ -4,6 +4,7 @@
 local idxlab = require("idxlab")
 local pipeline = require("idxlab.pipeline")
 local Tensor = require("idxlab.tensor")
+local support = dofile((os.getenv("IDXLAB_ROOT") or ".") .. "/tests/support.lua")
 
 -- fixed by default: CPU and GPU selections from fp32 logits agree exactly except at near-ties,
 -- so a fixed seed keeps a failure reproducible (IXL_TEST_SEED picks another)
@@ -25,20 +26,6 @@ end
 local function make_host(ctx, H, lens, decode, seed)
   return require("idxlab.workload").random(ctx, { heads = H, lens = lens, decode = decode,
     seed = seed })
-end
-
-local function collect()
-  local outs = {}
-  return outs, {
-    put = function(name, t, r0)
-      outs[name] = outs[name] or {}
-      outs[name][r0] = t:to_table()
-    end,
-    put_layer = function(name, l, t, r0)
-      outs[name .. l] = outs[name .. l] or {}
-      outs[name .. l][r0] = t:to_table()
-    end,
-  }
 end
 
 describe("#gpu the step on the GPU", function()
@@ -64,7 +51,7 @@ describe("#gpu the step on the GPU", function()
       for name, ctx in pairs({ cpu = cpu, gpu = gpu }) do
         local p = pipeline.new(ctx, cfg)
         local acc = pipeline.new_acc()
-        local outs, keep = collect()
+        local outs, keep = support.keep_outputs()
         p:step(inputs_on(ctx, host), { acc = acc, keep = keep })
         res[name] = { outs = outs, row = pipeline.summarize(acc, nil) }
         p:free()
@@ -106,7 +93,7 @@ describe("#gpu the step on the GPU", function()
     local host = make_host(cpu, 32, { 2500, 800, 1600 }, true, SEED + 7)
     local p = pipeline.new(gpu, cfg)
     local inputs = inputs_on(gpu, host)
-    local eager_outs, keep = collect()
+    local eager_outs, keep = support.keep_outputs()
     p:step(inputs, { acc = pipeline.new_acc(), keep = keep })
     local before = gpu:alloc_stats()
     local G = p:capture(inputs, 3)

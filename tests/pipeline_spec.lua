@@ -5,6 +5,7 @@
 local idxlab = require("idxlab")
 local pipeline = require("idxlab.pipeline")
 local Tensor = require("idxlab.tensor")
+local support = dofile((os.getenv("IDXLAB_ROOT") or ".") .. "/tests/support.lua")
 
 -- printed on failure
 local SEED = tonumber(os.getenv("IXL_TEST_SEED") or "") or (os.time() % 100000)
@@ -256,17 +257,7 @@ describe("pipeline step on the CPU", function()
     local inputs = make_inputs(ctx, cfg, lens, { extra_k = 5 })
     local p = pipeline.new(ctx, cfg)
     local acc = pipeline.new_acc()
-    local outs = {}
-    local keep = {
-      put = function(name, t, r0)
-        outs[name] = outs[name] or {}
-        outs[name][r0] = t:to_table()
-      end,
-      put_layer = function(name, l, t, r0)
-        outs[name .. l] = outs[name .. l] or {}
-        outs[name .. l][r0] = t:to_table()
-      end,
-    }
+    local outs, keep = support.keep_outputs()
     p:step(inputs, { acc = acc, keep = keep })
     local k, T, cbs = cfg.index_topk, cfg.candidate_topk_blocks, cfg.candidate_block_size
     -- rows 0 (300 positions <= T * cbs = 512) and 2 (40): every block is a candidate, so the

@@ -50,15 +50,7 @@ local function gnuplot_present()
   return ok == 0 or ok == true
 end
 
--- Whether a spec may use a tool (gnuplot, script): under CI=true a missing one fails the spec
--- instead of leaving it pending.
-local function have(tool, why)
-  local ok = os.execute("command -v " .. tool .. " >/dev/null 2>&1")
-  if ok == 0 or ok == true then return true end
-  assert.is_nil(os.getenv("CI") == "true" and tool or nil, tool .. " is missing under CI: " .. why)
-  pending(why)
-  return false
-end
+local have = support.have -- under CI=true a missing tool fails the spec
 
 describe("the summary table", function()
   it("shows each metric's mean and sample standard deviation over repeats", function()

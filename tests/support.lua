@@ -1,6 +1,7 @@
 -- support.lua: what several spec files share (loaded with dofile, not a spec itself): private
 -- temporary directories, removed with `teardown(support.cleanup)`, writing a file, running a
--- shell command, the experiment runner's fake measure, and comparing two runs' results rows.
+-- shell command, whether a tool is there, the error a call raises, normal draws, a step's
+-- output sink, the experiment runner's fake measure, and comparing two runs' results rows.
 local luassert = require("luassert")
 local fs = require("idxlab.fs")
 local results = require("idxlab.results")
@@ -45,6 +46,50 @@ function M.sh(cmd)
   local out = p:read("*a")
   p:close()
   return tonumber(out:match("rc=(%d+)%s*$")), (out:gsub("rc=%d+%s*$", ""))
+end
+
+-- support.have(tool, why) -> whether the command `tool` is on the PATH. Under CI=true a missing
+-- one fails the spec; elsewhere the spec is marked pending with `why` (default: "<tool> is not
+-- installed") and the caller returns.
+function M.have(tool, why)
+  why = why or tool .. " is not installed"
+  local ok = os.execute("command -v " .. tool .. " >/dev/null 2>&1")
+  if ok == 0 or ok == true then return true end
+  luassert.is_nil(os.getenv("CI") == "true" and tool or nil,
+    tool .. " is missing under CI: " .. why)
+  getfenv(2).pending(why) -- busted's pending lives in the spec's environment, not in _G
+  return false
+end
+
+-- support.err_of(f, ...) -> tostring of the error f(...) raised; fails the spec when it
+-- raised none. A library error's `where` names the line that called f: pass a closure written
+-- in the spec when that line is checked.
+function M.err_of(f, ...)
+  local ok, err = pcall(f, ...)
+  luassert.is_false(ok, "expected an error")
+  return tostring(err)
+end
+
+-- One standard normal draw from the spec's math.random (Box-Muller, two draws, u never 0).
+function M.normal()
+  local u, v = 1 - math.random(), math.random()
+  return math.sqrt(-2 * math.log(u)) * math.cos(2 * math.pi * v)
+end
+
+-- A step's `keep` sink that stores every output it is given as a table: outs[name][r0] for a
+-- step output, outs[name .. layer][r0] for a per-layer one. -> outs, keep.
+function M.keep_outputs()
+  local outs = {}
+  return outs, {
+    put = function(name, t, r0)
+      outs[name] = outs[name] or {}
+      outs[name][r0] = t:to_table()
+    end,
+    put_layer = function(name, l, t, r0)
+      outs[name .. l] = outs[name .. l] or {}
+      outs[name .. l][r0] = t:to_table()
+    end,
+  }
 end
 
 -- What does not depend on timing or on the shard that ran it: the row without its time_* and

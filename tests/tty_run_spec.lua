@@ -13,13 +13,7 @@ local support = dofile(ROOT .. "/tests/support.lua")
 local pty = dofile(ROOT .. "/tests/support/pty.lua")
 teardown(support.cleanup)
 
-local function have(tool)
-  local ok = os.execute("command -v " .. tool .. " >/dev/null 2>&1")
-  if ok == 0 or ok == true then return true end
-  assert.is_nil(os.getenv("CI") == "true" and tool or nil, tool .. " is missing under CI")
-  pending(tool .. " is not installed")
-  return false
-end
+local have = support.have
 
 describe("idxlab run on a terminal", function()
   it("finishes a plotting experiment without input and writes its PNG and SVG plots",
