@@ -8,14 +8,8 @@
 #include "check.h"
 #include "rand.h"
 
-static ixl_ctx *cpu(void) {
-  ixl_ctx *ctx = NULL;
-  ixl_ctx_new(IXL_BACKEND_CPU, 0, 0, &ctx);
-  return ctx;
-}
-
 TEST(v41_flash_defaults_match_spec_1) {
-  ixl_ctx *ctx = cpu();
+  ixl_ctx *ctx = test_ctx(0);
   ixl_config c;
   ixl_config_defaults(&c);
   CHECK(c.heads == 32 && c.head_dim == 128 && c.index_topk == 512);
@@ -66,7 +60,7 @@ TEST(v41_flash_defaults_match_spec_1) {
   } while (0)
 
 TEST(every_engine_start_check_names_fields_values_and_rule) {
-  ixl_ctx *ctx = cpu();
+  ixl_ctx *ctx = test_ctx(0);
   BAD(c.candidate_block_size = 0,
       "candidate_block_size = 0, candidate_topk_blocks = 2048: both must be > 0 (the sparse path "
       "needs a two-level");
@@ -154,7 +148,7 @@ TEST(every_engine_start_check_names_fields_values_and_rule) {
 }
 
 TEST(valid_sparse_block_kv_lists_every_choice) {
-  ixl_ctx *ctx = cpu();
+  ixl_ctx *ctx = test_ctx(0);
   ixl_config c;
   ixl_config_defaults(&c);
   int32_t v[8], n = 0;
@@ -182,7 +176,7 @@ TEST(valid_sparse_block_kv_lists_every_choice) {
 }
 
 TEST(absurd_configs_fail_before_any_allocation) {
-  ixl_ctx *ctx = cpu();
+  ixl_ctx *ctx = test_ctx(0);
   ixl_config c;
   ixl_builder *b = (ixl_builder *)1;
   ixl_config_defaults(&c);
@@ -215,7 +209,7 @@ static void small_config(ixl_config *c, int64_t ratio) {
 }
 
 TEST(builder_allocates_its_scratch_once_and_outlives_its_context_handle) {
-  ixl_ctx *ctx = cpu();
+  ixl_ctx *ctx = test_ctx(0);
   ixl_config c;
   small_config(&c, 1);
   ixl_builder *b = NULL;
@@ -269,7 +263,7 @@ static void make_batch(rand_batch *rb, int64_t ratio, int64_t W, int64_t max_row
 }
 
 TEST(build_allocates_nothing_over_many_steps_of_different_shapes) {
-  ixl_ctx *ctx = cpu();
+  ixl_ctx *ctx = test_ctx(0);
   ixl_config c;
   small_config(&c, 1);
   ixl_builder *b = NULL;
@@ -400,7 +394,7 @@ static int step_ok(const ixl_config *c, const ixl_builder_info *info, const ixl_
 }
 
 TEST(random_batches_put_every_row_in_exactly_one_place) {
-  ixl_ctx *ctx = cpu();
+  ixl_ctx *ctx = test_ctx(0);
   uint64_t seed = test_seed();
   char why[256];
   for (int ratio = 1; ratio <= 4; ratio *= 2) {
@@ -441,7 +435,7 @@ TEST(random_batches_put_every_row_in_exactly_one_place) {
 }
 
 TEST(a_request_over_the_logits_budget_becomes_sub_chunks_in_build) {
-  ixl_ctx *ctx = cpu();
+  ixl_ctx *ctx = test_ctx(0);
   ixl_config c;
   small_config(&c, 1);
   c.max_logits_bytes = 4 * 1000 * 10; /* 10 rows of 1000 positions */
@@ -472,7 +466,7 @@ TEST(a_request_over_the_logits_budget_becomes_sub_chunks_in_build) {
  * row) is an empty row at every compress_ratio: row_ks = row_ke = 0, no page needed (its
  * block table row may hold only -1), beside rows that keep their usual metadata. */
 TEST(decode_rows_of_0_tokens_are_empty_rows) {
-  ixl_ctx *ctx = cpu();
+  ixl_ctx *ctx = test_ctx(0);
   for (int64_t ratio = 1; ratio <= 4; ratio *= 2) {
     ixl_config c;
     small_config(&c, ratio);
@@ -516,7 +510,7 @@ TEST(decode_rows_of_0_tokens_are_empty_rows) {
 }
 
 TEST(batch_errors_name_the_request_and_nothing_is_half_built) {
-  ixl_ctx *ctx = cpu();
+  ixl_ctx *ctx = test_ctx(0);
   ixl_config c;
   small_config(&c, 1);
   ixl_builder *b = NULL;

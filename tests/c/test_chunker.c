@@ -22,12 +22,6 @@ static ixl_builder_info small_info(ixl_ctx *ctx, int64_t workspace, int64_t logi
   return info;
 }
 
-static ixl_ctx *cpu(void) {
-  ixl_ctx *ctx = NULL;
-  ixl_ctx_new(IXL_BACKEND_CPU, 0, 0, &ctx);
-  return ctx;
-}
-
 static int plan(ixl_ctx *ctx, const ixl_builder_info *info, int n, const int64_t *seq,
                 const int64_t *q, int sparse, ixl_chunk *out) {
   int32_t nc = -1;
@@ -40,7 +34,7 @@ static int plan(ixl_ctx *ctx, const ixl_builder_info *info, int n, const int64_t
 }
 
 TEST(a_batch_that_fits_is_one_chunk) {
-  ixl_ctx *ctx = cpu();
+  ixl_ctx *ctx = test_ctx(0);
   ixl_builder_info info = small_info(ctx, 10000, 1 << 20);
   int64_t seq[2] = {100, 200}, q[2] = {10, 20};
   ixl_chunk ch[64];
@@ -52,7 +46,7 @@ TEST(a_batch_that_fits_is_one_chunk) {
 }
 
 TEST(logits_budget_edge_exact_and_one_byte_under) {
-  ixl_ctx *ctx = cpu();
+  ixl_ctx *ctx = test_ctx(0);
   int64_t seq[2] = {300, 300}, q[2] = {10, 20};
   ixl_chunk ch[64];
   /* Both together: 30 rows * 600 positions * 4 = 72000 bytes. */
@@ -68,7 +62,7 @@ TEST(logits_budget_edge_exact_and_one_byte_under) {
 }
 
 TEST(workspace_budget_edge_exact_and_one_under) {
-  ixl_ctx *ctx = cpu();
+  ixl_ctx *ctx = test_ctx(0);
   int64_t seq[3] = {300, 200, 100}, q[3] = {1, 1, 1};
   ixl_chunk ch[64];
   ixl_builder_info at = small_info(ctx, 500, 1 << 20);
@@ -83,7 +77,7 @@ TEST(workspace_budget_edge_exact_and_one_under) {
 }
 
 TEST(a_request_over_the_logits_budget_splits_into_query_sub_chunks) {
-  ixl_ctx *ctx = cpu();
+  ixl_ctx *ctx = test_ctx(0);
   /* 100 rows * 1000 positions; budget 30 rows: (120000 / 4) / 1000 = 30. */
   ixl_builder_info info = small_info(ctx, 10000, 120000);
   int64_t seq[3] = {1000, 1000, 50}, q[3] = {100, 100, 5};
@@ -111,7 +105,7 @@ TEST(a_request_over_the_logits_budget_splits_into_query_sub_chunks) {
 }
 
 TEST(sub_chunks_keep_at_least_one_row) {
-  ixl_ctx *ctx = cpu();
+  ixl_ctx *ctx = test_ctx(0);
   /* One row of 1000 positions needs 4000 bytes; the budget is 400: one row per sub-chunk. */
   ixl_builder_info info = small_info(ctx, 10000, 400);
   int64_t seq[1] = {1000}, q[1] = {3};
@@ -124,7 +118,7 @@ TEST(sub_chunks_keep_at_least_one_row) {
 }
 
 TEST(sparse_clamps_seq_lens_up_to_min_split_seq_len) {
-  ixl_ctx *ctx = cpu();
+  ixl_ctx *ctx = test_ctx(0);
   ixl_builder_info info = small_info(ctx, 511, 1 << 20);
   CHECK(info.min_split_seq_len == 256);
   int64_t seq[2] = {100, 100}, q[2] = {2, 3};
@@ -147,7 +141,7 @@ TEST(sparse_clamps_seq_lens_up_to_min_split_seq_len) {
 }
 
 TEST(bf16_fp32_split_width_triples_the_clamp) {
-  ixl_ctx *ctx = cpu();
+  ixl_ctx *ctx = test_ctx(0);
   ixl_config c;
   ixl_config_defaults(&c);
   c.candidate_topk_blocks = 64;
@@ -164,7 +158,7 @@ TEST(bf16_fp32_split_width_triples_the_clamp) {
 }
 
 TEST(errors_name_the_request) {
-  ixl_ctx *ctx = cpu();
+  ixl_ctx *ctx = test_ctx(0);
   ixl_builder_info info = small_info(ctx, 500, 1 << 20);
   ixl_chunk ch[4];
   int32_t nc;
@@ -202,7 +196,7 @@ TEST(errors_name_the_request) {
 }
 
 TEST(max_chunks_too_small_reports_the_count) {
-  ixl_ctx *ctx = cpu();
+  ixl_ctx *ctx = test_ctx(0);
   ixl_builder_info info = small_info(ctx, 500, 1 << 20);
   int64_t seq[5] = {400, 400, 400, 400, 400}, q[5] = {1, 1, 1, 1, 1};
   ixl_chunk ch[2];
@@ -220,7 +214,7 @@ TEST(max_chunks_too_small_reports_the_count) {
 }
 
 TEST(random_plans_respect_both_budgets_and_cover_every_row_once) {
-  ixl_ctx *ctx = cpu();
+  ixl_ctx *ctx = test_ctx(0);
   uint64_t seed = test_seed();
   ixl_chunk ch[512];
   for (int trial = 0; trial < 400; trial++) {
