@@ -16,13 +16,7 @@ local PYB = PY .. " -B" -- writes no __pycache__ into scripts/
 -- command keeps it (a sanitized library needs it).
 local ENV = "unset LD_PRELOAD; "
 
-local function sh(cmd, keep_preload)
-  local p = io.popen((keep_preload and "" or ENV) .. cmd .. " 2>&1; echo \"rc=$?\"")
-  local out = p:read("*a")
-  p:close()
-  local rc = tonumber(out:match("rc=(%d+)%s*$"))
-  return rc, out:gsub("rc=%d+%s*$", "")
-end
+local function sh(cmd, keep_preload) return support.sh((keep_preload and "" or ENV) .. cmd) end
 
 -- `idxlab replay IN OUT` on the CPU at the demo's sizes (4 heads), run from ROOT.
 local REPLAY = "cd %q && bin/idxlab replay %q %q --set backend=cpu --set heads=4 "

@@ -467,12 +467,10 @@ describe("dry run", function()
   end)
 
   it("works from the command line, from another directory", function()
-    local p = io.popen("cd / && " .. BIN .. " run " .. q(ROOT .. "/experiments/sparse_block_kv.lua")
-      .. " --dry-run 2>&1; echo rc=$?")
-    local out = p:read("*a")
-    p:close()
+    local rc, out = support.sh("cd / && " .. BIN .. " run "
+      .. q(ROOT .. "/experiments/sparse_block_kv.lua") .. " --dry-run")
     assert.matches("28 points %(14 point configs x 2 repeats%)", out)
-    assert.matches("rc=0", out)
+    assert.equals(0, rc, out)
   end)
 end)
 
@@ -725,11 +723,9 @@ describe("a killed run (a real child process)", function()
     local f = assert(io.open(jsonl, "ab"))
     f:write('{"schema":1,"experiment":"tiny","point":')
     f:close()
-    local p = io.popen(("env IDXLAB_FAKE_MEASURE=%s %s run %s --out %s --resume --progress plain "
-      .. "2>&1; echo rc=$?"):format(q(FAKE), BIN, q(file), q(d .. "/res")))
-    local out = p:read("*a")
-    p:close()
-    assert.matches("rc=0", out)
+    local rc, out = support.sh(("env IDXLAB_FAKE_MEASURE=%s %s run %s --out %s --resume "
+      .. "--progress plain"):format(q(FAKE), BIN, q(file), q(d .. "/res")))
+    assert.equals(0, rc, out)
     assert.matches("removed a half%-written last line", out)
     local after = lines_of(jsonl)
     assert.equals(8, #after)
@@ -912,11 +908,9 @@ describe("shard and merge", function()
     end
     for _, l in ipairs(lines_of(d .. "/merged/results.jsonl")) do assert.is_true(shard_lines[l]) end
     -- the command line
-    local p = io.popen(("%s merge %s %s %s 2>&1; echo rc=$?"):format(BIN, q(d .. "/merged2"),
-      q(r0.dir), q(r1.dir)))
-    local out = p:read("*a")
-    p:close()
-    assert.matches("rc=0", out)
+    local rc, out = support.sh(("%s merge %s %s %s"):format(BIN, q(d .. "/merged2"), q(r0.dir),
+      q(r1.dir)))
+    assert.equals(0, rc, out)
     assert.matches("warning: 2 of 8 points have no result", out)
   end)
 

@@ -5,6 +5,7 @@ local idxlab = require("idxlab")
 local function root()
   return os.getenv("IDXLAB_ROOT") or "."
 end
+local support = dofile(root() .. "/tests/support.lua")
 
 describe("tensors from Lua", function()
   local ctx = idxlab.context{ backend = "cpu", seed = 1 }
@@ -233,10 +234,8 @@ describe("the command", function()
   end)
 
   it("rejects an unknown command with the list", function()
-    local p = io.popen(bin .. " frobnicate 2>&1; echo rc=$?")
-    local out = p:read("*a")
-    p:close()
+    local rc, out = support.sh(bin .. " frobnicate")
     assert.matches('unknown command "frobnicate"', out)
-    assert.matches("rc=2", out)
+    assert.equals(2, rc, out)
   end)
 end)

@@ -297,10 +297,8 @@ describe("plots and report regeneration", function()
       "plot_times.svg" }) do
       os.remove(res.dir .. "/" .. f)
     end
-    local p = io.popen(("cd / && %s report %s 2>&1; echo rc=$?"):format(BIN, q(res.dir)))
-    local out = p:read("*a")
-    p:close()
-    assert.matches("rc=0", out)
+    local rc, out = support.sh(("cd / && %s report %s"):format(BIN, q(res.dir)))
+    assert.equals(0, rc, out)
     assert.equals(summary, fs.read_file(res.dir .. "/summary.txt"))
     assert.equals(csv, fs.read_file(res.dir .. "/results.csv"))
     assert.is_string(fs.read_file(res.dir .. "/plot_times.dat"))
@@ -345,10 +343,8 @@ return {
       assert.is_nil(out:find("gnuplot wrote no", 1, true), out)
     end
     local function sh(cmd)
-      local p = io.popen(cmd .. " 2>&1; echo rc=$?")
-      local out = p:read("*a")
-      p:close()
-      assert.matches("rc=0", out)
+      local rc, out = support.sh(cmd)
+      assert.equals(0, rc, out)
       return out
     end
     rendered(d .. "/results-rel/relplot",
@@ -409,10 +405,8 @@ return {
       local text, n = saved:gsub('"plots":%b[]', '"plots":' .. c[1]:gsub("%%", "%%%%"))
       assert.equals(1, n)
       support.write(res.dir .. "/experiment.json", text)
-      local p = io.popen(("%s report %s --no-plots 2>&1; echo rc=$?"):format(BIN, q(res.dir)))
-      local out = p:read("*a")
-      p:close()
-      assert.matches("rc=1", out)
+      local rc, out = support.sh(("%s report %s --no-plots"):format(BIN, q(res.dir)))
+      assert.equals(1, rc, out)
       assert.matches("^idxlab: [^\n]*experiment%.json: " .. c[2], out)
       assert.is_nil(out:match("%.lua:%d+:"), out)
       local ok, err = pcall(report.render, res.dir, { gnuplot = "none" })
@@ -443,22 +437,18 @@ return {
       .. '{"point":1,"config_hash":"bb"}]}\n')
     support.write(dir .. "/results.jsonl", '{"point":0,"config_hash":"aa","a":1,"m":2}\n'
       .. '{"point":1,"config_hash":"bb","a":2,"m":3}\n')
-    local p = io.popen(("printf 'press return\\npress return\\n' | IDXLAB_GNUPLOT=%s %s report %s"
-      .. " 2>&1; echo rc=$?"):format(q(fake), BIN, q(dir)))
-    local out = p:read("*a")
-    p:close()
-    assert.matches("rc=0", out)
+    local rc, out = support.sh(("printf 'press return\\npress return\\n' | IDXLAB_GNUPLOT=%s %s "
+      .. "report %s"):format(q(fake), BIN, q(dir)))
+    assert.equals(0, rc, out)
     local seen = fs.read_file(log) or ""
     assert.equals("eof\neof\n", seen, out) -- the probe and the render, neither read stdin
   end)
 
   it("names a directory without results", function()
     local d = tmpdir()
-    local p = io.popen(("%s report %s 2>&1; echo rc=$?"):format(BIN, q(d)))
-    local out = p:read("*a")
-    p:close()
+    local rc, out = support.sh(("%s report %s"):format(BIN, q(d)))
     assert.matches("no results%.jsonl here", out)
-    assert.matches("rc=1", out)
+    assert.equals(1, rc, out)
   end)
 end)
 
@@ -656,10 +646,9 @@ return {
       local cmd = ("cd %s && %s env IDXLAB_FAKE_MEASURE=%s %s %s run wide.lua --out res "
         .. "--progress off"):format(q(d), pre, q(support.FAKE_MEASURE), width_env, BIN)
       if tty then cmd = ("script -qfec %s /dev/null < /dev/null"):format(q(cmd)) end
-      local p = io.popen(cmd .. " 2>&1; echo rc=$?")
-      local out = p:read("*a"):gsub("\r", "")
-      p:close()
-      assert.matches("rc=0", out)
+      local rc, out = support.sh(cmd)
+      out = out:gsub("\r", "")
+      assert.equals(0, rc, out)
       return out
     end
     local function widest(text)

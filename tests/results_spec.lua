@@ -152,11 +152,9 @@ describe("a results directory's experiment.json", function()
       assert.is_false(ok, c[1])
       assert.matches("results_spec%.lua:%d+: idxlab: [^\n]*/s0/experiment%.json: " .. c[2],
         tostring(err))
-      local p = io.popen(("%s merge %s %s 2>&1; echo rc=$?"):format(BIN, q(d .. "/out2"),
-        q(d .. "/s0")))
-      local out = p:read("*a")
-      p:close()
-      assert.matches("^idxlab: [^\n]*/s0/experiment%.json: " .. c[2] .. "[^\n]*\nrc=1", out)
+      local rc, out = support.sh(("%s merge %s %s"):format(BIN, q(d .. "/out2"), q(d .. "/s0")))
+      assert.equals(1, rc, out)
+      assert.matches("^idxlab: [^\n]*/s0/experiment%.json: " .. c[2] .. "[^\n]*\n$", out)
       assert.is_false(fs.exists(d .. "/out2/results.jsonl"))
     end
   end)
@@ -299,19 +297,15 @@ describe("idxlab diff", function()
     assert.equals(1, by.i.first)
     assert.are.same({ "gone" }, out.only_a)
     -- the command: 1 when something differs, 0 for the same file
-    local p = io.popen(("%s diff %s %s 2>&1; echo rc=$?"):format(BIN, q(d .. "/a.safetensors"),
+    local rc, text = support.sh(("%s diff %s %s"):format(BIN, q(d .. "/a.safetensors"),
       q(d .. "/b.safetensors")))
-    local text = p:read("*a")
-    p:close()
-    assert.matches("rc=1", text)
+    assert.equals(1, rc, text)
     assert.matches("only in A: gone", text)
     assert.matches("\ni%s+I32%s+%[3%]%s+3%s+1", text)
-    p = io.popen(("%s diff %s %s 2>&1; echo rc=$?"):format(BIN, q(d .. "/a.safetensors"),
+    rc, text = support.sh(("%s diff %s %s"):format(BIN, q(d .. "/a.safetensors"),
       q(d .. "/a.safetensors")))
-    text = p:read("*a")
-    p:close()
     assert.matches("identical", text)
-    assert.matches("rc=0", text)
+    assert.equals(0, rc, text)
   end)
 
   it("decodes bf16, f16 and e4m3 as the formats define them", function()
@@ -330,11 +324,9 @@ describe("idxlab diff", function()
   end)
 
   it("names a file it cannot read", function()
-    local p = io.popen(BIN
-      .. " diff /nonexistent/a.safetensors /nonexistent/b.safetensors 2>&1; echo rc=$?")
-    local text = p:read("*a")
-    p:close()
+    local rc, text = support.sh(BIN
+      .. " diff /nonexistent/a.safetensors /nonexistent/b.safetensors")
     assert.matches("idxlab: .*/nonexistent/a%.safetensors", text)
-    assert.matches("rc=2", text)
+    assert.equals(2, rc, text)
   end)
 end)
