@@ -36,8 +36,8 @@ return {
 local HOOK = [[
 local fake = dofile(os.getenv("IDXLAB_TEST_FAKE"))
 local binding = require("idxlab.ffi")
+local exists = require("idxlab.fs").exists
 local calls = 0
-local function exists(p) local f = io.open(p, "rb") if f then f:close() end return f ~= nil end
 return function(ctx, point)
   calls = calls + 1
   local block = os.getenv("IDXLAB_TEST_BLOCK")
