@@ -593,3 +593,89 @@ describe("step timing (SPEC 6, issue 15)", function()
     assert.equals(1, n)
   end)
 end)
+
+describe("one Step across points (idxlab.measure's step cache, issue 15)", function()
+  local measure = require("idxlab.measure")
+  local ctx = idxlab.context{ backend = "cpu", seed = SEED, threads = 2 }
+  local TIMING = { "time_", "speedup_sparse", "wall_" }
+
+  -- the row without its timings (every depth), for comparing two measurements of one point
+  local function untimed(v)
+    if type(v) ~= "table" then return v end
+    local out = {}
+    for k, x in pairs(v) do
+      local drop = false
+      for _, p in ipairs(TIMING) do
+        if type(k) == "string" and k:sub(1, #p) == p then drop = true end
+      end
+      if not drop then out[k] = untimed(x) end
+    end
+    return out
+  end
+
+  local function point(context, seed, over)
+    local cfg = { heads = 8, index_topk = 32, candidate_block_size = 8,
+      candidate_topk_blocks = 64, max_rows = 16, max_model_len = 16384 }
+    for k, v in pairs(over or {}) do cfg[k] = v end
+    return { config = cfg, seed = seed, by = "length",
+      workload = { decode = { rows = 3, context = context },
+        prefill = { { query_len = 5, context_len = context - 5 } }, consumer_layers = 2 } }
+  end
+
+  it("gives every point the row a fresh Step gives, over shapes that grow and shrink",
+  function()
+    local cache = measure.step_cache()
+    local pts = { point(4096, SEED), point(4096, SEED + 1), point(8192, SEED + 2),
+      point(2048, SEED + 3), point(8192, SEED + 4, { index_topk = 64 }) }
+    local steps = {}
+    for i, pt in ipairs(pts) do
+      local fresh = measure.measure(ctx, pt)
+      pt.steps = cache
+      local reused = measure.measure(ctx, pt)
+      assert.are.same(untimed(fresh), untimed(reused), "point " .. i .. " seed " .. SEED)
+      steps[i] = cache.by_ctx[ctx].step
+    end
+    -- one Step while the config stays; a new one for the point of another config
+    for i = 2, 4 do assert.equals(steps[1], steps[i]) end
+    assert.are_not.equal(steps[4], steps[5])
+    cache:free()
+    assert.is_nil(next(cache.by_ctx))
+  end)
+
+  it("refuses a steps field that is not a step cache", function()
+    local pt = point(2048, SEED)
+    pt.steps = {}
+    local ok, err = pcall(measure.measure, ctx, pt)
+    assert.is_false(ok)
+    assert.matches("measure: point.steps must be a measure.step_cache%(%)", tostring(err))
+  end)
+
+  it("drops the Step of a point that failed, and the next point makes a new one", function()
+    local cache = measure.step_cache()
+    local pt = point(2048, SEED)
+    pt.steps = cache
+    measure.measure(ctx, pt)
+    local before = cache.by_ctx[ctx].step
+    local bad = point(2048, SEED)
+    bad.steps, bad.timing = cache, { iters = "x" }
+    assert.is_false(pcall(measure.measure, ctx, bad))
+    assert.is_nil(cache.by_ctx[ctx])
+    assert.is_nil(before.builder) -- freed
+    measure.measure(ctx, pt)
+    assert.are_not.equal(before, cache.by_ctx[ctx].step)
+    cache:free()
+  end)
+
+  it("copies to the host only what a collector's wants names", function()
+    local cfg = small_cfg()
+    local inputs = make_inputs(ctx, cfg, { 1500, 700 })
+    local p = pipeline.new(ctx, cfg)
+    local got = {}
+    local keep = { wants = { cand_blocks = true, topk_pos = true },
+      put = function(name) got[name] = true end,
+      put_layer = function(name) got[name] = true end }
+    p:step(inputs, { acc = pipeline.new_acc(), keep = keep })
+    assert.are.same({ cand_blocks = true, topk_pos = true }, got)
+    p:free()
+  end)
+end)

@@ -452,8 +452,10 @@ end
 ---------------------------------------------------------------------------- one step
 
 -- A collector for the single-rank step's outputs (step opts.keep): what the oracle needs.
+-- c.wants names them, so the step copies nothing else to the host for it.
 local function collector()
-  local c = { rows = {}, layers = {} }
+  local c = { rows = {}, layers = {},
+    wants = { cand_blocks = true, dense_topk_pos = true, topk_pos = true } }
   local function rows_of(t, r0, n, width)
     local s = t:shape()
     local w = width or s[2] or 1

@@ -4,14 +4,17 @@
 --   code     "ARG" for a Lua-side check, or the C status name (ixl_status_name: "CONFIG",
 --            "SHAPE", ...) for a failure the library reported;
 --   message  the text, naming the field, the value and the rule it broke (no "idxlab: ");
---   where    the public caller's "source:line", filled in once, at the library's public
---            boundary (M.public), never by counting stack levels.
+--   where    the public caller's "source:line": the first Lua frame outside the library's
+--            sources, found when the error is raised (M.raise), never by counting stack
+--            levels.
 -- tostring(err) is "where: idxlab: message" ("idxlab: message" while where is unknown), the
 -- text a REPL user sees and the text specs match against.
 --
--- Internal code raises with M.raise(code, fmt, ...) or M.fail(fmt, ...) (code "ARG"); every
--- module passes its exported functions once through M.public (or M.wrap(module)). A probe
+-- Internal code raises with M.raise(code, fmt, ...) or M.fail(fmt, ...) (code "ARG"). A probe
 -- that answers a question (is CUDA usable?) returns false, reason instead of raising.
+-- Modules still mark their exported functions with M.public (or M.wrap(module)); that costs
+-- nothing: where is set at the raise, so no call of a public function (an accessor the step
+-- calls dozens of times per group) pays for a pcall frame.
 local M = {}
 
 local Error = {}
@@ -29,15 +32,6 @@ M.new = new
 
 -- true for an idxlab error object.
 function M.is(e) return getmetatable(e) == Error end
-
--- Raises an idxlab error; fmt is formatted only when arguments follow.
-function M.raise(code, fmt, ...)
-  local msg = select("#", ...) > 0 and fmt:format(...) or fmt
-  error(new(code, msg), 0)
-end
-
--- M.fail(fmt, ...) = M.raise("ARG", fmt, ...): a Lua-side argument or file check.
-function M.fail(fmt, ...) M.raise("ARG", fmt, ...) end
 
 -- The message of any error value, without where and without "idxlab: " (for composing a
 -- new message from a caught one). A foreign error (a bug) gives its whole text.
@@ -83,26 +77,30 @@ local function public_caller(level)
 end
 M.public_caller = public_caller
 
--- An error leaving a public function: an idxlab error gets `where`, the public caller's line,
--- if it has none yet; any other error passes unchanged. Called as `return pass(pcall(...))`
--- (a tail call: the wrapper's frame is gone), so from public_caller the stack reads
--- 1 public_caller, 2 pass, 3 the wrapper's caller; public_caller skips the library's own
--- frames and C frames (pcall) from there on, so an internal caller is never taken for it.
-local function pass(ok, ...)
-  if ok then return ... end
-  local e = ...
-  if M.is(e) and not e.where then e.where = public_caller(3) end
+-- Raises an idxlab error whose where is the public caller's line (public_caller from here:
+-- 1 public_caller, 2 raise, then raise's callers; the library's frames, fail's included, and
+-- C frames such as pcall are skipped); fmt is formatted only when arguments follow.
+function M.raise(code, fmt, ...)
+  local msg = select("#", ...) > 0 and fmt:format(...) or fmt
+  error(new(code, msg, public_caller(2)), 0)
+end
+
+-- M.fail(fmt, ...) = M.raise("ARG", fmt, ...): a Lua-side argument or file check.
+function M.fail(fmt, ...) M.raise("ARG", fmt, ...) end
+
+-- Raises e, an idxlab error made with M.new, with where set as M.raise sets it (when it has
+-- none yet).
+function M.throw(e)
+  if M.is(e) and not e.where then e.where = public_caller(2) end
   error(e, 0)
 end
 
--- fn wrapped as a public entry point (see pass). No table per call: the results pass
--- through as varargs.
-function M.public(fn)
-  return function(...) return pass(pcall(fn, ...)) end
-end
+-- fn as a public entry point: fn itself. Errors already carry where from their raise, so the
+-- boundary adds no frame and no pcall (results and foreign errors pass unchanged).
+function M.public(fn) return fn end
 
--- Wraps every function field of a module table in place (skipping names in `except`) and
--- returns it.
+-- Marks every function field of a module table public (M.public: nothing changes) and
+-- returns it; `except` names fields to leave out.
 function M.wrap(mod, except)
   local skip = {}
   for _, k in ipairs(except or {}) do skip[k] = true end

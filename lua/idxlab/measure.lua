@@ -3,9 +3,9 @@
 -- (idxlab.step) and summarises them into a result row (idxlab.summary). It sits above step and
 -- replay, so neither needs the other's caller. The contract is in docs/experiments.md.
 local errors = require("idxlab.errors")
-local config = require("idxlab.config")
 local cpsim = require("idxlab.cpsim")
 local replay = require("idxlab.replay")
+local results = require("idxlab.results")
 local step = require("idxlab.step")
 local summary = require("idxlab.summary")
 local Tensor = require("idxlab.tensor")
@@ -13,9 +13,43 @@ local workload = require("idxlab.workload")
 
 local M = {}
 
+-- A run's steps, one per context (idxlab.experiment.run makes one per run and frees it at
+-- the end): a point whose config and pins are those of the previous point on its context
+-- reuses that point's Step -- its buffers, its builder and so its CUDA graph (idxlab.step
+-- replays a graph of the same step shape without capturing it again) -- so the runner's
+-- warm-up, a point's repeats and a sweep over the workload capture once per step shape and
+-- describe (validate) the config once. A point of another config frees the Step it replaces.
+local Steps = {}
+Steps.__index = Steps
+
+function M.step_cache() return setmetatable({ by_ctx = {} }, Steps) end
+
+-- The Step for (ctx, the point's config with its pins), made on first use.
+function Steps:get(ctx, cfg)
+  local key = results.canonical(cfg)
+  local e = self.by_ctx[ctx]
+  if e and e.key == key then return e.step end
+  self:drop(ctx)
+  local p = step.new(ctx, cfg)
+  self.by_ctx[ctx] = { key = key, step = p }
+  return p
+end
+
+-- Frees ctx's Step (after a failure: a step that raised midway is not reused).
+function Steps:drop(ctx)
+  local e = self.by_ctx[ctx]
+  self.by_ctx[ctx] = nil
+  if e then e.step:free() end
+end
+
+function Steps:free()
+  for ctx in pairs(self.by_ctx) do self:drop(ctx) end
+end
+
 -- measure(ctx, point) -> row. point: { config = builder fields (+ variant = {family = name},
--- optional), workload = synthetic spec or { kind = "replay", ... }, seed, timing, by }. With
--- a variant registry, row.variant names the variant that ran per family. With
+-- optional), workload = synthetic spec or { kind = "replay", ... }, seed, timing, by,
+-- steps = a M.step_cache() (optional: the Step then outlives the call, for the next point) }.
+-- With a variant registry, row.variant names the variant that ran per family. With
 -- point.context_parallel_sim (the research mode, idxlab.cpsim) the step's decode rows also run
 -- as c simulated ranks: the row's recall_at_k, mass_recall and candidate_coverage are then the
 -- simulation's, beside its cp_* metrics. With point.warmup (the runner's untimed warm-up,
@@ -23,17 +57,24 @@ local M = {}
 -- GPU its CUDA graph once: no comparison path, nothing summarised; -> nil.
 function M.measure(ctx, point)
   if type(point) ~= "table" then errors.fail("measure: point must be a table") end
-  local fields, pins = step.split_variant(point.config or {}, "measure")
-  local cfg = config.describe(fields).config
-  local wl = point.workload or {}
-  local steps
-  if wl.kind == "replay" then
-    steps = replay.load_workload(ctx, wl, cfg)
-  else
-    steps = { workload.generate(ctx, wl, cfg, point.seed or 0) }
+  local cache = point.steps
+  if cache ~= nil and getmetatable(cache) ~= Steps then
+    errors.fail("measure: point.steps must be a measure.step_cache(), got %s", type(cache))
   end
-  cfg.variant = pins
-  local p = step.new(ctx, cfg)
+  local cfg_in = point.config or {}
+  step.split_variant(cfg_in, "measure") -- the pins' checks, with measure's name
+  -- the step describes (validates and resolves) the config once; its cfg is the resolved one
+  local p = cache and cache:get(ctx, cfg_in) or step.new(ctx, cfg_in)
+  local cfg = p.cfg
+  local wl = point.workload or {}
+  local ok_in, steps = pcall(function()
+    if wl.kind == "replay" then return replay.load_workload(ctx, wl, cfg) end
+    return { workload.generate(ctx, wl, cfg, point.seed or 0) }
+  end)
+  if not ok_in then
+    if not cache then p:free() end
+    errors.rethrow(steps)
+  end
   local acc = summary.new_acc()
   local sim = point.context_parallel_sim ~= nil and cpsim.check(point.context_parallel_sim)
   local sim_acc, cp = sim and summary.new_acc(), sim and cpsim.new_cp()
@@ -50,7 +91,11 @@ function M.measure(ctx, point)
     end
   end)
   local info = p.builder and p.builder:info() or nil
-  p:free()
+  if not cache then
+    p:free()
+  elseif not ok then
+    cache:drop(ctx)
+  end
   for _, inputs in ipairs(steps) do
     for _, t in pairs(inputs) do
       if Tensor.is_tensor(t) then t:free() end

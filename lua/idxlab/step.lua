@@ -25,6 +25,16 @@
 -- layer (dense bf16 logits over the whole context, the candidate mask, top-k), the numerator
 -- of speedup_sparse.
 --
+-- The graph is captured once per step shape, not once per step: the context holds one graph,
+-- and a step whose launches would be the very ones of the graph the context holds (the same
+-- Step object, hence config and pins; the same variants; every tensor argument at the same
+-- address with the same shape and strides; the same groups; the context's op scratch not
+-- grown since) replays it without a capture (times.captured = false). Steps of one shape in
+-- a row -- the runner's warm-up and a point's repeats, with one Step reused (idxlab.measure),
+-- or a replay file's steps -- so capture once. The step copies the small index inputs
+-- (context_lens, ks, ke) into its own buffers, so the graph never reads the caller's tensors
+-- (pre-quantized codes excepted: their addresses are part of the key).
+--
 -- Kernel variants (idxlab.variants): cfg.variant = {logits = "v2", ...} (optional) pins a
 -- variant per family on the context for the duration of each step (the context's own pins
 -- come back after it, so a pinned step never leaks into the next one); without cfg.variant a
@@ -49,6 +59,12 @@ local metrics = require("idxlab.metrics")
 local fail = errors.fail
 
 local M = {}
+
+-- Each Step's serial number: part of its graph key, so a graph is never taken for another
+-- Step's (a freed Step's buffers may come back at the same addresses in a new one).
+local serial = 0
+-- The key of the graph each context holds (set by the capture that made it), by context.
+local graph_of = setmetatable({}, { __mode = "k" })
 
 -- A step times 5 stages for the source layer and the expansion and 3 per consumer layer, in
 -- the context's 256 timer slots: at most 83 consumer layers.
@@ -115,8 +131,9 @@ function M.new(ctx, cfg)
   local fields, pins = split_variant(cfg, "pipeline.new")
   -- describe() runs every engine-start check and resolves "auto" values to numbers
   local resolved = config.describe(fields).config
-  return setmetatable({ ctx = ctx, cfg = resolved, variant = pins, bufs = {}, builder = nil },
-    Step)
+  serial = serial + 1
+  return setmetatable({ ctx = ctx, cfg = resolved, variant = pins, bufs = {}, builder = nil,
+    serial = serial }, Step)
 end
 
 -- A named buffer of at least `shape`'s elements, returned as a view of exactly `shape`.
@@ -358,6 +375,16 @@ function Step:prepare(inputs, sz)
       end
     end
   end
+  -- the index inputs the production path reads, in the step's own buffers (see the header)
+  local function own(name)
+    local t = inputs[name]
+    if not Tensor.is_tensor(t) then return nil end
+    local b = self:buf("in_" .. name, "i32", t:shape())
+    b:copy_from(t)
+    return b
+  end
+  if sz.nd > 0 then prep.context_lens = own("context_lens") end
+  if sz.np > 0 then prep.ks, prep.ke = own("ks"), own("ke") end
   -- per-row lengths on the context's device
   local lh = self:buf("lens", "i32", { math.max(R, 1) }, "host")
   local lp = ffi.cast("int32_t *", lh.cd.data)
@@ -378,9 +405,22 @@ local function groups_of(step)
   return out
 end
 
+-- The dense logits of a group's rows into out ([n, maxlen]): the paged cache for the decode
+-- group, the ragged keys (compressed layout) for a prefill chunk. The production path (the
+-- source layer, fp32) and the comparison path (each consumer, fp32 and bf16) both use it.
+local function dense_logits(ctx, G, qk, w, reduction, out)
+  if G.decode then
+    logits.dense_paged(ctx, qk, w, G.row_ke, G.block_table,
+      { reduction = reduction, out = out, max_len = G.maxlen })
+  else
+    logits.dense(ctx, qk, w, G.row_ks, G.row_ke, { layout = "compressed", clean = true,
+      reduction = reduction, out = out, max_len = G.maxlen })
+  end
+end
+
 -- One group's production path. Records timers (nil under graph capture: no timers); returns
 -- the per-group state the comparison path needs.
-function Step:production(g, gi, prep, inputs, sz, timers)
+function Step:production(g, gi, prep, sz, timers)
   local ctx, cfg = self.ctx, self.cfg
   local r0, n = g.token_start, g.token_end - g.token_start
   local T, cbs = cfg.candidate_topk_blocks, cfg.candidate_block_size
@@ -403,16 +443,16 @@ function Step:production(g, gi, prep, inputs, sz, timers)
   if decode then
     qk.k_pages, qk.page_size = prep.pages, cfg.page_size
     G.row_ks = nil
-    G.row_ke = rows_view(inputs.context_lens, r0, n)
+    G.row_ke = rows_view(prep.context_lens, r0, n)
     G.block_table = rows_view(prep.block_table, r0, n)
   else
     qk.k_codes, qk.k_scales = prep.k_codes, prep.k_scales
-    G.row_ks = rows_view(inputs.ks, r0 - sz.nd, n)
-    G.row_ke = rows_view(inputs.ke, r0 - sz.nd, n)
+    G.row_ks = rows_view(prep.ks, r0 - sz.nd, n)
+    G.row_ke = rows_view(prep.ke, r0 - sz.nd, n)
   end
   G.qk = qk
   G.lens = rows_view(prep.lens, r0, n)
-  local wd = rows_view(prep.w_dense, r0, n)
+  G.w_src = rows_view(prep.w_dense, r0, n)
   G.src_logits = self:buf("src_logits", "f32", { n, maxlen })
   G.cand = self:buf("cand", "i32", { n, T })
   G.src_topk = self:buf("src_topk", "i32", { n, k })
@@ -427,13 +467,7 @@ function Step:production(g, gi, prep, inputs, sz, timers)
     interrupt.check()
   end
   mark("start")
-  if decode then
-    logits.dense_paged(ctx, qk, wd, G.row_ke, G.block_table,
-      { reduction = "fp32", out = G.src_logits, max_len = maxlen })
-  else
-    logits.dense(ctx, qk, wd, G.row_ks, G.row_ke, { layout = "compressed", clean = true,
-      reduction = "fp32", out = G.src_logits, max_len = maxlen })
-  end
+  dense_logits(ctx, G, qk, G.w_src, "fp32", G.src_logits)
   mark("dense_logits")
   sel.candidates(ctx, G.src_logits, G.lens, cbs, T, cfg.block_score, G.cand)
   mark("candidate_select")
@@ -519,11 +553,16 @@ function Step:compare(G, sz, acc, keep, warmup, iters)
   end
   local spos = self:buf("sparse_pos", "i32", { n, nsc })
   sel.remap(ctx, iota, G.sparse_ids, G.row_ks, sbk, spos)
-  if keep then
+  -- the outputs the collector takes (keep.wants, when it says, else all), each copied to the
+  -- host only when taken
+  local function wants(name) return keep and (not keep.wants or keep.wants[name]) end
+  if wants("dense_logits") then
     keep.put("dense_logits", host(G.src_logits, "src_logits"), r0, n, maxlen)
-    keep.put("cand_blocks", cand_h, r0, n)
-    keep.put("sparse_ids", host(G.sparse_ids, "sparse_ids"), r0, n)
-    keep.put("end", end_h, r0, n)
+  end
+  if wants("cand_blocks") then keep.put("cand_blocks", cand_h, r0, n) end
+  if wants("sparse_ids") then keep.put("sparse_ids", host(G.sparse_ids, "sparse_ids"), r0, n) end
+  if wants("end") then keep.put("end", end_h, r0, n) end
+  if wants("source_topk_pos") then
     keep.put("source_topk_pos", host(G.src_topk, "src_topk"), r0, n)
   end
   local D = self:buf("cmp_dense", "f32", { n, maxlen })
@@ -543,16 +582,7 @@ function Step:compare(G, sz, acc, keep, warmup, iters)
   local active_len = T * cbs
   for l, ly in ipairs(G.layers) do
     local qk = ly.qk
-    local function dense(out, w, reduction)
-      if G.decode then
-        logits.dense_paged(ctx, qk, w, G.row_ke, G.block_table,
-          { reduction = reduction, out = out, max_len = maxlen })
-      else
-        logits.dense(ctx, qk, w, G.row_ks, G.row_ke, { layout = "compressed", clean = true,
-          reduction = reduction, out = out, max_len = maxlen })
-      end
-    end
-    dense(D, ly.w_dense, "fp32")
+    dense_logits(ctx, G, qk, ly.w_dense, "fp32", D)
     sel.topk(ctx, D, nil, G.lens, k, false, dtop)
     metrics.gather_cols(ctx, D, dtop, dvals)
     sel.mask_candidates(ctx, D, G.lens, G.cand, cbs)
@@ -562,7 +592,7 @@ function Step:compare(G, sz, acc, keep, warmup, iters)
     local md = {}
     for it = 1, warmup + iters do
       ctx:timer_record(0)
-      dense(Db, ly.w_sparse, "bf16")
+      dense_logits(ctx, G, qk, ly.w_sparse, "bf16", Db)
       ctx:timer_record(1)
       if it == warmup + iters then metrics.gather_cols(ctx, Db, spos, gath) end
       ctx:timer_record(2)
@@ -602,12 +632,10 @@ function Step:compare(G, sz, acc, keep, warmup, iters)
         candidate_coverage = cover[r + 1], mass_recall = m == m and m or nil,
       }
     end
-    if keep then
-      keep.put_layer("sparse_logits", l, S_h, r0, n)
-      keep.put_layer("topk_pos", l, pos_h, r0, n)
-      keep.put_layer("masked_topk_pos", l, mtop_h, r0, n)
-      keep.put_layer("dense_topk_pos", l, dtop_h, r0, n)
-    end
+    if wants("sparse_logits") then keep.put_layer("sparse_logits", l, S_h, r0, n) end
+    if wants("topk_pos") then keep.put_layer("topk_pos", l, pos_h, r0, n) end
+    if wants("masked_topk_pos") then keep.put_layer("masked_topk_pos", l, mtop_h, r0, n) end
+    if wants("dense_topk_pos") then keep.put_layer("dense_topk_pos", l, dtop_h, r0, n) end
   end
 end
 
@@ -628,13 +656,13 @@ end
 -- context's stream (the context keeps it for graph_launch). The buffers must already be sized
 -- (an eager run), so nothing is allocated under capture, and no stage synchronises. -> the
 -- groups' states, whose tensors the graph writes.
-local function capture_groups(self, groups, prep, inputs, sz)
+local function capture_groups(self, groups, prep, sz)
   local ctx = self.ctx
   local states = {}
   ctx:sync()
   ctx:graph_begin()
   local ok, err = pcall(function()
-    for gi, g in ipairs(groups) do states[gi] = self:production(g, gi, prep, inputs, sz, nil) end
+    for gi, g in ipairs(groups) do states[gi] = self:production(g, gi, prep, sz, nil) end
   end)
   -- the capture always ends, so a failure inside it leaves the stream usable; that failure,
   -- not graph_end's, is the one raised
@@ -642,6 +670,43 @@ local function capture_groups(self, groups, prep, inputs, sz)
   if not ok then errors.rethrow(err) end
   if not ok_end then errors.rethrow(err_end) end
   return states
+end
+
+-- What a captured graph's launches depend on, as one string: the Step (its serial: config,
+-- pins), the variants the eager run picked, the context's op scratch (grow-only: a growth
+-- moves a slot), and every group's scalars and tensors (address, dtype, shape, strides) as
+-- the production path passes them -- the eager run's states, whose views the capture makes
+-- again. Two steps with one key issue the same launches with the same arguments.
+local function key_of(v, out, depth)
+  if Tensor.is_tensor(v) then
+    local cd = v.cd
+    out[#out + 1] = ("%s:%d:%d"):format(tostring(ffi.cast("uintptr_t", cd.data)),
+      tonumber(cd.dtype), tonumber(cd.device))
+    for i = 0, cd.ndim - 1 do
+      out[#out + 1] = ("%d/%d"):format(tonumber(cd.shape[i]), tonumber(cd.stride[i]))
+    end
+  elseif type(v) == "table" then
+    if depth > 4 then fail("step: graph key: tables nested deeper than 4") end
+    local keys = {}
+    for k in pairs(v) do keys[#keys + 1] = k end
+    table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+    out[#out + 1] = "{"
+    for _, k in ipairs(keys) do
+      out[#out + 1] = tostring(k) .. "="
+      key_of(v[k], out, depth + 1)
+    end
+    out[#out + 1] = "}"
+  else
+    out[#out + 1] = tostring(v)
+  end
+end
+
+local function graph_key(self, states, ran)
+  local st = self.ctx:alloc_stats()
+  local out = { "step", self.serial, "scratch", st.device_scratch_bytes, st.host_scratch_bytes }
+  key_of(ran, out, 0)
+  key_of(states, out, 0)
+  return table.concat(out, " ")
 end
 
 -- The context's captured graph replayed: max(warmup, 1) untimed replays (the first launch of
@@ -689,11 +754,14 @@ local function size_buffers(self, groups, sz)
 end
 
 -- Runs one step. opts: { acc = accumulator (idxlab.summary.new_acc, for the metrics), keep =
--- output collector (replay), timing = { warmup = 0, iters = 1 }, graph = false to time a CUDA
--- step eagerly only }. Returns the step's timings (times.step: the graph's median replay, or
--- the eager time; times.step_eager; times.graph: whether a graph ran) and sizes, (with a
--- variant registry) the variant that ran per family, and the groups' states (groups[i], as
--- capture's; after a graph, they hold its last replay's outputs).
+-- output collector (replay; its put/put_layer get host tensors; keep.wants = {name = true},
+-- optional, names the outputs it takes, and the others are not copied), timing = { warmup =
+-- 0, iters = 1 }, graph = false to time a CUDA step eagerly only }. Returns the step's
+-- timings (times.step: the graph's median replay, or the eager time; times.step_eager;
+-- times.graph: whether a graph ran; times.captured: whether this step captured it, false when
+-- it replayed the graph the context held) and sizes, (with a variant registry) the variant
+-- that ran per family, and the groups' states (groups[i], as capture's; after a graph, they
+-- hold its last replay's outputs).
 local function run_step(self, inputs, opts)
   opts = opts or {}
   if opts.graph ~= nil and type(opts.graph) ~= "boolean" then
@@ -714,7 +782,7 @@ local function run_step(self, inputs, opts)
     local G
     for it = 1, warmup + iters do
       local timers = {}
-      G = self:production(g, gi, prep, inputs, sz, timers)
+      G = self:production(g, gi, prep, sz, timers)
       local t = read_timers(ctx, timers)
       if it > warmup then
         local tsum = runs[it - warmup]
@@ -750,8 +818,17 @@ local function run_step(self, inputs, opts)
   -- the whole step: the graph's median replay on a CUDA context, else the eager time
   times.step_eager = times.total
   times.step, times.graph = times.total, false
+  local ran = variants_ran(ctx)
   if opts.graph ~= false and ctx:backend() == "cuda" then
-    states = capture_groups(self, groups, prep, inputs, sz)
+    -- the graph the context holds when it is this step's (see the header), else a capture
+    local key = graph_key(self, states, ran)
+    times.captured = graph_of[ctx] ~= key
+    if times.captured then
+      graph_of[ctx] = nil
+      states = capture_groups(self, groups, prep, sz)
+      graph_of[ctx] = key
+      self.captures = (self.captures or 0) + 1
+    end
     times.step, times.graph = util.median(time_replays(ctx, warmup, iters)), true
   end
   local acc = opts.acc
@@ -772,7 +849,7 @@ local function run_step(self, inputs, opts)
     acc.logits_bytes = math.max(acc.logits_bytes or 0, peak_logits)
   end
   return { times = times, sz = sz, num_chunks = #(step.chunks or {}), logits_bytes = peak_logits,
-    variant = variants_ran(ctx), groups = states }
+    variant = ran, groups = states }
 end
 
 -- p:capture(inputs, replays): the production path of every group of one step (the decode
@@ -785,8 +862,13 @@ local function run_capture(self, inputs, replays)
   local groups = groups_of(step)
   size_buffers(self, groups, sz)
   -- an eager run first sizes every buffer, so nothing is allocated under capture
-  for gi, g in ipairs(groups) do self:production(g, gi, prep, inputs, sz, {}) end
-  local states = capture_groups(self, groups, prep, inputs, sz)
+  local eager = {}
+  for gi, g in ipairs(groups) do eager[gi] = self:production(g, gi, prep, sz, {}) end
+  local key = graph_key(self, eager, variants_ran(ctx))
+  graph_of[ctx] = nil
+  local states = capture_groups(self, groups, prep, sz)
+  graph_of[ctx] = key
+  self.captures = (self.captures or 0) + 1
   for _ = 1, replays or 1 do ctx:graph_launch() end
   ctx:sync()
   return states[#states], states

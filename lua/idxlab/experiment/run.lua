@@ -140,6 +140,8 @@ function Runner:context(backend)
 end
 
 function Runner:free_contexts()
+  -- the run's steps first: their buffers live in the contexts
+  if self.steps then self.steps:free() end
   for _, c in pairs(self.ctxs) do c:free() end
   self.ctxs = {}
 end
@@ -188,6 +190,8 @@ function Runner:measure_one(pt, mpoint)
       ran.backend, ran.device = ctx:backend(), ctx:device_name()
       self:apply_on_backend(mpoint, pt, ran.backend)
     end
+    -- the kernels' measure reuses one Step per config across points (idxlab.measure)
+    if self.measure.warmup then mpoint.steps = self.steps end
     return self.measure.fn(ctx, mpoint)
   end)
   if self.e.mode == "chunks" then
@@ -344,6 +348,7 @@ local function run_held(plan, opts, dir)
     prog:note(("resuming: %d points already done, %d to run"):format(prior, #todo))
   end
   local r = setmetatable({ e = e, plan = plan, measure = measure, ctxs = {}, failed = {},
+    steps = measure.warmup and measure_mod.step_cache() or nil,
     new_rows = 0, prog = prog, app = results.open_jsonl(jpath, not opts.resume),
     order = rows.row_order(plan), main_metric = main_metric(plan) }, Runner)
   local interrupted = r:loop(todo)

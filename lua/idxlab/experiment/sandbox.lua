@@ -113,7 +113,7 @@ local function run_bounded(chunk, env, str, path, max_instructions)
     .. "file is data, not a program)"):format(path, max_instructions))
   env.pcall = function(fn, ...)
     local r = { pcall(fn, ...) }
-    if spent then error(stop, 0) end
+    if spent then errors.throw(stop) end
     return unpack(r, 1, table.maxn(r))
   end
   -- string methods ("x"):rep(n) reach the string metatable, not env.string: point it at the
@@ -129,7 +129,7 @@ local function run_bounded(chunk, env, str, path, max_instructions)
     -- the hook and the string metatable after it returns
     if count * 1000 >= max_instructions and debug.getinfo(2, "S").source == source then
       spent = true
-      error(stop, 0)
+      errors.throw(stop)
     end
   end, "", 1000)
   local ok, res = pcall(chunk)
