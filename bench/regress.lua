@@ -18,7 +18,8 @@
 --   a log of bench/topk_gpu.sh (lines `# topkbench NAME MODE single S us batch B us ...` and
 --     `# torchtopk NAME torch single ...`, every other line ignored): topk/<NAME>/<MODE> =
 --     the batch median B;
---   plain text: `name value_us` a line, `#` comments and blank lines allowed.
+--   plain text: `name value_us` a line, `#` comments and blank lines allowed (bench/step.lua
+--     writes its figures so, as step/<case>/<field>, and runs this guard on them).
 --
 -- Output: one line per figure found in both (baseline, now, change), then the baseline's
 -- figures of the same families (topk, logits, ...) that the run did not measure ("missing"),

@@ -202,6 +202,126 @@ describe("#gpu the step as one CUDA graph (SPEC 6, issue 15)", function()
   end)
 end)
 
+describe("#gpu one graph per step shape across steps (issue 15)", function()
+  local config = require("idxlab.config")
+  local workload = require("idxlab.workload")
+  local measure = require("idxlab.measure")
+  local ok_cuda = idxlab.cuda_available()
+  local gpu = ok_cuda and idxlab.context{ backend = "cuda", seed = SEED } or nil
+  local cfg = { heads = 32, index_topk = 64, candidate_block_size = 8, candidate_topk_blocks = 64,
+    max_rows = 128, max_model_len = 16384, page_size = 64, max_logits_bytes = 1048576 }
+  local wl = { decode = { rows = 4, context = 8192 },
+    prefill = { { query_len = 96, context_len = 8000 } }, consumer_layers = 2 }
+  local wl2 = { decode = { rows = 6, context = 4096 },
+    prefill = { { query_len = 40, context_len = 6000 } }, consumer_layers = 2 }
+
+  local function gen(w, seed)
+    return workload.generate(gpu, w, config.describe(cfg).config, seed)
+  end
+  local function free_inputs(x)
+    for _, t in pairs(x) do if Tensor.is_tensor(t) then t:free() end end
+  end
+
+  -- one step, with gpu's graph captures counted and the eager outputs kept
+  local function step(p, inputs)
+    local n = 0
+    local Context = getmetatable(gpu)
+    gpu.graph_begin = function(c) n = n + 1; return Context.graph_begin(c) end
+    local got = {}
+    local keep = {
+      put = function(name, t, r0) got[name .. "@" .. r0] = t:to_table() end,
+      put_layer = function(name, l, t, r0) got[name .. l .. "@" .. r0] = t:to_table() end,
+    }
+    local ok, res = pcall(p.step, p, inputs, { acc = pipeline.new_acc(), keep = keep,
+      timing = { iters = 2 } })
+    gpu.graph_begin = nil
+    assert(ok, tostring(res))
+    return n, res, got
+  end
+
+  -- the replayed graph's outputs (the last group's, in the shared buffers) against the eager
+  -- run's of the same step
+  local function replay_matches(res, got)
+    local last = res.groups[#res.groups]
+    for l = 1, 2 do
+      assert.are.same(got["topk_pos" .. l .. "@" .. last.r0], last.layers[l].pos:to_table(),
+        "layer " .. l .. " seed " .. SEED)
+    end
+  end
+
+  it("replays the context's graph for a step of the same shape; captures another shape",
+  function()
+    assert.is_true(ok_cuda, "no usable CUDA device")
+    local a, b, c = gen(wl, SEED + 2), gen(wl, SEED + 3), gen(wl2, SEED + 4)
+    local p = pipeline.new(gpu, cfg)
+    local n, res, got = step(p, a)
+    assert.equals(1, n)
+    assert.is_true(res.times.captured)
+    local got_a = got
+    n, res, got = step(p, b)
+    assert.equals(0, n)
+    assert.is_false(res.times.captured)
+    assert.is_true(res.times.graph)
+    replay_matches(res, got)
+    local r0 = res.groups[#res.groups].r0
+    assert.are_not.same(got_a["topk_pos1@" .. r0], got["topk_pos1@" .. r0])
+    n, res, got = step(p, c)
+    assert.equals(1, n)
+    replay_matches(res, got)
+    n, res, got = step(p, b) -- the context now holds c's graph
+    assert.equals(1, n)
+    replay_matches(res, got)
+    -- another Step of the same config captures its own
+    local p2 = pipeline.new(gpu, cfg)
+    n = step(p2, b)
+    assert.equals(1, n)
+    n, res, got = step(p, b)
+    assert.equals(1, n)
+    replay_matches(res, got)
+    p:free()
+    p2:free()
+    free_inputs(a); free_inputs(b); free_inputs(c)
+  end)
+
+  it("measure with a step cache gives the rows of fresh Steps, capturing once per shape",
+  function()
+    assert.is_true(ok_cuda, "no usable CUDA device")
+    local function untimed(v)
+      if type(v) ~= "table" then return v end
+      local out = {}
+      for k, x in pairs(v) do
+        if not (type(k) == "string" and (k:match("^time_") or k == "speedup_sparse")) then
+          out[k] = untimed(x)
+        end
+      end
+      return out
+    end
+    local cache = measure.step_cache()
+    local n = 0
+    local Context = getmetatable(gpu)
+    gpu.graph_begin = function(cx) n = n + 1; return Context.graph_begin(cx) end
+    local ok, err = pcall(function()
+      for i, w in ipairs({ wl, wl, wl2, wl2 }) do
+        local pt = { config = cfg, workload = w, seed = SEED + 10 + i, by = "length" }
+        local fresh = measure.measure(gpu, pt)
+        pt.steps = cache
+        local before = n
+        local reused = measure.measure(gpu, pt)
+        assert.are.same(untimed(fresh), untimed(reused), "point " .. i .. " seed " .. SEED)
+        -- a fresh Step between the cached ones took the context's graph: one capture each
+        assert.equals(before + 1, n)
+      end
+      -- the next point of the last shape, on the cached Step: no capture
+      local before = n
+      measure.measure(gpu, { config = cfg, workload = wl2, seed = SEED + 20, steps = cache })
+      assert.equals(before, n)
+    end)
+    gpu.graph_begin = nil
+    cache:free()
+    assert(ok, tostring(err))
+  end)
+end)
+
 describe("#gpu errors on the GPU", function()
   it("reports an out-of-memory with the bytes asked for and free, and the context keeps working",
   function()

@@ -2,6 +2,7 @@
 -- workload (idxlab.workload) or loads its replay files (idxlab.replay), runs the step(s)
 -- (idxlab.step) and summarises them into a result row (idxlab.summary). It sits above step and
 -- replay, so neither needs the other's caller. The contract is in docs/experiments.md.
+local core = require("idxlab.ffi")
 local errors = require("idxlab.errors")
 local cpsim = require("idxlab.cpsim")
 local replay = require("idxlab.replay")
@@ -12,6 +13,12 @@ local Tensor = require("idxlab.tensor")
 local workload = require("idxlab.workload")
 
 local M = {}
+
+-- The runner's warm-up (point.warmup): the point's first step, production path only, run
+-- until WARMUP_S seconds have passed (at least once, at most WARMUP_MAX_RUNS times), so the
+-- GPU's clocks have ramped and every kernel and graph has run before the first timed point.
+M.WARMUP_S = 0.2
+M.WARMUP_MAX_RUNS = 200
 
 -- A run's steps, one per context (idxlab.experiment.run makes one per run and frees it at
 -- the end): a point whose config and pins are those of the previous point on its context
@@ -53,8 +60,9 @@ end
 -- point.context_parallel_sim (the research mode, idxlab.cpsim) the step's decode rows also run
 -- as c simulated ranks: the row's recall_at_k, mass_recall and candidate_coverage are then the
 -- simulation's, beside its cp_* metrics. With point.warmup (the runner's untimed warm-up,
--- idxlab.experiment.run) only the production path of the point's first step runs, and on a
--- GPU its CUDA graph once: no comparison path, nothing summarised; -> nil.
+-- idxlab.experiment.run) only the production path of the point's first step runs (and on a
+-- GPU its CUDA graph), with the point's timing, for M.WARMUP_S: no comparison path, nothing
+-- summarised; -> { warmup_runs = n } instead of a row.
 function M.measure(ctx, point)
   if type(point) ~= "table" then errors.fail("measure: point must be a table") end
   local cache = point.steps
@@ -78,10 +86,15 @@ function M.measure(ctx, point)
   local acc = summary.new_acc()
   local sim = point.context_parallel_sim ~= nil and cpsim.check(point.context_parallel_sim)
   local sim_acc, cp = sim and summary.new_acc(), sim and cpsim.new_cp()
-  local ran
+  local ran, warm_runs = nil, 0
   local ok, err = pcall(function()
     if point.warmup then
-      if steps[1] then p:step(steps[1], { timing = { warmup = 0, iters = 1 } }) end
+      if not steps[1] then return end
+      local t0 = core.now_us()
+      repeat
+        p:step(steps[1], { timing = point.timing })
+        warm_runs = warm_runs + 1
+      until warm_runs >= M.WARMUP_MAX_RUNS or (core.now_us() - t0) * 1e-6 >= M.WARMUP_S
       return
     end
     for _, inputs in ipairs(steps) do
@@ -102,7 +115,7 @@ function M.measure(ctx, point)
     end
   end
   if not ok then errors.rethrow(err) end
-  if point.warmup then return nil end
+  if point.warmup then return { warmup_runs = warm_runs } end
   local row = summary.summarize(acc, info, point.by)
   row.variant = ran
   if sim then cpsim.finish(row, sim_acc, cp, sim) end

@@ -241,10 +241,11 @@ local function main_metric(plan)
   return m
 end
 
--- Before the sweep, one untimed warm-up step of the shape of the first point to run on each
--- backend (issue 15: else the first point's times carry the cold start: module loading, the
--- first graph upload, clocks ramping). Nothing is recorded, no point is dropped or re-run;
--- the progress output says so. A warm-up that fails is noted and its point runs as usual.
+-- Before the sweep, an untimed warm-up step of the shape of the first point to run on each
+-- backend, repeated for idxlab.measure's WARMUP_S (issue 15: else the first point's times
+-- carry the cold start: module loading, the first graph upload, clocks ramping). Nothing is
+-- recorded, no point is dropped or re-run; the progress output says so. A warm-up that fails
+-- is noted and its point runs as usual.
 -- -> false when interrupted.
 function Runner:warm_up(todo)
   if not self.measure.warmup or self.e.mode == "chunks" then return true end
@@ -257,8 +258,10 @@ function Runner:warm_up(todo)
       local t0 = progress.now()
       local ok, err, ran = self:measure_one(pt, mpoint)
       if not ok and is_interrupt(err) then return false end
-      self.prog:note(("warm-up: one untimed step of point %d's shape on %s (%.1f s), not "
-        .. "recorded"):format(pt.index, ran.backend or tostring(pt.backend), progress.now() - t0))
+      local runs = ok and type(err) == "table" and err.warmup_runs or 1
+      self.prog:note(("warm-up: one untimed step of point %d's shape on %s, run %d time%s "
+        .. "(%.1f s), not recorded"):format(pt.index, ran.backend or tostring(pt.backend), runs,
+        runs == 1 and "" or "s", progress.now() - t0))
       if not ok then
         self.prog:note("warm-up failed (the point runs as usual): " .. failure_text(err))
       end
