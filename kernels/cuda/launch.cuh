@@ -14,6 +14,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include <atomic>
+
 #include "internal.h" // C linkage under C++ (its own extern "C" block)
 #include "ops.h"
 
@@ -29,6 +31,24 @@ static inline unsigned grid_for(int64_t n, int threads, int64_t cap = 65535LL * 
 }
 
 static inline cudaStream_t stream_of(ixl_ctx *ctx) { return (cudaStream_t)ctx->stream; }
+
+// The context's device's SM count, asked once per device and process (the attribute query
+// costs a driver call; a persistent grid sizes itself by it on every launch). 132 (the H200)
+// when the query fails; a failed query is not cached, and leaves no error behind.
+inline int sm_count(ixl_ctx *ctx) {
+  static std::atomic<int> cached[64]; // per device ordinal; 0: not asked yet
+  const int dev = ixl_ctx_device(ctx);
+  const bool slot = dev >= 0 && dev < 64;
+  int sms = slot ? cached[dev].load(std::memory_order_relaxed) : 0;
+  if (sms > 0) return sms;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+      sms <= 0) {
+    cudaGetLastError();
+    return 132;
+  }
+  if (slot) cached[dev].store(sms, std::memory_order_relaxed);
+  return sms;
+}
 
 } // namespace ixl
 

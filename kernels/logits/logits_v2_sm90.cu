@@ -1,20 +1,24 @@
 // logits/logits_v2_sm90.cu - variant v2 of the logits family (pin only, experimental): K2
 // (dense paged logits, decode) for fp8 keys on Hopper's wgmma and TMA; every other mode and
-// config runs v1's kernels (logits/dense.cu, logits/sparse.cu).
+// config runs v1's kernels (logits/dense.cu, logits/sparse.cu). MXFP4 calls go to
+// logits_v2_mx_sm90.cu first.
 //
 // What it does differently from v1:
 // - e4m3 wgmma (QGMMA) straight from the stored codes: no f16 conversion of the key tile.
 //   Swap-AB: A = 64 key positions x 128 B (one tile), B = the row's H heads x 128 B, so one
-//   tile is four m64nHk32 SS wgmma chained into one f32 accumulator (H = 32 or 64).
+//   tile is four m64nHk32 SS wgmma chained into one f32 accumulator (H = 32 or 64); the tile
+//   math and its epilogue are logits/v2_fp8.cuh's, shared with the other fp8 modes.
 // - Both operands arrive by TMA (cp.async.bulk.tensor.2d, 128B swizzle) over the page pool
-//   seen as rows of 128 B (row = page * stride / 128 + slot), the per-position fp32 scales by
-//   1-D bulk copies: a page of >= 64 slots gives one 8 KB box and one 256 B copy per tile,
-//   smaller pages (8, 16, 32) 64 / P of each.
+//   seen as rows of 128 B (row = page * stride / 128 + slot), the per-position fp32 scales and
+//   the row's weights by 1-D bulk copies: a page of >= 64 slots gives one 8 KB box and one
+//   256 B copy per tile, smaller pages (8, 16, 32) 64 / P of each.
 // - Warp specialization: a CTA is one math warpgroup and one producer warp (160 threads),
-//   two CTAs per SM by design (not yet confirmed on the GPU); the producer keeps an 8-stage
-//   mbarrier ring of tiles in flight (~135 KB per SM with two CTAs) and a 2-slot ring of Q;
-//   its lanes fetch 32 block-table entries at once and hand them out by shuffle, so no tile
-//   waits on a page-id load.
+//   M CTAs per SM (6 stages x 3 CTAs by default: ~150 KB of tiles in flight per SM); the
+//   producer keeps an S-stage mbarrier ring of tiles and a 2-slot ring of Q + weights; its
+//   lanes hold 32 block-table entries (and the next 32, loaded a window ahead) and hand them
+//   out by shuffle; it steps pages and tiles without a division.
+// - The math warpgroup double-buffers its accumulator: it issues tile i + 1's wgmma, then
+//   waits for tile i's only (wait_group 1) and runs its epilogue under the next tile's MMA.
 // - Persistent split in the kernel: the (row, 64-position tile) space of every row's out
 //   columns is cut into equal contiguous ranges, one per CTA (no metadata launch), so a single
 //   128K row uses every SM. Tiles at or past a row's context length are -inf stores only.
@@ -23,47 +27,60 @@
 // Numerics: the dot is the tensor core's fp8 accumulation (not the CPU's sequential fp32 sum):
 // within test_cuda_logits.c's fp8 tolerance (2^-8 T), not bitwise. The head sum order differs
 // from v1's (SPEC allows any order for fp32).
-// Not here (runs v1): the bf16 reduction, mxfp4/mxfp8, other H, other page sizes, K1, K5. So
+// Not here (runs v1): the bf16 reduction, mxfp8, other H, other page sizes, K1, K5. So
 // SPEC 3's K5 == K1/K2 (bf16) holds as in v1, but v2's fp32 K2 is not v1's bits.
-// Benchmark: IXL_LOGITS_VARIANT=v2 build-gpu/bench_logits CASES.json 20 k2_decode_64x128k_fp8
-// (beside v1; bench/README.md). H200, 2026-12-01 (BENCHMARKS.md): 64x128K 429 us (v1 1160),
-// 2.66 TB/s = 62 % of copy bandwidth; a per-tile serial chain, not HBM, limits it.
+// Benchmark: IXL_LOGITS_VARIANT=v2 bash bench/bench_logits.sh build-gpu 30 k2_decode_64x128k_fp8
+// (beside v1; bench/README.md). H200, 2026-12-01 (BENCHMARKS.md): 64x128K 338 us (v1 1151),
+// 3.37 TB/s = 79 % of copy bandwidth. Development switches: IXL_LOGITS_V2_K2=SxM (the
+// configuration), IXL_LOGITS_V2_PROF=1 (barrier-wait profile per launch; synchronizes).
 //
-// sass-limits: k2_fp8_kernel registers 128 shared 1024
+// sass-limits: k2_fp8_kernelILi32ELi4ELi4 registers 96 shared 1024
+// sass-limits: k2_fp8_kernelILi64ELi6ELi3 registers 128 shared 1024
+// sass-limits: k2_fp8_kernelILi32ELi6ELi3 registers 128 shared 1024
+// sass-limits: k2_fp8_kernel registers 200 shared 1024
 // sass-expect: k2_fp8_kernel UTMALDG SYNCS
 #include "logits/logits.h"
 #include "cuda/launch.cuh"
 #include "cuda/sm90.cuh"
+#include "logits/v2_fp8.cuh"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <atomic>
+#include <type_traits>
 
 namespace {
 
 using namespace ixl::sm90;
+using ixl_v2::kTile;
+using ixl_v2::kTileBytes;
 
-constexpr int kTile = 64;              // positions per tile (the wgmma M)
-constexpr int kStages = 8;             // tiles in flight per CTA
-constexpr int kTileBytes = kTile * 128; // fp8 codes of one tile
-constexpr int kMath = 128;             // the math warpgroup
-constexpr int kThreads = kMath + 32;   // + the producer warp
+constexpr int kMath = 128;              // the math warpgroup
+constexpr int kThreads = kMath + 32;    // + the producer warp
 
 struct K2Params {
   const uint8_t *pages;     // [num_pages, stride]: P x 128 B codes, then P fp32 scales
   const int32_t *bt;        // [R, bt_cols]
   const int32_t *lens;      // [R]
-  const float *w;           // [R, H]
+  const float *w;           // [R, H] (16-B aligned rows: H * 4 is a multiple of 16)
   float *out;               // [R, out_cols]
+  unsigned long long *prof; // development profile (IXL_LOGITS_V2_PROF), else NULL
   int64_t stride, bt_cols, out_cols, units, per_cta;
   int32_t num_pages, P, PB, rpp; // PB = positions per box (min(P, 64)); rpp = stride / 128
   int32_t ntile, max_len;        // tiles per row (over out_cols); bt_cols * P clamped
 };
 
-// Dynamic shared memory: codes[kStages][8 KB] | q[2][H * 128] | scales[kStages][64] | bars.
-template <int H>
+// Dynamic shared memory: codes[S][8 KB] | q[2][H * 128] | w[2][H] | scales[S][64] | bars.
+template <int H, int S>
 struct K2Smem {
   static constexpr int codes = 0;
-  static constexpr int q = codes + kStages * kTileBytes;
-  static constexpr int scales = q + 2 * H * 128;
-  static constexpr int bars = scales + kStages * kTile * 4;
-  static constexpr int total = bars + (2 * kStages + 4) * 8;
+  static constexpr int q = codes + S * kTileBytes;
+  static constexpr int w = q + 2 * H * 128;
+  static constexpr int scales = w + 2 * H * 4;
+  static constexpr int bars = scales + S * kTile * 4;
+  static constexpr int total = bars + (2 * S + 4) * 8;
   static constexpr int alloc = total + 1024; // the base is aligned up to 1024 in the kernel
 };
 
@@ -73,25 +90,43 @@ __device__ __forceinline__ int32_t row_len(const K2Params &p, int64_t row) {
   const int32_t l = p.lens[row];
   return l < 0 ? 0 : l > p.max_len ? p.max_len : l;
 }
+
+// The (row, tile) walk over a CTA's units [u0, u1) both roles share: no division per step.
+struct UnitWalk {
+  int64_t u, u1, r;
+  int32_t t, ntile;
+  __device__ __forceinline__ UnitWalk(int64_t u0, int64_t u1_, int32_t ntile_)
+      : u(u0), u1(u1_), r(u0 / ntile_), t((int32_t)(u0 - (u0 / ntile_) * ntile_)),
+        ntile(ntile_) {}
+  __device__ __forceinline__ bool more() const { return u < u1; }
+  __device__ __forceinline__ void step() {
+    ++u;
+    if (++t == ntile) t = 0, ++r;
+  }
+};
 #endif
 
-template <int H>
-__global__ void __launch_bounds__(kThreads, 2)
+// One CTA: a math warpgroup and a producer warp (kThreads), MinBlocks CTAs per SM; an S-stage
+// ring of tiles; the math warpgroup double-buffers its accumulator: tile i + 1's wgmma run
+// while tile i's epilogue does (wgmma.wait_group 1).
+template <int H, int S, int MinBlocks>
+__global__ void __launch_bounds__(kThreads, MinBlocks)
     k2_fp8_kernel(const __grid_constant__ CUtensorMap kmap,
                   const __grid_constant__ CUtensorMap qmap, const K2Params p) {
 #if IXL_SM90_DEVICE
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = reinterpret_cast<uint8_t *>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
-  using L = K2Smem<H>;
+  using L = K2Smem<H, S>;
   uint8_t *s_codes = smem + L::codes;
   uint8_t *s_q = smem + L::q;
+  float *s_w = reinterpret_cast<float *>(smem + L::w);
   float *s_scales = reinterpret_cast<float *>(smem + L::scales);
   uint64_t *full = reinterpret_cast<uint64_t *>(smem + L::bars);
-  uint64_t *empty = full + kStages, *qfull = empty + kStages, *qempty = qfull + 2;
+  uint64_t *empty = full + S, *qfull = empty + S, *qempty = qfull + 2;
   const int tid = threadIdx.x;
   if (tid == 0) {
-    for (int s = 0; s < kStages; ++s) {
+    for (int s = 0; s < S; ++s) {
       ptx::mbarrier_init(&full[s], 1);
       ptx::mbarrier_init(&empty[s], kMath);
     }
@@ -104,58 +139,75 @@ __global__ void __launch_bounds__(kThreads, 2)
   __syncthreads();
   const int64_t u0 = (int64_t)blockIdx.x * p.per_cta;
   const int64_t u1 = u0 + p.per_cta < p.units ? u0 + p.per_cta : p.units;
+  long long t_wait = 0; // profile: clocks spent waiting (IXL_LOGITS_V2_PROF)
+  const long long t_start = p.prof ? clock64() : 0;
 
   if (tid >= kMath) {
     // ---------------------------------------------------------------- producer warp
     const int lane = tid & 31;
     int stage = 0, qslot = 1;
     uint32_t ephase = 1, qephase = 3; // fresh empties pass on parity 1; bit s: Q slot s's
-    int64_t row = -1, qrow = -1, cb = -1;     // cb: first page index of the cached bt entries
-    int32_t len = 0, cache = 0;
-    const int per = kTile / p.PB;
-    int64_t r = u0 / p.ntile; // the unit's (row, tile), stepped without a division
-    int32_t t = (int32_t)(u0 - r * p.ntile);
-    for (int64_t u = u0; u < u1; ++u, ++t) {
-      if (t == p.ntile) t = 0, ++r;
-      if (r != row) {
-        row = r;
+    int64_t row = -1, qrow = -1;
+    int32_t len = 0;
+    // block-table entries cb .. cb + 31 in `cache` (lane i: entry cb + i), the next 32 in
+    // `nextc` (loaded a window ahead, so crossing a window does not wait on a load)
+    int64_t cb = 0;
+    int32_t cache = 0, nextc = 0;
+    const int per = kTile / p.PB;                // boxes per tile
+    const int32_t tpp = p.P >= kTile ? p.P / kTile : 1; // tiles per page (P >= 64)
+    int32_t pi = 0, sub = 0; // the tile's first page index in the row; tile within the page
+    auto bt_at = [&](int64_t j) {
+      return p.bt[row * p.bt_cols + (j < p.bt_cols ? j : p.bt_cols - 1)];
+    };
+    for (UnitWalk wk(u0, u1, p.ntile); wk.more(); wk.step()) {
+      if (wk.r != row) {
+        row = wk.r;
         len = row_len(p, row);
-        cb = -1;
+        if (p.P >= kTile) pi = wk.t / tpp, sub = wk.t - pi * tpp;
+        else pi = wk.t * per, sub = 0;
+        cb = pi;
+        cache = bt_at(cb + lane);
+        nextc = bt_at(cb + 32 + lane);
+      } else if (p.P >= kTile) {
+        if (++sub == tpp) sub = 0, ++pi;
+      } else {
+        pi += per;
       }
-      const int32_t pos0 = t * kTile;
+      const int32_t pos0 = wk.t * kTile;
       if (pos0 >= len) continue; // an empty tile: -inf stores by the math warpgroup only
       if (row != qrow) {
         qrow = row;
         qslot ^= 1;
+        const long long w0 = p.prof ? clock64() : 0;
         mbar_wait(&qempty[qslot], (qephase >> qslot) & 1);
+        if (p.prof) t_wait += clock64() - w0;
         qephase ^= 1u << qslot;
         if (lane == 0) {
           ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared,
-                                         &qfull[qslot], (uint32_t)(H * 128));
+                                         &qfull[qslot], (uint32_t)(H * 128 + H * 4));
           const int32_t c[2] = {0, (int32_t)(row * H)};
           ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, s_q + qslot * H * 128,
                                     &qmap, c, &qfull[qslot]);
+          ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, s_w + qslot * H,
+                             p.w + row * H, (uint32_t)(H * 4), &qfull[qslot]);
         }
       }
-      // the tile's page indices: [first, first + per) (clamped into the block table)
-      const int64_t first = pos0 / p.P;
-      int64_t last = (pos0 + kTile - 1) / p.P;
-      if (last > p.bt_cols - 1) last = p.bt_cols - 1;
-      if (cb < 0 || first < cb || last >= cb + 32) {
-        cb = first;
-        int64_t j = cb + lane < p.bt_cols ? cb + lane : p.bt_cols - 1;
-        cache = p.bt[row * p.bt_cols + j];
+      // the tile's pages: pi .. pi + per - 1 (clamped into the block table by bt_at)
+      while (pi + per - 1 >= cb + 32) { // past the window: slide by 32 (rarely twice)
+        cb += 32;
+        cache = nextc;
+        nextc = bt_at(cb + 32 + lane);
       }
+      const long long w0 = p.prof ? clock64() : 0;
       mbar_wait(&empty[stage], ephase);
+      if (p.prof) t_wait += clock64() - w0;
       if (lane == 0)
         ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared,
                                        &full[stage], (uint32_t)(kTileBytes + kTile * 4));
       for (int b = 0; b < per; ++b) {
-        int64_t pi = (pos0 + b * p.PB) / p.P;
-        if (pi > last) pi = last;
-        int32_t pg = __shfl_sync(0xffffffffu, cache, (int)(pi - cb));
+        int32_t pg = __shfl_sync(0xffffffffu, cache, (int)(pi + b - cb));
         pg = pg < 0 ? 0 : pg >= p.num_pages ? p.num_pages - 1 : pg; // device data: clamped
-        const int32_t slot = (pos0 + b * p.PB) % p.P;
+        const int32_t slot = sub * kTile;
         if (lane == 0) {
           const int32_t c[2] = {0, pg * p.rpp + slot};
           ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global,
@@ -167,7 +219,11 @@ __global__ void __launch_bounds__(kThreads, 2)
                              &full[stage]);
         }
       }
-      if (++stage == kStages) stage = 0, ephase ^= 1;
+      if (++stage == S) stage = 0, ephase ^= 1;
+    }
+    if (p.prof && lane == 0) {
+      atomicAdd(&p.prof[2], (unsigned long long)t_wait);
+      atomicAdd(&p.prof[3], (unsigned long long)(clock64() - t_start));
     }
     return;
   }
@@ -175,69 +231,91 @@ __global__ void __launch_bounds__(kThreads, 2)
   // ---------------------------------------------------------------- math warpgroup
   const int warp = tid >> 5, lane = tid & 31, t4 = lane & 3;
   const int r0 = 16 * warp + (lane >> 2); // this lane's positions in a tile: r0, r0 + 8
+  const float ninf = __uint_as_float(0xff800000u);
+  struct Tile {
+    int64_t row;
+    int32_t pos0, len;
+    int stage, qslot;
+    float sc0, sc1;
+  };
   int stage = 0, qslot = 1;
   uint32_t fphase = 0, qfphase = 0; // bit s: Q slot s's parity
   int64_t row = -1, qrow = -1;
   int32_t len = 0;
-  float wr[H / 4]; // the weights of this lane's heads 8j + 2 t4 + c, at 2j + c
-  float acc[H / 2];
-  const float ninf = __uint_as_float(0xff800000u);
-  int64_t r = u0 / p.ntile;
-  int32_t t = (int32_t)(u0 - r * p.ntile);
-  for (int64_t u = u0; u < u1; ++u, ++t) {
-    if (t == p.ntile) t = 0, ++r;
-    if (r != row) {
-      row = r;
-      len = row_len(p, row);
+  UnitWalk wk(u0, u1, p.ntile);
+  // the next tile that has keys (empty ones get their -inf stores on the way); false at the end
+  auto next = [&](Tile &c) -> bool {
+    for (; wk.more(); wk.step()) {
+      if (wk.r != row) {
+        row = wk.r;
+        len = row_len(p, row);
+      }
+      const int32_t pos0 = wk.t * kTile;
+      if (pos0 >= len) { // nothing to read: -inf where the tile has columns
+        if (tid < kTile && pos0 + tid < p.out_cols) p.out[row * p.out_cols + pos0 + tid] = ninf;
+        continue;
+      }
+      c.row = row, c.pos0 = pos0, c.len = len;
+      wk.step();
+      return true;
     }
-    const int32_t pos0 = t * kTile;
-    float *orow = p.out + row * p.out_cols;
-    if (pos0 >= len) { // nothing to read: -inf where the tile has columns
-      if (tid < kTile && pos0 + tid < p.out_cols) orow[pos0 + tid] = ninf;
-      continue;
-    }
-    if (row != qrow) {
-      if (qrow >= 0) ptx::mbarrier_arrive(&qempty[qslot]); // the old Q's wgmma are all done
-      qrow = row;
+    return false;
+  };
+  // wait for tile c's stage (and its row's Q), then issue its wgmma into acc
+  auto issue = [&](Tile &c, float(&acc)[H / 2]) {
+    const long long w0 = p.prof ? clock64() : 0;
+    if (c.row != qrow) {
+      qrow = c.row;
       qslot ^= 1;
-#pragma unroll
-      for (int j = 0; j < H / 8; ++j)
-#pragma unroll
-        for (int c = 0; c < 2; ++c) wr[2 * j + c] = p.w[row * H + 8 * j + 2 * t4 + c];
       mbar_wait(&qfull[qslot], (qfphase >> qslot) & 1);
       qfphase ^= 1u << qslot;
     }
     mbar_wait(&full[stage], fphase);
-    const uint8_t *a = s_codes + stage * kTileBytes, *bq = s_q + qslot * H * 128;
-    wgmma_fence();
-#pragma unroll
-    for (int g = 0; g < 4; ++g)
-      wgmma_e4m3_ss<H>(acc, wgmma_desc(a + 32 * g, IXL_SM90_SWIZZLE_128B, 16, 1024),
-                       wgmma_desc(bq + 32 * g, IXL_SM90_SWIZZLE_128B, 16, 1024), g > 0);
-    wgmma_commit();
-    wgmma_wait<0>();
+    if (p.prof) t_wait += clock64() - w0;
+    c.qslot = qslot, c.stage = stage;
+    c.sc0 = s_scales[stage * kTile + r0], c.sc1 = s_scales[stage * kTile + r0 + 8];
+    ixl_v2::tile_mma<H>(acc, s_codes + stage * kTileBytes, s_q + qslot * H * 128);
+    if (++stage == S) stage = 0, fphase ^= 1;
+  };
+  // tile c's wgmma are done (the caller waited): release its stage, reduce, store; release its
+  // Q slot when the next tile (if any) uses the other one
+  auto finish = [&](const Tile &c, float(&acc)[H / 2], bool last, int next_qslot) {
     fence_operand(acc);
-    const float sc0 = s_scales[stage * kTile + r0], sc1 = s_scales[stage * kTile + r0 + 8];
-    ptx::mbarrier_arrive(&empty[stage]); // this thread's reads of the stage are done
-    if (++stage == kStages) stage = 0, fphase ^= 1;
-    // relu(dot * scale) * w over the lane's heads (NaN stays NaN: x < 0 ? 0 : x)
-    float s0 = 0.0f, s1 = 0.0f;
-#pragma unroll
-    for (int j = 0; j < H / 8; ++j)
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        const float d0 = __fmul_rn(acc[4 * j + c], sc0), d1 = __fmul_rn(acc[4 * j + 2 + c], sc1);
-        s0 = __fmaf_rn(wr[2 * j + c], d0 < 0.0f ? 0.0f : d0, s0);
-        s1 = __fmaf_rn(wr[2 * j + c], d1 < 0.0f ? 0.0f : d1, s1);
-      }
-    s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
-    s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
-    s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
-    s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+    ptx::mbarrier_arrive(&empty[c.stage]); // this thread's reads of the stage are done
+    float s0, s1;
+    ixl_v2::epilogue_fp32<H>(acc, c.sc0, c.sc1, s_w + c.qslot * H, t4, s0, s1);
+    if (last || next_qslot != c.qslot) ptx::mbarrier_arrive(&qempty[c.qslot]);
     if (t4 < 2) { // lane 0 of the quad stores position r0, lane 1 position r0 + 8
-      const int32_t pos = pos0 + r0 + 8 * t4;
-      if (pos < p.out_cols) orow[pos] = pos < len ? (t4 ? s1 : s0) : ninf;
+      const int32_t pos = c.pos0 + r0 + 8 * t4;
+      if (pos < p.out_cols) p.out[c.row * p.out_cols + pos] = pos < c.len ? (t4 ? s1 : s0) : ninf;
     }
+  };
+  float acc0[H / 2], acc1[H / 2];
+  Tile a, b;
+  if (next(a)) {
+    issue(a, acc0);
+    for (;;) { // a in flight in acc0
+      if (!next(b)) {
+        wgmma_wait<0>();
+        finish(a, acc0, true, 0);
+        break;
+      }
+      issue(b, acc1);
+      wgmma_wait<1>();
+      finish(a, acc0, false, b.qslot);
+      if (!next(a)) { // b in flight in acc1
+        wgmma_wait<0>();
+        finish(b, acc1, true, 0);
+        break;
+      }
+      issue(a, acc0);
+      wgmma_wait<1>();
+      finish(b, acc1, false, a.qslot);
+    }
+  }
+  if (p.prof && tid == 0) {
+    atomicAdd(&p.prof[0], (unsigned long long)t_wait);
+    atomicAdd(&p.prof[1], (unsigned long long)(clock64() - t_start));
   }
 #else
   IXL_SM90_TRAP_ELSEWHERE();
@@ -250,10 +328,10 @@ bool k2_takes(const ixl_logits_call *c) {
   const ixl_qk *in = c->in;
   const int P = in->page_size;
   const bool page_ok = P % 64 == 0 || P == 8 || P == 16 || P == 32;
-  const ixl_tensor *al16[] = {in->q_codes, in->k_pages};
+  const ixl_tensor *al16[] = {in->q_codes, in->k_pages, c->weights}; // weights: bulk copies
   for (const ixl_tensor *t : al16)
     if ((uintptr_t)t->data % 16) return false;
-  const ixl_tensor *al4[] = {c->weights, c->out, c->ke, c->block_table};
+  const ixl_tensor *al4[] = {c->out, c->ke, c->block_table};
   for (const ixl_tensor *t : al4)
     if ((uintptr_t)t->data % 4) return false;
   return in->kv_format == IXL_FP8 && c->reduction == IXL_REDUCE_FP32 && (c->H == 32 || c->H == 64)
@@ -261,9 +339,111 @@ bool k2_takes(const ixl_logits_call *c) {
          c->R * c->H < INT32_MAX && c->out->shape[1] < INT32_MAX;
 }
 
+// The kernel configurations built: S stages x M CTAs per SM (each one wave of M * sms CTAs).
+// The default is the fastest measured on the H200 (BENCHMARKS.md); the development switch
+// IXL_LOGITS_V2_K2=SxM (8x2, 6x3; 4x4 at H 32 only) picks another, read once per process.
+enum K2Cfg { K2_8x2 = 0, K2_6x3 = 1, K2_4x4 = 2 };
+constexpr K2Cfg kK2Default = K2_6x3;
+
+static K2Cfg k2_cfg() {
+  static const K2Cfg cfg = [] {
+    const char *e = getenv("IXL_LOGITS_V2_K2");
+    if (!e) return kK2Default;
+    return !strcmp(e, "8x2") ? K2_8x2 : !strcmp(e, "6x3") ? K2_6x3 : !strcmp(e, "4x4") ? K2_4x4
+                                                                                   : kK2Default;
+  }();
+  return cfg;
+}
+
+// Development profile (IXL_LOGITS_V2_PROF=1, never in tests or graphs: it synchronizes): the
+// math warpgroups' and producers' clocks waiting on barriers against their total, summed
+// over CTAs, printed to stderr after each launch.
+__device__ unsigned long long g_k2_prof[4];
+static bool k2_prof_on() {
+  static const bool on = getenv("IXL_LOGITS_V2_PROF") && getenv("IXL_LOGITS_V2_PROF")[0] == '1';
+  return on;
+}
+
+// The kernel's shared-memory attributes set and its occupancy asked once per device and
+// process (they do not change; asking costs driver calls on every launch otherwise). <= 0
+// with *err set when the driver refused.
+template <int H, int S, int M>
+static int k2_occupancy(ixl_ctx *ctx, cudaError_t *err) {
+  static std::atomic<int> cached[64];
+  const int dev = ixl_ctx_device(ctx);
+  const bool slot = dev >= 0 && dev < 64;
+  int occ = slot ? cached[dev].load(std::memory_order_relaxed) : 0;
+  if (occ > 0) return occ;
+  auto kern = k2_fp8_kernel<H, S, M>;
+  // the whole shared-memory carveout, else the driver may fit fewer CTAs per SM than the
+  // grid assumes and run the persistent grid in two waves
+  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       K2Smem<H, S>::alloc);
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
+                             (int)cudaSharedmemCarveoutMaxShared);
+  if (e == cudaSuccess)
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, kThreads, K2Smem<H, S>::alloc);
+  if (e != cudaSuccess) {
+    *err = e;
+    return 0;
+  }
+  if (occ < 1) occ = 1;
+  if (occ > M) occ = M;
+  if (k2_prof_on())
+    fprintf(stderr, "logits v2 K2<H %d, %d stages>: %d CTAs per SM (designed for %d), %d B smem\n",
+            H, S, occ, M, K2Smem<H, S>::alloc);
+  if (slot) cached[dev].store(occ, std::memory_order_relaxed);
+  return occ;
+}
+
+template <int H, int S, int M>
+static ixl_status launch_k2_cfg(ixl_ctx *ctx, const ixl_logits_call *c, K2Params &p) {
+  const char *op = "dense_logits_paged";
+  const ixl_qk *in = c->in;
+  cudaError_t e = cudaSuccess;
+  const int occ = k2_occupancy<H, S, M>(ctx, &e);
+  if (occ <= 0) return ixl_cuda_status(ctx, e, "cudaFuncSetAttribute (logits v2 K2)");
+  int64_t grid = (int64_t)occ * ixl::sm_count(ctx); // one wave: every CTA resident at once
+  if (grid > p.units) grid = p.units;
+  p.per_cta = ixl_ceil_div(p.units, grid);
+  grid = ixl_ceil_div(p.units, p.per_cta);
+  CUtensorMap kmap, qmap;
+  char why[160];
+  if (tma_map_2d(&kmap, p.pages, CU_TENSOR_MAP_DATA_TYPE_UINT8, 128,
+                 (uint64_t)p.num_pages * (uint64_t)p.rpp, 128, 128, (uint32_t)p.PB,
+                 CU_TENSOR_MAP_SWIZZLE_128B, why, sizeof why) ||
+      tma_map_2d(&qmap, in->q_codes->data, CU_TENSOR_MAP_DATA_TYPE_UINT8, 128,
+                 (uint64_t)(c->R * H), 128, 128, (uint32_t)H, CU_TENSOR_MAP_SWIZZLE_128B, why,
+                 sizeof why))
+    return ixl_set_error(ctx, IXL_ERR_BACKEND, "%s (v2): %s", op, why);
+  const bool prof = k2_prof_on();
+  if (prof) {
+    static const unsigned long long zero[4] = {0, 0, 0, 0};
+    cudaMemcpyToSymbolAsync(g_k2_prof, zero, sizeof zero, 0, cudaMemcpyHostToDevice,
+                            ixl::stream_of(ctx));
+    cudaGetSymbolAddress((void **)&p.prof, g_k2_prof);
+  }
+  k2_fp8_kernel<H, S, M>
+      <<<(unsigned)grid, kThreads, K2Smem<H, S>::alloc, ixl::stream_of(ctx)>>>(kmap, qmap, p);
+  ixl_status st = ixl_cuda_check_launch(ctx, "dense_logits_paged kernel (v2)");
+  if (prof && st == IXL_OK) {
+    unsigned long long v[4] = {0, 0, 0, 0};
+    cudaMemcpyFromSymbolAsync(v, g_k2_prof, sizeof v, 0, cudaMemcpyDeviceToHost,
+                              ixl::stream_of(ctx));
+    cudaStreamSynchronize(ixl::stream_of(ctx));
+    fprintf(stderr,
+            "logits v2 K2 prof: R %lld cols %lld grid %lld x %lld units: math waits %.1f%% "
+            "(%.0f clk/CTA), producer waits %.1f%% (%.0f clk/CTA)\n",
+            (long long)c->R, (long long)p.out_cols, (long long)grid, (long long)p.per_cta,
+            v[1] ? 100.0 * (double)v[0] / (double)v[1] : 0.0, (double)v[1] / (double)grid,
+            v[3] ? 100.0 * (double)v[2] / (double)v[3] : 0.0, (double)v[3] / (double)grid);
+  }
+  return st;
+}
+
 template <int H>
 ixl_status launch_k2(ixl_ctx *ctx, const ixl_logits_call *c) {
-  const char *op = "dense_logits_paged";
   const ixl_qk *in = c->in;
   K2Params p = {};
   p.pages = (const uint8_t *)in->k_pages->data;
@@ -286,42 +466,13 @@ ixl_status launch_k2(ixl_ctx *ctx, const ixl_logits_call *c) {
     // nothing to read: v1 writes the -inf rows (and answers an empty call)
     return ixl_cuda_logits_v1_dense(ctx, c, 4096);
   }
-  int sms = 132;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ixl_ctx_device(ctx)) !=
-          cudaSuccess ||
-      sms <= 0) {
-    cudaGetLastError();
-    sms = 132;
+  switch (k2_cfg()) {
+  case K2_8x2: return launch_k2_cfg<H, 8, 2>(ctx, c, p);
+  case K2_4x4: // H 64's two accumulators do not fit 4 CTAs' registers (96): 6x3 instead
+    if constexpr (H == 32) return launch_k2_cfg<H, 4, 4>(ctx, c, p);
+    [[fallthrough]];
+  default: return launch_k2_cfg<H, 6, 3>(ctx, c, p);
   }
-  auto kern = k2_fp8_kernel<H>;
-  // the whole shared-memory carveout, else the driver may fit one CTA per SM and run the
-  // persistent grid in two waves (seen on the H200: every case took twice its time)
-  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       K2Smem<H>::alloc);
-  if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
-                             (int)cudaSharedmemCarveoutMaxShared);
-  int occ = 0;
-  if (e == cudaSuccess)
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, kThreads, K2Smem<H>::alloc);
-  if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaFuncSetAttribute (logits v2 K2)");
-  if (occ < 1) occ = 1;
-  if (occ > 2) occ = 2;
-  int64_t grid = (int64_t)occ * sms; // one wave: every CTA resident at once
-  if (grid > p.units) grid = p.units;
-  p.per_cta = ixl_ceil_div(p.units, grid);
-  grid = ixl_ceil_div(p.units, p.per_cta);
-  CUtensorMap kmap, qmap;
-  char why[160];
-  if (tma_map_2d(&kmap, p.pages, CU_TENSOR_MAP_DATA_TYPE_UINT8, 128,
-                 (uint64_t)p.num_pages * (uint64_t)p.rpp, 128, 128, (uint32_t)p.PB,
-                 CU_TENSOR_MAP_SWIZZLE_128B, why, sizeof why) ||
-      tma_map_2d(&qmap, in->q_codes->data, CU_TENSOR_MAP_DATA_TYPE_UINT8, 128,
-                 (uint64_t)(c->R * H), 128, 128, (uint32_t)H, CU_TENSOR_MAP_SWIZZLE_128B, why,
-                 sizeof why))
-    return ixl_set_error(ctx, IXL_ERR_BACKEND, "%s (v2): %s", op, why);
-  kern<<<(unsigned)grid, kThreads, K2Smem<H>::alloc, ixl::stream_of(ctx)>>>(kmap, qmap, p);
-  return ixl_cuda_check_launch(ctx, "dense_logits_paged kernel (v2)");
 }
 
 } // namespace

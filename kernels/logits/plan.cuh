@@ -10,6 +10,7 @@
 extern "C" {
 #include "internal.h"
 }
+#include "cuda/launch.cuh"
 #include "ops.h"
 
 namespace ixl_lg {
@@ -121,13 +122,7 @@ static inline void plan_rows(Params &p, int H, bool one_row) {
 // further (K2: the chunk's pages must fit the prefetch array).
 static inline ixl_status plan_chunks(ixl_ctx *ctx, const char *op, Params &p, int64_t units,
                                      int64_t cap, int64_t *blocks) {
-  int sms = 132;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ixl_ctx_device(ctx)) !=
-          cudaSuccess ||
-      sms <= 0) {
-    cudaGetLastError();
-    sms = 132;
-  }
+  const int sms = ixl::sm_count(ctx);
   const int64_t cols = p.out_cols;
   if (cols > INT32_MAX)
     return ixl_set_error(ctx, IXL_ERR_UNSUPPORTED,
