@@ -114,10 +114,14 @@ function M.main(opts)
   local gpu = idxlab.cuda_available()
   local out = opts.out or "results/bench_step"
   fs.mkdir_p(out)
+  -- the table, printed as each part finishes (a run cut short keeps what it printed)
   local lines = {}
+  local w = opts.stdout or io.stdout
   local function say(fmt, ...)
     local s = select("#", ...) > 0 and fmt:format(...) or fmt
     lines[#lines + 1] = s
+    w:write(s, "\n")
+    if w.flush then w:flush() end
   end
   local result = { figures = {} }
   local fam = gpu and "step" or "step-cpu"
@@ -266,8 +270,6 @@ function M.main(opts)
   say("")
   for _, l in ipairs(cmp.lines) do say("%s", l) end
   local text = table.concat(lines, "\n") .. "\n"
-  local w = opts.stdout or io.stdout
-  w:write(text)
   local t = assert(io.open(out .. "/table.txt", "w"))
   t:write(text)
   t:close()

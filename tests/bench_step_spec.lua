@@ -48,7 +48,9 @@ describe("bench/step.lua at CPU scale", function()
     local res = bench.main({ out = dir .. "/out", quick = dir .. "/q.lua",
       scaling_file = dir .. "/s.lua", scaling_set = "", baseline = dir .. "/B.md",
       progress = "off", gnuplot = "none",
-      stdout = { write = function(_, s) text[#text + 1] = s end } })
+      stdout = { write = function(_, ...)
+        for _, s in ipairs({ ... }) do text[#text + 1] = s end
+      end } })
     local q = res.quick
     assert.equals(0, q.logit_mismatches)
     assert.equals(1, q.selection_agreement)
