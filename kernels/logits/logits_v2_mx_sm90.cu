@@ -1,13 +1,695 @@
 // logits/logits_v2_mx_sm90.cu - variant v2 of the logits family for MXFP4 keys (issue 13):
 // K1 (ragged), K2 (paged) and K5 (ragged and paged) on Hopper's e4m3 wgmma with e2m1 widened
 // to e4m3 (exact) and one k32 wgmma per 32-element scale group into its own accumulator, the
-// groups combined in SPEC 3's order, so the bf16 reduction stays bitwise equal to the CPU
-// reference. logits_v2_sm90.cu's ixl_cuda_logits_v2 sends every MXFP4 call here.
+// groups combined in SPEC 3's order, so the bf16 reduction is bitwise the CPU reference's.
+// logits_v2_sm90.cu's ixl_cuda_logits_v2 sends every MXFP4 call here.
 //
-// Until a mode has its kernel here, it runs v1's kernels (max_chunk 4096).
+// One kernel template for the four modes, so SPEC 3's K5 == K1/K2 (bf16) is structural: the
+// same tile math and the same reduction code run for every mode; only where a tile's keys come
+// from and where its logits go differ.
+// - A CTA is one warpgroup (128 threads). It owns RB query rows (K1: 2 at H 32, 1 at H 64;
+//   K2, K5: 1) and a chunk of output columns (at most 4096; the chunk is sized so the grid
+//   fills the GPU), like v1's work items: ragged rows of any lengths balance over the grid
+//   with no host knowledge of the lengths.
+// - Swap-AB: the wgmma's M is 64 key slots, its N the CTA's RB * H (row, head) columns. Per
+//   tile and scale group one m64nNk32 RS wgmma: A = the keys widened in registers (the zero-
+//   table widening, v2_mx.cuh), B = the query, widened once per CTA into a 128B-swizzled tile
+//   with its group exponents folded in (exactly). Four accumulators, scale-d 0 each.
+// - Key tiles of 64 slots stream through a cp.async ring (kStages) of raw codes (64 B a slot,
+//   the groups XOR-swizzled so the fragment reads are conflict-free) and scale words; K2/K5
+//   fetch the chunk's page ids / sparse-block bases into shared memory once, like v1. One
+//   barrier per tile.
+// - Epilogue per lane (2 key slots x RB*H/4 columns): the group combine of v2_mx.cuh (fast:
+//   6 FP instructions a dot; exact slow path on NaN scales or out-of-window exponents), then
+//   the fp32 head sum (lane sums, 2 shfl_xor) or SPEC 3's bf16 chain in registers: the
+//   heads h % 4 in {0, 1} of a position lie in lanes t4 = 0 and 2, {2, 3} in 1 and 3, so one
+//   shfl_xor(2) per 8 heads puts each chain in head order in one lane, fma.rn.bf16x2 runs
+//   it, and one shfl_xor(1) + add.bf16x2 + add.bf16 finish: bf16(bf16(s0 + s2) + bf16(s1 + s3)).
+// - -inf outside each row's range in K1 (whatever `clean` says, as the README documents), at
+//   columns past the context in K2, and at K5 columns whose key is outside the row or past the
+//   valid prefix of the ids (no read there).
+// Not here (v1 runs them): H other than 32 and 64, misaligned tensors, calls with more than
+// 2^31 - 1 output columns.
+// Benchmark: IXL_LOGITS_VARIANT=v2 build-gpu/bench_logits CASES.json 20 mxfp4 (BENCHMARKS.md,
+// "MXFP4 on wgmma").
+//
+// sass-limits: mx_kernel registers 255 shared 1024
 #include "logits/logits.h"
+#include "cuda/launch.cuh"
+#include "cuda/sm80.cuh"
+#include "cuda/sm90.cuh"
+#include "logits/v2_mx.cuh"
+#include "numerics/scalar.h"
+
+#include <cuda_bf16.h>
+
+namespace {
+
+using namespace ixl::sm90;
+
+constexpr int kTile = 64;            // key slots per tile (the wgmma M)
+constexpr int kThreads = 128;        // one warpgroup
+constexpr int kMaxChunk = 4096;      // output columns per CTA at most
+constexpr int kPre = kMaxChunk / 4 + 2; // prefetched page ids / block bases per CTA
+
+enum Mode { K1 = 0, K2 = 1, K5R = 2, K5P = 3 };
+
+struct Params {
+  const uint8_t *q_codes;   // [R, H, 64]
+  const uint32_t *q_scales; // [R, H]
+  const uint8_t *k_codes;   // ragged [N, 64]
+  const uint32_t *k_scales; // ragged [N]
+  const uint8_t *k_pages;   // paged [num_pages, stride]
+  const void *w;            // [R, H] fp32 or bf16
+  const int32_t *ks, *ke;   // [R] (K1 ks/ke, K5R row_ks/row_ke; K2 ke = context_lens; K5P ke)
+  const int32_t *bt;        // paged [R, bt_cols]
+  const int32_t *ids;       // K5 [R, nsb]
+  void *out;                // [R, out_cols]
+  int64_t R, N, stride, num_pages, bt_cols, nsb, out_cols, chunk, nchunks, nrb;
+  int P, Plog, sbk, sbklog, aligned, compressed;
+};
+
+template <int MODE>
+struct Cfg {
+  static constexpr int stages = MODE == K1 ? 4 : 8;
+};
+
+// Dynamic shared memory: q tile (1024-aligned) | raw stages | scale words | flags | per
+// column info | prefetch.
+template <int MODE, int NC>
+struct Smem {
+  static constexpr int S = Cfg<MODE>::stages;
+  static constexpr int q = 0;
+  static constexpr int raw = q + NC * 128;
+  static constexpr int sc = raw + S * kTile * 64;
+  static constexpr int fl = sc + S * kTile * 4;
+  static constexpr int hq = fl + S * kTile;    // u32 qeff per column
+  static constexpr int ht = hq + NC * 4;       // u32 packed t_g + 8 per column (Q widening)
+  static constexpr int hc = ht + NC * 4;       // f32 2^(qc - 127) per column
+  static constexpr int hf = hc + NC * 4;       // u8 fast per column
+  static constexpr int pre = (hf + NC + 15) & ~15;
+  static constexpr int pre_bytes = MODE == K1 ? 0 : MODE == K2 ? kPre * 4 : MODE == K5R ? kPre * 8
+                                                                                       : kPre * 16;
+  static constexpr int total = pre + pre_bytes;
+  static constexpr int alloc = total + 1024;
+};
+
+#if IXL_SM90_DEVICE
+__device__ __forceinline__ int64_t clamp64(int64_t v, int64_t lo, int64_t hi) {
+  return v < lo ? lo : v > hi ? hi : v;
+}
+__device__ __forceinline__ int64_t mn64(int64_t a, int64_t b) { return a < b ? a : b; }
+__device__ __forceinline__ int64_t mx64(int64_t a, int64_t b) { return a > b ? a : b; }
+__device__ __forceinline__ float relu(float x) { return x < 0.0f ? 0.0f : x; } // NaN stays NaN
+
+template <bool BF16>
+__device__ __forceinline__ void store_ninf(void *out, int64_t i) {
+  if (BF16) reinterpret_cast<uint16_t *>(out)[i] = 0xFF80u;
+  else reinterpret_cast<float *>(out)[i] = __uint_as_float(0xff800000u);
+}
+// x / P and x % P (x >= 0) by a shift when P is a power of two (Plog >= 0).
+__device__ __forceinline__ int64_t div_p(int64_t x, int P, int Plog) {
+  return Plog >= 0 ? x >> Plog : x / P;
+}
+
+// SPEC 3's dot from the four exact group sums (slow path: the CPU's formula).
+__device__ __forceinline__ float slow_dot(float a0, float a1, float a2, float a3, uint32_t qe,
+                                          uint32_t kw) {
+  const float a[4] = {a0, a1, a2, a3};
+  float pg[4];
+#pragma unroll
+  for (int g = 0; g < 4; g++) {
+    const int qb = (int)((qe >> (8 * g)) & 0xFFu), kb = (int)((kw >> (8 * g)) & 0xFFu);
+    pg[g] = qb == 0xFF || kb == 0xFF ? __uint_as_float(0x7fc00000u)
+                                     : ixl_scale_pow2f(a[g], qb + kb - 254);
+  }
+  return __fadd_rn(__fadd_rn(pg[0], pg[1]), __fadd_rn(pg[2], pg[3]));
+}
+#endif
+
+// MODE: Mode; H: heads; RB: rows per CTA (NC = RB * H wgmma columns); BF16: the reduction.
+template <int MODE, int H, int RB, bool BF16>
+__global__ void __launch_bounds__(kThreads, RB * H > 32 ? 2 : 3) mx_kernel(const Params p) {
+#if IXL_SM90_DEVICE
+  constexpr int NC = RB * H;
+  constexpr int S = Cfg<MODE>::stages;
+  constexpr int NJ = NC / 8; // accumulator column blocks of 8
+  using L = Smem<MODE, NC>;
+  constexpr bool kPaged = MODE == K2 || MODE == K5P;
+  constexpr bool kSparse = MODE == K5R || MODE == K5P;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t *smem = reinterpret_cast<uint8_t *>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  uint8_t *s_q = smem + L::q, *s_raw = smem + L::raw, *s_fl = smem + L::fl, *s_hf = smem + L::hf;
+  uint32_t *s_sc = reinterpret_cast<uint32_t *>(smem + L::sc);
+  uint32_t *s_hq = reinterpret_cast<uint32_t *>(smem + L::hq);
+  uint32_t *s_ht = reinterpret_cast<uint32_t *>(smem + L::ht);
+  float *s_hc = reinterpret_cast<float *>(smem + L::hc);
+  int32_t *pre_page = reinterpret_cast<int32_t *>(smem + L::pre);   // K2
+  int64_t *pre_base = reinterpret_cast<int64_t *>(smem + L::pre);   // K5
+  int32_t *pre_pg5 = reinterpret_cast<int32_t *>(smem + L::pre + kPre * 8);
+  int32_t *pre_sl5 = reinterpret_cast<int32_t *>(smem + L::pre + kPre * 12);
+  __shared__ int64_t s_lo[RB], s_hi[RB], s_co[RB];
+  __shared__ int s_nvalid;
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, t4 = lane & 3;
+  const int64_t b = blockIdx.x;
+  int64_t rb, ch;
+  if (MODE == K1) {
+    rb = b % p.nrb; // a chunk's row blocks run together: its keys are read from HBM ~once
+    ch = b / p.nrb;
+  } else {
+    rb = b / p.nchunks;
+    ch = b % p.nchunks;
+  }
+  const int64_t row0 = rb * RB, row = row0;
+  const int64_t c0 = ch * p.chunk, chunk_hi = mn64(c0 + p.chunk, p.out_cols);
+
+  // ---- row ranges
+  int64_t row_lo = 0, row_hi = 0, koff = 0;
+  if (MODE == K1) {
+    if (tid < RB) {
+      int64_t lo = 0, hi = 0, co = 0;
+      const int64_t r = row0 + tid;
+      if (r < p.R) {
+        const int64_t ksr = clamp64(p.ks[r], 0, p.N), ker = clamp64(p.ke[r], ksr, p.N);
+        if (p.compressed) {
+          co = ksr;
+          lo = ksr + c0;
+          hi = ksr + mn64(ker - ksr, chunk_hi);
+        } else {
+          lo = mx64(ksr, c0);
+          hi = mn64(ker, chunk_hi);
+        }
+        if (hi < lo) hi = lo;
+      }
+      s_lo[tid] = lo;
+      s_hi[tid] = hi;
+      s_co[tid] = co;
+    }
+  } else if (kPaged) {
+    row_hi = clamp64(p.ke[row], 0, p.bt_cols * (int64_t)p.P);
+  } else {
+    row_lo = clamp64(p.ks[row], 0, p.N);
+    row_hi = clamp64(p.ke[row], row_lo, p.N);
+    koff = p.aligned ? 0 : row_lo & (p.sbk - 1);
+  }
+  if (tid == 0) s_nvalid = (int)mn64(p.nsb, 0x7fffffff);
+
+  // ---- per column (row, head): the fold of its query exponents
+  if (tid < NC) {
+    const int64_t r = row0 + tid / H;
+    uint32_t qw = 0x7F7F7F7Fu;
+    if (r < p.R) qw = p.q_scales[r * H + tid % H];
+    int qc, t[4];
+    const int fast = ixl_v2mx_head_fold(qw, &qc, t);
+    s_hf[tid] = (uint8_t)fast;
+    s_hq[tid] = fast ? (uint32_t)qc * 0x01010101u : qw;
+    s_hc[tid] = fast ? __uint_as_float((uint32_t)qc << 23) : 1.0f; // qc in [77, 177]
+    s_ht[tid] = (uint32_t)(t[0] + 8) | (uint32_t)(t[1] + 8) << 8 | (uint32_t)(t[2] + 8) << 16 |
+                (uint32_t)(t[3] + 8) << 24;
+  }
+  __syncthreads();
+
+  // ---- K5: n_valid = the strictly increasing prefix of the row's ids (up to this chunk)
+  const int32_t *ids = kSparse ? p.ids + row * p.nsb : nullptr;
+  if (kSparse) {
+    const int64_t jmax = mn64(p.nsb, (chunk_hi + p.sbk - 1) >> p.sbklog);
+    for (int64_t j = 1 + tid; j < jmax; j += kThreads)
+      if (ids[j] <= ids[j - 1]) atomicMin(&s_nvalid, (int)j);
+  }
+  // ---- the query tile: column n's element perm(p) of group g at byte 32 g + p, as e4m3
+  for (int i = tid; i < NC * 32; i += kThreads) {
+    const int n = i >> 5, g = (i >> 3) & 3, p4 = i & 7;
+    const int64_t r = row0 + n / H;
+    uint32_t o = 0;
+    if (r < p.R) {
+      const uint32_t x = *reinterpret_cast<const uint32_t *>(
+          p.q_codes + (r * H + n % H) * 64 + 16 * g + 4 * (p4 & 3));
+      o = ixl_v2mx_q_word(x, p4, (int)((s_ht[n] >> (8 * g)) & 0xFFu) - 8);
+    }
+    *reinterpret_cast<uint32_t *>(s_q + ixl_sm90_swizzle((uint32_t)(n * 128 + 32 * g + 4 * p4),
+                                                         IXL_SM90_SWIZZLE_128B)) = o;
+  }
+  ptx::fence_proxy_async(ptx::space_shared); // the generic stores, visible to wgmma
+  __syncthreads();
+
+  // ---- K2, K5: the chunk's page ids / block bases, once
+  const int64_t nvalid = kSparse ? s_nvalid : 0;
+  const int64_t pre0 = MODE == K2 ? div_p(c0, p.P, p.Plog) : kSparse ? c0 >> p.sbklog : 0;
+  if (MODE == K2) {
+    const int64_t last = mn64(chunk_hi, row_hi) - 1;
+    if (last >= c0) {
+      const int64_t np = div_p(last, p.P, p.Plog) - pre0 + 1;
+      for (int64_t j = tid; j < np; j += kThreads) {
+        const int64_t pg = p.bt[row * p.bt_cols + pre0 + j];
+        pre_page[j] = pg >= 0 && pg < p.num_pages ? (int32_t)pg : -1;
+      }
+    }
+  } else if (kSparse) {
+    const int64_t nb = ((chunk_hi - 1) >> p.sbklog) - pre0 + 1;
+    for (int64_t j = tid; j < nb; j += kThreads) {
+      const int64_t jb = pre0 + j;
+      int64_t base = INT64_MIN / 2; // no key: every slot of the block lies outside the row
+      int32_t pg = -1, sl = 0;
+      if (jb < nvalid) {
+        base = (int64_t)ids[jb] * p.sbk + koff;
+        if (MODE == K5P && base >= 0 && base < row_hi) {
+          const int64_t e = p.bt[row * p.bt_cols + div_p(base, p.P, p.Plog)];
+          if (e >= 0 && e < p.num_pages) pg = (int32_t)e;
+          sl = (int32_t)(base - div_p(base, p.P, p.Plog) * p.P);
+        }
+      }
+      pre_base[j] = base;
+      if (MODE == K5P) {
+        pre_pg5[j] = pg;
+        pre_sl5[j] = sl;
+      }
+    }
+  }
+  // ---- K1: -inf at the chunk's columns outside each row's window; the hull of the windows
+  int64_t hull_lo = 0, hull_hi = 0;
+  if (MODE == K1) {
+    hull_lo = INT64_MAX;
+    hull_hi = INT64_MIN;
+#pragma unroll
+    for (int r = 0; r < RB; r++) {
+      if (row0 + r >= p.R) break;
+      const int64_t lo = s_lo[r], hi = s_hi[r], co = s_co[r];
+      if (hi > lo) {
+        hull_lo = mn64(hull_lo, lo);
+        hull_hi = mx64(hull_hi, hi);
+      }
+      const int64_t a1 = hi > lo ? lo - co : chunk_hi, b0 = hi > lo ? hi - co : chunk_hi;
+      const int64_t base = (row0 + r) * p.out_cols;
+      for (int64_t c = c0 + tid; c < a1; c += kThreads) store_ninf<BF16>(p.out, base + c);
+      for (int64_t c = b0 + tid; c < chunk_hi; c += kThreads) store_ninf<BF16>(p.out, base + c);
+    }
+    if (hull_hi <= hull_lo) hull_lo = hull_hi = 0;
+  }
+  __syncthreads(); // the prefetched page ids / bases
+
+  // ---- per lane: its columns 8 j + 2 t4 + c (register 4 j + 2 half + c), weights, folds
+  const int i0 = 16 * warp + (lane >> 2); // this lane's slots: i0, i0 + 8
+  float cq[2 * NJ];
+  uint32_t slow_heads = 0;
+#pragma unroll
+  for (int j = 0; j < NJ; j++)
+#pragma unroll
+    for (int c = 0; c < 2; c++) {
+      const int n = 8 * j + 2 * t4 + c;
+      cq[2 * j + c] = s_hc[n];
+      slow_heads |= (uint32_t)(s_hf[n] == 0) << (2 * j + c);
+    }
+  // fp32: w of the lane's own columns; bf16: the pairs its chains take, heads
+  // 8 j + 2 (t4 & 1) + {0, 1} (first) and 8 j + 4 + 2 (t4 & 1) + {0, 1} (second)
+  float wf[BF16 ? 1 : 2 * NJ];
+  __nv_bfloat162 wb[BF16 ? 2 * NJ : 1];
+#pragma unroll
+  for (int j = 0; j < NJ; j++) {
+    const int n0 = 8 * j + 2 * t4;
+    const int64_t r = row0 + n0 / H;
+    if (BF16) {
+      const uint16_t *w16 = reinterpret_cast<const uint16_t *>(p.w);
+#pragma unroll
+      for (int k = 0; k < 2; k++) {
+        const int h = (8 * j) % H + 4 * k + 2 * (t4 & 1);
+        uint32_t v = 0;
+        if (r < p.R) v = (uint32_t)w16[r * H + h] | (uint32_t)w16[r * H + h + 1] << 16;
+        wb[2 * j + k] = *reinterpret_cast<__nv_bfloat162 *>(&v);
+      }
+    } else {
+      const float *w32 = reinterpret_cast<const float *>(p.w);
+#pragma unroll
+      for (int c = 0; c < 2; c++) wf[2 * j + c] = r < p.R ? w32[r * H + (n0 + c) % H] : 0.0f;
+    }
+  }
+
+  // ---- loading one tile (raw codes and scale words as stored; a slot without a key reads
+  // nothing and is zero-filled)
+  const int64_t span = MODE == K1 ? hull_hi - hull_lo : chunk_hi - c0;
+  const int T = (int)((span + kTile - 1) / kTile);
+  auto tile_needed = [&](int t) {
+    if (MODE != K1) return true;
+    const int64_t n0 = hull_lo + (int64_t)t * kTile;
+    bool need = false;
+#pragma unroll
+    for (int r = 0; r < RB; r++) need |= s_hi[r] > s_lo[r] && s_lo[r] < n0 + kTile && s_hi[r] > n0;
+    return need;
+  };
+  auto load = [&](int t, int s) {
+    const int i = tid >> 1, part = tid & 1;
+    const uint8_t *vsrc = nullptr;
+    const uint32_t *ssrc = nullptr;
+    if (MODE == K1) {
+      const int64_t n = hull_lo + (int64_t)t * kTile + i;
+      if (n < hull_hi) {
+        vsrc = p.k_codes + n * 64;
+        ssrc = p.k_scales + n;
+      }
+    } else {
+      const int64_t col = c0 + (int64_t)t * kTile + i;
+      if (col < chunk_hi) {
+        if (MODE == K2) {
+          if (col < row_hi) {
+            const int64_t pi = div_p(col, p.P, p.Plog);
+            const int32_t pg = pre_page[pi - pre0];
+            if (pg >= 0) {
+              const uint8_t *base = p.k_pages + (int64_t)pg * p.stride;
+              const int64_t sl = col - pi * p.P;
+              vsrc = base + sl * 64;
+              ssrc = reinterpret_cast<const uint32_t *>(base + (int64_t)p.P * 64) + sl;
+            }
+          }
+        } else {
+          const int64_t jl = (col >> p.sbklog) - pre0, o = col & (p.sbk - 1);
+          const int64_t q = pre_base[jl] + o;
+          if (q >= row_lo && q < row_hi) {
+            if (MODE == K5R) {
+              vsrc = p.k_codes + q * 64;
+              ssrc = p.k_scales + q;
+            } else {
+              int64_t pg = pre_pg5[jl], sl = pre_sl5[jl] + o;
+              if (sl >= p.P) { // a block across a page boundary
+                const int64_t pi = div_p(q, p.P, p.Plog);
+                const int64_t e = p.bt[row * p.bt_cols + pi];
+                pg = e >= 0 && e < p.num_pages ? e : -1;
+                sl = q - pi * p.P;
+              }
+              if (pg >= 0) {
+                const uint8_t *base = p.k_pages + pg * p.stride;
+                vsrc = base + sl * 64;
+                ssrc = reinterpret_cast<const uint32_t *>(base + (int64_t)p.P * 64) + sl;
+              }
+            }
+          }
+        }
+      }
+    }
+    uint8_t *dst = s_raw + s * (kTile * 64);
+#pragma unroll
+    for (int c = 0; c < 2; c++) {
+      const int g = 2 * part + c;
+      ixl::sm80::cp_async16(dst + ixl_v2mx_raw_off(i, g), vsrc ? vsrc + 16 * g : p.q_codes,
+                            vsrc ? 16 : 0);
+    }
+    if (part == 0) {
+      if (ssrc) ixl::sm80::cp_async4(s_sc + s * kTile + i, ssrc);
+      else s_sc[s * kTile + i] = 0x7F7F7F7Fu;
+      s_fl[s * kTile + i] = vsrc != nullptr;
+    }
+  };
+
+  // ---- the pipeline
+#pragma unroll
+  for (int s = 0; s < S - 1; s++) {
+    if (s < T && tile_needed(s)) load(s, s);
+    ixl::sm80::cp_async_commit();
+  }
+  float acc[4][NC / 2];
+  const int q4 = lane & 3, sw = (i0 >> 1) & 3;
+  for (int t = 0; t < T; t++) {
+    const int s = t % S;
+    ixl::sm80::cp_async_wait<S - 2>();
+    // every thread's copies of tile t have landed, and every thread is done with tile t - 1
+    const int any = __syncthreads_or(tid < kTile && s_fl[s * kTile + tid]);
+    if (t + S - 1 < T && tile_needed(t + S - 1)) load(t + S - 1, (t + S - 1) % S);
+    ixl::sm80::cp_async_commit();
+    const int64_t tb = MODE == K1 ? hull_lo + (int64_t)t * kTile : c0 + (int64_t)t * kTile;
+    if (MODE == K1 ? !tile_needed(t) : !any) {
+      if (MODE != K1 && tid < kTile && tb + tid < chunk_hi)
+        store_ninf<BF16>(p.out, row * p.out_cols + tb + tid);
+      continue;
+    }
+    // A: the lane's two slots, widened; then one wgmma per scale group
+    const uint8_t *st = s_raw + s * (kTile * 64);
+    uint32_t a[4][4];
+#pragma unroll
+    for (int g = 0; g < 4; g++) {
+      const uint32_t w0 = *reinterpret_cast<const uint32_t *>(st + i0 * 64 + 16 * (g ^ sw) + 4 * q4);
+      const uint32_t w1 =
+          *reinterpret_cast<const uint32_t *>(st + (i0 + 8) * 64 + 16 * (g ^ sw) + 4 * q4);
+      ixl_sm90_e2m1x8_widen(w0, &a[g][0], &a[g][2]);
+      ixl_sm90_e2m1x8_widen(w1, &a[g][1], &a[g][3]);
+    }
+    const uint32_t kw[2] = {s_sc[s * kTile + i0], s_sc[s * kTile + i0 + 8]};
+    const bool okslot[2] = {s_fl[s * kTile + i0] != 0, s_fl[s * kTile + i0 + 8] != 0};
+    wgmma_fence();
+#pragma unroll
+    for (int g = 0; g < 4; g++)
+      wgmma_e4m3_rs<NC>(acc[g], a[g], wgmma_desc(s_q + 32 * g, IXL_SM90_SWIZZLE_128B, 16, 1024),
+                        0);
+    wgmma_commit();
+    wgmma_wait<0>();
+#pragma unroll
+    for (int g = 0; g < 4; g++) fence_operand(acc[g]);
+#pragma unroll
+    for (int g = 0; g < 4; g++) fence_operand(a[g]);
+
+    // ---- the dots, into acc[0]
+    const bool pslow0 = !ixl_v2mx_fast_word(kw[0]), pslow1 = !ixl_v2mx_fast_word(kw[1]);
+    float kf[2][4];
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+#pragma unroll
+      for (int g = 0; g < 4; g++) kf[h][g] = __uint_as_float(((kw[h] >> (8 * g)) & 0xFFu) << 23);
+    if (slow_heads == 0 && !pslow0 && !pslow1) {
+#pragma unroll
+      for (int e = 0; e < NC / 2; e++) {
+        const int h = (e >> 1) & 1, c = 2 * (e >> 2) + (e & 1);
+        const float t01 = __fmaf_rn(acc[1][e], kf[h][1], __fmul_rn(acc[0][e], kf[h][0]));
+        const float t23 = __fmaf_rn(acc[3][e], kf[h][3], __fmul_rn(acc[2][e], kf[h][2]));
+        acc[0][e] = __fmul_rn(cq[c], __fadd_rn(t01, t23));
+      }
+    } else {
+#pragma unroll
+      for (int e = 0; e < NC / 2; e++) {
+        const int h = (e >> 1) & 1, c = 2 * (e >> 2) + (e & 1);
+        if (((slow_heads >> c) & 1) || (h ? pslow1 : pslow0)) {
+          const int n = 8 * (e >> 2) + 2 * t4 + (e & 1);
+          acc[0][e] = slow_dot(acc[0][e], acc[1][e], acc[2][e], acc[3][e], s_hq[n], kw[h]);
+        } else {
+          const float t01 = __fmaf_rn(acc[1][e], kf[h][1], __fmul_rn(acc[0][e], kf[h][0]));
+          const float t23 = __fmaf_rn(acc[3][e], kf[h][3], __fmul_rn(acc[2][e], kf[h][2]));
+          acc[0][e] = __fmul_rn(cq[c], __fadd_rn(t01, t23));
+        }
+      }
+    }
+
+    // ---- the head reduction and the stores: RB rows of H / 8 column blocks each
+#pragma unroll
+    for (int r = 0; r < RB; r++) {
+      const int64_t orow = row0 + r;
+      int64_t lo = 0, hi = 0, co = 0;
+      if (MODE == K1) lo = s_lo[r], hi = s_hi[r], co = s_co[r];
+      if (!BF16) {
+        float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int j = r * (H / 8); j < (r + 1) * (H / 8); j++)
+#pragma unroll
+          for (int c = 0; c < 2; c++)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+              sum[h] = __fmaf_rn(wf[2 * j + c], relu(acc[0][4 * j + 2 * h + c]), sum[h]);
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
+          sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
+        }
+        if (t4 < 2) { // lane 0 of the quad stores slot i0, lane 1 slot i0 + 8
+          const int i = i0 + 8 * t4;
+          const float v = t4 ? sum[1] : sum[0];
+          const int64_t n = tb + i;
+          if (MODE == K1) {
+            if (orow < p.R && n >= lo && n < hi)
+              reinterpret_cast<float *>(p.out)[orow * p.out_cols + n - co] = v;
+          } else if (n < chunk_hi) {
+            reinterpret_cast<float *>(p.out)[row * p.out_cols + n] =
+                (t4 ? okslot[1] : okslot[0]) ? v : __uint_as_float(0xff800000u);
+          }
+        }
+      } else {
+        // chains: lanes t4 = 0, 2 run (s0, s1), lanes 1, 3 run (s2, s3); lanes 0, 1 keep slot
+        // i0 and lanes 2, 3 slot i0 + 8; each sends the other slot's pair to lane t4 ^ 2
+        const int keep = t4 >> 1;
+        __nv_bfloat162 ch2 = __floats2bfloat162_rn(0.0f, 0.0f);
+#pragma unroll
+        for (int j = r * (H / 8); j < (r + 1) * (H / 8); j++) {
+          const __nv_bfloat162 v0 =
+              __floats2bfloat162_rn(relu(acc[0][4 * j]), relu(acc[0][4 * j + 1]));     // slot i0
+          const __nv_bfloat162 v1 =
+              __floats2bfloat162_rn(relu(acc[0][4 * j + 2]), relu(acc[0][4 * j + 3])); // i0 + 8
+          const __nv_bfloat162 mine = keep ? v1 : v0, send = keep ? v0 : v1;
+          uint32_t su = *reinterpret_cast<const uint32_t *>(&send);
+          su = __shfl_xor_sync(0xffffffffu, su, 2);
+          const __nv_bfloat162 got = *reinterpret_cast<__nv_bfloat162 *>(&su);
+          // heads 8 j + {0,1} (lane t4 & 1 = 0) come from lane 0 or 1, 8 j + {4,5} from 2 or 3
+          const __nv_bfloat162 first = keep ? got : mine, second = keep ? mine : got;
+          ch2 = __hfma2(wb[2 * j], first, ch2);
+          ch2 = __hfma2(wb[2 * j + 1], second, ch2);
+        }
+        uint32_t cu = *reinterpret_cast<const uint32_t *>(&ch2);
+        const uint32_t ou = __shfl_xor_sync(0xffffffffu, cu, 1);
+        const __nv_bfloat162 other = *reinterpret_cast<const __nv_bfloat162 *>(&ou);
+        // lane t4 even: (s0 + s2, s1 + s3); then bf16(low + high)
+        const __nv_bfloat162 pair = __hadd2(ch2, other);
+        const __nv_bfloat16 res = __hadd(__low2bfloat16(pair), __high2bfloat16(pair));
+        if ((t4 & 1) == 0) {
+          const int i = i0 + 8 * keep;
+          const int64_t n = tb + i;
+          const uint16_t v = *reinterpret_cast<const uint16_t *>(&res);
+          if (MODE == K1) {
+            if (orow < p.R && n >= lo && n < hi)
+              reinterpret_cast<uint16_t *>(p.out)[orow * p.out_cols + n - co] = v;
+          } else if (n < chunk_hi) {
+            reinterpret_cast<uint16_t *>(p.out)[row * p.out_cols + n] =
+                (keep ? okslot[1] : okslot[0]) ? v : (uint16_t)0xFF80u;
+          }
+        }
+      }
+    }
+  }
+  ixl::sm80::cp_async_wait<0>();
+#else
+  IXL_SM90_TRAP_ELSEWHERE();
+#endif
+}
+
+// ------------------------------------------------------------------ host
+int log2_exact(int64_t v) {
+  if (v <= 0 || (v & (v - 1))) return -1;
+  int l = 0;
+  while ((1LL << l) < v) l++;
+  return l;
+}
+
+// 1 when this file's kernels take the call (else v1 runs it).
+bool mx_takes(const ixl_logits_call *c) {
+  const ixl_qk *in = c->in;
+  if (c->H != 32 && c->H != 64) return false;
+  if (!in->q_scales || (uintptr_t)in->q_codes->data % 16 || (uintptr_t)in->q_scales->data % 4)
+    return false;
+  const bool paged = in->k_pages != nullptr;
+  if (paged) {
+    if ((uintptr_t)in->k_pages->data % 16 || (uintptr_t)c->block_table->data % 4) return false;
+    if (in->page_size <= 0) return false;
+  } else {
+    if ((uintptr_t)in->k_codes->data % 16 || (uintptr_t)in->k_scales->data % 4) return false;
+  }
+  const size_t wa = c->weights->dtype == IXL_F32 ? 4 : 2, oa = c->out->dtype == IXL_F32 ? 4 : 2;
+  if ((uintptr_t)c->weights->data % wa || (uintptr_t)c->out->data % oa) return false;
+  if ((uintptr_t)c->ke->data % 4 || (c->ks && (uintptr_t)c->ks->data % 4)) return false;
+  if (c->mode == IXL_LOGITS_SPARSE && (uintptr_t)c->sparse_ids->data % 4) return false;
+  return c->out->shape[1] < INT32_MAX;
+}
+
+template <int MODE, int H, int RB, bool BF16>
+ixl_status launch(ixl_ctx *ctx, Params p, int64_t units, int64_t cap, const char *name) {
+  auto kern = mx_kernel<MODE, H, RB, BF16>;
+  constexpr int alloc = Smem<MODE, RB * H>::alloc;
+  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, alloc);
+  int occ = 0;
+  if (e == cudaSuccess)
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, kThreads, alloc);
+  if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaFuncSetAttribute (logits v2 mxfp4)");
+  int sms = 132;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ixl_ctx_device(ctx)) !=
+          cudaSuccess ||
+      sms <= 0) {
+    cudaGetLastError();
+    sms = 132;
+  }
+  if (occ < 1) occ = 1;
+  // the chunk: tiles of 64, enough CTAs for two waves of the resident ones, at most `cap`
+  const int64_t tiles = ixl_ceil_div(p.out_cols, kTile);
+  cap = cap / kTile * kTile;
+  if (cap > kMaxChunk) cap = kMaxChunk;
+  if (cap < kTile) cap = kTile;
+  int64_t want = ixl_ceil_div(units * tiles, 2LL * occ * sms) * kTile;
+  if (want < kTile) want = kTile;
+  if (want > cap) want = cap;
+  p.chunk = want;
+  p.nchunks = ixl_ceil_div(p.out_cols, want);
+  const int64_t blocks = p.nchunks * units;
+  if (blocks > INT32_MAX)
+    return ixl_set_error(ctx, IXL_ERR_UNSUPPORTED, "%s (v2): %lld CTAs: more than a grid holds",
+                         name, (long long)blocks);
+  kern<<<(unsigned)blocks, kThreads, alloc, ixl::stream_of(ctx)>>>(p);
+  return ixl_cuda_check_launch(ctx, name);
+}
+
+template <int MODE, int H, int RB>
+ixl_status launch_red(ixl_ctx *ctx, const Params &p, int64_t units, int64_t cap, bool bf16,
+                      const char *name) {
+  return bf16 ? launch<MODE, H, RB, true>(ctx, p, units, cap, name)
+              : launch<MODE, H, RB, false>(ctx, p, units, cap, name);
+}
+
+} // namespace
 
 extern "C" ixl_status ixl_cuda_logits_v2_mx(ixl_ctx *ctx, const ixl_logits_call *c) {
-  return c->mode == IXL_LOGITS_SPARSE ? ixl_cuda_logits_v1_sparse(ctx, c, 4096)
-                                      : ixl_cuda_logits_v1_dense(ctx, c, 4096);
+  if (!mx_takes(c))
+    return c->mode == IXL_LOGITS_SPARSE ? ixl_cuda_logits_v1_sparse(ctx, c, 4096)
+                                        : ixl_cuda_logits_v1_dense(ctx, c, 4096);
+  const ixl_qk *in = c->in;
+  Params p = {};
+  p.q_codes = (const uint8_t *)in->q_codes->data;
+  p.q_scales = (const uint32_t *)in->q_scales->data;
+  p.w = c->weights->data;
+  p.out = c->out->data;
+  p.R = c->R;
+  p.out_cols = c->out->shape[1];
+  p.ke = (const int32_t *)c->ke->data;
+  p.ks = c->ks ? (const int32_t *)c->ks->data : nullptr;
+  p.Plog = -1;
+  p.sbklog = 0;
+  p.sbk = 1;
+  const bool paged = in->k_pages != nullptr;
+  if (paged) {
+    p.k_pages = (const uint8_t *)in->k_pages->data;
+    p.num_pages = in->k_pages->shape[0];
+    p.stride = in->k_pages->shape[1];
+    p.P = in->page_size;
+    p.Plog = log2_exact(p.P);
+    p.bt = (const int32_t *)c->block_table->data;
+    p.bt_cols = c->block_table->shape[1];
+  } else {
+    p.k_codes = (const uint8_t *)in->k_codes->data;
+    p.k_scales = (const uint32_t *)in->k_scales->data;
+    p.N = in->k_codes->shape[0];
+  }
+  if (p.R == 0 || p.out_cols == 0) return IXL_OK;
+  const bool bf16 = c->reduction == IXL_REDUCE_BF16;
+  const int H = (int)c->H;
+  if (c->mode == IXL_LOGITS_DENSE) {
+    p.compressed = c->layout == IXL_LAYOUT_COMPRESSED;
+    const char *name = "dense_logits kernel (v2 mxfp4)";
+    if (H == 32) {
+      p.nrb = ixl_ceil_div(p.R, 2);
+      return launch_red<K1, 32, 2>(ctx, p, p.nrb, kMaxChunk, bf16, name);
+    }
+    p.nrb = p.R;
+    return launch_red<K1, 64, 1>(ctx, p, p.nrb, kMaxChunk, bf16, name);
+  }
+  if (c->mode == IXL_LOGITS_DENSE_PAGED) {
+    const char *name = "dense_logits_paged kernel (v2 mxfp4)";
+    p.nrb = p.R;
+    // a chunk's pages must fit the prefetch of page ids
+    const int64_t cap = (int64_t)(kPre - 2) * p.P;
+    return H == 32 ? launch_red<K2, 32, 1>(ctx, p, p.R, cap, bf16, name)
+                   : launch_red<K2, 64, 1>(ctx, p, p.R, cap, bf16, name);
+  }
+  const char *name = "sparse_logits kernel (v2 mxfp4)";
+  p.ids = (const int32_t *)c->sparse_ids->data;
+  p.nsb = c->sparse_ids->shape[1];
+  p.sbk = c->sparse_block_kv;
+  p.sbklog = log2_exact(p.sbk);
+  p.aligned = c->ks_mode == IXL_KS_ALIGNED;
+  p.nrb = p.R;
+  if (p.sbklog < 0) return ixl_cuda_logits_v1_sparse(ctx, c, 4096);
+  if (paged)
+    return H == 32 ? launch<K5P, 32, 1, true>(ctx, p, p.R, kMaxChunk, name)
+                   : launch<K5P, 64, 1, true>(ctx, p, p.R, kMaxChunk, name);
+  return H == 32 ? launch<K5R, 32, 1, true>(ctx, p, p.R, kMaxChunk, name)
+                 : launch<K5R, 64, 1, true>(ctx, p, p.R, kMaxChunk, name);
 }

@@ -582,8 +582,8 @@ static ixl_status k5_op(void *a, ixl_tensor *out) {
 
 /* One K5 configuration against the CPU, and against K1/K2 (bf16) on the GPU at the same
  * positions (SPEC 3: bitwise equal). */
-static void k5_case(int fmt, int H, int paged, int sbk, ixl_ks_mode mode, int garbage,
-                    int64_t *bad_total) {
+static void k5_case_p(int fmt, int H, int paged, int sbk, ixl_ks_mode mode, int garbage, int P,
+                      int64_t *bad_total) {
   if (!var_takes(fmt, H)) return;
   const int64_t R = g_small ? 5 : 13, nsb = g_small ? 9 : 37;
   const int64_t N = g_small ? 400 : 1500;
@@ -595,7 +595,6 @@ static void k5_case(int fmt, int H, int paged, int sbk, ixl_ks_mode mode, int ga
   ixl_tensor *ids = host(IXL_I32, 2, R, nsb, 0);
   int32_t *ksp = ks->data, *kep = ke->data, *idp = ids->data;
   paged_in pi = {0};
-  const int P = 64;
   if (paged) {
     gen_paged(fmt, R, P, (N - 3 * P) / P, kc, ksc, &pi);
     for (int64_t r = 0; r < R; r++) ksp[r] = 0;
@@ -714,6 +713,11 @@ static void k5_case(int fmt, int H, int paged, int sbk, ixl_ks_mode mode, int ga
   free_query(&q);
 }
 
+static void k5_case(int fmt, int H, int paged, int sbk, ixl_ks_mode mode, int garbage,
+                    int64_t *bad_total) {
+  k5_case_p(fmt, H, paged, sbk, mode, garbage, 64, bad_total);
+}
+
 TEST(sparse_ragged_matches_cpu_and_dense) {
   static const int Hs[] = {4, 8, 32, 64, 128, 20};
   static const int sbks[] = {8, 16, 4, 32, 8, 16};
@@ -744,6 +748,35 @@ TEST(sparse_garbage_ids_stay_inside_and_match) {
     k5_case(k_formats[f], 32, 0, 8, IXL_KS_UNALIGNED, 1, &bad);
     k5_case(k_formats[f], 32, 1, 16, IXL_KS_UNALIGNED, 1, &bad);
   }
+  CHECK(bad == 0);
+}
+
+/* mxfp4 at V4.1's H = 32 and at 64 (logits v2's own kernels) over the page sizes and sparse
+ * block sizes the builder accepts: pages of 1, 8, 48 (not a power of two; sparse blocks of 32
+ * then cross pages) and 256 for K2, and K5 paged with pages of 16, 48 and 128 and blocks up to
+ * 128 (wider than a 64-slot tile), K5 ragged with blocks of 64 and 128, and K1 with exponents
+ * outside the fast window and NaN scales at H = 64. */
+TEST(mxfp4_page_sizes_blocks_and_h64_extremes) {
+  static const int P2[] = {1, 8, 48, 256};
+  static const int P5[] = {16, 48, 128, 48};
+  static const int S5[] = {16, 32, 128, 16};
+  int64_t bad = 0;
+  for (int h = 0; h < 2; h++) {
+    const int H = h ? 64 : 32;
+    for (int i = 0; i < (g_small ? 1 : 4); i++) {
+      const int i2 = g_small ? 2 - h : i, i5 = g_small ? 1 - h : i;
+      k2_case(IXL_MXFP4, H, g_small ? 3 : 9, P2[i2], g_small ? 4 : i2 == 0 ? 200 : 9, &bad);
+      k5_case_p(IXL_MXFP4, H, 1, S5[i5], IXL_KS_UNALIGNED, i == 3, P5[i5], &bad);
+    }
+    if (!g_small) {
+      k5_case(IXL_MXFP4, H, 0, 64, IXL_KS_UNALIGNED, 0, &bad);
+      k5_case(IXL_MXFP4, H, 0, 128, IXL_KS_ALIGNED, 1, &bad);
+    }
+  }
+  shape_cfg wide = {IXL_MXFP4, 64, 9, g_small ? 200 : 700, 20, 160, 30, 150, 0};
+  k1_case(&wide, &bad);
+  shape_cfg nan = {IXL_MXFP4, 64, 9, 300, 120, 134, 120, 134, 2};
+  k1_case(&nan, &bad);
   CHECK(bad == 0);
 }
 
@@ -1098,6 +1131,7 @@ int main(void) {
       {"sparse_ragged_matches_cpu_and_dense", sparse_ragged_matches_cpu_and_dense},
       {"sparse_paged_matches_cpu_and_dense", sparse_paged_matches_cpu_and_dense},
       {"sparse_garbage_ids_stay_inside_and_match", sparse_garbage_ids_stay_inside_and_match},
+      {"mxfp4_page_sizes_blocks_and_h64_extremes", mxfp4_page_sizes_blocks_and_h64_extremes},
       {"dense_fp32_matches_float64_oracle", dense_fp32_matches_float64_oracle},
       {"large_dense_ragged_1m_positions", large_dense_ragged_1m_positions},
       {"large_paged_128k_and_sparse", large_paged_128k_and_sparse},
