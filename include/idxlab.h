@@ -318,6 +318,14 @@ IXL_API ixl_status ixl_topk(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_te
  * partial overlap); it must not share memory with sparse_ids or row_ks. */
 IXL_API ixl_status ixl_remap(ixl_ctx *ctx, const ixl_tensor *cols, const ixl_tensor *sparse_ids,
                              const ixl_tensor *row_ks, int sparse_block_kv, ixl_tensor *out);
+/* K6 then K7 as one op: out I32 [R, k] gets ixl_topk(logits, row_start, row_end, k, sorted)
+ * remapped by ixl_remap(sparse_ids, row_ks, sparse_block_kv), exactly (the GPU's select v2
+ * does both in one kernel). out must not share memory with any input. On a remap error (a
+ * column past sparse_ids' blocks, a position outside [0, INT32_MAX]) out holds the columns. */
+IXL_API ixl_status ixl_topk_remap(ixl_ctx *ctx, const ixl_tensor *logits,
+                                  const ixl_tensor *row_start, const ixl_tensor *row_end, int k,
+                                  int sorted, const ixl_tensor *sparse_ids,
+                                  const ixl_tensor *row_ks, int sparse_block_kv, ixl_tensor *out);
 /* The comparison path: sets logits (F32 or BF16 [R, C], compressed layout) to -inf outside
  * the candidate blocks cand I32 [R, T] and outside [0, lens[r]), in place; lens and cand must not
  * share memory with logits. */

@@ -47,6 +47,9 @@ typedef struct wl_plan wl_plan;
            const ixl_tensor *row_end, int k, int sorted, ixl_tensor *out))                     \
   X(topk_v2, (ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *row_start,             \
               const ixl_tensor *row_end, int k, int sorted, ixl_tensor *out))                  \
+  X(topk_v2_remap, (ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *row_start,       \
+                    const ixl_tensor *row_end, int k, int sorted, const ixl_tensor *sparse_ids, \
+                    const ixl_tensor *row_ks, int sparse_block_kv, ixl_tensor *out))           \
   X(remap, (ixl_ctx *ctx, const ixl_tensor *cols, const ixl_tensor *sparse_ids,                \
             const ixl_tensor *row_ks, int sparse_block_kv, ixl_tensor *out))                   \
   X(gather_cols, (ixl_ctx *ctx, const ixl_tensor *src, const ixl_tensor *idx,                  \

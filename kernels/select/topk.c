@@ -8,6 +8,7 @@
  * few linear passes, not a sort. */
 #include "ops.h"
 #include "select/radix_ref.h"
+#include "select/topk_v2.h"
 #include "variants.h"
 
 #include <omp.h>
@@ -219,8 +220,9 @@ static ixl_status topk_cpu(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_ten
   return IXL_OK;
 }
 
-ixl_status ixl_topk(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *row_start,
-                    const ixl_tensor *row_end, int k, int sorted, ixl_tensor *out) {
+/* ixl_topk's argument checks, the fused op's too (each adds its own device and overlap check). */
+static ixl_status topk_check(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *row_start,
+                             const ixl_tensor *row_end, int k, const ixl_tensor *out) {
   ixl_status st;
   if ((st = ixl_check_tensor(ctx, logits, "logits", -1, 2))) return st;
   if (logits->dtype != IXL_F32 && logits->dtype != IXL_BF16)
@@ -244,6 +246,13 @@ ixl_status ixl_topk(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *ro
   if (out->shape[1] != k)
     return ixl_set_error(ctx, IXL_ERR_SHAPE, "out: shape[1] = %lld, expected k (%d)",
                          (long long)out->shape[1], k);
+  return IXL_OK;
+}
+
+ixl_status ixl_topk(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *row_start,
+                    const ixl_tensor *row_end, int k, int sorted, ixl_tensor *out) {
+  ixl_status st;
+  if ((st = topk_check(ctx, logits, row_start, row_end, k, out))) return st;
   const ixl_tensor *ts[] = {logits, row_start, row_end, out};
   const char *names[] = {"logits", "row_start", "row_end", "out"};
   int dev;
@@ -255,6 +264,51 @@ ixl_status ixl_topk(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *ro
   if ((st = ixl_variant_pick(ctx, IXL_FAMILY_SELECT, dev, &pb, &v))) return st;
   return ((const ixl_select_ops *)v->ops)->topk(ctx, logits, row_start, row_end, k, sorted, out);
 }
+
+/* K6 then K7: the select variant's top-k into out, then ixl_remap in place; select v2 on the
+ * GPU does both in one kernel (its store writes positions). */
+ixl_status ixl_topk_remap(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *row_start,
+                          const ixl_tensor *row_end, int k, int sorted,
+                          const ixl_tensor *sparse_ids, const ixl_tensor *row_ks,
+                          int sparse_block_kv, ixl_tensor *out) {
+  ixl_status st;
+  const int sbk = sparse_block_kv;
+  if ((st = topk_check(ctx, logits, row_start, row_end, k, out))) return st;
+  const int64_t R = logits->shape[0];
+  if (sbk < 1 || (sbk & (sbk - 1)) != 0)
+    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "sparse_block_kv = %d: must be a power of two",
+                         sbk);
+  if ((st = ixl_check_tensor(ctx, sparse_ids, "sparse_ids", IXL_I32, 2))) return st;
+  if ((st = ixl_check_dim(ctx, sparse_ids, "sparse_ids", 0, R))) return st;
+  int64_t ncols;
+  if (!ixl_mul_ok(sparse_ids->shape[1], sbk, &ncols))
+    return ixl_set_error(ctx, IXL_ERR_OVERFLOW,
+                         "sparse_ids: shape[1] = %lld times sparse_block_kv (%d) overflows",
+                         (long long)sparse_ids->shape[1], sbk);
+  if (row_ks) {
+    if ((st = ixl_check_tensor(ctx, row_ks, "row_ks", IXL_I32, 1))) return st;
+    if ((st = ixl_check_dim(ctx, row_ks, "row_ks", 0, R))) return st;
+  }
+  const ixl_tensor *ts[] = {logits, row_start, row_end, sparse_ids, row_ks, out};
+  const char *names[] = {"logits", "row_start", "row_end", "sparse_ids", "row_ks", "out"};
+  int dev;
+  if ((st = ixl_check_op(ctx, &dev, 6, ts, names, 5))) return st;
+  ixl_problem pb;
+  ixl_problem_unknown(&pb);
+  const ixl_variant *v;
+  if ((st = ixl_variant_pick(ctx, IXL_FAMILY_SELECT, dev, &pb, &v))) return st;
+  const ixl_select_ops *ops = (const ixl_select_ops *)v->ops;
+  if (dev == IXL_DEVICE && ops->topk == ixl_cuda_topk_v2)
+    return ixl_cuda_topk_v2_remap(ctx, logits, row_start, row_end, k, sorted, sparse_ids, row_ks,
+                                  sbk, out);
+  if ((st = ops->topk(ctx, logits, row_start, row_end, k, sorted, out))) return st;
+  return ixl_remap(ctx, out, sparse_ids, row_ks, sbk, out);
+}
+
+#ifndef IXL_WITH_CUDA
+/* Without CUDA select v2's switches are nothing to read (select/topk_v2.h). */
+void ixl_topk_v2_dev_reload(void) {}
+#endif
 
 /* The select family's `ref` (kernels/variants.c). */
 ixl_status ixl_topk_ref(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *row_start,

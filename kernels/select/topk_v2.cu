@@ -582,3 +582,15 @@ extern "C" ixl_status ixl_cuda_topk_v2(ixl_ctx *ctx, const ixl_tensor *logits,
     return dispatch<uint16_t>(ctx, logits, row_start, row_end, k, sorted, out);
   return dispatch<float>(ctx, logits, row_start, row_end, k, sorted, out);
 }
+
+// K6 then K7 (ixl_topk_remap's select v2 twin): v2's top-k into out, then K7's kernel in place.
+extern "C" ixl_status ixl_cuda_topk_v2_remap(ixl_ctx *ctx, const ixl_tensor *logits,
+                                             const ixl_tensor *row_start,
+                                             const ixl_tensor *row_end, int k, int sorted,
+                                             const ixl_tensor *sparse_ids,
+                                             const ixl_tensor *row_ks, int sparse_block_kv,
+                                             ixl_tensor *out) {
+  ixl_status st = ixl_cuda_topk_v2(ctx, logits, row_start, row_end, k, sorted, out);
+  if (st) return st;
+  return ixl_cuda_remap(ctx, out, sparse_ids, row_ks, sparse_block_kv, out);
+}

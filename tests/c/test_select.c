@@ -675,6 +675,63 @@ TEST(remap_examples_and_random) {
   }
 }
 
+/* The fused K6 + K7 on the CPU is exactly ixl_topk then ixl_remap in place: random rows
+ * (ties, NaN, both dtypes, both orders, row_start or not), random sparse ids and row_ks. */
+TEST(topk_remap_is_topk_then_remap) {
+  for (int iter = 0; iter < 30; iter++) {
+    const uint64_t seed = seed_test(16000 + iter);
+    const int bf = iter % 2, sorted = (iter / 2) % 2, starts = (iter / 4) % 2;
+    const int sbk = 1 << rand_range(0, 4);
+    const int64_t R = rand_range(1, 5), C = rand_range(1, 3000), k = rand_range(1, 600);
+    const int64_t nsb = (C + sbk - 1) / sbk + rand_range(0, 3);
+    ixl_tensor *lg = tensor(bf ? IXL_BF16 : IXL_F32, 2, R, C), *rs = tensor(IXL_I32, 1, R, 0),
+               *re = tensor(IXL_I32, 1, R, 0), *ks = tensor(IXL_I32, 1, R, 0),
+               *sid = tensor(IXL_I32, 2, R, nsb), *want = tensor(IXL_I32, 2, R, k),
+               *got = tensor(IXL_I32, 2, R, k);
+    for (int64_t i = 0; i < R * C; i++) {
+      const float v = rand_range(0, 30) == 0 ? NAN : (float)rand_range(-20, 20) * 0.5f;
+      if (bf) U16(lg)[i] = ixl_f32_to_bf16(v);
+      else F32(lg)[i] = v;
+    }
+    for (int64_t r = 0; r < R; r++) {
+      I32(rs)[r] = starts ? (int32_t)rand_range(0, C) : 0;
+      I32(re)[r] = (int32_t)rand_range(I32(rs)[r], C);
+      I32(ks)[r] = (int32_t)rand_range(0, 5000);
+      for (int64_t b = 0; b < nsb; b++)
+        I32(sid)[r * nsb + b] = I32(ks)[r] / sbk + (int32_t)rand_range(0, 10000);
+    }
+    const ixl_tensor *rsp = starts ? rs : NULL, *ksp = iter % 3 ? ks : NULL;
+    CHECK_OK(ctx, ixl_topk(ctx, lg, rsp, re, (int)k, sorted, want));
+    CHECK_OK(ctx, ixl_remap(ctx, want, sid, ksp, sbk, want));
+    CHECK_OK(ctx, ixl_topk_remap(ctx, lg, rsp, re, (int)k, sorted, sid, ksp, sbk, got));
+    CHECK_MSG(memcmp(want->data, got->data, (size_t)(R * k * 4)) == 0,
+              "seed %llu: topk_remap differs from topk then remap", (unsigned long long)seed);
+    ixl_tensor_free(lg), ixl_tensor_free(rs), ixl_tensor_free(re), ixl_tensor_free(ks),
+        ixl_tensor_free(sid), ixl_tensor_free(want), ixl_tensor_free(got);
+  }
+  /* the checks of both ops */
+  ixl_tensor *lg = tensor(IXL_F32, 2, 2, 10), *en = tensor(IXL_I32, 1, 2, 0),
+             *sid = tensor(IXL_I32, 2, 2, 2), *sid3 = tensor(IXL_I32, 2, 3, 2),
+             *out = tensor(IXL_I32, 2, 2, 4);
+  for (int i = 0; i < 20; i++) F32(lg)[i] = (float)i;
+  I32(en)[0] = 10, I32(en)[1] = 4;
+  for (int i = 0; i < 4; i++) I32(sid)[i] = i;
+  CHECK_OK(ctx, ixl_topk_remap(ctx, lg, NULL, en, 4, 0, sid, NULL, 8, out));
+  CHECK(I32(out)[0] == 6 && I32(out)[3] == 9 && I32(out)[4] == 16 && I32(out)[7] == 19);
+  CHECK_ERR(ctx, ixl_topk_remap(ctx, lg, NULL, en, 4, 0, sid, NULL, 6, out), IXL_ERR_INVALID_ARG,
+            "sparse_block_kv = 6: must be a power of two");
+  CHECK_ERR(ctx, ixl_topk_remap(ctx, lg, NULL, en, 4, 0, sid3, NULL, 8, out), IXL_ERR_SHAPE,
+            "sparse_ids: shape[0] = 3, expected 2");
+  CHECK_ERR(ctx, ixl_topk_remap(ctx, lg, NULL, en, 0, 0, sid, NULL, 8, out), IXL_ERR_INVALID_ARG,
+            "k = 0: must be in [1, 4096]");
+  CHECK_ERR(ctx, ixl_topk_remap(ctx, lg, NULL, en, 4, 0, sid, NULL, 1, out), IXL_ERR_INVALID_ARG,
+            "cols[0][0] = 6: must be < num_sparse_blocks (2) * sparse_block_kv (1) = 2");
+  CHECK_ERR(ctx, ixl_topk_remap(ctx, lg, NULL, en, 4, 0, out, NULL, 8, out), IXL_ERR_INVALID_ARG,
+            "out overlaps sparse_ids");
+  ixl_tensor_free(lg), ixl_tensor_free(en), ixl_tensor_free(sid), ixl_tensor_free(sid3),
+      ixl_tensor_free(out);
+}
+
 TEST(remap_validation) {
   int32_t ids_v[] = {1, 3, 0, 0}, cols_v[] = {9, 16, 0, 1}, ks_v[] = {13, 0};
   ixl_tensor *ids = i32_from(2, 2, 2, ids_v), *cols = i32_from(2, 2, 2, cols_v),
@@ -1079,6 +1136,7 @@ int main(void) {
   RUN(mask_validation);
   RUN(remap_examples_and_random);
   RUN(remap_validation);
+  RUN(topk_remap_is_topk_then_remap);
   RUN(sparse_selection_equals_masked_dense);
   RUN(empty_shapes);
   RUN(empty_decode_rows_through_k3_k4_k6_k7);
