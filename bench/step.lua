@@ -20,9 +20,9 @@
 --    warm-up keeps the cold start out of the sweep.
 -- 4. One table of all that, then the regression guard (bench/regress.lua) against
 --    BENCHMARKS.md's bench-baseline block: the figures are written to DIR/figures.txt as
---    `step/<case>/<field> us` (family step on a GPU, step-cpu on the CPU) and every figure more
---    than 10% slower than its recorded line is printed. Informative: the exit status does not
---    depend on it.
+--    `step/<case>/<field> us` (family step and case quick_gpu on a GPU, step-cpu and quick on
+--    the CPU; torch_twin, context_scaling_<positions>) and every figure more than 10% slower
+--    than its recorded line is printed. Informative: the exit status does not depend on it.
 --
 -- Results: DIR (default results/bench_step) holds each experiment's results folder (quick,
 -- context_scaling, context_scaling_rerun), figures.txt and table.txt (the table as printed).
@@ -186,7 +186,7 @@ function M.main(opts)
   for _, f in ipairs({ "time_step_us", "time_step_eager_us", "time_dense_logits_us",
     "time_candidate_select_us", "time_source_topk_us", "time_expand_us",
     "time_sparse_logits_us", "time_topk_us", "time_remap_us", "time_masked_dense_us" }) do
-    figure("quick", f, q[f])
+    figure(gpu and "quick_gpu" or "quick", f, q[f])
   end
   figure("torch_twin", "median_us", torch_us)
 

@@ -133,8 +133,9 @@ describe("bench/regress.lua", function()
     local lines = {}
     for l in io.lines(root .. "/BENCHMARKS.md") do lines[#lines + 1] = l end
     local b = regress.parse_baseline(lines, "BENCHMARKS.md")
-    assert.equals(69497, b["step/quick_gpu/time_step_us"].us)
+    assert.equals(69276, b["step/quick_gpu/time_step_us"].us)
+    assert.equals(442360, b["step/torch_twin/median_us"].us)
     assert.equals(13.1, b["topk/64x16384_bf16_k512/v2"].us)
-    assert.equals(9, #b.list)
+    assert.equals(18, #b.list)
   end)
 end)
