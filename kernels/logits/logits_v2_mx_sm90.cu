@@ -43,6 +43,8 @@
 
 #include <cuda_bf16.h>
 
+#include <type_traits>
+
 namespace {
 
 using namespace ixl::sm90;
@@ -86,7 +88,9 @@ struct Smem {
   static constexpr int hq = fl + S * kTile;    // u32 qeff per column
   static constexpr int ht = hq + NC * 4;       // u32 packed t_g + 8 per column (Q widening)
   static constexpr int hc = ht + NC * 4;       // f32 2^(qc - 127) per column
-  static constexpr int hf = hc + NC * 4;       // u8 fast per column
+  static constexpr int wo = hc + NC * 4;       // f32 the column's weight (slow path)
+  static constexpr int wq = wo + NC * 4;       // f32 the weight times 2^(qc - 127) (fast path)
+  static constexpr int hf = wq + NC * 4;       // u8 fast per column
   static constexpr int pre = (hf + NC + 15) & ~15;
   static constexpr int pre_bytes = MODE == K1 ? 0 : MODE == K2 ? kPre * 4 : MODE == K5R ? kPre * 8
                                                                                        : kPre * 16;
@@ -112,6 +116,14 @@ __device__ __forceinline__ int64_t div_p(int64_t x, int P, int Plog) {
   return Plog >= 0 ? x >> Plog : x / P;
 }
 
+// bf16x2 of relu(lo), relu(hi), rounded to nearest even (cvt.rn.relu.bf16x2.f32: a NaN stays
+// NaN, a negative value becomes +0), lo in the low half.
+__device__ __forceinline__ uint32_t cvt_relu_bf16x2(float lo, float hi) {
+  uint32_t d;
+  asm("cvt.rn.relu.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+
 // SPEC 3's dot from the four exact group sums (slow path: the CPU's formula).
 __device__ __forceinline__ float slow_dot(float a0, float a1, float a2, float a3, uint32_t qe,
                                           uint32_t kw) {
@@ -127,9 +139,13 @@ __device__ __forceinline__ float slow_dot(float a0, float a1, float a2, float a3
 }
 #endif
 
+// CTAs per SM the register cap is set for: 2 at N = 64 (128 accumulator registers), else 3;
+// 4 for ragged K5 at N = 32, which fits 128 registers without spilling (K2 and paged K5 spill).
+constexpr int min_ctas(int mode, int nc) { return nc > 32 ? 2 : mode == K5R ? 4 : 3; }
+
 // MODE: Mode; H: heads; RB: rows per CTA (NC = RB * H wgmma columns); BF16: the reduction.
 template <int MODE, int H, int RB, bool BF16>
-__global__ void __launch_bounds__(kThreads, RB * H > 32 ? 2 : 3) mx_kernel(const Params p) {
+__global__ void __launch_bounds__(kThreads, min_ctas(MODE, RB * H)) mx_kernel(const Params p) {
 #if IXL_SM90_DEVICE
   constexpr int NC = RB * H;
   constexpr int S = Cfg<MODE>::stages;
@@ -145,6 +161,8 @@ __global__ void __launch_bounds__(kThreads, RB * H > 32 ? 2 : 3) mx_kernel(const
   uint32_t *s_hq = reinterpret_cast<uint32_t *>(smem + L::hq);
   uint32_t *s_ht = reinterpret_cast<uint32_t *>(smem + L::ht);
   float *s_hc = reinterpret_cast<float *>(smem + L::hc);
+  float *s_wo = reinterpret_cast<float *>(smem + L::wo);
+  float *s_wq = reinterpret_cast<float *>(smem + L::wq);
   int32_t *pre_page = reinterpret_cast<int32_t *>(smem + L::pre);   // K2
   int64_t *pre_base = reinterpret_cast<int64_t *>(smem + L::pre);   // K5
   int32_t *pre_pg5 = reinterpret_cast<int32_t *>(smem + L::pre + kPre * 8);
@@ -202,7 +220,19 @@ __global__ void __launch_bounds__(kThreads, RB * H > 32 ? 2 : 3) mx_kernel(const
     uint32_t qw = 0x7F7F7F7Fu;
     if (r < p.R) qw = p.q_scales[r * H + tid % H];
     int qc, t[4];
-    const int fast = ixl_v2mx_head_fold(qw, &qc, t);
+    int fast = ixl_v2mx_head_fold(qw, &qc, t);
+    float w = 0.0f;
+    if (r < p.R)
+      w = BF16 ? __uint_as_float((uint32_t)reinterpret_cast<const uint16_t *>(p.w)[r * H + tid % H]
+                                 << 16)
+               : reinterpret_cast<const float *>(p.w)[r * H + tid % H];
+    // the fast path multiplies the weight by 2^(qc - 127) instead of each dot: exact when the
+    // product is a normal number (then bf16 weights stay bf16 values) whose half is normal too
+    const float wc = __fmul_rn(w, __uint_as_float((uint32_t)qc << 23));
+    const uint32_t we = (__float_as_uint(wc) >> 23) & 0xFFu;
+    if (fast && w == w && w != 0.0f && (we < 2 || we == 0xFF)) fast = 0;
+    s_wo[tid] = w;
+    s_wq[tid] = fast ? wc : w;
     s_hf[tid] = (uint8_t)fast;
     s_hq[tid] = fast ? (uint32_t)qc * 0x01010101u : qw;
     s_hc[tid] = fast ? __uint_as_float((uint32_t)qc << 23) : 1.0f; // qc in [77, 177]
@@ -291,37 +321,31 @@ __global__ void __launch_bounds__(kThreads, RB * H > 32 ? 2 : 3) mx_kernel(const
 
   // ---- per lane: its columns 8 j + 2 t4 + c (register 4 j + 2 half + c), weights, folds
   const int i0 = 16 * warp + (lane >> 2); // this lane's slots: i0, i0 + 8
-  float cq[2 * NJ];
   uint32_t slow_heads = 0;
 #pragma unroll
   for (int j = 0; j < NJ; j++)
 #pragma unroll
-    for (int c = 0; c < 2; c++) {
-      const int n = 8 * j + 2 * t4 + c;
-      cq[2 * j + c] = s_hc[n];
-      slow_heads |= (uint32_t)(s_hf[n] == 0) << (2 * j + c);
-    }
-  // fp32: w of the lane's own columns; bf16: the pairs its chains take, heads
-  // 8 j + 2 (t4 & 1) + {0, 1} (first) and 8 j + 4 + 2 (t4 & 1) + {0, 1} (second)
+    for (int c = 0; c < 2; c++) slow_heads |= (uint32_t)(s_hf[8 * j + 2 * t4 + c] == 0) << (2 * j + c);
+  // any lane of the quad (the lanes of the same two slots) with a slow column
+  int quad_slow = slow_heads != 0;
+  quad_slow |= __shfl_xor_sync(0xffffffffu, quad_slow, 1);
+  quad_slow |= __shfl_xor_sync(0xffffffffu, quad_slow, 2);
+  // the fast path's weights (times 2^(qc - 127)): fp32: half of them, for the lane's own
+  // columns (relu(x) w = (x + |x|) (w / 2), NaN kept); bf16: the pairs its chains take,
+  // heads 8 j + 2 (t4 & 1) + {0, 1} (first) and 8 j + 4 + 2 (t4 & 1) + {0, 1} (second)
   float wf[BF16 ? 1 : 2 * NJ];
   __nv_bfloat162 wb[BF16 ? 2 * NJ : 1];
 #pragma unroll
   for (int j = 0; j < NJ; j++) {
-    const int n0 = 8 * j + 2 * t4;
-    const int64_t r = row0 + n0 / H;
     if (BF16) {
-      const uint16_t *w16 = reinterpret_cast<const uint16_t *>(p.w);
 #pragma unroll
       for (int k = 0; k < 2; k++) {
-        const int h = (8 * j) % H + 4 * k + 2 * (t4 & 1);
-        uint32_t v = 0;
-        if (r < p.R) v = (uint32_t)w16[r * H + h] | (uint32_t)w16[r * H + h + 1] << 16;
-        wb[2 * j + k] = *reinterpret_cast<__nv_bfloat162 *>(&v);
+        const int n = 8 * j + 4 * k + 2 * (t4 & 1);
+        wb[2 * j + k] = __floats2bfloat162_rn(s_wq[n], s_wq[n + 1]); // exact: bf16 values
       }
     } else {
-      const float *w32 = reinterpret_cast<const float *>(p.w);
 #pragma unroll
-      for (int c = 0; c < 2; c++) wf[2 * j + c] = r < p.R ? w32[r * H + (n0 + c) % H] : 0.0f;
+      for (int c = 0; c < 2; c++) wf[2 * j + c] = __fmul_rn(s_wq[8 * j + 2 * t4 + c], 0.5f);
     }
   }
 
@@ -406,6 +430,7 @@ __global__ void __launch_bounds__(kThreads, RB * H > 32 ? 2 : 3) mx_kernel(const
     if (s < T && tile_needed(s)) load(s, s);
     ixl::sm80::cp_async_commit();
   }
+  __syncthreads(); // the prologue tiles' flags (plain stores) are visible to iteration 0's vote
   float acc[4][NC / 2];
   const int q4 = lane & 3, sw = (i0 >> 1) & 3;
   for (int t = 0; t < T; t++) {
@@ -434,119 +459,146 @@ __global__ void __launch_bounds__(kThreads, RB * H > 32 ? 2 : 3) mx_kernel(const
     }
     const uint32_t kw[2] = {s_sc[s * kTile + i0], s_sc[s * kTile + i0 + 8]};
     const bool okslot[2] = {s_fl[s * kTile + i0] != 0, s_fl[s * kTile + i0 + 8] != 0};
-    wgmma_fence();
+    // the slots' key exponents: the fast path needs every byte in the window (quad-uniform)
+    const bool qslow = quad_slow || !ixl_v2mx_fast_word(kw[0]) || !ixl_v2mx_fast_word(kw[1]);
+    float kf[2][4];
 #pragma unroll
-    for (int g = 0; g < 4; g++)
-      wgmma_e4m3_rs<NC>(acc[g], a[g], wgmma_desc(s_q + 32 * g, IXL_SM90_SWIZZLE_128B, 16, 1024),
-                        0);
+    for (int h = 0; h < 2; h++)
+#pragma unroll
+      for (int g = 0; g < 4; g++) kf[h][g] = __uint_as_float(((kw[h] >> (8 * g)) & 0xFFu) << 23);
+    const uint64_t db = wgmma_desc(s_q, IXL_SM90_SWIZZLE_128B, 16, 1024);
+    wgmma_fence();
+    // groups 0 and 1, then 2 and 3: the first pair's combine overlaps the second's wgmma
+#pragma unroll
+    for (int g = 0; g < 2; g++) wgmma_e4m3_rs<NC>(acc[g], a[g], db + 2 * g, 0);
     wgmma_commit();
+#pragma unroll
+    for (int g = 2; g < 4; g++) wgmma_e4m3_rs<NC>(acc[g], a[g], db + 2 * g, 0);
+    wgmma_commit();
+    wgmma_wait<1>();
+    fence_operand(acc[0]);
+    fence_operand(acc[1]);
+    if (!qslow) {
+#pragma unroll
+      for (int e = 0; e < NC / 2; e++) {
+        const int h = (e >> 1) & 1;
+        acc[0][e] = __fmaf_rn(acc[1][e], kf[h][1], __fmul_rn(acc[0][e], kf[h][0]));
+      }
+    }
+    fence_operand(acc[0]);
     wgmma_wait<0>();
 #pragma unroll
     for (int g = 0; g < 4; g++) fence_operand(acc[g]);
 #pragma unroll
     for (int g = 0; g < 4; g++) fence_operand(a[g]);
 
-    // ---- the dots, into acc[0]
-    const bool pslow0 = !ixl_v2mx_fast_word(kw[0]), pslow1 = !ixl_v2mx_fast_word(kw[1]);
-    float kf[2][4];
+    // ---- the head reduction and the stores: RB rows of H / 8 column blocks each. FOLD: the
+    // dots are d / 2^(qc - 127) and the weights carry the factor; else the dots are d and the
+    // weights the stored ones.
+    auto reduce = [&](auto fold_tag) {
+      constexpr bool FOLD = decltype(fold_tag)::value;
 #pragma unroll
-    for (int h = 0; h < 2; h++)
+      for (int r = 0; r < RB; r++) {
+        const int64_t orow = row0 + r;
+        int64_t lo = 0, hi = 0, co = 0;
+        if (MODE == K1) lo = s_lo[r], hi = s_hi[r], co = s_co[r];
+        if (!BF16) {
+          float sum[2] = {0.0f, 0.0f};
 #pragma unroll
-      for (int g = 0; g < 4; g++) kf[h][g] = __uint_as_float(((kw[h] >> (8 * g)) & 0xFFu) << 23);
-    if (slow_heads == 0 && !pslow0 && !pslow1) {
+          for (int j = r * (H / 8); j < (r + 1) * (H / 8); j++)
 #pragma unroll
-      for (int e = 0; e < NC / 2; e++) {
-        const int h = (e >> 1) & 1, c = 2 * (e >> 2) + (e & 1);
-        const float t01 = __fmaf_rn(acc[1][e], kf[h][1], __fmul_rn(acc[0][e], kf[h][0]));
-        const float t23 = __fmaf_rn(acc[3][e], kf[h][3], __fmul_rn(acc[2][e], kf[h][2]));
-        acc[0][e] = __fmul_rn(cq[c], __fadd_rn(t01, t23));
+            for (int c = 0; c < 2; c++)
+#pragma unroll
+              for (int h = 0; h < 2; h++) {
+                const float x = acc[0][4 * j + 2 * h + c];
+                sum[h] = FOLD ? __fmaf_rn(wf[2 * j + c], __fadd_rn(x, fabsf(x)), sum[h])
+                              : __fmaf_rn(s_wo[8 * j + 2 * t4 + c], relu(x), sum[h]);
+              }
+#pragma unroll
+          for (int h = 0; h < 2; h++) {
+            sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
+            sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
+          }
+          if (t4 < 2) { // lane 0 of the quad stores slot i0, lane 1 slot i0 + 8
+            const int i = i0 + 8 * t4;
+            const float v = t4 ? sum[1] : sum[0];
+            const int64_t n = tb + i;
+            if (MODE == K1) {
+              if (orow < p.R && n >= lo && n < hi)
+                reinterpret_cast<float *>(p.out)[orow * p.out_cols + n - co] = v;
+            } else if (n < chunk_hi) {
+              reinterpret_cast<float *>(p.out)[row * p.out_cols + n] =
+                  (t4 ? okslot[1] : okslot[0]) ? v : __uint_as_float(0xff800000u);
+            }
+          }
+        } else {
+          // chains: lanes t4 = 0, 2 run (s0, s1), lanes 1, 3 run (s2, s3); lanes 0, 1 keep slot
+          // i0 and lanes 2, 3 slot i0 + 8; each sends the other slot's pair to lane t4 ^ 2
+          const int keep = t4 >> 1;
+          __nv_bfloat162 ch2 = __floats2bfloat162_rn(0.0f, 0.0f);
+#pragma unroll
+          for (int j = r * (H / 8); j < (r + 1) * (H / 8); j++) {
+            const uint32_t v0 = cvt_relu_bf16x2(acc[0][4 * j], acc[0][4 * j + 1]);     // slot i0
+            const uint32_t v1 = cvt_relu_bf16x2(acc[0][4 * j + 2], acc[0][4 * j + 3]); // i0 + 8
+            const uint32_t mine = keep ? v1 : v0;
+            const uint32_t got = __shfl_xor_sync(0xffffffffu, keep ? v0 : v1, 2);
+            // heads 8 j + {0,1} (+2 for lanes 1, 3) come from lane 0 or 1, 8 j + {4,5} from 2, 3
+            const uint32_t first = keep ? got : mine, second = keep ? mine : got;
+            __nv_bfloat162 w0, w1;
+            if (FOLD) {
+              w0 = wb[2 * j];
+              w1 = wb[2 * j + 1];
+            } else {
+              const int n = 8 * j + 2 * (t4 & 1);
+              w0 = __floats2bfloat162_rn(s_wo[n], s_wo[n + 1]);
+              w1 = __floats2bfloat162_rn(s_wo[n + 4], s_wo[n + 5]);
+            }
+            ch2 = __hfma2(w0, *reinterpret_cast<const __nv_bfloat162 *>(&first), ch2);
+            ch2 = __hfma2(w1, *reinterpret_cast<const __nv_bfloat162 *>(&second), ch2);
+          }
+          const uint32_t cu = *reinterpret_cast<const uint32_t *>(&ch2);
+          const uint32_t ou = __shfl_xor_sync(0xffffffffu, cu, 1);
+          // lane t4 even: (s0 + s2, s1 + s3); then bf16(low + high)
+          const __nv_bfloat162 pair = __hadd2(ch2, *reinterpret_cast<const __nv_bfloat162 *>(&ou));
+          const __nv_bfloat16 res = __hadd(__low2bfloat16(pair), __high2bfloat16(pair));
+          if ((t4 & 1) == 0) {
+            const int i = i0 + 8 * keep;
+            const int64_t n = tb + i;
+            const uint16_t v = *reinterpret_cast<const uint16_t *>(&res);
+            if (MODE == K1) {
+              if (orow < p.R && n >= lo && n < hi)
+                reinterpret_cast<uint16_t *>(p.out)[orow * p.out_cols + n - co] = v;
+            } else if (n < chunk_hi) {
+              reinterpret_cast<uint16_t *>(p.out)[row * p.out_cols + n] =
+                  (keep ? okslot[1] : okslot[0]) ? v : (uint16_t)0xFF80u;
+            }
+          }
+        }
       }
+    };
+    if (!qslow) {
+#pragma unroll
+      for (int e = 0; e < NC / 2; e++) {
+        const int h = (e >> 1) & 1;
+        acc[0][e] = __fadd_rn(acc[0][e], __fmaf_rn(acc[3][e], kf[h][3], __fmul_rn(acc[2][e], kf[h][2])));
+      }
+      reduce(std::true_type{});
     } else {
+      // the exact dots d: the fast formula times 2^(qc - 127) where it holds, else the CPU's
+      const bool pslow[2] = {!ixl_v2mx_fast_word(kw[0]) != 0, !ixl_v2mx_fast_word(kw[1]) != 0};
 #pragma unroll
       for (int e = 0; e < NC / 2; e++) {
         const int h = (e >> 1) & 1, c = 2 * (e >> 2) + (e & 1);
-        if (((slow_heads >> c) & 1) || (h ? pslow1 : pslow0)) {
-          const int n = 8 * (e >> 2) + 2 * t4 + (e & 1);
+        const int n = 8 * (e >> 2) + 2 * t4 + (e & 1);
+        if (((slow_heads >> c) & 1) || pslow[h]) {
           acc[0][e] = slow_dot(acc[0][e], acc[1][e], acc[2][e], acc[3][e], s_hq[n], kw[h]);
         } else {
           const float t01 = __fmaf_rn(acc[1][e], kf[h][1], __fmul_rn(acc[0][e], kf[h][0]));
           const float t23 = __fmaf_rn(acc[3][e], kf[h][3], __fmul_rn(acc[2][e], kf[h][2]));
-          acc[0][e] = __fmul_rn(cq[c], __fadd_rn(t01, t23));
+          acc[0][e] = __fmul_rn(s_hc[n], __fadd_rn(t01, t23));
         }
       }
-    }
-
-    // ---- the head reduction and the stores: RB rows of H / 8 column blocks each
-#pragma unroll
-    for (int r = 0; r < RB; r++) {
-      const int64_t orow = row0 + r;
-      int64_t lo = 0, hi = 0, co = 0;
-      if (MODE == K1) lo = s_lo[r], hi = s_hi[r], co = s_co[r];
-      if (!BF16) {
-        float sum[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int j = r * (H / 8); j < (r + 1) * (H / 8); j++)
-#pragma unroll
-          for (int c = 0; c < 2; c++)
-#pragma unroll
-            for (int h = 0; h < 2; h++)
-              sum[h] = __fmaf_rn(wf[2 * j + c], relu(acc[0][4 * j + 2 * h + c]), sum[h]);
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-          sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
-          sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
-        }
-        if (t4 < 2) { // lane 0 of the quad stores slot i0, lane 1 slot i0 + 8
-          const int i = i0 + 8 * t4;
-          const float v = t4 ? sum[1] : sum[0];
-          const int64_t n = tb + i;
-          if (MODE == K1) {
-            if (orow < p.R && n >= lo && n < hi)
-              reinterpret_cast<float *>(p.out)[orow * p.out_cols + n - co] = v;
-          } else if (n < chunk_hi) {
-            reinterpret_cast<float *>(p.out)[row * p.out_cols + n] =
-                (t4 ? okslot[1] : okslot[0]) ? v : __uint_as_float(0xff800000u);
-          }
-        }
-      } else {
-        // chains: lanes t4 = 0, 2 run (s0, s1), lanes 1, 3 run (s2, s3); lanes 0, 1 keep slot
-        // i0 and lanes 2, 3 slot i0 + 8; each sends the other slot's pair to lane t4 ^ 2
-        const int keep = t4 >> 1;
-        __nv_bfloat162 ch2 = __floats2bfloat162_rn(0.0f, 0.0f);
-#pragma unroll
-        for (int j = r * (H / 8); j < (r + 1) * (H / 8); j++) {
-          const __nv_bfloat162 v0 =
-              __floats2bfloat162_rn(relu(acc[0][4 * j]), relu(acc[0][4 * j + 1]));     // slot i0
-          const __nv_bfloat162 v1 =
-              __floats2bfloat162_rn(relu(acc[0][4 * j + 2]), relu(acc[0][4 * j + 3])); // i0 + 8
-          const __nv_bfloat162 mine = keep ? v1 : v0, send = keep ? v0 : v1;
-          uint32_t su = *reinterpret_cast<const uint32_t *>(&send);
-          su = __shfl_xor_sync(0xffffffffu, su, 2);
-          const __nv_bfloat162 got = *reinterpret_cast<__nv_bfloat162 *>(&su);
-          // heads 8 j + {0,1} (lane t4 & 1 = 0) come from lane 0 or 1, 8 j + {4,5} from 2 or 3
-          const __nv_bfloat162 first = keep ? got : mine, second = keep ? mine : got;
-          ch2 = __hfma2(wb[2 * j], first, ch2);
-          ch2 = __hfma2(wb[2 * j + 1], second, ch2);
-        }
-        uint32_t cu = *reinterpret_cast<const uint32_t *>(&ch2);
-        const uint32_t ou = __shfl_xor_sync(0xffffffffu, cu, 1);
-        const __nv_bfloat162 other = *reinterpret_cast<const __nv_bfloat162 *>(&ou);
-        // lane t4 even: (s0 + s2, s1 + s3); then bf16(low + high)
-        const __nv_bfloat162 pair = __hadd2(ch2, other);
-        const __nv_bfloat16 res = __hadd(__low2bfloat16(pair), __high2bfloat16(pair));
-        if ((t4 & 1) == 0) {
-          const int i = i0 + 8 * keep;
-          const int64_t n = tb + i;
-          const uint16_t v = *reinterpret_cast<const uint16_t *>(&res);
-          if (MODE == K1) {
-            if (orow < p.R && n >= lo && n < hi)
-              reinterpret_cast<uint16_t *>(p.out)[orow * p.out_cols + n - co] = v;
-          } else if (n < chunk_hi) {
-            reinterpret_cast<uint16_t *>(p.out)[row * p.out_cols + n] =
-                (keep ? okslot[1] : okslot[0]) ? v : (uint16_t)0xFF80u;
-          }
-        }
-      }
+      reduce(std::false_type{});
     }
   }
   ixl::sm80::cp_async_wait<0>();
@@ -600,16 +652,20 @@ ixl_status launch(ixl_ctx *ctx, Params p, int64_t units, int64_t cap, const char
     sms = 132;
   }
   if (occ < 1) occ = 1;
-  // the chunk: tiles of 64, enough CTAs for two waves of the resident ones, at most `cap`
+  // the chunk: tiles of 64, at most `cap` columns; as few chunks per row as fill whole waves
+  // of the resident CTAs (units * nchunks just below a multiple of occ * sms: equal CTAs
+  // finish together, so a last wave a tenth full would cost a whole wave's time)
   const int64_t tiles = ixl_ceil_div(p.out_cols, kTile);
   cap = cap / kTile * kTile;
   if (cap > kMaxChunk) cap = kMaxChunk;
   if (cap < kTile) cap = kTile;
-  int64_t want = ixl_ceil_div(units * tiles, 2LL * occ * sms) * kTile;
-  if (want < kTile) want = kTile;
-  if (want > cap) want = cap;
-  p.chunk = want;
-  p.nchunks = ixl_ceil_div(p.out_cols, want);
+  const int64_t slots = (int64_t)occ * sms, nmin = ixl_ceil_div(tiles, cap / kTile);
+  const int64_t waves = ixl_ceil_div(nmin * units, slots);
+  int64_t nch = waves * slots / units;
+  if (nch < nmin) nch = nmin;
+  if (nch > tiles) nch = tiles;
+  p.chunk = ixl_ceil_div(tiles, nch) * kTile;
+  p.nchunks = ixl_ceil_div(p.out_cols, p.chunk);
   const int64_t blocks = p.nchunks * units;
   if (blocks > INT32_MAX)
     return ixl_set_error(ctx, IXL_ERR_UNSUPPORTED, "%s (v2): %lld CTAs: more than a grid holds",

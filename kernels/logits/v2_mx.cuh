@@ -74,12 +74,17 @@ IXL_V2MX_FN uint32_t ixl_v2mx_q_word(uint32_t x, int p4, int t) {
 
 // 1 when every byte of a packed UE8M0 word lies within 127 +- IXL_V2MX_FAST_E.
 IXL_V2MX_FN int ixl_v2mx_fast_word(uint32_t w) {
+#ifdef __CUDA_ARCH__
+  return (__vcmpgeu4(w, 0x01010101u * (127 - IXL_V2MX_FAST_E)) &
+          __vcmpleu4(w, 0x01010101u * (127 + IXL_V2MX_FAST_E))) == 0xFFFFFFFFu;
+#else
   int ok = 1;
   for (int g = 0; g < 4; g++) {
     const int b = (int)((w >> (8 * g)) & 0xFFu) - 127;
     ok &= b >= -IXL_V2MX_FAST_E && b <= IXL_V2MX_FAST_E;
   }
   return ok;
+#endif
 }
 
 // A head's fold from its packed query scale word: returns 1 when it folds (then *qc is its
