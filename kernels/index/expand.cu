@@ -2,20 +2,27 @@
 // once per step; the same results as kernels/index/expand.c.
 //
 // Per row (one CTA): a candidate c is valid when c >= 0 and c*ratio < nblocks (nblocks =
-// ceil(max(ke-ks, 0) / sbk)); the valid, distinct candidates in ascending order expand to the
-// blocks c*ratio + i (i < ratio, < nblocks), each written as block + ks/sbk. Instead of
-// sorting the list, the CTA marks the valid candidates in a shared bitmap (a window of
-// WINDOW_BITS candidate ids at a time, from the smallest valid id to the largest), and a
-// block-wide scan of the bit counts gives every candidate its slot: all runs are ratio long
-// except the last candidate of the row's range, the only one that can be cut short. Slots
-// past n_valid repeat the last id (an empty row: ks/sbk). Both ks_modes give the same ids
-// (aligned only refuses, on the host, a non-empty row whose ks is not a multiple of sbk).
+// ceil(max(ke-ks, 0) / sbk)), that is c < ncb = ceil(nblocks / ratio); the valid, distinct
+// candidates in ascending order expand to the blocks c*ratio + i (i < ratio, < nblocks), each
+// written as block + ks/sbk. Instead of sorting the list, the CTA marks the valid candidates in
+// a shared bitmap over [0, ncb) (one window of WINDOW_BITS ids holds every row up to 131072
+// candidate blocks; longer rows take several windows), and a block-wide scan of the bit counts
+// gives every candidate its slot: all runs are ratio long except that of candidate ncb - 1, the
+// only one that can be cut short. The ids go to a shared staging row when the row's slots fit
+// (STAGE), then out in one coalesced pass together with the pads; slots past n_valid repeat the
+// last id (an empty row: ks/sbk). Both ks_modes give the same ids (aligned only refuses, on the
+// host, a non-empty row whose ks is not a multiple of sbk).
+//
+// The candidates are read once per window, straight into registers; the first ones are
+// requested before the row's range, so the two loads' latencies overlap. IXL_EXPAND_V1=1
+// (test-only) runs the previous kernel (a min/max pass, then windows from the smallest valid
+// id), kept for comparison.
 #include "cuda/common.cuh"
 
 namespace {
 
 using namespace ixl;
-constexpr int NT = 256;
+constexpr int NT = 256; // the previous kernel (v1)
 constexpr int WINDOW_WORDS = 1024; // 32768 candidate ids per window, 4 KiB of shared memory
 constexpr int WORDS_PER_THREAD = WINDOW_WORDS / NT;
 constexpr int64_t WINDOW_BITS = (int64_t)WINDOW_WORDS * 32;
@@ -117,6 +124,132 @@ __global__ void __launch_bounds__(NT) expand_kernel(const int32_t *__restrict__ 
   }
 }
 
+// ---------------------------------------------------------------- K4
+constexpr int NT2 = 512;
+constexpr int WWORDS = 4096;                          // bitmap words per window (16 KiB)
+constexpr int64_t WBITS = (int64_t)WWORDS * 32;       // candidate ids per window
+constexpr int WPT2 = WWORDS / NT2;                    // words per thread at most
+constexpr int STAGE = 4096;                           // staged slots (16 KiB)
+constexpr int CREG = 8;                               // candidates per thread per load round
+
+__global__ void __launch_bounds__(NT2) expand_v2_kernel(
+    const int32_t *__restrict__ cand, int64_t T, const int32_t *__restrict__ row_ks,
+    const int32_t *__restrict__ row_ke, int ratio, int sbk, int32_t *__restrict__ ids,
+    int64_t nsb, int32_t *__restrict__ end) {
+  __shared__ uint32_t bits[WWORDS];
+  __shared__ int32_t stage[STAGE];
+  __shared__ int ws[NT2 / 32 + 1];
+  const int tid = (int)threadIdx.x;
+  const int64_t r = blockIdx.x;
+  const int32_t *cr = cand + r * T;
+  // the first candidates go to registers before anything else: their loads do not wait for
+  // the row's range
+  int32_t c[CREG];
+#pragma unroll
+  for (int u = 0; u < CREG; u++) {
+    const int64_t t = (int64_t)u * NT2 + tid;
+    c[u] = t < T ? cr[t] : -1;
+  }
+  const int64_t ks = row_ks ? row_ks[r] : 0, ke = row_ke[r];
+  const int64_t len = ke > ks ? ke - ks : 0;
+  const int64_t nblocks = (len + sbk - 1) / sbk;
+  const int64_t ncb = T > 0 ? (nblocks + ratio - 1) / ratio : 0; // candidate ids: [0, ncb)
+  const int64_t base = ks / sbk;
+  int32_t *out = ids + r * nsb;
+  const bool staged = nsb <= STAGE;
+
+  int64_t placed = 0;   // distinct valid candidates placed so far
+  bool last_cut = false; // candidate ncb - 1 is present (its run is cut at nblocks)
+  for (int64_t w0 = 0; w0 < ncb; w0 += WBITS) {
+    const int64_t span = ncb - w0 < WBITS ? ncb - w0 : WBITS;
+    const int nw = (int)((span + 31) >> 5);
+    if (w0 > 0) // a later window reads the candidates again
+#pragma unroll
+      for (int u = 0; u < CREG; u++) {
+        const int64_t t = (int64_t)u * NT2 + tid;
+        c[u] = t < T ? cr[t] : -1;
+      }
+    for (int i = tid; i < nw; i += NT2) bits[i] = 0;
+    __syncthreads();
+    for (int64_t t0 = 0;;) {
+#pragma unroll
+      for (int u = 0; u < CREG; u++) {
+        const int64_t d = (int64_t)c[u] - w0;
+        if (d >= 0 && d < span) atomicOr(&bits[d >> 5], 1u << (d & 31));
+      }
+      t0 += (int64_t)CREG * NT2;
+      if (t0 >= T) break;
+#pragma unroll
+      for (int u = 0; u < CREG; u++) {
+        const int64_t t = t0 + (int64_t)u * NT2 + tid;
+        c[u] = t < T ? cr[t] : -1;
+      }
+    }
+    __syncthreads();
+    // this thread's words are [tid*wpt, tid*wpt + wpt): contiguous, so order is kept
+    const int wpt = (nw + NT2 - 1) / NT2;
+    uint32_t mine[WPT2];
+    int cnt = 0;
+#pragma unroll
+    for (int u = 0; u < WPT2; u++) {
+      const int w = tid * wpt + u;
+      mine[u] = u < wpt && w < nw ? bits[w] : 0u;
+      cnt += __popc(mine[u]);
+    }
+    if (w0 + span == ncb) {
+      const int64_t d = ncb - 1 - w0;
+      last_cut = (bits[d >> 5] >> (d & 31)) & 1u;
+    }
+    int total;
+    const int before = block_exclusive_scan<NT2, int>(cnt, &total, ws);
+    int64_t q = placed + before;
+#pragma unroll
+    for (int u = 0; u < WPT2; u++) {
+      uint32_t m = mine[u];
+      while (m) {
+        const int bit = __ffs(m) - 1;
+        m &= m - 1;
+        const int64_t cid = w0 + (int64_t)(tid * wpt + u) * 32 + bit;
+        for (int i = 0; i < ratio; i++) {
+          const int64_t b = cid * ratio + i, slot = q * ratio + i;
+          if (b >= nblocks) break;
+          if (staged) stage[slot] = (int32_t)(b + base);
+          else if (slot < nsb) out[slot] = (int32_t)(b + base);
+        }
+        q++;
+      }
+    }
+    placed += total;
+    if (w0 + span < ncb) __syncthreads(); // bits is cleared for the next window
+  }
+  // every run is ratio long except that of candidate ncb - 1, cut at nblocks
+  const int64_t n_valid =
+      placed > 0 ? placed * ratio - (last_cut ? ncb * ratio - nblocks : 0) : 0;
+  __syncthreads(); // the ids (staged or in global memory) are visible to the whole CTA
+  const int32_t pad =
+      n_valid > 0 ? (staged ? stage[n_valid - 1] : out[n_valid - 1]) : (int32_t)base;
+  if (staged) {
+    for (int64_t j = tid; j < nsb; j += NT2) out[j] = j < n_valid ? stage[j] : pad;
+  } else {
+    for (int64_t j = n_valid + tid; j < nsb; j += NT2) out[j] = pad;
+  }
+  if (tid == 0) {
+    int64_t e = 0;
+    if (n_valid > 0) {
+      const int64_t last = (int64_t)pad - base;
+      int64_t tail = ke - (last * sbk + ks);
+      if (tail > sbk) tail = sbk;
+      e = (n_valid - 1) * sbk + tail;
+    }
+    end[r] = (int32_t)e;
+  }
+}
+
+bool expand_v1_forced() {
+  const char *e = getenv("IXL_EXPAND_V1");
+  return e && e[0] == '1';
+}
+
 } // namespace
 
 extern "C" ixl_status ixl_cuda_expand(ixl_ctx *ctx, const ixl_tensor *cand,
@@ -132,6 +265,14 @@ extern "C" ixl_status ixl_cuda_expand(ixl_ctx *ctx, const ixl_tensor *cand,
                          "expand: cand: shape[0] = %lld: must be <= %d rows on the GPU",
                          (long long)R, INT32_MAX);
   const int ratio = candidate_block_size / sparse_block_kv;
+  if (!expand_v1_forced()) {
+    expand_v2_kernel<<<(unsigned)R, NT2, 0, stream_of(ctx)>>>(
+        T ? (const int32_t *)cand->data : nullptr, T,
+        row_ks ? (const int32_t *)row_ks->data : nullptr, (const int32_t *)row_ke->data, ratio,
+        sparse_block_kv, nsb ? (int32_t *)sparse_ids->data : nullptr, nsb,
+        (int32_t *)end->data);
+    return ixl_cuda_check_launch(ctx, "expand");
+  }
   expand_kernel<<<(unsigned)R, NT, 0, stream_of(ctx)>>>(
       T ? (const int32_t *)cand->data : nullptr, T,
       row_ks ? (const int32_t *)row_ks->data : nullptr, (const int32_t *)row_ke->data, ratio,

@@ -1,21 +1,348 @@
-// select.cu - K3 candidate selection (ixl_cuda_candidate_select) and the comparison path's
+// candidates.cu - K3 candidate selection (ixl_cuda_candidate_select) and the comparison path's
 // candidate mask (ixl_cuda_mask_candidates) on the GPU; the same results as
 // kernels/select/candidates.c.
 //
-// K3 reuses the top-k radix select of cuda/common.cuh with the block scores as keys. The
-// scores are never stored: every pass of the select recomputes a block's score from its cbs
-// logits (a few loads from L2), so the op needs no scratch. Block scores follow the CPU
-// definition exactly: max in fp32 with NaN propagating; sum and mean accumulated in double in
-// increasing position order, then rounded to fp32; logsumexp as m + log(sum exp(x - m)) in
-// double. CUDA's double exp/log may differ from glibc's by an ulp, which can change the order
-// of two blocks only when their scores are within about 1e-7 relative (a near-tie).
+// K3, keys in shared memory (rows of fewer than 65536 blocks, the common case): one 1024-thread
+// CTA per row streams the row's logits once (coalesced 16-byte loads, 8 in flight per thread),
+// reduces each block to its score and keeps the order key of every block score in shared
+// memory, with the histogram of the keys' top 11 bits built on the way. Two more digit passes
+// (11 and 10 bits) over the shared keys give the T-th largest key t exactly; one ordered
+// compaction (counts of keys > t and == t scanned over the CTA in index order) collects the
+// winners, the ties at t by smaller block id, and a bitonic sort of those kk entries orders
+// them (score descending, block id ascending) as the CPU does. No sampling, no sort of the row.
+// Longer rows (and IXL_CANDIDATES_V1=1, a test-only switch that keeps the previous kernel
+// callable for comparison) use the per-row radix select of cuda/radix_select.cuh with the block
+// scores as keys, recomputed from the logits at every pass.
+//
+// Block scores follow the CPU definition exactly: max in fp32 with NaN propagating (the order
+// key of a max is the max of the keys, NaN on top, -0 equal to +0); sum and mean accumulated in
+// double in increasing position order, then rounded to fp32; logsumexp as m + log(sum exp(x -
+// m)) in double. CUDA's double exp/log may differ from glibc's by an ulp, which can change the
+// order of two blocks only when their scores are within about 1e-7 relative (a near-tie).
+#include <cooperative_groups.h>
+
 #include "cuda/common.cuh"
 
 namespace {
 
 using namespace ixl;
+namespace cg = cooperative_groups;
 constexpr int NT = SELECT_THREADS;
 
+// fp32 max that propagates NaN (PTX max.NaN, sm_80+); the sign of a zero result is free (the
+// order keys of -0 and +0 are equal).
+__device__ __forceinline__ float fmax_nan(float a, float b) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+
+// The score of block b of a row (len visible positions), as the CPU defines it.
+__device__ float block_score(const float *x, int64_t len, int cbs, int how, bool aligned4,
+                             int64_t b) {
+  const int64_t lo = b * cbs, hi = lo + cbs < len ? lo + cbs : len;
+  if (how == IXL_SCORE_SUM || how == IXL_SCORE_MEAN) {
+    double acc = 0;
+    for (int64_t i = lo; i < hi; i++) acc += (double)x[i];
+    return how == IXL_SCORE_SUM ? (float)acc : (float)(acc / (double)(hi - lo));
+  }
+  float m = -INFINITY;
+  int64_t i = lo;
+  if (aligned4) // 16-byte loads: blocks start at multiples of cbs, a multiple of 4 here
+    for (; i + 4 <= hi; i += 4) {
+      const float4 v = *reinterpret_cast<const float4 *>(x + i);
+      m = fmax_nan(fmax_nan(m, v.x), fmax_nan(fmax_nan(v.y, v.z), v.w));
+    }
+  for (; i < hi; i++) m = fmax_nan(m, x[i]);
+  if (isnan(m)) return __int_as_float(0x7fc00000);
+  if (how == IXL_SCORE_MAX || isinf(m)) return m;
+  double s = 0;
+  for (int64_t j = lo; j < hi; j++) s += exp((double)x[j] - (double)m);
+  return (float)((double)m + log(s));
+}
+
+// ---------------------------------------------------------------- K3, keys in shared memory
+constexpr int64_t K3_NMAX = 65535;      // blocks per row at most: 16-bit packed counts stay exact
+constexpr int K3_HIST = 2048 + 2048 + 1024; // the three digits' bins (11, 11, 10 bits)
+constexpr int K3_U = 8;                 // 16-byte loads in flight per thread
+constexpr int K3_WTOT = 512;            // (round, warp) totals: 65536 keys / 128 per warp-round
+
+template <int NTH>
+struct K3Shared {
+  unsigned ws[NTH / 32 + 1];
+  unsigned wtot[K3_WTOT];
+  unsigned bin, above;
+};
+
+// After a histogram of the keys that match the prefix so far: the bin holding the need-th
+// largest of them (sh.bin) and how many of them lie in the bins above it (sh.above).
+// nbins is a multiple of NTH; the bins are scanned from the top.
+template <int NTH>
+__device__ void k3_find_bin(const unsigned *hist, int nbins, unsigned need, K3Shared<NTH> &sh) {
+  const int per = nbins / NTH;
+  const int hi = nbins - (int)threadIdx.x * per; // this thread's bins: [hi - per, hi)
+  unsigned s = 0;
+  for (int b = hi - per; b < hi; b++) s += hist[b];
+  unsigned total;
+  const unsigned before = block_exclusive_scan<NTH, unsigned>(s, &total, sh.ws);
+  if (before < need && need <= before + s) {
+    unsigned acc = before;
+    for (int b = hi - 1; b >= hi - per; b--) {
+      if (acc + hist[b] >= need) {
+        sh.bin = (unsigned)b;
+        sh.above = acc;
+        break;
+      }
+      acc += hist[b];
+    }
+  }
+  __syncthreads();
+}
+
+// One digit pass over the shared keys: hist[(key >> shift) & mask] for the keys whose bits
+// above `match_shift` equal `prefix`.
+template <int NTH>
+__device__ __forceinline__ void k3_digit_pass(const uint4 *keys4, int n, int rounds,
+                                              unsigned *hist, int match_shift, unsigned prefix,
+                                              int shift, unsigned mask) {
+  for (int rr = 0; rr < rounds; rr++) {
+    const int v = rr * NTH + (int)threadIdx.x, i0 = 4 * v;
+    const uint4 kv = keys4[v];
+    const unsigned k4[4] = {kv.x, kv.y, kv.z, kv.w};
+#pragma unroll
+    for (int e = 0; e < 4; e++)
+      if (i0 + e < n && (k4[e] >> match_shift) == prefix)
+        atomicAdd(&hist[(k4[e] >> shift) & mask], 1u);
+  }
+  __syncthreads();
+}
+
+// (gt, eq) of up to 4 keys, packed: gt in the low 16 bits, eq in the high 16.
+__device__ __forceinline__ unsigned k3_counts(const unsigned (&k4)[4], int i0, int n, bool all,
+                                              unsigned thr) {
+  unsigned c = 0;
+#pragma unroll
+  for (int e = 0; e < 4; e++) {
+    const bool valid = i0 + e < n;
+    c += (valid && (all || k4[e] > thr)) ? 1u : 0u;
+    c += (valid && !all && k4[e] == thr) ? 0x10000u : 0u;
+  }
+  return c;
+}
+
+// Cluster helpers (sm_90): the rank-0 CTA's shared address of a local one, and the cluster
+// barrier. Unused (cs = 1) on older GPUs.
+__device__ __forceinline__ unsigned *k3_leader_smem(unsigned *p, int cs) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (cs > 1) return cg::this_cluster().map_shared_rank(p, 0);
+#endif
+  (void)cs;
+  return p;
+}
+__device__ __forceinline__ void k3_cluster_sync(int cs) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (cs > 1) {
+    cg::this_cluster().sync();
+    return;
+  }
+#endif
+  (void)cs;
+  __syncthreads();
+}
+
+// The profile instantiation (IXL_CANDIDATES_PROFILE=1, test-only): thread 0 of the first and
+// the middle row's leader stamps clock64 after each phase and prints the cycles.
+constexpr int K3_NSTAMP = 9;
+
+// grid: R * cs CTAs, clusters of cs (one row each); every CTA of a cluster scores a slice of
+// the row's blocks and writes the keys and the top digit's histogram into the rank-0 CTA's
+// shared memory, which then selects alone.
+template <bool kVec, int NTH, bool kProf>
+__global__ void __launch_bounds__(NTH, 1024 / NTH)
+    candidate_select_smem_kernel(const float *__restrict__ logits, int64_t C,
+                                 const int32_t *__restrict__ lens, int cbs, int how, int64_t T,
+                                 int32_t *__restrict__ out, int P, int lq, int cs) {
+  constexpr int RK = 4 * NTH; // keys per round of the passes (one uint4 per thread)
+  constexpr int NW = NTH / 32;
+  extern __shared__ __align__(16) unsigned char k3_smem[];
+  __shared__ K3Shared<NTH> sh;
+  long long stamp[kProf ? K3_NSTAMP : 1];
+  if (kProf) stamp[0] = clock64();
+  const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int64_t r = blockIdx.x / cs;
+  const int rank = (int)(blockIdx.x % cs);
+  int64_t len = lens[r];
+  if (len < 0) len = 0; // validated on the host when visible there; clamp so bad data never faults
+  if (len > C) len = C;
+  const int n = (int)((len + cbs - 1) / cbs);
+  const int kk = (int)(T < n ? T : (int64_t)n);
+  int32_t *o = out + r * T;
+  if (kk == 0) { // the same for every CTA of the cluster
+    if (rank == 0)
+      for (int64_t j = tid; j < T; j += NTH) o[j] = -1;
+    return;
+  }
+  // shared memory: [sort buffer of P entries | the histograms] (one region, used in turn),
+  // then the keys
+  const int region = P * 8 > K3_HIST * 4 ? P * 8 : K3_HIST * 4;
+  uint64_t *sbuf = reinterpret_cast<uint64_t *>(k3_smem);
+  unsigned *hist = reinterpret_cast<unsigned *>(k3_smem);
+  unsigned *keys = reinterpret_cast<unsigned *>(k3_smem + region);
+  const uint4 *keys4 = reinterpret_cast<const uint4 *>(keys);
+  if (rank == 0)
+    for (int i = tid; i < K3_HIST; i += NTH) hist[i] = 0;
+  unsigned *keys_to = k3_leader_smem(keys, cs), *hist_to = k3_leader_smem(hist, cs);
+  k3_cluster_sync(cs);
+  if (kProf) stamp[1] = clock64();
+
+  // ---- load this CTA's slice of blocks: keys and the top digit's histogram to the leader
+  const int per = (n + cs - 1) / cs, blo = rank * per, bhi = blo + per < n ? blo + per : n;
+  const float *row = logits + r * C;
+  if (kVec) { // max over cbs = 4 << lq positions; q = 1 << lq lanes share a block
+    const int q = 1 << lq, ilen = (int)len; // len < 2^31 (an int32 length)
+    const float4 *row4 = reinterpret_cast<const float4 *>(row);
+    const int vlo = blo << lq, vhi = bhi << lq; // vectors of the slice's blocks (< 2^21)
+    for (int v0 = vlo; v0 < vhi; v0 += NTH * K3_U) {
+      float4 x[K3_U];
+#pragma unroll
+      for (int u = 0; u < K3_U; u++) {
+        const int v = v0 + u * NTH + tid;
+        x[u] = v < vhi && 4 * v < ilen
+                   ? __ldg(row4 + v)
+                   : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
+      }
+#pragma unroll
+      for (int u = 0; u < K3_U; u++) {
+        const int v = v0 + u * NTH + tid;
+        float4 a = x[u];
+        if (4 * v + 4 > ilen) { // the row's last, partial vector (or none)
+          if (4 * v + 1 >= ilen) a.y = -INFINITY;
+          if (4 * v + 2 >= ilen) a.z = -INFINITY;
+          if (4 * v + 3 >= ilen) a.w = -INFINITY;
+        }
+        float m = fmax_nan(fmax_nan(a.x, a.y), fmax_nan(a.z, a.w));
+        for (int d = 1; d < q; d <<= 1) m = fmax_nan(m, __shfl_xor_sync(0xffffffffu, m, d));
+        if ((tid & (q - 1)) == 0 && v < vhi) {
+          const int b = v >> lq;
+          unsigned key = ixl_order_key_f32(m);
+          if (b == n - 1 && key != IXL_KEY_NAN) key = IXL_KEY_POS_INF;
+          keys_to[b] = key;
+          atomicAdd(&hist_to[key >> 21], 1u);
+        }
+      }
+    }
+  } else {
+    const bool aligned4 = cbs % 4 == 0 && ((uintptr_t)row & 15u) == 0;
+    for (int b = blo + tid; b < bhi; b += NTH) {
+      unsigned key = ixl_order_key_f32(block_score(row, len, cbs, how, aligned4, b));
+      if (b == n - 1 && key != IXL_KEY_NAN) key = IXL_KEY_POS_INF;
+      keys_to[b] = key;
+      atomicAdd(&hist_to[key >> 21], 1u);
+    }
+  }
+  k3_cluster_sync(cs);
+  if (rank != 0) return; // the leader selects alone
+  if (kProf) stamp[2] = clock64();
+
+  // ---- the kk-th largest key t, digit by digit (11/11/10 bits); need = the ties at t taken
+  const int rounds = (n + RK - 1) / RK;
+  const bool all = kk == n; // every block is kept
+  unsigned thr = 0, need = 0;
+  if (kProf) stamp[3] = stamp[4] = stamp[5] = stamp[2];
+  if (!all) {
+    k3_find_bin<NTH>(hist, 2048, (unsigned)kk, sh);
+    if (kProf) stamp[3] = clock64();
+    const unsigned b0 = sh.bin;
+    unsigned rem = (unsigned)kk - sh.above;
+    k3_digit_pass<NTH>(keys4, n, rounds, hist + 2048, 21, b0, 10, 2047u);
+    k3_find_bin<NTH>(hist + 2048, 2048, rem, sh);
+    if (kProf) stamp[4] = clock64();
+    const unsigned p1 = (b0 << 11) | sh.bin;
+    rem -= sh.above;
+    k3_digit_pass<NTH>(keys4, n, rounds, hist + 4096, 10, p1, 0, 1023u);
+    k3_find_bin<NTH>(hist + 4096, 1024, rem, sh);
+    if (kProf) stamp[5] = clock64();
+    thr = (p1 << 10) | sh.bin;
+    need = rem - sh.above;
+  }
+
+  // ---- ordered compaction of the winners (keys > t, the first `need` keys == t) into sbuf
+  for (int rr = 0; rr < rounds; rr++) {
+    const int v = rr * NTH + tid;
+    const uint4 kv = keys4[v];
+    const unsigned k4[4] = {kv.x, kv.y, kv.z, kv.w};
+    const unsigned wt = __reduce_add_sync(0xffffffffu, k3_counts(k4, 4 * v, n, all, thr));
+    if (lane == 0) sh.wtot[rr * NW + warp] = wt;
+  }
+  __syncthreads();
+  if (warp == 0) { // exclusive scan of the (round, warp) totals, in index order
+    const int m = rounds * NW, e = (m + 31) / 32, e0 = lane * e;
+    unsigned s = 0;
+    for (int i = e0; i < e0 + e && i < m; i++) s += sh.wtot[i];
+    unsigned x = s;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const unsigned y = __shfl_up_sync(0xffffffffu, x, d);
+      if (lane >= d) x += y;
+    }
+    unsigned acc = x - s;
+    for (int i = e0; i < e0 + e && i < m; i++) {
+      const unsigned t = sh.wtot[i];
+      sh.wtot[i] = acc;
+      acc += t;
+    }
+  }
+  __syncthreads();
+  for (int rr = 0; rr < rounds; rr++) {
+    const int v = rr * NTH + tid, i0 = 4 * v;
+    const uint4 kv = keys4[v];
+    const unsigned k4[4] = {kv.x, kv.y, kv.z, kv.w};
+    const unsigned c = k3_counts(k4, i0, n, all, thr);
+    unsigned x = c;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const unsigned y = __shfl_up_sync(0xffffffffu, x, d);
+      if (lane >= d) x += y;
+    }
+    const unsigned base = sh.wtot[rr * NW + warp] + x - c;
+    unsigned gtb = base & 0xffffu, eqb = base >> 16;
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      if (i0 + e >= n) break;
+      if (all || k4[e] > thr) {
+        sbuf[gtb + (eqb < need ? eqb : need)] = select_composite(k4[e], i0 + e);
+        gtb++;
+      } else if (k4[e] == thr) {
+        if (eqb < need) sbuf[gtb + eqb] = select_composite(k4[e], i0 + e);
+        eqb++;
+      }
+    }
+  }
+  for (int j = kk + tid; j < P; j += NTH) sbuf[j] = ~0ull;
+  __syncthreads();
+  if (kProf) stamp[6] = clock64();
+
+  // ---- order the kk winners (score descending, block id ascending), then -1 pads
+  block_bitonic_sort<NTH>(sbuf, P);
+  if (kProf) stamp[7] = clock64();
+  for (int64_t j = tid; j < T; j += NTH)
+    o[j] = j < kk ? (int32_t)(uint32_t)(sbuf[j] & 0xffffffffull) : -1;
+  if (kProf) {
+    __syncthreads();
+    stamp[8] = clock64();
+    const int64_t R = gridDim.x / cs;
+    if (tid == 0 && (r == 0 || r == R / 2))
+      printf("k3prof row %lld n %d T %lld NT %d cs %d | kcycles: zero %.1f load %.1f find0 %.1f "
+             "pass1 %.1f pass2 %.1f compact %.1f sort %.1f store %.1f total %.1f\n",
+             (long long)r, n, (long long)T, NTH, cs, (stamp[1] - stamp[0]) * 1e-3,
+             (stamp[2] - stamp[1]) * 1e-3, (stamp[3] - stamp[2]) * 1e-3,
+             (stamp[4] - stamp[3]) * 1e-3, (stamp[5] - stamp[4]) * 1e-3,
+             (stamp[6] - stamp[5]) * 1e-3, (stamp[7] - stamp[6]) * 1e-3,
+             (stamp[8] - stamp[7]) * 1e-3, (stamp[8] - stamp[0]) * 1e-3);
+  }
+}
+
+// ---------------------------------------------------------------- K3, long rows (and v1)
 // The blocks of one row, keyed by score; the newest block scores +inf unless its score is NaN.
 struct RowBlocks {
   const float *x; // the row's logits, columns = request-local positions
@@ -25,35 +352,8 @@ struct RowBlocks {
   int how;        // ixl_block_score
   bool aligned4;  // cbs % 4 == 0 and the row starts 16-byte aligned
 
-  __device__ float score(int64_t b) const {
-    const int64_t lo = b * cbs, hi = lo + cbs < len ? lo + cbs : len;
-    if (how == IXL_SCORE_SUM || how == IXL_SCORE_MEAN) {
-      double acc = 0;
-      for (int64_t i = lo; i < hi; i++) acc += (double)x[i];
-      return how == IXL_SCORE_SUM ? (float)acc : (float)(acc / (double)(hi - lo));
-    }
-    float m = -INFINITY;
-    bool nan = false;
-    int64_t i = lo;
-    if (aligned4) // 16-byte loads: blocks start at multiples of cbs, a multiple of 4 here
-      for (; i + 4 <= hi; i += 4) {
-        const float4 v = *reinterpret_cast<const float4 *>(x + i);
-        nan |= isnan(v.x) | isnan(v.y) | isnan(v.z) | isnan(v.w);
-        m = fmaxf(fmaxf(m, v.x), fmaxf(fmaxf(v.y, v.z), v.w)); // NaN is tracked apart
-      }
-    for (; i < hi; i++) {
-      const float v = x[i];
-      nan |= isnan(v);
-      m = fmaxf(m, v);
-    }
-    if (nan) return __int_as_float(0x7fc00000);
-    if (how == IXL_SCORE_MAX || isinf(m)) return m;
-    double s = 0;
-    for (int64_t i = lo; i < hi; i++) s += exp((double)x[i] - (double)m);
-    return (float)((double)m + log(s));
-  }
   __device__ uint32_t key_at(int64_t b) const {
-    const uint32_t key = ixl_order_key_f32(score(b));
+    const uint32_t key = ixl_order_key_f32(block_score(x, len, cbs, how, aligned4, b));
     return b == n - 1 && key != IXL_KEY_NAN ? IXL_KEY_POS_INF : key;
   }
   static constexpr int W = 1;
@@ -126,18 +426,11 @@ __global__ void __launch_bounds__(MASK_THREADS) mask_kernel(T *__restrict__ logi
   }
 }
 
-} // namespace
-
-extern "C" ixl_status ixl_cuda_candidate_select(ixl_ctx *ctx, const ixl_tensor *logits,
-                                                const ixl_tensor *lens, int candidate_block_size,
-                                                ixl_block_score score, ixl_tensor *out) {
+// The previous kernel, for rows of K3_NMAX blocks or more and for comparison.
+ixl_status candidate_select_v1(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *lens,
+                               int cbs, ixl_block_score score, ixl_tensor *out) {
   const int64_t R = logits->shape[0], C = logits->shape[1], T = out->shape[1];
-  if (R == 0 || T == 0) return IXL_OK;
-  if (R > INT32_MAX)
-    return ixl_set_error(ctx, IXL_ERR_SHAPE,
-                         "candidate_select: logits: shape[0] = %lld: must be <= %d rows on the GPU",
-                         (long long)R, INT32_MAX);
-  const int B = select_buffer_entries(T, (C + candidate_block_size - 1) / candidate_block_size);
+  const int B = select_buffer_entries(T, (C + cbs - 1) / cbs);
   const size_t smem = select_smem_bytes(B);
   ixl_status st = ixl_cuda_status(
       ctx, cudaFuncSetAttribute(candidate_select_kernel,
@@ -145,9 +438,132 @@ extern "C" ixl_status ixl_cuda_candidate_select(ixl_ctx *ctx, const ixl_tensor *
       "candidate_select: cudaFuncSetAttribute");
   if (st) return st;
   candidate_select_kernel<<<(unsigned)R, NT, smem, stream_of(ctx)>>>(
-      (const float *)logits->data, C, (const int32_t *)lens->data, candidate_block_size,
-      (int)score, T, (int32_t *)out->data, B, select_flags());
+      (const float *)logits->data, C, (const int32_t *)lens->data, cbs, (int)score, T,
+      (int32_t *)out->data, B, select_flags());
   return ixl_cuda_check_launch(ctx, "candidate_select");
+}
+
+// Test-only switches read from the environment: IXL_CANDIDATES_V1=1 (every call takes the
+// previous kernel), IXL_CANDIDATES_NT=512|1024 and IXL_CANDIDATES_CS=1|2|4|8 (threads per CTA
+// and CTAs per row instead of the defaults), IXL_CANDIDATES_PROFILE=1 (the profile
+// instantiation).
+int env_int(const char *name, int dflt) {
+  const char *e = getenv(name);
+  return e && *e ? atoi(e) : dflt;
+}
+
+// The dynamic shared memory a CTA may take (the opt-in limit less the kernel's static part)
+// and the device's major compute capability, read once: every context of the process is on
+// one device.
+struct DeviceFacts {
+  int smem, major, sms;
+};
+const DeviceFacts &device_facts() {
+  static DeviceFacts f = {-1, 0, 0};
+  if (f.smem < 0) {
+    int dev = 0, v = 48 * 1024, major = 0, sms = 1;
+    if (cudaGetDevice(&dev) == cudaSuccess) {
+      cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    }
+    cudaGetLastError();
+    f.major = major;
+    f.sms = sms;
+    f.smem = v - (int)sizeof(K3Shared<1024>) - 1024;
+  }
+  return f;
+}
+
+typedef void (*k3_kernel_fn)(const float *, int64_t, const int32_t *, int, int, int64_t,
+                             int32_t *, int, int, int);
+
+// [vec][nt == 1024][profile]
+k3_kernel_fn k3_kernel(int vec, int big, int prof) {
+  static const k3_kernel_fn table[2][2][2] = {
+      {{candidate_select_smem_kernel<false, 512, false>,
+        candidate_select_smem_kernel<false, 512, true>},
+       {candidate_select_smem_kernel<false, 1024, false>,
+        candidate_select_smem_kernel<false, 1024, true>}},
+      {{candidate_select_smem_kernel<true, 512, false>,
+        candidate_select_smem_kernel<true, 512, true>},
+       {candidate_select_smem_kernel<true, 1024, false>,
+        candidate_select_smem_kernel<true, 1024, true>}}};
+  return table[vec][big][prof];
+}
+
+} // namespace
+
+extern "C" ixl_status ixl_cuda_candidate_select(ixl_ctx *ctx, const ixl_tensor *logits,
+                                                const ixl_tensor *lens, int candidate_block_size,
+                                                ixl_block_score score, ixl_tensor *out) {
+  const int64_t R = logits->shape[0], C = logits->shape[1], T = out->shape[1];
+  const int cbs = candidate_block_size;
+  if (R == 0 || T == 0) return IXL_OK;
+  if (R > INT32_MAX / 8)
+    return ixl_set_error(ctx, IXL_ERR_SHAPE,
+                         "candidate_select: logits: shape[0] = %lld: must be <= %d rows on the GPU",
+                         (long long)R, INT32_MAX / 8);
+  const int64_t ncap = (C + cbs - 1) / cbs; // blocks of the longest possible row
+  const DeviceFacts &dev = device_facts();
+  if (ncap <= K3_NMAX && env_int("IXL_CANDIDATES_V1", 0) != 1) {
+    const int64_t kmax = T < ncap ? T : ncap;
+    int64_t P = 1;
+    while (P < kmax) P <<= 1;
+    const int64_t region = P * 8 > K3_HIST * 4 ? P * 8 : K3_HIST * 4;
+    const int64_t smem = region + (ncap + 4095) / 4096 * 4096 * 4; // keys in whole rounds
+    if (smem <= dev.smem) {
+      // one wave of rows: 1024 threads per row, two CTAs per row on sm_90 where they fit in
+      // one wave (the load is the row's cost); more rows: 512 threads, two CTAs per SM (one
+      // row's selection overlaps another's load)
+      int nt = R <= dev.sms ? 1024 : 512;
+      int cs = dev.major >= 9 && 2 * R <= dev.sms ? 2 : 1;
+      nt = env_int("IXL_CANDIDATES_NT", nt) == 512 ? 512 : 1024;
+      cs = env_int("IXL_CANDIDATES_CS", cs);
+      if (cs != 2 && cs != 4 && cs != 8) cs = 1;
+      if (dev.major < 9) cs = 1;
+      const int q = cbs / 4;
+      const bool vec = score == IXL_SCORE_MAX && cbs % 4 == 0 && q <= 32 && (q & (q - 1)) == 0 &&
+                       C % 4 == 0 && ((uintptr_t)logits->data & 15u) == 0;
+      int lq = 0;
+      while (vec && (1 << lq) < q) lq++;
+      const int prof = env_int("IXL_CANDIDATES_PROFILE", 0) == 1;
+      const k3_kernel_fn kern = k3_kernel(vec, nt == 1024, prof);
+      static int64_t set_bytes[2][2][2]; // the attribute already set, per instantiation
+      int64_t &set = set_bytes[vec][nt == 1024][prof];
+      if (smem > set) {
+        ixl_status st = ixl_cuda_status(
+            ctx, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      (int)smem),
+            "candidate_select: cudaFuncSetAttribute");
+        if (st) return st;
+        set = smem;
+      }
+      cudaLaunchConfig_t cfg = {};
+      cudaLaunchAttribute attr[1];
+      cfg.gridDim = dim3((unsigned)(R * cs));
+      cfg.blockDim = dim3((unsigned)nt);
+      cfg.dynamicSmemBytes = (size_t)smem;
+      cfg.stream = stream_of(ctx);
+      if (cs > 1) {
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = (unsigned)cs;
+        attr[0].val.clusterDim.y = 1;
+        attr[0].val.clusterDim.z = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+      }
+      ixl_status st = ixl_cuda_status(
+          ctx,
+          cudaLaunchKernelEx(&cfg, kern, (const float *)logits->data, C,
+                             (const int32_t *)lens->data, cbs, (int)score, T,
+                             (int32_t *)out->data, (int)P, lq, cs),
+          "candidate_select");
+      if (st) return st;
+      return ixl_cuda_check_launch(ctx, "candidate_select");
+    }
+  }
+  return candidate_select_v1(ctx, logits, lens, cbs, score, out);
 }
 
 extern "C" ixl_status ixl_cuda_mask_candidates(ixl_ctx *ctx, ixl_tensor *logits,
