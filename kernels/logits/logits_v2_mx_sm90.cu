@@ -20,7 +20,9 @@
 //   fetch the chunk's page ids / sparse-block bases into shared memory once, like v1. One
 //   barrier per tile.
 // - Epilogue per lane (2 key slots x RB*H/4 columns): the group combine of v2_mx.cuh (fast:
-//   6 FP instructions a dot; exact slow path on NaN scales or out-of-window exponents), then
+//   5 FP instructions a dot, groups 0-1 while groups 2-3's wgmma run, 2^(qc - 127) carried by
+//   the weights where that is exact; else, for the lane quad, the exact dots d and the stored
+//   weights, with the CPU's formula on NaN scales or out-of-window exponents), then
 //   the fp32 head sum (lane sums, 2 shfl_xor) or SPEC 3's bf16 chain in registers: the
 //   heads h % 4 in {0, 1} of a position lie in lanes t4 = 0 and 2, {2, 3} in 1 and 3, so one
 //   shfl_xor(2) per 8 heads puts each chain in head order in one lane, fma.rn.bf16x2 runs
@@ -31,7 +33,8 @@
 // Not here (v1 runs them): H other than 32 and 64, misaligned tensors, calls with more than
 // 2^31 - 1 output columns.
 // Benchmark: IXL_LOGITS_VARIANT=v2 build-gpu/bench_logits CASES.json 20 mxfp4 (BENCHMARKS.md,
-// "MXFP4 on wgmma").
+// "MXFP4 on wgmma"). H200, 2026-12-01: 1.25-2.5x v1 (K1 2048x8192 666 us, K2 64x128K 436 us,
+// K5 paged 71 us, K5 ragged 2.94 ms); one warpgroup per CTA, issue- and latency-bound.
 //
 // sass-limits: mx_kernel registers 255 shared 1024
 #include "logits/logits.h"
@@ -325,7 +328,8 @@ __global__ void __launch_bounds__(kThreads, min_ctas(MODE, RB * H)) mx_kernel(co
 #pragma unroll
   for (int j = 0; j < NJ; j++)
 #pragma unroll
-    for (int c = 0; c < 2; c++) slow_heads |= (uint32_t)(s_hf[8 * j + 2 * t4 + c] == 0) << (2 * j + c);
+    for (int c = 0; c < 2; c++)
+      slow_heads |= (uint32_t)(s_hf[8 * j + 2 * t4 + c] == 0) << (2 * j + c);
   // any lane of the quad (the lanes of the same two slots) with a slow column
   int quad_slow = slow_heads != 0;
   quad_slow |= __shfl_xor_sync(0xffffffffu, quad_slow, 1);
@@ -451,7 +455,8 @@ __global__ void __launch_bounds__(kThreads, min_ctas(MODE, RB * H)) mx_kernel(co
     uint32_t a[4][4];
 #pragma unroll
     for (int g = 0; g < 4; g++) {
-      const uint32_t w0 = *reinterpret_cast<const uint32_t *>(st + i0 * 64 + 16 * (g ^ sw) + 4 * q4);
+      const uint32_t w0 =
+          *reinterpret_cast<const uint32_t *>(st + i0 * 64 + 16 * (g ^ sw) + 4 * q4);
       const uint32_t w1 =
           *reinterpret_cast<const uint32_t *>(st + (i0 + 8) * 64 + 16 * (g ^ sw) + 4 * q4);
       ixl_sm90_e2m1x8_widen(w0, &a[g][0], &a[g][2]);
@@ -580,7 +585,8 @@ __global__ void __launch_bounds__(kThreads, min_ctas(MODE, RB * H)) mx_kernel(co
 #pragma unroll
       for (int e = 0; e < NC / 2; e++) {
         const int h = (e >> 1) & 1;
-        acc[0][e] = __fadd_rn(acc[0][e], __fmaf_rn(acc[3][e], kf[h][3], __fmul_rn(acc[2][e], kf[h][2])));
+        const float t23 = __fmaf_rn(acc[3][e], kf[h][3], __fmul_rn(acc[2][e], kf[h][2]));
+        acc[0][e] = __fadd_rn(acc[0][e], t23);
       }
       reduce(std::true_type{});
     } else {
