@@ -101,7 +101,7 @@ static const ixl_variant table[] = {
      "one CTA per row, block-wide radix select in shared memory"},
     {IXL_FAMILY_SELECT, "v2", IXL_BACKEND_CUDA, 80, 0, NULL, NULL, &select_v2_ops,
      "K6: radix select over keys kept in shared memory, column-order compaction (no sort "
-     "unsorted), a cluster per long row (sm_90); K3 as v1"},
+     "unsorted), a cluster per long row (sm_90) finished in CTA 0, K7 fusable; K3 as v1"},
 };
 #define NTABLE ((int)(sizeof table / sizeof table[0]))
 

@@ -1,6 +1,7 @@
-// topk_v2.cu - K6 top-k, the select family's CUDA `v2` (ixl_cuda_topk_v2): the same results as
-// the CPU reference (kernels/select/topk.c) bit for bit, by a radix select whose output is a
-// column-order compaction instead of a sort.
+// topk_v2.cu - K6 top-k, the select family's CUDA `v2` (ixl_cuda_topk_v2), and K6 with K7's
+// remap fused into its store (ixl_cuda_topk_v2_remap): the same results as the CPU reference
+// (kernels/select/topk.c, then kernels/index/remap.c) bit for bit, by a radix select whose
+// output is a column-order compaction instead of a sort.
 //
 // A row is cut into `cs` chunks of L columns (cs = 1, or a thread-block cluster of 2-16 CTAs
 // on sm_90); each CTA keeps its chunk's order keys in shared memory, so the row is read from
@@ -8,21 +9,27 @@
 //  1. digit passes over the keys in shared memory (fp32 keys 11/11/10 bits, bf16 keys 11/5),
 //     the first one fused into the load: per-CTA histograms (two copies, by warp parity), in a
 //     cluster reduce-scattered through distributed shared memory (CTA c sums slice c of every
-//     CTA's bins), the slice holding the kk-th largest key found by a block scan and broadcast.
-//     After the last digit the kk-th key t, the count above it and `need` (how many keys equal
-//     to t win) are known exactly.
+//     CTA's bins), the bin holding the kk-th largest key found by a block scan. In a cluster,
+//     that first-digit bin's keys (usually a few thousand) then go to CTA 0, which finishes the
+//     lower digits alone and hands the threshold back (DeepSelect's merge: one cluster-wide
+//     find per row, not one per digit); a bin of more than GCAP keys (ties) runs the lower
+//     digits cluster-wide. After the last digit the kk-th key t, the count above it and `need`
+//     (how many keys equal to t win) are known exactly.
 //  2. compaction in column order: thread i owns a contiguous run of the chunk; counts of keys
 //     > t and == t are scanned over the CTA (and over the cluster's CTAs before it), which gives
 //     every winner its output slot: unsorted output needs no sort, and the first `need` ties by
 //     column win (ties to the smaller column).
-//  3. sorted mode: the kk winners, as (~key << 32 | column), go to CTA 0 (in column order, by
-//     slot) and one bitonic sort of those kk entries orders them (value desc, column asc).
+//  3. sorted mode, and the fused remap: the kk winners, as (~key << 32 | column), go to CTA 0
+//     (in column order, by slot); sorted mode orders them by one bitonic sort (value desc,
+//     column asc); CTA 0 writes them out, remapped to positions (kernels/index/remap.cu's rule)
+//     when fused, so a row's sparse-id loads are all in flight at once.
 // Key 0 is never an order key (it would be a NaN, and every NaN keys as 0xffffffff), so it
 // marks the columns outside [row_start, row_end) that the aligned chunks cover. No global
 // scratch, nothing allocated, no host sync: the op is graph-capturable. Rows longer than 16
 // chunks (more than 16 * 32768 columns), or over 32768 columns without clusters (sm_80), run
-// v1 (kernels/select/topk.cu).
+// v1 (kernels/select/topk.cu), then K7's own kernel when fused.
 #include "cuda/common.cuh"
+#include "select/topk_v2.h"
 
 #include <cooperative_groups.h>
 
@@ -35,14 +42,37 @@ constexpr int NT = 512;       // threads per CTA
 constexpr int NB = 2048;      // bins of the widest digit
 constexpr int LCAP = 32768;   // columns per CTA at most (16-bit packed counts stay exact)
 constexpr int CSMAX = 16;     // CTAs per cluster at most (16 needs the non-portable opt-in)
+constexpr int GCAP = 4096;    // first-digit bin keys CTA 0 gathers at most (16 KB)
+
+// flags (the development switches, dev_switches below)
+constexpr int F_GATHER = 1;   // clusters: the first digit's bin finished in CTA 0
 
 struct V2Shared {
-  uint32_t prefix, mask;
-  int above, need, found, inbin, slice_tot;
-  unsigned cta_tot; // packed (gt | eq << 16) counts of the CTA, for the cluster prefix
+  uint32_t prefix;          // cluster gather: the threshold CTA 0 hands back
+  int above;
+  int slice_tot;
+  unsigned gcount;          // CTA 0: keys gathered
+  int gbase;                // this CTA's first slot in CTA 0's gathered keys
   int ws[NT / 32 + 1];
   unsigned wsu[NT / 32 + 1];
 };
+
+// K7's rule (kernels/index/remap.cu): column c of row r -> (id[c / sbk] - ks / sbk) * sbk +
+// c % sbk; -1 for c < 0, a column past the row's sparse columns, or a position outside
+// [0, INT32_MAX]. on = 0: no remap, the column itself.
+struct Remap {
+  const int32_t *ids; // [R, nsb]; nullptr when nsb = 0
+  const int32_t *ks;  // [R] or nullptr (= 0)
+  int64_t nsb;
+  int sbk, on;
+};
+__device__ __forceinline__ int32_t store_value(const Remap &m, int64_t r, int64_t c) {
+  if (!m.on) return (int32_t)c;
+  if (c < 0 || c >= m.nsb * m.sbk) return -1;
+  const int64_t ks = m.ks ? m.ks[r] : 0;
+  const int64_t pos = ((int64_t)m.ids[r * m.nsb + c / m.sbk] - ks / m.sbk) * m.sbk + c % m.sbk;
+  return pos >= 0 && pos <= INT32_MAX ? (int32_t)pos : -1;
+}
 
 // The key layout per dtype: KS is what shared memory holds per column, VEC columns per 16-B
 // vector, KB the significant bits of a key (bf16 keys live in the top 16 bits of the f32 key).
@@ -103,6 +133,19 @@ template <bool CL> __device__ __forceinline__ void csync() {
   __syncthreads();
 }
 
+// The split cluster barrier of the kernel's start: arrive on entry, wait before the first
+// access to a peer's shared memory (which needs every CTA of the cluster running).
+template <bool CL> __device__ __forceinline__ void cluster_arrive() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (CL) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+#endif
+}
+template <bool CL> __device__ __forceinline__ void cluster_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (CL) asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+#endif
+}
+
 // A pointer to the same shared variable in cluster CTA `rank` (itself without clusters).
 template <bool CL, typename P> __device__ __forceinline__ P *peer(P *p, int rank) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -112,37 +155,134 @@ template <bool CL, typename P> __device__ __forceinline__ P *peer(P *p, int rank
   return p;
 }
 
-// Among bins [lo, hi) with counts cnt(b), searched from the top with `base` keys above hi,
-// the bin holding the `need`-th largest key: when it is in range, the thread that finds it
-// stores the bin, the keys above it and its count through `put`. Every thread must call it.
-template <class Cnt, class Put>
-__device__ void find_in_range(int lo, int hi, int base, int need, Cnt &&cnt, Put &&put,
-                              V2Shared &sh) {
-  const int nbins = hi - lo, per = (nbins + NT - 1) / NT;
-  // thread 0 takes the top bins: bins [hi - (t+1) per, hi - t per)
-  const int bhi = max(hi - (int)threadIdx.x * per, lo), blo = max(bhi - per, lo);
+// The bins a thread owns in a find over [lo, hi): thread 0 takes the top ones.
+struct Own {
+  int blo, bhi;
+  __device__ Own(int lo, int hi) {
+    const int per = (hi - lo + NT - 1) / NT;
+    bhi = max(hi - (int)threadIdx.x * per, lo);
+    blo = max(bhi - per, lo);
+  }
+};
+
+// A find within the CTA over bins [lo, hi) of hist (both copies summed), searched from the
+// top with `base` keys above hi: the bin holding the `need`-th largest key goes to res (bin,
+// keys above it, its count; res[0] = -1 when fewer than need keys are counted), which every
+// thread reads after it returns. Each thread zeroes the bins it owns once read, so the
+// histogram is clear for the next pass (bins outside [lo, hi) must be clear already). Three
+// barriers; total: the count over [lo, hi).
+struct Found {
+  int bin, above, count, total; // bin -1: fewer than need keys
+};
+__device__ __forceinline__ Found local_find(int lo, int hi, int base, int need, unsigned *hist,
+                                            int *res, V2Shared &sh) {
+  const Own ow(lo, hi);
   int s = 0;
-  for (int b = blo; b < bhi; b++) s += cnt(b);
-  int total;
-  const int before = block_exclusive_scan<NT, int>(s, &total, sh.ws);
-  int acc = base + before;
+  for (int b = ow.blo; b < ow.bhi; b++) s += (int)(hist[b] + hist[NB + b]);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int x = s;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const int y = __shfl_up_sync(0xffffffffu, x, d);
+    if (lane >= d) x += y;
+  }
+  if (lane == 31) sh.ws[warp] = x;
+  __syncthreads(); // every reader of the previous res is past it
+  if (threadIdx.x == 0) res[0] = -1;
+  if (warp == 0) {
+    int w = lane < NT / 32 ? sh.ws[lane] : 0;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const int y = __shfl_up_sync(0xffffffffu, w, d);
+      if (lane >= d) w += y;
+    }
+    if (lane < NT / 32) sh.ws[lane] = w;
+    if (lane == NT / 32 - 1) sh.ws[NT / 32] = w;
+  }
+  __syncthreads();
+  int acc = base + (warp > 0 ? sh.ws[warp - 1] : 0) + x - s;
+  const int total = sh.ws[NT / 32];
   if (s > 0 && acc < need && need <= acc + s) {
-    for (int b = bhi - 1; b >= blo; b--) {
-      const int c = cnt(b);
+    for (int b = ow.bhi - 1; b >= ow.blo; b--) {
+      const int c = (int)(hist[b] + hist[NB + b]);
       if (acc + c >= need) {
-        put(b, acc, c);
+        res[0] = b, res[1] = acc, res[2] = c;
         break;
       }
       acc += c;
     }
   }
+  for (int b = ow.blo; b < ow.bhi; b++) hist[b] = 0, hist[NB + b] = 0;
+  __syncthreads(); // res is written; sh.ws is free again
+  return Found{res[0], res[1], res[2], total};
 }
 
-// The profile instantiation (PROF, chosen at run time by IXL_TOPK_V2_PROFILE=1, a development
-// switch): thread 0 of three CTAs (the first, the middle and the last) stamps clock64 after
-// each phase's barrier, so a stamp is the CTA's slowest thread, and prints one line of cycles
-// per phase with the CTA's global start and end (ns). The timed instantiation has none of it.
-constexpr int NSTAMP = 12; // entry, zeroed, loaded, (hist, found) x 3 passes, counted, stored
+// The same find over the cluster's histograms (every CTA calls it): CTA c sums slice c of
+// [lo, hi) over every CTA (reduce-scatter through distributed shared memory) and the CTA whose
+// slice holds the need-th key writes res into every CTA. The histograms are clear afterwards.
+// total: the cluster's count over [lo, hi).
+template <bool CL>
+__device__ Found cluster_find(int lo0, int hi0, int base0, int need, int rank, int cs,
+                              unsigned *hist, unsigned *merged, int *res, V2Shared &sh) {
+  csync<CL>(); // every histogram of the cluster is complete; every reader of res is past it
+  if (threadIdx.x == 0) res[0] = -1;
+  const int per = (hi0 - lo0 + cs - 1) / cs;
+  const int lo = min(lo0 + rank * per, hi0), hi = min(lo + per, hi0);
+  int part = 0;
+  for (int b = lo + threadIdx.x; b < hi; b += NT) {
+    // every peer's two counts in flight at once (one DSMEM latency, not 2 cs of them)
+    unsigned sum = 0;
+#pragma unroll
+    for (int q = 0; q < CSMAX; q++) {
+      if (q < cs) {
+        const unsigned *h = peer<CL>(hist, q);
+        sum += h[b] + h[NB + b];
+      }
+    }
+    merged[b] = sum;
+    part += (int)sum;
+  }
+  int tot;
+  block_exclusive_scan<NT, int>(part, &tot, sh.ws);
+  if (threadIdx.x == 0) sh.slice_tot = tot;
+  csync<CL>(); // slice totals published; nobody reads a peer's histogram any more
+  for (int b = threadIdx.x; b < 2 * NB; b += NT) hist[b] = 0;
+  int base = base0, all = 0;
+  for (int q = 0; q < cs; q++) {
+    const int t = peer<CL>(&sh, q)->slice_tot;
+    all += t;
+    if (q > rank) base += t;
+  }
+  if (base < need && need <= base + tot) {
+    // the find within this CTA's slice: thread 0 takes the slice's top bins
+    const Own ow(lo, hi);
+    int s = 0;
+    for (int b = ow.blo; b < ow.bhi; b++) s += (int)merged[b];
+    int t2;
+    int acc = base + block_exclusive_scan<NT, int>(s, &t2, sh.ws);
+    if (s > 0 && acc < need && need <= acc + s) {
+      for (int b = ow.bhi - 1; b >= ow.blo; b--) {
+        const int c = (int)merged[b];
+        if (acc + c >= need) {
+          for (int q = 0; q < cs; q++) {
+            int *rq = peer<CL>(res, q);
+            rq[0] = b, rq[1] = acc, rq[2] = c;
+          }
+          break;
+        }
+        acc += c;
+      }
+    }
+  }
+  csync<CL>(); // the finder's result is in every CTA
+  return Found{res[0], res[1], res[2], all};
+}
+
+// The profile instantiation (PROF, chosen by IXL_TOPK_V2_PROFILE=1, a development switch):
+// thread 0 of three CTAs (the first, the middle and the last) stamps clock64 after each
+// phase's barrier, so a stamp is the CTA's slowest thread, and prints one line of cycles per
+// phase with the CTA's global start and end (ns). The timed instantiation has none of it.
+constexpr int NSTAMP = 8; // entry, loaded, digit 0, digit 1, digit 2, counted, stored, end
 __device__ __forceinline__ unsigned long long global_ns() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -154,35 +294,35 @@ __device__ __forceinline__ unsigned smid() {
   return v;
 }
 __device__ __noinline__ void prof_print(const long long (&tc)[NSTAMP], unsigned long long g0,
-                                        unsigned long long g1, int L, int cs, int hm) {
-  long long d[NSTAMP], prev = tc[0]; // a pass the dtype does not run has no stamp (0)
+                                        unsigned long long g1, int L, int cs, int path) {
+  long long d[NSTAMP], prev = tc[0]; // a phase the row does not run has no stamp (0)
   for (int i = 1; i < NSTAMP; i++) {
     d[i] = tc[i] ? tc[i] - prev : 0;
     if (tc[i]) prev = tc[i];
   }
-  printf("# topkprof blk %u/%u sm %u L %d cs %d hm %d | ns %llu..%llu (%llu) | cyc zero %lld "
-         "load %lld p0 find %lld p1 hist %lld find %lld p2 hist %lld find %lld count %lld "
-         "store %lld end %lld total %lld\n",
-         blockIdx.x, gridDim.x, smid(), L, cs, hm, g0, g1, g1 - g0, d[1], d[2], d[4], d[5], d[6],
-         d[7], d[8], d[9], d[10], d[11], tc[NSTAMP - 1] - tc[0]);
+  printf("# topkprof blk %u/%u sm %u L %d cs %d path %d | ns %llu..%llu (%llu) | cyc load %lld "
+         "d0 %lld d1 %lld d2 %lld count %lld store %lld end %lld total %lld\n",
+         blockIdx.x, gridDim.x, smid(), L, cs, path, g0, g1, g1 - g0, d[1], d[2], d[3], d[4],
+         d[5], d[6], d[7], tc[NSTAMP - 1] - tc[0]);
 }
 
 template <typename T, bool CL, bool PROF>
 __global__ void __launch_bounds__(NT, 2)
     topk_v2_kernel(const T *__restrict__ logits, int64_t C, const int32_t *__restrict__ row_start,
                    const int32_t *__restrict__ row_end, int k, int sorted,
-                   int32_t *__restrict__ out, int RV, int P, int hm) {
+                   int32_t *__restrict__ out, int RV, int P, int flags, Remap m) {
   using K = KeyOf<T>;
   using KS = typename K::KS;
   constexpr int VEC = K::VEC;
   extern __shared__ uint4 smem4[];
   __shared__ V2Shared sh;
   __shared__ unsigned hist[2 * NB];
-  __shared__ unsigned merged[NB];
+  __shared__ unsigned merged[CL ? NB : 1];
   __shared__ int res[3]; // the found bin, keys above it, its count (written by the finder)
   __shared__ unsigned ctas[CSMAX + 1]; // [0]: this CTA's counts; [1 + q]: CTA q's
   long long tc[NSTAMP] = {};
   unsigned long long g_in = 0;
+  int path = 0; // profile: 1 gathered into CTA 0
   const bool prof = PROF && threadIdx.x == 0 &&
                     (blockIdx.x == 0 || blockIdx.x == gridDim.x / 2 || blockIdx.x == gridDim.x - 1);
   if (prof) tc[0] = clock64(), g_in = global_ns();
@@ -197,6 +337,7 @@ __global__ void __launch_bounds__(NT, 2)
     cs = (int)cg::this_cluster().num_blocks();
   }
 #endif
+  cluster_arrive<CL>();
   const int64_t r = blockIdx.x / cs;
   int64_t s = row_start ? row_start[r] : 0, e = row_end[r];
   if (s < 0) s = 0;
@@ -206,7 +347,10 @@ __global__ void __launch_bounds__(NT, 2)
   int32_t *o = out + r * (int64_t)k;
   if (rank == 0)
     for (int j = kk + threadIdx.x; j < k; j += NT) o[j] = -1;
-  if (kk <= 0) return; // the whole cluster leaves together: same row, same n
+  if (kk <= 0) { // the whole cluster leaves together: same row, same n
+    cluster_wait<CL>();
+    return;
+  }
 
   const T *row = logits + r * C;
   // the chunks start at a 16-byte boundary at or before column s (columns before s are 0)
@@ -219,21 +363,23 @@ __global__ void __launch_bounds__(NT, 2)
   // paired them: the profile of 2026-12-01, RV 5 in a pad of 1)
   const int S = RV | 1;
   uint4 *keys = smem4;
-  uint64_t *sbuf = reinterpret_cast<uint64_t *>(smem4 + NT * S); // sorted mode: P entries
+  // after the keys: the P staged winners (sorted or fused), or (clusters, before the
+  // compaction) CTA 0's gathered keys
+  uint64_t *sbuf = reinterpret_cast<uint64_t *>(smem4 + NT * S);
+  uint32_t *gbuf = reinterpret_cast<uint32_t *>(smem4 + NT * S);
   const int warp = threadIdx.x >> 5;
   unsigned *myhist = hist + (warp & 1) * NB;
+  const int sh0 = K::shift(0);
 
   for (int b = threadIdx.x; b < 2 * NB; b += NT) hist[b] = 0;
-  if (threadIdx.x == 0) sh.prefix = 0, sh.mask = 0, sh.above = 0;
-  __syncthreads();
-  stamp(1);
+  if (threadIdx.x == 0) sh.gcount = 0; // peers add to it only after the first cluster find
 
   // load: coalesced 16-B vectors, keys to shared memory, the first digit's histogram
   {
     // UNR vectors in flight per thread (32 KiB per CTA): the loads of a group are issued
     // before any is used, so a thread waits one memory latency per group, not per vector
     constexpr int UNR = 4;
-    const int sh0 = K::shift(0);
+    bool first = true;
     for (int v0 = threadIdx.x; v0 < nvec; v0 += UNR * NT) {
       uint4 w[UNR];
 #pragma unroll
@@ -243,6 +389,10 @@ __global__ void __launch_bounds__(NT, 2)
         w[u] = make_uint4(0, 0, 0, 0);
         if (v < nvec && g >= s && g + VEC <= e)
           w[u] = __ldg(reinterpret_cast<const uint4 *>(row + g));
+      }
+      if (first) { // the histograms are clear (every thread runs the first group)
+        __syncthreads();
+        first = false;
       }
 #pragma unroll
       for (int u = 0; u < UNR; u++) {
@@ -257,33 +407,86 @@ __global__ void __launch_bounds__(NT, 2)
           for (int j = 0; j < VEC; j++)
             kv[j] = (g + j >= s && g + j < e) ? K::key(row[g + j]) : (KS)0;
         }
-        if (hm) {
-          // warp-aggregated: one atomic per distinct bin of the warp (a development switch,
-          // IXL_TOPK_V2_HIST=1; v is the same across the block, so the whole warp is here)
 #pragma unroll
-          for (int j = 0; j < VEC; j++) {
-            const unsigned bin = kv[j] ? (unsigned)kv[j] >> sh0 : 0xffffffffu;
-            const unsigned peers = __match_any_sync(0xffffffffu, bin);
-            if (bin != 0xffffffffu && (int)(threadIdx.x & 31) == __ffs(peers) - 1)
-              atomicAdd(&myhist[bin], (unsigned)__popc(peers));
-          }
-        } else {
-#pragma unroll
-          for (int j = 0; j < VEC; j++)
-            if (kv[j]) atomicAdd(&myhist[kv[j] >> sh0], 1u);
-        }
+        for (int j = 0; j < VEC; j++)
+          if (kv[j]) atomicAdd(&myhist[kv[j] >> sh0], 1u);
         keys[(v / RV) * S + v % RV] = K::pack(kv);
       }
     }
   }
   __syncthreads();
-  stamp(2);
+  stamp(1);
 
+  // the first digit (every key: no bin can be skipped unseen)
+  cluster_wait<CL>(); // every CTA of the cluster runs: peers' shared memory may be read
   const uint4 *run = keys + threadIdx.x * S; // this thread's run of RV vectors
-  for (int p = 0; p < K::NP; p++) {
-    const int shift = K::shift(p), nb = 1 << K::bits(p);
-    if (p > 0) {
-      const uint32_t prefix = sh.prefix, mask = sh.mask;
+  Found f;
+  if (CL) f = cluster_find<CL>(0, NB, 0, kk, rank, cs, hist, merged, res, sh);
+  else f = local_find(0, NB, 0, kk, hist, res, sh);
+  stamp(2);
+  uint32_t prefix = (uint32_t)f.bin << sh0, mask = (uint32_t)(NB - 1) << sh0;
+  int above = f.above;
+
+  if (CL && (flags & F_GATHER) && f.count <= GCAP) {
+    // the bin's keys to CTA 0 (in any order: only the keys decide the threshold), which
+    // finishes the lower digits alone and hands the threshold back
+    path = 1;
+    const unsigned b1 = (unsigned)f.bin;
+    int mine = 0; // this thread's keys in the bin, then their place in CTA 0's buffer
+    for (int j = 0; j < RV; j++) {
+      KS kv[VEC];
+      K::from(run[j], kv);
+#pragma unroll
+      for (int q = 0; q < VEC; q++) mine += kv[q] && ((unsigned)kv[q] >> sh0) == b1;
+    }
+    int cta_in;
+    int at = block_exclusive_scan<NT, int>(mine, &cta_in, sh.ws);
+    if (threadIdx.x == 0)
+      sh.gbase = cta_in ? (int)atomicAdd(peer<CL>(&sh.gcount, 0), (unsigned)cta_in) : 0;
+    __syncthreads();
+    at += sh.gbase;
+    if (mine) {
+      uint32_t *gb = peer<CL>(gbuf, 0);
+      for (int j = 0; j < RV; j++) {
+        KS kv[VEC];
+        K::from(run[j], kv);
+#pragma unroll
+        for (int q = 0; q < VEC; q++)
+          if (kv[q] && ((unsigned)kv[q] >> sh0) == b1) {
+            if (at < GCAP) gb[at] = kv[q];
+            at++;
+          }
+      }
+    }
+    csync<CL>(); // CTA 0 holds the bin's f.count keys
+    stamp(3);
+    if (rank == 0) {
+      const int ng = f.count;
+      for (int p = 1; p < K::NP; p++) {
+        const int shift = K::shift(p), nb = 1 << K::bits(p);
+        for (int i = threadIdx.x; i < ng; i += NT) {
+          const uint32_t key = gbuf[i];
+          if ((key & mask) == prefix)
+            atomicAdd(&myhist[(key >> shift) & (unsigned)(nb - 1)], 1u);
+        }
+        __syncthreads();
+        const Found g = local_find(0, nb, 0, kk - above, hist, res, sh);
+        prefix |= (uint32_t)g.bin << shift;
+        mask |= (uint32_t)(nb - 1) << shift;
+        above += g.above;
+      }
+      if ((int)threadIdx.x < cs) {
+        V2Shared *q = peer<CL>(&sh, (int)threadIdx.x);
+        q->prefix = prefix;
+        q->above = above;
+      }
+    }
+    csync<CL>(); // the threshold is in every CTA
+    prefix = sh.prefix, above = sh.above;
+    stamp(4);
+  } else {
+    for (int p = 1; p < K::NP; p++) {
+      const int shift = K::shift(p), nb = 1 << K::bits(p);
       for (int j = 0; j < RV; j++) {
         KS kv[VEC];
         K::from(run[j], kv);
@@ -292,68 +495,19 @@ __global__ void __launch_bounds__(NT, 2)
           if (((uint32_t)kv[q] & mask) == prefix && kv[q])
             atomicAdd(&myhist[((uint32_t)kv[q] >> shift) & (unsigned)(nb - 1)], 1u);
       }
+      if (!CL) __syncthreads();
+      if (CL) f = cluster_find<CL>(0, nb, 0, kk - above, rank, cs, hist, merged, res, sh);
+      else f = local_find(0, nb, 0, kk - above, hist, res, sh);
+      prefix |= (uint32_t)f.bin << shift;
+      mask |= (uint32_t)(nb - 1) << shift;
+      above += f.above;
+      stamp(2 + p);
     }
-    const int need = kk - sh.above;
-    csync<CL>(); // every histogram of the cluster is complete
-    stamp(3 + 2 * p);
-    if (threadIdx.x == 0) res[0] = -1;
-    if (!CL) {
-      __syncthreads();
-      find_in_range(
-          0, nb, 0, need, [&](int b) { return (int)(hist[b] + hist[NB + b]); },
-          [&](int b, int above, int c) { res[0] = b, res[1] = above, res[2] = c; }, sh);
-      __syncthreads();
-    } else {
-      // reduce-scatter: this CTA owns bins [lo, hi) of the cluster's histogram
-      const int per = (nb + cs - 1) / cs, lo = min(rank * per, nb), hi = min(lo + per, nb);
-      int part = 0;
-      for (int b = lo + threadIdx.x; b < hi; b += NT) {
-        // every peer's two counts in flight at once (one DSMEM latency, not 2 cs of them)
-        unsigned sum = 0;
-#pragma unroll
-        for (int q = 0; q < CSMAX; q++) {
-          if (q < cs) {
-            const unsigned *h = peer<CL>(hist, q);
-            sum += h[b] + h[NB + b];
-          }
-        }
-        merged[b] = sum;
-        part += (int)sum;
-      }
-      int tot;
-      block_exclusive_scan<NT, int>(part, &tot, sh.ws);
-      if (threadIdx.x == 0) sh.slice_tot = tot;
-      csync<CL>(); // slice totals published; nobody reads a peer's histogram any more
-      for (int b = threadIdx.x; b < 2 * NB; b += NT) hist[b] = 0;
-      int base = 0;
-      for (int q = rank + 1; q < cs; q++) base += peer<CL>(&sh, q)->slice_tot;
-      if (base < need && need <= base + sh.slice_tot) {
-        find_in_range(
-            lo, hi, base, need, [&](int b) { return (int)merged[b]; },
-            [&](int b, int above, int c) {
-              for (int q = 0; q < cs; q++) {
-                int *rq = peer<CL>(res, q);
-                rq[0] = b, rq[1] = above, rq[2] = c;
-              }
-            },
-            sh);
-      }
-      csync<CL>(); // the finder's result is in every CTA
-    }
-    if (!CL)
-      for (int b = threadIdx.x; b < 2 * NB; b += NT) hist[b] = 0;
-    if (threadIdx.x == 0) {
-      sh.prefix |= (uint32_t)res[0] << shift;
-      sh.mask |= (uint32_t)(nb - 1) << shift;
-      sh.above += res[1];
-    }
-    __syncthreads();
-    stamp(4 + 2 * p);
   }
 
   // compaction in column order
-  const uint32_t t = sh.prefix;
-  const int need = kk - sh.above;
+  const uint32_t t = prefix;
+  const int need = kk - above;
   unsigned cnt = 0; // gt | eq << 16 of this thread's run
   for (int j = 0; j < RV; j++) {
     KS kv[VEC];
@@ -379,8 +533,9 @@ __global__ void __launch_bounds__(NT, 2)
   }
   gtb += (int)(before & 0xffffu);
   eqb += (int)(before >> 16);
-  stamp(9);
-  uint64_t *dst = sorted ? peer<CL>(sbuf, 0) : nullptr;
+  stamp(5);
+  const bool stage = sorted || m.on; // winners to CTA 0's buffer, written out from there
+  uint64_t *dst = stage ? peer<CL>(sbuf, 0) : nullptr;
   if ((cnt & 0xffffu) || ((cnt >> 16) && eqb < need)) {
     const int64_t col0 = g0 - s + (int64_t)threadIdx.x * RV * VEC;
     for (int j = 0; j < RV; j++) {
@@ -399,7 +554,7 @@ __global__ void __launch_bounds__(NT, 2)
         }
         if (slot >= 0) {
           const int col = (int)(col0 + j * VEC + q);
-          if (sorted)
+          if (stage)
             dst[slot] = ((uint64_t)(~(key << (32 - K::KB))) << 32) | (uint32_t)col;
           else
             o[slot] = col;
@@ -409,48 +564,95 @@ __global__ void __launch_bounds__(NT, 2)
   }
   if (PROF) {
     __syncthreads();
-    stamp(10);
+    stamp(6);
   }
-  if (sorted) {
+  if (stage) {
     csync<CL>(); // every winner is in CTA 0's buffer
     if (rank == 0) {
-      for (int j = kk + threadIdx.x; j < P; j += NT) sbuf[j] = ~0ull;
-      __syncthreads();
-      block_bitonic_sort<NT>(sbuf, P);
+      if (sorted) {
+        for (int j = kk + threadIdx.x; j < P; j += NT) sbuf[j] = ~0ull;
+        __syncthreads();
+        block_bitonic_sort<NT>(sbuf, P);
+      }
       for (int j = threadIdx.x; j < kk; j += NT)
-        o[j] = (int32_t)(uint32_t)(sbuf[j] & 0xffffffffu);
+        o[j] = store_value(m, r, (int64_t)(uint32_t)(sbuf[j] & 0xffffffffu));
     }
   } else if (CL) {
     csync<CL>(); // no CTA leaves while a later one may read its counts
   }
   if (PROF && prof) {
     tc[NSTAMP - 1] = clock64();
-    prof_print(tc, g_in, global_ns(), NT * RV * VEC, cs, hm);
+    prof_print(tc, g_in, global_ns(), NT * RV * VEC, cs, path);
   }
 }
 
-template <typename T, bool CL>
-ixl_status launch(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *row_start,
-                  const ixl_tensor *row_end, int k, int sorted, ixl_tensor *out, int cs,
-                  int64_t L) {
+// The development switches (the tests' and the benchmark's), read from the environment once
+// and again on ixl_topk_v2_dev_reload: IXL_TOPK_V2_CS=N pins the cluster size (1-16, a power
+// of two, where the chunks fit), IXL_TOPK_V2_PROFILE=1 runs the profile instantiation,
+// IXL_TOPK_V2_GATHER=0 runs a cluster row's lower digits cluster-wide.
+struct Dev {
+  int cs, profile, flags;
+};
+Dev g_dev;
+std::atomic<int> g_dev_read{0};
+const Dev &dev_switches() {
+  if (!g_dev_read.load(std::memory_order_acquire)) ixl_topk_v2_dev_reload();
+  return g_dev;
+}
+
+// Dynamic shared memory of a launch: the keys of L columns (runs of RV vectors, S = RV | 1
+// apart), then the P staged winners (sorted or fused) or CTA 0's gathered keys, whichever is
+// larger.
+struct Geometry {
+  int RV, P;
+  size_t smem;
+};
+template <typename T> Geometry geometry(int64_t L, int k, bool stage, bool cl) {
   constexpr int VEC = KeyOf<T>::VEC;
-  const int64_t R = logits->shape[0], C = logits->shape[1];
-  const int RV = (int)((L / VEC + NT - 1) / NT);
-  int P = 1;
-  while (P < k) P <<= 1;
-  const size_t smem = (size_t)(NT * RV + NT) * 16 + (sorted ? (size_t)P * 8 : 0);
-  // development switches (the benchmark's): the profile instantiation, the aggregated histogram
-  const char *pe = getenv("IXL_TOPK_V2_PROFILE"), *he = getenv("IXL_TOPK_V2_HIST");
-  const int hm = he && *he == '1';
-  auto kern = pe && *pe == '1' ? topk_v2_kernel<T, CL, true> : topk_v2_kernel<T, CL, false>;
+  Geometry g;
+  g.RV = (int)((L / VEC + NT - 1) / NT);
+  g.P = 1;
+  while (g.P < k) g.P <<= 1;
+  const size_t extra = stage ? (size_t)g.P * 8 : 0, gather = cl ? (size_t)GCAP * 4 : 0;
+  g.smem = (size_t)NT * (size_t)(g.RV | 1) * 16 + (extra > gather ? extra : gather);
+  return g;
+}
+
+struct Args {
+  const ixl_tensor *logits, *row_start, *row_end;
+  int k, sorted;
+  ixl_tensor *out;
+  const ixl_tensor *sparse_ids, *row_ks; // the fused remap's (sparse_ids NULL: none)
+  int sbk;
+};
+
+Remap remap_of(const Args &a) {
+  Remap m = {nullptr, nullptr, 0, 1, 0};
+  if (a.sparse_ids) {
+    m.nsb = a.sparse_ids->shape[1];
+    m.ids = m.nsb ? (const int32_t *)a.sparse_ids->data : nullptr;
+    m.ks = a.row_ks ? (const int32_t *)a.row_ks->data : nullptr;
+    m.sbk = a.sbk;
+    m.on = 1;
+  }
+  return m;
+}
+
+template <typename T, bool CL>
+ixl_status launch(ixl_ctx *ctx, const Args &a, int cs, int64_t L, const Dev &dv) {
+  constexpr int VEC = KeyOf<T>::VEC;
+  const int64_t R = a.logits->shape[0], C = a.logits->shape[1];
+  const Geometry gm = geometry<T>(L, a.k, a.sorted || a.sparse_ids, CL);
+  auto kern = dv.profile ? topk_v2_kernel<T, CL, true> : topk_v2_kernel<T, CL, false>;
   ixl_status st = ixl_cuda_status(
-      ctx, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+      ctx, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gm.smem),
       "topk v2: cudaFuncSetAttribute");
   if (st) return st;
+  (void)VEC;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3((unsigned)(R * cs));
   cfg.blockDim = dim3(NT);
-  cfg.dynamicSmemBytes = smem;
+  cfg.dynamicSmemBytes = gm.smem;
   cfg.stream = stream_of(ctx);
   cudaLaunchAttribute attr[1];
   if (CL) {
@@ -468,10 +670,11 @@ ixl_status launch(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *row_
   }
   st = ixl_cuda_status(
       ctx,
-      cudaLaunchKernelEx(&cfg, kern, (const T *)logits->data, C,
-                         row_start ? (const int32_t *)row_start->data : (const int32_t *)nullptr,
-                         (const int32_t *)row_end->data, k, sorted, (int32_t *)out->data, RV, P,
-                         hm),
+      cudaLaunchKernelEx(&cfg, kern, (const T *)a.logits->data, C,
+                         a.row_start ? (const int32_t *)a.row_start->data
+                                     : (const int32_t *)nullptr,
+                         (const int32_t *)a.row_end->data, a.k, a.sorted, (int32_t *)a.out->data,
+                         gm.RV, gm.P, dv.flags, remap_of(a)),
       "topk v2: launch");
   if (st) return st;
   return ixl_cuda_check_launch(ctx, "topk v2");
@@ -479,18 +682,6 @@ ixl_status launch(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *row_
 
 // The largest cluster the device runs for this kernel and shared memory, at most `want`;
 // the last answer per dtype is kept (the query costs more than a launch).
-template <typename T> int cluster_fits_query(int want, size_t smem);
-template <typename T>
-int cluster_fits(int want, size_t smem) {
-  static int last_want, last_fit, last_dev = -1;
-  static size_t last_smem;
-  int dev = 0;
-  cudaGetDevice(&dev);
-  if (dev == last_dev && want == last_want && smem == last_smem) return last_fit;
-  const int fit = cluster_fits_query<T>(want, smem);
-  last_dev = dev, last_want = want, last_smem = smem, last_fit = fit;
-  return fit;
-}
 template <typename T>
 int cluster_fits_query(int want, size_t smem) {
   auto kern = topk_v2_kernel<T, true, false>;
@@ -516,81 +707,106 @@ int cluster_fits_query(int want, size_t smem) {
   }
   return 0;
 }
+template <typename T>
+int cluster_fits(int dev, int want, size_t smem) {
+  static int last_want, last_fit, last_dev = -1;
+  static size_t last_smem;
+  if (dev == last_dev && want == last_want && smem == last_smem) return last_fit;
+  const int fit = cluster_fits_query<T>(want, smem);
+  last_dev = dev, last_want = want, last_smem = smem, last_fit = fit;
+  return fit;
+}
+
+// The rows v2 does not take: v1's top-k, then K7's kernel when fused.
+ixl_status run_v1(ixl_ctx *ctx, const Args &a) {
+  ixl_status st = ixl_cuda_topk(ctx, a.logits, a.row_start, a.row_end, a.k, a.sorted, a.out);
+  if (st || !a.sparse_ids) return st;
+  return ixl_cuda_remap(ctx, a.out, a.sparse_ids, a.row_ks, a.sbk, a.out);
+}
 
 template <typename T>
-ixl_status dispatch(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *row_start,
-                    const ixl_tensor *row_end, int k, int sorted, ixl_tensor *out) {
+ixl_status dispatch(ixl_ctx *ctx, const Args &a) {
   constexpr int VEC = KeyOf<T>::VEC;
-  const int64_t R = logits->shape[0], C = logits->shape[1];
+  const Dev &dv = dev_switches();
+  const int64_t C = a.logits->shape[1];
   // columns a row's aligned chunks may have to cover: C when every row starts on 16 bytes (no
   // row_start, C * sizeof(T) a multiple of 16, the tensor aligned), else up to VEC - 1 more
   // (16384 bf16 columns were 20480 keys per CTA, not 16384). The cluster size is chosen from
   // the unaligned span either way, as measured on 2026-12-01.
-  const bool aligned = !row_start && (C * (int64_t)sizeof(T)) % 16 == 0 &&
-                       ((uintptr_t)logits->data & 15u) == 0;
+  const bool aligned = !a.row_start && (C * (int64_t)sizeof(T)) % 16 == 0 &&
+                       ((uintptr_t)a.logits->data & 15u) == 0;
   const int64_t span_cs = C + VEC - 1, span = aligned ? C : span_cs;
-  int dev = 0, major = 0, sms = 132;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   // chunks: the fewest that fit LCAP. Measured on the H200 (2026-12-01, BENCHMARKS.md): more
   // CTAs per row never paid (64 x 16384 bf16: 14.7 us at 1, 27.9 at 4; 1 x 131072 fp32: the
   // same at 4 and 16), so idle SMs are not a reason to split a row
   int cs = 1;
   while (cs <= CSMAX && (span_cs + cs - 1) / cs > LCAP) cs <<= 1;
-  (void)sms, (void)R;
-  const char *env = getenv("IXL_TOPK_V2_CS"); // a development switch, for the benchmark
-  if (env && *env) {
-    const int v = atoi(env);
-    if (v >= 1 && v <= CSMAX && (v & (v - 1)) == 0 && (span + v - 1) / v <= LCAP) cs = v;
-  }
-  if (cs > CSMAX || (cs > 1 && major < 9))
-    return ixl_cuda_topk(ctx, logits, row_start, row_end, k, sorted, out);
-  int64_t L = (span + cs - 1) / cs;
-  L = (L + VEC * NT - 1) / (VEC * NT) * (VEC * NT); // whole runs
+  if (dv.cs && (span + dv.cs - 1) / dv.cs <= LCAP) cs = dv.cs;
+  // ctx->variant_sm: the device's sm, asked by the variant pick that chose v2
+  if (cs > CSMAX || (cs > 1 && ctx->variant_sm < 90)) return run_v1(ctx, a);
+  auto chunk = [&](int c) {
+    const int64_t L = (span + c - 1) / c;
+    return (L + VEC * NT - 1) / (VEC * NT) * (VEC * NT); // whole runs
+  };
+  // few long rows: more CTAs per row while every CTA still has an SM of its own (1 x 131072
+  // fp32 on the H200, 2026-12-01: 22.2 us at 16 CTAs, 27.3 at 8)
+  if (cs > 1 && !dv.cs)
+    while (cs < CSMAX && a.logits->shape[0] * cs * 2 <= sm_count(ctx)) cs <<= 1;
+  int64_t L = chunk(cs);
   if (cs > 1) {
-    int P = 1;
-    while (P < k) P <<= 1;
-    const size_t smem = (size_t)(L / VEC + NT) * 16 + (sorted ? (size_t)P * 8 : 0);
-    const int fit = cluster_fits<T>(cs, smem);
+    const size_t smem = geometry<T>(L, a.k, a.sorted || a.sparse_ids, true).smem;
+    const int fit = cluster_fits<T>(ixl_ctx_device(ctx), cs, smem);
     if (fit < cs) { // a smaller cluster means longer chunks: only while they fit
-      if (fit >= 2 && (span + fit - 1) / fit <= LCAP) {
-        cs = fit;
-        L = (span + cs - 1) / cs;
-        L = (L + VEC * NT - 1) / (VEC * NT) * (VEC * NT);
-      } else {
-        return ixl_cuda_topk(ctx, logits, row_start, row_end, k, sorted, out);
-      }
+      if (fit < 2 || (span + fit - 1) / fit > LCAP) return run_v1(ctx, a);
+      cs = fit;
+      L = chunk(cs);
     }
-    return launch<T, true>(ctx, logits, row_start, row_end, k, sorted, out, cs, L);
+    return launch<T, true>(ctx, a, cs, L, dv);
   }
-  return launch<T, false>(ctx, logits, row_start, row_end, k, sorted, out, 1, L);
+  return launch<T, false>(ctx, a, 1, L, dv);
 }
 
-} // namespace
-
-extern "C" ixl_status ixl_cuda_topk_v2(ixl_ctx *ctx, const ixl_tensor *logits,
-                                       const ixl_tensor *row_start, const ixl_tensor *row_end,
-                                       int k, int sorted, ixl_tensor *out) {
-  const int64_t R = logits->shape[0];
+ixl_status topk_v2(ixl_ctx *ctx, const Args &a) {
+  const int64_t R = a.logits->shape[0];
   if (R == 0) return IXL_OK;
   if (R * CSMAX > INT32_MAX)
     return ixl_set_error(ctx, IXL_ERR_SHAPE,
                          "topk: logits: shape[0] = %lld: must be <= %d rows on the GPU",
                          (long long)R, INT32_MAX / CSMAX);
-  if (logits->dtype == IXL_BF16)
-    return dispatch<uint16_t>(ctx, logits, row_start, row_end, k, sorted, out);
-  return dispatch<float>(ctx, logits, row_start, row_end, k, sorted, out);
+  if (a.logits->dtype == IXL_BF16) return dispatch<uint16_t>(ctx, a);
+  return dispatch<float>(ctx, a);
 }
 
-// K6 then K7 (ixl_topk_remap's select v2 twin): v2's top-k into out, then K7's kernel in place.
+} // namespace
+
+extern "C" void ixl_topk_v2_dev_reload(void) {
+  auto num = [](const char *name, int dflt) {
+    const char *v = getenv(name);
+    return v && *v ? atoi(v) : dflt;
+  };
+  Dev d;
+  d.cs = num("IXL_TOPK_V2_CS", 0);
+  if (d.cs < 1 || d.cs > CSMAX || (d.cs & (d.cs - 1)) != 0) d.cs = 0;
+  d.profile = num("IXL_TOPK_V2_PROFILE", 0) == 1;
+  d.flags = num("IXL_TOPK_V2_GATHER", 1) ? F_GATHER : 0;
+  g_dev = d;
+  g_dev_read.store(1, std::memory_order_release);
+}
+
+extern "C" ixl_status ixl_cuda_topk_v2(ixl_ctx *ctx, const ixl_tensor *logits,
+                                       const ixl_tensor *row_start, const ixl_tensor *row_end,
+                                       int k, int sorted, ixl_tensor *out) {
+  const Args a = {logits, row_start, row_end, k, sorted, out, nullptr, nullptr, 1};
+  return topk_v2(ctx, a);
+}
+
 extern "C" ixl_status ixl_cuda_topk_v2_remap(ixl_ctx *ctx, const ixl_tensor *logits,
                                              const ixl_tensor *row_start,
                                              const ixl_tensor *row_end, int k, int sorted,
                                              const ixl_tensor *sparse_ids,
                                              const ixl_tensor *row_ks, int sparse_block_kv,
                                              ixl_tensor *out) {
-  ixl_status st = ixl_cuda_topk_v2(ctx, logits, row_start, row_end, k, sorted, out);
-  if (st) return st;
-  return ixl_cuda_remap(ctx, out, sparse_ids, row_ks, sparse_block_kv, out);
+  const Args a = {logits, row_start, row_end, k, sorted, out, sparse_ids, row_ks,
+                  sparse_block_kv};
+  return topk_v2(ctx, a);
 }

@@ -9,12 +9,16 @@
  * Without a usable GPU every test prints "ok - NAME # skipped: no GPU" and passes, so CI
  * builds and runs this file. Environment: IXL_TEST_SEED (default: from the clock; printed),
  * IXL_TEST_SMALL=1 (small shapes only, for compute-sanitizer), IXL_BENCH=1 (also time the ops at
- * the V4.1-Flash and V3.2 shapes and print a table) or IXL_BENCH=only (just that). */
+ * the V4.1-Flash and V3.2 shapes and print a table) or IXL_BENCH=only (just that),
+ * IXL_TEST_ONLY=WORD,... (only the tests whose names contain one of the words, e.g. topk),
+ * IXL_TEST_SELECT=v2 (the top-k cases on select v2 only, not v1 too), IXL_TEST_MAX_CASES=N
+ * (only the first N top-k cases). */
 #include <math.h>
 #include <stdint.h>
 #include <time.h>
 
 #include "check.h"
+#include "select/topk_v2.h"
 
 static ixl_ctx *g_ctx;
 static int g_small, g_bench;
@@ -341,9 +345,68 @@ static void fill_logits(ixl_tensor *t, int dist) {
 /* The CUDA select variants every top-k case runs under. */
 static const char *const select_variants[] = {"v1", "v2"};
 #define NSELECT 2
+static int g_select_from; /* IXL_TEST_SELECT=v2: v2 only (a shorter compute-sanitizer run) */
+
+/* The fused K6 + K7 (ixl_topk_remap) on a top-k case's data, every CUDA select variant (v2 in
+ * one kernel, v1 as top-k then remap) against the CPU's K6 then K7: random sparse_block_kv,
+ * sparse ids covering every column (positions in range), row_ks or NULL. */
+static int g_remap_every = 1, g_remap_case;
+static void topk_remap_case(const ixl_tensor *lg, const ixl_tensor *rs, const ixl_tensor *re,
+                            int k, int sorted, const ixl_tensor *dl, const ixl_tensor *drs,
+                            const ixl_tensor *dre) {
+  const int64_t R = lg->shape[0], C = lg->shape[1];
+  const int sbk = 1 << rnd_int(0, 4);
+  const int64_t nsb = (C + sbk - 1) / sbk + rnd_int(0, 2);
+  const int with_ks = (int)rnd_int(0, 1);
+  ixl_tensor *ids = host2(IXL_I32, R, nsb), *ks = host1(IXL_I32, R), *hpos = host2(IXL_I32, R, k);
+  if (!ids || !ks || !hpos) return;
+  for (int64_t r = 0; r < R; r++) {
+    ((int32_t *)ks->data)[r] = (int32_t)rnd_int(0, 1 << 20);
+    for (int64_t b = 0; b < nsb; b++)
+      ((int32_t *)ids->data)[r * nsb + b] =
+          ((int32_t *)ks->data)[r] / sbk + (int32_t)rnd_int(0, 1 << 16);
+  }
+  CHECK_OK(g_ctx, ixl_topk_remap(g_ctx, lg, rs, re, k, sorted, ids, with_ks ? ks : NULL, sbk,
+                                 hpos));
+  ixl_tensor *did = to_dev(ids), *dks = to_dev(ks), *dpos = to_dev(hpos);
+  ixl_tensor *outs[1] = {dpos};
+  for (int v = g_select_from; v < NSELECT; v++) {
+    CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", select_variants[v]));
+    RUN_TWICE(outs, 1, ixl_topk_remap(g_ctx, dl, drs, dre, k, sorted, did,
+                                      with_ks ? dks : NULL, sbk, dpos));
+    CHECK(strcmp(ixl_ctx_variant_ran(g_ctx, "select"), select_variants[v]) == 0);
+    ixl_tensor *go = to_host(dpos);
+    char what[160];
+    snprintf(what, sizeof what, "topk_remap %s %s R=%lld C=%lld k=%d %s sbk %d%s",
+             select_variants[v], ixl_dtype_name((ixl_dtype)lg->dtype), (long long)R,
+             (long long)C, k, sorted ? "sorted" : "unsorted", sbk, with_ks ? " ks" : "");
+    if (go) same(go, hpos, what);
+    ixl_tensor_free(go);
+  }
+  CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", NULL));
+  ixl_tensor *all[] = {ids, ks, hpos, did, dks, dpos};
+  tfree(all, 6);
+}
+
+/* select v2's development switches (select/topk_v2.h): set (NULL: unset) and read again. */
+static void v2_switch(const char *name, const char *value) {
+  if (value) setenv(name, value, 1);
+  else unsetenv(name);
+  ixl_topk_v2_dev_reload();
+}
+
+/* IXL_TEST_MAX_CASES=N: the top-k cases after the first N return at once (a short
+ * compute-sanitizer run over the first cases of a test); each case prints its number. */
+static int g_max_cases, g_cases;
 
 /* One top-k case: R rows of C columns, random [start, end) per row (some empty, some full). */
 static void topk_case(int dtype, int64_t R, int64_t C, int k, int sorted, int dist, int starts) {
+  if (g_max_cases) {
+    if (++g_cases > g_max_cases) return;
+    printf("# topk case %d: %s R=%lld C=%lld k=%d sorted %d dist %d\n", g_cases,
+           ixl_dtype_name((ixl_dtype)dtype), (long long)R, (long long)C, k, sorted, dist);
+    fflush(stdout);
+  }
   ixl_tensor *lg = host2(dtype, R, C), *rs = host1(IXL_I32, R), *re = host1(IXL_I32, R);
   ixl_tensor *ho = host2(IXL_I32, R, k);
   if (!lg || !rs || !re || !ho) return;
@@ -359,7 +422,7 @@ static void topk_case(int dtype, int64_t R, int64_t C, int k, int sorted, int di
   CHECK_OK(g_ctx, ixl_topk(g_ctx, lg, starts ? rs : NULL, re, k, sorted, ho));
   ixl_tensor *dl = to_dev(lg), *drs = to_dev(rs), *dre = to_dev(re), *dout = to_dev(ho);
   ixl_tensor *outs[1] = {dout};
-  for (int v = 0; v < NSELECT; v++) { /* every CUDA select variant, pinned in turn */
+  for (int v = g_select_from; v < NSELECT; v++) { /* every CUDA select variant, pinned in turn */
     CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", select_variants[v]));
     RUN_TWICE(outs, 1, ixl_topk(g_ctx, dl, starts ? drs : NULL, dre, k, sorted, dout));
     CHECK(strcmp(ixl_ctx_variant_ran(g_ctx, "select"), select_variants[v]) == 0);
@@ -372,20 +435,26 @@ static void topk_case(int dtype, int64_t R, int64_t C, int k, int sorted, int di
     ixl_tensor_free(go);
   }
   CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", NULL));
+  if (g_remap_every && ++g_remap_case % g_remap_every == 0)
+    topk_remap_case(lg, starts ? rs : NULL, re, k, sorted, dl, starts ? drs : NULL, dre);
   ixl_tensor *all[] = {lg, rs, re, ho, dl, drs, dre, dout};
   tfree(all, 8);
 }
 
 /* v2's own paths: clusters of every size on long rows (IXL_TOPK_V2_CS pins the size), rows
- * of ties, plateaus, NaN/inf/-0 mixes, k at and beyond the row, k = 4096, unaligned starts. */
+ * of ties, plateaus, NaN/inf/-0 mixes, k at and beyond the row, k = 4096, unaligned starts;
+ * a cluster row's lower digits cluster-wide (IXL_TOPK_V2_GATHER=0; a first-digit bin past
+ * GCAP keys, as ties give, takes that path by default too). */
 TEST(topk_v2_paths_match_cpu) {
   /* IXL_TEST_SMALL (the compute-sanitizer runs, where every access is instrumented): the
-   * default, the smallest and the largest cluster, three distributions */
-  static const char *const cs[] = {"", "2", "16", "1", "4", "8"};
+   * smallest and the largest cluster and the default, two distributions */
+  static const char *const cs_all[] = {"", "2", "16", "1", "4", "8"}, *const cs_small[] = {
+                                          "2", "16", ""};
+  const char *const *cs = g_small ? cs_small : cs_all;
   const int64_t C = g_small ? 9000 : 70000;
-  const int ncs = g_small ? 3 : 6, ndist = g_small ? 3 : 5;
+  const int ncs = g_small ? 3 : 6, ndist = g_small ? 2 : 5;
   for (int c = 0; c < ncs; c++) {
-    setenv("IXL_TOPK_V2_CS", cs[c], 1);
+    v2_switch("IXL_TOPK_V2_CS", cs[c]);
     for (int dt = 0; dt < 2; dt++) {
       const int dtype = dt ? IXL_BF16 : IXL_F32;
       for (int dist = 0; dist < ndist; dist++)
@@ -393,10 +462,22 @@ TEST(topk_v2_paths_match_cpu) {
                   (dist + dt) % 2);
     }
   }
-  unsetenv("IXL_TOPK_V2_CS");
+  v2_switch("IXL_TOPK_V2_CS", NULL);
+  static const int dists[] = {0, 4, 1, 2};
+  v2_switch("IXL_TOPK_V2_GATHER", "0");
+  for (int dt = 0; dt < 2; dt++)
+    for (int d = 0; d < (g_small ? 1 : 4); d++)
+      topk_case(dt ? IXL_BF16 : IXL_F32, 2, g_small ? 33000 : 140000, d % 2 ? 512 : 2048,
+                (d + dt) % 2, dists[d], d % 2);
+  v2_switch("IXL_TOPK_V2_GATHER", NULL);
+  /* few long rows (clusters of 16 by default), both orders */
+  for (int dt = 0; dt < 2; dt++)
+    for (int d = 0; d < (g_small ? 1 : 3); d++)
+      topk_case(dt ? IXL_BF16 : IXL_F32, 1 + d, g_small ? 40000 : 131072 + 8 * d, 2048,
+                (d + dt) % 2, dists[d], d % 2);
   /* short rows, every k against row lengths around it */
   const int ks[] = {1, 2, 7, 31, 100, 1000, 4096};
-  for (int ki = 0; ki < 7; ki += g_small ? 2 : 1)
+  for (int ki = 0; ki < 7; ki += g_small ? 3 : 1)
     for (int dist = 0; dist < 5; dist++)
       topk_case(ki % 2 ? IXL_BF16 : IXL_F32, 7, 1 + (int64_t)rnd_int(0, 5000), ks[ki],
                 (ki + dist) % 2, dist, dist % 2);
@@ -404,9 +485,10 @@ TEST(topk_v2_paths_match_cpu) {
   for (int dist = 5; dist < 8; dist++)
     for (int dt = 0; dt < 2; dt++)
       for (int sorted = 0; sorted < 2; sorted++) {
-        topk_case(dt ? IXL_BF16 : IXL_F32, 4, 3001, 40, sorted, dist, 1);
+        if (!g_small || sorted != dt)
+          topk_case(dt ? IXL_BF16 : IXL_F32, 4, 3001, 40, sorted, dist, 1);
         if (!g_small || sorted == dt)
-          topk_case(dt ? IXL_BF16 : IXL_F32, 2, g_small ? 40000 : 140000, 2048, sorted, dist,
+          topk_case(dt ? IXL_BF16 : IXL_F32, 2, g_small ? 33000 : 140000, 2048, sorted, dist,
                     1);
       }
 }
@@ -716,7 +798,7 @@ static void empty_rows_case(int64_t C, const int32_t *lens_v, int64_t R, int cbs
   ixl_tensor *dl = to_dev(lg), *dn = to_dev(lens), *dsp = to_dev(sp), *dc = to_dev(hc),
              *did = to_dev(hid), *dend = to_dev(hend), *dcol = to_dev(hcol), *dpos = to_dev(hpos),
              *dden = to_dev(hden);
-  for (int v = 0; v < NSELECT; v++) {
+  for (int v = g_select_from; v < NSELECT; v++) {
     CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", select_variants[v]));
     ixl_tensor *o1[1] = {dc}, *o2[2] = {did, dend}, *o3[1] = {dcol}, *o4[1] = {dpos},
                *o5[1] = {dden};
@@ -818,7 +900,7 @@ static void large_topk(int64_t R, int64_t C, int k, int sorted, int nsample) {
     ((int32_t *)re->data)[r] = (int32_t)(r % 3 ? C : rnd_int(C / 2, C));
   CHECK_OK(g_ctx, ixl_tensor_copy(g_ctx, dre, re));
   ixl_tensor *outs[1] = {dout};
-  for (int v = 0; v < NSELECT; v++) {
+  for (int v = g_select_from; v < NSELECT; v++) {
     CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", select_variants[v]));
     RUN_TWICE(outs, 1, ixl_topk(g_ctx, dl, NULL, dre, k, sorted, dout));
     CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", NULL));
@@ -879,10 +961,13 @@ static void large_candidates(int64_t R, int64_t C, int cbs, int64_t T, int nsamp
   tfree(all, 8);
 }
 
-TEST(large_shapes_match_cpu_on_sampled_rows) {
+TEST(large_topk_shapes_match_cpu_on_sampled_rows) {
   large_topk(256, 131072, 2048, 0, 6);
   large_topk(256, 1048576, 2048, 1, 3);
   large_topk(64, 131072, 512, 1, 4);
+}
+
+TEST(large_candidate_shapes_match_cpu_on_sampled_rows) {
   large_candidates(256, 131072, 8, 2048, 4);
   large_candidates(64, 1048576, 8, 2048, 2);
 }
@@ -922,6 +1007,16 @@ static int cmp_dbl(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* One timed call of bench_topk: how 0 = ixl_topk, 1 = ixl_topk then ixl_remap, 2 =
+ * ixl_topk_remap (sbk 8). */
+static ixl_status bench_call(int how, const ixl_tensor *lg, const ixl_tensor *re, int k,
+                             ixl_tensor *out, const ixl_tensor *ids, ixl_tensor *pos) {
+  if (how == 2) return ixl_topk_remap(g_ctx, lg, NULL, re, k, 0, ids, NULL, 8, pos);
+  ixl_status st = ixl_topk(g_ctx, lg, NULL, re, k, 0, out);
+  if (st || how == 0) return st;
+  return ixl_remap(g_ctx, out, ids, NULL, 8, pos);
+}
+
 TEST(bench_topk) {
   struct { int64_t R, C; int k, dtype; const char *name; } tk[] = {
       {64, 16384, 512, IXL_BF16, "64x16384_bf16_k512"},
@@ -929,21 +1024,25 @@ TEST(bench_topk) {
       {1, 131072, 2048, IXL_F32, "1x131072_f32_k2048"},
       {64, 131072, 2048, IXL_F32, "64x131072_f32_k2048"},
   };
-  /* v2:hm1 = the default cluster size with the warp-aggregated first histogram
-   * (IXL_TOPK_V2_HIST=1, a development switch of select/topk_v2.cu) */
-  static const char *const modes[] = {"v1",     "v2",     "v2:cs1",  "v2:cs2",
-                                      "v2:cs4", "v2:cs8", "v2:cs16", "v2:hm1"};
+  /* v2:g0 = a cluster row's lower digits cluster-wide (IXL_TOPK_V2_GATHER=0); v2:k6k7 =
+   * ixl_topk then ixl_remap (two launches), v2:fused = ixl_topk_remap (one), sbk 8 over
+   * identity ids */
+  static const char *const modes[] = {"v1",      "v2",     "v2:cs1", "v2:cs2",
+                                      "v2:cs4",  "v2:cs8", "v2:cs16", "v2:g0",
+                                      "v2:k6k7", "v2:fused"};
   const int nmodes = (int)(sizeof modes / sizeof modes[0]);
   for (size_t i = 0; i < sizeof tk / sizeof tk[0]; i++) {
-    const int64_t R = tk[i].R, C = tk[i].C, k = tk[i].k;
+    const int64_t R = tk[i].R, C = tk[i].C, k = tk[i].k, nsb = C / 8;
     const int64_t bytes = R * C * (tk[i].dtype == IXL_F32 ? 4 : 2);
     int nbuf = (int)((256ll << 20) / bytes + 1);
     if (nbuf > 128) nbuf = 128;
     int64_t s2[2] = {R, C}, s1[1] = {R}, so[2] = {R, k};
     ixl_tensor *h = host2(tk[i].dtype, R, C), *re = host1(IXL_I32, R);
+    ixl_tensor *ids = host2(IXL_I32, R, nsb);
     ixl_tensor *dre = tnew(IXL_I32, 1, s1, IXL_DEVICE), *out = tnew(IXL_I32, 2, so, IXL_DEVICE);
+    ixl_tensor *pos = tnew(IXL_I32, 2, so, IXL_DEVICE), *dids = NULL;
     ixl_tensor *buf[128] = {0};
-    if (!h || !re || !dre || !out) return;
+    if (!h || !re || !ids || !dre || !out || !pos) return;
     fill_logits(h, 0);
     for (int b = 0; b < nbuf; b++) {
       buf[b] = tnew(tk[i].dtype, 2, s2, IXL_DEVICE);
@@ -951,52 +1050,55 @@ TEST(bench_topk) {
       CHECK_OK(g_ctx, ixl_tensor_copy(g_ctx, buf[b], h));
     }
     for (int64_t r = 0; r < R; r++) ((int32_t *)re->data)[r] = (int32_t)C;
+    for (int64_t j = 0; j < R * nsb; j++) ((int32_t *)ids->data)[j] = (int32_t)(j % nsb);
     CHECK_OK(g_ctx, ixl_tensor_copy(g_ctx, dre, re));
+    if (!(dids = to_dev(ids))) return;
     int rot = 0;
     for (int m = 0; m < nmodes; m++) {
       const char *mode = modes[m];
+      const int how = !strcmp(mode, "v2:k6k7") ? 1 : !strcmp(mode, "v2:fused") ? 2 : 0;
       CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", m == 0 ? "v1" : "v2"));
-      if (!strncmp(mode, "v2:cs", 5)) setenv("IXL_TOPK_V2_CS", mode + 5, 1);
-      else unsetenv("IXL_TOPK_V2_CS");
-      if (!strcmp(mode, "v2:hm1")) setenv("IXL_TOPK_V2_HIST", "1", 1);
-      else unsetenv("IXL_TOPK_V2_HIST");
+      v2_switch("IXL_TOPK_V2_CS", !strncmp(mode, "v2:cs", 5) ? mode + 5 : NULL);
+      v2_switch("IXL_TOPK_V2_GATHER", !strcmp(mode, "v2:g0") ? "0" : NULL);
+#define BENCH_CALL() bench_call(how, buf[rot++ % nbuf], dre, (int)k, out, dids, pos)
       double t1[21], tb[7];
-      for (int w = 0; w < 3; w++)
-        CHECK_OK(g_ctx, ixl_topk(g_ctx, buf[rot++ % nbuf], NULL, dre, (int)k, 0, out));
+      for (int w = 0; w < 3; w++) CHECK_OK(g_ctx, BENCH_CALL());
       for (int rep = 0; rep < 21; rep++) {
         CHECK_OK(g_ctx, ixl_ctx_sync(g_ctx));
         CHECK_OK(g_ctx, ixl_timer_record(g_ctx, 0));
-        CHECK_OK(g_ctx, ixl_topk(g_ctx, buf[rot++ % nbuf], NULL, dre, (int)k, 0, out));
+        CHECK_OK(g_ctx, BENCH_CALL());
         CHECK_OK(g_ctx, ixl_timer_record(g_ctx, 1));
         CHECK_OK(g_ctx, ixl_timer_elapsed_us(g_ctx, 0, 1, &t1[rep]));
       }
       for (int rep = 0; rep < 7; rep++) {
         CHECK_OK(g_ctx, ixl_ctx_sync(g_ctx));
         CHECK_OK(g_ctx, ixl_timer_record(g_ctx, 0));
-        for (int j = 0; j < 10; j++)
-          CHECK_OK(g_ctx, ixl_topk(g_ctx, buf[rot++ % nbuf], NULL, dre, (int)k, 0, out));
+        for (int j = 0; j < 10; j++) CHECK_OK(g_ctx, BENCH_CALL());
         CHECK_OK(g_ctx, ixl_timer_record(g_ctx, 1));
         CHECK_OK(g_ctx, ixl_timer_elapsed_us(g_ctx, 0, 1, &tb[rep]));
         tb[rep] /= 10;
       }
+#undef BENCH_CALL
       qsort(t1, 21, sizeof t1[0], cmp_dbl);
       qsort(tb, 7, sizeof tb[0], cmp_dbl);
       printf("# topkbench %-22s %-8s single %8.2f us batch %8.2f us %7.0f GB/s (%d copies)\n",
              tk[i].name, mode, t1[10], tb[3], (double)bytes / (tb[3] * 1e-6) / 1e9, nbuf);
+      fflush(stdout);
     }
-    unsetenv("IXL_TOPK_V2_CS");
-    unsetenv("IXL_TOPK_V2_HIST");
+    v2_switch("IXL_TOPK_V2_CS", NULL);
+    v2_switch("IXL_TOPK_V2_GATHER", NULL);
     CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", NULL));
     for (int b = 0; b < nbuf; b++) ixl_tensor_free(buf[b]);
-    ixl_tensor *all[] = {h, re, dre, out};
-    tfree(all, 4);
+    ixl_tensor *all[] = {h, re, ids, dre, out, pos, dids};
+    tfree(all, 7);
   }
 }
 
 /* v2's phases at the same four shapes (IXL_BENCH=topkprof): the profile instantiation of
  * select/topk_v2.cu (IXL_TOPK_V2_PROFILE=1) prints, per launch, clock64 cycles per phase of
- * three CTAs (first, middle, last) with their global start and end; plain and aggregated first
- * histogram, the default cluster size, each launch on a copy not touched before (not in L2). */
+ * three CTAs (first, middle, last) with their global start and end; a cluster row's lower
+ * digits in CTA 0 (launches 0-2) and cluster-wide (3-5, IXL_TOPK_V2_GATHER=0), the default
+ * cluster size, each launch on a copy not touched before (not in L2). */
 TEST(bench_topk_profile) {
   struct { int64_t R, C; int k, dtype; const char *name; } tk[] = {
       {64, 16384, 512, IXL_BF16, "64x16384_bf16_k512"},
@@ -1024,22 +1126,21 @@ TEST(bench_topk_profile) {
     ixl_tensor *flush = tnew(IXL_F32, 1, sf, IXL_DEVICE);
     if (!flush) return;
     CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", "v2"));
-    setenv("IXL_TOPK_V2_PROFILE", "1", 1);
+    v2_switch("IXL_TOPK_V2_PROFILE", "1");
     for (int b = 0; b < 6; b++) {
-      const int hm = b >= 3;
-      if (hm) setenv("IXL_TOPK_V2_HIST", "1", 1);
-      else unsetenv("IXL_TOPK_V2_HIST");
+      const int g0 = b >= 3;
+      v2_switch("IXL_TOPK_V2_GATHER", g0 ? "0" : NULL);
       CHECK_OK(g_ctx, ixl_tensor_fill_bytes(g_ctx, flush, (uint8_t)b));
       CHECK_OK(g_ctx, ixl_ctx_sync(g_ctx));
-      printf("# topkprof %s launch %d hm %d%s\n", tk[i].name, b, hm,
+      printf("# topkprof %s launch %d g0 %d%s\n", tk[i].name, b, g0,
              b % 3 == 0 ? " (first of its kind: a cold start)" : "");
       fflush(stdout);
       CHECK_OK(g_ctx, ixl_topk(g_ctx, buf[b], NULL, dre, (int)k, 0, out));
       CHECK_OK(g_ctx, ixl_ctx_sync(g_ctx));
       fflush(stdout);
     }
-    unsetenv("IXL_TOPK_V2_PROFILE");
-    unsetenv("IXL_TOPK_V2_HIST");
+    v2_switch("IXL_TOPK_V2_PROFILE", NULL);
+    v2_switch("IXL_TOPK_V2_GATHER", NULL);
     CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", NULL));
     for (int b = 0; b < 6; b++) ixl_tensor_free(buf[b]);
     ixl_tensor *all[] = {h, re, dre, out, flush};
@@ -1129,9 +1230,27 @@ TEST(bench_ops) {
 
 /* ---------------------------------------------------------------- main */
 
+/* IXL_TEST_ONLY: comma-separated words, a test runs when its name contains one */
+static const char *g_only;
+static int wanted(const char *name) {
+  if (!g_only) return 1;
+  for (const char *w = g_only; *w;) {
+    const size_t n = strcspn(w, ",");
+    char word[64];
+    if (n > 0 && n < sizeof word) {
+      memcpy(word, w, n);
+      word[n] = '\0';
+      if (strstr(name, word)) return 1;
+    }
+    w += n + (w[n] == ',');
+  }
+  return 0;
+}
 #define RUN_GPU(name)                                                   \
   do {                                                                  \
-    if (g_ctx) {                                                        \
+    if (!wanted(#name)) {                                               \
+      /* not asked for */                                               \
+    } else if (g_ctx) {                                                 \
       RUN(name);                                                        \
     } else {                                                            \
       printf("ok - %s # skipped: no GPU\n", #name);                     \
@@ -1145,6 +1264,11 @@ int main(void) {
   g_rng = g_seed;
   g_small = getenv("IXL_TEST_SMALL") && getenv("IXL_TEST_SMALL")[0] == '1';
   g_bench = getenv("IXL_BENCH") && getenv("IXL_BENCH")[0] == '1';
+  g_only = getenv("IXL_TEST_ONLY") && *getenv("IXL_TEST_ONLY") ? getenv("IXL_TEST_ONLY") : NULL;
+  /* the fused K6 + K7 on every top-k case, every third under IXL_TEST_SMALL */
+  g_remap_every = g_small ? 3 : 1;
+  g_select_from = getenv("IXL_TEST_SELECT") && !strcmp(getenv("IXL_TEST_SELECT"), "v2");
+  g_max_cases = getenv("IXL_TEST_MAX_CASES") ? atoi(getenv("IXL_TEST_MAX_CASES")) : 0;
   printf("# seed %llu%s\n", (unsigned long long)g_seed, g_small ? " (small shapes)" : "");
   char why[256];
   if (ixl_cuda_available(why, sizeof why)) {
@@ -1187,7 +1311,8 @@ int main(void) {
   RUN_GPU(expand_spec_vectors);
   RUN_GPU(empty_decode_rows_match_cpu);
   RUN_GPU(selection_stages_replay_in_a_graph);
-  if (!g_small) RUN_GPU(large_shapes_match_cpu_on_sampled_rows);
+  if (!g_small) RUN_GPU(large_topk_shapes_match_cpu_on_sampled_rows);
+  if (!g_small) RUN_GPU(large_candidate_shapes_match_cpu_on_sampled_rows);
   if (g_bench) RUN_GPU(bench_ops);
   ixl_ctx_free(g_ctx);
   DONE();
