@@ -37,8 +37,9 @@ static ixl_status logits_v1(ixl_ctx *ctx, const ixl_logits_call *c) {
   return c->mode == IXL_LOGITS_SPARSE ? ixl_cuda_logits_v1_sparse(ctx, c, 4096)
                                       : ixl_cuda_logits_v1_dense(ctx, c, 4096);
 }
-/* v2 (logits/logits_v2_sm90.cu): K2 fp8 fp32 on wgmma, the rest on v1's kernels. CUDA=0: v1's
- * stubs answer (device tensors cannot exist there). */
+/* v2 (logits/logits_v2_sm90.cu): fp8 K2 (both reductions) and paged K5 on wgmma + TMA, MXFP4 on
+ * logits_v2_mx_sm90.cu, the rest (K1, ragged K5, mxfp8) on v1's kernels. CUDA=0: v1's stubs
+ * answer (device tensors cannot exist there). */
 static ixl_status logits_v2(ixl_ctx *ctx, const ixl_logits_call *c) {
 #ifdef IXL_WITH_CUDA
   return ixl_cuda_logits_v2(ctx, c);
@@ -93,8 +94,9 @@ static const ixl_variant table[] = {
      "test only: v1 with at most 1024 output columns per CTA"},
 #endif
     {IXL_FAMILY_LOGITS, "v2", IXL_BACKEND_CUDA, 90, 1, NULL, v2_supports, &logits_v2_ops,
-     "K2 fp8 on wgmma + TMA (fp32 reduction, H 32/64; bf16 and other pages run v1); K1/K5 run "
-     "v1's kernels; fp32 K2 not bitwise v1's; pin only, experimental"},
+     "fp8 H 32/64, pages 8/16/32/64k: K2 fp32, K2 bf16 and paged K5 on wgmma + TMA (K5 == K2 "
+     "bf16 bitwise; not v1's bits); K1, ragged K5 and other shapes run v1; mxfp4: "
+     "logits_v2_mx_sm90.cu; pin only, experimental"},
     {IXL_FAMILY_SELECT, "ref", IXL_BACKEND_CPU, 0, 0, NULL, NULL, &select_ref_ops,
      "the reference: block scores, then a radix select per row (OpenMP over rows)"},
     {IXL_FAMILY_SELECT, "v1", IXL_BACKEND_CUDA, 80, 0, NULL, NULL, &select_v1_ops,

@@ -1,55 +1,56 @@
-// logits/logits_v2_sm90.cu - variant v2 of the logits family (pin only, experimental): K2
-// (dense paged logits, decode) for fp8 keys on Hopper's wgmma and TMA; every other mode and
-// config runs v1's kernels (logits/dense.cu, logits/sparse.cu). MXFP4 calls go to
-// logits_v2_mx_sm90.cu first.
+// logits/logits_v2_sm90.cu - variant v2 of the logits family (pin only, experimental), fp8 on
+// Hopper's wgmma and TMA (MXFP4 calls go to logits_v2_mx_sm90.cu first). What runs where:
+// - K2 (dense paged), fp32 reduction: logits/v2_fp8_k2.cuh's kernel (the one timed in
+//   BENCHMARKS.md: 64x128K 338 us against v1's 1151 on the H200);
+// - K2 with the bf16 reduction and paged K5: this file's v2_fp8_kernel, one template for every
+//   mode, so a K5 column and the K2 bf16 logit at its position come from the same instructions
+//   (SPEC 3: bitwise equal, checked on the H200 for pages 16-128 and sbk 4-128);
+// - K1 and ragged K5: v1's kernels (both, so K5 == K1 holds there too). Their code is here, not
+//   reached: the driver refused K1's 1-D tensor map of the key scales, and ragged K5's
+//   lane-stored scales need per-lane arrivals before racecheck passes them;
+// - H other than 32 and 64, page sizes other than 8, 16, 32 and multiples of 64, tensors not
+//   aligned for TMA and bulk copies (16 B): v1.
 //
-// What it does differently from v1:
-// - e4m3 wgmma (QGMMA) straight from the stored codes: no f16 conversion of the key tile.
-//   Swap-AB: A = 64 key positions x 128 B (one tile), B = the row's H heads x 128 B, so one
-//   tile is four m64nHk32 SS wgmma chained into one f32 accumulator (H = 32 or 64); the tile
-//   math and its epilogue are logits/v2_fp8.cuh's, shared with the other fp8 modes.
-// - Both operands arrive by TMA (cp.async.bulk.tensor.2d, 128B swizzle) over the page pool
-//   seen as rows of 128 B (row = page * stride / 128 + slot), the per-position fp32 scales and
-//   the row's weights by 1-D bulk copies: a page of >= 64 slots gives one 8 KB box and one
-//   256 B copy per tile, smaller pages (8, 16, 32) 64 / P of each.
-// - Warp specialization: a CTA is one math warpgroup and one producer warp (160 threads),
-//   M CTAs per SM (6 stages x 3 CTAs by default: ~150 KB of tiles in flight per SM); the
-//   producer keeps an S-stage mbarrier ring of tiles and a 2-slot ring of Q + weights; its
-//   lanes hold 32 block-table entries (and the next 32, loaded a window ahead) and hand them
-//   out by shuffle; it steps pages and tiles without a division.
-// - The math warpgroup double-buffers its accumulator: it issues tile i + 1's wgmma, then
-//   waits for tile i's only (wait_group 1) and runs its epilogue under the next tile's MMA.
-// - Persistent split in the kernel: the (row, 64-position tile) space of every row's out
-//   columns is cut into equal contiguous ranges, one per CTA (no metadata launch), so a single
-//   128K row uses every SM. Tiles at or past a row's context length are -inf stores only.
-// - Epilogue per lane: its 2 positions x H/4 heads, relu(acc * scale) * w summed in fp32, two
-//   shfl_xor over the quad, one store per position.
-// Numerics: the dot is the tensor core's fp8 accumulation (not the CPU's sequential fp32 sum):
-// within test_cuda_logits.c's fp8 tolerance (2^-8 T), not bitwise. The head sum order differs
-// from v1's (SPEC allows any order for fp32).
-// Not here (runs v1): the bf16 reduction, mxfp8, other H, other page sizes, K1, K5. So
-// SPEC 3's K5 == K1/K2 (bf16) holds as in v1, but v2's fp32 K2 is not v1's bits.
-// Benchmark: IXL_LOGITS_VARIANT=v2 bash bench/bench_logits.sh build-gpu 30 k2_decode_64x128k_fp8
-// (beside v1; bench/README.md). H200, 2026-12-01 (BENCHMARKS.md): 64x128K 338 us (v1 1151),
-// 3.37 TB/s = 79 % of copy bandwidth. Development switches: IXL_LOGITS_V2_K2=SxM (the
-// configuration), IXL_LOGITS_V2_PROF=1 (barrier-wait profile per launch; synchronizes).
+// v2_fp8_kernel:
+// - e4m3 wgmma (QGMMA) straight from the stored codes, swap-AB: A = 64 key positions x 128 B
+//   (one tile), B = the row's H heads x 128 B; four m64nHk32 SS wgmma chained into one f32
+//   accumulator (logits/v2_fp8.cuh: the tile math and both epilogues).
+// - Keys by TMA (cp.async.bulk.tensor.2d, 128B swizzle) in boxes that stay inside a page and a
+//   sparse block (PB = min(64, page size, sbk) positions; K5 loads only the boxes with a valid
+//   column), scales by 1-D bulk copies, the row's Q and weights by TMA and a bulk copy.
+// - A CTA is one math warpgroup and one producer warp (160 threads), 3 per SM, a 6-stage
+//   mbarrier ring; the math warpgroup double-buffers its accumulator (wgmma.wait_group 1).
+// - The walk is over each row's 64-column output tiles, cut evenly over a persistent grid (no
+//   metadata launch); K5's producer works out each row's valid prefix of ids (the strictly
+//   increasing run) as far as its CTA reads, and a per-tile mask of the columns with keys.
+// - bf16 epilogue: SPEC 3's order (v2_fp8.cuh), shuffles only, no shared memory.
+// Numerics: the dot is the tensor core's fp8 accumulation, within the fp8 tolerance of the CPU,
+// not bitwise (and not v1's bits); SPEC 3 fixes the bf16 reduction's order, which both kernels
+// keep.
+// Development switches: IXL_LOGITS_V2_K2=SxM (fp32 K2's configuration), IXL_LOGITS_V2_PROF=1
+// (barrier and wgmma wait profile per launch; synchronizes), IXL_LOGITS_V2_ABL=nomma|noload
+// (v2_fp8_kernel without its wgmma or its loads: the limits of each side; wrong results).
 //
 // sass-limits: k2_fp8_kernelILi32ELi4ELi4 registers 96 shared 1024
 // sass-limits: k2_fp8_kernelILi64ELi6ELi3 registers 128 shared 1024
 // sass-limits: k2_fp8_kernelILi32ELi6ELi3 registers 128 shared 1024
 // sass-limits: k2_fp8_kernel registers 200 shared 1024
+// sass-limits: v2_fp8_kernelILi64ELi6ELi3 registers 128 shared 1024
+// sass-limits: v2_fp8_kernelILi32ELi6ELi3 registers 128 shared 1024
+// sass-limits: v2_fp8_kernel registers 200 shared 1024
+// sass-expect: v2_fp8_kernel UTMALDG SYNCS
 // sass-expect: k2_fp8_kernel UTMALDG SYNCS
 #include "logits/logits.h"
 #include "cuda/launch.cuh"
 #include "cuda/sm90.cuh"
 #include "logits/v2_fp8.cuh"
+#include "logits/v2_fp8_k2.cuh" // fp32 K2: the kernel measured in step 1
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <atomic>
-#include <type_traits>
 
 namespace {
 
@@ -57,38 +58,78 @@ using namespace ixl::sm90;
 using ixl_v2::kTile;
 using ixl_v2::kTileBytes;
 
-constexpr int kMath = 128;              // the math warpgroup
-constexpr int kThreads = kMath + 32;    // + the producer warp
+constexpr int kMath = 128;           // the math warpgroup
+constexpr int kThreads = kMath + 32; // + the producer warp
 
-struct K2Params {
-  const uint8_t *pages;     // [num_pages, stride]: P x 128 B codes, then P fp32 scales
-  const int32_t *bt;        // [R, bt_cols]
-  const int32_t *lens;      // [R]
-  const float *w;           // [R, H] (16-B aligned rows: H * 4 is a multiple of 16)
-  float *out;               // [R, out_cols]
-  unsigned long long *prof; // development profile (IXL_LOGITS_V2_PROF), else NULL
-  int64_t stride, bt_cols, out_cols, units, per_cta;
-  int32_t num_pages, P, PB, rpp; // PB = positions per box (min(P, 64)); rpp = stride / 128
-  int32_t ntile, max_len;        // tiles per row (over out_cols); bt_cols * P clamped
+// The modes one kernel template runs (the walk is over each row's 64-column output tiles in
+// every mode; only where a tile's keys come from and which columns are valid differ).
+enum Mode {
+  M_K2 = 0,  // dense paged: column = position, valid below context_len
+  M_K1 = 1,  // dense ragged: column + colbase = K row (colbase: 0 full, ks compressed),
+             // valid in [ks, ke)
+  M_K5P = 2, // sparse paged: column j sbk + o = position ids[j] sbk + o, valid when j < n_valid
+             // and the position is below row_ke
+  M_K5R = 3  // sparse ragged: K row ids[j] sbk + koff + o, valid when j < n_valid, in [ks, ke)
 };
 
-// Dynamic shared memory: codes[S][8 KB] | q[2][H * 128] | w[2][H] | scales[S][64] | bars.
+struct Params {
+  const uint8_t *pages;     // paged: [num_pages, stride]: P x 128 B codes, then P fp32 scales
+  const int32_t *bt;        // paged: [R, bt_cols]
+  const int32_t *ks;        // K1 ks, K5 ragged row_ks
+  const int32_t *ke;        // K1 ke, K2 context_lens, K5 row_ke
+  const int32_t *ids;       // K5: [R, nsb]
+  const float *kscales;     // ragged K5: [N] (loaded by the producer's lanes, not by TMA)
+  const void *w;            // [R, H] fp32 or bf16 (rows 16-B aligned: bulk copies)
+  void *out;                // [R, out_cols] fp32 or bf16
+  unsigned long long *prof; // development profile (IXL_LOGITS_V2_PROF), else NULL
+  int32_t abl;              // development ablation: 0 none, 1 no wgmma, 2 no loads
+  int64_t stride, bt_cols, out_cols, units, per_cta, nsb;
+  int32_t num_pages, P, PB, rpp; // PB = positions per box; rpp = stride / 128
+  int32_t ntile, max_len;        // tiles per row (over out_cols); paged: bt_cols * P clamped
+  int32_t N;                     // ragged: K rows
+  int32_t sbk, sbk_log2, aligned, compressed;
+};
+
+// Dynamic shared memory: codes[S][8 KB] | q[2][H * 128] | w[2][H] | scales[S][64] |
+// mask[S][2] | bars.
 template <int H, int S>
-struct K2Smem {
+struct Smem {
   static constexpr int codes = 0;
   static constexpr int q = codes + S * kTileBytes;
   static constexpr int w = q + 2 * H * 128;
   static constexpr int scales = w + 2 * H * 4;
-  static constexpr int bars = scales + S * kTile * 4;
+  static constexpr int mask = scales + S * kTile * 4;
+  static constexpr int bars = mask + S * 8;
   static constexpr int total = bars + (2 * S + 4) * 8;
   static constexpr int alloc = total + 1024; // the base is aligned up to 1024 in the kernel
 };
 
 #if IXL_SM90_DEVICE
-// A row's length as the kernel uses it: clamped into [0, bt_cols * P].
-__device__ __forceinline__ int32_t row_len(const K2Params &p, int64_t row) {
-  const int32_t l = p.lens[row];
-  return l < 0 ? 0 : l > p.max_len ? p.max_len : l;
+// A row's valid range as the kernel uses it (device data: clamped): positions [0, hi) for the
+// paged modes, K rows [lo, hi) for the ragged ones; base = the K row of column 0 (K1).
+struct RowRange {
+  int32_t lo, hi, base;
+};
+template <int MODE>
+__device__ __forceinline__ RowRange row_range(const Params &p, int64_t row) {
+  RowRange rr;
+  const int32_t e = p.ke[row];
+  if (MODE == M_K2 || MODE == M_K5P) {
+    rr.lo = 0, rr.hi = e < 0 ? 0 : e > p.max_len ? p.max_len : e, rr.base = 0;
+  } else {
+    const int32_t ke = e < 0 ? 0 : e > p.N ? p.N : e, k = p.ks[row];
+    rr.hi = ke, rr.lo = k < 0 ? 0 : k > ke ? ke : k;
+    rr.base = MODE == M_K1 && p.compressed ? rr.lo : 0;
+  }
+  return rr;
+}
+// A tile with no valid column, known to both roles from the range alone (K5's validity
+// depends on the ids: the producer works it out, so no K5 tile is skipped).
+template <int MODE>
+__device__ __forceinline__ bool tile_empty(const RowRange &rr, int32_t col0) {
+  if (MODE == M_K2) return col0 >= rr.hi;
+  if (MODE == M_K1) return rr.base + col0 >= rr.hi || rr.base + col0 + kTile <= rr.lo;
+  return false;
 }
 
 // The (row, tile) walk over a CTA's units [u0, u1) both roles share: no division per step.
@@ -104,43 +145,67 @@ struct UnitWalk {
     if (++t == ntile) t = 0, ++r;
   }
 };
+
+// K5: the smallest j in [1, jmax) with ids[j] <= ids[j - 1] (the end of the strictly
+// increasing prefix, n_valid), or jmax; the whole warp calls it, every lane gets it.
+__device__ __forceinline__ int64_t first_not_increasing(const int32_t *ids, int64_t jmax,
+                                                        int lane) {
+  int64_t best = jmax;
+#pragma unroll 4
+  for (int64_t j = 1 + lane; j < jmax; j += 32)
+    if (ids[j] <= ids[j - 1] && j < best) best = j;
+  // warp min of a 64-bit value through two 32-bit reductions (values < 2^62)
+  const uint32_t hi = __reduce_min_sync(0xffffffffu, (uint32_t)(best >> 32));
+  const uint32_t lo = __reduce_min_sync(0xffffffffu, (uint32_t)(best >> 32) == hi
+                                                         ? (uint32_t)best
+                                                         : 0xffffffffu);
+  return ((int64_t)hi << 32) | lo;
+}
 #endif
 
 // One CTA: a math warpgroup and a producer warp (kThreads), MinBlocks CTAs per SM; an S-stage
 // ring of tiles; the math warpgroup double-buffers its accumulator: tile i + 1's wgmma run
-// while tile i's epilogue does (wgmma.wait_group 1).
-template <int H, int S, int MinBlocks>
+// while tile i's epilogue does (wgmma.wait_group 1). kmap: the keys' codes (paged: the page
+// pool as rows of 128 B; ragged: [N] rows of 128 B); smap: K1's key scales (1-D), else
+// unused; qmap: the queries, [R * H] rows of 128 B.
+template <int H, int S, int MinBlocks, int MODE, bool BF16>
 __global__ void __launch_bounds__(kThreads, MinBlocks)
-    k2_fp8_kernel(const __grid_constant__ CUtensorMap kmap,
-                  const __grid_constant__ CUtensorMap qmap, const K2Params p) {
+    v2_fp8_kernel(const __grid_constant__ CUtensorMap kmap,
+                  const __grid_constant__ CUtensorMap smap,
+                  const __grid_constant__ CUtensorMap qmap, const Params p) {
 #if IXL_SM90_DEVICE
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = reinterpret_cast<uint8_t *>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
-  using L = K2Smem<H, S>;
+  using L = Smem<H, S>;
+  constexpr int kWB = BF16 ? 2 : 4; // bytes per weight
+  constexpr bool kSparse = MODE == M_K5P || MODE == M_K5R;
   uint8_t *s_codes = smem + L::codes;
   uint8_t *s_q = smem + L::q;
-  float *s_w = reinterpret_cast<float *>(smem + L::w);
+  uint8_t *s_w = smem + L::w; // [2][H] weights, kWB bytes each
   float *s_scales = reinterpret_cast<float *>(smem + L::scales);
+  uint32_t *s_mask = reinterpret_cast<uint32_t *>(smem + L::mask);
   uint64_t *full = reinterpret_cast<uint64_t *>(smem + L::bars);
   uint64_t *empty = full + S, *qfull = empty + S, *qempty = qfull + 2;
   const int tid = threadIdx.x;
   if (tid == 0) {
     for (int s = 0; s < S; ++s) {
       ptx::mbarrier_init(&full[s], 1);
-      ptx::mbarrier_init(&empty[s], kMath);
+      ptx::mbarrier_init(&empty[s], kMath / 32); // one arrival per math warp
     }
     for (int s = 0; s < 2; ++s) {
       ptx::mbarrier_init(&qfull[s], 1);
-      ptx::mbarrier_init(&qempty[s], kMath);
+      ptx::mbarrier_init(&qempty[s], kMath / 32);
     }
     ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster);
   }
   __syncthreads();
   const int64_t u0 = (int64_t)blockIdx.x * p.per_cta;
   const int64_t u1 = u0 + p.per_cta < p.units ? u0 + p.per_cta : p.units;
-  long long t_wait = 0; // profile: clocks spent waiting (IXL_LOGITS_V2_PROF)
+  long long t_wait = 0, t_mma = 0; // profile: clocks waiting (IXL_LOGITS_V2_PROF)
   const long long t_start = p.prof ? clock64() : 0;
+  uint64_t ns0 = 0;
+  if (p.prof && tid == 0 && blockIdx.x == 0) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns0));
 
   if (tid >= kMath) {
     // ---------------------------------------------------------------- producer warp
@@ -148,33 +213,45 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
     int stage = 0, qslot = 1;
     uint32_t ephase = 1, qephase = 3; // fresh empties pass on parity 1; bit s: Q slot s's
     int64_t row = -1, qrow = -1;
-    int32_t len = 0;
-    // block-table entries cb .. cb + 31 in `cache` (lane i: entry cb + i), the next 32 in
+    RowRange rr = {0, 0, 0};
+    // K2: block-table entries cb .. cb + 31 in `cache` (lane i: entry cb + i), the next 32 in
     // `nextc` (loaded a window ahead, so crossing a window does not wait on a load)
     int64_t cb = 0;
     int32_t cache = 0, nextc = 0;
-    const int per = kTile / p.PB;                // boxes per tile
-    const int32_t tpp = p.P >= kTile ? p.P / kTile : 1; // tiles per page (P >= 64)
-    int32_t pi = 0, sub = 0; // the tile's first page index in the row; tile within the page
+    const int per = kTile / p.PB;                       // boxes per tile
+    const int32_t tpp = p.P >= kTile ? p.P / kTile : 1; // K2: tiles per page (P >= 64)
+    int32_t pi = 0, sub = 0; // K2: the tile's first page index in the row; tile in the page
+    int64_t nvalid = 0;      // K5: the row's valid prefix of ids (as far as this CTA needs)
     auto bt_at = [&](int64_t j) {
       return p.bt[row * p.bt_cols + (j < p.bt_cols ? j : p.bt_cols - 1)];
     };
     for (UnitWalk wk(u0, u1, p.ntile); wk.more(); wk.step()) {
       if (wk.r != row) {
         row = wk.r;
-        len = row_len(p, row);
-        if (p.P >= kTile) pi = wk.t / tpp, sub = wk.t - pi * tpp;
-        else pi = wk.t * per, sub = 0;
-        cb = pi;
-        cache = bt_at(cb + lane);
-        nextc = bt_at(cb + 32 + lane);
-      } else if (p.P >= kTile) {
-        if (++sub == tpp) sub = 0, ++pi;
-      } else {
-        pi += per;
+        rr = row_range<MODE>(p, row);
+        if (MODE == M_K2) {
+          if (p.P >= kTile) pi = wk.t / tpp, sub = wk.t - pi * tpp;
+          else pi = wk.t * per, sub = 0;
+          cb = pi;
+          cache = bt_at(cb + lane);
+          nextc = bt_at(cb + 32 + lane);
+        }
+        if (kSparse) { // this CTA's last tile of the row bounds the blocks it reads
+          const int64_t left = u1 - wk.u; // units left, this one included
+          const int64_t tlast = wk.t + left - 1 < p.ntile - 1 ? wk.t + left - 1 : p.ntile - 1;
+          int64_t jmax = ((tlast + 1) * kTile + p.sbk - 1) >> p.sbk_log2;
+          if (jmax > p.nsb) jmax = p.nsb;
+          nvalid = first_not_increasing(p.ids + row * p.nsb, jmax, lane);
+        }
+      } else if (MODE == M_K2) {
+        if (p.P >= kTile) {
+          if (++sub == tpp) sub = 0, ++pi;
+        } else {
+          pi += per;
+        }
       }
-      const int32_t pos0 = wk.t * kTile;
-      if (pos0 >= len) continue; // an empty tile: -inf stores by the math warpgroup only
+      const int32_t col0 = wk.t * kTile;
+      if (tile_empty<MODE>(rr, col0)) continue; // -inf stores by the math warpgroup only
       if (row != qrow) {
         qrow = row;
         qslot ^= 1;
@@ -184,46 +261,141 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
         qephase ^= 1u << qslot;
         if (lane == 0) {
           ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared,
-                                         &qfull[qslot], (uint32_t)(H * 128 + H * 4));
+                                         &qfull[qslot], (uint32_t)(H * 128 + H * kWB));
           const int32_t c[2] = {0, (int32_t)(row * H)};
           ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, s_q + qslot * H * 128,
                                     &qmap, c, &qfull[qslot]);
-          ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, s_w + qslot * H,
-                             p.w + row * H, (uint32_t)(H * 4), &qfull[qslot]);
+          ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, s_w + qslot * H * kWB,
+                             static_cast<const uint8_t *>(p.w) + row * H * kWB,
+                             (uint32_t)(H * kWB), &qfull[qslot]);
         }
       }
-      // the tile's pages: pi .. pi + per - 1 (clamped into the block table by bt_at)
-      while (pi + per - 1 >= cb + 32) { // past the window: slide by 32 (rarely twice)
-        cb += 32;
-        cache = nextc;
-        nextc = bt_at(cb + 32 + lane);
+      if (MODE == M_K2) { // the tile's pages: pi .. pi + per - 1 (clamped by bt_at)
+        while (pi + per - 1 >= cb + 32) { // past the window: slide by 32 (rarely twice)
+          cb += 32;
+          cache = nextc;
+          nextc = bt_at(cb + 32 + lane);
+        }
+      }
+      // K5: lane b < per works out box b (PB positions at column col0 + b PB): its validity
+      // bits, and where its keys are; done before the stage wait, so its loads overlap it
+      uint32_t m0 = 0, m1 = 0;
+      bool boxv = false;         // box `lane` has a valid column (so it is loaded)
+      int32_t kcoord = 0;        // the box's first row in kmap
+      const uint8_t *ssrc = nullptr; // paged: the box's scales
+      if (kSparse) {
+        if (lane < per) {
+          const int64_t col = (int64_t)col0 + lane * p.PB;
+          const int64_t j = col >> p.sbk_log2, o = col & (p.sbk - 1);
+          uint64_t bits = 0;
+          if (j < nvalid) {
+            const int64_t id = p.ids[row * p.nsb + j];
+            if (MODE == M_K5P) {
+              const int64_t pos = id * p.sbk + o;
+              for (int i = 0; i < p.PB; ++i)
+                if (pos + i >= 0 && pos + i < rr.hi) bits |= 1ull << i;
+              if (bits) {
+                int32_t pg = p.bt[row * p.bt_cols + pos / p.P];
+                pg = pg < 0 ? 0 : pg >= p.num_pages ? p.num_pages - 1 : pg;
+                const int32_t slot = (int32_t)(pos % p.P);
+                kcoord = pg * p.rpp + slot;
+                ssrc = p.pages + (int64_t)pg * p.stride + (int64_t)p.P * 128 + slot * 4;
+              }
+            } else {
+              const int64_t koff = p.aligned ? 0 : rr.lo & (p.sbk - 1);
+              const int64_t k0 = id * p.sbk + koff + o;
+              for (int i = 0; i < p.PB; ++i)
+                if (k0 + i >= rr.lo && k0 + i < rr.hi) bits |= 1ull << i;
+              if (bits) kcoord = (int32_t)k0; // >= 0 when any bit is set (ks >= koff)
+            }
+          }
+          boxv = bits != 0;
+          const int sh = lane * p.PB; // the box's bit offset in the tile (PB divides 64)
+          const uint64_t tb = bits << sh;   // PB <= 64 bits at sh, inside the 64 (sh + PB <= 64)
+          m0 = (uint32_t)tb, m1 = (uint32_t)(tb >> 32);
+        }
+        m0 = __reduce_or_sync(0xffffffffu, m0);
+        m1 = __reduce_or_sync(0xffffffffu, m1);
+      }
+      // ragged K5: lane m loads the scales of columns m and m + 32 (a TMA box of PB < 32
+      // scales would land off the 128-B alignment TMA needs); 0 where a column has no key
+      float sc_lo = 0.0f, sc_hi = 0.0f;
+      if (MODE == M_K5R) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int m = lane + 32 * h, b = m / p.PB;
+          const int32_t kb = __shfl_sync(0xffffffffu, kcoord, b);
+          if (((h ? m1 : m0) >> lane) & 1u) (h ? sc_hi : sc_lo) = p.kscales[kb + m - b * p.PB];
+        }
       }
       const long long w0 = p.prof ? clock64() : 0;
       mbar_wait(&empty[stage], ephase);
       if (p.prof) t_wait += clock64() - w0;
-      if (lane == 0)
-        ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared,
-                                       &full[stage], (uint32_t)(kTileBytes + kTile * 4));
-      for (int b = 0; b < per; ++b) {
-        int32_t pg = __shfl_sync(0xffffffffu, cache, (int)(pi + b - cb));
-        pg = pg < 0 ? 0 : pg >= p.num_pages ? p.num_pages - 1 : pg; // device data: clamped
-        const int32_t slot = sub * kTile;
+      const long long i0 = p.prof ? clock64() : 0;
+      if (p.abl == 2) { // ablation: no loads, the stage is "full" at once
+        if (lane == 0) ptx::mbarrier_arrive(&full[stage]);
+        if (++stage == S) stage = 0, ephase ^= 1;
+        continue;
+      }
+      uint8_t *dst = s_codes + stage * kTileBytes;
+      float *sdst = s_scales + stage * kTile;
+      if (MODE == M_K2) {
+        if (lane == 0)
+          ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared,
+                                         &full[stage], (uint32_t)(kTileBytes + kTile * 4));
+        for (int b = 0; b < per; ++b) {
+          int32_t pg = __shfl_sync(0xffffffffu, cache, (int)(pi + b - cb));
+          pg = pg < 0 ? 0 : pg >= p.num_pages ? p.num_pages - 1 : pg; // device data: clamped
+          const int32_t slot = sub * kTile;
+          if (lane == 0) {
+            const int32_t c[2] = {0, pg * p.rpp + slot};
+            ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global,
+                                      dst + b * p.PB * 128, &kmap, c, &full[stage]);
+            const uint8_t *src =
+                p.pages + (int64_t)pg * p.stride + (int64_t)p.P * 128 + slot * 4;
+            ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, sdst + b * p.PB, src,
+                               (uint32_t)(p.PB * 4), &full[stage]);
+          }
+        }
+      } else if (MODE == M_K1) {
         if (lane == 0) {
-          const int32_t c[2] = {0, pg * p.rpp + slot};
-          ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global,
-                                    s_codes + stage * kTileBytes + b * p.PB * 128, &kmap, c,
+          ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared,
+                                         &full[stage], (uint32_t)(kTileBytes + kTile * 4));
+          const int32_t k0 = rr.base + col0;
+          const int32_t c[2] = {0, k0};
+          ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, dst, &kmap, c,
                                     &full[stage]);
-          const uint8_t *src = p.pages + (int64_t)pg * p.stride + (int64_t)p.P * 128 + slot * 4;
-          ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global,
-                             s_scales + stage * kTile + b * p.PB, src, (uint32_t)(p.PB * 4),
-                             &full[stage]);
+          const int32_t c1[1] = {k0};
+          ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, sdst, &smap, c1,
+                                    &full[stage]);
+        }
+      } else { // K5: the valid boxes only; the mask says which columns hold keys
+        const uint32_t vb = __ballot_sync(0xffffffffu, boxv);
+        if (MODE == M_K5R) sdst[lane] = sc_lo, sdst[lane + 32] = sc_hi;
+        __syncwarp(); // the lanes' stores are ordered before lane 0's release below
+        if (lane == 0) {
+          s_mask[2 * stage] = m0, s_mask[2 * stage + 1] = m1; // released by the arrival below
+          ptx::mbarrier_arrive_expect_tx(
+              ptx::sem_release, ptx::scope_cta, ptx::space_shared, &full[stage],
+              (uint32_t)(__popc(vb) * p.PB * (MODE == M_K5P ? 128 + 4 : 128)));
+        }
+        __syncwarp();
+        if (boxv) {
+          const int32_t c[2] = {0, kcoord};
+          ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global,
+                                    dst + lane * p.PB * 128, &kmap, c, &full[stage]);
+          if (MODE == M_K5P)
+            ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, sdst + lane * p.PB, ssrc,
+                               (uint32_t)(p.PB * 4), &full[stage]);
         }
       }
+      if (p.prof) t_mma += clock64() - i0;
       if (++stage == S) stage = 0, ephase ^= 1;
     }
     if (p.prof && lane == 0) {
       atomicAdd(&p.prof[2], (unsigned long long)t_wait);
       atomicAdd(&p.prof[3], (unsigned long long)(clock64() - t_start));
+      atomicAdd(&p.prof[5], (unsigned long long)t_mma);
     }
     return;
   }
@@ -231,31 +403,37 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
   // ---------------------------------------------------------------- math warpgroup
   const int warp = tid >> 5, lane = tid & 31, t4 = lane & 3;
   const int r0 = 16 * warp + (lane >> 2); // this lane's positions in a tile: r0, r0 + 8
-  const float ninf = __uint_as_float(0xff800000u);
   struct Tile {
     int64_t row;
-    int32_t pos0, len;
+    RowRange rr;
+    int32_t col0;
+    uint32_t m0, m1; // K5: valid columns (bit m: column col0 + m)
     int stage, qslot;
     float sc0, sc1;
   };
   int stage = 0, qslot = 1;
   uint32_t fphase = 0, qfphase = 0; // bit s: Q slot s's parity
   int64_t row = -1, qrow = -1;
-  int32_t len = 0;
+  RowRange rr = {0, 0, 0};
   UnitWalk wk(u0, u1, p.ntile);
+  auto store = [&](int64_t idx, float v) {
+    if (BF16) static_cast<__nv_bfloat16 *>(p.out)[idx] = __float2bfloat16_rn(v);
+    else static_cast<float *>(p.out)[idx] = v;
+  };
+  const float ninf = __uint_as_float(0xff800000u);
   // the next tile that has keys (empty ones get their -inf stores on the way); false at the end
   auto next = [&](Tile &c) -> bool {
     for (; wk.more(); wk.step()) {
       if (wk.r != row) {
         row = wk.r;
-        len = row_len(p, row);
+        rr = row_range<MODE>(p, row);
       }
-      const int32_t pos0 = wk.t * kTile;
-      if (pos0 >= len) { // nothing to read: -inf where the tile has columns
-        if (tid < kTile && pos0 + tid < p.out_cols) p.out[row * p.out_cols + pos0 + tid] = ninf;
+      const int32_t col0 = wk.t * kTile;
+      if (tile_empty<MODE>(rr, col0)) { // nothing to read: -inf where the tile has columns
+        if (tid < kTile && col0 + tid < p.out_cols) store(row * p.out_cols + col0 + tid, ninf);
         continue;
       }
-      c.row = row, c.pos0 = pos0, c.len = len;
+      c.row = row, c.rr = rr, c.col0 = col0;
       wk.step();
       return true;
     }
@@ -274,22 +452,53 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
     if (p.prof) t_wait += clock64() - w0;
     c.qslot = qslot, c.stage = stage;
     c.sc0 = s_scales[stage * kTile + r0], c.sc1 = s_scales[stage * kTile + r0 + 8];
-    ixl_v2::tile_mma<H>(acc, s_codes + stage * kTileBytes, s_q + qslot * H * 128);
+    if (kSparse) c.m0 = s_mask[2 * stage], c.m1 = s_mask[2 * stage + 1];
+    if (p.abl != 1) ixl_v2::tile_mma<H>(acc, s_codes + stage * kTileBytes, s_q + qslot * H * 128);
     if (++stage == S) stage = 0, fphase ^= 1;
+  };
+  // column m (0..63) of tile c holds a key
+  auto valid = [&](const Tile &c, int m) -> bool {
+    const int32_t col = c.col0 + m;
+    if (MODE == M_K2) return col < c.rr.hi;
+    if (MODE == M_K1) return c.rr.base + col >= c.rr.lo && c.rr.base + col < c.rr.hi;
+    return ((m < 32 ? c.m0 >> m : c.m1 >> (m - 32)) & 1u) != 0;
   };
   // tile c's wgmma are done (the caller waited): release its stage, reduce, store; release its
   // Q slot when the next tile (if any) uses the other one
   auto finish = [&](const Tile &c, float(&acc)[H / 2], bool last, int next_qslot) {
     fence_operand(acc);
-    ptx::mbarrier_arrive(&empty[c.stage]); // this thread's reads of the stage are done
-    float s0, s1;
-    ixl_v2::epilogue_fp32<H>(acc, c.sc0, c.sc1, s_w + c.qslot * H, t4, s0, s1);
-    if (last || next_qslot != c.qslot) ptx::mbarrier_arrive(&qempty[c.qslot]);
-    if (t4 < 2) { // lane 0 of the quad stores position r0, lane 1 position r0 + 8
-      const int32_t pos = c.pos0 + r0 + 8 * t4;
-      if (pos < p.out_cols) p.out[c.row * p.out_cols + pos] = pos < c.len ? (t4 ? s1 : s0) : ninf;
+    __syncwarp(); // the warp's reads of the stage (its wgmma, done; scales, mask) are done
+    if (lane == 0) ptx::mbarrier_arrive(&empty[c.stage]);
+    float v;
+    int m;
+    if (BF16) { // lanes t4 = 0 and 2 store positions r0 and r0 + 8
+      v = __bfloat162float(ixl_v2::epilogue_bf16<H>(
+          acc, c.sc0, c.sc1,
+          reinterpret_cast<const __nv_bfloat16 *>(s_w + c.qslot * H * kWB), t4));
+      m = r0 + 4 * (t4 & 2);
+    } else { // lanes t4 = 0 and 1 store positions r0 and r0 + 8
+      float s0, s1;
+      ixl_v2::epilogue_fp32<H>(acc, c.sc0, c.sc1,
+                               reinterpret_cast<const float *>(s_w + c.qslot * H * kWB), t4, s0,
+                               s1);
+      v = t4 ? s1 : s0;
+      m = r0 + 8 * (t4 & 1);
     }
+    if (last || next_qslot != c.qslot) { // and its reads of the Q slot (the weights: above)
+      __syncwarp();
+      if (lane == 0) ptx::mbarrier_arrive(&qempty[c.qslot]);
+    }
+    const bool mine = BF16 ? (t4 & 1) == 0 : t4 < 2;
+    const int32_t col = c.col0 + m;
+    if (mine && col < p.out_cols) store(c.row * p.out_cols + col, valid(c, m) ? v : ninf);
   };
+  // profile: the clocks of a wgmma wait
+#define T_MMA(x)                                \
+  do {                                          \
+    const long long m0 = p.prof ? clock64() : 0; \
+    x;                                          \
+    if (p.prof) t_mma += clock64() - m0;        \
+  } while (0)
   float acc0[H / 2], acc1[H / 2];
   Tile a, b;
   if (next(a)) {
@@ -301,7 +510,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
         break;
       }
       issue(b, acc1);
-      wgmma_wait<1>();
+      T_MMA(wgmma_wait<1>());
       finish(a, acc0, false, b.qslot);
       if (!next(a)) { // b in flight in acc1
         wgmma_wait<0>();
@@ -309,13 +518,21 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
         break;
       }
       issue(a, acc0);
-      wgmma_wait<1>();
+      T_MMA(wgmma_wait<1>());
       finish(b, acc1, false, a.qslot);
     }
   }
+#undef T_MMA
   if (p.prof && tid == 0) {
     atomicAdd(&p.prof[0], (unsigned long long)t_wait);
     atomicAdd(&p.prof[1], (unsigned long long)(clock64() - t_start));
+    atomicAdd(&p.prof[4], (unsigned long long)t_mma);
+    if (blockIdx.x == 0) { // block 0's math clocks and nanoseconds: the SM clock
+      uint64_t ns1;
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns1));
+      p.prof[6] = (unsigned long long)(clock64() - t_start);
+      p.prof[7] = ns1 - ns0;
+    }
   }
 #else
   IXL_SM90_TRAP_ELSEWHERE();
@@ -323,43 +540,47 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
 }
 
 // ------------------------------------------------------------------ host
-// 1 when v2's kernel takes this K2 call (else v1 runs it).
-bool k2_takes(const ixl_logits_call *c) {
-  const ixl_qk *in = c->in;
-  const int P = in->page_size;
-  const bool page_ok = P % 64 == 0 || P == 8 || P == 16 || P == 32;
-  const ixl_tensor *al16[] = {in->q_codes, in->k_pages, c->weights}; // weights: bulk copies
-  for (const ixl_tensor *t : al16)
-    if ((uintptr_t)t->data % 16) return false;
-  const ixl_tensor *al4[] = {c->out, c->ke, c->block_table};
-  for (const ixl_tensor *t : al4)
-    if ((uintptr_t)t->data % 4) return false;
-  return in->kv_format == IXL_FP8 && c->reduction == IXL_REDUCE_FP32 && (c->H == 32 || c->H == 64)
-         && page_ok && c->num_pages * (c->page_stride / 128) < INT32_MAX &&
-         c->R * c->H < INT32_MAX && c->out->shape[1] < INT32_MAX;
+// The calls v2's fp8 kernel takes (else v1 runs them). The same page-size rule for K2 and
+// paged K5 and the same ragged-K rule for K1 and ragged K5, so that a K5 call and the K1/K2
+// call it must equal (SPEC 3) run on the same kernel: fp8, H 32 or 64, the tensors aligned for
+// TMA and bulk copies (16 B: codes, scales, pages, weights' rows), extents within int32.
+static bool is_aligned(const ixl_tensor *t, uintptr_t a) {
+  return !t || !t->data || (uintptr_t)t->data % a == 0;
 }
-
-// The kernel configurations built: S stages x M CTAs per SM (each one wave of M * sms CTAs).
-// The default is the fastest measured on the H200 (BENCHMARKS.md); the development switch
-// IXL_LOGITS_V2_K2=SxM (8x2, 6x3; 4x4 at H 32 only) picks another, read once per process.
-enum K2Cfg { K2_8x2 = 0, K2_6x3 = 1, K2_4x4 = 2 };
-constexpr K2Cfg kK2Default = K2_6x3;
-
-static K2Cfg k2_cfg() {
-  static const K2Cfg cfg = [] {
-    const char *e = getenv("IXL_LOGITS_V2_K2");
-    if (!e) return kK2Default;
-    return !strcmp(e, "8x2") ? K2_8x2 : !strcmp(e, "6x3") ? K2_6x3 : !strcmp(e, "4x4") ? K2_4x4
-                                                                                   : kK2Default;
-  }();
-  return cfg;
+static bool page_size_ok(int P) { return P % 64 == 0 || P == 8 || P == 16 || P == 32; }
+bool fp8_takes(const ixl_logits_call *c) {
+  const ixl_qk *in = c->in;
+  if (in->kv_format != IXL_FP8 || (c->H != 32 && c->H != 64)) return false;
+  if (!is_aligned(in->q_codes, 16) || !is_aligned(c->weights, 16) || !is_aligned(c->out, 4) ||
+      !is_aligned(c->ks, 4) || !is_aligned(c->ke, 4) || !is_aligned(c->block_table, 4) ||
+      !is_aligned(c->sparse_ids, 4))
+    return false;
+  if (c->R * c->H >= INT32_MAX || c->out->shape[1] >= INT32_MAX) return false;
+  // The ragged modes (K1, ragged K5) stay on v1, both, so K5 == K1 (bf16) still holds there:
+  // on the H200 the driver refused K1's 1-D tensor map of the key scales (cuTensorMapEncode
+  // Tiled, CUresult 1), and ragged K5's scales, stored by the producer's lanes, drew racecheck
+  // hazards with one elected arrival per stage (its values matched the CPU). The code of both
+  // modes is kept below, not reached: BENCHMARKS.md has the next step.
+  if (in->k_pages == NULL) return false;
+  return is_aligned(in->k_pages, 16) && page_size_ok(in->page_size) &&
+         c->num_pages * (c->page_stride / 128) < INT32_MAX;
 }
 
 // Development profile (IXL_LOGITS_V2_PROF=1, never in tests or graphs: it synchronizes): the
-// math warpgroups' and producers' clocks waiting on barriers against their total, summed
-// over CTAs, printed to stderr after each launch.
-__device__ unsigned long long g_k2_prof[4];
-static bool k2_prof_on() {
+// math warpgroups' and producers' clocks waiting on barriers and wgmma against their total,
+// summed over CTAs, and block 0's SM clock, printed to stderr after each launch.
+__device__ unsigned long long g_prof[8];
+// Development ablation (IXL_LOGITS_V2_ABL=nomma | noload; wrong results, for the benchmark
+// only): the kernel without its wgmma (the producer's and HBM's limit) or without its loads
+// (the math warpgroups' limit).
+static int ablation() {
+  static const int abl = [] {
+    const char *e = getenv("IXL_LOGITS_V2_ABL");
+    return !e ? 0 : !strcmp(e, "nomma") ? 1 : !strcmp(e, "noload") ? 2 : 0;
+  }();
+  return abl;
+}
+static bool prof_on() {
   static const bool on = getenv("IXL_LOGITS_V2_PROF") && getenv("IXL_LOGITS_V2_PROF")[0] == '1';
   return on;
 }
@@ -367,120 +588,171 @@ static bool k2_prof_on() {
 // The kernel's shared-memory attributes set and its occupancy asked once per device and
 // process (they do not change; asking costs driver calls on every launch otherwise). <= 0
 // with *err set when the driver refused.
-template <int H, int S, int M>
-static int k2_occupancy(ixl_ctx *ctx, cudaError_t *err) {
+template <int H, int S, int M, int MODE, bool BF16>
+static int occupancy(ixl_ctx *ctx, cudaError_t *err) {
   static std::atomic<int> cached[64];
   const int dev = ixl_ctx_device(ctx);
   const bool slot = dev >= 0 && dev < 64;
   int occ = slot ? cached[dev].load(std::memory_order_relaxed) : 0;
   if (occ > 0) return occ;
-  auto kern = k2_fp8_kernel<H, S, M>;
+  auto kern = v2_fp8_kernel<H, S, M, MODE, BF16>;
   // the whole shared-memory carveout, else the driver may fit fewer CTAs per SM than the
   // grid assumes and run the persistent grid in two waves
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       K2Smem<H, S>::alloc);
+                                       Smem<H, S>::alloc);
   if (e == cudaSuccess)
     e = cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
                              (int)cudaSharedmemCarveoutMaxShared);
   if (e == cudaSuccess)
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, kThreads, K2Smem<H, S>::alloc);
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, kThreads, Smem<H, S>::alloc);
   if (e != cudaSuccess) {
     *err = e;
     return 0;
   }
   if (occ < 1) occ = 1;
   if (occ > M) occ = M;
-  if (k2_prof_on())
-    fprintf(stderr, "logits v2 K2<H %d, %d stages>: %d CTAs per SM (designed for %d), %d B smem\n",
-            H, S, occ, M, K2Smem<H, S>::alloc);
+  if (prof_on())
+    fprintf(stderr, "logits v2 fp8<H %d, %d stages, mode %d>: %d CTAs per SM (designed for %d), "
+            "%d B smem\n", H, S, MODE, occ, M, Smem<H, S>::alloc);
   if (slot) cached[dev].store(occ, std::memory_order_relaxed);
   return occ;
 }
 
-template <int H, int S, int M>
-static ixl_status launch_k2_cfg(ixl_ctx *ctx, const ixl_logits_call *c, K2Params &p) {
-  const char *op = "dense_logits_paged";
+static const char *mode_op(int mode) {
+  return mode == M_K2 ? "dense_logits_paged" : mode == M_K1 ? "dense_logits" : "sparse_logits";
+}
+
+// Grid, tensor maps, launch (and the development profile) of one configuration. p has every
+// field but per_cta, prof and abl.
+template <int H, int S, int M, int MODE, bool BF16>
+static ixl_status launch_cfg(ixl_ctx *ctx, const ixl_logits_call *c, Params &p) {
+  const char *op = mode_op(MODE);
   const ixl_qk *in = c->in;
   cudaError_t e = cudaSuccess;
-  const int occ = k2_occupancy<H, S, M>(ctx, &e);
-  if (occ <= 0) return ixl_cuda_status(ctx, e, "cudaFuncSetAttribute (logits v2 K2)");
+  const int occ = occupancy<H, S, M, MODE, BF16>(ctx, &e);
+  if (occ <= 0) return ixl_cuda_status(ctx, e, "cudaFuncSetAttribute (logits v2)");
   int64_t grid = (int64_t)occ * ixl::sm_count(ctx); // one wave: every CTA resident at once
   if (grid > p.units) grid = p.units;
   p.per_cta = ixl_ceil_div(p.units, grid);
   grid = ixl_ceil_div(p.units, p.per_cta);
-  CUtensorMap kmap, qmap;
+  CUtensorMap kmap, smap, qmap;
   char why[160];
-  if (tma_map_2d(&kmap, p.pages, CU_TENSOR_MAP_DATA_TYPE_UINT8, 128,
-                 (uint64_t)p.num_pages * (uint64_t)p.rpp, 128, 128, (uint32_t)p.PB,
-                 CU_TENSOR_MAP_SWIZZLE_128B, why, sizeof why) ||
-      tma_map_2d(&qmap, in->q_codes->data, CU_TENSOR_MAP_DATA_TYPE_UINT8, 128,
-                 (uint64_t)(c->R * H), 128, 128, (uint32_t)H, CU_TENSOR_MAP_SWIZZLE_128B, why,
-                 sizeof why))
-    return ixl_set_error(ctx, IXL_ERR_BACKEND, "%s (v2): %s", op, why);
-  const bool prof = k2_prof_on();
+  const bool paged = MODE == M_K2 || MODE == M_K5P;
+  int bad = paged ? tma_map_2d(&kmap, p.pages, CU_TENSOR_MAP_DATA_TYPE_UINT8, 128,
+                               (uint64_t)p.num_pages * (uint64_t)p.rpp, 128, 128, (uint32_t)p.PB,
+                               CU_TENSOR_MAP_SWIZZLE_128B, why, sizeof why)
+                  : tma_map_2d(&kmap, in->k_codes->data, CU_TENSOR_MAP_DATA_TYPE_UINT8, 128,
+                               (uint64_t)p.N, 128, 128, (uint32_t)p.PB,
+                               CU_TENSOR_MAP_SWIZZLE_128B, why, sizeof why);
+  if (!bad && MODE == M_K1)
+    bad = tma_map_1d_u32(&smap, in->k_scales->data, (uint64_t)p.N, (uint32_t)kTile, why,
+                         sizeof why);
+  if (!bad && MODE != M_K1) memcpy(&smap, &kmap, sizeof smap); // unused
+  if (!bad)
+    bad = tma_map_2d(&qmap, in->q_codes->data, CU_TENSOR_MAP_DATA_TYPE_UINT8, 128,
+                     (uint64_t)(c->R * H), 128, 128, (uint32_t)H, CU_TENSOR_MAP_SWIZZLE_128B, why,
+                     sizeof why);
+  if (bad) return ixl_set_error(ctx, IXL_ERR_BACKEND, "%s (v2): %s", op, why);
+  const bool prof = prof_on();
+  p.abl = ablation();
   if (prof) {
-    static const unsigned long long zero[4] = {0, 0, 0, 0};
-    cudaMemcpyToSymbolAsync(g_k2_prof, zero, sizeof zero, 0, cudaMemcpyHostToDevice,
+    static const unsigned long long zero[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    cudaMemcpyToSymbolAsync(g_prof, zero, sizeof zero, 0, cudaMemcpyHostToDevice,
                             ixl::stream_of(ctx));
-    cudaGetSymbolAddress((void **)&p.prof, g_k2_prof);
+    cudaGetSymbolAddress((void **)&p.prof, g_prof);
   }
-  k2_fp8_kernel<H, S, M>
-      <<<(unsigned)grid, kThreads, K2Smem<H, S>::alloc, ixl::stream_of(ctx)>>>(kmap, qmap, p);
-  ixl_status st = ixl_cuda_check_launch(ctx, "dense_logits_paged kernel (v2)");
+  v2_fp8_kernel<H, S, M, MODE, BF16><<<(unsigned)grid, kThreads, Smem<H, S>::alloc,
+                                       ixl::stream_of(ctx)>>>(kmap, smap, qmap, p);
+  ixl_status st = ixl_cuda_check_launch(ctx, "logits v2 fp8 kernel");
   if (prof && st == IXL_OK) {
-    unsigned long long v[4] = {0, 0, 0, 0};
-    cudaMemcpyFromSymbolAsync(v, g_k2_prof, sizeof v, 0, cudaMemcpyDeviceToHost,
+    unsigned long long v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    cudaMemcpyFromSymbolAsync(v, g_prof, sizeof v, 0, cudaMemcpyDeviceToHost,
                               ixl::stream_of(ctx));
     cudaStreamSynchronize(ixl::stream_of(ctx));
     fprintf(stderr,
-            "logits v2 K2 prof: R %lld cols %lld grid %lld x %lld units: math waits %.1f%% "
-            "(%.0f clk/CTA), producer waits %.1f%% (%.0f clk/CTA)\n",
-            (long long)c->R, (long long)p.out_cols, (long long)grid, (long long)p.per_cta,
-            v[1] ? 100.0 * (double)v[0] / (double)v[1] : 0.0, (double)v[1] / (double)grid,
-            v[3] ? 100.0 * (double)v[2] / (double)v[3] : 0.0, (double)v[3] / (double)grid);
+            "logits v2 prof: mode %d R %lld cols %lld abl %d grid %lld x %lld units: math %.0f "
+            "clk/CTA (full waits %.1f%%, wgmma waits %.1f%%), producer %.0f clk/CTA (empty "
+            "waits %.1f%%, issue %.1f%%), SM clock %.2f GHz\n",
+            MODE, (long long)c->R, (long long)p.out_cols, p.abl, (long long)grid,
+            (long long)p.per_cta, (double)v[1] / (double)grid,
+            v[1] ? 100.0 * (double)v[0] / (double)v[1] : 0.0,
+            v[1] ? 100.0 * (double)v[4] / (double)v[1] : 0.0, (double)v[3] / (double)grid,
+            v[3] ? 100.0 * (double)v[2] / (double)v[3] : 0.0,
+            v[3] ? 100.0 * (double)v[5] / (double)v[3] : 0.0,
+            v[7] ? (double)v[6] / (double)v[7] : 0.0);
   }
   return st;
 }
 
+// 6 stages x 3 CTAs per SM (the K2 fp32 kernel's measured default).
+template <int H, int MODE, bool BF16>
+static ixl_status launch_mode(ixl_ctx *ctx, const ixl_logits_call *c, Params &p) {
+  return launch_cfg<H, 6, 3, MODE, BF16>(ctx, c, p);
+}
+
 template <int H>
-ixl_status launch_k2(ixl_ctx *ctx, const ixl_logits_call *c) {
+ixl_status launch(ixl_ctx *ctx, const ixl_logits_call *c) {
   const ixl_qk *in = c->in;
-  K2Params p = {};
-  p.pages = (const uint8_t *)in->k_pages->data;
-  p.bt = (const int32_t *)c->block_table->data;
-  p.lens = (const int32_t *)c->ke->data;
-  p.w = (const float *)c->weights->data;
-  p.out = (float *)c->out->data;
-  p.stride = c->page_stride;
-  p.bt_cols = c->block_table->shape[1];
+  Params p = {};
+  p.ks = c->ks ? (const int32_t *)c->ks->data : nullptr;
+  p.ke = (const int32_t *)c->ke->data;
+  p.w = c->weights->data;
+  p.out = c->out->data;
   p.out_cols = c->out->shape[1];
-  p.num_pages = (int32_t)c->num_pages;
-  p.P = in->page_size;
-  p.PB = p.P < kTile ? p.P : kTile;
-  p.rpp = (int32_t)(p.stride / 128);
   p.ntile = (int32_t)ixl_ceil_div(p.out_cols, kTile);
-  const int64_t ml = p.bt_cols * (int64_t)p.P;
-  p.max_len = (int32_t)(ml < INT32_MAX ? ml : INT32_MAX);
   p.units = c->R * p.ntile;
-  if (c->R == 0 || p.out_cols == 0 || p.num_pages == 0 || p.bt_cols == 0) {
+  const bool paged = in->k_pages != NULL;
+  if (paged) {
+    p.pages = (const uint8_t *)in->k_pages->data;
+    p.bt = (const int32_t *)c->block_table->data;
+    p.stride = c->page_stride;
+    p.bt_cols = c->block_table->shape[1];
+    p.num_pages = (int32_t)c->num_pages;
+    p.P = in->page_size;
+    p.rpp = (int32_t)(p.stride / 128);
+    const int64_t ml = p.bt_cols * (int64_t)p.P;
+    p.max_len = (int32_t)(ml < INT32_MAX ? ml : INT32_MAX);
+  } else {
+    p.N = (int32_t)c->N;
+    p.compressed = c->layout == IXL_LAYOUT_COMPRESSED;
+    p.kscales = (const float *)in->k_scales->data;
+  }
+  const bool sparse = c->mode == IXL_LOGITS_SPARSE;
+  if (sparse) {
+    p.ids = (const int32_t *)c->sparse_ids->data;
+    p.nsb = c->sparse_ids->shape[1];
+    p.sbk = c->sparse_block_kv;
+    p.sbk_log2 = __builtin_ctz((unsigned)p.sbk);
+    p.aligned = c->ks_mode == IXL_KS_ALIGNED;
+  }
+  // positions per box: a tile's keys come in boxes that stay inside a page (paged) and a
+  // sparse block (K5)
+  int pb = kTile;
+  if (paged && p.P < pb) pb = p.P;
+  if (sparse && p.sbk < pb) pb = p.sbk;
+  p.PB = pb;
+  if (c->R == 0 || p.out_cols == 0 || (paged && (p.num_pages == 0 || p.bt_cols == 0)) ||
+      (!paged && p.N == 0)) {
     // nothing to read: v1 writes the -inf rows (and answers an empty call)
-    return ixl_cuda_logits_v1_dense(ctx, c, 4096);
+    return sparse ? ixl_cuda_logits_v1_sparse(ctx, c, 4096)
+                  : ixl_cuda_logits_v1_dense(ctx, c, 4096);
   }
-  switch (k2_cfg()) {
-  case K2_8x2: return launch_k2_cfg<H, 8, 2>(ctx, c, p);
-  case K2_4x4: // H 64's two accumulators do not fit 4 CTAs' registers (96): 6x3 instead
-    if constexpr (H == 32) return launch_k2_cfg<H, 4, 4>(ctx, c, p);
-    [[fallthrough]];
-  default: return launch_k2_cfg<H, 6, 3>(ctx, c, p);
-  }
+  if (c->mode == IXL_LOGITS_DENSE_PAGED) return launch_mode<H, M_K2, true>(ctx, c, p);
+  if (c->mode == IXL_LOGITS_SPARSE && paged) return launch_mode<H, M_K5P, true>(ctx, c, p);
+  // not reached (fp8_takes keeps the ragged modes on v1)
+  return sparse ? ixl_cuda_logits_v1_sparse(ctx, c, 4096) : ixl_cuda_logits_v1_dense(ctx, c, 4096);
 }
 
 } // namespace
 
 extern "C" ixl_status ixl_cuda_logits_v2(ixl_ctx *ctx, const ixl_logits_call *c) {
   if (c->in->kv_format == IXL_MXFP4) return ixl_cuda_logits_v2_mx(ctx, c);
-  if (c->mode == IXL_LOGITS_SPARSE) return ixl_cuda_logits_v1_sparse(ctx, c, 4096);
-  if (c->mode != IXL_LOGITS_DENSE_PAGED || !k2_takes(c))
-    return ixl_cuda_logits_v1_dense(ctx, c, 4096);
-  return c->H == 64 ? launch_k2<64>(ctx, c) : launch_k2<32>(ctx, c);
+  if (!fp8_takes(c))
+    return c->mode == IXL_LOGITS_SPARSE ? ixl_cuda_logits_v1_sparse(ctx, c, 4096)
+                                        : ixl_cuda_logits_v1_dense(ctx, c, 4096);
+  if (c->mode == IXL_LOGITS_DENSE_PAGED && c->reduction == IXL_REDUCE_FP32) {
+    if (!ixl_v2_k2::k2_takes(c)) return ixl_cuda_logits_v1_dense(ctx, c, 4096);
+    return c->H == 64 ? ixl_v2_k2::launch_k2<64>(ctx, c) : ixl_v2_k2::launch_k2<32>(ctx, c);
+  }
+  return c->H == 64 ? launch<64>(ctx, c) : launch<32>(ctx, c);
 }

@@ -10,10 +10,15 @@
 //   tensor core's fp8 accumulation: within the fp8 tolerance of the CPU's fp32 sum, not bitwise).
 // - epilogue_fp32: per position, sum over heads of w * relu(dot * scale) in fp32 (SPEC 3 allows
 //   any order for the fp32 reduction): a lane's 2 positions x H/4 heads, then 2 shfl_xor.
+// - epilogue_bf16: SPEC 3's K5 reduction (v_h = bf16(relu(dot * scale)); four bf16 chains by
+//   h % 4, heads in increasing order, one fma.rn.bf16 each; bf16(bf16(s0 + s2) + bf16(s1 + s3))),
+//   the same for K1, K2 and K5, so K5 == K1/K2 (bf16) bit for bit on this variant.
 // Lane layout (ixl_sm90_acc_rc): thread t of the warpgroup, warp w = t / 32, lane l: register
 // 4j + c is (position 16 w + l/4, head 8 j + 2 (l%4) + c), 4j + 2 + c the position + 8.
 #ifndef IXL_LOGITS_V2_FP8_CUH
 #define IXL_LOGITS_V2_FP8_CUH
+
+#include <cuda_bf16.h>
 
 #include "cuda/sm90.cuh"
 
@@ -60,6 +65,44 @@ __device__ __forceinline__ void epilogue_fp32(const float (&acc)[H / 2], float s
   s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
   s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
   s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+}
+
+// bf16 reduction of a finished accumulator. Lane quad t4 = 0..3 holds, per j, heads
+// 8j + 2 t4 + {0, 1} of positions r0 and r0 + 8: chain pair (c, c + 1), c = 2 (t4 & 1), needs
+// heads 8j + c + {0, 1} (lane t4 & 1) and 8j + 4 + c + {0, 1} (lane (t4 & 1) | 2), in that
+// order. One shfl_xor(2) per j gives lanes t4 < 2 both halves for r0 and lanes t4 >= 2 both
+// for r0 + 8; a shfl_xor(1) then joins chains (0, 1) and (2, 3). Result: the logit of
+// position r0 + 8 (t4 >> 1), valid in every lane. w: the row's H bf16 weights in smem.
+template <int H>
+__device__ __forceinline__ __nv_bfloat16 epilogue_bf16(const float (&acc)[H / 2], float sc0,
+                                                       float sc1, const __nv_bfloat16 *w,
+                                                       int t4) {
+  const bool hi = t4 & 2; // this lane finishes position r0 + 8
+  const __nv_bfloat162 z = __floats2bfloat162_rn(0.0f, 0.0f);
+  __nv_bfloat162 ch = z; // chains (c, c + 1), c = 2 (t4 & 1)
+  const __nv_bfloat162 *w2 = reinterpret_cast<const __nv_bfloat162 *>(w);
+#pragma unroll
+  for (int j = 0; j < H / 8; ++j) {
+    const float d0 = __fmul_rn(acc[4 * j], sc0), d1 = __fmul_rn(acc[4 * j + 1], sc0);
+    const float d2 = __fmul_rn(acc[4 * j + 2], sc1), d3 = __fmul_rn(acc[4 * j + 3], sc1);
+    const __nv_bfloat162 v0 = __floats2bfloat162_rn(d0 < 0.0f ? 0.0f : d0, d1 < 0.0f ? 0.0f : d1);
+    const __nv_bfloat162 v8 = __floats2bfloat162_rn(d2 < 0.0f ? 0.0f : d2, d3 < 0.0f ? 0.0f : d3);
+    const __nv_bfloat162 keep = hi ? v8 : v0, send = hi ? v0 : v8;
+    uint32_t sb = *reinterpret_cast<const uint32_t *>(&send);
+    sb = __shfl_xor_sync(0xffffffffu, sb, 2);
+    const __nv_bfloat162 got = *reinterpret_cast<const __nv_bfloat162 *>(&sb);
+    // heads 8j + c (lane t4 & 1, the "low" one) come before 8j + 4 + c (lane (t4 & 1) | 2)
+    const int c = 2 * (t4 & 1);
+    const __nv_bfloat162 wl = w2[(8 * j + c) / 2], wh = w2[(8 * j + 4 + c) / 2];
+    ch = __hfma2(wl, hi ? got : keep, ch);
+    ch = __hfma2(wh, hi ? keep : got, ch);
+  }
+  uint32_t cb = *reinterpret_cast<const uint32_t *>(&ch);
+  cb = __shfl_xor_sync(0xffffffffu, cb, 1);
+  const __nv_bfloat162 other = *reinterpret_cast<const __nv_bfloat162 *>(&cb);
+  // (s0, s1) + (s2, s3): lanes t4 even hold (s0, s1), odd (s2, s3); the sum is symmetric
+  const __nv_bfloat162 sum = (t4 & 1) ? __hadd2(other, ch) : __hadd2(ch, other);
+  return __hadd(__low2bfloat16(sum), __high2bfloat16(sum));
 }
 #endif
 

@@ -1,0 +1,450 @@
+// logits/v2_fp8_k2.cuh - logits v2's K2 fp8 kernel with the fp32 reduction, as measured on the
+// H200 (BENCHMARKS.md, "Step 1 of issue 13's K2 work"): one math warpgroup and one producer
+// warp per CTA, 6 stages x 3 CTAs per SM by default, the accumulator double-buffered
+// (wgmma.wait_group 1), a division-free producer with block-table prefetch, weights with Q by
+// bulk copy. logits_v2_sm90.cu includes it once and sends fp32 K2 here; its v2_fp8_kernel (the
+// same tile math, logits/v2_fp8.cuh) runs bf16 K2 and paged K5. The two have not been timed
+// against each other on one build: the general kernel's fp32 K2 measured 10 % slower at 8x2
+// (399 against 362 us, 64x128K) on the second visit, so fp32 K2 keeps this one.
+#ifndef IXL_LOGITS_V2_FP8_K2_CUH
+#define IXL_LOGITS_V2_FP8_K2_CUH
+
+#include "logits/logits.h"
+#include "cuda/launch.cuh"
+#include "cuda/sm90.cuh"
+#include "logits/v2_fp8.cuh"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <atomic>
+#include <type_traits>
+
+namespace ixl_v2_k2 {
+
+using namespace ixl::sm90;
+using ixl_v2::kTile;
+using ixl_v2::kTileBytes;
+
+constexpr int kMath = 128;              // the math warpgroup
+constexpr int kThreads = kMath + 32;    // + the producer warp
+
+struct K2Params {
+  const uint8_t *pages;     // [num_pages, stride]: P x 128 B codes, then P fp32 scales
+  const int32_t *bt;        // [R, bt_cols]
+  const int32_t *lens;      // [R]
+  const float *w;           // [R, H] (16-B aligned rows: H * 4 is a multiple of 16)
+  float *out;               // [R, out_cols]
+  unsigned long long *prof; // development profile (IXL_LOGITS_V2_PROF), else NULL
+  int64_t stride, bt_cols, out_cols, units, per_cta;
+  int32_t num_pages, P, PB, rpp; // PB = positions per box (min(P, 64)); rpp = stride / 128
+  int32_t ntile, max_len;        // tiles per row (over out_cols); bt_cols * P clamped
+};
+
+// Dynamic shared memory: codes[S][8 KB] | q[2][H * 128] | w[2][H] | scales[S][64] | bars.
+template <int H, int S>
+struct K2Smem {
+  static constexpr int codes = 0;
+  static constexpr int q = codes + S * kTileBytes;
+  static constexpr int w = q + 2 * H * 128;
+  static constexpr int scales = w + 2 * H * 4;
+  static constexpr int bars = scales + S * kTile * 4;
+  static constexpr int total = bars + (2 * S + 4) * 8;
+  static constexpr int alloc = total + 1024; // the base is aligned up to 1024 in the kernel
+};
+
+#if IXL_SM90_DEVICE
+// A row's length as the kernel uses it: clamped into [0, bt_cols * P].
+__device__ __forceinline__ int32_t row_len(const K2Params &p, int64_t row) {
+  const int32_t l = p.lens[row];
+  return l < 0 ? 0 : l > p.max_len ? p.max_len : l;
+}
+
+// The (row, tile) walk over a CTA's units [u0, u1) both roles share: no division per step.
+struct UnitWalk {
+  int64_t u, u1, r;
+  int32_t t, ntile;
+  __device__ __forceinline__ UnitWalk(int64_t u0, int64_t u1_, int32_t ntile_)
+      : u(u0), u1(u1_), r(u0 / ntile_), t((int32_t)(u0 - (u0 / ntile_) * ntile_)),
+        ntile(ntile_) {}
+  __device__ __forceinline__ bool more() const { return u < u1; }
+  __device__ __forceinline__ void step() {
+    ++u;
+    if (++t == ntile) t = 0, ++r;
+  }
+};
+#endif
+
+// One CTA: a math warpgroup and a producer warp (kThreads), MinBlocks CTAs per SM; an S-stage
+// ring of tiles; the math warpgroup double-buffers its accumulator: tile i + 1's wgmma run
+// while tile i's epilogue does (wgmma.wait_group 1).
+template <int H, int S, int MinBlocks>
+__global__ void __launch_bounds__(kThreads, MinBlocks)
+    k2_fp8_kernel(const __grid_constant__ CUtensorMap kmap,
+                  const __grid_constant__ CUtensorMap qmap, const K2Params p) {
+#if IXL_SM90_DEVICE
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t *smem = reinterpret_cast<uint8_t *>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  using L = K2Smem<H, S>;
+  uint8_t *s_codes = smem + L::codes;
+  uint8_t *s_q = smem + L::q;
+  float *s_w = reinterpret_cast<float *>(smem + L::w);
+  float *s_scales = reinterpret_cast<float *>(smem + L::scales);
+  uint64_t *full = reinterpret_cast<uint64_t *>(smem + L::bars);
+  uint64_t *empty = full + S, *qfull = empty + S, *qempty = qfull + 2;
+  const int tid = threadIdx.x;
+  if (tid == 0) {
+    for (int s = 0; s < S; ++s) {
+      ptx::mbarrier_init(&full[s], 1);
+      ptx::mbarrier_init(&empty[s], kMath);
+    }
+    for (int s = 0; s < 2; ++s) {
+      ptx::mbarrier_init(&qfull[s], 1);
+      ptx::mbarrier_init(&qempty[s], kMath);
+    }
+    ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster);
+  }
+  __syncthreads();
+  const int64_t u0 = (int64_t)blockIdx.x * p.per_cta;
+  const int64_t u1 = u0 + p.per_cta < p.units ? u0 + p.per_cta : p.units;
+  long long t_wait = 0; // profile: clocks spent waiting (IXL_LOGITS_V2_PROF)
+  const long long t_start = p.prof ? clock64() : 0;
+
+  if (tid >= kMath) {
+    // ---------------------------------------------------------------- producer warp
+    const int lane = tid & 31;
+    int stage = 0, qslot = 1;
+    uint32_t ephase = 1, qephase = 3; // fresh empties pass on parity 1; bit s: Q slot s's
+    int64_t row = -1, qrow = -1;
+    int32_t len = 0;
+    // block-table entries cb .. cb + 31 in `cache` (lane i: entry cb + i), the next 32 in
+    // `nextc` (loaded a window ahead, so crossing a window does not wait on a load)
+    int64_t cb = 0;
+    int32_t cache = 0, nextc = 0;
+    const int per = kTile / p.PB;                // boxes per tile
+    const int32_t tpp = p.P >= kTile ? p.P / kTile : 1; // tiles per page (P >= 64)
+    int32_t pi = 0, sub = 0; // the tile's first page index in the row; tile within the page
+    auto bt_at = [&](int64_t j) {
+      return p.bt[row * p.bt_cols + (j < p.bt_cols ? j : p.bt_cols - 1)];
+    };
+    for (UnitWalk wk(u0, u1, p.ntile); wk.more(); wk.step()) {
+      if (wk.r != row) {
+        row = wk.r;
+        len = row_len(p, row);
+        if (p.P >= kTile) pi = wk.t / tpp, sub = wk.t - pi * tpp;
+        else pi = wk.t * per, sub = 0;
+        cb = pi;
+        cache = bt_at(cb + lane);
+        nextc = bt_at(cb + 32 + lane);
+      } else if (p.P >= kTile) {
+        if (++sub == tpp) sub = 0, ++pi;
+      } else {
+        pi += per;
+      }
+      const int32_t pos0 = wk.t * kTile;
+      if (pos0 >= len) continue; // an empty tile: -inf stores by the math warpgroup only
+      if (row != qrow) {
+        qrow = row;
+        qslot ^= 1;
+        const long long w0 = p.prof ? clock64() : 0;
+        mbar_wait(&qempty[qslot], (qephase >> qslot) & 1);
+        if (p.prof) t_wait += clock64() - w0;
+        qephase ^= 1u << qslot;
+        if (lane == 0) {
+          ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared,
+                                         &qfull[qslot], (uint32_t)(H * 128 + H * 4));
+          const int32_t c[2] = {0, (int32_t)(row * H)};
+          ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, s_q + qslot * H * 128,
+                                    &qmap, c, &qfull[qslot]);
+          ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, s_w + qslot * H,
+                             p.w + row * H, (uint32_t)(H * 4), &qfull[qslot]);
+        }
+      }
+      // the tile's pages: pi .. pi + per - 1 (clamped into the block table by bt_at)
+      while (pi + per - 1 >= cb + 32) { // past the window: slide by 32 (rarely twice)
+        cb += 32;
+        cache = nextc;
+        nextc = bt_at(cb + 32 + lane);
+      }
+      const long long w0 = p.prof ? clock64() : 0;
+      mbar_wait(&empty[stage], ephase);
+      if (p.prof) t_wait += clock64() - w0;
+      if (lane == 0)
+        ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared,
+                                       &full[stage], (uint32_t)(kTileBytes + kTile * 4));
+      for (int b = 0; b < per; ++b) {
+        int32_t pg = __shfl_sync(0xffffffffu, cache, (int)(pi + b - cb));
+        pg = pg < 0 ? 0 : pg >= p.num_pages ? p.num_pages - 1 : pg; // device data: clamped
+        const int32_t slot = sub * kTile;
+        if (lane == 0) {
+          const int32_t c[2] = {0, pg * p.rpp + slot};
+          ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global,
+                                    s_codes + stage * kTileBytes + b * p.PB * 128, &kmap, c,
+                                    &full[stage]);
+          const uint8_t *src = p.pages + (int64_t)pg * p.stride + (int64_t)p.P * 128 + slot * 4;
+          ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global,
+                             s_scales + stage * kTile + b * p.PB, src, (uint32_t)(p.PB * 4),
+                             &full[stage]);
+        }
+      }
+      if (++stage == S) stage = 0, ephase ^= 1;
+    }
+    if (p.prof && lane == 0) {
+      atomicAdd(&p.prof[2], (unsigned long long)t_wait);
+      atomicAdd(&p.prof[3], (unsigned long long)(clock64() - t_start));
+    }
+    return;
+  }
+
+  // ---------------------------------------------------------------- math warpgroup
+  const int warp = tid >> 5, lane = tid & 31, t4 = lane & 3;
+  const int r0 = 16 * warp + (lane >> 2); // this lane's positions in a tile: r0, r0 + 8
+  const float ninf = __uint_as_float(0xff800000u);
+  struct Tile {
+    int64_t row;
+    int32_t pos0, len;
+    int stage, qslot;
+    float sc0, sc1;
+  };
+  int stage = 0, qslot = 1;
+  uint32_t fphase = 0, qfphase = 0; // bit s: Q slot s's parity
+  int64_t row = -1, qrow = -1;
+  int32_t len = 0;
+  UnitWalk wk(u0, u1, p.ntile);
+  // the next tile that has keys (empty ones get their -inf stores on the way); false at the end
+  auto next = [&](Tile &c) -> bool {
+    for (; wk.more(); wk.step()) {
+      if (wk.r != row) {
+        row = wk.r;
+        len = row_len(p, row);
+      }
+      const int32_t pos0 = wk.t * kTile;
+      if (pos0 >= len) { // nothing to read: -inf where the tile has columns
+        if (tid < kTile && pos0 + tid < p.out_cols) p.out[row * p.out_cols + pos0 + tid] = ninf;
+        continue;
+      }
+      c.row = row, c.pos0 = pos0, c.len = len;
+      wk.step();
+      return true;
+    }
+    return false;
+  };
+  // wait for tile c's stage (and its row's Q), then issue its wgmma into acc
+  auto issue = [&](Tile &c, float(&acc)[H / 2]) {
+    const long long w0 = p.prof ? clock64() : 0;
+    if (c.row != qrow) {
+      qrow = c.row;
+      qslot ^= 1;
+      mbar_wait(&qfull[qslot], (qfphase >> qslot) & 1);
+      qfphase ^= 1u << qslot;
+    }
+    mbar_wait(&full[stage], fphase);
+    if (p.prof) t_wait += clock64() - w0;
+    c.qslot = qslot, c.stage = stage;
+    c.sc0 = s_scales[stage * kTile + r0], c.sc1 = s_scales[stage * kTile + r0 + 8];
+    ixl_v2::tile_mma<H>(acc, s_codes + stage * kTileBytes, s_q + qslot * H * 128);
+    if (++stage == S) stage = 0, fphase ^= 1;
+  };
+  // tile c's wgmma are done (the caller waited): release its stage, reduce, store; release its
+  // Q slot when the next tile (if any) uses the other one
+  auto finish = [&](const Tile &c, float(&acc)[H / 2], bool last, int next_qslot) {
+    fence_operand(acc);
+    ptx::mbarrier_arrive(&empty[c.stage]); // this thread's reads of the stage are done
+    float s0, s1;
+    ixl_v2::epilogue_fp32<H>(acc, c.sc0, c.sc1, s_w + c.qslot * H, t4, s0, s1);
+    if (last || next_qslot != c.qslot) ptx::mbarrier_arrive(&qempty[c.qslot]);
+    if (t4 < 2) { // lane 0 of the quad stores position r0, lane 1 position r0 + 8
+      const int32_t pos = c.pos0 + r0 + 8 * t4;
+      if (pos < p.out_cols) p.out[c.row * p.out_cols + pos] = pos < c.len ? (t4 ? s1 : s0) : ninf;
+    }
+  };
+  float acc0[H / 2], acc1[H / 2];
+  Tile a, b;
+  if (next(a)) {
+    issue(a, acc0);
+    for (;;) { // a in flight in acc0
+      if (!next(b)) {
+        wgmma_wait<0>();
+        finish(a, acc0, true, 0);
+        break;
+      }
+      issue(b, acc1);
+      wgmma_wait<1>();
+      finish(a, acc0, false, b.qslot);
+      if (!next(a)) { // b in flight in acc1
+        wgmma_wait<0>();
+        finish(b, acc1, true, 0);
+        break;
+      }
+      issue(a, acc0);
+      wgmma_wait<1>();
+      finish(b, acc1, false, a.qslot);
+    }
+  }
+  if (p.prof && tid == 0) {
+    atomicAdd(&p.prof[0], (unsigned long long)t_wait);
+    atomicAdd(&p.prof[1], (unsigned long long)(clock64() - t_start));
+  }
+#else
+  IXL_SM90_TRAP_ELSEWHERE();
+#endif
+}
+
+// ------------------------------------------------------------------ host
+// 1 when v2's kernel takes this K2 call (else v1 runs it).
+inline bool k2_takes(const ixl_logits_call *c) {
+  const ixl_qk *in = c->in;
+  const int P = in->page_size;
+  const bool page_ok = P % 64 == 0 || P == 8 || P == 16 || P == 32;
+  const ixl_tensor *al16[] = {in->q_codes, in->k_pages, c->weights}; // weights: bulk copies
+  for (const ixl_tensor *t : al16)
+    if ((uintptr_t)t->data % 16) return false;
+  const ixl_tensor *al4[] = {c->out, c->ke, c->block_table};
+  for (const ixl_tensor *t : al4)
+    if ((uintptr_t)t->data % 4) return false;
+  return in->kv_format == IXL_FP8 && c->reduction == IXL_REDUCE_FP32 && (c->H == 32 || c->H == 64)
+         && page_ok && c->num_pages * (c->page_stride / 128) < INT32_MAX &&
+         c->R * c->H < INT32_MAX && c->out->shape[1] < INT32_MAX;
+}
+
+// The kernel configurations built: S stages x M CTAs per SM (each one wave of M * sms CTAs).
+// The default is the fastest measured on the H200 (BENCHMARKS.md); the development switch
+// IXL_LOGITS_V2_K2=SxM (8x2, 6x3; 4x4 at H 32 only) picks another, read once per process.
+enum K2Cfg { K2_8x2 = 0, K2_6x3 = 1, K2_4x4 = 2 };
+constexpr K2Cfg kK2Default = K2_6x3;
+
+static K2Cfg k2_cfg() {
+  static const K2Cfg cfg = [] {
+    const char *e = getenv("IXL_LOGITS_V2_K2");
+    if (!e) return kK2Default;
+    return !strcmp(e, "8x2") ? K2_8x2 : !strcmp(e, "6x3") ? K2_6x3 : !strcmp(e, "4x4") ? K2_4x4
+                                                                                   : kK2Default;
+  }();
+  return cfg;
+}
+
+// Development profile (IXL_LOGITS_V2_PROF=1, never in tests or graphs: it synchronizes): the
+// math warpgroups' and producers' clocks waiting on barriers against their total, summed
+// over CTAs, printed to stderr after each launch.
+__device__ unsigned long long g_k2_prof[4];
+static bool k2_prof_on() {
+  static const bool on = getenv("IXL_LOGITS_V2_PROF") && getenv("IXL_LOGITS_V2_PROF")[0] == '1';
+  return on;
+}
+
+// The kernel's shared-memory attributes set and its occupancy asked once per device and
+// process (they do not change; asking costs driver calls on every launch otherwise). <= 0
+// with *err set when the driver refused.
+template <int H, int S, int M>
+static int k2_occupancy(ixl_ctx *ctx, cudaError_t *err) {
+  static std::atomic<int> cached[64];
+  const int dev = ixl_ctx_device(ctx);
+  const bool slot = dev >= 0 && dev < 64;
+  int occ = slot ? cached[dev].load(std::memory_order_relaxed) : 0;
+  if (occ > 0) return occ;
+  auto kern = k2_fp8_kernel<H, S, M>;
+  // the whole shared-memory carveout, else the driver may fit fewer CTAs per SM than the
+  // grid assumes and run the persistent grid in two waves
+  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       K2Smem<H, S>::alloc);
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
+                             (int)cudaSharedmemCarveoutMaxShared);
+  if (e == cudaSuccess)
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, kThreads, K2Smem<H, S>::alloc);
+  if (e != cudaSuccess) {
+    *err = e;
+    return 0;
+  }
+  if (occ < 1) occ = 1;
+  if (occ > M) occ = M;
+  if (k2_prof_on())
+    fprintf(stderr, "logits v2 K2<H %d, %d stages>: %d CTAs per SM (designed for %d), %d B smem\n",
+            H, S, occ, M, K2Smem<H, S>::alloc);
+  if (slot) cached[dev].store(occ, std::memory_order_relaxed);
+  return occ;
+}
+
+template <int H, int S, int M>
+static ixl_status launch_k2_cfg(ixl_ctx *ctx, const ixl_logits_call *c, K2Params &p) {
+  const char *op = "dense_logits_paged";
+  const ixl_qk *in = c->in;
+  cudaError_t e = cudaSuccess;
+  const int occ = k2_occupancy<H, S, M>(ctx, &e);
+  if (occ <= 0) return ixl_cuda_status(ctx, e, "cudaFuncSetAttribute (logits v2 K2)");
+  int64_t grid = (int64_t)occ * ixl::sm_count(ctx); // one wave: every CTA resident at once
+  if (grid > p.units) grid = p.units;
+  p.per_cta = ixl_ceil_div(p.units, grid);
+  grid = ixl_ceil_div(p.units, p.per_cta);
+  CUtensorMap kmap, qmap;
+  char why[160];
+  if (tma_map_2d(&kmap, p.pages, CU_TENSOR_MAP_DATA_TYPE_UINT8, 128,
+                 (uint64_t)p.num_pages * (uint64_t)p.rpp, 128, 128, (uint32_t)p.PB,
+                 CU_TENSOR_MAP_SWIZZLE_128B, why, sizeof why) ||
+      tma_map_2d(&qmap, in->q_codes->data, CU_TENSOR_MAP_DATA_TYPE_UINT8, 128,
+                 (uint64_t)(c->R * H), 128, 128, (uint32_t)H, CU_TENSOR_MAP_SWIZZLE_128B, why,
+                 sizeof why))
+    return ixl_set_error(ctx, IXL_ERR_BACKEND, "%s (v2): %s", op, why);
+  const bool prof = k2_prof_on();
+  if (prof) {
+    static const unsigned long long zero[4] = {0, 0, 0, 0};
+    cudaMemcpyToSymbolAsync(g_k2_prof, zero, sizeof zero, 0, cudaMemcpyHostToDevice,
+                            ixl::stream_of(ctx));
+    cudaGetSymbolAddress((void **)&p.prof, g_k2_prof);
+  }
+  k2_fp8_kernel<H, S, M>
+      <<<(unsigned)grid, kThreads, K2Smem<H, S>::alloc, ixl::stream_of(ctx)>>>(kmap, qmap, p);
+  ixl_status st = ixl_cuda_check_launch(ctx, "dense_logits_paged kernel (v2)");
+  if (prof && st == IXL_OK) {
+    unsigned long long v[4] = {0, 0, 0, 0};
+    cudaMemcpyFromSymbolAsync(v, g_k2_prof, sizeof v, 0, cudaMemcpyDeviceToHost,
+                              ixl::stream_of(ctx));
+    cudaStreamSynchronize(ixl::stream_of(ctx));
+    fprintf(stderr,
+            "logits v2 K2 prof: R %lld cols %lld grid %lld x %lld units: math waits %.1f%% "
+            "(%.0f clk/CTA), producer waits %.1f%% (%.0f clk/CTA)\n",
+            (long long)c->R, (long long)p.out_cols, (long long)grid, (long long)p.per_cta,
+            v[1] ? 100.0 * (double)v[0] / (double)v[1] : 0.0, (double)v[1] / (double)grid,
+            v[3] ? 100.0 * (double)v[2] / (double)v[3] : 0.0, (double)v[3] / (double)grid);
+  }
+  return st;
+}
+
+template <int H>
+ixl_status launch_k2(ixl_ctx *ctx, const ixl_logits_call *c) {
+  const ixl_qk *in = c->in;
+  K2Params p = {};
+  p.pages = (const uint8_t *)in->k_pages->data;
+  p.bt = (const int32_t *)c->block_table->data;
+  p.lens = (const int32_t *)c->ke->data;
+  p.w = (const float *)c->weights->data;
+  p.out = (float *)c->out->data;
+  p.stride = c->page_stride;
+  p.bt_cols = c->block_table->shape[1];
+  p.out_cols = c->out->shape[1];
+  p.num_pages = (int32_t)c->num_pages;
+  p.P = in->page_size;
+  p.PB = p.P < kTile ? p.P : kTile;
+  p.rpp = (int32_t)(p.stride / 128);
+  p.ntile = (int32_t)ixl_ceil_div(p.out_cols, kTile);
+  const int64_t ml = p.bt_cols * (int64_t)p.P;
+  p.max_len = (int32_t)(ml < INT32_MAX ? ml : INT32_MAX);
+  p.units = c->R * p.ntile;
+  if (c->R == 0 || p.out_cols == 0 || p.num_pages == 0 || p.bt_cols == 0) {
+    // nothing to read: v1 writes the -inf rows (and answers an empty call)
+    return ixl_cuda_logits_v1_dense(ctx, c, 4096);
+  }
+  switch (k2_cfg()) {
+  case K2_8x2: return launch_k2_cfg<H, 8, 2>(ctx, c, p);
+  case K2_4x4: // H 64's two accumulators do not fit 4 CTAs' registers (96): 6x3 instead
+    if constexpr (H == 32) return launch_k2_cfg<H, 4, 4>(ctx, c, p);
+    [[fallthrough]];
+  default: return launch_k2_cfg<H, 6, 3>(ctx, c, p);
+  }
+}
+
+} // namespace ixl_v2_k2
+
+#endif

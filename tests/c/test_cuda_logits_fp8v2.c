@@ -1,0 +1,379 @@
+/* test_cuda_logits_fp8v2.c - GPU checks of logits v2's fp8 kernel (kernels/logits/
+ * logits_v2_sm90.cu) beyond what test_cuda_logits.c runs for every variant: sparse block sizes
+ * and page sizes that file does not reach (sbk 4, 64 and 128 over pages of 16, 64 and 128; the
+ * ragged unaligned and aligned modes; rows with garbage ids) and long K1 rows (200K keys,
+ * compressed layout). v2 runs the paged cases on its own kernel; the ragged ones (K1, ragged
+ * K5) it hands to v1 for now, so those cases check v1 under v2's pin. For each case:
+ * - every K5 column equals the K1/K2 bf16 logit at its position on the GPU, bit for bit (SPEC 3:
+ *   both run v2's one tile function);
+ * - the -inf masks equal the CPU reference's exactly, and the values are close to it: DeepGEMM's
+ *   diff measure below 1e-4 (bf16) or 1e-6 (fp32) (fp8 on tensor cores is not the CPU's
+ *   sequential fp32 sum, so not bitwise), every element within 2^-5 (bf16) or 2^-8 (fp32) of
+ *   its row's largest |logit|;
+ * - two runs with different poisons agree bit for bit.
+ * Without an sm_90 GPU every test prints "ok - <name> # skipped". IXL_TEST_SMALL=1 (the
+ * compute-sanitizer runs) keeps only small shapes; IXL_TEST_SEED sets the seed. */
+#include <math.h>
+#include <stdint.h>
+
+#include "check.h"
+#include "rand.h"
+
+#ifdef IXL_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+static ixl_ctx *g;
+static uint64_t g_seed;
+static int g_small;
+
+static ixl_tensor *tens_new(ixl_dtype dt, int nd, int64_t a, int64_t b, int64_t c, int dev) {
+  int64_t shape[3] = {a, b, c};
+  ixl_tensor *t = NULL;
+  if (ixl_tensor_new(g, dt, nd, shape, dev ? IXL_DEVICE : IXL_HOST, &t) != IXL_OK)
+    fprintf(stderr, "  tensor_new: %s\n", ixl_last_error(g));
+  return t;
+}
+static ixl_tensor *to_dev(const ixl_tensor *h) {
+  if (!h) return NULL;
+  ixl_tensor *d = tens_new((ixl_dtype)h->dtype, h->ndim, h->shape[0], h->shape[1], h->shape[2], 1);
+  CHECK_OK(g, ixl_tensor_copy(g, d, h));
+  return d;
+}
+static ixl_tensor *to_host(const ixl_tensor *d) {
+  ixl_tensor *h = tens_new((ixl_dtype)d->dtype, d->ndim, d->shape[0], d->shape[1], d->shape[2], 0);
+  CHECK_OK(g, ixl_tensor_copy(g, h, d));
+  return h;
+}
+static void tfree(ixl_tensor **ts, int n) {
+  for (int i = 0; i < n; i++) ixl_tensor_free(ts[i]);
+}
+static double at(const ixl_tensor *t, int64_t i) {
+  if (t->dtype == IXL_F32) return ((const float *)t->data)[i];
+  return ixl_bf16_to_f32(((const uint16_t *)t->data)[i]);
+}
+static int neg_inf(double x) { return isinf(x) && x < 0; }
+static int same(double a, double b) { return (isnan(a) && isnan(b)) || a == b; }
+
+/* fp8 inputs: e4m3 codes without NaN, positive K scales, weights in [-1, 1) (bf16 values). */
+typedef struct {
+  int H;
+  int64_t R, N;
+  ixl_tensor *qc, *wf, *wb, *kc, *ks; /* host */
+} inputs;
+static void fill_e4m3(uint8_t *p, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    uint8_t b = (uint8_t)rand_u64();
+    if ((b & 0x7F) == 0x7F) b ^= 1;
+    p[i] = b;
+  }
+}
+static void gen_inputs(inputs *in, int64_t R, int H, int64_t N) {
+  in->R = R, in->H = H, in->N = N;
+  in->qc = tens_new(IXL_U8, 3, R, H, 128, 0);
+  fill_e4m3(in->qc->data, R * H * 128);
+  in->wf = tens_new(IXL_F32, 2, R, H, 0, 0);
+  in->wb = tens_new(IXL_BF16, 2, R, H, 0, 0);
+  for (int64_t i = 0; i < R * H; i++) {
+    ((uint16_t *)in->wb->data)[i] = ixl_f32_to_bf16((float)(rand_unit() * 2.0 - 1.0));
+    ((float *)in->wf->data)[i] = ixl_bf16_to_f32(((uint16_t *)in->wb->data)[i]);
+  }
+  in->kc = tens_new(IXL_U8, 2, N, 128, 0, 0);
+  fill_e4m3(in->kc->data, N * 128);
+  in->ks = tens_new(IXL_F32, 1, N, 0, 0, 0);
+  for (int64_t i = 0; i < N; i++)
+    ((float *)in->ks->data)[i] = (float)ldexp(1.0 + rand_unit(), (int)rand_range(-12, -6));
+}
+static void free_inputs(inputs *in) {
+  ixl_tensor *ts[] = {in->qc, in->wf, in->wb, in->kc, in->ks};
+  tfree(ts, 5);
+}
+
+/* Paged copy of the keys: page p holds positions p P .. p P + P - 1 of the key array; each
+ * row's block table a random choice of pages (rows share pages); context lengths: empty, full,
+ * one position, random. */
+typedef struct {
+  int P;
+  int64_t max_pages;
+  ixl_tensor *pages, *bt, *lens; /* host */
+} paged_keys;
+static void gen_paged(const inputs *in, int P, int64_t max_pages, paged_keys *pg) {
+  const int64_t stride = ((int64_t)P * 132 + 511) / 512 * 512, np = (in->N + P - 1) / P;
+  pg->P = P, pg->max_pages = max_pages;
+  pg->pages = tens_new(IXL_U8, 2, np, stride, 0, 0);
+  memset(pg->pages->data, 0xAB, (size_t)(np * stride));
+  uint8_t *b = pg->pages->data;
+  for (int64_t p = 0; p < in->N; p++) {
+    memcpy(b + (p / P) * stride + (p % P) * 128, (uint8_t *)in->kc->data + p * 128, 128);
+    memcpy(b + (p / P) * stride + (int64_t)P * 128 + (p % P) * 4, (uint8_t *)in->ks->data + p * 4,
+           4);
+  }
+  pg->bt = tens_new(IXL_I32, 2, in->R, max_pages, 0, 0);
+  pg->lens = tens_new(IXL_I32, 1, in->R, 0, 0, 0);
+  int32_t *bt = pg->bt->data, *lens = pg->lens->data;
+  for (int64_t r = 0; r < in->R; r++) {
+    for (int64_t j = 0; j < max_pages; j++) bt[r * max_pages + j] = (int32_t)rand_range(0, np - 1);
+    const int64_t full = max_pages * P;
+    lens[r] = r % 4 == 0 ? 0 : r % 4 == 1 ? (int32_t)full : (int32_t)rand_range(1, full);
+  }
+}
+
+/* K4-like ids for a row over [ks, ke) (paged: ks = 0): a sorted random subset of the row's
+ * blocks, padded with the last; garbage (negative, past the end, out of order) when asked. */
+static void gen_ids(int32_t *ids, int64_t nsb, int64_t ks, int64_t ke, int sbk, int garbage) {
+  const int64_t nblk = ke > ks ? (ke - ks + sbk - 1) / sbk : 0, base = ks / sbk;
+  if (garbage) {
+    for (int64_t j = 0; j < nsb; j++) ids[j] = (int32_t)rand_range(base - 3, base + nblk + 3);
+    for (int64_t j = 1; j < nsb / 2; j++) ids[j] = ids[j - 1] + (int32_t)rand_range(1, 2);
+    return;
+  }
+  int64_t want = nblk < nsb ? nblk : nsb, n = 0;
+  for (int64_t b = 0; b < nblk && n < want; b++)
+    if ((double)(want - n) > rand_unit() * (double)(nblk - b)) ids[n++] = (int32_t)(b + base);
+  for (int64_t j = n; j < nsb; j++) ids[j] = n ? ids[n - 1] : (int32_t)base;
+}
+
+/* Two GPU runs (poisons 0xFF and 0x7F) of `op`; the first run's result on the host, and the
+ * count of elements that differ between the runs. */
+typedef ixl_status (*op_fn)(void *arg, ixl_tensor *out);
+static ixl_tensor *run_twice(op_fn op, void *arg, ixl_tensor *dout, int64_t *nondet) {
+  CHECK_OK(g, ixl_tensor_fill_bytes(g, dout, 0xFF));
+  CHECK_OK(g, op(arg, dout));
+  ixl_tensor *h1 = to_host(dout);
+  CHECK_OK(g, ixl_tensor_fill_bytes(g, dout, 0x7F));
+  CHECK_OK(g, op(arg, dout));
+  ixl_tensor *h2 = to_host(dout);
+  const size_t es = dout->dtype == IXL_F32 ? 4 : 2;
+  *nondet = 0;
+  for (int64_t i = 0; i < ixl_tensor_numel(dout); i++)
+    if (memcmp((uint8_t *)h1->data + i * es, (uint8_t *)h2->data + i * es, es)) (*nondet)++;
+  ixl_tensor_free(h2);
+  return h1;
+}
+
+/* GPU result against the CPU's: masks exact, values close (see the header). */
+static int64_t compare_cpu(const char *what, const ixl_tensor *gpu, const ixl_tensor *cpu,
+                           int bf16) {
+  const int64_t R = cpu->shape[0], C = cpu->shape[1];
+  int64_t bad = 0;
+  double sxy = 0, sxx = 0;
+  for (int64_t r = 0; r < R; r++) {
+    double amax = 0;
+    for (int64_t c = 0; c < C; c++)
+      if (isfinite(at(cpu, r * C + c))) amax = fmax(amax, fabs(at(cpu, r * C + c)));
+    for (int64_t c = 0; c < C; c++) {
+      const double a = at(gpu, r * C + c), b = at(cpu, r * C + c);
+      int ok;
+      if (!isfinite(a) || !isfinite(b)) {
+        ok = same(a, b);
+      } else {
+        ok = fabs(a - b) <= (bf16 ? 0x1p-5 : 0x1p-8) * amax + 1e-30;
+        sxy += a * b, sxx += a * a + b * b;
+      }
+      if (!ok && bad++ < 5)
+        fprintf(stderr, "  %s: row %lld col %lld: gpu %.9g cpu %.9g (seed %llu)\n", what,
+                (long long)r, (long long)c, a, b, (unsigned long long)g_seed);
+    }
+  }
+  const double diff = sxx > 0 ? 1.0 - 2.0 * sxy / sxx : 0.0;
+  printf("# %s: diff measure %.3g\n", what, diff);
+  CHECK_MSG(diff < (bf16 ? 1e-4 : 1e-6), "%s: diff measure %.3g (seed %llu)", what, diff,
+            (unsigned long long)g_seed);
+  return bad;
+}
+
+/* ---------------------------------------------------------------- K5 against K1/K2 */
+typedef struct {
+  ixl_qk qk;
+  const ixl_tensor *w, *ks, *ke, *bt, *ids;
+  int sbk;
+  ixl_ks_mode mode;
+} k5_args;
+static ixl_status k5_op(void *a, ixl_tensor *out) {
+  k5_args *k = a;
+  return ixl_sparse_logits(g, &k->qk, k->w, k->ks, k->ke, k->bt, k->ids, k->sbk, k->mode, out);
+}
+
+/* One K5 configuration: CPU, GPU twice, and the GPU's K1/K2 bf16 at the same positions. */
+static void k5_case(int H, int P, int sbk, ixl_ks_mode mode) {
+  const int paged = P > 0;
+  const int64_t R = g_small ? 6 : 12, nsb = g_small ? 12 : 40, N = g_small ? 1500 : 6000;
+  inputs in;
+  gen_inputs(&in, R, H, N);
+  paged_keys pg = {0};
+  ixl_tensor *ks = tens_new(IXL_I32, 1, R, 0, 0, 0), *ke = tens_new(IXL_I32, 1, R, 0, 0, 0);
+  ixl_tensor *ids = tens_new(IXL_I32, 2, R, nsb, 0, 0);
+  int32_t *ksp = ks->data, *kep = ke->data, *idp = ids->data;
+  if (paged) {
+    gen_paged(&in, P, (N - P) / P, &pg);
+    for (int64_t r = 0; r < R; r++) ksp[r] = 0, kep[r] = ((int32_t *)pg.lens->data)[r];
+  } else {
+    for (int64_t r = 0; r < R; r++) {
+      int64_t a = rand_range(0, N - 1), b = rand_range(a, N);
+      if (r % 4 == 1) a = 0, b = N;
+      if (mode == IXL_KS_ALIGNED) a = a / sbk * sbk;
+      ksp[r] = (int32_t)a, kep[r] = (int32_t)b;
+    }
+  }
+  for (int64_t r = 0; r < R; r++)
+    gen_ids(idp + r * nsb, nsb, paged ? 0 : ksp[r], kep[r], sbk, r % 5 == 3);
+  const int64_t C = nsb * sbk;
+  ixl_qk hq = {in.qc, NULL, paged ? NULL : in.kc, paged ? NULL : in.ks, paged ? pg.pages : NULL,
+               paged ? P : 0, IXL_FP8};
+  ixl_tensor *cpu = tens_new(IXL_BF16, 2, R, C, 0, 0);
+  CHECK_OK(g, ixl_sparse_logits(g, &hq, in.wb, paged ? NULL : ks, ke, paged ? pg.bt : NULL, ids,
+                                sbk, mode, cpu));
+  ixl_tensor *dq[] = {to_dev(in.qc), to_dev(in.kc), to_dev(in.ks), to_dev(ks), to_dev(ke),
+                      to_dev(in.wb), to_dev(ids),   paged ? to_dev(pg.pages) : NULL,
+                      paged ? to_dev(pg.bt) : NULL};
+  k5_args a = {{dq[0], NULL, paged ? NULL : dq[1], paged ? NULL : dq[2], dq[7], paged ? P : 0,
+                IXL_FP8},
+               dq[5], paged ? NULL : dq[3], dq[4], dq[8], dq[6], sbk, mode};
+  ixl_tensor *dout = tens_new(IXL_BF16, 2, R, C, 0, 1);
+  int64_t nondet = 0;
+  ixl_tensor *gpu = run_twice(k5_op, &a, dout, &nondet);
+  char what[96];
+  snprintf(what, sizeof what, "K5 fp8 H=%d %s P=%d sbk=%d %s", H, paged ? "paged" : "ragged", P,
+           sbk, mode == IXL_KS_ALIGNED ? "aligned" : "unaligned");
+  int64_t bad = compare_cpu(what, gpu, cpu, 1);
+  /* the dense bf16 logits on the GPU, full layout */
+  const int64_t DC = paged ? pg.max_pages * P : N;
+  ixl_tensor *dd = tens_new(IXL_BF16, 2, R, DC, 0, 1);
+  if (paged) {
+    ixl_qk dk = {dq[0], NULL, NULL, NULL, dq[7], P, IXL_FP8};
+    CHECK_OK(g, ixl_dense_logits_paged(g, &dk, dq[5], dq[4], dq[8], IXL_REDUCE_BF16, dd));
+  } else {
+    ixl_qk dk = {dq[0], NULL, dq[1], dq[2], NULL, 0, IXL_FP8};
+    CHECK_OK(g, ixl_dense_logits(g, &dk, dq[5], dq[3], dq[4], IXL_LAYOUT_FULL, 1,
+                                 IXL_REDUCE_BF16, dd));
+  }
+  ixl_tensor *dh = to_host(dd);
+  int64_t dense_bad = 0, checked = 0;
+  for (int64_t r = 0; r < R; r++)
+    for (int64_t c = 0; c < C; c++) {
+      if (neg_inf(at(cpu, r * C + c))) continue;
+      const int64_t pos = (int64_t)idp[r * nsb + c / sbk] * sbk +
+                          (paged || mode == IXL_KS_ALIGNED ? 0 : ksp[r] % sbk) + c % sbk;
+      if (pos < 0 || pos >= DC) continue;
+      checked++;
+      if (!same(at(gpu, r * C + c), at(dh, r * DC + pos)) && dense_bad++ < 5)
+        fprintf(stderr, "  %s: K5 row %lld col %lld = %.9g, dense pos %lld = %.9g\n", what,
+                (long long)r, (long long)c, at(gpu, r * C + c), (long long)pos,
+                at(dh, r * DC + pos));
+    }
+  CHECK_MSG(bad == 0 && nondet == 0 && dense_bad == 0 && checked > 0,
+            "%s: %lld off the CPU, %lld nondeterministic, %lld of %lld differ from dense (seed "
+            "%llu)",
+            what, (long long)bad, (long long)nondet, (long long)dense_bad, (long long)checked,
+            (unsigned long long)g_seed);
+  tfree(dq, 9);
+  ixl_tensor *ts[] = {ks, ke, ids, cpu, dout, gpu, dd, dh};
+  tfree(ts, 8);
+  if (paged) {
+    ixl_tensor *ps[] = {pg.pages, pg.bt, pg.lens};
+    tfree(ps, 3);
+  }
+  free_inputs(&in);
+}
+
+TEST(sparse_paged_block_and_page_sizes_equal_dense) {
+  static const int Ps[] = {16, 64, 128, 64, 16};
+  static const int sbks[] = {4, 128, 64, 4, 128};
+  for (int i = 0; i < (g_small ? 2 : 5); i++) k5_case(i % 2 ? 32 : 64, Ps[i], sbks[i], 0);
+}
+
+TEST(sparse_ragged_block_sizes_equal_dense) {
+  static const int sbks[] = {4, 64, 128, 8};
+  for (int i = 0; i < (g_small ? 2 : 4); i++)
+    k5_case(i % 2 ? 64 : 32, 0, sbks[i], i % 2 ? IXL_KS_ALIGNED : IXL_KS_UNALIGNED);
+}
+
+/* ---------------------------------------------------------------- long K1 rows */
+typedef struct {
+  ixl_qk qk;
+  const ixl_tensor *w, *ks, *ke;
+  ixl_layout layout;
+  ixl_reduction red;
+} k1_args;
+static ixl_status k1_op(void *a, ixl_tensor *out) {
+  k1_args *k = a;
+  return ixl_dense_logits(g, &k->qk, k->w, k->ks, k->ke, k->layout, 0, k->red, out);
+}
+
+/* 4 rows over 200K keys (causal, one empty, one starting late), compressed layout with a few
+ * extra columns, both reductions: masks exact, values close to the CPU. */
+TEST(dense_ragged_long_rows_compressed) {
+  const int64_t R = 4, N = g_small ? 3000 : 200000;
+  for (int H = 32; H <= 64; H += 32) {
+    inputs in;
+    gen_inputs(&in, R, H, N);
+    ixl_tensor *ks = tens_new(IXL_I32, 1, R, 0, 0, 0), *ke = tens_new(IXL_I32, 1, R, 0, 0, 0);
+    int32_t *ksp = ks->data, *kep = ke->data;
+    ksp[0] = 0, kep[0] = (int32_t)N;
+    ksp[1] = 17, kep[1] = (int32_t)(N - 5);
+    ksp[2] = (int32_t)(N / 2), kep[2] = (int32_t)(N / 2);
+    ksp[3] = (int32_t)(N / 3 + 3), kep[3] = (int32_t)N;
+    const int64_t C = N + 7;
+    ixl_tensor *dq[] = {to_dev(in.qc), to_dev(in.kc), to_dev(in.ks), to_dev(ks), to_dev(ke),
+                        to_dev(in.wf), to_dev(in.wb)};
+    for (int red = 0; red < 2; red++) {
+      const int bf16 = red == IXL_REDUCE_BF16;
+      ixl_qk hq = {in.qc, NULL, in.kc, in.ks, NULL, 0, IXL_FP8};
+      ixl_tensor *cpu = tens_new(bf16 ? IXL_BF16 : IXL_F32, 2, R, C, 0, 0);
+      CHECK_OK(g, ixl_dense_logits(g, &hq, bf16 ? in.wb : in.wf, ks, ke, IXL_LAYOUT_COMPRESSED,
+                                   1, (ixl_reduction)red, cpu));
+      k1_args a = {{dq[0], NULL, dq[1], dq[2], NULL, 0, IXL_FP8}, bf16 ? dq[6] : dq[5], dq[3],
+                   dq[4], IXL_LAYOUT_COMPRESSED, (ixl_reduction)red};
+      ixl_tensor *dout = tens_new(bf16 ? IXL_BF16 : IXL_F32, 2, R, C, 0, 1);
+      int64_t nondet = 0;
+      ixl_tensor *gpu = run_twice(k1_op, &a, dout, &nondet);
+      char what[64];
+      snprintf(what, sizeof what, "K1 fp8 H=%d %s %lld keys", H, bf16 ? "bf16" : "fp32",
+               (long long)N);
+      const int64_t bad = compare_cpu(what, gpu, cpu, bf16);
+      CHECK_MSG(bad == 0 && nondet == 0, "%s: %lld off the CPU, %lld nondeterministic", what,
+                (long long)bad, (long long)nondet);
+      ixl_tensor *ts[] = {cpu, dout, gpu};
+      tfree(ts, 3);
+    }
+    tfree(dq, 7);
+    ixl_tensor *ts[] = {ks, ke};
+    tfree(ts, 2);
+    free_inputs(&in);
+  }
+}
+
+int main(void) {
+  char why[256];
+  int sm = 0;
+  if (ixl_cuda_available(why, sizeof why)) {
+#ifdef IXL_WITH_CUDA
+    int major = 0, minor = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+    sm = major * 10 + minor;
+    if (sm != 90) snprintf(why, sizeof why, "sm_%d, v2 needs sm_90", sm);
+#endif
+  }
+  if (sm != 90) {
+    printf("ok - sparse_paged_block_and_page_sizes_equal_dense # skipped: %s\n", why);
+    printf("ok - sparse_ragged_block_sizes_equal_dense # skipped: %s\n", why);
+    printf("ok - dense_ragged_long_rows_compressed # skipped: %s\n", why);
+    tests_passed_ += 3;
+    DONE();
+  }
+  g_seed = test_seed();
+  g_small = getenv("IXL_TEST_SMALL") && getenv("IXL_TEST_SMALL")[0] == '1';
+  rand_seed(RAND_SPLITMIX64, g_seed);
+  if (ixl_ctx_new(IXL_BACKEND_CUDA, 0, g_seed, &g) != IXL_OK ||
+      ixl_ctx_set_variant(g, "logits", "v2") != IXL_OK) {
+    printf("not ok - cuda context with logits v2: %s\n", ixl_last_error(g));
+    ixl_ctx_free(g);
+    return 1;
+  }
+  RUN(sparse_paged_block_and_page_sizes_equal_dense);
+  RUN(sparse_ragged_block_sizes_equal_dense);
+  RUN(dense_ragged_long_rows_compressed);
+  ixl_ctx_free(g);
+  DONE();
+}
