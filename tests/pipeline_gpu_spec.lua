@@ -102,6 +102,33 @@ describe("#gpu the step on the GPU", function()
     assert.are.same(eager_outs.topk_pos2[0], G.layers[2].pos:to_table())
     p:free()
   end)
+
+  it("fuses K7 into K6 under select v2 (remap 0 us, fused = {remap}); v1 times it apart",
+  function()
+    assert.is_true(ok_cuda, "no usable CUDA device")
+    local host = make_host(cpu, 32, { 2500, 800, 1600 }, true, SEED + 11)
+    local res = {}
+    for _, sv in ipairs({ "v2", "v1" }) do
+      local cfg = { heads = 32, index_topk = 64, candidate_block_size = 8,
+        candidate_topk_blocks = 64, max_rows = 64, max_model_len = 16384, page_size = 64,
+        variant = { select = sv } }
+      local p = pipeline.new(gpu, cfg)
+      local acc = pipeline.new_acc()
+      local outs, keep = support.keep_outputs()
+      local r = p:step(inputs_on(gpu, host), { acc = acc, keep = keep })
+      res[sv] = { outs = outs, row = pipeline.summarize(acc, nil), ran = r.variant.select }
+      p:free()
+    end
+    assert.equals("v2", res.v2.ran)
+    assert.are.same({ "remap" }, res.v2.row.fused)
+    assert.equals(0, res.v2.row.time_remap_us)
+    assert.equals("v1", res.v1.ran)
+    assert.is_nil(res.v1.row.fused)
+    assert.is_true(res.v1.row.time_remap_us > 0)
+    for _, name in ipairs({ "topk_pos1", "topk_pos2" }) do
+      assert.are.same(res.v1.outs[name], res.v2.outs[name], name .. " seed " .. SEED)
+    end
+  end)
 end)
 
 describe("#gpu the step as one CUDA graph (SPEC 6, issue 15)", function()

@@ -322,6 +322,16 @@ describe("K7 remap and the candidate mask", function()
     end
     local sparse = ctx:tensor("f32", { R, nsb * sbk }):from_table(sp)
     local pos = sel.remap(ctx, sel.topk(ctx, sparse, nil, end_, k, true), ids, nil, sbk)
+    -- K6 and K7 as one op give the same positions, sorted or not
+    assert.are.same(pos:to_table(),
+      sel.topk_remap(ctx, sparse, nil, end_, k, true, ids, nil, sbk):to_table())
+    assert.are.same(sel.remap(ctx, sel.topk(ctx, sparse, nil, end_, k), ids, nil, sbk):to_table(),
+      sel.topk_remap(ctx, sparse, nil, end_, k, false, ids, nil, sbk):to_table())
+    local ok, err = pcall(function()
+      sel.topk_remap(ctx, sparse, nil, end_, k, 1, ids, nil, sbk)
+    end)
+    assert.is_false(ok)
+    assert.matches("sorted = 1: must be true, false or nil", tostring(err))
     sel.mask_candidates(ctx, logits, lens, cand, cbs)
     local dense = sel.topk(ctx, logits, nil, lens, k, true):to_table()
     local lv, got = logits:to_table(), pos:to_table()
@@ -381,7 +391,9 @@ describe("the selection kernels on the GPU #gpu", function()
         local ph = sel.remap(cpu, sh, ih, nil, sbk)
         local pd = sel.remap(gpu, sd, id, nil, sbk)
         assert.are.same(ph:to_table(), pd:to_table(), "K7 " .. dtype)
-        td:free(); sd:free(); pd:free()
+        local fd = sel.topk_remap(gpu, xd, nil, ed, k, sorted, id, nil, sbk)
+        assert.are.same(ph:to_table(), fd:to_table(), "K6 + K7 in one op, " .. dtype)
+        td:free(); sd:free(); pd:free(); fd:free()
       end
       sel.mask_candidates(cpu, xh, nh, ch, cbs)
       sel.mask_candidates(gpu, xd, nd, cd, cbs)

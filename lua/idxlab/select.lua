@@ -78,7 +78,8 @@ end
 -- K6. logits F32 or BF16 [R, C]; the row's columns are [row_start, row_end) (row_start nil =
 -- 0). Returns out I32 [R, k]: columns relative to row_start, ties to the smaller column, NaN
 -- above every number, -1 pads last; ascending columns, or by value when `sorted`.
-function M.topk(ctx, logits, row_start, row_end, k, sorted, out)
+-- K6's argument checks (topk and topk_remap) -> the context's cdata.
+local function check_topk(ctx, logits, row_start, row_end, k, sorted)
   local cd = need_ctx(ctx)
   need_tensor(logits, "logits")
   need_tensor(row_start, "row_start", nil, true)
@@ -88,6 +89,11 @@ function M.topk(ctx, logits, row_start, row_end, k, sorted, out)
     fail("sorted = %s: must be true, false or nil", tostring(sorted))
   end
   if k < 1 or k > 4096 then fail("k = %d: must be in [1, 4096]", k) end
+  return cd
+end
+
+function M.topk(ctx, logits, row_start, row_end, k, sorted, out)
+  local cd = check_topk(ctx, logits, row_start, row_end, k, sorted)
   out = output(ctx, out, "out", { rows_of(logits), k }, logits)
   core.check(cd, C.ixl_topk(cd, logits.cd, row_start and row_start.cd or nil, row_end.cd, k,
     sorted and 1 or 0, out.cd))
@@ -104,6 +110,21 @@ function M.remap(ctx, cols, sparse_ids, row_ks, sbk, out)
   need_int(sbk, "sparse_block_kv")
   out = output(ctx, out, "out", cols:shape(), cols)
   core.check(cd, C.ixl_remap(cd, cols.cd, sparse_ids.cd, row_ks and row_ks.cd or nil, sbk, out.cd))
+  return out
+end
+
+-- K6 then K7 as one op: out I32 [R, k] holds the positions remap(topk(logits), sparse_ids,
+-- row_ks, sbk) would give, bit for bit. Select v2 on CUDA writes them from the top-k kernel's
+-- store (one launch, K7 fused); every other variant runs the two ops inside the call. out
+-- must not share memory with an input.
+function M.topk_remap(ctx, logits, row_start, row_end, k, sorted, sparse_ids, row_ks, sbk, out)
+  local cd = check_topk(ctx, logits, row_start, row_end, k, sorted)
+  need_tensor(sparse_ids, "sparse_ids")
+  need_tensor(row_ks, "row_ks", nil, true)
+  need_int(sbk, "sparse_block_kv")
+  out = output(ctx, out, "out", { rows_of(logits), k }, logits)
+  core.check(cd, C.ixl_topk_remap(cd, logits.cd, row_start and row_start.cd or nil, row_end.cd,
+    k, sorted and 1 or 0, sparse_ids.cd, row_ks and row_ks.cd or nil, sbk, out.cd))
   return out
 end
 

@@ -473,6 +473,9 @@ function Step:production(g, gi, prep, sz, timers)
   mark("candidate_select")
   sel.topk(ctx, G.src_logits, nil, G.lens, k, false, G.src_topk)
   mark("source_topk")
+  -- K7 fused into K6's store where the select variant that ran has it (select v2 on CUDA):
+  -- the remap stage then reports 0 and the row lists it in `fused` (SPEC 6)
+  G.fused = ctx:backend() == "cuda" and variants.ran(ctx, "select") == "v2"
   sel.expand(ctx, G.cand, G.row_ks, G.row_ke, cbs, sbk, cfg.ks_mode, G.sparse_ids, G.end_)
   mark("expand")
   G.layers = {}
@@ -484,16 +487,21 @@ function Step:production(g, gi, prep, sz, timers)
     lqk.q_scales = ly.q_scales and cfg.kv_format ~= "fp8" and rows_view(ly.q_scales, r0, n)
       or nil
     local S = self:buf("sparse_" .. l, "bf16", { n, nsc })
-    local cols = l == 1 and g.col_indices or self:buf("cols_" .. l, "i32", { n, k })
     local pos = self:buf("topk_pos_" .. l, "i32", { n, k })
     logits.sparse(ctx, lqk, rows_view(ly.w_sparse, r0, n), G.row_ks, G.row_ke, G.block_table,
       G.sparse_ids, sbk, cfg.ks_mode, S)
     mark("sparse_logits_" .. l)
-    sel.topk(ctx, S, nil, G.end_, k, false, cols)
-    mark("topk_" .. l)
-    sel.remap(ctx, cols, G.sparse_ids, G.row_ks, sbk, pos)
-    mark("remap_" .. l)
-    G.layers[l] = { qk = lqk, S = S, cols = cols, pos = pos,
+    if G.fused then
+      sel.topk_remap(ctx, S, nil, G.end_, k, false, G.sparse_ids, G.row_ks, sbk, pos)
+      mark("topk_" .. l)
+    else
+      local cols = l == 1 and g.col_indices or self:buf("cols_" .. l, "i32", { n, k })
+      sel.topk(ctx, S, nil, G.end_, k, false, cols)
+      mark("topk_" .. l)
+      sel.remap(ctx, cols, G.sparse_ids, G.row_ks, sbk, pos)
+      mark("remap_" .. l)
+    end
+    G.layers[l] = { qk = lqk, S = S, pos = pos,
       w_dense = rows_view(ly.w_dense, r0, n), w_sparse = rows_view(ly.w_sparse, r0, n) }
   end
   return G
@@ -818,6 +826,9 @@ local function run_step(self, inputs, opts)
   -- the whole step: the graph's median replay on a CUDA context, else the eager time
   times.step_eager = times.total
   times.step, times.graph = times.total, false
+  for _, G in ipairs(states) do
+    if G.fused then times.fused = { "remap" } end
+  end
   local ran = variants_ran(ctx)
   if opts.graph ~= false and ctx:backend() == "cuda" then
     -- the graph the context holds when it is this step's (see the header), else a capture
@@ -845,6 +856,7 @@ local function run_step(self, inputs, opts)
       "step", "step_eager" }) do
       acc["time_" .. name] = (acc["time_" .. name] or 0) + times[name]
     end
+    if times.fused then acc.fused = times.fused end
     acc.num_chunks = (acc.num_chunks or 0) + #(step.chunks or {})
     acc.logits_bytes = math.max(acc.logits_bytes or 0, peak_logits)
   end

@@ -135,6 +135,8 @@ function M.summarize(acc, info, by)
   -- (idxlab.step); an accumulator from before time_step existed keeps its eager total
   row.time_step_us = (acc.time_step or acc.time_total or 0) / steps
   row.time_step_eager_us = (acc.time_step_eager or acc.time_total or 0) / steps
+  -- the stages fused into another (reported as 0 µs), e.g. {"remap"} (SPEC 6); absent if none
+  row.fused = acc.fused
   row.num_chunks = acc.num_chunks or 0
   row.logits_bytes = acc.logits_bytes or 0
   row.scratch_bytes = info and info.derived and info.derived.scratch_bytes
