@@ -1,8 +1,7 @@
 // sm90.cuh - the Hopper (sm_90a) primitives the v2 logits kernels build on, hand-written only
 // where the CUDA toolkit has none: wgmma (fence, commit, wait, the e4m3 m64nNk32 SS and RS
 // forms) and its shared-memory descriptor, setmaxnreg, elect.sync; on the host, 2-D tensor
-// maps (and 1-D ones of 4-byte elements) through the runtime's driver entry point (no libcuda
-// link). mbarrier, cp.async.bulk
+// maps through the runtime's driver entry point (no libcuda link). mbarrier, cp.async.bulk
 // (.tensor) and fence.proxy.async come from CCCL's cuda::ptx (<cuda/ptx>, in the toolkit);
 // mbar_wait is the one helper over it (a bounded wait). The layout rules (descriptor bits,
 // swizzle, fragment maps, widening) are C functions in sm90_layout.h, tested on the CPU.
@@ -298,37 +297,6 @@ static inline int tma_map_2d(CUtensorMap *map, const void *base, CUtensorMapData
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     if (why) snprintf(why, why_len, "cuTensorMapEncodeTiled: CUresult %d", (int)r);
-    return -1;
-  }
-  return 0;
-}
-
-// A 1-D tiled tensor map over n 4-byte elements at `base` (device memory, 16-B aligned), boxes
-// of box elements (4..256, box * 4 a multiple of 16), no swizzle: a box may start anywhere in
-// [0, n) and run past n (those elements are zero-filled; expect_tx counts the whole box).
-// Returns 0, or -1 with a message in why.
-static inline int tma_map_1d_u32(CUtensorMap *map, const void *base, uint64_t n, uint32_t box,
-                                 char *why, size_t why_len) {
-  const char *bad = ((uintptr_t)base & 15)                 ? "base not 16-B aligned"
-                    : n == 0 || n > (1ull << 32)           ? "extent"
-                    : box < 4 || box > 256 || (box * 4) % 16 ? "box"
-                                                           : nullptr;
-  if (bad) {
-    if (why) snprintf(why, why_len, "tma_map_1d_u32: %s", bad);
-    return -1;
-  }
-  PFN_cuTensorMapEncodeTiled_v12000 encode = tma_encode_fn(why, why_len);
-  if (!encode) return -1;
-  memset(map, 0, sizeof *map);
-  cuuint64_t dims[1] = {n};
-  cuuint32_t boxd[1] = {box};
-  cuuint32_t estr[1] = {1};
-  const CUresult r =
-      encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT32, 1, const_cast<void *>(base), dims, nullptr,
-             boxd, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) {
-    if (why) snprintf(why, why_len, "cuTensorMapEncodeTiled (1-D): CUresult %d", (int)r);
     return -1;
   }
   return 0;

@@ -6,8 +6,9 @@
 //   mode, so a K5 column and the K2 bf16 logit at its position come from the same instructions
 //   (SPEC 3: bitwise equal, checked on the H200 for pages 16-128 and sbk 4-128);
 // - K1 and ragged K5: v1's kernels (both, so K5 == K1 holds there too). Their code is here, not
-//   reached: the driver refused K1's 1-D tensor map of the key scales, and ragged K5's
-//   lane-stored scales need per-lane arrivals before racecheck passes them;
+//   reached: on the H200 the driver refused K1's (since removed) 1-D tensor map of the key
+//   scales, and ragged K5's lane-stored scales drew racecheck hazards; both now load scales by
+//   the producer's lanes, each lane arriving after its stores (compiled, not yet run);
 // - H other than 32 and 64, page sizes other than 8, 16, 32 and multiples of 64, tensors not
 //   aligned for TMA and bulk copies (16 B): v1.
 //
@@ -190,7 +191,9 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
   const int tid = threadIdx.x;
   if (tid == 0) {
     for (int s = 0; s < S; ++s) {
-      ptx::mbarrier_init(&full[s], 1);
+      // the ragged modes' scales are stored by every producer lane, each arriving after its
+      // stores; the other modes' whole stage comes by TMA and bulk copies (one arrival)
+      ptx::mbarrier_init(&full[s], MODE == M_K1 || MODE == M_K5R ? 32 : 1);
       ptx::mbarrier_init(&empty[s], kMath / 32); // one arrival per math warp
     }
     for (int s = 0; s < 2; ++s) {
@@ -320,6 +323,11 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
       // ragged K5: lane m loads the scales of columns m and m + 32 (a TMA box of PB < 32
       // scales would land off the 128-B alignment TMA needs); 0 where a column has no key
       float sc_lo = 0.0f, sc_hi = 0.0f;
+      if (MODE == M_K1) { // K1 the same (no 1-D tensor map: the driver refused one)
+        const int32_t k0 = rr.base + col0 + lane, k1 = k0 + 32;
+        if (k0 >= rr.lo && k0 < rr.hi) sc_lo = p.kscales[k0];
+        if (k1 >= rr.lo && k1 < rr.hi) sc_hi = p.kscales[k1];
+      }
       if (MODE == M_K5R) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -358,26 +366,27 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
           }
         }
       } else if (MODE == M_K1) {
+        sdst[lane] = sc_lo, sdst[lane + 32] = sc_hi;
         if (lane == 0) {
           ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared,
-                                         &full[stage], (uint32_t)(kTileBytes + kTile * 4));
-          const int32_t k0 = rr.base + col0;
-          const int32_t c[2] = {0, k0};
+                                         &full[stage], (uint32_t)kTileBytes);
+          const int32_t c[2] = {0, rr.base + col0};
           ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, dst, &kmap, c,
                                     &full[stage]);
-          const int32_t c1[1] = {k0};
-          ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, sdst, &smap, c1,
-                                    &full[stage]);
+        } else {
+          ptx::mbarrier_arrive(&full[stage]);
         }
       } else { // K5: the valid boxes only; the mask says which columns hold keys
         const uint32_t vb = __ballot_sync(0xffffffffu, boxv);
         if (MODE == M_K5R) sdst[lane] = sc_lo, sdst[lane + 32] = sc_hi;
-        __syncwarp(); // the lanes' stores are ordered before lane 0's release below
+        __syncwarp();
         if (lane == 0) {
           s_mask[2 * stage] = m0, s_mask[2 * stage + 1] = m1; // released by the arrival below
           ptx::mbarrier_arrive_expect_tx(
               ptx::sem_release, ptx::scope_cta, ptx::space_shared, &full[stage],
               (uint32_t)(__popc(vb) * p.PB * (MODE == M_K5P ? 128 + 4 : 128)));
+        } else if (MODE == M_K5R) {
+          ptx::mbarrier_arrive(&full[stage]); // after this lane's scale stores
         }
         __syncwarp();
         if (boxv) {
@@ -559,8 +568,9 @@ bool fp8_takes(const ixl_logits_call *c) {
   // The ragged modes (K1, ragged K5) stay on v1, both, so K5 == K1 (bf16) still holds there:
   // on the H200 the driver refused K1's 1-D tensor map of the key scales (cuTensorMapEncode
   // Tiled, CUresult 1), and ragged K5's scales, stored by the producer's lanes, drew racecheck
-  // hazards with one elected arrival per stage (its values matched the CPU). The code of both
-  // modes is kept below, not reached: BENCHMARKS.md has the next step.
+  // hazards with one elected arrival per stage (its values matched the CPU). Both now take
+  // their scales from the producer's lanes, each lane arriving after its stores (full count
+  // 32): written and compiled, not yet run on the GPU, so not reached.
   if (in->k_pages == NULL) return false;
   return is_aligned(in->k_pages, 16) && page_size_ok(in->page_size) &&
          c->num_pages * (c->page_stride / 128) < INT32_MAX;
@@ -644,10 +654,7 @@ static ixl_status launch_cfg(ixl_ctx *ctx, const ixl_logits_call *c, Params &p) 
                   : tma_map_2d(&kmap, in->k_codes->data, CU_TENSOR_MAP_DATA_TYPE_UINT8, 128,
                                (uint64_t)p.N, 128, 128, (uint32_t)p.PB,
                                CU_TENSOR_MAP_SWIZZLE_128B, why, sizeof why);
-  if (!bad && MODE == M_K1)
-    bad = tma_map_1d_u32(&smap, in->k_scales->data, (uint64_t)p.N, (uint32_t)kTile, why,
-                         sizeof why);
-  if (!bad && MODE != M_K1) memcpy(&smap, &kmap, sizeof smap); // unused
+  if (!bad) memcpy(&smap, &kmap, sizeof smap); // unused (no mode loads scales by 1-D TMA)
   if (!bad)
     bad = tma_map_2d(&qmap, in->q_codes->data, CU_TENSOR_MAP_DATA_TYPE_UINT8, 128,
                      (uint64_t)(c->R * H), 128, 128, (uint32_t)H, CU_TENSOR_MAP_SWIZZLE_128B, why,
