@@ -37,9 +37,9 @@ static ixl_status logits_v1(ixl_ctx *ctx, const ixl_logits_call *c) {
   return c->mode == IXL_LOGITS_SPARSE ? ixl_cuda_logits_v1_sparse(ctx, c, 4096)
                                       : ixl_cuda_logits_v1_dense(ctx, c, 4096);
 }
-/* v2 (logits/logits_v2_sm90.cu): fp8 K2 (both reductions) and paged K5 on wgmma + TMA, MXFP4 on
- * logits_v2_mx_sm90.cu, the rest (K1, ragged K5, mxfp8) on v1's kernels. CUDA=0: v1's stubs
- * answer (device tensors cannot exist there). */
+/* v2 (logits/logits_v2_sm90.cu): fp8 K2 (both reductions) and paged K5 on wgmma + TMA, MXFP4
+ * (every mode) on logits_v2_mx_sm90.cu, the rest (fp8 K1 and ragged K5) on v1's kernels.
+ * CUDA=0: v1's stubs answer (device tensors cannot exist there). */
 static ixl_status logits_v2(ixl_ctx *ctx, const ixl_logits_call *c) {
 #ifdef IXL_WITH_CUDA
   return ixl_cuda_logits_v2(ctx, c);
@@ -54,6 +54,10 @@ static int v2_supports(const ixl_problem *p) {
   return (p->kv_format == IXL_FP8 || p->kv_format == IXL_MXFP4) &&
          (p->heads == 32 || p->heads == 64) && p->head_dim == 128;
 }
+/* v2 is the default for MXFP4, where all four modes run its own kernels, bitwise equal to the
+ * CPU reference with the bf16 reduction (logits_v2_mx_sm90.cu); fp8 stays on v1 by default
+ * (v2's K1 and ragged K5 are v1's kernels, and its wgmma dot is not v1's bits). */
+static int v2_default_for(const ixl_problem *p) { return p->kv_format == IXL_MXFP4; }
 static int fast_runs_here(const char **why) {
   *why = "needs AVX2 and FMA, which this CPU lacks";
   return ixl_engine_fast_available();
@@ -80,30 +84,31 @@ static const ixl_logits_ops logits_v1_alt_ops = {logits_v1_alt};
 /* Per family, in preference order: the default is the last one that can run and accepts. */
 static const ixl_variant table[] = {
     {IXL_FAMILY_LOGITS, "ref", IXL_BACKEND_CPU, 0, 0, NULL, NULL, &logits_ref_ops,
-     "the reference engine path: per position and head, SPEC 3's dot and reduction"},
+     "the reference engine path: per position and head, SPEC 3's dot and reduction", NULL},
     {IXL_FAMILY_LOGITS, "fast", IXL_BACKEND_CPU, 0, 0, fast_runs_here, NULL, &logits_fast_ops,
-     "AVX2 + FMA register tiles, bitwise equal to ref"},
+     "AVX2 + FMA register tiles, bitwise equal to ref", NULL},
 #ifdef IXL_TEST_VARIANTS
     {IXL_FAMILY_LOGITS, "ref_alt", IXL_BACKEND_CPU, 0, 1, NULL, at_most_64_heads,
-     &logits_ref_ops, "test only: ref under another name, at most 64 heads"},
+     &logits_ref_ops, "test only: ref under another name, at most 64 heads", NULL},
 #endif
     {IXL_FAMILY_LOGITS, "v1", IXL_BACKEND_CUDA, 80, 0, NULL, NULL, &logits_v1_ops,
-     "mma.sync f16 tile engine, cp.async pipeline (sm_80+), every format and mode"},
+     "mma.sync f16 tile engine, cp.async pipeline (sm_80+), every format and mode", NULL},
 #ifdef IXL_TEST_VARIANTS
     {IXL_FAMILY_LOGITS, "v1_alt", IXL_BACKEND_CUDA, 80, 1, NULL, NULL, &logits_v1_alt_ops,
-     "test only: v1 with at most 1024 output columns per CTA"},
+     "test only: v1 with at most 1024 output columns per CTA", NULL},
 #endif
-    {IXL_FAMILY_LOGITS, "v2", IXL_BACKEND_CUDA, 90, 1, NULL, v2_supports, &logits_v2_ops,
-     "fp8 H 32/64, pages 8/16/32/64k: K2 fp32, K2 bf16 and paged K5 on wgmma + TMA (K5 == K2 "
-     "bf16 bitwise; not v1's bits); K1, ragged K5 and other shapes run v1; mxfp4: "
-     "logits_v2_mx_sm90.cu; pin only, experimental"},
+    {IXL_FAMILY_LOGITS, "v2", IXL_BACKEND_CUDA, 90, 0, NULL, v2_supports, &logits_v2_ops,
+     "H 32/64 on wgmma (sm_90a). mxfp4, the default: K1, K2, K5 ragged and paged, one k32 "
+     "wgmma per scale group, bitwise the CPU's (bf16). fp8, pin only: K2 fp32/bf16 and paged "
+     "K5 with TMA (K5 == K2 bf16 bitwise, not v1's bits), K1 and ragged K5 run v1",
+     v2_default_for},
     {IXL_FAMILY_SELECT, "ref", IXL_BACKEND_CPU, 0, 0, NULL, NULL, &select_ref_ops,
-     "the reference: block scores, then a radix select per row (OpenMP over rows)"},
+     "the reference: block scores, then a radix select per row (OpenMP over rows)", NULL},
     {IXL_FAMILY_SELECT, "v1", IXL_BACKEND_CUDA, 80, 0, NULL, NULL, &select_v1_ops,
-     "one CTA per row, block-wide radix select in shared memory"},
+     "one CTA per row, block-wide radix select in shared memory", NULL},
     {IXL_FAMILY_SELECT, "v2", IXL_BACKEND_CUDA, 80, 0, NULL, NULL, &select_v2_ops,
      "K6: radix select over keys kept in shared memory, column-order compaction (no sort "
-     "unsorted), a cluster per long row (sm_90) finished in CTA 0, K7 fusable; K3 as v1"},
+     "unsorted), a cluster per long row (sm_90) finished in CTA 0, K7 fusable; K3 as v1", NULL},
 };
 #define NTABLE ((int)(sizeof table / sizeof table[0]))
 
@@ -231,7 +236,9 @@ ixl_status ixl_variant_pick(ixl_ctx *ctx, ixl_family family, int dev, const ixl_
     /* the default: the best (last listed) variant that runs here and is not pin-only */
     for (int t = NTABLE - 1; t >= 0 && !v; t--) {
       const ixl_variant *c = &table[t];
-      if (c->family == family && !c->pin_only && !refuses(c, be, sm, p, NULL, 0)) v = c;
+      if (c->family == family && !c->pin_only && (!c->default_for || c->default_for(p)) &&
+          !refuses(c, be, sm, p, NULL, 0))
+        v = c;
     }
   }
   *out = v;

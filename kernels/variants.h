@@ -55,6 +55,9 @@ typedef struct ixl_variant {
   int (*supports)(const ixl_problem *p); /* NULL: every problem */
   const void *ops;        /* the family's ops table (ixl_logits_ops, ixl_select_ops) */
   const char *about;      /* one line: what this version does differently */
+  /* NULL: the default wherever it supports the problem (unless pin_only); else it is the
+   * default only for the problems this returns 1 for, and runs the others only when pinned */
+  int (*default_for)(const ixl_problem *p);
 } ixl_variant;
 
 /* The logits family's ops: one launch for every mode (logits/logits.h's ixl_logits_call). */

@@ -52,10 +52,13 @@ describe("#gpu the step on the GPU", function()
         local p = pipeline.new(ctx, cfg)
         local acc = pipeline.new_acc()
         local outs, keep = support.keep_outputs()
-        p:step(inputs_on(ctx, host), { acc = acc, keep = keep })
-        res[name] = { outs = outs, row = pipeline.summarize(acc, nil) }
+        local r = p:step(inputs_on(ctx, host), { acc = acc, keep = keep })
+        res[name] = { outs = outs, row = pipeline.summarize(acc, nil), ran = r.variant }
         p:free()
       end
+      -- the default logits variant: v2 for mxfp4 at H 32/64 (its own kernels, bitwise the
+      -- CPU's), v1 for the others
+      assert.equals(case.fmt == "mxfp4" and "v2" or "v1", res.gpu.ran.logits)
       assert.equals(0, res.gpu.row.logit_mismatches)
       assert.equals(1, res.gpu.row.selection_agreement)
       for _, name in ipairs({ "cand_blocks", "sparse_ids", "end", "source_topk_pos", "topk_pos1",

@@ -55,12 +55,14 @@ ixl_status ixl_sparse_logits_cpu(ixl_ctx *ctx, const ixl_logits_call *c, int pat
 ixl_status ixl_cuda_logits_v1_dense(ixl_ctx *ctx, const ixl_logits_call *c, int max_chunk);
 ixl_status ixl_cuda_logits_v1_sparse(ixl_ctx *ctx, const ixl_logits_call *c, int max_chunk);
 
-/* Variant v2 on CUDA (logits/logits_v2_sm90.cu, sm_90a): K2 fp8 with the fp32 reduction, H 32
- * or 64, page size 8, 16, 32 or a multiple of 64 on wgmma; every other call runs v1's kernels
- * (max_chunk 4096). Only in CUDA builds (kernels/variants.c registers it there). */
+/* Variant v2 on CUDA (logits/logits_v2_sm90.cu, sm_90a), H 32 or 64: fp8 K2 (fp32 and bf16)
+ * and paged K5 on wgmma + TMA (page size 8, 16, 32 or a multiple of 64); MXFP4 calls go to
+ * ixl_cuda_logits_v2_mx; every other call runs v1's kernels (max_chunk 4096). Only in CUDA
+ * builds (kernels/variants.c registers it there). */
 ixl_status ixl_cuda_logits_v2(ixl_ctx *ctx, const ixl_logits_call *c);
-/* v2's MXFP4 side (logits/logits_v2_mx_sm90.cu): ixl_cuda_logits_v2 sends every MXFP4 call
- * here; modes without a kernel there yet run v1's. */
+/* v2's MXFP4 side (logits/logits_v2_mx_sm90.cu): K1, K2 and K5 (ragged and paged) on wgmma,
+ * bitwise the CPU reference's with the bf16 reduction; a call its kernels cannot take
+ * (misaligned tensors, over 2^31 - 1 output columns) runs v1's. */
 ixl_status ixl_cuda_logits_v2_mx(ixl_ctx *ctx, const ixl_logits_call *c);
 
 #ifdef __cplusplus
