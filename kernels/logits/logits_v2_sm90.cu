@@ -5,10 +5,12 @@
 // - K2 with the bf16 reduction and paged K5: this file's v2_fp8_kernel, one template for every
 //   mode, so a K5 column and the K2 bf16 logit at its position come from the same instructions
 //   (SPEC 3: bitwise equal, checked on the H200 for pages 16-128 and sbk 4-128);
-// - K1 and ragged K5: v1's kernels (both, so K5 == K1 holds there too). Their code is here, not
-//   reached: on the H200 the driver refused K1's (since removed) 1-D tensor map of the key
-//   scales, and ragged K5's lane-stored scales drew racecheck hazards; both now load scales by
-//   the producer's lanes, each lane arriving after its stores (compiled, not yet run);
+// - K1 and ragged K5: v1's kernels by default (both, so K5 == K1 holds either way); with
+//   IXL_LOGITS_V2_FP8_RAGGED=1 (read once per process) both run v2_fp8_kernel, their key scales
+//   loaded by the producer's lanes, each lane arriving on the full barrier after its stores
+//   (count 32). Not yet verified on the GPU: on the H200 the driver refused K1's earlier 1-D
+//   tensor map of the scales (removed), and ragged K5's scales with one elected arrival drew
+//   racecheck hazards (read of a scale against the other lanes' stores);
 // - H other than 32 and 64, page sizes other than 8, 16, 32 and multiples of 64, tensors not
 //   aligned for TMA and bulk copies (16 B): v1.
 //
@@ -340,8 +342,9 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
       mbar_wait(&empty[stage], ephase);
       if (p.prof) t_wait += clock64() - w0;
       const long long i0 = p.prof ? clock64() : 0;
-      if (p.abl == 2) { // ablation: no loads, the stage is "full" at once
-        if (lane == 0) ptx::mbarrier_arrive(&full[stage]);
+      if (p.abl == 2) { // ablation: no loads, the stage is "full" at once (every lane arrives
+                        // where the barrier counts the producer's 32 lanes)
+        if (lane == 0 || MODE == M_K1 || MODE == M_K5R) ptx::mbarrier_arrive(&full[stage]);
         if (++stage == S) stage = 0, ephase ^= 1;
         continue;
       }
@@ -557,6 +560,14 @@ static bool is_aligned(const ixl_tensor *t, uintptr_t a) {
   return !t || !t->data || (uintptr_t)t->data % a == 0;
 }
 static bool page_size_ok(int P) { return P % 64 == 0 || P == 8 || P == 16 || P == 32; }
+// IXL_LOGITS_V2_FP8_RAGGED=1: K1 and ragged K5 on v2_fp8_kernel (else v1's kernels), read once.
+static bool ragged_on() {
+  static const bool on = [] {
+    const char *e = getenv("IXL_LOGITS_V2_FP8_RAGGED");
+    return e && e[0] == '1' && e[1] == 0;
+  }();
+  return on;
+}
 bool fp8_takes(const ixl_logits_call *c) {
   const ixl_qk *in = c->in;
   if (in->kv_format != IXL_FP8 || (c->H != 32 && c->H != 64)) return false;
@@ -565,13 +576,13 @@ bool fp8_takes(const ixl_logits_call *c) {
       !is_aligned(c->sparse_ids, 4))
     return false;
   if (c->R * c->H >= INT32_MAX || c->out->shape[1] >= INT32_MAX) return false;
-  // The ragged modes (K1, ragged K5) stay on v1, both, so K5 == K1 (bf16) still holds there:
-  // on the H200 the driver refused K1's 1-D tensor map of the key scales (cuTensorMapEncode
-  // Tiled, CUresult 1), and ragged K5's scales, stored by the producer's lanes, drew racecheck
-  // hazards with one elected arrival per stage (its values matched the CPU). Both now take
-  // their scales from the producer's lanes, each lane arriving after its stores (full count
-  // 32): written and compiled, not yet run on the GPU, so not reached.
-  if (in->k_pages == NULL) return false;
+  // The ragged modes (K1, ragged K5) switch together, so K5 == K1 (bf16) holds either way:
+  // v1 unless IXL_LOGITS_V2_FP8_RAGGED=1 (their v2 code has not run on the GPU yet). Keys by a
+  // 2-D tensor map over k_codes (16-B aligned), scales by the producer's loads (4-B aligned);
+  // a box's first K row (ks + column) stays within int32.
+  if (in->k_pages == NULL)
+    return ragged_on() && is_aligned(in->k_codes, 16) && is_aligned(in->k_scales, 4) &&
+           c->N + c->out->shape[1] + kTile < INT32_MAX;
   return is_aligned(in->k_pages, 16) && page_size_ok(in->page_size) &&
          c->num_pages * (c->page_stride / 128) < INT32_MAX;
 }
@@ -746,8 +757,10 @@ ixl_status launch(ixl_ctx *ctx, const ixl_logits_call *c) {
   }
   if (c->mode == IXL_LOGITS_DENSE_PAGED) return launch_mode<H, M_K2, true>(ctx, c, p);
   if (c->mode == IXL_LOGITS_SPARSE && paged) return launch_mode<H, M_K5P, true>(ctx, c, p);
-  // not reached (fp8_takes keeps the ragged modes on v1)
-  return sparse ? ixl_cuda_logits_v1_sparse(ctx, c, 4096) : ixl_cuda_logits_v1_dense(ctx, c, 4096);
+  if (sparse) return launch_mode<H, M_K5R, true>(ctx, c, p); // K5: always the bf16 reduction
+  // K1 (fp8_takes let it through only under IXL_LOGITS_V2_FP8_RAGGED=1)
+  return c->reduction == IXL_REDUCE_BF16 ? launch_mode<H, M_K1, true>(ctx, c, p)
+                                         : launch_mode<H, M_K1, false>(ctx, c, p);
 }
 
 } // namespace

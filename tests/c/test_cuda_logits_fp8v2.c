@@ -1,18 +1,22 @@
 /* test_cuda_logits_fp8v2.c - GPU checks of logits v2's fp8 kernel (kernels/logits/
  * logits_v2_sm90.cu) beyond what test_cuda_logits.c runs for every variant: sparse block sizes
  * and page sizes that file does not reach (sbk 4, 64 and 128 over pages of 16, 64 and 128; the
- * ragged unaligned and aligned modes; rows with garbage ids) and long K1 rows (200K keys,
- * compressed layout). v2 runs the paged cases on its own kernel; the ragged ones (K1, ragged
- * K5) it hands to v1 for now, so those cases check v1 under v2's pin. For each case:
+ * ragged unaligned and aligned modes; rows with garbage ids), K1's ragged ranges in both
+ * layouts with and without `clean`, and long K1 rows (200K keys, compressed layout). v2 runs
+ * the paged cases on its own kernel; the ragged ones (K1, ragged K5) it hands to v1 unless
+ * IXL_LOGITS_V2_FP8_RAGGED=1, so by default those cases check v1 under v2's pin. For each case:
  * - every K5 column equals the K1/K2 bf16 logit at its position on the GPU, bit for bit (SPEC 3:
- *   both run v2's one tile function);
- * - the -inf masks equal the CPU reference's exactly, and the values are close to it: DeepGEMM's
- *   diff measure below 1e-4 (bf16) or 1e-6 (fp32) (fp8 on tensor cores is not the CPU's
- *   sequential fp32 sum, so not bitwise), every element within 2^-5 (bf16) or 2^-8 (fp32) of
- *   its row's largest |logit|;
- * - two runs with different poisons agree bit for bit.
+ *   both run v2's one tile function, or both v1's);
+ * - the -inf masks equal the CPU reference's exactly (K1: -inf outside [ks, ke) whatever
+ *   `clean` says, README), and the values are close to it: DeepGEMM's diff measure below 1e-4
+ *   (bf16) or 1e-6 (fp32) (fp8 on tensor cores is not the CPU's sequential fp32 sum, so not
+ *   bitwise), every element within 2^-5 (bf16) or 2^-8 (fp32) of its row's largest |logit|;
+ * - two runs with different poisons agree bit for bit; K1 with and without `clean` too;
+ * - with IXL_LOGITS_V2_FP8_RAGGED=1 also K1's compressed layout equals its full layout bit for
+ *   bit (one tile function; a K row's logit does not depend on where its tile starts).
  * Without an sm_90 GPU every test prints "ok - <name> # skipped". IXL_TEST_SMALL=1 (the
- * compute-sanitizer runs) keeps only small shapes; IXL_TEST_SEED sets the seed. */
+ * compute-sanitizer runs) keeps only small shapes; IXL_TEST_SEED sets the seed; IXL_TEST_ONLY
+ * (comma-separated substrings of test names) runs only the tests it names. */
 #include <math.h>
 #include <stdint.h>
 
@@ -26,6 +30,7 @@
 static ixl_ctx *g;
 static uint64_t g_seed;
 static int g_small;
+static int g_v2_ragged; /* IXL_LOGITS_V2_FP8_RAGGED=1: v2 runs K1 and ragged K5 */
 
 static ixl_tensor *tens_new(ixl_dtype dt, int nd, int64_t a, int64_t b, int64_t c, int dev) {
   int64_t shape[3] = {a, b, c};
@@ -288,17 +293,114 @@ TEST(sparse_ragged_block_sizes_equal_dense) {
     k5_case(i % 2 ? 64 : 32, 0, sbks[i], i % 2 ? IXL_KS_ALIGNED : IXL_KS_UNALIGNED);
 }
 
-/* ---------------------------------------------------------------- long K1 rows */
+/* ---------------------------------------------------------------- K1 */
 typedef struct {
   ixl_qk qk;
   const ixl_tensor *w, *ks, *ke;
   ixl_layout layout;
   ixl_reduction red;
+  int clean;
 } k1_args;
 static ixl_status k1_op(void *a, ixl_tensor *out) {
   k1_args *k = a;
-  return ixl_dense_logits(g, &k->qk, k->w, k->ks, k->ke, k->layout, 0, k->red, out);
+  return ixl_dense_logits(g, &k->qk, k->w, k->ks, k->ke, k->layout, k->clean, k->red, out);
 }
+
+/* Ragged K1 rows of every kind (empty, full, unaligned starts and ends, one position, ranges
+ * inside one tile and across a tile boundary, a start past N / 2), both layouts, both
+ * reductions, clean 0 and 1: masks exact and values close to the CPU, -inf at every column
+ * outside [ks, ke), clean 0 == clean 1 and the two poisons bit for bit; with v2 on the ragged
+ * modes also compressed == full bit for bit. */
+TEST(dense_ragged_ranges_layouts_and_clean) {
+  const int64_t R = g_small ? 8 : 24, N = g_small ? 1100 : 5000;
+  for (int H = 32; H <= 64; H += 32) {
+    inputs in;
+    gen_inputs(&in, R, H, N);
+    ixl_tensor *ks = tens_new(IXL_I32, 1, R, 0, 0, 0), *ke = tens_new(IXL_I32, 1, R, 0, 0, 0);
+    int32_t *ksp = ks->data, *kep = ke->data;
+    int64_t maxlen = 0;
+    for (int64_t r = 0; r < R; r++) {
+      int64_t a = rand_range(0, N - 1), b = rand_range(a, N);
+      switch (r % 8) {
+      case 0: b = a; break;                                             /* empty */
+      case 1: a = 0, b = N; break;                                      /* full */
+      case 2: a = 0; break;                                             /* causal */
+      case 3: b = N; break;                                             /* to the end */
+      case 4: b = a + 1; break;                                         /* one position */
+      case 5: a = a / 64 * 64 + 3, b = a + rand_range(1, 60); break;   /* inside a tile */
+      case 6: a = a / 64 * 64 + 60, b = a + rand_range(5, 70); break;  /* across a boundary */
+      default: a = N / 2 + rand_range(0, N / 2 - 1), b = N - rand_range(0, 3); break;
+      }
+      if (b > N) b = N;
+      if (a > b) a = b;
+      ksp[r] = (int32_t)a, kep[r] = (int32_t)b;
+      if (b - a > maxlen) maxlen = b - a;
+    }
+    ixl_tensor *dq[] = {to_dev(in.qc), to_dev(in.kc), to_dev(in.ks), to_dev(ks), to_dev(ke),
+                        to_dev(in.wf), to_dev(in.wb)};
+    for (int red = 0; red < 2; red++) {
+      const int bf16 = red == IXL_REDUCE_BF16;
+      ixl_tensor *full_gpu = NULL;
+      for (int lay = 0; lay < 2; lay++) {
+        const ixl_layout layout = lay ? IXL_LAYOUT_COMPRESSED : IXL_LAYOUT_FULL;
+        const int64_t C = lay ? maxlen + 5 : N;
+        ixl_qk hq = {in.qc, NULL, in.kc, in.ks, NULL, 0, IXL_FP8};
+        ixl_tensor *cpu = tens_new(bf16 ? IXL_BF16 : IXL_F32, 2, R, C, 0, 0);
+        CHECK_OK(g, ixl_dense_logits(g, &hq, bf16 ? in.wb : in.wf, ks, ke, layout, 1,
+                                     (ixl_reduction)red, cpu));
+        ixl_tensor *dout = tens_new(bf16 ? IXL_BF16 : IXL_F32, 2, R, C, 0, 1);
+        ixl_tensor *gpu[2] = {NULL, NULL};
+        int64_t nondet[2] = {0, 0};
+        for (int clean = 0; clean < 2; clean++) {
+          k1_args a = {{dq[0], NULL, dq[1], dq[2], NULL, 0, IXL_FP8}, bf16 ? dq[6] : dq[5],
+                       dq[3], dq[4], layout, (ixl_reduction)red, clean};
+          gpu[clean] = run_twice(k1_op, &a, dout, &nondet[clean]);
+        }
+        char what[96];
+        snprintf(what, sizeof what, "K1 fp8 H=%d %s %s", H, bf16 ? "bf16" : "fp32",
+                 lay ? "compressed" : "full");
+        const int64_t bad = compare_cpu(what, gpu[0], cpu, bf16);
+        const size_t es = bf16 ? 2 : 4;
+        int64_t outside = 0, cleandiff = 0, layoutdiff = 0;
+        for (int64_t r = 0; r < R; r++)
+          for (int64_t c = 0; c < C; c++) {
+            const int64_t k = lay ? ksp[r] + c : c; /* the K row of column c */
+            if ((k < ksp[r] || k >= kep[r]) && !neg_inf(at(gpu[0], r * C + c)) && outside++ < 5)
+              fprintf(stderr, "  %s: row %lld col %lld (K row %lld, range [%d, %d)) = %.9g\n",
+                      what, (long long)r, (long long)c, (long long)k, ksp[r], kep[r],
+                      at(gpu[0], r * C + c));
+            if (memcmp((uint8_t *)gpu[0]->data + (r * C + c) * es,
+                       (uint8_t *)gpu[1]->data + (r * C + c) * es, es))
+              cleandiff++;
+            if (lay && full_gpu && g_v2_ragged && k < kep[r] &&
+                !same(at(gpu[0], r * C + c), at(full_gpu, r * N + k)) && layoutdiff++ < 5)
+              fprintf(stderr, "  %s: row %lld col %lld = %.9g, full layout col %lld = %.9g\n",
+                      what, (long long)r, (long long)c, at(gpu[0], r * C + c), (long long)k,
+                      at(full_gpu, r * N + k));
+          }
+        CHECK_MSG(bad == 0 && outside == 0 && nondet[0] == 0 && nondet[1] == 0 &&
+                      cleandiff == 0 && layoutdiff == 0,
+                  "%s: %lld off the CPU, %lld not -inf outside [ks, ke), %lld + %lld "
+                  "nondeterministic, %lld differ between clean 0 and 1, %lld differ from the "
+                  "full layout (seed %llu)",
+                  what, (long long)bad, (long long)outside, (long long)nondet[0],
+                  (long long)nondet[1], (long long)cleandiff, (long long)layoutdiff,
+                  (unsigned long long)g_seed);
+        if (lay == 0) full_gpu = gpu[0];
+        else ixl_tensor_free(gpu[0]);
+        ixl_tensor *ts[] = {cpu, dout, gpu[1]};
+        tfree(ts, 3);
+      }
+      ixl_tensor_free(full_gpu);
+    }
+    tfree(dq, 7);
+    ixl_tensor *ts[] = {ks, ke};
+    tfree(ts, 2);
+    free_inputs(&in);
+  }
+}
+
+/* ---------------------------------------------------------------- long K1 rows */
 
 /* 4 rows over 200K keys (causal, one empty, one starting late), compressed layout with a few
  * extra columns, both reductions: masks exact, values close to the CPU. */
@@ -323,7 +425,7 @@ TEST(dense_ragged_long_rows_compressed) {
       CHECK_OK(g, ixl_dense_logits(g, &hq, bf16 ? in.wb : in.wf, ks, ke, IXL_LAYOUT_COMPRESSED,
                                    1, (ixl_reduction)red, cpu));
       k1_args a = {{dq[0], NULL, dq[1], dq[2], NULL, 0, IXL_FP8}, bf16 ? dq[6] : dq[5], dq[3],
-                   dq[4], IXL_LAYOUT_COMPRESSED, (ixl_reduction)red};
+                   dq[4], IXL_LAYOUT_COMPRESSED, (ixl_reduction)red, 0};
       ixl_tensor *dout = tens_new(bf16 ? IXL_BF16 : IXL_F32, 2, R, C, 0, 1);
       int64_t nondet = 0;
       ixl_tensor *gpu = run_twice(k1_op, &a, dout, &nondet);
@@ -343,7 +445,33 @@ TEST(dense_ragged_long_rows_compressed) {
   }
 }
 
+/* IXL_TEST_ONLY: comma-separated substrings; a test runs when its name holds one (all when
+ * unset or empty). */
+static int wanted(const char *name) {
+  const char *only = getenv("IXL_TEST_ONLY");
+  if (!only || !*only) return 1;
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", only);
+  for (char *t = strtok(buf, ","); t; t = strtok(NULL, ","))
+    if (*t && strstr(name, t)) return 1;
+  return 0;
+}
+#define RUN_IF(name)                                                      \
+  do {                                                                    \
+    if (wanted(#name)) {                                                  \
+      RUN(name);                                                          \
+    } else {                                                              \
+      printf("ok - %s # skipped: not in IXL_TEST_ONLY\n", #name);         \
+      tests_passed_++;                                                    \
+    }                                                                     \
+  } while (0)
+
 int main(void) {
+  static const char *names[] = {"sparse_paged_block_and_page_sizes_equal_dense",
+                                "sparse_ragged_block_sizes_equal_dense",
+                                "dense_ragged_ranges_layouts_and_clean",
+                                "dense_ragged_long_rows_compressed"};
+  const int ntests = (int)(sizeof names / sizeof names[0]);
   char why[256];
   int sm = 0;
   if (ixl_cuda_available(why, sizeof why)) {
@@ -356,14 +484,18 @@ int main(void) {
 #endif
   }
   if (sm != 90) {
-    printf("ok - sparse_paged_block_and_page_sizes_equal_dense # skipped: %s\n", why);
-    printf("ok - sparse_ragged_block_sizes_equal_dense # skipped: %s\n", why);
-    printf("ok - dense_ragged_long_rows_compressed # skipped: %s\n", why);
-    tests_passed_ += 3;
+    for (int i = 0; i < ntests; i++) printf("ok - %s # skipped: %s\n", names[i], why);
+    tests_passed_ += ntests;
     DONE();
   }
   g_seed = test_seed();
   g_small = getenv("IXL_TEST_SMALL") && getenv("IXL_TEST_SMALL")[0] == '1';
+  {
+    const char *e = getenv("IXL_LOGITS_V2_FP8_RAGGED");
+    g_v2_ragged = e && e[0] == '1' && e[1] == 0; /* the library's rule (logits_v2_sm90.cu) */
+  }
+  printf("# K1 and ragged K5 on %s (IXL_LOGITS_V2_FP8_RAGGED%s)\n", g_v2_ragged ? "v2" : "v1",
+         g_v2_ragged ? "=1" : " unset");
   rand_seed(RAND_SPLITMIX64, g_seed);
   if (ixl_ctx_new(IXL_BACKEND_CUDA, 0, g_seed, &g) != IXL_OK ||
       ixl_ctx_set_variant(g, "logits", "v2") != IXL_OK) {
@@ -371,9 +503,10 @@ int main(void) {
     ixl_ctx_free(g);
     return 1;
   }
-  RUN(sparse_paged_block_and_page_sizes_equal_dense);
-  RUN(sparse_ragged_block_sizes_equal_dense);
-  RUN(dense_ragged_long_rows_compressed);
+  RUN_IF(sparse_paged_block_and_page_sizes_equal_dense);
+  RUN_IF(sparse_ragged_block_sizes_equal_dense);
+  RUN_IF(dense_ragged_ranges_layouts_and_clean);
+  RUN_IF(dense_ragged_long_rows_compressed);
   ixl_ctx_free(g);
   DONE();
 }
