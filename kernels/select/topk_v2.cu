@@ -29,6 +29,7 @@
 // chunks (more than 16 * 32768 columns), or over 32768 columns without clusters (sm_80), run
 // v1 (kernels/select/topk.cu), then K7's own kernel when fused.
 #include "cuda/common.cuh"
+#include "cuda/sm80.cuh"
 #include "select/topk_v2.h"
 
 #include <cooperative_groups.h>
@@ -43,6 +44,7 @@ constexpr int NB = 2048;      // bins of the widest digit
 constexpr int LCAP = 32768;   // columns per CTA at most (16-bit packed counts stay exact)
 constexpr int CSMAX = 16;     // CTAs per cluster at most (16 needs the non-portable opt-in)
 constexpr int GCAP = 4096;    // first-digit bin keys CTA 0 gathers at most (16 KB)
+constexpr int PRE = 4;        // IXL_TOPK_V2_NEXT: vectors per thread prefetched (32 KB)
 
 // flags (the development switches, dev_switches below)
 constexpr int F_GATHER = 1;   // clusters: the first digit's bin finished in CTA 0
@@ -586,12 +588,246 @@ __global__ void __launch_bounds__(NT, 2)
   }
 }
 
+// IXL_TOPK_V2_NEXT=1 (round 2; off by default, the kernel above stays the default): rows of
+// one CTA (cs = 1) run persistent CTAs, as many as are resident (IXL_TOPK_V2_GRID=N caps the
+// grid, a test switch), CTA b taking rows b, b + G, b + 2G, ... Each row is selected as
+// above (the same digits, finds, compaction and staging, so the same results), but the first
+// UNR vectors per thread of the CTA's next row (the whole row up to UNR * NT * VEC columns:
+// 16384 bf16, 8192 fp32) are copied by cp.async into a buffer of their own (after the keys)
+// right after this row's keys are in shared memory, and stay in flight while this row's
+// digits, compaction and store run; the next row's bounds are loaded one row earlier still.
+// So the load latency that was 9-13 thousand of a bf16 row's 22-27 thousand cycles overlaps
+// the previous row's selection. Each thread reads back only the vectors it copied (no barrier
+// between copy and use). Registers could not hold the group: at the 64 registers of two CTAs
+// per SM the prefetched vectors spilled right after their loads (the spill store waits for
+// the load).
+template <typename T>
+__global__ void __launch_bounds__(NT, 2)
+    topk_v2_next_kernel(const T *__restrict__ logits, int64_t R, int64_t C,
+                        const int32_t *__restrict__ row_start,
+                        const int32_t *__restrict__ row_end, int k, int sorted,
+                        int32_t *__restrict__ out, int RV, int P, Remap m) {
+  using K = KeyOf<T>;
+  using KS = typename K::KS;
+  constexpr int VEC = K::VEC;
+  constexpr int UNR = PRE; // vectors per thread in flight (the default kernel's load group)
+  extern __shared__ uint4 smem4[];
+  __shared__ V2Shared sh;
+  __shared__ unsigned hist[2 * NB];
+  __shared__ int res[3];
+  __shared__ int nbd[2][2]; // a later row's [start, end), by cp.async from thread 0
+  const int64_t G = gridDim.x;
+  int64_t r = blockIdx.x;
+  if (r >= R) return; // the host launches at most R CTAs
+  const int nvec = NT * RV, S = RV | 1;
+  uint4 *keys = smem4;
+  uint4 *pre = smem4 + NT * S; // [UNR][NT]: the next row's first group, by cp.async
+  uint64_t *sbuf = reinterpret_cast<uint64_t *>(pre + UNR * NT);
+  const int warp = threadIdx.x >> 5;
+  unsigned *myhist = hist + (warp & 1) * NB;
+  const int sh0 = K::shift(0);
+  const uint4 *run = keys + threadIdx.x * S; // this thread's run of RV vectors
+
+  // a row's bounds clamped to [0, C]; the chunk's first column: the 16-byte boundary at or
+  // before s
+  auto first_col = [&](int64_t rr, int s) -> int {
+    const T *row = logits + rr * C;
+    return s - (int)(((uintptr_t)(row + s) & 15u) / sizeof(T));
+  };
+  // the first group of a row's vectors to pre (zeros outside [s, e), as the default kernel
+  // loads), one commit group
+  auto prefetch = [&](int64_t rr, int s, int e) {
+    const T *row = logits + rr * C;
+    const int a0 = first_col(rr, s);
+#pragma unroll
+    for (int u = 0; u < UNR; u++) {
+      const int v = (int)threadIdx.x + u * NT;
+      const int g = a0 + v * VEC;
+      if (v < nvec) { // a vector not wholly in the row: zeros, by a plain store
+        if (g >= s && g + VEC <= e) sm80::cp_async16(&pre[u * NT + threadIdx.x], row + g, 16);
+        else pre[u * NT + threadIdx.x] = make_uint4(0, 0, 0, 0);
+      }
+    }
+    sm80::cp_async_commit();
+  };
+
+  // the bounds of row rr + G to nbd[q] (in the commit group of the next prefetch): loaded
+  // while the rows before it are selected, read after the barrier that follows the wait
+  auto next_bounds = [&](int64_t rr, int q) {
+    if (threadIdx.x == 0 && rr + G < R) {
+      if (row_start) sm80::cp_async4(&nbd[q][0], row_start + rr + G);
+      sm80::cp_async4(&nbd[q][1], row_end + rr + G);
+    }
+  };
+  // columns as int (a row of one CTA has at most LCAP + VEC - 1 of them), clamped to [0, C]
+  // (a start past C is an empty row either way)
+  auto clamp = [&](int &s, int &e, int q) { // the row in nbd[q]
+    s = row_start ? nbd[q][0] : 0, e = nbd[q][1];
+    s = s < 0 ? 0 : s > (int)C ? (int)C : s;
+    e = e > (int)C ? (int)C : e;
+  };
+  int s = row_start ? row_start[r] : 0, e = row_end[r];
+  s = s < 0 ? 0 : s > (int)C ? (int)C : s;
+  e = e > (int)C ? (int)C : e;
+  int par = 0; // nbd[par]: the bounds of this CTA's next row
+  next_bounds(r, par);
+  prefetch(r, s, e);
+  for (int b = threadIdx.x; b < 2 * NB; b += NT) hist[b] = 0;
+  __syncthreads(); // the histograms are clear
+
+  for (; r < R; r += G) {
+    const int n = e > s ? (int)(e - s) : 0;
+    const int kk = k < n ? k : n;
+    int32_t *o = out + r * (int64_t)k;
+    for (int j = kk + threadIdx.x; j < k; j += NT) o[j] = -1;
+    const T *row = logits + r * C;
+    const int g0 = first_col(r, s);
+
+    sm80::cp_async_wait<0>(); // this thread's copies (the group, thread 0 the bounds) landed
+    if (kk > 0) {
+      // the keys to shared memory and the first digit's histogram: the prefetched group,
+      // then the rest of the row's groups (rows over UNR vectors per thread) loaded here
+      auto put = [&](int v0, const uint4 (&x)[UNR]) {
+#pragma unroll
+        for (int u = 0; u < UNR; u++) {
+          const int v = v0 + u * NT;
+          if (v >= nvec) break;
+          const int g = g0 + v * VEC;
+          KS kv[VEC];
+          if (g >= s && g + VEC <= e) {
+            K::unpack(x[u], kv);
+          } else {
+#pragma unroll
+            for (int j = 0; j < VEC; j++)
+              kv[j] = (g + j >= s && g + j < e) ? K::key(row[g + j]) : (KS)0;
+          }
+#pragma unroll
+          for (int j = 0; j < VEC; j++)
+            if (kv[j]) atomicAdd(&myhist[kv[j] >> sh0], 1u);
+          keys[(v / RV) * S + v % RV] = K::pack(kv);
+        }
+      };
+      {
+        uint4 x[UNR];
+#pragma unroll
+        for (int u = 0; u < UNR; u++) {
+          x[u] = make_uint4(0, 0, 0, 0);
+          if ((int)threadIdx.x + u * NT < nvec) x[u] = pre[u * NT + threadIdx.x];
+        }
+        put((int)threadIdx.x, x);
+      }
+      for (int v0 = (int)threadIdx.x + UNR * NT; v0 < nvec; v0 += UNR * NT) {
+        uint4 x[UNR];
+#pragma unroll
+        for (int u = 0; u < UNR; u++) {
+          const int v = v0 + u * NT;
+          const int g = g0 + v * VEC;
+          x[u] = make_uint4(0, 0, 0, 0);
+          if (v < nvec && g >= s && g + VEC <= e)
+            x[u] = __ldg(reinterpret_cast<const uint4 *>(row + g));
+        }
+        put(v0, x);
+      }
+    }
+    __syncthreads(); // the keys and the first histogram are complete; nbd[par] is visible
+
+    // the next row's first group (and the bounds of the row after it) in flight while this
+    // row is selected
+    const int64_t rn = r + G;
+    if (rn < R) {
+      int ns, ne;
+      clamp(ns, ne, par);
+      next_bounds(rn, par ^ 1);
+      prefetch(rn, ns, ne);
+    }
+
+    if (kk > 0) {
+      Found f = local_find(0, NB, 0, kk, hist, res, sh);
+      uint32_t prefix = (uint32_t)f.bin << sh0, mask = (uint32_t)(NB - 1) << sh0;
+      int above = f.above;
+      for (int p = 1; p < K::NP; p++) {
+        const int shift = K::shift(p), nb = 1 << K::bits(p);
+        for (int j = 0; j < RV; j++) {
+          KS kv[VEC];
+          K::from(run[j], kv);
+#pragma unroll
+          for (int q = 0; q < VEC; q++)
+            if (((uint32_t)kv[q] & mask) == prefix && kv[q])
+              atomicAdd(&myhist[((uint32_t)kv[q] >> shift) & (unsigned)(nb - 1)], 1u);
+        }
+        __syncthreads();
+        f = local_find(0, nb, 0, kk - above, hist, res, sh);
+        prefix |= (uint32_t)f.bin << shift;
+        mask |= (uint32_t)(nb - 1) << shift;
+        above += f.above;
+      }
+
+      // compaction in column order (the default kernel's, one CTA)
+      const uint32_t t = prefix;
+      const int need = kk - above;
+      unsigned cnt = 0; // gt | eq << 16 of this thread's run
+      for (int j = 0; j < RV; j++) {
+        KS kv[VEC];
+        K::from(run[j], kv);
+#pragma unroll
+        for (int q = 0; q < VEC; q++)
+          cnt += ((uint32_t)kv[q] > t ? 1u : 0u) + ((uint32_t)kv[q] == t ? 0x10000u : 0u);
+      }
+      unsigned cta_tot;
+      const unsigned before = block_exclusive_scan<NT, unsigned>(cnt, &cta_tot, sh.wsu);
+      int gtb = (int)(before & 0xffffu), eqb = (int)(before >> 16);
+      const bool stage = sorted || m.on;
+      if ((cnt & 0xffffu) || ((cnt >> 16) && eqb < need)) {
+        const int col0 = g0 - s + (int)threadIdx.x * RV * VEC;
+        for (int j = 0; j < RV; j++) {
+          KS kv[VEC];
+          K::from(run[j], kv);
+#pragma unroll
+          for (int q = 0; q < VEC; q++) {
+            const uint32_t key = kv[q];
+            int slot = -1;
+            if (key > t) {
+              slot = gtb + min(eqb, need);
+              gtb++;
+            } else if (key == t) {
+              if (eqb < need) slot = gtb + eqb;
+              eqb++;
+            }
+            if (slot >= 0) {
+              const int col = (int)(col0 + j * VEC + q);
+              if (stage)
+                sbuf[slot] = ((uint64_t)(~(key << (32 - K::KB))) << 32) | (uint32_t)col;
+              else
+                o[slot] = col;
+            }
+          }
+        }
+      }
+      if (stage) {
+        __syncthreads(); // every winner is in the buffer
+        if (sorted) {
+          for (int j = kk + threadIdx.x; j < P; j += NT) sbuf[j] = ~0ull;
+          __syncthreads();
+          block_bitonic_sort<NT>(sbuf, P);
+        }
+        for (int j = threadIdx.x; j < kk; j += NT)
+          o[j] = store_value(m, r, (int64_t)(uint32_t)(sbuf[j] & 0xffffffffu));
+      }
+    }
+    __syncthreads(); // every read of this row's keys and staged winners is done
+    if (rn < R) clamp(s, e, par);
+    par ^= 1;
+  }
+}
+
 // The development switches (the tests' and the benchmark's), read from the environment once
 // and again on ixl_topk_v2_dev_reload: IXL_TOPK_V2_CS=N pins the cluster size (1-16, a power
 // of two, where the chunks fit), IXL_TOPK_V2_PROFILE=1 runs the profile instantiation,
-// IXL_TOPK_V2_GATHER=0 runs a cluster row's lower digits cluster-wide.
+// IXL_TOPK_V2_GATHER=0 runs a cluster row's lower digits cluster-wide; IXL_TOPK_V2_NEXT=1
+// runs rows of one CTA on topk_v2_next_kernel (persistent, next row prefetched; not the
+// default), IXL_TOPK_V2_GRID=N caps its grid at N CTAs (tests: several rows per CTA).
 struct Dev {
-  int cs, profile, flags;
+  int cs, profile, flags, next, grid;
 };
 Dev g_dev;
 std::atomic<int> g_dev_read{0};
@@ -680,6 +916,45 @@ ixl_status launch(ixl_ctx *ctx, const Args &a, int cs, int64_t L, const Dev &dv)
   return ixl_cuda_check_launch(ctx, "topk v2");
 }
 
+// Rows of one CTA on the persistent kernel (IXL_TOPK_V2_NEXT=1): as many CTAs as are resident
+// (the occupancy for this shared memory, asked once per device and size), at most R and at
+// most dv.grid when set. The extra 32 KB of prefetch buffer may not fit beside the longest
+// chunks and the largest k: then (or if no CTA would be resident) the default kernel runs.
+template <typename T>
+ixl_status launch_next(ixl_ctx *ctx, const Args &a, int64_t L, const Dev &dv) {
+  const int64_t R = a.logits->shape[0], C = a.logits->shape[1];
+  const Geometry gm = geometry<T>(L, a.k, a.sorted || a.sparse_ids, false);
+  const size_t smem = gm.smem + (size_t)PRE * NT * 16; // and the prefetch buffer
+  auto kern = topk_v2_next_kernel<T>;
+  static int last_dev = -1, last_per_sm;
+  static size_t last_smem;
+  const int dev = ixl_ctx_device(ctx);
+  if (dev != last_dev || smem != last_smem) {
+    int per_sm = 0;
+    if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
+            cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, NT, smem) != cudaSuccess) {
+      cudaGetLastError(); // too much shared memory: not a sticky error
+      per_sm = 0;
+    }
+    last_dev = dev, last_smem = smem, last_per_sm = per_sm;
+  }
+  if (last_per_sm < 1) return launch<T, false>(ctx, a, 1, L, dv);
+  ixl_status st = ixl_cuda_status(
+      ctx, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+      "topk v2 next: cudaFuncSetAttribute");
+  if (st) return st;
+  int64_t grid = (int64_t)last_per_sm * sm_count(ctx);
+  if (dv.grid && grid > dv.grid) grid = dv.grid;
+  if (grid > R) grid = R;
+  kern<<<(unsigned)grid, NT, smem, stream_of(ctx)>>>(
+      (const T *)a.logits->data, R, C,
+      a.row_start ? (const int32_t *)a.row_start->data : (const int32_t *)nullptr,
+      (const int32_t *)a.row_end->data, a.k, a.sorted, (int32_t *)a.out->data, gm.RV, gm.P,
+      remap_of(a));
+  return ixl_cuda_check_launch(ctx, "topk v2 next");
+}
+
 // The largest cluster the device runs for this kernel and shared memory, at most `want`;
 // the last answer per dtype is kept (the query costs more than a launch).
 template <typename T>
@@ -763,6 +1038,7 @@ ixl_status dispatch(ixl_ctx *ctx, const Args &a) {
     }
     return launch<T, true>(ctx, a, cs, L, dv);
   }
+  if (dv.next && !dv.profile) return launch_next<T>(ctx, a, L, dv);
   return launch<T, false>(ctx, a, 1, L, dv);
 }
 
@@ -789,6 +1065,9 @@ extern "C" void ixl_topk_v2_dev_reload(void) {
   if (d.cs < 1 || d.cs > CSMAX || (d.cs & (d.cs - 1)) != 0) d.cs = 0;
   d.profile = num("IXL_TOPK_V2_PROFILE", 0) == 1;
   d.flags = num("IXL_TOPK_V2_GATHER", 1) ? F_GATHER : 0;
+  d.next = num("IXL_TOPK_V2_NEXT", 0) == 1;
+  d.grid = num("IXL_TOPK_V2_GRID", 0);
+  if (d.grid < 0) d.grid = 0;
   g_dev = d;
   g_dev_read.store(1, std::memory_order_release);
 }

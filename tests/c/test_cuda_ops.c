@@ -12,7 +12,10 @@
  * the V4.1-Flash and V3.2 shapes and print a table) or IXL_BENCH=only (just that),
  * IXL_TEST_ONLY=WORD,... (only the tests whose names contain one of the words, e.g. topk),
  * IXL_TEST_SELECT=v2 (the top-k cases on select v2 only, not v1 too), IXL_TEST_MAX_CASES=N
- * (only the first N top-k cases). */
+ * (only the first N top-k cases); select v2's own switches (select/topk_v2.h) are read from the
+ * environment too, e.g. IXL_TOPK_V2_NEXT=1 (its persistent rows; off by default).
+ * IXL_BENCH=topk times the modes in IXL_TOPK_BENCH_MODES=M1,... when set (e.g. v2,v2:next),
+ * else all of them. */
 #include <math.h>
 #include <stdint.h>
 #include <time.h>
@@ -491,6 +494,31 @@ TEST(topk_v2_paths_match_cpu) {
           topk_case(dt ? IXL_BF16 : IXL_F32, 2, g_small ? 33000 : 140000, 2048, sorted, dist,
                     1);
       }
+}
+
+/* Several rows per CTA for select v2's persistent kernel (IXL_TOPK_V2_NEXT=1, taken from the
+ * environment; without it these are more cases of the default kernel): grids capped at 1-3
+ * CTAs (IXL_TOPK_V2_GRID), so a CTA selects rows in turn, empty, short, exactly k and full
+ * ones (topk_case's rows), both orders, unaligned starts, the fused remap; rows of 16384 and
+ * 32000 columns (bf16: one prefetched group and two; fp32: two and four), ties and NaN. */
+TEST(topk_v2_grid_rows_match_cpu) {
+  static const char *const grids[] = {"1", "3", "2", ""};
+  const int ng = g_small ? 2 : 4;
+  for (int gi = 0; gi < ng; gi++) {
+    v2_switch("IXL_TOPK_V2_GRID", grids[gi]);
+    for (int dt = 0; dt < 2; dt++) {
+      const int dtype = dt ? IXL_BF16 : IXL_F32;
+      topk_case(dtype, g_small ? 5 : 9, g_small ? 3000 : 16384, 512, (gi + dt) % 2, gi % 4,
+                (gi + dt) % 2);
+      topk_case(dtype, g_small ? 4 : 7, g_small ? 1237 : 20011, g_small ? 40 : 2048,
+                (gi + dt + 1) % 2, (gi + 1) % 5, 1);
+      if (!g_small) topk_case(dtype, 5, 32000, 100, gi % 2, (gi + 2) % 5, dt);
+    }
+  }
+  v2_switch("IXL_TOPK_V2_GRID", "2");
+  for (int dist = 5; dist < 8; dist++)
+    topk_case(dist % 2 ? IXL_BF16 : IXL_F32, 6, 3001, 40, dist % 2, dist, 1);
+  v2_switch("IXL_TOPK_V2_GRID", NULL);
 }
 
 TEST(topk_matches_cpu) {
@@ -1027,9 +1055,12 @@ TEST(bench_topk) {
   /* v2:g0 = a cluster row's lower digits cluster-wide (IXL_TOPK_V2_GATHER=0); v2:k6k7 =
    * ixl_topk then ixl_remap (two launches), v2:fused = ixl_topk_remap (one), sbk 8 over
    * identity ids */
-  static const char *const modes[] = {"v1",      "v2",     "v2:cs1", "v2:cs2",
-                                      "v2:cs4",  "v2:cs8", "v2:cs16", "v2:g0",
-                                      "v2:k6k7", "v2:fused"};
+  /* v2:next = the persistent kernel (IXL_TOPK_V2_NEXT=1), v2:nextf = it with the fused remap;
+   * IXL_TOPK_BENCH_MODES=M1,... times only those */
+  static const char *const modes[] = {"v1",      "v2",       "v2:cs1",  "v2:cs2",
+                                      "v2:cs4",  "v2:cs8",   "v2:cs16", "v2:g0",
+                                      "v2:k6k7", "v2:fused", "v2:next", "v2:nextf"};
+  const char *only_modes = getenv("IXL_TOPK_BENCH_MODES");
   const int nmodes = (int)(sizeof modes / sizeof modes[0]);
   for (size_t i = 0; i < sizeof tk / sizeof tk[0]; i++) {
     const int64_t R = tk[i].R, C = tk[i].C, k = tk[i].k, nsb = C / 8;
@@ -1056,10 +1087,21 @@ TEST(bench_topk) {
     int rot = 0;
     for (int m = 0; m < nmodes; m++) {
       const char *mode = modes[m];
-      const int how = !strcmp(mode, "v2:k6k7") ? 1 : !strcmp(mode, "v2:fused") ? 2 : 0;
+      if (only_modes && *only_modes) { /* the mode as a whole word of the list */
+        const size_t ml = strlen(mode);
+        const char *w = only_modes;
+        int hit = 0;
+        for (; (w = strstr(w, mode)) != NULL; w += ml)
+          if ((w == only_modes || w[-1] == ',') && (w[ml] == ',' || w[ml] == '\0')) hit = 1;
+        if (!hit) continue;
+      }
+      const int how = !strcmp(mode, "v2:k6k7")                               ? 1
+                      : !strcmp(mode, "v2:fused") || !strcmp(mode, "v2:nextf") ? 2
+                                                                              : 0;
       CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", m == 0 ? "v1" : "v2"));
       v2_switch("IXL_TOPK_V2_CS", !strncmp(mode, "v2:cs", 5) ? mode + 5 : NULL);
       v2_switch("IXL_TOPK_V2_GATHER", !strcmp(mode, "v2:g0") ? "0" : NULL);
+      v2_switch("IXL_TOPK_V2_NEXT", !strncmp(mode, "v2:next", 7) ? "1" : NULL);
 #define BENCH_CALL() bench_call(how, buf[rot++ % nbuf], dre, (int)k, out, dids, pos)
       double t1[21], tb[7];
       for (int w = 0; w < 3; w++) CHECK_OK(g_ctx, BENCH_CALL());
@@ -1087,6 +1129,7 @@ TEST(bench_topk) {
     }
     v2_switch("IXL_TOPK_V2_CS", NULL);
     v2_switch("IXL_TOPK_V2_GATHER", NULL);
+    v2_switch("IXL_TOPK_V2_NEXT", NULL);
     CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", NULL));
     for (int b = 0; b < nbuf; b++) ixl_tensor_free(buf[b]);
     ixl_tensor *all[] = {h, re, ids, dre, out, pos, dids};
@@ -1305,6 +1348,7 @@ int main(void) {
   RUN_GPU(topk_matches_cpu);
   RUN_GPU(topk_fallback_paths_match_cpu);
   RUN_GPU(topk_v2_paths_match_cpu);
+  RUN_GPU(topk_v2_grid_rows_match_cpu);
   RUN_GPU(candidate_select_matches_cpu);
   RUN_GPU(mask_candidates_matches_cpu);
   RUN_GPU(expand_and_remap_match_cpu);
