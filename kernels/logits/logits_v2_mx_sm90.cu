@@ -30,6 +30,9 @@
 // - -inf outside each row's range in K1 (whatever `clean` says, as the README documents), at
 //   columns past the context in K2, and at K5 columns whose key is outside the row or past the
 //   valid prefix of the ids (no read there).
+// IXL_LOGITS_V2_MX_NEXT=1|2 (off by default; not yet run on the GPU): K1 and ragged K5 at H 32
+// on mx_next_kernel instead (the key tile widened once into shared memory, SS wgmma, several
+// rows' warpgroups sharing it in K1; see "the NEXT kernels" below).
 // Not here (v1 runs them): H other than 32 and 64, misaligned tensors, calls with more than
 // 2^31 - 1 output columns.
 // Benchmark: IXL_LOGITS_VARIANT=v2 build-gpu/bench_logits CASES.json 20 mxfp4 (BENCHMARKS.md,
@@ -37,6 +40,7 @@
 // K5 paged 71 us, K5 ragged 2.94 ms); one warpgroup per CTA, issue- and latency-bound.
 //
 // sass-limits: mx_kernel registers 255 shared 1024
+// sass-limits: mx_next_kernel registers 128 shared 1024
 #include "logits/logits.h"
 #include "cuda/launch.cuh"
 #include "cuda/sm80.cuh"
@@ -45,6 +49,8 @@
 #include "numerics/scalar.h"
 
 #include <cuda_bf16.h>
+
+#include <stdlib.h>
 
 #include <type_traits>
 
@@ -613,6 +619,476 @@ __global__ void __launch_bounds__(kThreads, min_ctas(MODE, RB * H)) mx_kernel(co
 #endif
 }
 
+// ------------------------------------------------------------------ the NEXT kernels
+// IXL_LOGITS_V2_MX_NEXT=1 (or 2) runs K1 and ragged K5 at H 32 on these instead (off by
+// default: the kernels above are the ones verified on the H200). The key tile is widened ONCE
+// into shared memory (e4m3, the SS A layout of v2_mx.cuh's ixl_v2mx_ss_off) by all the CTA's
+// threads, and each warpgroup runs one m64n32k32 SS wgmma per scale group on it, A = that tile,
+// B = its own row's query tile (the same tile as above): no A registers, and in K1 the widening
+// is shared by NW rows (NW warpgroups a CTA, one row each: 4 with NEXT=1, 2 with NEXT=2) where
+// the kernel above widens per 2 rows. Ragged K5 (rows have their own keys): one warpgroup, the
+// same SS path. Numerics: the same exact group sums, the same combine and SPEC 3 chain as above
+// (one row of 32 columns per warpgroup), so the results are the same bits.
+// Per tile (one barrier): the raw tile t + 1 is visible and the widened tile t too; the CTA
+// widens tile t + 1 into the other buffer, then each warpgroup runs tile t's wgmma, combines
+// and stores (other warpgroups' widening and epilogues overlap its wgmma).
+constexpr int kNextH = 32;
+
+// 0: off; 1: K1 with 4 rows a CTA; 2: K1 with 2 (read once a process).
+int next_mode() {
+  static const int v = [] {
+    const char *e = getenv("IXL_LOGITS_V2_MX_NEXT");
+    return e && (e[0] == '1' || e[0] == '2') && e[1] == 0 ? e[0] - '0' : 0;
+  }();
+  return v;
+}
+
+template <int MODE, int NW>
+struct NextCfg {
+  static constexpr int stages = MODE == K1 ? (NW >= 4 ? 6 : 4) : 5;
+  static constexpr int threads = 128 * NW;
+  static constexpr int min_ctas = MODE == K1 ? 4 / NW : 4; // 128 registers at most
+};
+
+// Dynamic shared memory: NW query tiles (4 KB each) | 2 widened key tiles (8 KB each) | raw
+// stages (4 KB) | scale words | flags | per column info | K5 prefetch.
+template <int MODE, int NW>
+struct NextSmem {
+  static constexpr int S = NextCfg<MODE, NW>::stages;
+  static constexpr int NCT = kNextH * NW;
+  static constexpr int q = 0;
+  static constexpr int e = q + NCT * 128;
+  static constexpr int raw = e + 2 * kTile * 128;
+  static constexpr int sc = raw + S * kTile * 64;
+  static constexpr int fl = sc + S * kTile * 4;
+  static constexpr int hq = fl + S * kTile;
+  static constexpr int hc = hq + NCT * 4;
+  static constexpr int wo = hc + NCT * 4;
+  static constexpr int wq = wo + NCT * 4;
+  static constexpr int ht = wq + NCT * 4;
+  static constexpr int hf = ht + NCT * 4;
+  static constexpr int pre = (hf + NCT + 15) & ~15;
+  static constexpr int pre_bytes = MODE == K5R ? kPre * 8 : 0;
+  static constexpr int total = pre + pre_bytes;
+  static constexpr int alloc = total + 1024;
+};
+
+template <int MODE, int NW, bool BF16>
+__global__ void __launch_bounds__(NextCfg<MODE, NW>::threads, NextCfg<MODE, NW>::min_ctas)
+    mx_next_kernel(const Params p) {
+#if IXL_SM90_DEVICE
+  static_assert(MODE == K1 || (MODE == K5R && NW == 1), "NEXT: K1 (NW rows) or ragged K5");
+  constexpr int H = kNextH, NC = kNextH, NJ = NC / 8;
+  constexpr int NT = NextCfg<MODE, NW>::threads, NCT = NC * NW;
+  constexpr int S = NextCfg<MODE, NW>::stages;
+  static_assert(S >= 3, "the ring holds tiles t, t + 1 and one in flight at least");
+  using L = NextSmem<MODE, NW>;
+  constexpr bool kSparse = MODE == K5R;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t *smem = reinterpret_cast<uint8_t *>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  uint8_t *s_q = smem + L::q, *s_e = smem + L::e, *s_raw = smem + L::raw, *s_fl = smem + L::fl;
+  uint8_t *s_hf = smem + L::hf;
+  uint32_t *s_sc = reinterpret_cast<uint32_t *>(smem + L::sc);
+  uint32_t *s_hq = reinterpret_cast<uint32_t *>(smem + L::hq);
+  uint32_t *s_ht = reinterpret_cast<uint32_t *>(smem + L::ht);
+  float *s_hc = reinterpret_cast<float *>(smem + L::hc);
+  float *s_wo = reinterpret_cast<float *>(smem + L::wo);
+  float *s_wq = reinterpret_cast<float *>(smem + L::wq);
+  int64_t *pre_base = reinterpret_cast<int64_t *>(smem + L::pre); // K5
+  __shared__ int64_t s_lo[NW], s_hi[NW], s_co[NW];
+  __shared__ int s_nvalid;
+
+  const int tid = threadIdx.x, wg = tid >> 7, wt = tid & 127;
+  const int warp = wt >> 5, lane = tid & 31, t4 = lane & 3;
+  const int cb = NC * wg; // this warpgroup's columns in the per-column arrays (its row wg)
+  const int64_t b = blockIdx.x;
+  int64_t rb, ch;
+  if (MODE == K1) {
+    rb = b % p.nrb; // a chunk's row blocks run together: its keys are read from HBM ~once
+    ch = b / p.nrb;
+  } else {
+    rb = b / p.nchunks;
+    ch = b % p.nchunks;
+  }
+  const int64_t row0 = rb * NW, row = row0, wrow = row0 + wg;
+  const int64_t c0 = ch * p.chunk, chunk_hi = mn64(c0 + p.chunk, p.out_cols);
+
+  // ---- row ranges
+  int64_t row_lo = 0, row_hi = 0, koff = 0;
+  if (MODE == K1) {
+    if (tid < NW) {
+      int64_t lo = 0, hi = 0, co = 0;
+      const int64_t r = row0 + tid;
+      if (r < p.R) {
+        const int64_t ksr = clamp64(p.ks[r], 0, p.N), ker = clamp64(p.ke[r], ksr, p.N);
+        if (p.compressed) {
+          co = ksr;
+          lo = ksr + c0;
+          hi = ksr + mn64(ker - ksr, chunk_hi);
+        } else {
+          lo = mx64(ksr, c0);
+          hi = mn64(ker, chunk_hi);
+        }
+        if (hi < lo) hi = lo;
+      }
+      s_lo[tid] = lo;
+      s_hi[tid] = hi;
+      s_co[tid] = co;
+    }
+  } else {
+    row_lo = clamp64(p.ks[row], 0, p.N);
+    row_hi = clamp64(p.ke[row], row_lo, p.N);
+    koff = p.aligned ? 0 : row_lo & (p.sbk - 1);
+  }
+  if (tid == 0) s_nvalid = (int)mn64(p.nsb, 0x7fffffff);
+
+  // ---- per column (row, head): the fold of its query exponents (as the kernel above)
+  if (tid < NCT) {
+    const int64_t r = row0 + tid / H;
+    uint32_t qw = 0x7F7F7F7Fu;
+    if (r < p.R) qw = p.q_scales[r * H + tid % H];
+    int qc, t[4];
+    int fast = ixl_v2mx_head_fold(qw, &qc, t);
+    float w = 0.0f;
+    if (r < p.R)
+      w = BF16 ? __uint_as_float((uint32_t)reinterpret_cast<const uint16_t *>(p.w)[r * H + tid % H]
+                                 << 16)
+               : reinterpret_cast<const float *>(p.w)[r * H + tid % H];
+    const float wc = __fmul_rn(w, __uint_as_float((uint32_t)qc << 23));
+    const uint32_t we = (__float_as_uint(wc) >> 23) & 0xFFu;
+    if (fast && w == w && w != 0.0f && (we < 2 || we == 0xFF)) fast = 0;
+    s_wo[tid] = w;
+    s_wq[tid] = fast ? wc : w;
+    s_hf[tid] = (uint8_t)fast;
+    s_hq[tid] = fast ? (uint32_t)qc * 0x01010101u : qw;
+    s_hc[tid] = fast ? __uint_as_float((uint32_t)qc << 23) : 1.0f;
+    s_ht[tid] = (uint32_t)(t[0] + 8) | (uint32_t)(t[1] + 8) << 8 | (uint32_t)(t[2] + 8) << 16 |
+                (uint32_t)(t[3] + 8) << 24;
+  }
+  __syncthreads();
+
+  // ---- K5: n_valid = the strictly increasing prefix of the row's ids (up to this chunk)
+  const int32_t *ids = kSparse ? p.ids + row * p.nsb : nullptr;
+  if (kSparse) {
+    const int64_t jmax = mn64(p.nsb, (chunk_hi + p.sbk - 1) >> p.sbklog);
+    for (int64_t j = 1 + tid; j < jmax; j += NT)
+      if (ids[j] <= ids[j - 1]) atomicMin(&s_nvalid, (int)j);
+  }
+  // ---- the query tiles: column n's element perm(p) of group g at byte 32 g + p, as e4m3
+  // (warpgroup w's tile is columns 32 w .. 32 w + 31, 4 KB at 4096 w: on the swizzle period)
+  for (int i = tid; i < NCT * 32; i += NT) {
+    const int n = i >> 5, g = (i >> 3) & 3, p4 = i & 7;
+    const int64_t r = row0 + n / H;
+    uint32_t o = 0;
+    if (r < p.R) {
+      const uint32_t x = *reinterpret_cast<const uint32_t *>(
+          p.q_codes + (r * H + n % H) * 64 + 16 * g + 4 * (p4 & 3));
+      o = ixl_v2mx_q_word(x, p4, (int)((s_ht[n] >> (8 * g)) & 0xFFu) - 8);
+    }
+    *reinterpret_cast<uint32_t *>(s_q + ixl_sm90_swizzle((uint32_t)(n * 128 + 32 * g + 4 * p4),
+                                                         IXL_SM90_SWIZZLE_128B)) = o;
+  }
+  ptx::fence_proxy_async(ptx::space_shared); // the generic stores, visible to wgmma
+  __syncthreads();
+
+  // ---- K5: the chunk's block bases, once; K1: -inf outside each row's window, the hull
+  const int64_t nvalid = kSparse ? s_nvalid : 0;
+  const int64_t pre0 = kSparse ? c0 >> p.sbklog : 0;
+  if (kSparse) {
+    const int64_t nb = ((chunk_hi - 1) >> p.sbklog) - pre0 + 1;
+    for (int64_t j = tid; j < nb; j += NT) {
+      const int64_t jb = pre0 + j;
+      pre_base[j] = jb < nvalid ? (int64_t)ids[jb] * p.sbk + koff : INT64_MIN / 2;
+    }
+  }
+  int64_t hull_lo = 0, hull_hi = 0;
+  if (MODE == K1) {
+    hull_lo = INT64_MAX;
+    hull_hi = INT64_MIN;
+#pragma unroll
+    for (int r = 0; r < NW; r++) {
+      if (row0 + r >= p.R) break;
+      const int64_t lo = s_lo[r], hi = s_hi[r], co = s_co[r];
+      if (hi > lo) {
+        hull_lo = mn64(hull_lo, lo);
+        hull_hi = mx64(hull_hi, hi);
+      }
+      const int64_t a1 = hi > lo ? lo - co : chunk_hi, b0 = hi > lo ? hi - co : chunk_hi;
+      const int64_t base = (row0 + r) * p.out_cols;
+      for (int64_t c = c0 + tid; c < a1; c += NT) store_ninf<BF16>(p.out, base + c);
+      for (int64_t c = b0 + tid; c < chunk_hi; c += NT) store_ninf<BF16>(p.out, base + c);
+    }
+    if (hull_hi <= hull_lo) hull_lo = hull_hi = 0;
+  }
+  __syncthreads(); // the prefetched bases
+
+  // ---- per lane: its columns 8 j + 2 t4 + c of its warpgroup's row, weights, folds
+  const int i0 = 16 * warp + (lane >> 2); // this lane's slots: i0, i0 + 8
+  uint32_t slow_heads = 0;
+#pragma unroll
+  for (int j = 0; j < NJ; j++)
+#pragma unroll
+    for (int c = 0; c < 2; c++)
+      slow_heads |= (uint32_t)(s_hf[cb + 8 * j + 2 * t4 + c] == 0) << (2 * j + c);
+  int quad_slow = slow_heads != 0;
+  quad_slow |= __shfl_xor_sync(0xffffffffu, quad_slow, 1);
+  quad_slow |= __shfl_xor_sync(0xffffffffu, quad_slow, 2);
+  float wf[BF16 ? 1 : 2 * NJ];
+  __nv_bfloat162 wb[BF16 ? 2 * NJ : 1];
+#pragma unroll
+  for (int j = 0; j < NJ; j++) {
+    if (BF16) {
+#pragma unroll
+      for (int k = 0; k < 2; k++) {
+        const int n = cb + 8 * j + 4 * k + 2 * (t4 & 1);
+        wb[2 * j + k] = __floats2bfloat162_rn(s_wq[n], s_wq[n + 1]); // exact: bf16 values
+      }
+    } else {
+#pragma unroll
+      for (int c = 0; c < 2; c++) wf[2 * j + c] = __fmul_rn(s_wq[cb + 8 * j + 2 * t4 + c], 0.5f);
+    }
+  }
+
+  // ---- tiles: K1 over the hull of the rows' windows, K5 over the chunk
+  const int64_t span = MODE == K1 ? hull_hi - hull_lo : chunk_hi - c0;
+  const int T = (int)((span + kTile - 1) / kTile);
+  auto row_needs = [&](int r, int t) {
+    const int64_t n0 = hull_lo + (int64_t)t * kTile;
+    return s_hi[r] > s_lo[r] && s_lo[r] < n0 + kTile && s_hi[r] > n0;
+  };
+  auto tile_needed = [&](int t) {
+    if (MODE != K1) return true;
+    bool need = false;
+#pragma unroll
+    for (int r = 0; r < NW; r++) need |= row_needs(r, t);
+    return need;
+  };
+  // loading one raw tile: 256 pieces of 16 B (slot i, group g) over the first LT threads, the
+  // slot's scale word and flag by its group-0 piece; a slot without a key reads nothing and
+  // is zero-filled (raw layout: slot i at 64 i, group g at 16 g)
+  constexpr int LT = NT < 256 ? NT : 256, PL = 256 / LT; // PL pieces a thread, one slot
+  auto load = [&](int t, int s) {
+    if (tid >= LT) return;
+    const int i = tid / (4 / PL), g0 = (tid % (4 / PL)) * PL;
+    const uint8_t *vsrc = nullptr;
+    const uint32_t *ssrc = nullptr;
+    if (MODE == K1) {
+      const int64_t n = hull_lo + (int64_t)t * kTile + i;
+      if (n < hull_hi) {
+        vsrc = p.k_codes + n * 64;
+        ssrc = p.k_scales + n;
+      }
+    } else {
+      const int64_t col = c0 + (int64_t)t * kTile + i;
+      if (col < chunk_hi) {
+        const int64_t jl = (col >> p.sbklog) - pre0, o = col & (p.sbk - 1);
+        const int64_t q = pre_base[jl] + o;
+        if (q >= row_lo && q < row_hi) {
+          vsrc = p.k_codes + q * 64;
+          ssrc = p.k_scales + q;
+        }
+      }
+    }
+    uint8_t *dst = s_raw + s * (kTile * 64) + i * 64;
+#pragma unroll
+    for (int c = 0; c < PL; c++) {
+      const int g = g0 + c;
+      ixl::sm80::cp_async16(dst + 16 * g, vsrc ? vsrc + 16 * g : p.q_codes, vsrc ? 16 : 0);
+    }
+    if (g0 == 0) {
+      if (ssrc) ixl::sm80::cp_async4(s_sc + s * kTile + i, ssrc);
+      else s_sc[s * kTile + i] = 0x7F7F7F7Fu;
+      s_fl[s * kTile + i] = vsrc != nullptr;
+    }
+  };
+  // widening raw stage s into widened buffer eb: 512 units of 8 B (slot i, group g, half hf:
+  // raw words 2 hf, 2 hf + 1), conflict-free (a half-warp reads 128 contiguous bytes and
+  // writes two rows' 8 distinct 16-B chunks)
+  auto widen = [&](int s, int eb) {
+    const uint8_t *src = s_raw + s * (kTile * 64);
+    uint8_t *et = s_e + eb * (kTile * 128);
+#pragma unroll
+    for (int k = 0; k < kTile * 8 / NT; k++) {
+      const int u = tid + k * NT, i = u >> 3, g = (u >> 1) & 3, hf = u & 1;
+      const uint2 w = *reinterpret_cast<const uint2 *>(src + i * 64 + 16 * g + 8 * hf);
+      uint2 ev, od;
+      ixl_sm90_e2m1x8_widen(w.x, &ev.x, &od.x);
+      ixl_sm90_e2m1x8_widen(w.y, &ev.y, &od.y);
+      *reinterpret_cast<uint2 *>(et + ixl_v2mx_ss_off(i, g, 2 * hf, 0)) = ev;
+      *reinterpret_cast<uint2 *>(et + ixl_v2mx_ss_off(i, g, 2 * hf, 1)) = od;
+    }
+    ptx::fence_proxy_async(ptx::space_shared); // the widened tile, visible to wgmma
+  };
+
+  // ---- the pipeline: raw stages t .. t + S - 1 in flight, widened tiles t (read) and t + 1
+#pragma unroll
+  for (int s = 0; s < S - 1; s++) {
+    if (s < T && tile_needed(s)) load(s, s);
+    ixl::sm80::cp_async_commit();
+  }
+  ixl::sm80::cp_async_wait<S - 2>(); // this thread's copies of tile 0
+  int any_next = __syncthreads_or(MODE != K1 && T > 0 && tid < kTile && s_fl[tid]);
+  if (T > 0 && (MODE == K1 ? tile_needed(0) : any_next != 0)) widen(0, 0);
+  float acc[4][NC / 2];
+  for (int t = 0; t < T; t++) {
+    const int s = t % S;
+    const int any = any_next;
+    ixl::sm80::cp_async_wait<S - 3>(); // this thread's copies of tile t + 1
+    // every copy of tile t + 1 has landed, tile t is widened, every warpgroup is done with
+    // widened buffer (t + 1) & 1 and with raw stage (t - 1) % S
+    any_next = __syncthreads_or(MODE != K1 && t + 1 < T && tid < kTile &&
+                                s_fl[((t + 1) % S) * kTile + tid]);
+    if (t + S - 1 < T && tile_needed(t + S - 1)) load(t + S - 1, (t + S - 1) % S);
+    ixl::sm80::cp_async_commit();
+    const int64_t tb = MODE == K1 ? hull_lo + (int64_t)t * kTile : c0 + (int64_t)t * kTile;
+    // the next tile, widened (its buffer's last reader waited at t - 1); here, before this
+    // tile's wgmma: between a wgmma and its wait, a branch makes ptxas serialize them (C7518)
+    if (t + 1 < T && (MODE == K1 ? tile_needed(t + 1) : any_next != 0))
+      widen((t + 1) % S, (t + 1) & 1);
+    const bool mine = MODE == K1 ? wrow < p.R && row_needs(wg, t) : any != 0;
+    if (!mine) {
+      if (MODE != K1 && tid < kTile && tb + tid < chunk_hi)
+        store_ninf<BF16>(p.out, row * p.out_cols + tb + tid);
+      continue;
+    }
+    const uint64_t da = wgmma_desc(s_e + (t & 1) * (kTile * 128), IXL_SM90_SWIZZLE_128B, 16, 1024);
+    const uint64_t db = wgmma_desc(s_q + wg * (NC * 128), IXL_SM90_SWIZZLE_128B, 16, 1024);
+    wgmma_fence();
+#pragma unroll
+    for (int g = 0; g < 2; g++) wgmma_e4m3_ss<NC>(acc[g], da + 2 * g, db + 2 * g, 0);
+    wgmma_commit();
+#pragma unroll
+    for (int g = 2; g < 4; g++) wgmma_e4m3_ss<NC>(acc[g], da + 2 * g, db + 2 * g, 0);
+    wgmma_commit();
+    const uint32_t kw[2] = {s_sc[s * kTile + i0], s_sc[s * kTile + i0 + 8]};
+    const bool okslot[2] = {s_fl[s * kTile + i0] != 0, s_fl[s * kTile + i0 + 8] != 0};
+    const bool qslow = quad_slow || !ixl_v2mx_fast_word(kw[0]) || !ixl_v2mx_fast_word(kw[1]);
+    float kf[2][4];
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+#pragma unroll
+      for (int g = 0; g < 4; g++) kf[h][g] = __uint_as_float(((kw[h] >> (8 * g)) & 0xFFu) << 23);
+    wgmma_wait<1>();
+    fence_operand(acc[0]);
+    fence_operand(acc[1]);
+    if (!qslow) {
+#pragma unroll
+      for (int e = 0; e < NC / 2; e++) {
+        const int h = (e >> 1) & 1;
+        acc[0][e] = __fmaf_rn(acc[1][e], kf[h][1], __fmul_rn(acc[0][e], kf[h][0]));
+      }
+    }
+    fence_operand(acc[0]);
+    wgmma_wait<0>();
+#pragma unroll
+    for (int g = 0; g < 4; g++) fence_operand(acc[g]);
+
+    // ---- the head reduction and the stores (the kernel above's, one row of 32 columns)
+    auto reduce = [&](auto fold_tag) {
+      constexpr bool FOLD = decltype(fold_tag)::value;
+      const int64_t orow = MODE == K1 ? wrow : row;
+      int64_t lo = 0, hi = 0, co = 0;
+      if (MODE == K1) lo = s_lo[wg], hi = s_hi[wg], co = s_co[wg];
+      if (!BF16) {
+        float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int j = 0; j < NJ; j++)
+#pragma unroll
+          for (int c = 0; c < 2; c++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+              const float x = acc[0][4 * j + 2 * h + c];
+              sum[h] = FOLD ? __fmaf_rn(wf[2 * j + c], __fadd_rn(x, fabsf(x)), sum[h])
+                            : __fmaf_rn(s_wo[cb + 8 * j + 2 * t4 + c], relu(x), sum[h]);
+            }
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
+          sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
+        }
+        if (t4 < 2) {
+          const int i = i0 + 8 * t4;
+          const float v = t4 ? sum[1] : sum[0];
+          const int64_t n = tb + i;
+          if (MODE == K1) {
+            if (n >= lo && n < hi) reinterpret_cast<float *>(p.out)[orow * p.out_cols + n - co] = v;
+          } else if (n < chunk_hi) {
+            reinterpret_cast<float *>(p.out)[orow * p.out_cols + n] =
+                (t4 ? okslot[1] : okslot[0]) ? v : __uint_as_float(0xff800000u);
+          }
+        }
+      } else {
+        const int keep = t4 >> 1;
+        __nv_bfloat162 ch2 = __floats2bfloat162_rn(0.0f, 0.0f);
+#pragma unroll
+        for (int j = 0; j < NJ; j++) {
+          const uint32_t v0 = cvt_relu_bf16x2(acc[0][4 * j], acc[0][4 * j + 1]);     // slot i0
+          const uint32_t v1 = cvt_relu_bf16x2(acc[0][4 * j + 2], acc[0][4 * j + 3]); // i0 + 8
+          const uint32_t mine2 = keep ? v1 : v0;
+          const uint32_t got = __shfl_xor_sync(0xffffffffu, keep ? v0 : v1, 2);
+          const uint32_t first = keep ? got : mine2, second = keep ? mine2 : got;
+          __nv_bfloat162 w0, w1;
+          if (FOLD) {
+            w0 = wb[2 * j];
+            w1 = wb[2 * j + 1];
+          } else {
+            const int n = cb + 8 * j + 2 * (t4 & 1);
+            w0 = __floats2bfloat162_rn(s_wo[n], s_wo[n + 1]);
+            w1 = __floats2bfloat162_rn(s_wo[n + 4], s_wo[n + 5]);
+          }
+          ch2 = __hfma2(w0, *reinterpret_cast<const __nv_bfloat162 *>(&first), ch2);
+          ch2 = __hfma2(w1, *reinterpret_cast<const __nv_bfloat162 *>(&second), ch2);
+        }
+        const uint32_t cu = *reinterpret_cast<const uint32_t *>(&ch2);
+        const uint32_t ou = __shfl_xor_sync(0xffffffffu, cu, 1);
+        const __nv_bfloat162 pair = __hadd2(ch2, *reinterpret_cast<const __nv_bfloat162 *>(&ou));
+        const __nv_bfloat16 res = __hadd(__low2bfloat16(pair), __high2bfloat16(pair));
+        if ((t4 & 1) == 0) {
+          const int i = i0 + 8 * keep;
+          const int64_t n = tb + i;
+          const uint16_t v = *reinterpret_cast<const uint16_t *>(&res);
+          if (MODE == K1) {
+            if (n >= lo && n < hi)
+              reinterpret_cast<uint16_t *>(p.out)[orow * p.out_cols + n - co] = v;
+          } else if (n < chunk_hi) {
+            reinterpret_cast<uint16_t *>(p.out)[orow * p.out_cols + n] =
+                (keep ? okslot[1] : okslot[0]) ? v : (uint16_t)0xFF80u;
+          }
+        }
+      }
+    };
+    if (!qslow) {
+#pragma unroll
+      for (int e = 0; e < NC / 2; e++) {
+        const int h = (e >> 1) & 1;
+        const float t23 = __fmaf_rn(acc[3][e], kf[h][3], __fmul_rn(acc[2][e], kf[h][2]));
+        acc[0][e] = __fadd_rn(acc[0][e], t23);
+      }
+      reduce(std::true_type{});
+    } else {
+      const bool pslow[2] = {!ixl_v2mx_fast_word(kw[0]) != 0, !ixl_v2mx_fast_word(kw[1]) != 0};
+#pragma unroll
+      for (int e = 0; e < NC / 2; e++) {
+        const int h = (e >> 1) & 1, c = 2 * (e >> 2) + (e & 1);
+        const int n = cb + 8 * (e >> 2) + 2 * t4 + (e & 1);
+        if (((slow_heads >> c) & 1) || pslow[h]) {
+          acc[0][e] = slow_dot(acc[0][e], acc[1][e], acc[2][e], acc[3][e], s_hq[n], kw[h]);
+        } else {
+          const float t01 = __fmaf_rn(acc[1][e], kf[h][1], __fmul_rn(acc[0][e], kf[h][0]));
+          const float t23 = __fmaf_rn(acc[3][e], kf[h][3], __fmul_rn(acc[2][e], kf[h][2]));
+          acc[0][e] = __fmul_rn(s_hc[n], __fadd_rn(t01, t23));
+        }
+      }
+      reduce(std::false_type{});
+    }
+  }
+  ixl::sm80::cp_async_wait<0>();
+#else
+  IXL_SM90_TRAP_ELSEWHERE();
+#endif
+}
+
 // ------------------------------------------------------------------ host
 int log2_exact(int64_t v) {
   if (v <= 0 || (v & (v - 1))) return -1;
@@ -641,14 +1117,14 @@ bool mx_takes(const ixl_logits_call *c) {
   return c->out->shape[1] < INT32_MAX;
 }
 
-template <int MODE, int H, int RB, bool BF16>
-ixl_status launch(ixl_ctx *ctx, Params p, int64_t units, int64_t cap, const char *name) {
-  auto kern = mx_kernel<MODE, H, RB, BF16>;
-  constexpr int alloc = Smem<MODE, RB * H>::alloc;
+// Launches `kern` (threads a CTA, alloc bytes of dynamic shared memory) over units x chunks.
+template <typename Kern>
+ixl_status launch_kern(ixl_ctx *ctx, Kern kern, int threads, int alloc, Params p, int64_t units,
+                       int64_t cap, const char *name) {
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, alloc);
   int occ = 0;
   if (e == cudaSuccess)
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, kThreads, alloc);
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, threads, alloc);
   if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaFuncSetAttribute (logits v2 mxfp4)");
   int sms = 132;
   if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ixl_ctx_device(ctx)) !=
@@ -676,8 +1152,29 @@ ixl_status launch(ixl_ctx *ctx, Params p, int64_t units, int64_t cap, const char
   if (blocks > INT32_MAX)
     return ixl_set_error(ctx, IXL_ERR_UNSUPPORTED, "%s (v2): %lld CTAs: more than a grid holds",
                          name, (long long)blocks);
-  kern<<<(unsigned)blocks, kThreads, alloc, ixl::stream_of(ctx)>>>(p);
+  kern<<<(unsigned)blocks, threads, alloc, ixl::stream_of(ctx)>>>(p);
   return ixl_cuda_check_launch(ctx, name);
+}
+
+template <int MODE, int H, int RB, bool BF16>
+ixl_status launch(ixl_ctx *ctx, Params p, int64_t units, int64_t cap, const char *name) {
+  return launch_kern(ctx, mx_kernel<MODE, H, RB, BF16>, kThreads, Smem<MODE, RB * H>::alloc, p,
+                     units, cap, name);
+}
+
+// The NEXT kernels (IXL_LOGITS_V2_MX_NEXT): K1 with NW rows a CTA, ragged K5 (NW 1), H 32.
+template <int MODE, int NW>
+ixl_status launch_next(ixl_ctx *ctx, Params p, bool bf16, const char *name) {
+  constexpr int threads = NextCfg<MODE, NW>::threads, alloc = NextSmem<MODE, NW>::alloc;
+  p.nrb = MODE == K1 ? ixl_ceil_div(p.R, NW) : p.R;
+  if constexpr (MODE == K5R) // K5 reduces in bf16 only
+    return launch_kern(ctx, mx_next_kernel<MODE, NW, true>, threads, alloc, p, p.nrb, kMaxChunk,
+                       name);
+  else
+    return bf16 ? launch_kern(ctx, mx_next_kernel<MODE, NW, true>, threads, alloc, p, p.nrb,
+                            kMaxChunk, name)
+              : launch_kern(ctx, mx_next_kernel<MODE, NW, false>, threads, alloc, p, p.nrb,
+                            kMaxChunk, name);
 }
 
 template <int MODE, int H, int RB>
@@ -726,6 +1223,8 @@ extern "C" ixl_status ixl_cuda_logits_v2_mx(ixl_ctx *ctx, const ixl_logits_call 
   if (c->mode == IXL_LOGITS_DENSE) {
     p.compressed = c->layout == IXL_LAYOUT_COMPRESSED;
     const char *name = "dense_logits kernel (v2 mxfp4)";
+    if (H == 32 && next_mode() == 1) return launch_next<K1, 4>(ctx, p, bf16, name);
+    if (H == 32 && next_mode() == 2) return launch_next<K1, 2>(ctx, p, bf16, name);
     if (H == 32) {
       p.nrb = ixl_ceil_div(p.R, 2);
       return launch_red<K1, 32, 2>(ctx, p, p.nrb, kMaxChunk, bf16, name);
@@ -752,6 +1251,7 @@ extern "C" ixl_status ixl_cuda_logits_v2_mx(ixl_ctx *ctx, const ixl_logits_call 
   if (paged)
     return H == 32 ? launch<K5P, 32, 1, true>(ctx, p, p.R, kMaxChunk, name)
                    : launch<K5P, 64, 1, true>(ctx, p, p.R, kMaxChunk, name);
+  if (H == 32 && next_mode() != 0 && p.sbk >= 4) return launch_next<K5R, 1>(ctx, p, true, name);
   return H == 32 ? launch<K5R, 32, 1, true>(ctx, p, p.R, kMaxChunk, name)
                  : launch<K5R, 64, 1, true>(ctx, p, p.R, kMaxChunk, name);
 }

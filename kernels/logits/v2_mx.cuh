@@ -72,6 +72,16 @@ IXL_V2MX_FN uint32_t ixl_v2mx_q_word(uint32_t x, int p4, int t) {
   return o;
 }
 
+// The NEXT kernels (IXL_LOGITS_V2_MX_NEXT, logits_v2_mx_sm90.cu) widen each key tile once into
+// shared memory as wgmma's SS A operand: 64 rows (slots) of 128 B, K-major, 128B-swizzled (the
+// layout ixl_sm90_tile_off(IXL_SM90_SWIZZLE_128B, 64, row, kb) reads, as TMA's SWIZZLE_128B
+// writes), group g at bytes 32 g .. 32 g + 31 of the row in the RS k order (ixl_sm90_widen_perm,
+// so the query tile is the same): raw word q (elements 8 q .. 8 q + 7) of group g widens to
+// *even at byte 32 g + 4 q and *odd at byte 32 g + 16 + 4 q. The byte offset of that word:
+IXL_V2MX_FN uint32_t ixl_v2mx_ss_off(int i, int g, int q, int odd) {
+  return ixl_sm90_swizzle((uint32_t)(i * 128 + 32 * g + 16 * odd + 4 * q), IXL_SM90_SWIZZLE_128B);
+}
+
 // 1 when every byte of a packed UE8M0 word lies within 127 +- IXL_V2MX_FAST_E.
 IXL_V2MX_FN int ixl_v2mx_fast_word(uint32_t w) {
 #ifdef __CUDA_ARCH__

@@ -22,12 +22,14 @@
  * Large shapes (1M and 128K positions, 256 rows) run in full on the GPU; the CPU checks a
  * sample of rows. Without a GPU every test prints "ok - <name> # skipped: no GPU".
  * IXL_TEST_SMALL=1 (the compute-sanitizer runs) keeps only tiny shapes; IXL_TEST_SEED sets
- * the seed (default: the time, printed first); IXL_TEST_VARIANT=NAME runs that variant only. */
+ * the seed (default: the time, printed first); IXL_TEST_VARIANT=NAME runs that variant only;
+ * IXL_TEST_ONLY=SUBSTRING the tests whose names contain it. */
 #include <math.h>
 #include <stdint.h>
 #include <time.h>
 
 #include "check.h"
+#include "logits/v2_mx.cuh"
 #include "rand.h"
 #include "variants.h"
 
@@ -1117,6 +1119,98 @@ TEST(ops_capture_in_a_cuda_graph) {
 }
 
 /* ---------------------------------------------------------------- main */
+/* ---------------------------------------------------------------- host: the NEXT SS tile */
+/* logits v2's NEXT kernels (IXL_LOGITS_V2_MX_NEXT) widen a raw key tile once into shared
+ * memory as wgmma's SS A operand. On the host, every run (no GPU): the kernel's widening (512
+ * units of 8 B, ixl_v2mx_ss_off) writes each byte of the 8 KB tile once, each half-warp's
+ * 8-B stores and raw loads hit distinct banks, the bytes in the order wgmma's 128B-swizzled
+ * K-major descriptor reads them (ixl_sm90_tile_off) are the keys' e4m3 values in
+ * ixl_sm90_widen_perm's order, and the per-group dots of that tile with the kernel's query
+ * tile (ixl_v2mx_q_word, with folds t_g = 6 + d_g) equal the e2m1 dots times 2^d_g (float64). */
+static double e2m1_val(uint32_t nib) {
+  static const double m[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+  return (nib & 8u) ? -m[nib & 7u] : m[nib & 7u];
+}
+static double e4m3_val(uint32_t b) {
+  const int e = (int)((b >> 3) & 15u), f = (int)(b & 7u);
+  const double v = e ? ldexp(1.0 + f / 8.0, e - 7) : ldexp(f / 8.0, -6);
+  return (b & 0x80u) ? -v : v;
+}
+static int next_ss_tile_host(void) {
+  int bad = 0;
+  for (int rep = 0; rep < 4; rep++) {
+    uint8_t raw[64 * 64], et[8192], qt[32 * 128], seen[8192];
+    rand_bytes(raw, sizeof raw);
+    memset(et, 0xAA, sizeof et);
+    memset(seen, 0, sizeof seen);
+    for (int u = 0; u < 512; u++) { /* the kernel's widen(): unit u = (slot, group, half) */
+      const int i = u >> 3, g = (u >> 1) & 3, hf = u & 1;
+      uint32_t w[2], ev[2], od[2];
+      memcpy(w, raw + i * 64 + 16 * g + 8 * hf, 8);
+      for (int k = 0; k < 2; k++) ixl_sm90_e2m1x8_widen(w[k], &ev[k], &od[k]);
+      const uint32_t oe = ixl_v2mx_ss_off(i, g, 2 * hf, 0), oo = ixl_v2mx_ss_off(i, g, 2 * hf, 1);
+      bad += oe % 8 != 0 || oo % 8 != 0 || oe + 8 > 8192 || oo + 8 > 8192;
+      if (bad) return 0;
+      memcpy(et + oe, ev, 8);
+      memcpy(et + oo, od, 8);
+      for (int b = 0; b < 8; b++) seen[oe + b]++, seen[oo + b]++;
+    }
+    for (int b = 0; b < 8192; b++) bad += seen[b] != 1;
+    /* banks: a half-warp (units 16 h .. 16 h + 15) stores 16 distinct 8-B bank pairs */
+    for (int h = 0; h < 32; h++)
+      for (int odd = 0; odd < 2; odd++) {
+        int used[16] = {0};
+        for (int u = 16 * h; u < 16 * h + 16; u++) {
+          const uint32_t o = ixl_v2mx_ss_off(u >> 3, (u >> 1) & 3, 2 * (u & 1), odd);
+          used[(o % 128) / 8]++;
+          bad += (uint32_t)((u >> 3) * 64 + 16 * ((u >> 1) & 3) + 8 * (u & 1)) / 128 != (uint32_t)h;
+        }
+        for (int k = 0; k < 16; k++) bad += used[k] != 1;
+      }
+    /* the SS read order: row i, k byte kb = element perm(kb % 32) of group kb / 32, * 2^-6 */
+    for (int i = 0; i < 64; i++)
+      for (int kb = 0; kb < 128; kb++) {
+        const int g = kb >> 5, el = ixl_sm90_widen_perm(kb & 31);
+        const uint32_t nib = (raw[i * 64 + 16 * g + (el >> 1)] >> (4 * (el & 1))) & 15u;
+        const uint32_t got = et[ixl_sm90_tile_off(IXL_SM90_SWIZZLE_128B, 64, i, kb)];
+        bad += e4m3_val(got) != ldexp(e2m1_val(nib), -6);
+      }
+    /* the query tile as the kernel writes it (32 columns, random folds t_g in [-8, 6]) and
+     * the per-group dots an SS wgmma of group g computes, in float64: S_g 2^(t_g - 6) */
+    uint8_t qraw[32 * 64];
+    int tg[32][4];
+    rand_bytes(qraw, sizeof qraw);
+    for (int n = 0; n < 32; n++)
+      for (int g = 0; g < 4; g++) tg[n][g] = (int)rand_range(-8, 6);
+    for (int n = 0; n < 32; n++)
+      for (int g = 0; g < 4; g++)
+        for (int p4 = 0; p4 < 8; p4++) {
+          uint32_t x;
+          memcpy(&x, qraw + n * 64 + 16 * g + 4 * (p4 & 3), 4);
+          const uint32_t o = ixl_v2mx_q_word(x, p4, tg[n][g]);
+          memcpy(qt + ixl_sm90_swizzle((uint32_t)(n * 128 + 32 * g + 4 * p4),
+                                       IXL_SM90_SWIZZLE_128B),
+                 &o, 4);
+        }
+    for (int i = 0; i < 64; i++)
+      for (int n = 0; n < 32; n++)
+        for (int g = 0; g < 4; g++) {
+          double mma = 0, ref = 0;
+          for (int k = 0; k < 32; k++) {
+            const int kb = 32 * g + k;
+            mma += e4m3_val(et[ixl_sm90_tile_off(IXL_SM90_SWIZZLE_128B, 64, i, kb)]) *
+                   e4m3_val(qt[ixl_sm90_tile_off(IXL_SM90_SWIZZLE_128B, 32, n, kb)]);
+            const uint32_t kn = (raw[i * 64 + 16 * g + (k >> 1)] >> (4 * (k & 1))) & 15u;
+            const uint32_t qn = (qraw[n * 64 + 16 * g + (k >> 1)] >> (4 * (k & 1))) & 15u;
+            ref += e2m1_val(kn) * e2m1_val(qn);
+          }
+          bad += mma != ldexp(ref, tg[n][g] - 6); /* B holds v 2^t, A v 2^-6 */
+        }
+  }
+  if (bad) fprintf(stderr, "  next_ss_tile_host: %d mismatches\n", bad);
+  return bad == 0;
+}
+
 typedef struct {
   const char *name;
   void (*fn)(void);
@@ -1140,6 +1234,14 @@ int main(void) {
   };
   const int n = (int)(sizeof tests / sizeof tests[0]);
   char why[256];
+  rand_seed(RAND_SPLITMIX64, 12345);
+  if (next_ss_tile_host()) {
+    printf("ok - next_ss_tile_layout_host\n");
+    tests_passed_++;
+  } else {
+    printf("not ok - next_ss_tile_layout_host\n");
+    tests_failed_++;
+  }
   g_fake = getenv("IXL_TEST_HOST_AS_DEVICE") && getenv("IXL_TEST_HOST_AS_DEVICE")[0] == '1';
   if (!g_fake && !ixl_cuda_available(why, sizeof why)) {
     for (int i = 0; i < n; i++) {
@@ -1194,7 +1296,9 @@ int main(void) {
       for (int t = 0; t < nt; t++)
         if (tab[t].family == IXL_FAMILY_LOGITS && strcmp(tab[t].name, vname) == 0) g_var = &tab[t];
     }
+    const char *only_t = getenv("IXL_TEST_ONLY"); /* a substring of the names to run */
     for (int i = 0; i < n; i++) {
+      if (only_t && *only_t && !strstr(tests[i].name, only_t)) continue;
       /* each test its own stream: reproducible alone */
       rand_seed(RAND_SPLITMIX64, g_seed * 1000003ull + (uint64_t)i);
       check_failed_ = 0;
