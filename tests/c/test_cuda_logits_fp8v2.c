@@ -7,11 +7,13 @@
  * IXL_LOGITS_V2_FP8_RAGGED=1, so by default those cases check v1 under v2's pin. For each case:
  * - every K5 column equals the K1/K2 bf16 logit at its position on the GPU, bit for bit (SPEC 3:
  *   both run v2's one tile function, or both v1's);
- * - the -inf masks equal the CPU reference's exactly (K1: -inf outside [ks, ke) whatever
- *   `clean` says, README), and the values are close to it: DeepGEMM's diff measure below 1e-4
- *   (bf16) or 1e-6 (fp32) (fp8 on tensor cores is not the CPU's sequential fp32 sum, so not
- *   bitwise), every element within 2^-5 (bf16) or 2^-8 (fp32) of its row's largest |logit|;
- * - two runs with different poisons agree bit for bit; K1 with and without `clean` too;
+ * - the -inf masks equal the CPU reference's exactly (K1 with `clean` or compressed: -inf at
+ *   every column outside [ks, ke)), and the values are close to it: DeepGEMM's diff measure
+ *   below 1e-4 (bf16) or 1e-6 (fp32) (fp8 on tensor cores is not the CPU's sequential fp32 sum,
+ *   so not bitwise), every element within 2^-5 (bf16) or 2^-8 (fp32) of its row's largest
+ *   |logit|;
+ * - two runs with different poisons agree bit for bit; K1 without `clean` gives K1's bits with
+ *   it wherever SPEC specifies the output (v2 under the switch: everywhere);
  * - with IXL_LOGITS_V2_FP8_RAGGED=1 also K1's compressed layout equals its full layout bit for
  *   bit (one tile function; a K row's logit does not depend on where its tile starts).
  * Without an sm_90 GPU every test prints "ok - <name> # skipped". IXL_TEST_SMALL=1 (the
@@ -139,9 +141,11 @@ static void gen_ids(int32_t *ids, int64_t nsb, int64_t ks, int64_t ke, int sbk, 
 }
 
 /* Two GPU runs (poisons 0xFF and 0x7F) of `op`; the first run's result on the host, and the
- * count of elements that differ between the runs. */
+ * count of elements that differ between the runs (only where def[i] is set, when def is not
+ * NULL: the others are unspecified). */
 typedef ixl_status (*op_fn)(void *arg, ixl_tensor *out);
-static ixl_tensor *run_twice(op_fn op, void *arg, ixl_tensor *dout, int64_t *nondet) {
+static ixl_tensor *run_twice(op_fn op, void *arg, ixl_tensor *dout, int64_t *nondet,
+                             const uint8_t *def) {
   CHECK_OK(g, ixl_tensor_fill_bytes(g, dout, 0xFF));
   CHECK_OK(g, op(arg, dout));
   ixl_tensor *h1 = to_host(dout);
@@ -151,7 +155,8 @@ static ixl_tensor *run_twice(op_fn op, void *arg, ixl_tensor *dout, int64_t *non
   const size_t es = dout->dtype == IXL_F32 ? 4 : 2;
   *nondet = 0;
   for (int64_t i = 0; i < ixl_tensor_numel(dout); i++)
-    if (memcmp((uint8_t *)h1->data + i * es, (uint8_t *)h2->data + i * es, es)) (*nondet)++;
+    if ((!def || def[i]) && memcmp((uint8_t *)h1->data + i * es, (uint8_t *)h2->data + i * es, es))
+      (*nondet)++;
   ixl_tensor_free(h2);
   return h1;
 }
@@ -236,7 +241,7 @@ static void k5_case(int H, int P, int sbk, ixl_ks_mode mode) {
                dq[5], paged ? NULL : dq[3], dq[4], dq[8], dq[6], sbk, mode};
   ixl_tensor *dout = tens_new(IXL_BF16, 2, R, C, 0, 1);
   int64_t nondet = 0;
-  ixl_tensor *gpu = run_twice(k5_op, &a, dout, &nondet);
+  ixl_tensor *gpu = run_twice(k5_op, &a, dout, &nondet, NULL);
   char what[96];
   snprintf(what, sizeof what, "K5 fp8 H=%d %s P=%d sbk=%d %s", H, paged ? "paged" : "ragged", P,
            sbk, mode == IXL_KS_ALIGNED ? "aligned" : "unaligned");
@@ -308,9 +313,12 @@ static ixl_status k1_op(void *a, ixl_tensor *out) {
 
 /* Ragged K1 rows of every kind (empty, full, unaligned starts and ends, one position, ranges
  * inside one tile and across a tile boundary, a start past N / 2), both layouts, both
- * reductions, clean 0 and 1: masks exact and values close to the CPU, -inf at every column
- * outside [ks, ke), clean 0 == clean 1 and the two poisons bit for bit; with v2 on the ragged
- * modes also compressed == full bit for bit. */
+ * reductions, clean 1 and 0: with clean (and in the compressed layout) masks exact, values close
+ * to the CPU, -inf at every column outside [ks, ke), the two poisons bit for bit; without clean
+ * the same bits as with it wherever the output is specified (in the full layout only inside the
+ * range: SPEC 3 leaves the rest open and v1 leaves it unwritten; v2, under the switch, writes
+ * -inf there too, as the README says, and is checked everywhere); with v2 on the ragged modes
+ * also compressed == full bit for bit. */
 TEST(dense_ragged_ranges_layouts_and_clean) {
   const int64_t R = g_small ? 8 : 24, N = g_small ? 1100 : 5000;
   for (int H = 32; H <= 64; H += 32) {
@@ -322,13 +330,13 @@ TEST(dense_ragged_ranges_layouts_and_clean) {
     for (int64_t r = 0; r < R; r++) {
       int64_t a = rand_range(0, N - 1), b = rand_range(a, N);
       switch (r % 8) {
-      case 0: b = a; break;                                             /* empty */
-      case 1: a = 0, b = N; break;                                      /* full */
-      case 2: a = 0; break;                                             /* causal */
-      case 3: b = N; break;                                             /* to the end */
-      case 4: b = a + 1; break;                                         /* one position */
-      case 5: a = a / 64 * 64 + 3, b = a + rand_range(1, 60); break;   /* inside a tile */
-      case 6: a = a / 64 * 64 + 60, b = a + rand_range(5, 70); break;  /* across a boundary */
+      case 0: b = a; break;                                            /* empty */
+      case 1: a = 0, b = N; break;                                     /* full */
+      case 2: a = 0; break;                                            /* causal */
+      case 3: b = N; break;                                            /* to the end */
+      case 4: b = a + 1; break;                                        /* one position */
+      case 5: a = a / 64 * 64 + 3, b = a + rand_range(1, 60); break;  /* inside a tile */
+      case 6: a = a / 64 * 64 + 60, b = a + rand_range(5, 70); break; /* across a boundary */
       default: a = N / 2 + rand_range(0, N / 2 - 1), b = N - rand_range(0, 3); break;
       }
       if (b > N) b = N;
@@ -348,34 +356,42 @@ TEST(dense_ragged_ranges_layouts_and_clean) {
         ixl_tensor *cpu = tens_new(bf16 ? IXL_BF16 : IXL_F32, 2, R, C, 0, 0);
         CHECK_OK(g, ixl_dense_logits(g, &hq, bf16 ? in.wb : in.wf, ks, ke, layout, 1,
                                      (ixl_reduction)red, cpu));
+        /* def: the columns specified without clean (the K row of column c: c, or ks + c) */
+        uint8_t *def = malloc((size_t)(R * C));
+        for (int64_t r = 0; r < R; r++)
+          for (int64_t c = 0; c < C; c++) {
+            const int64_t k = lay ? ksp[r] + c : c;
+            def[r * C + c] = lay || g_v2_ragged || (k >= ksp[r] && k < kep[r]);
+          }
         ixl_tensor *dout = tens_new(bf16 ? IXL_BF16 : IXL_F32, 2, R, C, 0, 1);
         ixl_tensor *gpu[2] = {NULL, NULL};
         int64_t nondet[2] = {0, 0};
-        for (int clean = 0; clean < 2; clean++) {
+        for (int clean = 1; clean >= 0; clean--) {
           k1_args a = {{dq[0], NULL, dq[1], dq[2], NULL, 0, IXL_FP8}, bf16 ? dq[6] : dq[5],
                        dq[3], dq[4], layout, (ixl_reduction)red, clean};
-          gpu[clean] = run_twice(k1_op, &a, dout, &nondet[clean]);
+          gpu[clean] = run_twice(k1_op, &a, dout, &nondet[clean], clean ? NULL : def);
         }
         char what[96];
         snprintf(what, sizeof what, "K1 fp8 H=%d %s %s", H, bf16 ? "bf16" : "fp32",
                  lay ? "compressed" : "full");
-        const int64_t bad = compare_cpu(what, gpu[0], cpu, bf16);
+        const int64_t bad = compare_cpu(what, gpu[1], cpu, bf16);
         const size_t es = bf16 ? 2 : 4;
         int64_t outside = 0, cleandiff = 0, layoutdiff = 0;
         for (int64_t r = 0; r < R; r++)
           for (int64_t c = 0; c < C; c++) {
-            const int64_t k = lay ? ksp[r] + c : c; /* the K row of column c */
-            if ((k < ksp[r] || k >= kep[r]) && !neg_inf(at(gpu[0], r * C + c)) && outside++ < 5)
+            const int64_t k = lay ? ksp[r] + c : c, i = r * C + c;
+            if ((k < ksp[r] || k >= kep[r]) && !neg_inf(at(gpu[1], i)) && outside++ < 5)
               fprintf(stderr, "  %s: row %lld col %lld (K row %lld, range [%d, %d)) = %.9g\n",
                       what, (long long)r, (long long)c, (long long)k, ksp[r], kep[r],
-                      at(gpu[0], r * C + c));
-            if (memcmp((uint8_t *)gpu[0]->data + (r * C + c) * es,
-                       (uint8_t *)gpu[1]->data + (r * C + c) * es, es))
-              cleandiff++;
+                      at(gpu[1], i));
+            if (def[i] && memcmp((uint8_t *)gpu[0]->data + i * es,
+                                 (uint8_t *)gpu[1]->data + i * es, es) && cleandiff++ < 5)
+              fprintf(stderr, "  %s: row %lld col %lld: clean 0 %.9g, clean 1 %.9g\n", what,
+                      (long long)r, (long long)c, at(gpu[0], i), at(gpu[1], i));
             if (lay && full_gpu && g_v2_ragged && k < kep[r] &&
-                !same(at(gpu[0], r * C + c), at(full_gpu, r * N + k)) && layoutdiff++ < 5)
+                !same(at(gpu[1], i), at(full_gpu, r * N + k)) && layoutdiff++ < 5)
               fprintf(stderr, "  %s: row %lld col %lld = %.9g, full layout col %lld = %.9g\n",
-                      what, (long long)r, (long long)c, at(gpu[0], r * C + c), (long long)k,
+                      what, (long long)r, (long long)c, at(gpu[1], i), (long long)k,
                       at(full_gpu, r * N + k));
           }
         CHECK_MSG(bad == 0 && outside == 0 && nondet[0] == 0 && nondet[1] == 0 &&
@@ -386,9 +402,10 @@ TEST(dense_ragged_ranges_layouts_and_clean) {
                   what, (long long)bad, (long long)outside, (long long)nondet[0],
                   (long long)nondet[1], (long long)cleandiff, (long long)layoutdiff,
                   (unsigned long long)g_seed);
-        if (lay == 0) full_gpu = gpu[0];
-        else ixl_tensor_free(gpu[0]);
-        ixl_tensor *ts[] = {cpu, dout, gpu[1]};
+        if (lay == 0) full_gpu = gpu[1];
+        else ixl_tensor_free(gpu[1]);
+        free(def);
+        ixl_tensor *ts[] = {cpu, dout, gpu[0]};
         tfree(ts, 3);
       }
       ixl_tensor_free(full_gpu);
@@ -428,7 +445,7 @@ TEST(dense_ragged_long_rows_compressed) {
                    dq[4], IXL_LAYOUT_COMPRESSED, (ixl_reduction)red, 0};
       ixl_tensor *dout = tens_new(bf16 ? IXL_BF16 : IXL_F32, 2, R, C, 0, 1);
       int64_t nondet = 0;
-      ixl_tensor *gpu = run_twice(k1_op, &a, dout, &nondet);
+      ixl_tensor *gpu = run_twice(k1_op, &a, dout, &nondet, NULL);
       char what[64];
       snprintf(what, sizeof what, "K1 fp8 H=%d %s %lld keys", H, bf16 ? "bf16" : "fp32",
                (long long)N);
