@@ -17,6 +17,14 @@
 // requested before the row's range, so the two loads' latencies overlap. IXL_EXPAND_V1=1
 // (test-only) runs the previous kernel (a min/max pass, then windows from the smallest valid
 // id), kept for comparison.
+//
+// IXL_K4_NEXT=1 (off by default, read once per process; not yet run on the GPU): on sm_90 the
+// kernel is launched with programmatic stream serialization (PDL) and opens with
+// griddepcontrol.wait (every read and write of global memory after it: the previous kernel
+// has completed and its writes are visible) and griddepcontrol.launch_dependents, so a
+// dependent launch's CTAs start while this grid runs; back-to-back launches (a batch, K4 after
+// K3 in a step) then overlap a launch's start-up with the previous kernel. The kernel's own
+// work is unchanged.
 #include "cuda/common.cuh"
 
 namespace {
@@ -132,6 +140,7 @@ constexpr int WPT2 = WWORDS / NT2;                    // words per thread at mos
 constexpr int STAGE = 4096;                           // staged slots (16 KiB)
 constexpr int CREG = 8;                               // candidates per thread per load round
 
+template <bool kPdl>
 __global__ void __launch_bounds__(NT2) expand_v2_kernel(
     const int32_t *__restrict__ cand, int64_t T, const int32_t *__restrict__ row_ks,
     const int32_t *__restrict__ row_ke, int ratio, int sbk, int32_t *__restrict__ ids,
@@ -142,6 +151,12 @@ __global__ void __launch_bounds__(NT2) expand_v2_kernel(
   const int tid = (int)threadIdx.x;
   const int64_t r = blockIdx.x;
   const int32_t *cr = cand + r * T;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (kPdl) { // no-ops when the launch is not programmatic
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  }
+#endif
   // the first candidates go to registers before anything else: their loads do not wait for
   // the row's range
   int32_t c[CREG];
@@ -250,6 +265,20 @@ bool expand_v1_forced() {
   return e && e[0] == '1';
 }
 
+// IXL_K4_NEXT=1 on an sm_90 device: the PDL launch (read once per process).
+bool expand_pdl() {
+  static const bool on = [] {
+    const char *e = getenv("IXL_K4_NEXT");
+    if (!(e && *e && atoi(e) == 1)) return false;
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) == cudaSuccess)
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    cudaGetLastError();
+    return major >= 9;
+  }();
+  return on;
+}
+
 } // namespace
 
 extern "C" ixl_status ixl_cuda_expand(ixl_ctx *ctx, const ixl_tensor *cand,
@@ -266,10 +295,31 @@ extern "C" ixl_status ixl_cuda_expand(ixl_ctx *ctx, const ixl_tensor *cand,
                          (long long)R, INT32_MAX);
   const int ratio = candidate_block_size / sparse_block_kv;
   if (!expand_v1_forced()) {
-    expand_v2_kernel<<<(unsigned)R, NT2, 0, stream_of(ctx)>>>(
-        T ? (const int32_t *)cand->data : nullptr, T,
-        row_ks ? (const int32_t *)row_ks->data : nullptr, (const int32_t *)row_ke->data, ratio,
-        sparse_block_kv, nsb ? (int32_t *)sparse_ids->data : nullptr, nsb,
+    const int32_t *cd = T ? (const int32_t *)cand->data : nullptr;
+    const int32_t *ksd = row_ks ? (const int32_t *)row_ks->data : nullptr;
+    int32_t *idd = nsb ? (int32_t *)sparse_ids->data : nullptr;
+    if (expand_pdl()) {
+      cudaLaunchConfig_t cfg = {};
+      cudaLaunchAttribute attr[1];
+      attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attr[0].val.programmaticStreamSerializationAllowed = 1;
+      cfg.gridDim = dim3((unsigned)R);
+      cfg.blockDim = dim3((unsigned)NT2);
+      cfg.dynamicSmemBytes = 0;
+      cfg.stream = stream_of(ctx);
+      cfg.attrs = attr;
+      cfg.numAttrs = 1;
+      ixl_status st = ixl_cuda_status(
+          ctx,
+          cudaLaunchKernelEx(&cfg, expand_v2_kernel<true>, cd, T, ksd,
+                             (const int32_t *)row_ke->data, ratio, sparse_block_kv, idd, nsb,
+                             (int32_t *)end->data),
+          "expand");
+      if (st) return st;
+      return ixl_cuda_check_launch(ctx, "expand");
+    }
+    expand_v2_kernel<false><<<(unsigned)R, NT2, 0, stream_of(ctx)>>>(
+        cd, T, ksd, (const int32_t *)row_ke->data, ratio, sparse_block_kv, idd, nsb,
         (int32_t *)end->data);
     return ixl_cuda_check_launch(ctx, "expand");
   }

@@ -14,6 +14,11 @@
 // callable for comparison) use the per-row radix select of cuda/radix_select.cuh with the block
 // scores as keys, recomputed from the logits at every pass.
 //
+// IXL_K3_NEXT=1 (off by default, read once per process; not yet verified on the GPU) takes the
+// next step's instantiation: no histogram atomics in the load (the top 11 bits come from a
+// bit-by-bit count over the shared keys) and the sort of the winners in registers (shuffles
+// below a warp's chunk, shared memory only for the larger strides).
+//
 // Block scores follow the CPU definition exactly: max in fp32 with NaN propagating (the order
 // key of a max is the max of the keys, NaN on top, -0 equal to +0); sum and mean accumulated in
 // double in increasing position order, then rounded to fp32; logsumexp as m + log(sum exp(x -
@@ -130,6 +135,118 @@ __device__ __forceinline__ unsigned k3_counts(const unsigned (&k4)[4], int i0, i
   return c;
 }
 
+// ---- IXL_K3_NEXT=1 (off by default, read once per process): the next K3 step
+// The top 11 bits of the kk-th largest key by a bit-by-bit search over the shared keys: per
+// bit one count of the keys >= a candidate threshold (warp reductions, one barrier), no
+// atomics (a histogram of the top digit serialises on its few busy bins). Returns the 11-bit
+// digit; *above gets the count of keys above its bin. part: 2 * NTH / 32 words of scratch.
+template <int NTH>
+__device__ unsigned k3_top_digit(const uint4 *keys4, int n, int rounds, unsigned kk,
+                                 unsigned *above, unsigned *part) {
+  constexpr int NW = NTH / 32;
+  const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
+  unsigned prefix = 0, hi = 0; // count(key >= prefix) >= kk; hi = keys above the window
+  for (int bit = 31; bit >= 21; bit--) {
+    const unsigned c = prefix | (1u << bit);
+    unsigned cnt = 0;
+    for (int rr = 0; rr < rounds; rr++) {
+      const int v = rr * NTH + (int)threadIdx.x, i0 = 4 * v;
+      const uint4 kv = keys4[v];
+      cnt += (i0 < n && kv.x >= c) + (i0 + 1 < n && kv.y >= c) + (i0 + 2 < n && kv.z >= c) +
+             (i0 + 3 < n && kv.w >= c);
+    }
+    cnt = __reduce_add_sync(0xffffffffu, cnt);
+    unsigned *buf = part + (bit & 1) * NW;
+    if (lane == 0) buf[warp] = cnt;
+    __syncthreads(); // a buffer is written again two bits later, after another barrier
+    const unsigned tot = __reduce_add_sync(0xffffffffu, lane < NW ? buf[lane] : 0u);
+    if (tot >= kk) prefix = c;
+    else hi = tot; // the last failed candidate is prefix + 2^21 at the end
+  }
+  *above = hi;
+  return prefix >> 21;
+}
+
+// Compare-exchange of two register entries toward ascending (asc) or descending order.
+__device__ __forceinline__ void k3_cx(uint64_t &a, uint64_t &b, bool asc) {
+  const uint64_t lo = a < b ? a : b, hi = a < b ? b : a;
+  a = asc ? lo : hi;
+  b = asc ? hi : lo;
+}
+
+// Ascending bitonic sort of buf[0..P), P a power of two: each active warp holds a chunk of
+// 32 * E consecutive entries in registers (entry base + 32 e + lane), so every step whose
+// stride is below the chunk runs in registers (shuffles for strides < 32); only the strides
+// of a chunk or more go through shared memory. Falls back to the shared-memory network
+// outside 64 <= P <= NTH * 4. Every thread of the CTA calls it (after a barrier that makes
+// buf visible); it ends with one.
+template <int NTH>
+__device__ void k3_sort(uint64_t *buf, int P) {
+  constexpr int NW = NTH / 32, EMAX = 4;
+  if (P < 64 || P > NW * 32 * EMAX) {
+    block_bitonic_sort<NTH>(buf, P);
+    return;
+  }
+  const int lane = (int)threadIdx.x & 31, warp = (int)threadIdx.x >> 5;
+  const int aw = P / 32 < NW ? P / 32 : NW; // active warps (a power of two)
+  const int E = P / (32 * aw), chunk = 32 * E, base = warp * chunk; // E = 1, 2 or 4
+  const bool act = warp < aw;
+  uint64_t v[EMAX];
+#pragma unroll
+  for (int e = 0; e < EMAX; e++) v[e] = act && e < E ? buf[base + 32 * e + lane] : 0ull;
+  for (int size = 2; size <= P; size <<= 1) {
+    int stride = size >> 1;
+    if (stride >= chunk) { // block-uniform
+      if (act)
+#pragma unroll
+        for (int e = 0; e < EMAX; e++)
+          if (e < E) buf[base + 32 * e + lane] = v[e];
+      __syncthreads();
+      for (; stride >= chunk; stride >>= 1) {
+        for (int t = (int)threadIdx.x; t < P / 2; t += NTH) {
+          const int i = ((t & ~(stride - 1)) << 1) | (t & (stride - 1)), j = i | stride;
+          const uint64_t a = buf[i], b = buf[j];
+          if ((b < a) == ((i & size) == 0)) {
+            buf[i] = b;
+            buf[j] = a;
+          }
+        }
+        __syncthreads();
+      }
+      if (act)
+#pragma unroll
+        for (int e = 0; e < EMAX; e++)
+          if (e < E) v[e] = buf[base + 32 * e + lane];
+    }
+    if (!act) continue; // warp-uniform
+    for (; stride >= 32; stride >>= 1) { // partners in this lane's registers (chunk 64 or 128)
+      if (stride == 32) {
+        k3_cx(v[0], v[1], ((base + lane) & size) == 0);
+        if (E > 2) k3_cx(v[2], v[3], ((base + 64 + lane) & size) == 0);
+      } else { // stride 64, E = 4
+        k3_cx(v[0], v[2], ((base + lane) & size) == 0);
+        k3_cx(v[1], v[3], ((base + 32 + lane) & size) == 0);
+      }
+    }
+    for (; stride >= 1; stride >>= 1) { // partners in other lanes
+      const bool lower = (lane & stride) == 0;
+#pragma unroll
+      for (int e = 0; e < EMAX; e++) {
+        if (e >= E) break; // warp-uniform
+        const uint64_t pv = __shfl_xor_sync(0xffffffffu, v[e], stride);
+        const bool asc = ((base + 32 * e + lane) & size) == 0;
+        const uint64_t mn = v[e] < pv ? v[e] : pv, mx = v[e] < pv ? pv : v[e];
+        v[e] = lower == asc ? mn : mx;
+      }
+    }
+  }
+  if (act)
+#pragma unroll
+    for (int e = 0; e < EMAX; e++)
+      if (e < E) buf[base + 32 * e + lane] = v[e];
+  __syncthreads();
+}
+
 // Cluster helpers (sm_90): the rank-0 CTA's shared address of a local one, and the cluster
 // barrier. Unused (cs = 1) on older GPUs.
 __device__ __forceinline__ unsigned *k3_leader_smem(unsigned *p, int cs) {
@@ -157,7 +274,7 @@ constexpr int K3_NSTAMP = 9;
 // grid: R * cs CTAs, clusters of cs (one row each); every CTA of a cluster scores a slice of
 // the row's blocks and writes the keys and the top digit's histogram into the rank-0 CTA's
 // shared memory, which then selects alone.
-template <bool kVec, int NTH, bool kProf>
+template <bool kVec, int NTH, bool kProf, bool kNext>
 __global__ void __launch_bounds__(NTH, 1024 / NTH)
     candidate_select_smem_kernel(const float *__restrict__ logits, int64_t C,
                                  const int32_t *__restrict__ lens, int cbs, int how, int64_t T,
@@ -189,9 +306,10 @@ __global__ void __launch_bounds__(NTH, 1024 / NTH)
   unsigned *hist = reinterpret_cast<unsigned *>(k3_smem);
   unsigned *keys = reinterpret_cast<unsigned *>(k3_smem + region);
   const uint4 *keys4 = reinterpret_cast<const uint4 *>(keys);
-  if (rank == 0)
-    for (int i = tid; i < K3_HIST; i += NTH) hist[i] = 0;
-  unsigned *keys_to = k3_leader_smem(keys, cs), *hist_to = k3_leader_smem(hist, cs);
+  if (rank == 0) // (next: the top digit takes no histogram)
+    for (int i = (kNext ? 2048 : 0) + tid; i < K3_HIST; i += NTH) hist[i] = 0;
+  unsigned *keys_to = k3_leader_smem(keys, cs);
+  unsigned *hist_to = kNext ? hist : k3_leader_smem(hist, cs);
   k3_cluster_sync(cs);
   if (kProf) stamp[1] = clock64();
 
@@ -227,7 +345,7 @@ __global__ void __launch_bounds__(NTH, 1024 / NTH)
           unsigned key = ixl_order_key_f32(m);
           if (b == n - 1 && key != IXL_KEY_NAN) key = IXL_KEY_POS_INF;
           keys_to[b] = key;
-          atomicAdd(&hist_to[key >> 21], 1u);
+          if (!kNext) atomicAdd(&hist_to[key >> 21], 1u);
         }
       }
     }
@@ -237,7 +355,7 @@ __global__ void __launch_bounds__(NTH, 1024 / NTH)
       unsigned key = ixl_order_key_f32(block_score(row, len, cbs, how, aligned4, b));
       if (b == n - 1 && key != IXL_KEY_NAN) key = IXL_KEY_POS_INF;
       keys_to[b] = key;
-      atomicAdd(&hist_to[key >> 21], 1u);
+      if (!kNext) atomicAdd(&hist_to[key >> 21], 1u);
     }
   }
   k3_cluster_sync(cs);
@@ -250,10 +368,16 @@ __global__ void __launch_bounds__(NTH, 1024 / NTH)
   unsigned thr = 0, need = 0;
   if (kProf) stamp[3] = stamp[4] = stamp[5] = stamp[2];
   if (!all) {
-    k3_find_bin<NTH>(hist, 2048, (unsigned)kk, sh);
+    unsigned b0, above0;
+    if (kNext) { // a counting search over the shared keys (sh.wtot is free until the compaction)
+      b0 = k3_top_digit<NTH>(keys4, n, rounds, (unsigned)kk, &above0, sh.wtot);
+    } else {
+      k3_find_bin<NTH>(hist, 2048, (unsigned)kk, sh);
+      b0 = sh.bin;
+      above0 = sh.above;
+    }
     if (kProf) stamp[3] = clock64();
-    const unsigned b0 = sh.bin;
-    unsigned rem = (unsigned)kk - sh.above;
+    unsigned rem = (unsigned)kk - above0;
     k3_digit_pass<NTH>(keys4, n, rounds, hist + 2048, 21, b0, 10, 2047u);
     k3_find_bin<NTH>(hist + 2048, 2048, rem, sh);
     if (kProf) stamp[4] = clock64();
@@ -323,7 +447,8 @@ __global__ void __launch_bounds__(NTH, 1024 / NTH)
   if (kProf) stamp[6] = clock64();
 
   // ---- order the kk winners (score descending, block id ascending), then -1 pads
-  block_bitonic_sort<NTH>(sbuf, P);
+  if (kNext) k3_sort<NTH>(sbuf, P);
+  else block_bitonic_sort<NTH>(sbuf, P);
   if (kProf) stamp[7] = clock64();
   for (int64_t j = tid; j < T; j += NTH)
     o[j] = j < kk ? (int32_t)(uint32_t)(sbuf[j] & 0xffffffffull) : -1;
@@ -479,17 +604,26 @@ typedef void (*k3_kernel_fn)(const float *, int64_t, const int32_t *, int, int, 
                              int32_t *, int, int, int);
 
 // [vec][nt == 1024][profile]
-k3_kernel_fn k3_kernel(int vec, int big, int prof) {
+template <bool kNext>
+k3_kernel_fn k3_kernel_of(int vec, int big, int prof) {
   static const k3_kernel_fn table[2][2][2] = {
-      {{candidate_select_smem_kernel<false, 512, false>,
-        candidate_select_smem_kernel<false, 512, true>},
-       {candidate_select_smem_kernel<false, 1024, false>,
-        candidate_select_smem_kernel<false, 1024, true>}},
-      {{candidate_select_smem_kernel<true, 512, false>,
-        candidate_select_smem_kernel<true, 512, true>},
-       {candidate_select_smem_kernel<true, 1024, false>,
-        candidate_select_smem_kernel<true, 1024, true>}}};
+      {{candidate_select_smem_kernel<false, 512, false, kNext>,
+        candidate_select_smem_kernel<false, 512, true, kNext>},
+       {candidate_select_smem_kernel<false, 1024, false, kNext>,
+        candidate_select_smem_kernel<false, 1024, true, kNext>}},
+      {{candidate_select_smem_kernel<true, 512, false, kNext>,
+        candidate_select_smem_kernel<true, 512, true, kNext>},
+       {candidate_select_smem_kernel<true, 1024, false, kNext>,
+        candidate_select_smem_kernel<true, 1024, true, kNext>}}};
   return table[vec][big][prof];
+}
+
+// IXL_K3_NEXT=1: the next K3 step (the top digit by a counting search, no histogram atomics
+// in the load; the winners sorted with each warp's entries in registers). Off by default;
+// read once per process.
+bool k3_next() {
+  static const bool on = env_int("IXL_K3_NEXT", 0) == 1;
+  return on;
 }
 
 } // namespace
@@ -528,9 +662,11 @@ extern "C" ixl_status ixl_cuda_candidate_select(ixl_ctx *ctx, const ixl_tensor *
       int lq = 0;
       while (vec && (1 << lq) < q) lq++;
       const int prof = env_int("IXL_CANDIDATES_PROFILE", 0) == 1;
-      const k3_kernel_fn kern = k3_kernel(vec, nt == 1024, prof);
-      static int64_t set_bytes[2][2][2]; // the attribute already set, per instantiation
-      int64_t &set = set_bytes[vec][nt == 1024][prof];
+      const int next = k3_next();
+      const k3_kernel_fn kern = next ? k3_kernel_of<true>(vec, nt == 1024, prof)
+                                     : k3_kernel_of<false>(vec, nt == 1024, prof);
+      static int64_t set_bytes[2][2][2][2]; // the attribute already set, per instantiation
+      int64_t &set = set_bytes[next][vec][nt == 1024][prof];
       if (smem > set) {
         ixl_status st = ixl_cuda_status(
             ctx, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,

@@ -13,8 +13,11 @@
  *
  * Without a usable GPU every test prints "ok - NAME # skipped: no GPU" and passes. Environment:
  * IXL_TEST_SMALL=1 (tiny shapes only: compute-sanitizer runs every test_cuda_* program),
- * IXL_BENCH=1 (then a timing table), IXL_BENCH=only (just the table) or IXL_BENCH=k3prof (K3's
- * per-phase cycles, from the profile instantiation). Timing: CUDA events on the context's
+ * IXL_BENCH=1 (then a timing table), IXL_BENCH=only (just the table), IXL_BENCH=k3k4 (a short
+ * table: the default launch shape only, no v1) or IXL_BENCH=k3prof (K3's per-phase cycles, from
+ * the profile instantiation). IXL_K3_NEXT=1 / IXL_K4_NEXT=1 (read once per process by the
+ * library) switch K3 / K4 to their next step's kernels: every K3 / K4 test then checks those,
+ * and the table names them `next` instead of `new`. Timing: CUDA events on the context's
  * stream; inputs rotated over copies filling at least 128 MB (so no launch finds
  * its input in the 60 MB L2); `single` = median of 21 launches timed alone (includes the
  * launch's host cost), `batch` = median of 21 groups of 10 back-to-back launches, per launch;
@@ -418,6 +421,9 @@ TEST(candidate_select_shapes_match_cpu) {
       }
     }
     if (!g_small) candidate_case(64, 131072, 8, 2048, IXL_SCORE_MAX, (int)rand_below(8), 0, 0);
+    /* a sort of 2048 winners (2 or 4 per lane in IXL_K3_NEXT's register sort) on a small row */
+    candidate_case(3, 2100 + 4 * rand_below(50), 1, 1100, IXL_SCORE_MAX, (int)rand_below(8), 0,
+                   0);
   }
   set_k3_shape(0, 0);
 }
@@ -522,6 +528,9 @@ static ixl_status run_memset(void *p, int i) {
   return ixl_tensor_fill_bytes(g_ctx, ((bench_args *)p)->end, 0);
 }
 
+static int g_quick;           /* IXL_BENCH=k3k4: the default launch shape only, no v1 */
+static const char *g_k3_label = "new", *g_k4_label = "new"; /* "next" under IXL_K3/K4_NEXT=1 */
+
 static void bench_line(const char *name, const char *variant, double s, double b, double bytes) {
   printf("# indexbench %-44s %-8s single %8.2f us batch %8.2f us %6.0f GB/s\n", name, variant, s,
          b, bytes / (b * 1e-6) / 1e9);
@@ -559,6 +568,7 @@ static void bench_shape(const char *name, int64_t R, int64_t C, int cbs, int sbk
   static const int shapes[][2] = {{0, 0}, {1024, 1}, {1024, 2}, {512, 1}, {512, 2}, {512, 4},
                                   {512, 8}};
   for (int v = 0; v < 8; v++) {
+    if (g_quick && v > 0) break;
     if (v == 7) {
       set_env("IXL_CANDIDATES_V1", 1);
     } else {
@@ -566,7 +576,7 @@ static void bench_shape(const char *name, int64_t R, int64_t C, int cbs, int sbk
       set_k3_shape(shapes[v][0], shapes[v][1]);
     }
     char var[16];
-    if (v == 0) snprintf(var, sizeof var, "new");
+    if (v == 0) snprintf(var, sizeof var, "%s", g_k3_label);
     else if (v == 7) snprintf(var, sizeof var, "v1");
     else snprintf(var, sizeof var, "%d/%d", shapes[v][0], shapes[v][1]);
     time_op(run_k3, &a, nl, &s, &b);
@@ -577,10 +587,10 @@ static void bench_shape(const char *name, int64_t R, int64_t C, int cbs, int sbk
   if (k4) {
     a.in = cd;
     snprintf(nm, sizeof nm, "K4 %s", name);
-    for (int v = 0; v < 2; v++) {
+    for (int v = 0; v < (g_quick ? 1 : 2); v++) {
       set_env("IXL_EXPAND_V1", v);
       time_op(run_k4, &a, nc, &s, &b);
-      bench_line(nm, v ? "v1" : "new", s, b, (double)cbytes * (1 + cbs / sbk));
+      bench_line(nm, v ? "v1" : g_k4_label, s, b, (double)cbytes * (1 + cbs / sbk));
     }
     set_env("IXL_EXPAND_V1", 0);
   }
@@ -605,7 +615,8 @@ TEST(bench_index) {
   bench_shape("decode 64x131072 cbs 16 T 1024", 64, 131072, 16, 16, 1024, IXL_SCORE_MAX, 1);
   bench_shape("decode 64x131072 cbs 64 T 256 sbk 16", 64, 131072, 64, 16, 256, IXL_SCORE_MAX,
               1);
-  bench_shape("decode 64x131072 cbs 8 T 2048 sum", 64, 131072, 8, 8, 2048, IXL_SCORE_SUM, 0);
+  if (!g_quick)
+    bench_shape("decode 64x131072 cbs 8 T 2048 sum", 64, 131072, 8, 8, 2048, IXL_SCORE_SUM, 0);
   bench_shape("decode 1x131072 cbs 8 T 2048", 1, 131072, 8, 8, 2048, IXL_SCORE_MAX, 1);
   bench_shape("prefill 4096x131072 cbs 8 T 2048", 4096, 131072, 8, 8, 2048, IXL_SCORE_MAX, 1);
 }
@@ -662,6 +673,10 @@ int main(void) {
   g_small = getenv("IXL_TEST_SMALL") && getenv("IXL_TEST_SMALL")[0] == '1';
   const char *bench = getenv("IXL_BENCH");
   if (g_small) printf("# small shapes\n");
+  g_quick = bench && strcmp(bench, "k3k4") == 0;
+  if (getenv("IXL_K3_NEXT") && atoi(getenv("IXL_K3_NEXT")) == 1) g_k3_label = "next";
+  if (getenv("IXL_K4_NEXT") && atoi(getenv("IXL_K4_NEXT")) == 1) g_k4_label = "next";
+  printf("# K3 kernel: %s, K4 kernel: %s\n", g_k3_label, g_k4_label);
   char why[256];
   if (ixl_cuda_available(why, sizeof why)) {
     if (ixl_ctx_new(IXL_BACKEND_CUDA, 0, g_seed, &g_ctx) != IXL_OK) {
@@ -675,7 +690,7 @@ int main(void) {
   } else {
     printf("# no GPU: %s\n", why);
   }
-  if (!(bench && (strcmp(bench, "only") == 0 || strcmp(bench, "k3prof") == 0))) {
+  if (!(bench && (strcmp(bench, "only") == 0 || strcmp(bench, "k3prof") == 0 || g_quick))) {
     RUN_GPU(expand_spec_vectors);
     RUN_GPU(expand_matches_cpu);
     RUN_GPU(expand_v1_matches_cpu);
@@ -684,7 +699,7 @@ int main(void) {
     RUN_GPU(candidate_select_shapes_match_cpu);
     if (!g_small) RUN_GPU(prefill_shape_matches_cpu);
   }
-  if (bench && (bench[0] == '1' || strcmp(bench, "only") == 0)) RUN_GPU(bench_index);
+  if (bench && (bench[0] == '1' || strcmp(bench, "only") == 0 || g_quick)) RUN_GPU(bench_index);
   if (bench && strcmp(bench, "k3prof") == 0) RUN_GPU(bench_k3_profile);
   ixl_ctx_free(g_ctx);
   DONE();
