@@ -782,6 +782,22 @@ TEST(mxfp4_page_sizes_blocks_and_h64_extremes) {
   CHECK(bad == 0);
 }
 
+/* mxfp4 at H = 32 on the shapes logits v2's NEXT kernels take (IXL_LOGITS_V2_MX_NEXT: K1 and
+ * ragged K5), small enough for the sanitizers: ragged K5 (== K1 bf16 too) with blocks of 4 to
+ * 128, aligned and not, garbage ids; K1 with 9 and 6 rows (a CTA of 4 rows with empty ones),
+ * exponents outside the fast window and NaN scales. Switch off, the default kernels run it. */
+TEST(mxfp4_h32_ragged_matches_next_shapes) {
+  static const int sbks[] = {8, 4, 64, 128};
+  int64_t bad = 0;
+  for (int i = 0; i < 4; i++)
+    k5_case(IXL_MXFP4, 32, 0, sbks[i], i % 2 ? IXL_KS_ALIGNED : IXL_KS_UNALIGNED, i == 1, &bad);
+  shape_cfg a = {IXL_MXFP4, 32, 9, g_small ? 300 : 900, 119, 135, 119, 135, 0};
+  k1_case(&a, &bad);
+  shape_cfg b = {IXL_MXFP4, 32, 6, 260, 20, 160, 30, 150, 2};
+  k1_case(&b, &bad);
+  CHECK(bad == 0);
+}
+
 /* ---------------------------------------------------------------- float64 oracle */
 /* The fp32 GPU logits against a float64 computation on the dequantized inputs (the CPU
  * reference is not involved): the same tolerance must hold. */
@@ -1231,6 +1247,7 @@ int main(void) {
       {"large_paged_128k_and_sparse", large_paged_128k_and_sparse},
       {"cuda_rejects_misaligned_keys", cuda_rejects_misaligned_keys},
       {"ops_capture_in_a_cuda_graph", ops_capture_in_a_cuda_graph},
+      {"mxfp4_h32_ragged_matches_next_shapes", mxfp4_h32_ragged_matches_next_shapes},
   };
   const int n = (int)(sizeof tests / sizeof tests[0]);
   char why[256];
