@@ -17,7 +17,8 @@
 // IXL_K3_NEXT=1 (off by default, read once per process; not yet verified on the GPU) takes the
 // next step's instantiation: no histogram atomics in the load (the top 11 bits come from a
 // bit-by-bit count over the shared keys) and the sort of the winners in registers (shuffles
-// below a warp's chunk, shared memory only for the larger strides).
+// below a warp's chunk, shared memory only for the larger strides), and lets a dependent
+// launched with PDL (K4 under IXL_K4_NEXT=1) start while it runs.
 //
 // Block scores follow the CPU definition exactly: max in fp32 with NaN propagating (the order
 // key of a max is the max of the keys, NaN on top, -0 equal to +0); sum and mean accumulated in
@@ -285,6 +286,11 @@ __global__ void __launch_bounds__(NTH, 1024 / NTH)
   __shared__ K3Shared<NTH> sh;
   long long stamp[kProf ? K3_NSTAMP : 1];
   if (kProf) stamp[0] = clock64();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // next: a dependent launched with PDL (K4 under IXL_K4_NEXT=1) may start now; it waits for
+  // this grid's completion (griddepcontrol.wait) before it touches memory. A no-op otherwise.
+  if (kNext) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
   const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int64_t r = blockIdx.x / cs;
   const int rank = (int)(blockIdx.x % cs);
