@@ -127,7 +127,12 @@ describe("idxlab run --local-shards", function()
     local log = d .. "/int.log"
     local cmd = ("cd %s && { setsid env IDXLAB_FAKE_MEASURE=%s IDXLAB_TEST_FAKE=%s "
       .. "IDXLAB_FAKE_DELAY=1 %s run sharded.lua --local-shards 2 --out int >%s 2>&1 & "
-      .. "pid=$!; sleep 1.7; kill -INT -- -$pid; wait $pid; echo \"exit=$?\" >>%s; }")
+      .. "pid=$!; for i in $(seq 600); do "
+      -- Ctrl-C once the shards have finished 2 points between them (at most 60 s): a fixed
+      -- sleep raced the shards' start on a loaded machine (0 points done, seen in CI)
+      .. "n=$(cat int/sharded/shard-*-of-2/results.jsonl 2>/dev/null | wc -l); "
+      .. "[ \"$n\" -ge 2 ] && break; "
+      .. "sleep 0.1; done; kill -INT -- -$pid; wait $pid; echo \"exit=$?\" >>%s; }")
       :format(q(d), q(d .. "/recorder.lua"), q(support.FAKE_MEASURE), BIN, q(log), q(log))
     sh("bash -c " .. q(cmd)) -- bash: its kill takes a process group
     local text = fs.read_file(log) or ""
