@@ -50,6 +50,7 @@
 
 #include <cuda_bf16.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <type_traits>
@@ -1167,6 +1168,12 @@ template <int MODE, int NW>
 ixl_status launch_next(ixl_ctx *ctx, Params p, bool bf16, const char *name) {
   constexpr int threads = NextCfg<MODE, NW>::threads, alloc = NextSmem<MODE, NW>::alloc;
   p.nrb = MODE == K1 ? ixl_ceil_div(p.R, NW) : p.R;
+  static bool said = false; // one stderr line per configuration a process: the switch took
+  if (!said) {
+    said = true;
+    fprintf(stderr, "ixl logits v2 mxfp4: NEXT kernel, %s, %d row(s) a CTA (switch %d)\n",
+            MODE == K1 ? "K1" : "ragged K5", NW, next_mode());
+  }
   if constexpr (MODE == K5R) // K5 reduces in bf16 only
     return launch_kern(ctx, mx_next_kernel<MODE, NW, true>, threads, alloc, p, p.nrb, kMaxChunk,
                        name);
