@@ -48,6 +48,9 @@ constexpr int PRE = 4;        // IXL_TOPK_V2_NEXT: vectors per thread prefetched
 
 // flags (the development switches, dev_switches below)
 constexpr int F_GATHER = 1;   // clusters: the first digit's bin finished in CTA 0
+// IXL_TOPK_V2_NEXT's bits (round 2, off by default)
+constexpr int NEXT_ROWS = 1;  // rows of one CTA: persistent CTAs, next row prefetched
+constexpr int NEXT_AF = 2;    // clusters: the first find by DSMEM atomics into CTA 0
 
 struct V2Shared {
   uint32_t prefix;          // cluster gather: the threshold CTA 0 hands back
@@ -140,6 +143,13 @@ template <bool CL> __device__ __forceinline__ void csync() {
 template <bool CL> __device__ __forceinline__ void cluster_arrive() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if (CL) asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+#endif
+}
+// The same arrive with release semantics (IXL_TOPK_V2_NEXT=2): a peer past its wait sees
+// what this thread wrote before it (CTA 0's cleared histogram).
+template <bool CL> __device__ __forceinline__ void cluster_arrive_release() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (CL) asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
 #endif
 }
 template <bool CL> __device__ __forceinline__ void cluster_wait() {
@@ -280,6 +290,37 @@ __device__ Found cluster_find(int lo0, int hi0, int base0, int need, int rank, i
   return Found{res[0], res[1], res[2], all};
 }
 
+// IXL_TOPK_V2_NEXT=2 (off by default; not run on the GPU): the first digit's cluster find by
+// distributed shared memory atomics instead of cluster_find's reduce-scatter: every CTA but 0
+// adds its non-zero bins (about 50 of 2048 for normal logits) into CTA 0's histogram and
+// clears its own, CTA 0 finds alone (local_find: 3 CTA barriers) and writes the result into
+// every CTA. Two cluster barriers, no block scan outside CTA 0, no slice totals read from every
+// peer (cluster_find: three cluster barriers, two block scans in every CTA). CTA 0's histogram
+// is clear before any peer adds to it: the kernel's first cluster arrive comes after the
+// clearing, with release semantics, and peers add only after their wait. The histograms
+// are clear afterwards; total is not counted (0).
+template <bool CL>
+__device__ Found atomic_find(int need, int rank, int cs, unsigned *hist, int *res, V2Shared &sh) {
+  if (rank != 0) {
+    unsigned *h0 = peer<CL>(hist, 0);
+    for (int b = threadIdx.x; b < NB; b += NT) {
+      const unsigned c = hist[b] + hist[NB + b];
+      if (c) atomicAdd(&h0[b], c);
+      hist[b] = 0, hist[NB + b] = 0;
+    }
+  }
+  csync<CL>(); // CTA 0's histogram holds the cluster's counts
+  if (rank == 0) {
+    local_find(0, NB, 0, need, hist, res, sh);
+    if ((int)threadIdx.x < cs) {
+      int *rq = peer<CL>(res, (int)threadIdx.x);
+      rq[0] = res[0], rq[1] = res[1], rq[2] = res[2];
+    }
+  }
+  csync<CL>(); // the result is in every CTA
+  return Found{res[0], res[1], res[2], 0};
+}
+
 // The profile instantiation (PROF, chosen by IXL_TOPK_V2_PROFILE=1, a development switch):
 // thread 0 of three CTAs (the first, the middle and the last) stamps clock64 after each
 // phase's barrier, so a stamp is the CTA's slowest thread, and prints one line of cycles per
@@ -308,7 +349,7 @@ __device__ __noinline__ void prof_print(const long long (&tc)[NSTAMP], unsigned 
          d[5], d[6], d[7], tc[NSTAMP - 1] - tc[0]);
 }
 
-template <typename T, bool CL, bool PROF>
+template <typename T, bool CL, bool PROF, bool AF = false> // AF: atomic_find (NEXT=2)
 __global__ void __launch_bounds__(NT, 2)
     topk_v2_kernel(const T *__restrict__ logits, int64_t C, const int32_t *__restrict__ row_start,
                    const int32_t *__restrict__ row_end, int k, int sorted,
@@ -339,7 +380,7 @@ __global__ void __launch_bounds__(NT, 2)
     cs = (int)cg::this_cluster().num_blocks();
   }
 #endif
-  cluster_arrive<CL>();
+  if (!AF) cluster_arrive<CL>();
   const int64_t r = blockIdx.x / cs;
   int64_t s = row_start ? row_start[r] : 0, e = row_end[r];
   if (s < 0) s = 0;
@@ -350,6 +391,7 @@ __global__ void __launch_bounds__(NT, 2)
   if (rank == 0)
     for (int j = kk + threadIdx.x; j < k; j += NT) o[j] = -1;
   if (kk <= 0) { // the whole cluster leaves together: same row, same n
+    if (AF) cluster_arrive_release<CL>();
     cluster_wait<CL>();
     return;
   }
@@ -375,6 +417,7 @@ __global__ void __launch_bounds__(NT, 2)
 
   for (int b = threadIdx.x; b < 2 * NB; b += NT) hist[b] = 0;
   if (threadIdx.x == 0) sh.gcount = 0; // peers add to it only after the first cluster find
+  if (AF) cluster_arrive_release<CL>(); // this CTA's histogram is clear (peers add to CTA 0's)
 
   // load: coalesced 16-B vectors, keys to shared memory, the first digit's histogram
   {
@@ -423,7 +466,8 @@ __global__ void __launch_bounds__(NT, 2)
   cluster_wait<CL>(); // every CTA of the cluster runs: peers' shared memory may be read
   const uint4 *run = keys + threadIdx.x * S; // this thread's run of RV vectors
   Found f;
-  if (CL) f = cluster_find<CL>(0, NB, 0, kk, rank, cs, hist, merged, res, sh);
+  if (CL && AF) f = atomic_find<CL>(kk, rank, cs, hist, res, sh);
+  else if (CL) f = cluster_find<CL>(0, NB, 0, kk, rank, cs, hist, merged, res, sh);
   else f = local_find(0, NB, 0, kk, hist, res, sh);
   stamp(2);
   uint32_t prefix = (uint32_t)f.bin << sh0, mask = (uint32_t)(NB - 1) << sh0;
@@ -823,9 +867,10 @@ __global__ void __launch_bounds__(NT, 2)
 // The development switches (the tests' and the benchmark's), read from the environment once
 // and again on ixl_topk_v2_dev_reload: IXL_TOPK_V2_CS=N pins the cluster size (1-16, a power
 // of two, where the chunks fit), IXL_TOPK_V2_PROFILE=1 runs the profile instantiation,
-// IXL_TOPK_V2_GATHER=0 runs a cluster row's lower digits cluster-wide; IXL_TOPK_V2_NEXT=1
-// runs rows of one CTA on topk_v2_next_kernel (persistent, next row prefetched; not the
-// default), IXL_TOPK_V2_GRID=N caps its grid at N CTAs (tests: several rows per CTA).
+// IXL_TOPK_V2_GATHER=0 runs a cluster row's lower digits cluster-wide; IXL_TOPK_V2_NEXT (bits,
+// not the default): 1 runs rows of one CTA on topk_v2_next_kernel (persistent, next row
+// prefetched), 2 a cluster row's first find by atomic_find, 3 both; IXL_TOPK_V2_GRID=N caps
+// the persistent grid at N CTAs (tests: several rows per CTA).
 struct Dev {
   int cs, profile, flags, next, grid;
 };
@@ -879,7 +924,9 @@ ixl_status launch(ixl_ctx *ctx, const Args &a, int cs, int64_t L, const Dev &dv)
   constexpr int VEC = KeyOf<T>::VEC;
   const int64_t R = a.logits->shape[0], C = a.logits->shape[1];
   const Geometry gm = geometry<T>(L, a.k, a.sorted || a.sparse_ids, CL);
-  auto kern = dv.profile ? topk_v2_kernel<T, CL, true> : topk_v2_kernel<T, CL, false>;
+  auto kern = dv.profile                ? topk_v2_kernel<T, CL, true>
+              : CL && (dv.next & NEXT_AF) ? topk_v2_kernel<T, CL, false, CL>
+                                          : topk_v2_kernel<T, CL, false>;
   ixl_status st = ixl_cuda_status(
       ctx, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gm.smem),
       "topk v2: cudaFuncSetAttribute");
@@ -1038,7 +1085,7 @@ ixl_status dispatch(ixl_ctx *ctx, const Args &a) {
     }
     return launch<T, true>(ctx, a, cs, L, dv);
   }
-  if (dv.next && !dv.profile) return launch_next<T>(ctx, a, L, dv);
+  if ((dv.next & NEXT_ROWS) && !dv.profile) return launch_next<T>(ctx, a, L, dv);
   return launch<T, false>(ctx, a, 1, L, dv);
 }
 
@@ -1065,7 +1112,7 @@ extern "C" void ixl_topk_v2_dev_reload(void) {
   if (d.cs < 1 || d.cs > CSMAX || (d.cs & (d.cs - 1)) != 0) d.cs = 0;
   d.profile = num("IXL_TOPK_V2_PROFILE", 0) == 1;
   d.flags = num("IXL_TOPK_V2_GATHER", 1) ? F_GATHER : 0;
-  d.next = num("IXL_TOPK_V2_NEXT", 0) == 1;
+  d.next = num("IXL_TOPK_V2_NEXT", 0) & (NEXT_ROWS | NEXT_AF);
   d.grid = num("IXL_TOPK_V2_GRID", 0);
   if (d.grid < 0) d.grid = 0;
   g_dev = d;

@@ -12,8 +12,8 @@
  * the V4.1-Flash and V3.2 shapes and print a table) or IXL_BENCH=only (just that),
  * IXL_TEST_ONLY=WORD,... (only the tests whose names contain one of the words, e.g. topk),
  * IXL_TEST_SELECT=v2 (the top-k cases on select v2 only, not v1 too), IXL_TEST_MAX_CASES=N
- * (only the first N top-k cases); select v2's own switches (select/topk_v2.h) are read from the
- * environment too, e.g. IXL_TOPK_V2_NEXT=1 (its persistent rows; off by default).
+ * (only the first N top-k cases of each test); select v2's own switches (select/topk_v2.h) are
+ * read from the environment too, e.g. IXL_TOPK_V2_NEXT=3 (its round-2 kernels; off by default).
  * IXL_BENCH=topk times the modes in IXL_TOPK_BENCH_MODES=M1,... when set (e.g. v2,v2:next),
  * else all of them. */
 #include <math.h>
@@ -398,8 +398,8 @@ static void v2_switch(const char *name, const char *value) {
   ixl_topk_v2_dev_reload();
 }
 
-/* IXL_TEST_MAX_CASES=N: the top-k cases after the first N return at once (a short
- * compute-sanitizer run over the first cases of a test); each case prints its number. */
+/* IXL_TEST_MAX_CASES=N: the top-k cases of a test after its first N return at once (a short
+ * compute-sanitizer run over the first cases of each test); each case prints its number. */
 static int g_max_cases, g_cases;
 
 /* One top-k case: R rows of C columns, random [start, end) per row (some empty, some full). */
@@ -496,7 +496,7 @@ TEST(topk_v2_paths_match_cpu) {
       }
 }
 
-/* Several rows per CTA for select v2's persistent kernel (IXL_TOPK_V2_NEXT=1, taken from the
+/* Several rows per CTA for select v2's persistent kernel (IXL_TOPK_V2_NEXT=1 or 3, from the
  * environment; without it these are more cases of the default kernel): grids capped at 1-3
  * CTAs (IXL_TOPK_V2_GRID), so a CTA selects rows in turn, empty, short, exactly k and full
  * ones (topk_case's rows), both orders, unaligned starts, the fused remap; rows of 16384 and
@@ -1055,7 +1055,8 @@ TEST(bench_topk) {
   /* v2:g0 = a cluster row's lower digits cluster-wide (IXL_TOPK_V2_GATHER=0); v2:k6k7 =
    * ixl_topk then ixl_remap (two launches), v2:fused = ixl_topk_remap (one), sbk 8 over
    * identity ids */
-  /* v2:next = the persistent kernel (IXL_TOPK_V2_NEXT=1), v2:nextf = it with the fused remap;
+  /* v2:next = the round-2 kernels (IXL_TOPK_V2_NEXT=3: persistent rows of one CTA, the
+   * atomic first find in clusters), v2:nextf = the same with the fused remap;
    * IXL_TOPK_BENCH_MODES=M1,... times only those */
   static const char *const modes[] = {"v1",      "v2",       "v2:cs1",  "v2:cs2",
                                       "v2:cs4",  "v2:cs8",   "v2:cs16", "v2:g0",
@@ -1101,7 +1102,7 @@ TEST(bench_topk) {
       CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", m == 0 ? "v1" : "v2"));
       v2_switch("IXL_TOPK_V2_CS", !strncmp(mode, "v2:cs", 5) ? mode + 5 : NULL);
       v2_switch("IXL_TOPK_V2_GATHER", !strcmp(mode, "v2:g0") ? "0" : NULL);
-      v2_switch("IXL_TOPK_V2_NEXT", !strncmp(mode, "v2:next", 7) ? "1" : NULL);
+      v2_switch("IXL_TOPK_V2_NEXT", !strncmp(mode, "v2:next", 7) ? "3" : NULL);
 #define BENCH_CALL() bench_call(how, buf[rot++ % nbuf], dre, (int)k, out, dids, pos)
       double t1[21], tb[7];
       for (int w = 0; w < 3; w++) CHECK_OK(g_ctx, BENCH_CALL());
@@ -1294,6 +1295,7 @@ static int wanted(const char *name) {
     if (!wanted(#name)) {                                               \
       /* not asked for */                                               \
     } else if (g_ctx) {                                                 \
+      g_cases = 0; /* IXL_TEST_MAX_CASES counts per test */             \
       RUN(name);                                                        \
     } else {                                                            \
       printf("ok - %s # skipped: no GPU\n", #name);                     \
