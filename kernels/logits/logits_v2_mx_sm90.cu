@@ -630,9 +630,9 @@ __global__ void __launch_bounds__(kThreads, min_ctas(MODE, RB * H)) mx_kernel(co
 // the kernel above widens per 2 rows. Ragged K5 (rows have their own keys): one warpgroup, the
 // same SS path. Numerics: the same exact group sums, the same combine and SPEC 3 chain as above
 // (one row of 32 columns per warpgroup), so the results are the same bits.
-// Per tile (one barrier): the raw tile t + 1 is visible and the widened tile t too; the CTA
-// widens tile t + 1 into the other buffer, then each warpgroup runs tile t's wgmma, combines
-// and stores (other warpgroups' widening and epilogues overlap its wgmma).
+// Per tile (one barrier): the raw tile t + 1 is visible and the widened tile t too; each
+// warpgroup issues tile t's wgmma, widens its share of tile t + 1 into the other buffer while
+// they run, then combines and stores tile t.
 constexpr int kNextH = 32;
 
 // 0: off; 1: K1 with 4 rows a CTA; 2: K1 with 2 (read once a process).
@@ -943,12 +943,13 @@ __global__ void __launch_bounds__(NextCfg<MODE, NW>::threads, NextCfg<MODE, NW>:
     if (t + S - 1 < T && tile_needed(t + S - 1)) load(t + S - 1, (t + S - 1) % S);
     ixl::sm80::cp_async_commit();
     const int64_t tb = MODE == K1 ? hull_lo + (int64_t)t * kTile : c0 + (int64_t)t * kTile;
-    // the next tile, widened (its buffer's last reader waited at t - 1); here, before this
-    // tile's wgmma: between a wgmma and its wait, a branch makes ptxas serialize them (C7518)
-    if (t + 1 < T && (MODE == K1 ? tile_needed(t + 1) : any_next != 0))
-      widen((t + 1) % S, (t + 1) & 1);
+    // the next tile is widened (into the buffer whose last reader waited at t - 1) while this
+    // tile's wgmma run, with no branch (a branch between a wgmma and its wait makes ptxas
+    // serialize them, C7518): always, also when no one reads it (t + 1 = T, a skipped tile:
+    // its raw stage then holds an old tile or zeros, and no copy into it is in flight)
     const bool mine = MODE == K1 ? wrow < p.R && row_needs(wg, t) : any != 0;
     if (!mine) {
+      widen((t + 1) % S, (t + 1) & 1);
       if (MODE != K1 && tid < kTile && tb + tid < chunk_hi)
         store_ninf<BF16>(p.out, row * p.out_cols + tb + tid);
       continue;
@@ -962,6 +963,7 @@ __global__ void __launch_bounds__(NextCfg<MODE, NW>::threads, NextCfg<MODE, NW>:
 #pragma unroll
     for (int g = 2; g < 4; g++) wgmma_e4m3_ss<NC>(acc[g], da + 2 * g, db + 2 * g, 0);
     wgmma_commit();
+    widen((t + 1) % S, (t + 1) & 1);
     const uint32_t kw[2] = {s_sc[s * kTile + i0], s_sc[s * kTile + i0 + 8]};
     const bool okslot[2] = {s_fl[s * kTile + i0] != 0, s_fl[s * kTile + i0 + 8] != 0};
     const bool qslow = quad_slow || !ixl_v2mx_fast_word(kw[0]) || !ixl_v2mx_fast_word(kw[1]);
