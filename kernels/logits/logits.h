@@ -55,8 +55,8 @@ ixl_status ixl_sparse_logits_cpu(ixl_ctx *ctx, const ixl_logits_call *c, int pat
 ixl_status ixl_cuda_logits_v1_dense(ixl_ctx *ctx, const ixl_logits_call *c, int max_chunk);
 ixl_status ixl_cuda_logits_v1_sparse(ixl_ctx *ctx, const ixl_logits_call *c, int max_chunk);
 
-/* Variant v2 on CUDA (logits/logits_v2_sm90.cu, sm_90a), H 32 or 64: fp8 K2 (fp32 and bf16)
- * and paged K5 on wgmma + TMA (page size 8, 16, 32 or a multiple of 64); MXFP4 calls go to
+/* Variant v2 on CUDA (logits/logits_v2_sm90.cu, sm_90a), H 32 or 64: fp8 K1, K2 (fp32 and
+ * bf16) and K5 on wgmma + TMA (page size 8, 16, 32 or a multiple of 64); MXFP4 calls go to
  * ixl_cuda_logits_v2_mx; every other call runs v1's kernels (max_chunk 4096). Only in CUDA
  * builds (kernels/variants.c registers it there). */
 ixl_status ixl_cuda_logits_v2(ixl_ctx *ctx, const ixl_logits_call *c);

@@ -1,16 +1,17 @@
-// logits/logits_v2_sm90.cu - variant v2 of the logits family (pin only, experimental), fp8 on
+// logits/logits_v2_sm90.cu - variant v2 of the logits family, fp8 (pin only: v1 is its default) on
 // Hopper's wgmma and TMA (MXFP4 calls go to logits_v2_mx_sm90.cu first). What runs where:
 // - K2 (dense paged), fp32 reduction: logits/v2_fp8_k2.cuh's kernel (the one timed in
 //   BENCHMARKS.md: 64x128K 338 us against v1's 1151 on the H200);
 // - K2 with the bf16 reduction and paged K5: this file's v2_fp8_kernel, one template for every
 //   mode, so a K5 column and the K2 bf16 logit at its position come from the same instructions
 //   (SPEC 3: bitwise equal, checked on the H200 for pages 16-128 and sbk 4-128);
-// - K1 and ragged K5: v1's kernels by default (both, so K5 == K1 holds either way); with
-//   IXL_LOGITS_V2_FP8_RAGGED=1 (read once per process) both run v2_fp8_kernel, their key scales
+// - K1 and ragged K5: v2_fp8_kernel too (both, so K5 == K1 holds either way), their key scales
 //   loaded by the producer's lanes, each lane arriving on the full barrier after its stores
-//   (count 32). Not yet verified on the GPU: on the H200 the driver refused K1's earlier 1-D
-//   tensor map of the scales (removed), and ragged K5's scales with one elected arrival drew
-//   racecheck hazards (read of a scale against the other lanes' stores);
+//   (count 32); IXL_LOGITS_V2_FP8_RAGGED=0 (read once per process) sends both to v1's kernels.
+//   On the H200 (2026-12-01, the session's last visit): test_cuda_logits [v2] 15/15 and
+//   test_cuda_logits_fp8v2 4/4, racecheck and memcheck clean on the small K1 / ragged K5
+//   cases; K1 2048x8192 703 us (v1 1498), 4096x65536 11.4 ms (v1 25.0), ragged K5 4096x16K
+//   4.37 ms (v1 9.92);
 // - H other than 32 and 64, page sizes other than 8, 16, 32 and multiples of 64, tensors not
 //   aligned for TMA and bulk copies (16 B): v1.
 //
@@ -560,11 +561,12 @@ static bool is_aligned(const ixl_tensor *t, uintptr_t a) {
   return !t || !t->data || (uintptr_t)t->data % a == 0;
 }
 static bool page_size_ok(int P) { return P % 64 == 0 || P == 8 || P == 16 || P == 32; }
-// IXL_LOGITS_V2_FP8_RAGGED=1: K1 and ragged K5 on v2_fp8_kernel (else v1's kernels), read once.
+// K1 and ragged K5 on v2_fp8_kernel unless IXL_LOGITS_V2_FP8_RAGGED=0 (then v1's kernels), read
+// once.
 static bool ragged_on() {
   static const bool on = [] {
     const char *e = getenv("IXL_LOGITS_V2_FP8_RAGGED");
-    return e && e[0] == '1' && e[1] == 0;
+    return !(e && e[0] == '0' && e[1] == 0);
   }();
   return on;
 }
@@ -577,7 +579,7 @@ bool fp8_takes(const ixl_logits_call *c) {
     return false;
   if (c->R * c->H >= INT32_MAX || c->out->shape[1] >= INT32_MAX) return false;
   // The ragged modes (K1, ragged K5) switch together, so K5 == K1 (bf16) holds either way:
-  // v1 unless IXL_LOGITS_V2_FP8_RAGGED=1 (their v2 code has not run on the GPU yet). Keys by a
+  // v2 unless IXL_LOGITS_V2_FP8_RAGGED=0. Keys by a
   // 2-D tensor map over k_codes (16-B aligned), scales by the producer's loads (4-B aligned);
   // a box's first K row (ks + column) stays within int32.
   if (in->k_pages == NULL)
@@ -758,7 +760,7 @@ ixl_status launch(ixl_ctx *ctx, const ixl_logits_call *c) {
   if (c->mode == IXL_LOGITS_DENSE_PAGED) return launch_mode<H, M_K2, true>(ctx, c, p);
   if (c->mode == IXL_LOGITS_SPARSE && paged) return launch_mode<H, M_K5P, true>(ctx, c, p);
   if (sparse) return launch_mode<H, M_K5R, true>(ctx, c, p); // K5: always the bf16 reduction
-  // K1 (fp8_takes let it through only under IXL_LOGITS_V2_FP8_RAGGED=1)
+  // K1 (fp8_takes lets it through unless IXL_LOGITS_V2_FP8_RAGGED=0)
   return c->reduction == IXL_REDUCE_BF16 ? launch_mode<H, M_K1, true>(ctx, c, p)
                                          : launch_mode<H, M_K1, false>(ctx, c, p);
 }

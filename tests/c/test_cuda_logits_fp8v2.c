@@ -3,8 +3,8 @@
  * and page sizes that file does not reach (sbk 4, 64 and 128 over pages of 16, 64 and 128; the
  * ragged unaligned and aligned modes; rows with garbage ids), K1's ragged ranges in both
  * layouts with and without `clean`, and long K1 rows (200K keys, compressed layout). v2 runs
- * the paged cases on its own kernel; the ragged ones (K1, ragged K5) it hands to v1 unless
- * IXL_LOGITS_V2_FP8_RAGGED=1, so by default those cases check v1 under v2's pin. For each case:
+ * the paged and the ragged cases (K1, ragged K5) on its own kernels; IXL_LOGITS_V2_FP8_RAGGED=0
+ * hands the ragged ones to v1, and those cases then check v1 under v2's pin. For each case:
  * - every K5 column equals the K1/K2 bf16 logit at its position on the GPU, bit for bit (SPEC 3:
  *   both run v2's one tile function, or both v1's);
  * - the -inf masks equal the CPU reference's exactly (K1 with `clean` or compressed: -inf at
@@ -14,7 +14,7 @@
  *   |logit|;
  * - two runs with different poisons agree bit for bit; K1 without `clean` gives K1's bits with
  *   it wherever SPEC specifies the output (v2 under the switch: everywhere);
- * - with IXL_LOGITS_V2_FP8_RAGGED=1 also K1's compressed layout equals its full layout bit for
+ * - on v2's K1 (the switch not 0) also K1's compressed layout equals its full layout bit for
  *   bit (one tile function; a K row's logit does not depend on where its tile starts).
  * Without an sm_90 GPU every test prints "ok - <name> # skipped". IXL_TEST_SMALL=1 (the
  * compute-sanitizer runs) keeps only small shapes; IXL_TEST_SEED sets the seed; IXL_TEST_ONLY
@@ -32,7 +32,7 @@
 static ixl_ctx *g;
 static uint64_t g_seed;
 static int g_small;
-static int g_v2_ragged; /* IXL_LOGITS_V2_FP8_RAGGED=1: v2 runs K1 and ragged K5 */
+static int g_v2_ragged; /* v2 runs K1 and ragged K5 (IXL_LOGITS_V2_FP8_RAGGED not 0) */
 
 static ixl_tensor *tens_new(ixl_dtype dt, int nd, int64_t a, int64_t b, int64_t c, int dev) {
   int64_t shape[3] = {a, b, c};
@@ -509,10 +509,10 @@ int main(void) {
   g_small = getenv("IXL_TEST_SMALL") && getenv("IXL_TEST_SMALL")[0] == '1';
   {
     const char *e = getenv("IXL_LOGITS_V2_FP8_RAGGED");
-    g_v2_ragged = e && e[0] == '1' && e[1] == 0; /* the library's rule (logits_v2_sm90.cu) */
+    g_v2_ragged = !(e && e[0] == '0' && e[1] == 0); /* the library's rule (logits_v2_sm90.cu) */
   }
   printf("# K1 and ragged K5 on %s (IXL_LOGITS_V2_FP8_RAGGED%s)\n", g_v2_ragged ? "v2" : "v1",
-         g_v2_ragged ? "=1" : " unset");
+         g_v2_ragged ? " unset or not 0" : "=0");
   rand_seed(RAND_SPLITMIX64, g_seed);
   if (ixl_ctx_new(IXL_BACKEND_CUDA, 0, g_seed, &g) != IXL_OK ||
       ixl_ctx_set_variant(g, "logits", "v2") != IXL_OK) {
