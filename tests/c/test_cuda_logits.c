@@ -450,6 +450,22 @@ static void gen_paged(int fmt, int64_t R, int P, int64_t max_pages, const ixl_te
     }
   }
 }
+/* Every slot of the page pool as ragged keys (codes [S, vb], scales [S]; S = pages x P), the
+ * padding's garbage included, so a tolerance bound covers the slots a block table reaches
+ * past the real keys; fp8's fp32 scales as |s| (the garbage bytes make a negative one). */
+static void pool_keys(int fmt, const paged_in *pi, ixl_tensor **kc, ixl_tensor **ks) {
+  const int vb = vb_of(fmt), P = pi->P;
+  const int64_t np = pi->pages->shape[0], stride = pi->pages->shape[1], S = np * P;
+  *kc = host(IXL_U8, 2, S, vb, 0);
+  *ks = host(fmt == IXL_FP8 ? IXL_F32 : IXL_I32, 1, S, 0, 0);
+  const uint8_t *pg = pi->pages->data;
+  for (int64_t p = 0; p < S; p++) {
+    const uint8_t *base = pg + (p / P) * stride;
+    memcpy((uint8_t *)(*kc)->data + p * vb, base + (p % P) * vb, (size_t)vb);
+    memcpy((uint8_t *)(*ks)->data + p * 4, base + (int64_t)P * vb + (p % P) * 4, 4);
+    if (fmt == IXL_FP8) ((float *)(*ks)->data)[p] = fabsf(((float *)(*ks)->data)[p]);
+  }
+}
 static void free_paged(paged_in *pi) {
   ixl_tensor *ts[] = {pi->pages, pi->bt, pi->lens};
   tfree(ts, 3);
@@ -657,12 +673,17 @@ static void k5_case_p(int fmt, int H, int paged, int sbk, ixl_ks_mode mode, int 
   dense_h = like_host(dense_d);
   to_host(dense_h, dense_d);
   if (eps > 0) {
-    ixl_tensor *aqc = abs_codes(fmt, q.qc), *akc = abs_codes(fmt, kc), *awf = abs_f32(q.wf);
-    ixl_tensor *full = host(IXL_F32, 2, R, N, 0), *zk = host(IXL_I32, 1, R, 0, 0),
+    /* paged: T over every pool slot, the padding's too (a block table may point there) */
+    ixl_tensor *pkc = NULL, *pks = NULL;
+    if (paged) pool_keys(fmt, &pi, &pkc, &pks);
+    const ixl_tensor *tkc = paged ? pkc : kc, *tks = paged ? pks : ksc;
+    const int64_t NT = tkc->shape[0];
+    ixl_tensor *aqc = abs_codes(fmt, q.qc), *akc = abs_codes(fmt, tkc), *awf = abs_f32(q.wf);
+    ixl_tensor *full = host(IXL_F32, 2, R, NT, 0), *zk = host(IXL_I32, 1, R, 0, 0),
                *nk = host(IXL_I32, 1, R, 0, 0);
     for (int64_t r = 0; r < R; r++)
-      ((int32_t *)zk->data)[r] = 0, ((int32_t *)nk->data)[r] = (int32_t)N;
-    ixl_qk aq = {aqc, q.qs, akc, ksc, NULL, 0, fmt};
+      ((int32_t *)zk->data)[r] = 0, ((int32_t *)nk->data)[r] = (int32_t)NT;
+    ixl_qk aq = {aqc, q.qs, akc, tks, NULL, 0, fmt};
     CHECK_OK(g, ixl_dense_logits(g, &aq, awf, zk, nk, IXL_LAYOUT_FULL, 1, IXL_REDUCE_FP32, full));
     tol = host(IXL_F32, 2, R, C, 0);
     for (int64_t r = 0; r < R; r++) /* the K position of each column (garbage too: 0 if none) */
@@ -672,10 +693,14 @@ static void k5_case_p(int fmt, int H, int paged, int sbk, ixl_ks_mode mode, int 
         if (paged && pos >= 0 && pos < pi.max_pages * P)
           pos = (int64_t)((int32_t *)pi.bt->data)[r * pi.max_pages + pos / P] * P + pos % P;
         ((float *)tol->data)[r * C + c] =
-            pos >= 0 && pos < N ? ((float *)full->data)[r * N + pos] : 0.0f;
+            pos >= 0 && pos < NT ? ((float *)full->data)[r * NT + pos] : 0.0f;
       }
     ixl_tensor *ts[] = {aqc, akc, awf, full, zk, nk};
     tfree(ts, 6);
+    if (paged) {
+      ixl_tensor *ps[] = {pkc, pks};
+      tfree(ps, 2);
+    }
   }
   cmp_t m = {"sparse_logits", fmt, H, 1, C, gpu, cpu, tol, eps, 0, 0, 0, 0, 0};
   int64_t dense_bad = 0;
