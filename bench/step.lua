@@ -20,9 +20,10 @@
 --    warm-up keeps the cold start out of the sweep.
 -- 4. One table of all that, then the regression guard (bench/regress.lua) against
 --    BENCHMARKS.md's bench-baseline block: the figures are written to DIR/figures.txt as
---    `step/<case>/<field> us` (family step and case quick_gpu on a GPU, step-cpu and quick on
---    the CPU; torch_twin, context_scaling_<positions>) and every figure more than 10% slower
---    than its recorded line is printed. Informative: the exit status does not depend on it.
+--    `step/<case>/<field> us` (family step and case quick_gpu when the step ran on CUDA,
+--    step-cpu and quick on the CPU; torch_twin, context_scaling_<positions>) and every
+--    figure more than 10% slower than its recorded line is printed. Informative: the exit
+--    status does not depend on it.
 --
 -- Results: DIR (default results/bench_step) holds each experiment's results folder (quick,
 -- context_scaling, context_scaling_rerun), figures.txt and table.txt (the table as printed).
@@ -111,7 +112,6 @@ function M.main(opts)
   local experiment = require("idxlab.experiment")
   local regress = dofile(here .. "/regress.lua")
   local fs = require("idxlab.fs")
-  local gpu = idxlab.cuda_available()
   local out = opts.out or "results/bench_step"
   fs.mkdir_p(out)
   -- the table, printed as each part finishes (a run cut short keeps what it printed)
@@ -124,7 +124,7 @@ function M.main(opts)
     if w.flush then w:flush() end
   end
   local result = { figures = {} }
-  local fam = gpu and "step" or "step-cpu"
+  local gpu, fam -- whether quick.lua's step ran on CUDA (not whether a GPU exists), its family
   local function figure(case, field, us)
     if us and us > 0 then result.figures[("%s/%s/%s"):format(fam, case, field)] = us end
   end
@@ -134,6 +134,8 @@ function M.main(opts)
     split_sets(opts.quick_set), out .. "/quick", opts)
   local q = qres.rows[#qres.rows]
   result.quick = q
+  gpu = q.backend == "cuda" and idxlab.cuda_available()
+  fam = gpu and "step" or "step-cpu"
   local wl = q.workload or {}
   local d = wl.decode or {}
   local pre = type(wl.prefill) == "table" and wl.prefill[1] or nil
@@ -150,7 +152,7 @@ function M.main(opts)
   if opts.torch == 0 or opts.torch == false then
     torch_note = "skipped (torch=0)"
   elseif not gpu then
-    torch_note = "skipped (no GPU: the twin runs on CUDA)"
+    torch_note = "skipped (no GPU step: the twin runs on CUDA)"
   else
     local us, text = torch_twin(q, opts)
     torch_us = us
