@@ -6,6 +6,7 @@
  * is written, so an error leaves out untouched even when out aliases cols: a column past the
  * row's sparse columns, or ids that would give a position outside [0, INT32_MAX] (ids from
  * another row range), are errors naming the row and slot. */
+#include "index/remap.h"
 #include "ops.h"
 
 #include <omp.h>
@@ -69,15 +70,13 @@ static ixl_status remap_cpu(ixl_ctx *ctx, const ixl_tensor *cols, const ixl_tens
   return IXL_OK;
 }
 
-ixl_status ixl_remap(ixl_ctx *ctx, const ixl_tensor *cols, const ixl_tensor *sparse_ids,
-                     const ixl_tensor *row_ks, int sparse_block_kv, ixl_tensor *out) {
+ixl_status ixl_remap_check_map(ixl_ctx *ctx, int64_t R, const ixl_tensor *sparse_ids,
+                               const ixl_tensor *row_ks, int sparse_block_kv) {
   ixl_status st;
   const int sbk = sparse_block_kv;
   if (sbk < 1 || (sbk & (sbk - 1)) != 0)
     return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "sparse_block_kv = %d: must be a power of two",
                          sbk);
-  if ((st = ixl_check_tensor(ctx, cols, "cols", IXL_I32, 2))) return st;
-  const int64_t R = cols->shape[0], k = cols->shape[1];
   if ((st = ixl_check_tensor(ctx, sparse_ids, "sparse_ids", IXL_I32, 2))) return st;
   if ((st = ixl_check_dim(ctx, sparse_ids, "sparse_ids", 0, R))) return st;
   int64_t ncols;
@@ -89,6 +88,16 @@ ixl_status ixl_remap(ixl_ctx *ctx, const ixl_tensor *cols, const ixl_tensor *spa
     if ((st = ixl_check_tensor(ctx, row_ks, "row_ks", IXL_I32, 1))) return st;
     if ((st = ixl_check_dim(ctx, row_ks, "row_ks", 0, R))) return st;
   }
+  return IXL_OK;
+}
+
+ixl_status ixl_remap(ixl_ctx *ctx, const ixl_tensor *cols, const ixl_tensor *sparse_ids,
+                     const ixl_tensor *row_ks, int sparse_block_kv, ixl_tensor *out) {
+  ixl_status st;
+  const int sbk = sparse_block_kv;
+  if ((st = ixl_check_tensor(ctx, cols, "cols", IXL_I32, 2))) return st;
+  const int64_t R = cols->shape[0], k = cols->shape[1];
+  if ((st = ixl_remap_check_map(ctx, R, sparse_ids, row_ks, sbk))) return st;
   if ((st = ixl_check_tensor(ctx, out, "out", IXL_I32, 2))) return st;
   if ((st = ixl_check_dim(ctx, out, "out", 0, R))) return st;
   if ((st = ixl_check_dim(ctx, out, "out", 1, k))) return st;

@@ -6,6 +6,7 @@
  * by (value descending, column ascending). Rows run in parallel (OpenMP, the context's thread
  * count); each row is a radix select over order-preserving keys, so a 128K-column row costs a
  * few linear passes, not a sort. */
+#include "index/remap.h"
 #include "ops.h"
 #include "select/radix_ref.h"
 #include "select/topk_v2.h"
@@ -274,21 +275,7 @@ ixl_status ixl_topk_remap(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tens
   ixl_status st;
   const int sbk = sparse_block_kv;
   if ((st = topk_check(ctx, logits, row_start, row_end, k, out))) return st;
-  const int64_t R = logits->shape[0];
-  if (sbk < 1 || (sbk & (sbk - 1)) != 0)
-    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "sparse_block_kv = %d: must be a power of two",
-                         sbk);
-  if ((st = ixl_check_tensor(ctx, sparse_ids, "sparse_ids", IXL_I32, 2))) return st;
-  if ((st = ixl_check_dim(ctx, sparse_ids, "sparse_ids", 0, R))) return st;
-  int64_t ncols;
-  if (!ixl_mul_ok(sparse_ids->shape[1], sbk, &ncols))
-    return ixl_set_error(ctx, IXL_ERR_OVERFLOW,
-                         "sparse_ids: shape[1] = %lld times sparse_block_kv (%d) overflows",
-                         (long long)sparse_ids->shape[1], sbk);
-  if (row_ks) {
-    if ((st = ixl_check_tensor(ctx, row_ks, "row_ks", IXL_I32, 1))) return st;
-    if ((st = ixl_check_dim(ctx, row_ks, "row_ks", 0, R))) return st;
-  }
+  if ((st = ixl_remap_check_map(ctx, logits->shape[0], sparse_ids, row_ks, sbk))) return st;
   const ixl_tensor *ts[] = {logits, row_start, row_end, sparse_ids, row_ks, out};
   const char *names[] = {"logits", "row_start", "row_end", "sparse_ids", "row_ks", "out"};
   int dev;
