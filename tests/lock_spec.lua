@@ -73,9 +73,12 @@ describe("two runs into one results folder", function()
     live[#live + 1] = first
     local pid = first.pid()
     assert.is_string(pid, "the first run did not start")
+    -- the lock, then the (empty) results file the run opens before its first point: read it
+    -- only once it exists (the sanitizer build once read it before, nil against '' later)
     assert.is_true(child.wait_for(function()
       return (fs.read_file(folder .. "/" .. fs.LOCK_NAME) or ""):match("^pid (%d+)") == pid
-    end, 20), "the first run took no lock: " .. first.err())
+        and fs.exists(folder .. "/results.jsonl")
+    end, 20), "the first run took no lock or wrote no results file: " .. first.err())
     local jsonl = fs.read_file(folder .. "/results.jsonl")
     -- the command as the holder wrote it (the run's options but --progress, as its resume hint)
     local function lit(x) return (x:gsub("%p", "%%%0")) end
