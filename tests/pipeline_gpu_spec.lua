@@ -28,6 +28,33 @@ local function make_host(ctx, H, lens, decode, seed)
     seed = seed })
 end
 
+-- The small config of the step specs: H heads, with `extra`'s fields on top.
+local function small_cfg(H, extra)
+  local cfg = { heads = H, index_topk = 64, candidate_block_size = 8, candidate_topk_blocks = 64,
+    max_rows = 64, max_model_len = 16384, page_size = 64 }
+  for k, v in pairs(extra or {}) do cfg[k] = v end
+  return cfg
+end
+
+-- One step of a fresh Step on ctx -> its kept outputs, its summarized row and the variants it
+-- ran (the Step freed).
+local function step_once(ctx, cfg, inputs)
+  local p = pipeline.new(ctx, cfg)
+  local acc = pipeline.new_acc()
+  local outs, keep = support.keep_outputs()
+  local r = p:step(inputs, { acc = acc, keep = keep })
+  p:free()
+  return { outs = outs, row = pipeline.summarize(acc, nil), ran = r.variant }
+end
+
+-- The graph specs' step: a decode group and a prefill request the chunker splits into 3
+-- chunks under the 1 MiB logits budget
+local GRAPH_CFG = { heads = 32, index_topk = 64, candidate_block_size = 8,
+  candidate_topk_blocks = 64, max_rows = 128, max_model_len = 16384, page_size = 64,
+  max_logits_bytes = 1048576 }
+local GRAPH_WL = { decode = { rows = 4, context = 8192 },
+  prefill = { { query_len = 96, context_len = 8000 } }, consumer_layers = 2 }
+
 describe("#gpu the step on the GPU", function()
   local ok_cuda = idxlab.cuda_available()
   local cpu = idxlab.context{ backend = "cpu", seed = SEED }
@@ -41,20 +68,13 @@ describe("#gpu the step on the GPU", function()
       case.decode and "decode" or "ragged")
     it(title, function()
       assert.is_true(ok_cuda, "no usable CUDA device")
-      local cfg = { heads = case.H, index_topk = 64, candidate_block_size = 8,
-        candidate_topk_blocks = 64, max_rows = 64, max_model_len = 16384, page_size = 64,
-        kv_format = case.fmt }
+      local cfg = small_cfg(case.H, { kv_format = case.fmt })
       -- a decode row always sees at least its own token; a ragged row may be empty
       local lens = { 3000, 513, 100, case.decode and 1 or 0, 1999 }
       local host = make_host(cpu, case.H, lens, case.decode, SEED + case.H)
       local res = {}
       for name, ctx in pairs({ cpu = cpu, gpu = gpu }) do
-        local p = pipeline.new(ctx, cfg)
-        local acc = pipeline.new_acc()
-        local outs, keep = support.keep_outputs()
-        local r = p:step(inputs_on(ctx, host), { acc = acc, keep = keep })
-        res[name] = { outs = outs, row = pipeline.summarize(acc, nil), ran = r.variant }
-        p:free()
+        res[name] = step_once(ctx, cfg, inputs_on(ctx, host))
       end
       -- the default logits variant: v2 for mxfp4 at H 32/64 (its own kernels, bitwise the
       -- CPU's), v1 for the others
@@ -74,8 +94,7 @@ describe("#gpu the step on the GPU", function()
 
   it("allocates nothing on the host or the device after the first step", function()
     assert.is_true(ok_cuda, "no usable CUDA device")
-    local cfg = { heads = 32, index_topk = 64, candidate_block_size = 8, candidate_topk_blocks = 64,
-      max_rows = 64, max_model_len = 16384, page_size = 64 }
+    local cfg = small_cfg(32)
     local p = pipeline.new(gpu, cfg)
     local inputs = inputs_on(gpu, make_host(cpu, 32, { 2500, 800, 1600 }, false, SEED + 9))
     p:step(inputs, { acc = pipeline.new_acc() })
@@ -91,8 +110,7 @@ describe("#gpu the step on the GPU", function()
 
   it("captures the production path in a CUDA graph and replays it", function()
     assert.is_true(ok_cuda, "no usable CUDA device")
-    local cfg = { heads = 32, index_topk = 64, candidate_block_size = 8, candidate_topk_blocks = 64,
-      max_rows = 64, max_model_len = 16384, page_size = 64 }
+    local cfg = small_cfg(32)
     local host = make_host(cpu, 32, { 2500, 800, 1600 }, true, SEED + 7)
     local p = pipeline.new(gpu, cfg)
     local inputs = inputs_on(gpu, host)
@@ -112,20 +130,12 @@ describe("#gpu the step on the GPU", function()
     local host = make_host(cpu, 32, { 2500, 800, 1600 }, true, SEED + 11)
     local res = {}
     for _, sv in ipairs({ "v2", "v1" }) do
-      local cfg = { heads = 32, index_topk = 64, candidate_block_size = 8,
-        candidate_topk_blocks = 64, max_rows = 64, max_model_len = 16384, page_size = 64,
-        variant = { select = sv } }
-      local p = pipeline.new(gpu, cfg)
-      local acc = pipeline.new_acc()
-      local outs, keep = support.keep_outputs()
-      local r = p:step(inputs_on(gpu, host), { acc = acc, keep = keep })
-      res[sv] = { outs = outs, row = pipeline.summarize(acc, nil), ran = r.variant.select }
-      p:free()
+      res[sv] = step_once(gpu, small_cfg(32, { variant = { select = sv } }), inputs_on(gpu, host))
     end
-    assert.equals("v2", res.v2.ran)
+    assert.equals("v2", res.v2.ran.select)
     assert.are.same({ "remap" }, res.v2.row.fused)
     assert.equals(0, res.v2.row.time_remap_us)
-    assert.equals("v1", res.v1.ran)
+    assert.equals("v1", res.v1.ran.select)
     assert.is_nil(res.v1.row.fused)
     assert.is_true(res.v1.row.time_remap_us > 0)
     for _, name in ipairs({ "topk_pos1", "topk_pos2" }) do
@@ -139,12 +149,8 @@ describe("#gpu the step as one CUDA graph (SPEC 6, issue 15)", function()
   local workload = require("idxlab.workload")
   local ok_cuda = idxlab.cuda_available()
   local gpu = ok_cuda and idxlab.context{ backend = "cuda", seed = SEED } or nil
-  -- a decode group and a prefill request the chunker splits into 3 chunks under the 1 MiB
-  -- logits budget (checked below): one graph must hold all four groups
-  local cfg = { heads = 32, index_topk = 64, candidate_block_size = 8, candidate_topk_blocks = 64,
-    max_rows = 128, max_model_len = 16384, page_size = 64, max_logits_bytes = 1048576 }
-  local wl = { decode = { rows = 4, context = 8192 },
-    prefill = { { query_len = 96, context_len = 8000 } }, consumer_layers = 2 }
+  -- GRAPH_WL's four groups (checked below): one graph must hold them all
+  local cfg, wl = GRAPH_CFG, GRAPH_WL
 
   -- every eager output by name and group start (the comparison path's keep)
   local function keeper()
@@ -238,10 +244,7 @@ describe("#gpu one graph per step shape across steps (issue 15)", function()
   local measure = require("idxlab.measure")
   local ok_cuda = idxlab.cuda_available()
   local gpu = ok_cuda and idxlab.context{ backend = "cuda", seed = SEED } or nil
-  local cfg = { heads = 32, index_topk = 64, candidate_block_size = 8, candidate_topk_blocks = 64,
-    max_rows = 128, max_model_len = 16384, page_size = 64, max_logits_bytes = 1048576 }
-  local wl = { decode = { rows = 4, context = 8192 },
-    prefill = { { query_len = 96, context_len = 8000 } }, consumer_layers = 2 }
+  local cfg, wl = GRAPH_CFG, GRAPH_WL
   local wl2 = { decode = { rows = 6, context = 4096 },
     prefill = { { query_len = 40, context_len = 6000 } }, consumer_layers = 2 }
 
