@@ -108,7 +108,6 @@ end
 -- change, ok}, figures = {name = us}, regress = bench/regress.lua's comparison }.
 function M.main(opts)
   opts = opts or {}
-  local idxlab = require("idxlab")
   local experiment = require("idxlab.experiment")
   local regress = dofile(here .. "/regress.lua")
   local fs = require("idxlab.fs")
@@ -134,7 +133,7 @@ function M.main(opts)
     split_sets(opts.quick_set), out .. "/quick", opts)
   local q = qres.rows[#qres.rows]
   result.quick = q
-  gpu = q.backend == "cuda" and idxlab.cuda_available()
+  gpu = q.backend == "cuda"
   fam = gpu and "step" or "step-cpu"
   local wl = q.workload or {}
   local d = wl.decode or {}
