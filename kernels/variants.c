@@ -68,10 +68,11 @@ static const ixl_logits_ops logits_fast_ops = {logits_fast};
 static const ixl_logits_ops logits_v1_ops = {logits_v1};
 static const ixl_logits_ops logits_v2_ops = {logits_v2};
 
-static const ixl_select_ops select_ref_ops = {ixl_candidate_select_ref, ixl_topk_ref};
-static const ixl_select_ops select_v1_ops = {ixl_cuda_candidate_select, ixl_cuda_topk};
-/* select v2: its own K6 (select/topk_v2.cu); K3 stays on v1's radix select */
-static const ixl_select_ops select_v2_ops = {ixl_cuda_candidate_select, ixl_cuda_topk_v2};
+static const ixl_select_ops select_ref_ops = {ixl_candidate_select_ref, ixl_topk_ref, NULL};
+static const ixl_select_ops select_v1_ops = {ixl_cuda_candidate_select, ixl_cuda_topk, NULL};
+/* select v2: its own K6 (select/topk_v2.cu), K7 fusable into it; K3 is v1's */
+static const ixl_select_ops select_v2_ops = {ixl_cuda_candidate_select, ixl_cuda_topk_v2,
+                                             ixl_cuda_topk_v2_remap};
 
 #ifdef IXL_TEST_VARIANTS
 static ixl_status logits_v1_alt(ixl_ctx *ctx, const ixl_logits_call *c) {

@@ -73,6 +73,11 @@ typedef struct ixl_select_ops {
                                  ixl_tensor *out);
   ixl_status (*topk)(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *row_start,
                      const ixl_tensor *row_end, int k, int sorted, ixl_tensor *out);
+  /* K6 with K7's remap fused into its store; NULL: ixl_topk_remap runs topk, then ixl_remap */
+  ixl_status (*topk_remap)(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *row_start,
+                           const ixl_tensor *row_end, int k, int sorted,
+                           const ixl_tensor *sparse_ids, const ixl_tensor *row_ks,
+                           int sparse_block_kv, ixl_tensor *out);
 } ixl_select_ops;
 
 /* The CPU bodies the select family's `ref` runs (select/candidates.c, select/topk.c). */

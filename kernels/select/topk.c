@@ -266,8 +266,8 @@ ixl_status ixl_topk(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *ro
   return ((const ixl_select_ops *)v->ops)->topk(ctx, logits, row_start, row_end, k, sorted, out);
 }
 
-/* K6 then K7: the select variant's top-k into out, then ixl_remap in place; select v2 on the
- * GPU does both in one kernel (its store writes positions). */
+/* K6 then K7: the select variant's fused topk_remap where it has one (select v2: one kernel,
+ * its store writes positions), else its top-k into out, then ixl_remap in place. */
 ixl_status ixl_topk_remap(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *row_start,
                           const ixl_tensor *row_end, int k, int sorted,
                           const ixl_tensor *sparse_ids, const ixl_tensor *row_ks,
@@ -285,9 +285,9 @@ ixl_status ixl_topk_remap(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tens
   const ixl_variant *v;
   if ((st = ixl_variant_pick(ctx, IXL_FAMILY_SELECT, dev, &pb, &v))) return st;
   const ixl_select_ops *ops = (const ixl_select_ops *)v->ops;
-  if (dev == IXL_DEVICE && ops->topk == ixl_cuda_topk_v2)
-    return ixl_cuda_topk_v2_remap(ctx, logits, row_start, row_end, k, sorted, sparse_ids, row_ks,
-                                  sbk, out);
+  if (ops->topk_remap)
+    return ops->topk_remap(ctx, logits, row_start, row_end, k, sorted, sparse_ids, row_ks, sbk,
+                           out);
   if ((st = ops->topk(ctx, logits, row_start, row_end, k, sorted, out))) return st;
   return ixl_remap(ctx, out, sparse_ids, row_ks, sbk, out);
 }
