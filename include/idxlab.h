@@ -349,6 +349,10 @@ IXL_API const char *ixl_variant_name(const char *family, int32_t i);
 IXL_API const char *ixl_variant_backend(const char *family, int32_t i);
 IXL_API int32_t ixl_variant_min_sm(const char *family, int32_t i);
 IXL_API const char *ixl_variant_about(const char *family, int32_t i);
+/* The stages the i-th variant of `family` fuses into another (SPEC 6's `fused`), as a
+ * comma-separated list: "remap" for a select variant whose top-k writes K7's positions, ""
+ * for none; NULL out of range. */
+IXL_API const char *ixl_variant_fuses(const char *family, int32_t i);
 /* Pins `family`'s ops on ctx to variant `name`; NULL or "" returns both backends to the
  * default. An unknown family or name is IXL_ERR_INVALID_ARG (the message lists the family's
  * variants); a CUDA variant on a CPU context is IXL_ERR_UNSUPPORTED. */

@@ -292,6 +292,14 @@ const char *ixl_variant_about(const char *family, int32_t i) {
   return v ? v->about : NULL;
 }
 
+const char *ixl_variant_fuses(const char *family, int32_t i) {
+  const ixl_variant *v = nth(family_of(family), i);
+  if (!v) return NULL;
+  if (v->family == IXL_FAMILY_SELECT && ((const ixl_select_ops *)v->ops)->topk_remap)
+    return "remap";
+  return "";
+}
+
 /* "ref, fast, v1": the names of family f. */
 static void names_of(int f, char *buf, size_t n) {
   size_t k = 0;

@@ -72,6 +72,15 @@ describe("variants", function()
     assert.are.same({}, variants.list("index"))
   end)
 
+  it("says which stages a variant fuses into another (SPEC 6's fused)", function()
+    assert.are.same({ remap = true }, variants.fuses("select", "v2"))
+    for _, v in ipairs({ { "select", "v1" }, { "select", "ref" }, { "logits", "v2" },
+      { "select", "v9" }, { "select", nil } }) do
+      assert.are.same({}, variants.fuses(v[1], v[2]), tostring(v[1]) .. " " .. tostring(v[2]))
+    end
+    assert.has_error(function() variants.fuses("bogus", "v2") end)
+  end)
+
   it("records the default and a pin per family, and reads them back (seed " .. seed .. ")",
     function()
       local run = make_layer(ctx, 8)

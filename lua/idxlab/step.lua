@@ -473,9 +473,9 @@ function Step:production(g, gi, prep, sz, timers)
   mark("candidate_select")
   sel.topk(ctx, G.src_logits, nil, G.lens, k, false, G.src_topk)
   mark("source_topk")
-  -- K7 fused into K6's store where the select variant that ran has it (select v2 on CUDA):
-  -- the remap stage then reports 0 and the row lists it in `fused` (SPEC 6)
-  G.fused = ctx:backend() == "cuda" and variants.ran(ctx, "select") == "v2"
+  -- K7 fused into K6's store where the select variant that ran has it (the registry says:
+  -- select v2): the remap stage then reports 0 and the row lists it in `fused` (SPEC 6)
+  G.fused = variants.fuses("select", variants.ran(ctx, "select")).remap == true
   sel.expand(ctx, G.cand, G.row_ks, G.row_ke, cbs, sbk, cfg.ks_mode, G.sparse_ids, G.end_)
   mark("expand")
   G.layers = {}

@@ -9,6 +9,9 @@
 --   variants.get(ctx, family)     -> the pinned name, or nil
 --   variants.ran(ctx, family)     -> the variant the context's last op of the family ran, or
 --                                    nil: the result row's `variant.<family>` value
+--   variants.fuses(family, name)  -> the stages that variant fuses into another, as a set
+--                                    ({remap = true} for select v2; {} for none or no such
+--                                    variant): SPEC 6's `fused`
 -- ctx is a Context (idxlab.context) or its ixl_ctx cdata. Every failure raises an idxlab
 -- error (idxlab.errors); the library's refusals keep its message.
 local core = require("idxlab.ffi")
@@ -57,6 +60,23 @@ function M.list(family)
     }
   end
   return out
+end
+
+local fuses_of = {} -- family .. "/" .. name -> set: the registry is fixed, so asked once
+function M.fuses(family, name)
+  need_family(family, "fuses")
+  local key = family .. "/" .. tostring(name)
+  if fuses_of[key] then return fuses_of[key] end
+  local set = {}
+  for i = 0, C.ixl_variant_count(family) - 1 do
+    if ffi.string(C.ixl_variant_name(family, i)) == name then
+      for stage in ffi.string(C.ixl_variant_fuses(family, i)):gmatch("[^,]+") do
+        set[stage] = true
+      end
+    end
+  end
+  fuses_of[key] = set
+  return set
 end
 
 function M.set(ctx, family, name)
