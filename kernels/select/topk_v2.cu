@@ -864,6 +864,303 @@ __global__ void __launch_bounds__(NT, 2)
   }
 }
 
+// IXL_TOPK_V2_STREAM (issue 14, round 3; off by default until proven on the H200): many long
+// rows (the source layer's top-k over [4096, 131072] fp32, 64 x 131072 fp32 k = 2048) in one
+// pass over the row at streaming bandwidth, one CTA per row. Resident chunks cannot do it: a
+// row's 512 KB is 8 CTAs' shared memory, so 4096 rows ran 124 waves of clusters with every
+// chunk's fixed costs (3.57 ms, the bytes floor is 0.5 ms). Per row:
+//  1. a sample: every SV-th 16-B vector of the row (at most 2 * CAP keys, 1/16 of a 131072
+//     fp32 row), its keys' jth largest found over two digits (22 bits of an fp32 key, the
+//     whole bf16 key), j = mu + 5 sqrt(mu) + 2 for mu = kk * sample / n: the threshold t0 has
+//     about j / sample of the row at or above it, five standard deviations more than kk;
+//  2. one pass over the row: every key >= t0 goes to a candidate buffer (key, column) in
+//     shared memory, the first digit's histogram of the candidates beside it; the sampled
+//     vectors come from L2;
+//  3. when the buffer holds at least kk and at most CAP keys, every key >= the kk-th largest
+//     is in it (t0 <= the kk-th key exactly when at least kk keys are >= t0): the digits of
+//     the exact kk-th key t, the count above it and `need` come from the buffer alone;
+//     otherwise (ties, a skewed or adversarial row, a row shorter than the sample's margin)
+//     the exact streaming radix: one pass over the row per digit, then a pass that buffers
+//     the keys > t (fewer than kk);
+//  4. column order without a sort: bitmaps of the row's columns, W (keys > t) and Q (keys ==
+//     t), one scan of each thread's word counts; a key > t takes slot (W and Q bits before its
+//     column, Q's capped at need), the first `need` keys == t by column the slots between.
+//     Sorted and fused modes stage the winners as the resident kernel does.
+// The results are the CPU reference's bit for bit either way; only the time depends on the
+// sample. Shared memory: 8 CAP bytes of buffer (sample keys first), two bitmaps of C / 8
+// bytes, the staged winners when staged.
+constexpr int SCAP = 4096; // candidate buffer entries (k <= SCAP / 2 streams)
+
+struct StreamShared {
+  unsigned ncand, nsample;
+  unsigned long long ws64[NT / 32 + 1];
+  unsigned long long tpre[NT]; // per thread: keys > t (high) and == t (low) in its words before
+};
+
+template <typename T, int UNR>
+__global__ void __launch_bounds__(NT, 2)
+    topk_v2_stream_kernel(const T *__restrict__ logits, int64_t C,
+                          const int32_t *__restrict__ row_start,
+                          const int32_t *__restrict__ row_end, int k, int sorted,
+                          int32_t *__restrict__ out, int P, int nwp, int force_fb, Remap m) {
+  using K = KeyOf<T>;
+  using KS = typename K::KS;
+  constexpr int VEC = K::VEC;
+  extern __shared__ uint4 smem4[];
+  __shared__ V2Shared sh;
+  __shared__ StreamShared ss;
+  __shared__ unsigned hist[2 * NB];
+  __shared__ int res[3];
+  uint32_t *ck = reinterpret_cast<uint32_t *>(smem4); // [SCAP] keys; the sample: [2 SCAP]
+  uint32_t *cc = ck + SCAP;                            // [SCAP] columns (from row_start)
+  uint32_t *W = cc + SCAP, *Q = W + nwp;               // bitmaps of the row's columns
+  uint64_t *sbuf = reinterpret_cast<uint64_t *>(Q + nwp); // [P] staged winners
+
+  const int64_t r = blockIdx.x;
+  int64_t s = row_start ? row_start[r] : 0, e = row_end[r];
+  if (s < 0) s = 0;
+  if (e > C) e = C;
+  const int n = e > s ? (int)(e - s) : 0;
+  const int kk = k < n ? k : n;
+  int32_t *o = out + r * (int64_t)k;
+  for (int j = kk + threadIdx.x; j < k; j += NT) o[j] = -1;
+  if (kk <= 0) return;
+
+  const T *row = logits + r * C;
+  const int64_t a0 = s - (int64_t)(((uintptr_t)(row + s) & 15u) / sizeof(T));
+  const int nv = (int)((e - a0 + VEC - 1) / VEC); // vectors from the aligned start
+  const int nw = (n + 31) >> 5;                    // bitmap words of the row
+  const int warp = threadIdx.x >> 5;
+  unsigned *myhist = hist + (warp & 1) * NB;
+  const int sh0 = K::shift(0);
+  for (int b = threadIdx.x; b < 2 * NB; b += NT) hist[b] = 0;
+  for (int w = threadIdx.x; w < nw; w += NT) W[w] = 0, Q[w] = 0;
+  if (threadIdx.x == 0) ss.ncand = 0, ss.nsample = 0;
+
+  // the keys of vector v (0 outside [s, e)), w its 16 bytes when wholly inside
+  auto keys_of = [&](int v, const uint4 &w, KS (&kv)[VEC]) {
+    const int64_t g = a0 + (int64_t)v * VEC;
+    if (g >= s && g + VEC <= e) {
+      K::unpack(w, kv);
+    } else {
+#pragma unroll
+      for (int j = 0; j < VEC; j++) kv[j] = (g + j >= s && g + j < e) ? K::key(row[g + j]) : (KS)0;
+    }
+  };
+  auto load = [&](int v) {
+    const int64_t g = a0 + (int64_t)v * VEC;
+    return (g >= s && g + VEC <= e) ? __ldg(reinterpret_cast<const uint4 *>(row + g))
+                                    : make_uint4(0, 0, 0, 0);
+  };
+  // every key of the row once, f(key, column from s); UNR vectors per thread in flight
+  auto visit = [&](auto &&f) {
+    for (int v0 = threadIdx.x; v0 < nv; v0 += UNR * NT) {
+      uint4 w[UNR];
+#pragma unroll
+      for (int u = 0; u < UNR; u++) {
+        const int v = v0 + u * NT;
+        w[u] = v < nv ? load(v) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < UNR; u++) {
+        const int v = v0 + u * NT;
+        if (v >= nv) break;
+        KS kv[VEC];
+        keys_of(v, w[u], kv);
+        const int c0 = (int)(a0 + (int64_t)v * VEC - s);
+#pragma unroll
+        for (int j = 0; j < VEC; j++) f((uint32_t)kv[j], c0 + j);
+      }
+    }
+  };
+
+  // 1. the sample: every SV-th vector, SV the smallest power of two that fits 2 SCAP keys
+  int SV = 1;
+  while ((int64_t)((nv + SV - 1) / SV) * VEC > 2 * SCAP) SV <<= 1;
+  const int nsv = (nv + SV - 1) / SV;
+  {
+    constexpr int SU = 4;
+    unsigned mine = 0;
+    // a group of SU sampled vectors per thread: loads first, then keys and histogram
+    auto group = [&](int i0, bool first) {
+      uint4 w[SU];
+#pragma unroll
+      for (int u = 0; u < SU; u++) {
+        const int i = i0 + u * NT;
+        w[u] = i < nsv ? load(i * SV) : make_uint4(0, 0, 0, 0);
+      }
+      if (first) __syncthreads(); // the histograms are clear (every thread runs group 0)
+#pragma unroll
+      for (int u = 0; u < SU; u++) {
+        const int i = i0 + u * NT;
+        if (i >= nsv) break;
+        KS kv[VEC];
+        keys_of(i * SV, w[u], kv);
+#pragma unroll
+        for (int j = 0; j < VEC; j++) {
+          ck[i * VEC + j] = kv[j];
+          if (kv[j]) atomicAdd(&myhist[kv[j] >> sh0], 1u), mine++;
+        }
+      }
+    };
+    group((int)threadIdx.x, true);
+    for (int i0 = (int)threadIdx.x + SU * NT; i0 < nsv; i0 += SU * NT) group(i0, false);
+    if (mine) atomicAdd(&ss.nsample, mine);
+  }
+  __syncthreads();
+  const int ms = (int)ss.nsample;
+  uint32_t t0 = 1; // every key (a key is never 0)
+  {
+    const float mu = (float)kk * (float)ms / (float)n;
+    const float jf = ceilf(mu + 5.0f * sqrtf(mu) + 2.0f);
+    const int j = jf < (float)ms ? (int)jf : ms + 1;
+    if (j <= ms) { // uniform: ms is shared
+      const Found f0 = local_find(0, NB, 0, j, hist, res, sh);
+      const int sh1 = K::shift(1), nb1 = 1 << K::bits(1);
+      for (int i = threadIdx.x; i < nsv; i += NT)
+#pragma unroll
+        for (int q = 0; q < VEC; q++) {
+          const uint32_t key = ck[i * VEC + q];
+          if (key && (int)(key >> sh0) == f0.bin)
+            atomicAdd(&myhist[(key >> sh1) & (unsigned)(nb1 - 1)], 1u);
+        }
+      __syncthreads();
+      const Found f1 = local_find(0, nb1, 0, j - f0.above, hist, res, sh);
+      t0 = ((uint32_t)f0.bin << sh0) | ((uint32_t)f1.bin << sh1);
+      if (t0 == 0) t0 = 1;
+    } else {
+      local_find(0, NB, 0, 1, hist, res, sh); // clears the histogram (and the sample is read)
+    }
+  }
+
+  // 2. one pass: keys >= t0 to the buffer, their first digit's histogram
+  visit([&](uint32_t key, int c) {
+    if (key >= t0) {
+      const unsigned p = atomicAdd(&ss.ncand, 1u);
+      if (p < (unsigned)SCAP) {
+        ck[p] = key, cc[p] = (uint32_t)c;
+        atomicAdd(&myhist[key >> sh0], 1u);
+      }
+    }
+  });
+  __syncthreads();
+  int nc = (int)ss.ncand;
+  uint32_t prefix = 0, mask = 0;
+  int above = 0;
+  if (!force_fb && nc >= kk && nc <= SCAP) {
+    // 3. the exact kk-th key from the buffer
+    for (int p = 0; p < K::NP; p++) {
+      const int shift = K::shift(p), nb = 1 << K::bits(p);
+      if (p > 0) {
+        for (int i = threadIdx.x; i < nc; i += NT) {
+          const uint32_t key = ck[i];
+          if ((key & mask) == prefix) atomicAdd(&myhist[(key >> shift) & (unsigned)(nb - 1)], 1u);
+        }
+        __syncthreads();
+      }
+      const Found f = local_find(0, nb, 0, kk - above, hist, res, sh);
+      prefix |= (uint32_t)f.bin << shift;
+      mask |= (uint32_t)(nb - 1) << shift;
+      above += f.above;
+    }
+    const uint32_t t = prefix;
+    for (int i = threadIdx.x; i < nc; i += NT) {
+      const uint32_t key = ck[i], c = cc[i];
+      if (key > t) atomicOr(&W[c >> 5], 1u << (c & 31));
+      else if (key == t) atomicOr(&Q[c >> 5], 1u << (c & 31));
+    }
+  } else {
+    // the exact streaming radix: one pass per digit
+    for (int b = threadIdx.x; b < 2 * NB; b += NT) hist[b] = 0;
+    __syncthreads();
+    if (threadIdx.x == 0) ss.ncand = 0; // every thread has read nc
+    for (int p = 0; p < K::NP; p++) {
+      const int shift = K::shift(p), nb = 1 << K::bits(p);
+      visit([&](uint32_t key, int) {
+        if (key && (key & mask) == prefix)
+          atomicAdd(&myhist[(key >> shift) & (unsigned)(nb - 1)], 1u);
+      });
+      __syncthreads();
+      const Found f = local_find(0, nb, 0, kk - above, hist, res, sh);
+      prefix |= (uint32_t)f.bin << shift;
+      mask |= (uint32_t)(nb - 1) << shift;
+      above += f.above;
+    }
+    const uint32_t t = prefix;
+    visit([&](uint32_t key, int c) {
+      if (key > t) {
+        const unsigned p = atomicAdd(&ss.ncand, 1u); // fewer than kk <= SCAP / 2
+        ck[p] = key, cc[p] = (uint32_t)c;
+        atomicOr(&W[c >> 5], 1u << (c & 31));
+      } else if (key == t && key) {
+        atomicOr(&Q[c >> 5], 1u << (c & 31));
+      }
+    });
+    __syncthreads();
+    nc = (int)ss.ncand;
+  }
+  __syncthreads(); // the bitmaps are complete
+  const uint32_t t = prefix;
+  const int need = kk - above;
+
+  // 4. slots in column order: thread i owns words [i WPT, (i + 1) WPT)
+  int lw = 0;
+  while ((NT << lw) < nw) lw++;
+  const int wb = (int)threadIdx.x << lw, we = min(wb + (1 << lw), nw);
+  unsigned long long cnt = 0;
+  for (int w = wb; w < we; w++)
+    cnt += ((unsigned long long)__popc(W[w]) << 32) | (unsigned)__popc(Q[w]);
+  unsigned long long tot;
+  const unsigned long long before =
+      block_exclusive_scan<NT, unsigned long long>(cnt, &tot, ss.ws64);
+  ss.tpre[threadIdx.x] = before;
+  __syncthreads();
+  const bool stage = sorted || m.on;
+  auto emit = [&](int slot, uint32_t key, uint32_t c) {
+    if (stage) sbuf[slot] = ((uint64_t)(~(key << (32 - K::KB))) << 32) | c;
+    else o[slot] = (int32_t)c;
+  };
+  // keys > t, from the buffer
+  for (int i = threadIdx.x; i < nc; i += NT) {
+    const uint32_t key = ck[i];
+    if (key <= t) continue;
+    const uint32_t c = cc[i];
+    const int w = (int)(c >> 5), own = w >> lw;
+    const unsigned long long pre = ss.tpre[own];
+    int gtb = (int)(pre >> 32), eqb = (int)(pre & 0xffffffffu);
+    for (int x = own << lw; x < w; x++) gtb += __popc(W[x]), eqb += __popc(Q[x]);
+    const unsigned below = (1u << (c & 31)) - 1u;
+    gtb += __popc(W[w] & below), eqb += __popc(Q[w] & below);
+    emit(gtb + min(eqb, need), key, c);
+  }
+  // the first `need` keys == t by column, from this thread's words of Q
+  {
+    int gtb = (int)(before >> 32), eqb = (int)(before & 0xffffffffu);
+    for (int w = wb; w < we && eqb < need; w++) {
+      unsigned q = Q[w];
+      const unsigned gw = W[w];
+      while (q && eqb < need) {
+        const int b = __ffs(q) - 1;
+        const uint32_t c = ((uint32_t)w << 5) | (uint32_t)b;
+        emit(gtb + __popc(gw & ((1u << b) - 1u)) + eqb, t, c);
+        eqb++;
+        q &= q - 1;
+      }
+      gtb += __popc(gw);
+    }
+  }
+  if (stage) {
+    __syncthreads(); // every winner is in the buffer
+    if (sorted) {
+      for (int j = kk + threadIdx.x; j < P; j += NT) sbuf[j] = ~0ull;
+      __syncthreads();
+      block_bitonic_sort<NT>(sbuf, P);
+    }
+    for (int j = threadIdx.x; j < kk; j += NT)
+      o[j] = store_value(m, r, (int64_t)(uint32_t)(sbuf[j] & 0xffffffffu));
+  }
+}
+
 // The development switches (the tests' and the benchmark's), read from the environment once
 // and again on ixl_topk_v2_dev_reload: IXL_TOPK_V2_CS=N pins the cluster size (1-16, a power
 // of two, where the chunks fit), IXL_TOPK_V2_PROFILE=1 runs the profile instantiation,
@@ -872,7 +1169,7 @@ __global__ void __launch_bounds__(NT, 2)
 // prefetched), 2 a cluster row's first find by atomic_find, 3 both; IXL_TOPK_V2_GRID=N caps
 // the persistent grid at N CTAs (tests: several rows per CTA).
 struct Dev {
-  int cs, profile, flags, next, grid;
+  int cs, profile, flags, next, grid, stream, sunr;
 };
 Dev g_dev;
 std::atomic<int> g_dev_read{0};
@@ -1002,6 +1299,37 @@ ixl_status launch_next(ixl_ctx *ctx, const Args &a, int64_t L, const Dev &dv) {
   return ixl_cuda_check_launch(ctx, "topk v2 next");
 }
 
+// The streaming kernel's dynamic shared memory for rows of C columns (0: it does not fit, or
+// k is past the buffer's half): the buffer, two bitmaps, the staged winners.
+size_t stream_smem(int64_t C, int k, bool stage) {
+  if (k > SCAP / 2) return 0;
+  int P = 1;
+  while (P < k) P <<= 1;
+  const size_t nwp = (size_t)((C + 31) / 32);
+  const size_t smem = (size_t)SCAP * 8 + nwp * 8 + (stage ? (size_t)P * 8 : 0);
+  return smem <= (size_t)180 * 1024 ? smem : 0;
+}
+
+// One CTA per row on topk_v2_stream_kernel (IXL_TOPK_V2_STREAM; UNR = IXL_TOPK_V2_SUNR).
+template <typename T>
+ixl_status launch_stream(ixl_ctx *ctx, const Args &a, size_t smem, const Dev &dv) {
+  const int64_t R = a.logits->shape[0], C = a.logits->shape[1];
+  int P = 1;
+  while (P < a.k) P <<= 1;
+  const int nwp = (int)((C + 31) / 32);
+  auto kern = dv.sunr == 8 ? topk_v2_stream_kernel<T, 8> : topk_v2_stream_kernel<T, 4>;
+  ixl_status st = ixl_cuda_status(
+      ctx, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+      "topk v2 stream: cudaFuncSetAttribute");
+  if (st) return st;
+  kern<<<(unsigned)R, NT, smem, stream_of(ctx)>>>(
+      (const T *)a.logits->data, C,
+      a.row_start ? (const int32_t *)a.row_start->data : (const int32_t *)nullptr,
+      (const int32_t *)a.row_end->data, a.k, a.sorted, (int32_t *)a.out->data, P, nwp,
+      dv.stream == 3 ? 1 : 0, remap_of(a));
+  return ixl_cuda_check_launch(ctx, "topk v2 stream");
+}
+
 // The largest cluster the device runs for this kernel and shared memory, at most `want`;
 // the last answer per dtype is kept (the query costs more than a launch).
 template <typename T>
@@ -1064,6 +1392,15 @@ ixl_status dispatch(ixl_ctx *ctx, const Args &a) {
   int cs = 1;
   while (cs <= CSMAX && (span_cs + cs - 1) / cs > LCAP) cs <<= 1;
   if (dv.cs && (span + dv.cs - 1) / dv.cs <= LCAP) cs = dv.cs;
+  // many long rows (IXL_TOPK_V2_STREAM=1): rows that need a cluster, more chunks than one wave
+  // of resident CTAs holds (or rows too long for a cluster), stream; 2 streams every shape
+  // that fits, 3 the same with the exact streaming radix on every row (tests)
+  if (dv.stream && !dv.cs && !dv.profile) {
+    const size_t ss = stream_smem(C, a.k, a.sorted || a.sparse_ids);
+    const int64_t R = a.logits->shape[0];
+    if (ss && (dv.stream >= 2 || (cs > 1 && (cs > CSMAX || R * cs > 2 * sm_count(ctx)))))
+      return launch_stream<T>(ctx, a, ss, dv);
+  }
   // ctx->variant_sm: the device's sm, asked by the variant pick that chose v2
   if (cs > CSMAX || (cs > 1 && ctx->variant_sm < 90)) return run_v1(ctx, a);
   auto chunk = [&](int c) {
@@ -1115,6 +1452,9 @@ extern "C" void ixl_topk_v2_dev_reload(void) {
   d.next = num("IXL_TOPK_V2_NEXT", 0) & (NEXT_ROWS | NEXT_AF);
   d.grid = num("IXL_TOPK_V2_GRID", 0);
   if (d.grid < 0) d.grid = 0;
+  d.stream = num("IXL_TOPK_V2_STREAM", 0);
+  if (d.stream < 0 || d.stream > 3) d.stream = 0;
+  d.sunr = num("IXL_TOPK_V2_SUNR", 4) == 8 ? 8 : 4;
   g_dev = d;
   g_dev_read.store(1, std::memory_order_release);
 }

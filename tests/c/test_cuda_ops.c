@@ -401,6 +401,7 @@ static void v2_switch(const char *name, const char *value) {
 /* IXL_TEST_MAX_CASES=N: the top-k cases of a test after its first N return at once (a short
  * compute-sanitizer run over the first cases of each test); each case prints its number. */
 static int g_max_cases, g_cases;
+static int g_periodic; /* topk_case: the first 4 columns of every 64 hold the row's largest */
 
 /* One top-k case: R rows of C columns, random [start, end) per row (some empty, some full). */
 static void topk_case(int dtype, int64_t R, int64_t C, int k, int sorted, int dist, int starts) {
@@ -414,6 +415,13 @@ static void topk_case(int dtype, int64_t R, int64_t C, int k, int sorted, int di
   ixl_tensor *ho = host2(IXL_I32, R, k);
   if (!lg || !rs || !re || !ho) return;
   fill_logits(lg, dist);
+  if (g_periodic) /* columns 64 i .. 64 i + 3 above every other: select v2's sampled vectors */
+    for (int64_t j = 0; j < R * C; j++)
+      if (j % C % 64 < 4) {
+        const float v = 40.0f + (float)(j % 7);
+        if (dtype == IXL_BF16) ((uint16_t *)lg->data)[j] = ixl_f32_to_bf16(v);
+        else ((float *)lg->data)[j] = v + (float)rnd_unif();
+      }
   for (int64_t r = 0; r < R; r++) {
     int64_t s = starts ? rnd_int(0, C / 4) : 0, e = rnd_int(s, C);
     if (r == 0) e = s;         /* an empty row */
@@ -519,6 +527,46 @@ TEST(topk_v2_grid_rows_match_cpu) {
   for (int dist = 5; dist < 8; dist++)
     topk_case(dist % 2 ? IXL_BF16 : IXL_F32, 6, 3001, 40, dist % 2, dist, 1);
   v2_switch("IXL_TOPK_V2_GRID", NULL);
+}
+
+/* select v2's streaming kernel for many long rows (IXL_TOPK_V2_STREAM): 2 streams every case
+ * (the sample's threshold; the exact streaming radix where the buffer misses), 3 takes the
+ * exact streaming radix on every row; long rows with and without starts, k 1-2048, both
+ * orders, the fused remap, ties, plateaus, NaN/inf mixes, all-equal, all-NaN and +-0 rows,
+ * short rows (k past the row), a periodic row whose sampled vectors hold its largest values
+ * (the sample's threshold too high: the count falls short, the fallback runs), and the
+ * dispatch rule itself (1: only rows that need more resident chunks than one wave). */
+TEST(topk_v2_stream_match_cpu) {
+  static const char *const modes[] = {"2", "3"};
+  for (int mi = 0; mi < 2; mi++) {
+    v2_switch("IXL_TOPK_V2_STREAM", modes[mi]);
+    for (int dt = 0; dt < 2; dt++) {
+      const int dtype = dt ? IXL_BF16 : IXL_F32;
+      for (int dist = 0; dist < (g_small ? 3 : 8); dist++) {
+        const int64_t C = g_small ? 9000 + 37 * dist : (dist % 2 ? 131072 : 70001 + dist);
+        const int k = dist == 2 ? 2048 : 64 << (dist % 4);
+        topk_case(dtype, g_small ? 3 : 6, C, k, (dist + mi) % 2, dist, (dist + dt) % 2);
+      }
+      if (mi == 0 || !g_small) {
+        static const int ks[] = {1, 7, 100, 1000};
+        for (int ki = 0; ki < 4; ki += g_small ? 2 : 1)
+          topk_case(dtype, 7, 1 + (int64_t)rnd_int(0, 3000), ks[ki], ki % 2, ki, ki % 2);
+      }
+    }
+  }
+  v2_switch("IXL_TOPK_V2_STREAM", "2");
+  g_periodic = 1;
+  for (int dt = 0; dt < 2; dt++)
+    topk_case(dt ? IXL_BF16 : IXL_F32, g_small ? 3 : 6, g_small ? 12000 : 131072,
+              dt ? 512 : 2048, dt, 0, dt);
+  g_periodic = 0;
+  if (!g_small) {
+    v2_switch("IXL_TOPK_V2_STREAM", "1");
+    topk_case(IXL_F32, 64, 131072, 2048, 0, 0, 0);
+    topk_case(IXL_F32, 64, 131072, 512, 1, 2, 0);
+    topk_case(IXL_BF16, 300, 40000, 512, 0, 0, 1);
+  }
+  v2_switch("IXL_TOPK_V2_STREAM", NULL);
 }
 
 TEST(topk_matches_cpu) {
@@ -1046,11 +1094,15 @@ static ixl_status bench_call(int how, const ixl_tensor *lg, const ixl_tensor *re
 }
 
 TEST(bench_topk) {
-  struct { int64_t R, C; int k, dtype; const char *name; } tk[] = {
-      {64, 16384, 512, IXL_BF16, "64x16384_bf16_k512"},
-      {4096, 16384, 512, IXL_BF16, "4096x16384_bf16_k512"},
-      {1, 131072, 2048, IXL_F32, "1x131072_f32_k2048"},
-      {64, 131072, 2048, IXL_F32, "64x131072_f32_k2048"},
+  /* causal: row r ends at C - R + 1 + r (the source layer's top-k over a prefill chunk at the
+   * end of its context: quick.lua's step runs 64 x 131072 plus 4096 causal rows, k = 512) */
+  struct { int64_t R, C; int k, dtype, causal; const char *name; } tk[] = {
+      {64, 16384, 512, IXL_BF16, 0, "64x16384_bf16_k512"},
+      {4096, 16384, 512, IXL_BF16, 0, "4096x16384_bf16_k512"},
+      {1, 131072, 2048, IXL_F32, 0, "1x131072_f32_k2048"},
+      {64, 131072, 2048, IXL_F32, 0, "64x131072_f32_k2048"},
+      {64, 131072, 512, IXL_F32, 0, "src_64x131072_f32_k512"},
+      {4096, 131072, 512, IXL_F32, 1, "src_4096x131072c_f32_k512"},
   };
   /* v2:g0 = a cluster row's lower digits cluster-wide (IXL_TOPK_V2_GATHER=0); v2:k6k7 =
    * ixl_topk then ixl_remap (two launches), v2:fused = ixl_topk_remap (one), sbk 8 over
@@ -1058,9 +1110,13 @@ TEST(bench_topk) {
   /* v2:next = the round-2 kernels (IXL_TOPK_V2_NEXT=3: persistent rows of one CTA, the
    * atomic first find in clusters), v2:nextf = the same with the fused remap;
    * IXL_TOPK_BENCH_MODES=M1,... times only those */
-  static const char *const modes[] = {"v1",      "v2",       "v2:cs1",  "v2:cs2",
-                                      "v2:cs4",  "v2:cs8",   "v2:cs16", "v2:g0",
-                                      "v2:k6k7", "v2:fused", "v2:next", "v2:nextf"};
+  /* v2:stream = the streaming kernel where its rule takes the shape (IXL_TOPK_V2_STREAM=1),
+   * v2:s8 the same with 8 vectors per thread in flight (IXL_TOPK_V2_SUNR=8), v2:streamf
+   * fused, v2:sfb every row on its exact streaming radix (IXL_TOPK_V2_STREAM=3, forced) */
+  static const char *const modes[] = {"v1",       "v2",       "v2:cs1",    "v2:cs2",
+                                      "v2:cs4",   "v2:cs8",   "v2:cs16",   "v2:g0",
+                                      "v2:k6k7",  "v2:fused", "v2:next",   "v2:nextf",
+                                      "v2:stream", "v2:s8",   "v2:streamf", "v2:sfb"};
   const char *only_modes = getenv("IXL_TOPK_BENCH_MODES");
   const int nmodes = (int)(sizeof modes / sizeof modes[0]);
   for (size_t i = 0; i < sizeof tk / sizeof tk[0]; i++) {
@@ -1075,13 +1131,24 @@ TEST(bench_topk) {
     ixl_tensor *pos = tnew(IXL_I32, 2, so, IXL_DEVICE), *dids = NULL;
     ixl_tensor *buf[128] = {0};
     if (!h || !re || !ids || !dre || !out || !pos) return;
-    fill_logits(h, 0);
+    if (R > 64) { /* rows past the first 64 repeat them (a host fill of 2 GB takes long) */
+      ixl_tensor *h64 = host2(tk[i].dtype, 64, C);
+      if (!h64) return;
+      fill_logits(h64, 0);
+      const size_t rb = (size_t)tbytes(h64);
+      for (int64_t r0 = 0; r0 < R; r0 += 64)
+        memcpy((char *)h->data + (size_t)r0 / 64 * rb, h64->data, rb);
+      ixl_tensor_free(h64);
+    } else {
+      fill_logits(h, 0);
+    }
     for (int b = 0; b < nbuf; b++) {
       buf[b] = tnew(tk[i].dtype, 2, s2, IXL_DEVICE);
       if (!buf[b]) return;
       CHECK_OK(g_ctx, ixl_tensor_copy(g_ctx, buf[b], h));
     }
-    for (int64_t r = 0; r < R; r++) ((int32_t *)re->data)[r] = (int32_t)C;
+    for (int64_t r = 0; r < R; r++)
+      ((int32_t *)re->data)[r] = (int32_t)(tk[i].causal ? C - R + 1 + r : C);
     for (int64_t j = 0; j < R * nsb; j++) ((int32_t *)ids->data)[j] = (int32_t)(j % nsb);
     CHECK_OK(g_ctx, ixl_tensor_copy(g_ctx, dre, re));
     if (!(dids = to_dev(ids))) return;
@@ -1096,13 +1163,19 @@ TEST(bench_topk) {
           if ((w == only_modes || w[-1] == ',') && (w[ml] == ',' || w[ml] == '\0')) hit = 1;
         if (!hit) continue;
       }
-      const int how = !strcmp(mode, "v2:k6k7")                               ? 1
-                      : !strcmp(mode, "v2:fused") || !strcmp(mode, "v2:nextf") ? 2
-                                                                              : 0;
+      const int how = !strcmp(mode, "v2:k6k7") ? 1
+                      : !strcmp(mode, "v2:fused") || !strcmp(mode, "v2:nextf") ||
+                              !strcmp(mode, "v2:streamf")
+                          ? 2
+                          : 0;
       CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", m == 0 ? "v1" : "v2"));
       v2_switch("IXL_TOPK_V2_CS", !strncmp(mode, "v2:cs", 5) ? mode + 5 : NULL);
       v2_switch("IXL_TOPK_V2_GATHER", !strcmp(mode, "v2:g0") ? "0" : NULL);
       v2_switch("IXL_TOPK_V2_NEXT", !strncmp(mode, "v2:next", 7) ? "3" : NULL);
+      v2_switch("IXL_TOPK_V2_SUNR", !strcmp(mode, "v2:s8") ? "8" : NULL);
+      v2_switch("IXL_TOPK_V2_STREAM", !strcmp(mode, "v2:sfb") ? "3"
+                                      : !strncmp(mode, "v2:s", 4) ? "1"
+                                                                  : NULL);
 #define BENCH_CALL() bench_call(how, buf[rot++ % nbuf], dre, (int)k, out, dids, pos)
       double t1[21], tb[7];
       for (int w = 0; w < 3; w++) CHECK_OK(g_ctx, BENCH_CALL());
@@ -1131,6 +1204,8 @@ TEST(bench_topk) {
     v2_switch("IXL_TOPK_V2_CS", NULL);
     v2_switch("IXL_TOPK_V2_GATHER", NULL);
     v2_switch("IXL_TOPK_V2_NEXT", NULL);
+    v2_switch("IXL_TOPK_V2_SUNR", NULL);
+    v2_switch("IXL_TOPK_V2_STREAM", NULL);
     CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", NULL));
     for (int b = 0; b < nbuf; b++) ixl_tensor_free(buf[b]);
     ixl_tensor *all[] = {h, re, ids, dre, out, pos, dids};
@@ -1351,6 +1426,7 @@ int main(void) {
   RUN_GPU(topk_fallback_paths_match_cpu);
   RUN_GPU(topk_v2_paths_match_cpu);
   RUN_GPU(topk_v2_grid_rows_match_cpu);
+  RUN_GPU(topk_v2_stream_match_cpu);
   RUN_GPU(candidate_select_matches_cpu);
   RUN_GPU(mask_candidates_matches_cpu);
   RUN_GPU(expand_and_remap_match_cpu);
