@@ -18,13 +18,12 @@
 // (test-only) runs the previous kernel (a min/max pass, then windows from the smallest valid
 // id), kept for comparison.
 //
-// IXL_K4_NEXT=1 (off by default, read once per process; not yet run on the GPU): on sm_90 the
-// kernel is launched with programmatic stream serialization (PDL) and opens with
-// griddepcontrol.wait (every read and write of global memory after it: the previous kernel
-// has completed and its writes are visible) and griddepcontrol.launch_dependents, so a
-// dependent launch's CTAs start while this grid runs; back-to-back launches (a batch, K4 after
-// K3 in a step) then overlap a launch's start-up with the previous kernel. The kernel's own
-// work is unchanged.
+// PDL (cuda/launch.cuh, IXL_PDL): both kernels open with pdl_wait() (the candidates and the
+// row ranges are a previous kernel's output, and the ids and ends may still be read by one),
+// then pdl_trigger(): a dependent PDL launch (K4 after K4 in a batch, K5 after K4 where the
+// logits launch so) may start its CTAs while this grid runs; it waits for this grid's end
+// before it reads the ids. ixl_cuda_pdl_override, the process switch's hook for the tests'
+// A/B in one process, is defined here (once for the library).
 #include "cuda/common.cuh"
 
 namespace {
@@ -43,6 +42,8 @@ __global__ void __launch_bounds__(NT) expand_kernel(const int32_t *__restrict__ 
   __shared__ uint32_t bits[WINDOW_WORDS];
   __shared__ int64_t ws[NT / 32 + 1];
   __shared__ int64_t cmin_s, cmax_s;
+  pdl_wait();
+  pdl_trigger();
   const int64_t r = blockIdx.x;
   const int64_t ks = row_ks ? row_ks[r] : 0, ke = row_ke[r];
   const int64_t len = ke > ks ? ke - ks : 0;
@@ -140,7 +141,6 @@ constexpr int WPT2 = WWORDS / NT2;                    // words per thread at mos
 constexpr int STAGE = 4096;                           // staged slots (16 KiB)
 constexpr int CREG = 8;                               // candidates per thread per load round
 
-template <bool kPdl>
 __global__ void __launch_bounds__(NT2) expand_v2_kernel(
     const int32_t *__restrict__ cand, int64_t T, const int32_t *__restrict__ row_ks,
     const int32_t *__restrict__ row_ke, int ratio, int sbk, int32_t *__restrict__ ids,
@@ -151,12 +151,8 @@ __global__ void __launch_bounds__(NT2) expand_v2_kernel(
   const int tid = (int)threadIdx.x;
   const int64_t r = blockIdx.x;
   const int32_t *cr = cand + r * T;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (kPdl) { // no-ops when the launch is not programmatic
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  }
-#endif
+  pdl_wait();    // before the first global access (cuda/launch.cuh's rule)
+  pdl_trigger(); // safe anywhere: a dependent waits for this grid's end, not for this
   // the first candidates go to registers before anything else: their loads do not wait for
   // the row's range
   int32_t c[CREG];
@@ -265,20 +261,6 @@ bool expand_v1_forced() {
   return e && e[0] == '1';
 }
 
-// IXL_K4_NEXT=1 on an sm_90 device: the PDL launch (read once per process).
-bool expand_pdl() {
-  static const bool on = [] {
-    const char *e = getenv("IXL_K4_NEXT");
-    if (!(e && *e && atoi(e) == 1)) return false;
-    int dev = 0, major = 0;
-    if (cudaGetDevice(&dev) == cudaSuccess)
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    cudaGetLastError();
-    return major >= 9;
-  }();
-  return on;
-}
-
 } // namespace
 
 extern "C" ixl_status ixl_cuda_expand(ixl_ctx *ctx, const ixl_tensor *cand,
@@ -294,38 +276,19 @@ extern "C" ixl_status ixl_cuda_expand(ixl_ctx *ctx, const ixl_tensor *cand,
                          "expand: cand: shape[0] = %lld: must be <= %d rows on the GPU",
                          (long long)R, INT32_MAX);
   const int ratio = candidate_block_size / sparse_block_kv;
-  if (!expand_v1_forced()) {
-    const int32_t *cd = T ? (const int32_t *)cand->data : nullptr;
-    const int32_t *ksd = row_ks ? (const int32_t *)row_ks->data : nullptr;
-    int32_t *idd = nsb ? (int32_t *)sparse_ids->data : nullptr;
-    if (expand_pdl()) {
-      cudaLaunchConfig_t cfg = {};
-      cudaLaunchAttribute attr[1];
-      attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      attr[0].val.programmaticStreamSerializationAllowed = 1;
-      cfg.gridDim = dim3((unsigned)R);
-      cfg.blockDim = dim3((unsigned)NT2);
-      cfg.dynamicSmemBytes = 0;
-      cfg.stream = stream_of(ctx);
-      cfg.attrs = attr;
-      cfg.numAttrs = 1;
-      ixl_status st = ixl_cuda_status(
-          ctx,
-          cudaLaunchKernelEx(&cfg, expand_v2_kernel<true>, cd, T, ksd,
-                             (const int32_t *)row_ke->data, ratio, sparse_block_kv, idd, nsb,
-                             (int32_t *)end->data),
-          "expand");
-      if (st) return st;
-      return ixl_cuda_check_launch(ctx, "expand");
-    }
-    expand_v2_kernel<false><<<(unsigned)R, NT2, 0, stream_of(ctx)>>>(
-        cd, T, ksd, (const int32_t *)row_ke->data, ratio, sparse_block_kv, idd, nsb,
-        (int32_t *)end->data);
-    return ixl_cuda_check_launch(ctx, "expand");
-  }
-  expand_kernel<<<(unsigned)R, NT, 0, stream_of(ctx)>>>(
-      T ? (const int32_t *)cand->data : nullptr, T,
-      row_ks ? (const int32_t *)row_ks->data : nullptr, (const int32_t *)row_ke->data, ratio,
-      sparse_block_kv, nsb ? (int32_t *)sparse_ids->data : nullptr, nsb, (int32_t *)end->data);
-  return ixl_cuda_check_launch(ctx, "expand");
+  const int32_t *cd = T ? (const int32_t *)cand->data : nullptr;
+  const int32_t *ksd = row_ks ? (const int32_t *)row_ks->data : nullptr;
+  int32_t *idd = nsb ? (int32_t *)sparse_ids->data : nullptr;
+  const int32_t *ked = (const int32_t *)row_ke->data;
+  int32_t *endd = (int32_t *)end->data;
+  if (!expand_v1_forced())
+    return launch_pdl(ctx, "expand", expand_v2_kernel, dim3((unsigned)R), dim3(NT2), 0, 1, cd,
+                      T, ksd, ked, ratio, sparse_block_kv, idd, nsb, endd);
+  return launch_pdl(ctx, "expand", expand_kernel, dim3((unsigned)R), dim3(NT), 0, 1, cd, T, ksd,
+                    ked, ratio, sparse_block_kv, idd, nsb, endd);
 }
+
+// The process's PDL switch (cuda/launch.cuh) from C: mode 0 / 1 turns PDL off / on for the rest
+// of the process, -1 goes back to IXL_PDL's value; returns the state before (0 / 1). Test-only
+// (tests/c/test_cuda_index.c's A/B in one process); not in the public API.
+extern "C" int ixl_cuda_pdl_override(int mode) { return ixl::pdl_override(mode); }

@@ -3,17 +3,21 @@
 // kernels/index/remap.c. One thread per element; out may be cols itself (each element is read
 // before the same thread writes it). The host refuses bad columns when it can see them; on the
 // device a column past the row's sparse columns, or a position outside [0, INT32_MAX], gives -1
-// rather than a read outside sparse_ids.
+// rather than a read outside sparse_ids. PDL (cuda/launch.cuh): the kernel waits at entry (cols
+// and ids are previous kernels' outputs), then lets a dependent PDL launch start.
 #include "cuda/common.cuh"
 
 namespace {
 
+using namespace ixl;
 constexpr int NT = 256;
 
 __global__ void __launch_bounds__(NT)
     remap_kernel(const int32_t *cols, const int32_t *__restrict__ ids,
                  const int32_t *__restrict__ row_ks, int sbk, int64_t R, int64_t k, int64_t nsb,
                  int32_t *out) {
+  pdl_wait();    // before the first global access (cuda/launch.cuh's rule)
+  pdl_trigger(); // safe anywhere: a dependent waits for this grid's end, not for this
   const int64_t total = R * k, ncols = nsb * sbk;
   for (int64_t e = (int64_t)blockIdx.x * NT + threadIdx.x; e < total;
        e += (int64_t)gridDim.x * NT) {
@@ -36,9 +40,9 @@ extern "C" ixl_status ixl_cuda_remap(ixl_ctx *ctx, const ixl_tensor *cols,
                                      int sparse_block_kv, ixl_tensor *out) {
   const int64_t R = cols->shape[0], k = cols->shape[1], nsb = sparse_ids->shape[1];
   if (R == 0 || k == 0) return IXL_OK;
-  remap_kernel<<<ixl::grid_for(R * k, NT), NT, 0, ixl::stream_of(ctx)>>>(
-      (const int32_t *)cols->data, nsb ? (const int32_t *)sparse_ids->data : nullptr,
-      row_ks ? (const int32_t *)row_ks->data : nullptr, sparse_block_kv, R, k, nsb,
-      (int32_t *)out->data);
-  return ixl_cuda_check_launch(ctx, "remap");
+  return launch_pdl(ctx, "remap", remap_kernel, dim3(grid_for(R * k, NT)), dim3(NT), 0, 1,
+                    (const int32_t *)cols->data,
+                    nsb ? (const int32_t *)sparse_ids->data : nullptr,
+                    row_ks ? (const int32_t *)row_ks->data : nullptr, sparse_block_kv, R, k, nsb,
+                    (int32_t *)out->data);
 }

@@ -17,8 +17,12 @@
 // IXL_K3_NEXT=1 (off by default, read once per process; not yet verified on the GPU) takes the
 // next step's instantiation: no histogram atomics in the load (the top 11 bits come from a
 // bit-by-bit count over the shared keys) and the sort of the winners in registers (shuffles
-// below a warp's chunk, shared memory only for the larger strides), and lets a dependent
-// launched with PDL (K4 under IXL_K4_NEXT=1) start while it runs.
+// below a warp's chunk, shared memory only for the larger strides).
+//
+// PDL (cuda/launch.cuh, IXL_PDL): every kernel here opens with pdl_wait() (the logits, lengths
+// and candidates are previous kernels' outputs; the outputs may still be read by one), then
+// pdl_trigger(), so a dependent PDL launch (the source top-k, K4) may start its CTAs while this
+// grid runs; it waits for this grid's end before it reads anything.
 //
 // Block scores follow the CPU definition exactly: max in fp32 with NaN propagating (the order
 // key of a max is the max of the keys, NaN on top, -0 equal to +0); sum and mean accumulated in
@@ -285,12 +289,9 @@ __global__ void __launch_bounds__(NTH, 1024 / NTH)
   extern __shared__ __align__(16) unsigned char k3_smem[];
   __shared__ K3Shared<NTH> sh;
   long long stamp[kProf ? K3_NSTAMP : 1];
+  pdl_wait();    // before the first global access (cuda/launch.cuh's rule)
+  pdl_trigger(); // safe anywhere: a dependent waits for this grid's end, not for this
   if (kProf) stamp[0] = clock64();
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // next: a dependent launched with PDL (K4 under IXL_K4_NEXT=1) may start now; it waits for
-  // this grid's completion (griddepcontrol.wait) before it touches memory. A no-op otherwise.
-  if (kNext) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
   const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int64_t r = blockIdx.x / cs;
   const int rank = (int)(blockIdx.x % cs);
@@ -503,6 +504,8 @@ __global__ void __launch_bounds__(NT, 1) candidate_select_kernel(
     int how, int64_t T, int32_t *__restrict__ out, int B, int flags) {
   extern __shared__ uint64_t smem[];
   __shared__ SelectShared sh;
+  pdl_wait();
+  pdl_trigger();
   const int64_t r = blockIdx.x;
   int64_t len = lens[r];
   if (len < 0) len = 0; // validated on the host when visible there; clamp so bad data never faults
@@ -528,6 +531,8 @@ __global__ void __launch_bounds__(MASK_THREADS) mask_kernel(T *__restrict__ logi
                                                             const int32_t *__restrict__ cand,
                                                             int64_t NC, int cbs, T neg_inf) {
   __shared__ uint32_t keep[MASK_WORDS];
+  pdl_wait();
+  pdl_trigger();
   const int64_t r = blockIdx.x;
   const int64_t c0 = (int64_t)blockIdx.y * MASK_CHUNK;
   if (c0 >= C) return;
@@ -568,10 +573,10 @@ ixl_status candidate_select_v1(ixl_ctx *ctx, const ixl_tensor *logits, const ixl
                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
       "candidate_select: cudaFuncSetAttribute");
   if (st) return st;
-  candidate_select_kernel<<<(unsigned)R, NT, smem, stream_of(ctx)>>>(
-      (const float *)logits->data, C, (const int32_t *)lens->data, cbs, (int)score, T,
-      (int32_t *)out->data, B, select_flags());
-  return ixl_cuda_check_launch(ctx, "candidate_select");
+  return launch_pdl(ctx, "candidate_select", candidate_select_kernel, dim3((unsigned)R),
+                    dim3(NT), smem, 1, (const float *)logits->data, C,
+                    (const int32_t *)lens->data, cbs, (int)score, T, (int32_t *)out->data, B,
+                    select_flags());
 }
 
 // Test-only switches read from the environment: IXL_CANDIDATES_V1=1 (every call takes the
@@ -681,28 +686,10 @@ extern "C" ixl_status ixl_cuda_candidate_select(ixl_ctx *ctx, const ixl_tensor *
         if (st) return st;
         set = smem;
       }
-      cudaLaunchConfig_t cfg = {};
-      cudaLaunchAttribute attr[1];
-      cfg.gridDim = dim3((unsigned)(R * cs));
-      cfg.blockDim = dim3((unsigned)nt);
-      cfg.dynamicSmemBytes = (size_t)smem;
-      cfg.stream = stream_of(ctx);
-      if (cs > 1) {
-        attr[0].id = cudaLaunchAttributeClusterDimension;
-        attr[0].val.clusterDim.x = (unsigned)cs;
-        attr[0].val.clusterDim.y = 1;
-        attr[0].val.clusterDim.z = 1;
-        cfg.attrs = attr;
-        cfg.numAttrs = 1;
-      }
-      ixl_status st = ixl_cuda_status(
-          ctx,
-          cudaLaunchKernelEx(&cfg, kern, (const float *)logits->data, C,
-                             (const int32_t *)lens->data, cbs, (int)score, T,
-                             (int32_t *)out->data, (int)P, lq, cs),
-          "candidate_select");
-      if (st) return st;
-      return ixl_cuda_check_launch(ctx, "candidate_select");
+      return launch_pdl(ctx, "candidate_select", kern, dim3((unsigned)(R * cs)), dim3(nt),
+                        (size_t)smem, (unsigned)cs, (const float *)logits->data, C,
+                        (const int32_t *)lens->data, cbs, (int)score, T, (int32_t *)out->data,
+                        (int)P, lq, cs);
     }
   }
   return candidate_select_v1(ctx, logits, lens, cbs, score, out);
@@ -722,12 +709,10 @@ extern "C" ixl_status ixl_cuda_mask_candidates(ixl_ctx *ctx, ixl_tensor *logits,
   const dim3 grid((unsigned)R, (unsigned)chunks);
   const int32_t *cd = NC ? (const int32_t *)cand->data : nullptr;
   if (logits->dtype == IXL_BF16)
-    mask_kernel<uint16_t><<<grid, MASK_THREADS, 0, stream_of(ctx)>>>(
-        (uint16_t *)logits->data, C, (const int32_t *)lens->data, cd, NC, candidate_block_size,
-        (uint16_t)0xff80);
-  else
-    mask_kernel<float><<<grid, MASK_THREADS, 0, stream_of(ctx)>>>(
-        (float *)logits->data, C, (const int32_t *)lens->data, cd, NC, candidate_block_size,
-        -INFINITY);
-  return ixl_cuda_check_launch(ctx, "mask_candidates");
+    return launch_pdl(ctx, "mask_candidates", mask_kernel<uint16_t>, grid, dim3(MASK_THREADS), 0,
+                      1, (uint16_t *)logits->data, C, (const int32_t *)lens->data, cd, NC,
+                      candidate_block_size, (uint16_t)0xff80);
+  return launch_pdl(ctx, "mask_candidates", mask_kernel<float>, grid, dim3(MASK_THREADS), 0, 1,
+                    (float *)logits->data, C, (const int32_t *)lens->data, cd, NC,
+                    candidate_block_size, -INFINITY);
 }

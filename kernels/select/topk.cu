@@ -7,7 +7,9 @@
 // histogram passes over the row (11/11/10 key bits for fp32, 8/8 for bf16) until the keys at
 // or above the k-th largest fit in shared memory, one pass to collect them, then a bitonic
 // sort of those few thousand entries. No full sort of a row, no scratch in device memory,
-// nothing allocated, nothing synchronised: the op is graph-capturable.
+// nothing allocated, nothing synchronised: the op is graph-capturable. PDL (cuda/launch.cuh):
+// the kernel waits at entry (the logits and ranges are previous kernels' outputs), then lets a
+// dependent PDL launch start.
 #include "cuda/common.cuh"
 
 namespace {
@@ -81,6 +83,8 @@ __global__ void __launch_bounds__(NT, 1) topk_kernel(const T *__restrict__ logit
                                                   int flags) {
   extern __shared__ uint64_t smem[];
   __shared__ SelectShared sh;
+  pdl_wait();    // before the first global access (cuda/launch.cuh's rule)
+  pdl_trigger(); // safe anywhere: a dependent waits for this grid's end, not for this
   const int64_t r = blockIdx.x;
   // the op validated the ranges on the host when it could; clamp so bad data never faults
   int64_t s = row_start ? row_start[r] : 0, e = row_end[r];
@@ -92,8 +96,8 @@ __global__ void __launch_bounds__(NT, 1) topk_kernel(const T *__restrict__ logit
 }
 
 template <typename T, class Row, bool KEY16>
-ixl_status launch(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *row_start,
-                  const ixl_tensor *row_end, int k, int sorted, ixl_tensor *out) {
+ixl_status launch_topk(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *row_start,
+                       const ixl_tensor *row_end, int k, int sorted, ixl_tensor *out) {
   const int64_t R = logits->shape[0], C = logits->shape[1];
   const int B = select_buffer_entries(k, C);
   const size_t smem = select_smem_bytes(B);
@@ -102,10 +106,11 @@ ixl_status launch(ixl_ctx *ctx, const ixl_tensor *logits, const ixl_tensor *row_
       ctx, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
       "topk: cudaFuncSetAttribute");
   if (st) return st;
-  kern<<<(unsigned)R, NT, smem, stream_of(ctx)>>>(
-      (const T *)logits->data, C, row_start ? (const int32_t *)row_start->data : nullptr,
-      (const int32_t *)row_end->data, k, sorted, (int32_t *)out->data, B, select_flags());
-  return ixl_cuda_check_launch(ctx, "topk");
+  return launch_pdl(ctx, "topk", kern, dim3((unsigned)R), dim3(NT), smem, 1,
+                    (const T *)logits->data, C,
+                    row_start ? (const int32_t *)row_start->data : nullptr,
+                    (const int32_t *)row_end->data, k, sorted, (int32_t *)out->data, B,
+                    select_flags());
 }
 
 } // namespace
@@ -120,6 +125,6 @@ extern "C" ixl_status ixl_cuda_topk(ixl_ctx *ctx, const ixl_tensor *logits,
                          "topk: logits: shape[0] = %lld: must be <= %d rows on the GPU",
                          (long long)R, INT32_MAX);
   if (logits->dtype == IXL_BF16)
-    return launch<uint16_t, RowBF16, true>(ctx, logits, row_start, row_end, k, sorted, out);
-  return launch<float, RowF32, false>(ctx, logits, row_start, row_end, k, sorted, out);
+    return launch_topk<uint16_t, RowBF16, true>(ctx, logits, row_start, row_end, k, sorted, out);
+  return launch_topk<float, RowF32, false>(ctx, logits, row_start, row_end, k, sorted, out);
 }

@@ -13,21 +13,37 @@
  *
  * Without a usable GPU every test prints "ok - NAME # skipped: no GPU" and passes. Environment:
  * IXL_TEST_SMALL=1 (tiny shapes only: compute-sanitizer runs every test_cuda_* program),
+ * IXL_TEST_ONLY=WORD,... (only the GPU tests whose names contain one of the words),
  * IXL_BENCH=1 (then a timing table), IXL_BENCH=only (just the table), IXL_BENCH=k3k4 (a short
  * table: the default launch shape only, no v1) or IXL_BENCH=k3prof (K3's per-phase cycles, from
- * the profile instantiation). IXL_K3_NEXT=1 / IXL_K4_NEXT=1 (read once per process by the
- * library) switch K3 / K4 to their next step's kernels: every K3 / K4 test then checks those,
- * and the table names them `next` instead of `new`. Timing: CUDA events on the context's
- * stream; inputs rotated over copies filling at least 128 MB (so no launch finds
- * its input in the 60 MB L2); `single` = median of 21 launches timed alone (includes the
- * launch's host cost), `batch` = median of 21 groups of 10 back-to-back launches, per launch;
- * the current kernel beside the previous one (v1) in the same run. */
+ * the profile instantiation) or IXL_BENCH=pdl (only the PDL A/B lines of the decode shapes).
+ * IXL_K3_NEXT=1 (read once per process by the library) switches K3 to its next step's kernel:
+ * every K3 test then checks it, and the table names it `next` instead of `new`.
+ *
+ * PDL (issue 15; kernels/cuda/launch.cuh): pdl_switch tests IXL_PDL's parsing on any build and
+ * the process switch's hook (ixl_cuda_pdl_override) on a CUDA build; pdl_chain_matches_cpu runs
+ * K3 -> K4 -> K7 -> K4 -> K7 -> gather, PDL off then on, eagerly and as a replayed graph, with
+ * poisoned outputs, against the CPU. The other tests run under the process's IXL_PDL. The
+ * bench's `pdl-off` / `pdl-on` lines time K4 and the K3 + K4 pair both ways in one process,
+ * `graph` as a captured graph of back-to-back launches (the step's way).
+ *
+ * Timing: CUDA events on the context's stream; inputs rotated over copies filling at least
+ * 128 MB (so no launch finds its input in the 60 MB L2); `single` = median of 21 launches timed
+ * alone (includes the launch's host cost), `batch` = median of 21 groups of 10 back-to-back
+ * launches, per launch; `graph` = one graph of n >= 20 launches (one per copy), median of 11
+ * replays, per launch; the current kernel beside the previous one (v1) in the same run. */
 #include <math.h>
 #include <stdint.h>
 #include <time.h>
 
 #include "check.h"
 #include "rand.h"
+/* IXL_PDL's parsing only (plain C, no CUDA header): the pdl_switch test */
+#define IXL_LAUNCH_SWITCH_ONLY
+#include "cuda/launch.cuh"
+#ifdef IXL_WITH_CUDA
+int ixl_cuda_pdl_override(int mode); /* kernels/index/expand.cu: the tests' A/B hook */
+#endif
 
 static ixl_ctx *g_ctx;
 static int g_small;
@@ -472,6 +488,160 @@ out:;
   free_all(all, 12);
 }
 
+/* ---------------------------------------------------------------- PDL (issue 15) */
+
+/* IXL_PDL's parsing (kernels/cuda/launch.cuh's plain-C part), on any build; with CUDA, the
+ * process switch's test hook too (no device needed). */
+TEST(pdl_switch) {
+  CHECK(ixl_pdl_parse("0") == 0);
+  CHECK(ixl_pdl_parse("1") == 1);
+  static const char *other[] = {NULL, "", "2", "10", "01", " 1", "on", "off", "-1"};
+  for (int i = 0; i < 9; i++)
+    CHECK_MSG(ixl_pdl_parse(other[i]) == IXL_PDL_DEFAULT, "IXL_PDL=%s: %d, expected the default %d",
+              other[i] ? other[i] : "(unset)", ixl_pdl_parse(other[i]), IXL_PDL_DEFAULT);
+#ifdef IXL_WITH_CUDA
+  const int env = ixl_pdl_parse(getenv("IXL_PDL"));
+  const int before = ixl_cuda_pdl_override(1);
+  CHECK(ixl_cuda_pdl_override(0) == 1);
+  CHECK(ixl_cuda_pdl_override(-1) == 0);
+  CHECK(ixl_cuda_pdl_override(before) == env); /* -1 gave IXL_PDL's value back */
+  CHECK(ixl_cuda_pdl_override(-1) == before);
+#endif
+}
+
+/* The process switch's hook (a no-op on a CPU build, where no test here reaches a device). */
+static void pdl_set(int mode) {
+#ifdef IXL_WITH_CUDA
+  ixl_cuda_pdl_override(mode);
+#else
+  (void)mode;
+#endif
+}
+
+/* The device tensors of the chain below. */
+typedef struct {
+  ixl_tensor *lg, *lens, *cand, *cand2, *cols, *ids, *end, *pos1, *pos2, *gv;
+} pdl_chain_t;
+
+/* Poisons every output (byte `poison`), then K3 -> K4 -> K7 -> K4 again (other candidates, the
+ * same ids and end: it may not write them before the K7 before it has read them) -> K7 -> gather:
+ * every kernel reads the one before it. */
+static void pdl_chain(const pdl_chain_t *d, int cbs, int sbk, int poison) {
+  ixl_tensor *outs[] = {d->cand, d->ids, d->end, d->pos1, d->pos2, d->gv};
+  for (int i = 0; i < 6; i++) CHECK_OK(g_ctx, ixl_tensor_fill_bytes(g_ctx, outs[i], poison));
+  CHECK_OK(g_ctx, ixl_candidate_select(g_ctx, d->lg, d->lens, cbs, IXL_SCORE_MAX, d->cand));
+  CHECK_OK(g_ctx, ixl_expand(g_ctx, d->cand, NULL, d->lens, cbs, sbk, IXL_KS_UNALIGNED, d->ids,
+                             d->end));
+  CHECK_OK(g_ctx, ixl_remap(g_ctx, d->cols, d->ids, NULL, sbk, d->pos1));
+  CHECK_OK(g_ctx, ixl_expand(g_ctx, d->cand2, NULL, d->lens, cbs, sbk, IXL_KS_UNALIGNED, d->ids,
+                             d->end));
+  CHECK_OK(g_ctx, ixl_remap(g_ctx, d->cols, d->ids, NULL, sbk, d->pos2));
+  CHECK_OK(g_ctx, ixl_gather_cols(g_ctx, d->lg, d->pos2, d->gv));
+}
+
+/* A chain of PDL launches (every kernel of this file's ops with the attribute), eagerly and as
+ * a captured graph replayed, PDL off then on in one process, poisoned outputs: each result
+ * equals the CPU's (so PDL's results equal the non-PDL ones). The decode shape, where K3 runs
+ * about 45 us: a K4 that did not wait would read poison. */
+TEST(pdl_chain_matches_cpu) {
+  const int64_t R = g_small ? 4 : 64, C = g_small ? 2000 : 131072, T = g_small ? 40 : 2048;
+  const int64_t k = g_small ? 16 : 512;
+  const int cbs = 8, sbk = 8;
+  const int64_t nsb = T * (cbs / sbk);
+  ixl_tensor *lg = mk(IXL_F32, R, C, IXL_HOST), *lens = mk(IXL_I32, R, -1, IXL_HOST);
+  ixl_tensor *cand = mk(IXL_I32, R, T, IXL_HOST), *cand2 = mk(IXL_I32, R, T, IXL_HOST);
+  ixl_tensor *cols = mk(IXL_I32, R, k, IXL_HOST), *ids1 = mk(IXL_I32, R, nsb, IXL_HOST);
+  ixl_tensor *ids2 = mk(IXL_I32, R, nsb, IXL_HOST), *end1 = mk(IXL_I32, R, -1, IXL_HOST);
+  ixl_tensor *end2 = mk(IXL_I32, R, -1, IXL_HOST), *pos1 = mk(IXL_I32, R, k, IXL_HOST);
+  ixl_tensor *pos2 = mk(IXL_I32, R, k, IXL_HOST), *gv = mk(IXL_F32, R, k, IXL_HOST);
+  pdl_chain_t d = {0};
+  ixl_tensor *gg = NULL;
+  if (!lg || !lens || !cand || !cand2 || !cols || !ids1 || !ids2 || !end1 || !end2 || !pos1 ||
+      !pos2 || !gv)
+    goto out;
+  for (int64_t i = 0; i < R * C; i++) ((float *)lg->data)[i] = logit(rand_below(4) ? 0 : 4);
+  for (int64_t r = 0; r < R; r++) {
+    I32(lens)[r] = (int32_t)(r == 0 ? 0 : r == 1 ? C : rand_range(1, C));
+    const int64_t ncb = (I32(lens)[r] + cbs - 1) / cbs;
+    for (int64_t t = 0; t < T; t++) I32(cand2)[r * T + t] = (int32_t)rand_range(-1, ncb + 1);
+    for (int64_t j = 0; j < k; j++)
+      I32(cols)[r * k + j] = (int32_t)rand_range(-1, nsb * sbk - 1);
+  }
+  /* the CPU's results */
+  CHECK_OK(g_ctx, ixl_candidate_select(g_ctx, lg, lens, cbs, IXL_SCORE_MAX, cand));
+  CHECK_OK(g_ctx, ixl_expand(g_ctx, cand, NULL, lens, cbs, sbk, IXL_KS_UNALIGNED, ids1, end1));
+  CHECK_OK(g_ctx, ixl_remap(g_ctx, cols, ids1, NULL, sbk, pos1));
+  CHECK_OK(g_ctx, ixl_expand(g_ctx, cand2, NULL, lens, cbs, sbk, IXL_KS_UNALIGNED, ids2, end2));
+  CHECK_OK(g_ctx, ixl_remap(g_ctx, cols, ids2, NULL, sbk, pos2));
+  for (int64_t r = 0; r < R; r++)
+    for (int64_t j = 0; j < k; j++) {
+      const int32_t c = I32(pos2)[r * k + j];
+      ((float *)gv->data)[r * k + j] =
+          c >= 0 && c < C ? ((const float *)lg->data)[r * C + c] : -INFINITY;
+    }
+  d.lg = dev_copy(lg);
+  d.lens = dev_copy(lens);
+  d.cand = mk(IXL_I32, R, T, IXL_DEVICE);
+  d.cand2 = dev_copy(cand2);
+  d.cols = dev_copy(cols);
+  d.ids = mk(IXL_I32, R, nsb, IXL_DEVICE);
+  d.end = mk(IXL_I32, R, -1, IXL_DEVICE);
+  d.pos1 = mk(IXL_I32, R, k, IXL_DEVICE);
+  d.pos2 = mk(IXL_I32, R, k, IXL_DEVICE);
+  d.gv = mk(IXL_F32, R, k, IXL_DEVICE);
+  if (!d.lg || !d.lens || !d.cand || !d.cand2 || !d.cols || !d.ids || !d.end || !d.pos1 ||
+      !d.pos2 || !d.gv)
+    goto out;
+  for (int pdl = 0; pdl < 2; pdl++) {
+    pdl_set(pdl);
+    for (int graph = 0; graph < 2; graph++) {
+      if (graph) {
+        CHECK_OK(g_ctx, ixl_graph_begin(g_ctx));
+        pdl_chain(&d, cbs, sbk, 0xff);
+        CHECK_OK(g_ctx, ixl_graph_end(g_ctx));
+      }
+      for (int run = 0; run < 2; run++) {
+        char what[96];
+        snprintf(what, sizeof what, "PDL %s, %s, run %d: ", pdl ? "on" : "off",
+                 graph ? "graph replay" : "eager", run);
+        if (graph) { /* poisoned outside the graph too, then the graph poisons and runs */
+          ixl_tensor *outs[] = {d.cand, d.ids, d.end, d.pos1, d.pos2, d.gv};
+          for (int i = 0; i < 6; i++) CHECK_OK(g_ctx, ixl_tensor_fill_bytes(g_ctx, outs[i], 0));
+          CHECK_OK(g_ctx, ixl_graph_launch(g_ctx));
+        } else {
+          pdl_chain(&d, cbs, sbk, run ? 0x00 : 0xff);
+        }
+        CHECK_OK(g_ctx, ixl_ctx_sync(g_ctx));
+        char nm[160];
+        snprintf(nm, sizeof nm, "%sK3 cand", what);
+        equal_i32(d.cand, cand, nm, run);
+        snprintf(nm, sizeof nm, "%sK7 after the first K4", what);
+        equal_i32(d.pos1, pos1, nm, run);
+        snprintf(nm, sizeof nm, "%sthe second K4's ids", what);
+        equal_i32(d.ids, ids2, nm, run);
+        snprintf(nm, sizeof nm, "%sthe second K4's end", what);
+        equal_i32(d.end, end2, nm, run);
+        snprintf(nm, sizeof nm, "%sK7 after the second K4", what);
+        equal_i32(d.pos2, pos2, nm, run);
+        gg = host_copy(d.gv);
+        if (gg && memcmp(gg->data, gv->data, (size_t)(R * k) * 4) != 0) {
+          fprintf(stderr, "  %sgather: differs from the CPU (seed %llu)\n", what,
+                  (unsigned long long)g_seed);
+          check_failed_ = 1;
+        }
+        ixl_tensor_free(gg);
+        gg = NULL;
+      }
+    }
+  }
+  pdl_set(-1);
+out:;
+  ixl_tensor *all[] = {lg,     lens,   cand,   cand2, cols,   ids1,   ids2,  end1,
+                       end2,   pos1,   pos2,   gv,    d.lg,   d.lens, d.cand, d.cand2,
+                       d.cols, d.ids,  d.end,  d.pos1, d.pos2, d.gv};
+  free_all(all, 22);
+}
+
 /* ---------------------------------------------------------------- timing */
 
 static int cmp_dbl(const void *a, const void *b) {
@@ -508,6 +678,28 @@ static void time_op(bench_fn f, void *arg, int ncopies, double *single, double *
   *batch = tb[10];
 }
 
+/* graph: n launches (over the copies in turn; n = ncopies, at least 20) captured as one CUDA
+ * graph, median of 11 replays (after one), per launch: the step's way of launching. */
+static void time_graph(bench_fn f, void *arg, int ncopies, double *graph) {
+  const int n = ncopies < 20 ? 20 : ncopies;
+  double tg[11];
+  CHECK_OK(g_ctx, ixl_ctx_sync(g_ctx));
+  CHECK_OK(g_ctx, ixl_graph_begin(g_ctx));
+  for (int i = 0; i < n; i++) CHECK_OK(g_ctx, f(arg, i % ncopies));
+  CHECK_OK(g_ctx, ixl_graph_end(g_ctx));
+  CHECK_OK(g_ctx, ixl_graph_launch(g_ctx));
+  for (int rep = 0; rep < 11; rep++) {
+    CHECK_OK(g_ctx, ixl_ctx_sync(g_ctx));
+    CHECK_OK(g_ctx, ixl_timer_record(g_ctx, 0));
+    CHECK_OK(g_ctx, ixl_graph_launch(g_ctx));
+    CHECK_OK(g_ctx, ixl_timer_record(g_ctx, 1));
+    CHECK_OK(g_ctx, ixl_timer_elapsed_us(g_ctx, 0, 1, &tg[rep]));
+    tg[rep] /= n;
+  }
+  qsort(tg, 11, sizeof tg[0], cmp_dbl);
+  *graph = tg[5];
+}
+
 typedef struct {
   ixl_tensor **in; /* copies: logits (K3) or candidates (K4) */
   ixl_tensor *lens, *out, *ids, *end;
@@ -539,12 +731,29 @@ static ixl_status run_memset(void *p, int i) {
 }
 
 static int g_quick;           /* IXL_BENCH=k3k4: the default launch shape only, no v1 */
-static const char *g_k3_label = "new", *g_k4_label = "new"; /* "next" under IXL_K3/K4_NEXT=1 */
+static const char *g_k3_label = "new"; /* "next" under IXL_K3_NEXT=1 */
 
 static void bench_line(const char *name, const char *variant, double s, double b, double bytes) {
   printf("# indexbench %-44s %-8s single %8.2f us batch %8.2f us %6.0f GB/s\n", name, variant, s,
          b, bytes / (b * 1e-6) / 1e9);
   fflush(stdout);
+}
+
+static int g_pdl_only; /* IXL_BENCH=pdl: the PDL A/B lines of the decode shapes only */
+
+/* The op with PDL off, then on (the process switch's hook), each as single, batch and graph
+ * (the graph captured with the switch in force). */
+static void bench_pdl(const char *name, bench_fn f, void *arg, int ncopies, double bytes) {
+  for (int pdl = 0; pdl < 2; pdl++) {
+    pdl_set(pdl);
+    double s, b, g;
+    time_op(f, arg, ncopies, &s, &b);
+    time_graph(f, arg, ncopies, &g);
+    printf("# indexbench %-44s %-8s single %8.2f us batch %8.2f us graph %8.2f us %6.0f GB/s\n",
+           name, pdl ? "pdl-on" : "pdl-off", s, b, g, bytes / (g * 1e-6) / 1e9);
+    fflush(stdout);
+  }
+  pdl_set(-1);
 }
 
 /* K3 then K4 at R rows of C positions, T blocks of cbs (sbk = cbs unless given), rotated over
@@ -578,7 +787,8 @@ static void bench_shape(const char *name, int64_t R, int64_t C, int cbs, int sbk
   static const int shapes[][2] = {{0, 0}, {1024, 1}, {1024, 2}, {512, 1}, {512, 2}, {512, 4},
                                   {512, 8}};
   for (int v = 0; v < 8; v++) {
-    if (g_quick && v > 0) break;
+    if ((g_quick || g_pdl_only) && v > 0) break;
+    if (g_pdl_only) break;
     if (v == 7) {
       set_env("IXL_CANDIDATES_V1", 1);
     } else {
@@ -594,20 +804,28 @@ static void bench_shape(const char *name, int64_t R, int64_t C, int cbs, int sbk
   }
   set_env("IXL_CANDIDATES_V1", 0);
   set_k3_shape(0, 0);
+  if (g_pdl_only) bench_pdl(nm, run_k3, &a, nl, (double)lbytes);
   if (k4) {
     a.in = cd;
     snprintf(nm, sizeof nm, "K4 %s", name);
-    for (int v = 0; v < (g_quick ? 1 : 2); v++) {
+    for (int v = 0; v < (g_pdl_only ? 0 : g_quick ? 1 : 2); v++) {
       set_env("IXL_EXPAND_V1", v);
       time_op(run_k4, &a, nc, &s, &b);
-      bench_line(nm, v ? "v1" : g_k4_label, s, b, (double)cbytes * (1 + cbs / sbk));
+      bench_line(nm, v ? "v1" : "new", s, b, (double)cbytes * (1 + cbs / sbk));
     }
     set_env("IXL_EXPAND_V1", 0);
     /* K3 then K4 back to back (the K4 launch may overlap K3 under IXL_K3/K4_NEXT=1) */
     snprintf(nm, sizeof nm, "K3+K4 %s", name);
-    time_op(run_pair, &a, nl, &s, &b);
-    bench_line(nm, strcmp(g_k3_label, g_k4_label) ? "mixed" : g_k3_label, s, b,
-               (double)lbytes);
+    if (!g_pdl_only) {
+      time_op(run_pair, &a, nl, &s, &b);
+      bench_line(nm, g_k3_label, s, b, (double)lbytes);
+    }
+    /* PDL off / on, in this process: K4 alone, then K3 and K4 back to back */
+    a.in = cd;
+    snprintf(nm, sizeof nm, "K4 %s", name);
+    bench_pdl(nm, run_k4, &a, nc, (double)cbytes * (1 + cbs / sbk));
+    snprintf(nm, sizeof nm, "K3+K4 %s", name);
+    bench_pdl(nm, run_pair, &a, nl, (double)lbytes);
   }
 out:
   for (int i = 0; i < nl; i++) ixl_tensor_free(lg[i]);
@@ -627,13 +845,18 @@ TEST(bench_index) {
     ixl_tensor_free(t);
   }
   bench_shape("decode 64x131072 cbs 8 T 2048", 64, 131072, 8, 8, 2048, IXL_SCORE_MAX, 1);
-  bench_shape("decode 64x131072 cbs 16 T 1024", 64, 131072, 16, 16, 1024, IXL_SCORE_MAX, 1);
-  bench_shape("decode 64x131072 cbs 64 T 256 sbk 16", 64, 131072, 64, 16, 256, IXL_SCORE_MAX,
-              1);
+  if (!g_pdl_only) {
+    bench_shape("decode 64x131072 cbs 16 T 1024", 64, 131072, 16, 16, 1024, IXL_SCORE_MAX, 1);
+    bench_shape("decode 64x131072 cbs 64 T 256 sbk 16", 64, 131072, 64, 16, 256, IXL_SCORE_MAX,
+                1);
+  }
   if (!g_quick)
     bench_shape("decode 64x131072 cbs 8 T 2048 sum", 64, 131072, 8, 8, 2048, IXL_SCORE_SUM, 0);
   bench_shape("decode 1x131072 cbs 8 T 2048", 1, 131072, 8, 8, 2048, IXL_SCORE_MAX, 1);
-  bench_shape("prefill 4096x131072 cbs 8 T 2048", 4096, 131072, 8, 8, 2048, IXL_SCORE_MAX, 1);
+  if (!g_pdl_only)
+    bench_shape("prefill 4096x131072 cbs 8 T 2048", 4096, 131072, 8, 8, 2048, IXL_SCORE_MAX, 1);
+  /* a 4K context (the step's context_scaling point where launch gaps weigh most) */
+  bench_shape("decode 64x4096 cbs 8 T 512", 64, 4096, 8, 8, 512, IXL_SCORE_MAX, 1);
 }
 
 
@@ -672,9 +895,27 @@ TEST(bench_k3_profile) {
 
 /* ---------------------------------------------------------------- main */
 
+/* IXL_TEST_ONLY=WORD,...: only the tests whose names contain one of the words */
+static const char *g_only;
+static int wanted(const char *name) {
+  if (!g_only) return 1;
+  for (const char *w = g_only; *w;) {
+    const size_t n = strcspn(w, ",");
+    char word[64];
+    if (n > 0 && n < sizeof word) {
+      memcpy(word, w, n);
+      word[n] = '\0';
+      if (strstr(name, word)) return 1;
+    }
+    w += n + (w[n] == ',');
+  }
+  return 0;
+}
 #define RUN_GPU(name)                               \
   do {                                              \
-    if (g_ctx) {                                    \
+    if (!wanted(#name)) {                           \
+      /* not asked for */                           \
+    } else if (g_ctx) {                             \
       RUN(name);                                    \
     } else {                                        \
       printf("ok - %s # skipped: no GPU\n", #name); \
@@ -690,8 +931,11 @@ int main(void) {
   if (g_small) printf("# small shapes\n");
   g_quick = bench && strcmp(bench, "k3k4") == 0;
   if (getenv("IXL_K3_NEXT") && atoi(getenv("IXL_K3_NEXT")) == 1) g_k3_label = "next";
-  if (getenv("IXL_K4_NEXT") && atoi(getenv("IXL_K4_NEXT")) == 1) g_k4_label = "next";
-  printf("# K3 kernel: %s, K4 kernel: %s\n", g_k3_label, g_k4_label);
+  g_pdl_only = bench && strcmp(bench, "pdl") == 0;
+  g_only = getenv("IXL_TEST_ONLY") && *getenv("IXL_TEST_ONLY") ? getenv("IXL_TEST_ONLY") : NULL;
+  printf("# K3 kernel: %s; PDL by default: %s (IXL_PDL=%s)\n", g_k3_label,
+         ixl_pdl_parse(getenv("IXL_PDL")) ? "on" : "off",
+         getenv("IXL_PDL") ? getenv("IXL_PDL") : "unset");
   char why[256];
   if (ixl_cuda_available(why, sizeof why)) {
     if (ixl_ctx_new(IXL_BACKEND_CUDA, 0, g_seed, &g_ctx) != IXL_OK) {
@@ -705,7 +949,10 @@ int main(void) {
   } else {
     printf("# no GPU: %s\n", why);
   }
-  if (!(bench && (strcmp(bench, "only") == 0 || strcmp(bench, "k3prof") == 0 || g_quick))) {
+  if (!(bench && (strcmp(bench, "only") == 0 || strcmp(bench, "k3prof") == 0 || g_quick ||
+                 g_pdl_only))) {
+    RUN(pdl_switch);
+    RUN_GPU(pdl_chain_matches_cpu);
     RUN_GPU(expand_spec_vectors);
     RUN_GPU(expand_matches_cpu);
     RUN_GPU(expand_v1_matches_cpu);
@@ -714,7 +961,8 @@ int main(void) {
     RUN_GPU(candidate_select_shapes_match_cpu);
     if (!g_small) RUN_GPU(prefill_shape_matches_cpu);
   }
-  if (bench && (bench[0] == '1' || strcmp(bench, "only") == 0 || g_quick)) RUN_GPU(bench_index);
+  if (bench && (bench[0] == '1' || strcmp(bench, "only") == 0 || g_quick || g_pdl_only))
+    RUN_GPU(bench_index);
   if (bench && strcmp(bench, "k3prof") == 0) RUN_GPU(bench_k3_profile);
   ixl_ctx_free(g_ctx);
   DONE();
