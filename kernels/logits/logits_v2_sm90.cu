@@ -35,6 +35,7 @@
 // (barrier and wgmma wait profile per launch; synchronizes), IXL_LOGITS_V2_ABL=nomma|noload
 // (v2_fp8_kernel without its wgmma or its loads: the limits of each side; wrong results).
 //
+// sass-limits: k1_fp8_kernel registers 168 shared 1024
 // sass-limits: k2_fp8_kernelILi32ELi4ELi4 registers 96 shared 1024
 // sass-limits: k2_fp8_kernelILi64ELi6ELi3 registers 128 shared 1024
 // sass-limits: k2_fp8_kernelILi32ELi6ELi3 registers 128 shared 1024
@@ -43,6 +44,7 @@
 // sass-limits: v2_fp8_kernelILi32ELi6ELi3 registers 128 shared 1024
 // sass-limits: v2_fp8_kernel registers 200 shared 1024
 // sass-expect: v2_fp8_kernel UTMALDG SYNCS
+// sass-expect: k1_fp8_kernel UTMALDG SYNCS
 // sass-expect: k2_fp8_kernel UTMALDG SYNCS
 #include "logits/logits.h"
 #include "cuda/launch.cuh"
@@ -552,6 +554,327 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
 #endif
 }
 
+// ================================================================== K1: one key tile, 4 rows
+// k1_fp8_kernel (IXL_LOGITS_V2_FP8_K1=1; K1 fp8 with the fp32 reduction): the mechanism is one
+// 64-position key tile shared by RB = 256 / H query rows in ONE m64n256k32 wgmma (v2_fp8.cuh's
+// tile_mma256), against DeepGEMM's two rows per m64n128k32 and v2_fp8_kernel's one row per
+// m64nHk32: per MAC the tensor core reads 20 % less shared memory than DeepGEMM's form (A 2 KB +
+// B 8 KB per 64 x 256 x 32 against 2 + 4 KB per 64 x 128 x 32) and the TMA writes a key tile
+// once per 4 rows (half of DeepGEMM's), and the epilogue's per-logit overhead (shuffles,
+// scale, store) is spread over 4 rows.
+// - A CTA per SM (persistent): warpgroups 0 and 1 compute (setmaxnreg 232), warpgroup 2 loads
+//   (setmaxnreg 40): its warp 0 issues the TMA boxes (keys 64 x 128 B, the RB rows' queries
+//   256 x 128 B, 128B swizzle) and loads the key scales and weights with its lanes (each lane
+//   arriving on the full barrier after its stores, count 32); its warps 1-3 write -inf outside
+//   the rows' ranges (rows of the blocks b = blockIdx.x mod gridDim.x).
+// - A 12-stage ring of key tiles; tile i of the CTA's walk is computed by warpgroup i % 2
+//   (stage i % 12), one accumulator each: one warpgroup's epilogue runs under the other's
+//   wgmma. Queries in two slots (a block's Q stays while its tiles pass).
+// - Work: the units are (block of RB rows, 64-position key tile of the union of the rows'
+//   ranges); every CTA counts them (an exact prefix sum over the blocks, all threads) and takes
+//   an equal share, so causal or ragged rows balance over the grid with no metadata launch.
+// - A tile's positions outside a row's range are computed and not stored; the key tiles are
+//   aligned to 64 in the key array in both layouts, so a logit has the same bits in the full
+//   and the compressed layout.
+namespace k1 {
+
+constexpr int kMathWG = 2;
+constexpr int kThreads = 128 * (kMathWG + 1);
+constexpr int kStages = 12; // even: stage i % kStages belongs to warpgroup i % 2
+constexpr int kQBytes = 256 * 128;
+
+struct Params {
+  const int32_t *ks, *ke;
+  const float *kscales; // [N]
+  const float *w;       // [R, H]
+  float *out;           // [R, out_cols]
+  int64_t R, out_cols, nb;
+  int32_t N, compressed;
+};
+
+template <int H>
+struct Smem {
+  static constexpr int RB = 256 / H;
+  static constexpr int codes = 0;                                  // [S][8 KB]
+  static constexpr int q = codes + kStages * kTileBytes;           // [2][32 KB]
+  static constexpr int scales = q + 2 * kQBytes;                   // [S][64] f32
+  static constexpr int w = scales + kStages * kTile * 4;           // [2][RB][k1_wrow] f32
+  static constexpr int bars = w + 2 * RB * ixl_v2::k1_wrow<H>() * 4;
+  static constexpr int info = bars + (2 * kStages + 4) * 8; // int64 [6]
+  static constexpr int total = info + 48;
+  static constexpr int alloc = total + 1024;
+  static_assert(kThreads * 8 <= kStages * kTileBytes, "prologue scratch fits the codes");
+  static_assert(bars % 8 == 0 && w % 16 == 0, "alignment");
+};
+
+#if IXL_SM90_DEVICE
+// A row's K rows [a, e) that have an output column (column = K row - base), clamped like
+// row_range; rows past R: empty.
+struct RowK {
+  int32_t a, e, base;
+};
+__device__ __forceinline__ RowK row_k(const Params &p, int64_t row) {
+  RowK r = {0, 0, 0};
+  if (row >= p.R) return r;
+  int32_t ke = p.ke[row], ks = p.ks[row];
+  ke = ke < 0 ? 0 : ke > p.N ? p.N : ke;
+  ks = ks < 0 ? 0 : ks > ke ? ke : ks;
+  const int64_t base = p.compressed ? ks : 0;
+  int64_t a = ks, e = ke;
+  if (e > base + p.out_cols) e = base + p.out_cols;
+  if (a > e) a = e;
+  r.a = (int32_t)a, r.e = (int32_t)e, r.base = (int32_t)base;
+  return r;
+}
+// Block b's key tiles: [tlo, tlo + return value), the 64-aligned cover of the union of its
+// non-empty rows' ranges (0 tiles when all are empty).
+template <int RB>
+__device__ __forceinline__ int32_t block_tiles(const Params &p, int64_t b, int32_t &tlo) {
+  int32_t lo = INT32_MAX, hi = 0;
+#pragma unroll
+  for (int rb = 0; rb < RB; ++rb) {
+    const RowK r = row_k(p, b * RB + rb);
+    if (r.e > r.a) lo = r.a < lo ? r.a : lo, hi = r.e > hi ? r.e : hi;
+  }
+  if (hi == 0) return tlo = 0, 0;
+  tlo = lo >> 6;
+  return ((hi + 63) >> 6) - tlo;
+}
+#endif
+
+template <int H>
+__global__ void __launch_bounds__(kThreads, 1)
+    k1_fp8_kernel(const __grid_constant__ CUtensorMap kmap,
+                  const __grid_constant__ CUtensorMap qmap, const Params p) {
+#if IXL_SM90_DEVICE
+  constexpr int RB = 256 / H, WROW = ixl_v2::k1_wrow<H>();
+  using L = Smem<H>;
+  // 1024-B aligned (the 128B swizzle's period; DeepGEMM's form): every buffer is the window's
+  // base + a constant, so nothing but the prologue's results lives across the setmaxnreg
+  extern __shared__ __align__(1024) uint8_t k1_smem[];
+  uint8_t *smem = k1_smem;
+  uint8_t *s_codes = smem + L::codes, *s_q = smem + L::q;
+  float *s_sc = reinterpret_cast<float *>(smem + L::scales);
+  float *s_w = reinterpret_cast<float *>(smem + L::w);
+  uint64_t *full = reinterpret_cast<uint64_t *>(smem + L::bars);
+  uint64_t *empty = full + kStages, *qfull = empty + kStages, *qempty = qfull + 2;
+  int64_t *info = reinterpret_cast<int64_t *>(smem + L::info);
+  int64_t *scratch = reinterpret_cast<int64_t *>(smem + L::codes); // prologue only
+  const int tid = threadIdx.x, lane = tid & 31;
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      ptx::mbarrier_init(&full[s], 32);         // the producer's lanes (scales; lane 0: + tx)
+      ptx::mbarrier_init(&empty[s], 4);         // the consuming warpgroup's warps
+    }
+    for (int s = 0; s < 2; ++s) {
+      ptx::mbarrier_init(&qfull[s], 32);          // the producer's lanes (weights; lane 0: + tx)
+      ptx::mbarrier_init(&qempty[s], 4 * kMathWG); // every math warp, once per block
+    }
+    ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster);
+  }
+  // ---- the CTA's share of the units: counts per thread's chunk of blocks, a scan by warp 0
+  const int64_t chunk = (p.nb + kThreads - 1) / kThreads;
+  const int64_t c0 = tid * chunk < p.nb ? tid * chunk : p.nb;
+  const int64_t c1 = c0 + chunk < p.nb ? c0 + chunk : p.nb;
+  int64_t cnt = 0;
+  for (int64_t b = c0; b < c1; ++b) {
+    int32_t tlo;
+    cnt += block_tiles<RB>(p, b, tlo);
+  }
+  scratch[tid] = cnt;
+  __syncthreads();
+  if (tid < 32) {
+    constexpr int per = kThreads / 32;
+    int64_t loc[per], sum = 0;
+#pragma unroll
+    for (int i = 0; i < per; ++i) loc[i] = scratch[tid * per + i], sum += loc[i];
+    int64_t incl = sum;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+      const int64_t o = __shfl_up_sync(0xffffffffu, incl, off);
+      if (lane >= off) incl += o;
+    }
+    int64_t run = incl - sum;
+#pragma unroll
+    for (int i = 0; i < per; ++i) {
+      const int64_t c = loc[i];
+      scratch[tid * per + i] = run;
+      run += c;
+    }
+    if (tid == 31) { // the CTA's units [U0, U0 + nunits)
+      const int64_t total = incl, per_cta = (total + gridDim.x - 1) / gridDim.x;
+      const int64_t U0 = (int64_t)blockIdx.x * per_cta;
+      info[2] = U0 < total ? (U0 + per_cta < total ? per_cta : total - U0) : 0;
+      info[3] = U0;
+      info[0] = 0, info[1] = 0;
+    }
+  }
+  __syncthreads();
+  if (info[2]) {
+    const int64_t pre = scratch[tid], U0 = info[3];
+    if (U0 >= pre && U0 < pre + cnt) {
+      int64_t at = pre;
+      for (int64_t b = c0; b < c1; ++b) {
+        int32_t tlo;
+        const int32_t n = block_tiles<RB>(p, b, tlo);
+        if (U0 < at + n) {
+          info[0] = b, info[1] = U0 - at;
+          break;
+        }
+        at += n;
+      }
+    }
+  }
+  // the scratch's generic stores before the TMA's (async proxy) writes into the same bytes
+  ptx::fence_proxy_async(ptx::space_shared);
+  __syncthreads();
+
+  if (threadIdx.x >= 128 * kMathWG) {
+    setmaxnreg_dec<96>();
+    const int tid = threadIdx.x, lane = tid & 31, pw = (tid - 128 * kMathWG) >> 5;
+    const int64_t b0 = info[0], nunits = info[2];
+    const int32_t o0 = (int32_t)info[1];
+    if (pw == 0) {
+      // ------------------------------------------------------------ producer warp
+      int64_t b = b0;
+      int32_t o = o0, tlo = 0, nt = nunits ? block_tiles<RB>(p, b, tlo) : 0;
+      int stage = 0, qslot = 0;
+      uint32_t eph = 1, qeph = 3; // fresh barriers pass on parity 1; bit s: Q slot s
+      for (int64_t i = 0; i < nunits; ++i) {
+        bool fresh = i == 0;
+        if (i > 0 && ++o == nt) {
+          do nt = block_tiles<RB>(p, ++b, tlo);
+          while (nt == 0);
+          o = 0, qslot ^= 1, fresh = true;
+        }
+        if (fresh) { // the block's queries (TMA) and weights (lanes, permuted)
+          float wv[256 / 32];
+#pragma unroll
+          for (int m = 0; m < 256 / 32; ++m) {
+            const int f = lane + 32 * m, rb = f / H, h = f % H;
+            const int64_t row = b * RB + rb;
+            wv[m] = row < p.R ? p.w[row * H + h] : 0.0f;
+          }
+          mbar_wait(&qempty[qslot], (qeph >> qslot) & 1);
+          qeph ^= 1u << qslot;
+          float *dw = s_w + qslot * RB * WROW;
+#pragma unroll
+          for (int m = 0; m < 256 / 32; ++m) {
+            const int f = lane + 32 * m, rb = f / H, h = f % H;
+            dw[rb * WROW + ixl_v2::k1_widx<H>(h)] = wv[m];
+          }
+          if (lane == 0) {
+            ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared,
+                                           &qfull[qslot], (uint32_t)kQBytes);
+            const int32_t c[2] = {0, (int32_t)(b * RB * H)};
+            ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global,
+                                      s_q + qslot * kQBytes, &qmap, c, &qfull[qslot]);
+          } else {
+            ptx::mbarrier_arrive(&qfull[qslot]);
+          }
+        }
+        const int32_t k0 = (tlo + o) * kTile;
+        const float sa = k0 + lane < p.N ? p.kscales[k0 + lane] : 0.0f;
+        const float sb = k0 + lane + 32 < p.N ? p.kscales[k0 + lane + 32] : 0.0f;
+        mbar_wait(&empty[stage], eph);
+        s_sc[stage * kTile + lane] = sa, s_sc[stage * kTile + lane + 32] = sb;
+        if (lane == 0) {
+          ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared,
+                                         &full[stage], (uint32_t)kTileBytes);
+          const int32_t c[2] = {0, k0};
+          ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global,
+                                    s_codes + stage * kTileBytes, &kmap, c, &full[stage]);
+        } else {
+          ptx::mbarrier_arrive(&full[stage]);
+        }
+        if (++stage == kStages) stage = 0, eph ^= 1;
+      }
+    } else {
+      // ------------------------------------------------------------ -inf fill (warps 1-3)
+      const int ft = tid - 128 * kMathWG - 32, nf = 96;
+      const float ninf = __uint_as_float(0xff800000u);
+      for (int64_t b = blockIdx.x; b < p.nb; b += gridDim.x)
+        for (int rb = 0; rb < RB; ++rb) {
+          const int64_t row = b * RB + rb;
+          if (row >= p.R) break;
+          const RowK r = row_k(p, row);
+          float *o = p.out + row * p.out_cols;
+          const int64_t a = r.a - r.base, e = r.e - r.base;
+          for (int64_t c = ft; c < a; c += nf) o[c] = ninf;
+          for (int64_t c = e + ft; c < p.out_cols; c += nf) o[c] = ninf;
+        }
+    }
+  } else {
+  // ---------------------------------------------------------------- math warpgroups
+  setmaxnreg_inc<200>();
+  const int tid = threadIdx.x, lane = tid & 31;
+  const int64_t b0 = info[0], nunits = info[2];
+  const int32_t o0 = (int32_t)info[1];
+  constexpr int NQ = RB / 4; // rows per lane after the transposing reduction
+  const int wg = tid >> 7, warp = (tid >> 5) & 3, t4 = lane & 3;
+  const int r0 = 16 * warp + (lane >> 2);
+  const int rb_lane = (t4 & 1) * (RB / 2) + (t4 >> 1) * (RB / 4); // + q, q < NQ
+  int64_t b = b0;
+  int32_t o = o0, tlo = 0, nt = 0;
+  RowK my[NQ];
+  auto enter = [&]() {
+    nt = block_tiles<RB>(p, b, tlo);
+#pragma unroll
+    for (int q = 0; q < NQ; ++q) my[q] = row_k(p, b * RB + rb_lane + q);
+  };
+  int stage = wg, qslot = 0;
+  uint32_t fph = 0, qfph = 0; // bit s: Q slot s's parity
+  float acc[128];
+  if (nunits) {
+    enter();
+    mbar_wait(&qfull[0], 0);
+    qfph ^= 1u;
+  }
+  for (int64_t i = 0; i < nunits; ++i) {
+    if (i > 0 && ++o == nt) { // the block is done for both warpgroups' reads of this warp
+      __syncwarp();
+      if (lane == 0) ptx::mbarrier_arrive(&qempty[qslot]);
+      do ++b, enter();
+      while (nt == 0);
+      o = 0, qslot ^= 1;
+      mbar_wait(&qfull[qslot], (qfph >> qslot) & 1);
+      qfph ^= 1u << qslot;
+    }
+    if ((int)(i & 1) != wg) continue;
+    mbar_wait(&full[stage], fph);
+    const float sc0 = s_sc[stage * kTile + r0], sc1 = s_sc[stage * kTile + r0 + 8];
+    ixl_v2::tile_mma256(acc, s_codes + stage * kTileBytes, s_q + qslot * kQBytes);
+    wgmma_wait<0>();
+    fence_operand(acc);
+    __syncwarp();
+    if (lane == 0) ptx::mbarrier_arrive(&empty[stage]);
+    stage += 2;
+    if (stage >= kStages) stage -= kStages, fph ^= 1;
+    const bool fast = __all_sync(0xffffffffu, sc0 >= 0.0f && sc0 <= 3.402823466e38f &&
+                                                  sc1 >= 0.0f && sc1 <= 3.402823466e38f);
+    float res[RB / 2];
+    ixl_v2::k1_epilogue<H>(acc, sc0, sc1, fast, s_w + qslot * RB * WROW, t4, res);
+    const int32_t k0 = (tlo + o) * kTile + r0;
+#pragma unroll
+    for (int v = 0; v < RB / 2; ++v) {
+      const RowK &r = my[v / 2];
+      const int32_t k = k0 + 8 * (v & 1);
+      if (k >= r.a && k < r.e)
+        p.out[(b * RB + rb_lane + v / 2) * p.out_cols + (k - r.base)] = res[v];
+    }
+  }
+  if (nunits) {
+    __syncwarp();
+    if (lane == 0) ptx::mbarrier_arrive(&qempty[qslot]);
+  }
+  }
+#else
+  IXL_SM90_TRAP_ELSEWHERE();
+#endif
+}
+
+} // namespace k1
+
 // ------------------------------------------------------------------ host
 // The calls v2's fp8 kernel takes (else v1 runs them). The same page-size rule for K2 and
 // paged K5 and the same ragged-K rule for K1 and ragged K5, so that a K5 call and the K1/K2
@@ -704,6 +1027,62 @@ static ixl_status launch_cfg(ixl_ctx *ctx, const ixl_logits_call *c, Params &p) 
   return st;
 }
 
+// K1 fp8 fp32 on k1_fp8_kernel: IXL_LOGITS_V2_FP8_K1=1 (read once per process; off by default
+// until proven on the H200). Also needs a Q box of RB rows (R H >= 256) and a key box of 64 rows
+// (N >= 64) inside the tensors; else v2_fp8_kernel runs the call.
+static bool k1_on() {
+  static const bool on = [] {
+    const char *e = getenv("IXL_LOGITS_V2_FP8_K1");
+    return e && e[0] == '1' && e[1] == 0;
+  }();
+  return on;
+}
+template <int H>
+static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
+  using L = k1::Smem<H>;
+  const ixl_qk *in = c->in;
+  static std::atomic<int> ready[64];
+  const int dev = ixl_ctx_device(ctx);
+  const bool slot = dev >= 0 && dev < 64;
+  if (!slot || !ready[dev].load(std::memory_order_relaxed)) {
+    cudaError_t e = cudaFuncSetAttribute(k1::k1_fp8_kernel<H>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, L::alloc);
+    if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaFuncSetAttribute (logits v2 K1)");
+    if (slot) ready[dev].store(1, std::memory_order_relaxed);
+  }
+  k1::Params p = {};
+  p.ks = (const int32_t *)c->ks->data;
+  p.ke = (const int32_t *)c->ke->data;
+  p.kscales = (const float *)in->k_scales->data;
+  p.w = (const float *)c->weights->data;
+  p.out = (float *)c->out->data;
+  p.R = c->R;
+  p.out_cols = c->out->shape[1];
+  p.nb = ixl_ceil_div(c->R, L::RB);
+  p.N = (int32_t)c->N;
+  p.compressed = c->layout == IXL_LAYOUT_COMPRESSED;
+  CUtensorMap kmap, qmap;
+  char why[160];
+  int bad = tma_map_2d(&kmap, in->k_codes->data, CU_TENSOR_MAP_DATA_TYPE_UINT8, 128,
+                       (uint64_t)p.N, 128, 128, (uint32_t)kTile, CU_TENSOR_MAP_SWIZZLE_128B, why,
+                       sizeof why);
+  if (!bad)
+    bad = tma_map_2d(&qmap, in->q_codes->data, CU_TENSOR_MAP_DATA_TYPE_UINT8, 128,
+                     (uint64_t)(c->R * H), 128, 128, 256, CU_TENSOR_MAP_SWIZZLE_128B, why,
+                     sizeof why);
+  if (bad) return ixl_set_error(ctx, IXL_ERR_BACKEND, "dense_logits (v2 K1): %s", why);
+  const int grid = ixl::sm_count(ctx);
+  if (grid <= 0) return ixl_set_error(ctx, IXL_ERR_BACKEND, "dense_logits (v2 K1): no SM count");
+  k1::k1_fp8_kernel<H><<<(unsigned)grid, k1::kThreads, L::alloc, ixl::stream_of(ctx)>>>(
+      kmap, qmap, p);
+  return ixl_cuda_check_launch(ctx, "logits v2 fp8 K1 kernel");
+}
+static bool k1_takes(const ixl_logits_call *c) {
+  return k1_on() && c->mode == IXL_LOGITS_DENSE && c->in->k_pages == NULL &&
+         c->reduction == IXL_REDUCE_FP32 && c->R * c->H >= 256 && c->N >= kTile &&
+         c->R * c->H + 256 < INT32_MAX;
+}
+
 // 6 stages x 3 CTAs per SM (the K2 fp32 kernel's measured default).
 template <int H, int MODE, bool BF16>
 static ixl_status launch_mode(ixl_ctx *ctx, const ixl_logits_call *c, Params &p) {
@@ -761,6 +1140,7 @@ ixl_status launch(ixl_ctx *ctx, const ixl_logits_call *c) {
   if (c->mode == IXL_LOGITS_SPARSE && paged) return launch_mode<H, M_K5P, true>(ctx, c, p);
   if (sparse) return launch_mode<H, M_K5R, true>(ctx, c, p); // K5: always the bf16 reduction
   // K1 (fp8_takes lets it through unless IXL_LOGITS_V2_FP8_RAGGED=0)
+  if (k1_takes(c)) return launch_k1<H>(ctx, c);
   return c->reduction == IXL_REDUCE_BF16 ? launch_mode<H, M_K1, true>(ctx, c, p)
                                          : launch_mode<H, M_K1, false>(ctx, c, p);
 }

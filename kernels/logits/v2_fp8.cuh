@@ -29,6 +29,19 @@ using namespace ixl::sm90;
 constexpr int kTile = 64;               // positions per tile (the wgmma M)
 constexpr int kTileBytes = kTile * 128; // fp8 codes of one tile
 
+// Weights of one query row in shared memory as k1_epilogue reads them: lane quad t4's 2 H / 8
+// weights (heads 8 jj + 2 t4 + c, jj = 0 .. H / 8 - 1, c = 0, 1) contiguous at t4 * kWQ(H),
+// in (jj, c) order, so a lane reads them as float4s; the stride kWQ = H / 4 + 4 puts the four
+// lanes' float4s in distinct banks.
+template <int H>
+__host__ __device__ constexpr int k1_wq() { return H / 4 + 4; }
+template <int H>
+__host__ __device__ constexpr int k1_wrow() { return 4 * k1_wq<H>(); } // floats per row
+template <int H>
+__host__ __device__ constexpr int k1_widx(int h) { // head h's slot in its row
+  return ((h % 8) / 2) * k1_wq<H>() + 2 * (h / 8) + (h % 2);
+}
+
 #if IXL_SM90_DEVICE
 // Issues (does not wait for) the tile's four wgmma into acc; the caller commits and waits.
 template <int H>
@@ -103,6 +116,149 @@ __device__ __forceinline__ __nv_bfloat16 epilogue_bf16(const float (&acc)[H / 2]
   // (s0, s1) + (s2, s3): lanes t4 even hold (s0, s1), odd (s2, s3); the sum is symmetric
   const __nv_bfloat162 sum = (t4 & 1) ? __hadd2(other, ch) : __hadd2(ch, other);
   return __hadd(__low2bfloat16(sum), __high2bfloat16(sum));
+}
+
+// ---------------------------------------------------------------- K1 on a shared key tile
+// (logits_v2_sm90.cu's k1_fp8_kernel; IXL_LOGITS_V2_FP8_K1). One 64-position key tile is the A
+// operand of ONE m64n256k32 wgmma whose N = 256 columns are RB = 256 / H query rows x H heads:
+// the tile is read from shared memory once per 4 rows (H 64) instead of once per row, and the
+// 64 x 256 accumulator (128 registers a thread) holds the four rows' dots.
+// wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3, SS (PTX ISA "wgmma.mma_async"), the
+// same form as sm90.cuh's n32-n128 wrappers (which end at N 128).
+__device__ __forceinline__ void wgmma_m64n256k32_e4m3_ss(float (&d)[128], uint64_t da,
+                                                         uint64_t db, int scale_d) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3 {"
+               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, "
+               "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, "
+               "%34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, "
+               "%50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, "
+               "%66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, "
+               "%82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, "
+               "%98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, "
+               "%111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, "
+               "%124, %125, %126, %127"
+               "}, %128, %129, p, 1, 1;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]),
+                 "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                 "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                 "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                 "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
+                 "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                 "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+                 "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                 "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+                 "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                 "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
+                 "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                 "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]),
+                 "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                 "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
+                 "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+                 "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]),
+                 "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+                 "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]),
+                 "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+                 "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+                 "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+                 "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]),
+                 "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+                 "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]),
+                 "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+                 "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]),
+                 "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+                 "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]),
+                 "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+                 "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]),
+                 "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+               : "l"(da), "l"(db), "r"(scale_d));
+}
+
+// The four k32 groups of a tile into one accumulator: A = the key tile (64 x 128 B, 128B
+// swizzle), B = the RB rows' queries (256 x 128 B, the same swizzle). Issued, not waited.
+__device__ __forceinline__ void tile_mma256(float (&acc)[128], const uint8_t *a,
+                                            const uint8_t *q) {
+  fence_operand(acc);
+  wgmma_fence();
+#pragma unroll
+  for (int g = 0; g < 4; ++g)
+    wgmma_m64n256k32_e4m3_ss(acc, wgmma_desc(a + 32 * g, IXL_SM90_SWIZZLE_128B, 16, 1024),
+                             wgmma_desc(q + 32 * g, IXL_SM90_SWIZZLE_128B, 16, 1024), g > 0);
+  wgmma_commit();
+}
+
+// relu keeping NaN (max.NaN.f32, PTX ISA "max"): one FMNMX.NAN.
+__device__ __forceinline__ float relu_nan(float x) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(x), "f"(0.0f));
+  return r;
+}
+
+// fp32 reduction of a finished 64 x (RB x H) accumulator (RB = 256 / H rows). Per lane: for
+// each of its RB rows and its 2 positions (r0, r0 + 8), sum over its H / 4 heads of
+// w * relu(dot) (fast: the key scales are finite and >= 0 for the warp's positions, so
+// relu(dot * scale) = relu(dot) * scale and the scale is applied once per logit after the head
+// sum) or w * relu(dot * scale) (else: v2_fp8.cuh's epilogue_fp32 formula). Then the quad's 4
+// partial sums of every (row, position) are added as (p0 + p1) + (p2 + p3) by a transposing
+// reduction (xor 1 halves the lane's values, xor 2 halves them again: 3/4 of the shuffles of a
+// reduction per value), so the lane ends with RB / 2 finished logits: value i is row
+// (t4 & 1) RB / 2 + (t4 >> 1) RB / 4 + i / 2, position r0 + 8 (i & 1). The order of every
+// sum is the same for every (row, position), so a logit does not depend on its tile, its rows'
+// grouping or the layout. w: the RB rows' weights (k1_widx layout, 16-B aligned).
+template <int H>
+__device__ __forceinline__ void k1_epilogue(const float (&acc)[128], float sc0, float sc1,
+                                            bool fast, const float *w, int t4,
+                                            float (&res)[256 / H / 2]) {
+  constexpr int RB = 256 / H, V = 2 * RB, JR = H / 8; // JR: j per row
+  float v[V];
+#pragma unroll
+  for (int i = 0; i < V; ++i) v[i] = 0.0f;
+  if (fast) {
+#pragma unroll
+    for (int j = 0; j < 32; j += 2) {
+      const int rb = j / JR, jj = j % JR;
+      const float4 wj = *reinterpret_cast<const float4 *>(w + rb * k1_wrow<H>() +
+                                                          t4 * k1_wq<H>() + 2 * jj);
+      float &s0 = v[2 * rb], &s1 = v[2 * rb + 1];
+      s0 = __fmaf_rn(wj.x, relu_nan(acc[4 * j]), s0);
+      s1 = __fmaf_rn(wj.x, relu_nan(acc[4 * j + 2]), s1);
+      s0 = __fmaf_rn(wj.y, relu_nan(acc[4 * j + 1]), s0);
+      s1 = __fmaf_rn(wj.y, relu_nan(acc[4 * j + 3]), s1);
+      s0 = __fmaf_rn(wj.z, relu_nan(acc[4 * j + 4]), s0);
+      s1 = __fmaf_rn(wj.z, relu_nan(acc[4 * j + 6]), s1);
+      s0 = __fmaf_rn(wj.w, relu_nan(acc[4 * j + 5]), s0);
+      s1 = __fmaf_rn(wj.w, relu_nan(acc[4 * j + 7]), s1);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < 32; j += 2) {
+      const int rb = j / JR, jj = j % JR;
+      const float4 wj = *reinterpret_cast<const float4 *>(w + rb * k1_wrow<H>() +
+                                                          t4 * k1_wq<H>() + 2 * jj);
+      const float wv[4] = {wj.x, wj.y, wj.z, wj.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) { // e: (j + e / 2, c = e % 2)
+        const int a = 4 * (j + e / 2) + e % 2;
+        const float d0 = __fmul_rn(acc[a], sc0), d1 = __fmul_rn(acc[a + 2], sc1);
+        v[2 * rb] = __fmaf_rn(wv[e], d0 < 0.0f ? 0.0f : d0, v[2 * rb]);
+        v[2 * rb + 1] = __fmaf_rn(wv[e], d1 < 0.0f ? 0.0f : d1, v[2 * rb + 1]);
+      }
+    }
+  }
+  // the transposing quad reduction
+  const bool b0 = t4 & 1, b1 = t4 & 2;
+  float u[V / 2];
+#pragma unroll
+  for (int i = 0; i < V / 2; ++i) {
+    const float keep = b0 ? v[V / 2 + i] : v[i], send = b0 ? v[i] : v[V / 2 + i];
+    u[i] = keep + __shfl_xor_sync(0xffffffffu, send, 1);
+  }
+#pragma unroll
+  for (int i = 0; i < V / 4; ++i) {
+    const float keep = b1 ? u[V / 4 + i] : u[i], send = b1 ? u[i] : u[V / 4 + i];
+    res[i] = keep + __shfl_xor_sync(0xffffffffu, send, 2);
+    if (fast) res[i] = __fmul_rn(res[i], (i & 1) ? sc1 : sc0);
+  }
 }
 #endif
 

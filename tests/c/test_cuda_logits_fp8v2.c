@@ -462,6 +462,77 @@ TEST(dense_ragged_long_rows_compressed) {
   }
 }
 
+/* ---------------------------------------------------------------- K1, many row blocks */
+
+/* K1 fp32 over many row blocks (R not a multiple of 4 or 8; v2's k1_fp8_kernel under
+ * IXL_LOGITS_V2_FP8_K1=1 groups 256 / H rows per key tile and splits the (block, tile) units
+ * evenly over the grid): causal rows, rows of random ranges, empty rows, both layouts; key
+ * scales partly negative or zero (the kernel's exact path for such tiles) in one pass, all
+ * positive in the other. Masks exact, values close to the CPU, two poisons bit for bit,
+ * compressed == full bit for bit on v2. */
+TEST(dense_ragged_many_blocks_fp32) {
+  const int64_t R = g_small ? 37 : 301, N = g_small ? 700 : 3000;
+  for (int H = 32; H <= 64; H += 32)
+    for (int neg = 0; neg < 2; neg++) {
+      inputs in;
+      gen_inputs(&in, R, H, N);
+      if (neg)
+        for (int64_t i = 0; i < N; i++)
+          if (i % 7 == 3 || i % 11 == 5) ((float *)in.ks->data)[i] *= i % 7 == 3 ? -1.0f : 0.0f;
+      ixl_tensor *ks = tens_new(IXL_I32, 1, R, 0, 0, 0), *ke = tens_new(IXL_I32, 1, R, 0, 0, 0);
+      int32_t *ksp = ks->data, *kep = ke->data;
+      int64_t maxlen = 0;
+      for (int64_t r = 0; r < R; r++) {
+        int64_t a = 0, b = N - R + r + 1; /* causal */
+        if (r % 9 == 4) a = rand_range(0, N - 1), b = rand_range(a, N);
+        if (r % 13 == 6) a = b = rand_range(0, N);
+        ksp[r] = (int32_t)a, kep[r] = (int32_t)b;
+        if (b - a > maxlen) maxlen = b - a;
+      }
+      ixl_tensor *dq[] = {to_dev(in.qc), to_dev(in.kc), to_dev(in.ks), to_dev(ks), to_dev(ke),
+                          to_dev(in.wf)};
+      ixl_tensor *full_gpu = NULL;
+      for (int lay = 0; lay < 2; lay++) {
+        const ixl_layout layout = lay ? IXL_LAYOUT_COMPRESSED : IXL_LAYOUT_FULL;
+        const int64_t C = lay ? maxlen + 3 : N;
+        ixl_qk hq = {in.qc, NULL, in.kc, in.ks, NULL, 0, IXL_FP8};
+        ixl_tensor *cpu = tens_new(IXL_F32, 2, R, C, 0, 0);
+        CHECK_OK(g, ixl_dense_logits(g, &hq, in.wf, ks, ke, layout, 1, IXL_REDUCE_FP32, cpu));
+        k1_args a = {{dq[0], NULL, dq[1], dq[2], NULL, 0, IXL_FP8}, dq[5], dq[3], dq[4], layout,
+                     IXL_REDUCE_FP32, 1};
+        ixl_tensor *dout = tens_new(IXL_F32, 2, R, C, 0, 1);
+        int64_t nondet = 0;
+        ixl_tensor *gpu = run_twice(k1_op, &a, dout, &nondet, NULL);
+        char what[96];
+        snprintf(what, sizeof what, "K1 fp8 H=%d fp32 %s, %s scales, %lld rows", H,
+                 lay ? "compressed" : "full", neg ? "signed" : "positive", (long long)R);
+        const int64_t bad = compare_cpu(what, gpu, cpu, 0);
+        int64_t layoutdiff = 0;
+        if (lay && g_v2_ragged)
+          for (int64_t r = 0; r < R; r++)
+            for (int64_t c = 0; c < C && ksp[r] + c < kep[r]; c++)
+              if (!same(at(gpu, r * C + c), at(full_gpu, r * N + ksp[r] + c)) && layoutdiff++ < 5)
+                fprintf(stderr, "  %s: row %lld col %lld = %.9g, full layout %.9g\n", what,
+                        (long long)r, (long long)c, at(gpu, r * C + c),
+                        at(full_gpu, r * N + ksp[r] + c));
+        CHECK_MSG(bad == 0 && nondet == 0 && layoutdiff == 0,
+                  "%s: %lld off the CPU, %lld nondeterministic, %lld differ from the full "
+                  "layout (seed %llu)",
+                  what, (long long)bad, (long long)nondet, (long long)layoutdiff,
+                  (unsigned long long)g_seed);
+        if (lay == 0) full_gpu = gpu;
+        else ixl_tensor_free(gpu);
+        ixl_tensor *ts[] = {cpu, dout};
+        tfree(ts, 2);
+      }
+      ixl_tensor_free(full_gpu);
+      tfree(dq, 6);
+      ixl_tensor *ts[] = {ks, ke};
+      tfree(ts, 2);
+      free_inputs(&in);
+    }
+}
+
 /* IXL_TEST_ONLY: comma-separated substrings; a test runs when its name holds one (all when
  * unset or empty). */
 static int wanted(const char *name) {
@@ -487,7 +558,8 @@ int main(void) {
   static const char *names[] = {"sparse_paged_block_and_page_sizes_equal_dense",
                                 "sparse_ragged_block_sizes_equal_dense",
                                 "dense_ragged_ranges_layouts_and_clean",
-                                "dense_ragged_long_rows_compressed"};
+                                "dense_ragged_long_rows_compressed",
+                                "dense_ragged_many_blocks_fp32"};
   const int ntests = (int)(sizeof names / sizeof names[0]);
   char why[256];
   int sm = 0;
@@ -511,8 +583,10 @@ int main(void) {
     const char *e = getenv("IXL_LOGITS_V2_FP8_RAGGED");
     g_v2_ragged = !(e && e[0] == '0' && e[1] == 0); /* the library's rule (logits_v2_sm90.cu) */
   }
-  printf("# K1 and ragged K5 on %s (IXL_LOGITS_V2_FP8_RAGGED%s)\n", g_v2_ragged ? "v2" : "v1",
-         g_v2_ragged ? " unset or not 0" : "=0");
+  printf("# K1 and ragged K5 on %s (IXL_LOGITS_V2_FP8_RAGGED%s); K1 fp32: "
+         "IXL_LOGITS_V2_FP8_K1=%s\n",
+         g_v2_ragged ? "v2" : "v1", g_v2_ragged ? " unset or not 0" : "=0",
+         getenv("IXL_LOGITS_V2_FP8_K1") ? getenv("IXL_LOGITS_V2_FP8_K1") : "(unset)");
   rand_seed(RAND_SPLITMIX64, g_seed);
   if (ixl_ctx_new(IXL_BACKEND_CUDA, 0, g_seed, &g) != IXL_OK ||
       ixl_ctx_set_variant(g, "logits", "v2") != IXL_OK) {
@@ -524,6 +598,7 @@ int main(void) {
   RUN_IF(sparse_ragged_block_sizes_equal_dense);
   RUN_IF(dense_ragged_ranges_layouts_and_clean);
   RUN_IF(dense_ragged_long_rows_compressed);
+  RUN_IF(dense_ragged_many_blocks_fp32);
   ixl_ctx_free(g);
   DONE();
 }
