@@ -288,6 +288,33 @@ IXL_API ixl_status ixl_dense_logits_paged(ixl_ctx *ctx, const ixl_qk *in, const 
                                           const ixl_tensor *context_lens,
                                           const ixl_tensor *block_table, ixl_reduction reduction,
                                           ixl_tensor *out);
+/* K1 or K2 with K3's block scores emitted from the logits kernel (issue 14's fused K3, SPEC 3
+ * K3 steps 1-3 with block_score max). scores F32 [R, >= ceil(C / cbs)] (C: out's columns):
+ * block b of row r gets the max of row r's fp32 logits over the request-local positions
+ * [b*cbs, min((b+1)*cbs, len)) (NaN propagates), the newest block +inf (a NaN stays NaN); the
+ * columns >= nblocks[r] are unspecified. nblocks I32 [R] gets ceil(len / cbs), len = ke - ks
+ * (K1, compressed layout only) or context_len (K2), at most C. Both reductions' K1/K2 run as
+ * without scores; the scores need the fp32 reduction. emitted (out): 1 when the logits
+ * variant that ran wrote scores and nblocks, 0 when it cannot for this problem (then nothing
+ * is written there: run ixl_candidate_select on the logits instead). K3 itself is then
+ * ixl_topk(scores, NULL, nblocks, T, 1, out) (key descending, block id ascending, -1 pads). */
+typedef struct ixl_block_scores {
+  int32_t candidate_block_size; /* cbs >= 1 */
+  ixl_tensor *scores;
+  ixl_tensor *nblocks;
+  int32_t emitted;
+} ixl_block_scores;
+IXL_API ixl_status ixl_dense_logits_scored(ixl_ctx *ctx, const ixl_qk *in,
+                                           const ixl_tensor *weights, const ixl_tensor *ks,
+                                           const ixl_tensor *ke, ixl_layout layout, int clean,
+                                           ixl_reduction reduction, ixl_tensor *out,
+                                           ixl_block_scores *bs);
+IXL_API ixl_status ixl_dense_logits_paged_scored(ixl_ctx *ctx, const ixl_qk *in,
+                                                 const ixl_tensor *weights,
+                                                 const ixl_tensor *context_lens,
+                                                 const ixl_tensor *block_table,
+                                                 ixl_reduction reduction, ixl_tensor *out,
+                                                 ixl_block_scores *bs);
 /* K3. logits F32 [R, C] in compressed layout (column = request-local position), lens I32 [R]
  * (<= C). out I32 [R, T], sharing no memory with logits or lens. */
 IXL_API ixl_status ixl_candidate_select(ixl_ctx *ctx, const ixl_tensor *logits,
@@ -350,8 +377,9 @@ IXL_API const char *ixl_variant_backend(const char *family, int32_t i);
 IXL_API int32_t ixl_variant_min_sm(const char *family, int32_t i);
 IXL_API const char *ixl_variant_about(const char *family, int32_t i);
 /* The stages the i-th variant of `family` fuses into another (SPEC 6's `fused`), as a
- * comma-separated list: "remap" for a select variant whose top-k writes K7's positions, ""
- * for none; NULL out of range. */
+ * comma-separated list: "remap" for a select variant whose top-k writes K7's positions,
+ * "candidate_select" for a logits variant whose K1/K2 emit K3's block scores (the step fuses
+ * K3 where the problem allows: block_score max), "" for none; NULL out of range. */
 IXL_API const char *ixl_variant_fuses(const char *family, int32_t i);
 /* Pins `family`'s ops on ctx to variant `name`; NULL or "" returns both backends to the
  * default. An unknown family or name is IXL_ERR_INVALID_ARG (the message lists the family's

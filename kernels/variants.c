@@ -63,10 +63,13 @@ static int fast_runs_here(const char **why) {
   *why = "needs AVX2 and FMA, which this CPU lacks";
   return ixl_engine_fast_available();
 }
-static const ixl_logits_ops logits_ref_ops = {logits_ref};
-static const ixl_logits_ops logits_fast_ops = {logits_fast};
-static const ixl_logits_ops logits_v1_ops = {logits_v1};
-static const ixl_logits_ops logits_v2_ops = {logits_v2};
+static const ixl_logits_ops logits_ref_ops = {logits_ref, NULL};
+static const ixl_logits_ops logits_fast_ops = {logits_fast, NULL};
+/* v1's K1 (compressed) and K2 emit K3's block scores for every cbs and any ks: a warp's
+ * segmented max, then one float atomic max per block segment (logits_v1.cuh) */
+static int v1_emits(const ixl_problem *p) { return p->candidate_block_size >= 1; }
+static const ixl_logits_ops logits_v1_ops = {logits_v1, v1_emits};
+static const ixl_logits_ops logits_v2_ops = {logits_v2, NULL};
 
 static const ixl_select_ops select_ref_ops = {ixl_candidate_select_ref, ixl_topk_ref, NULL};
 static const ixl_select_ops select_v1_ops = {ixl_cuda_candidate_select, ixl_cuda_topk, NULL};
@@ -80,7 +83,7 @@ static ixl_status logits_v1_alt(ixl_ctx *ctx, const ixl_logits_call *c) {
                                       : ixl_cuda_logits_v1_dense(ctx, c, 1024);
 }
 static int at_most_64_heads(const ixl_problem *p) { return p->heads <= 64; }
-static const ixl_logits_ops logits_v1_alt_ops = {logits_v1_alt};
+static const ixl_logits_ops logits_v1_alt_ops = {logits_v1_alt, v1_emits};
 #endif
 
 /* Per family, in preference order: the default is the last one that can run and accepts. */
@@ -297,6 +300,9 @@ const char *ixl_variant_fuses(const char *family, int32_t i) {
   if (!v) return NULL;
   if (v->family == IXL_FAMILY_SELECT && ((const ixl_select_ops *)v->ops)->topk_remap)
     return "remap";
+  /* K1/K2 that emit K3's block scores (for the problems its emits_block_scores takes) */
+  if (v->family == IXL_FAMILY_LOGITS && ((const ixl_logits_ops *)v->ops)->emits_block_scores)
+    return "candidate_select";
   return "";
 }
 

@@ -64,6 +64,10 @@ typedef struct ixl_variant {
 struct ixl_logits_call;
 typedef struct ixl_logits_ops {
   ixl_status (*launch)(ixl_ctx *ctx, const struct ixl_logits_call *c);
+  /* 1 when K1/K2 of this variant emit K3's block scores (block_score max) for the problem
+   * (p->candidate_block_size is the cbs), with the call's bs set; NULL: never (issue 14's
+   * fused K3: the step then runs the unfused K3) */
+  int (*emits_block_scores)(const ixl_problem *p);
 } ixl_logits_ops;
 
 /* The select family's ops: the signatures of the ixl_cuda_* twins (kernels/ops.h). */

@@ -154,8 +154,8 @@ describe("logits", function()
     ok, err = pcall(function() local r = logits.dense(ctx, L.qk, L.wd, ks, ke,
       { colour = 1 }); return r end)
     assert.is_false(ok)
-    assert.matches("logits.dense: option colour: unknown %(clean, layout, max_len, out, "
-      .. "reduction%)", err)
+    assert.matches("logits.dense: option colour: unknown %(block_scores, clean, layout, max_len, "
+      .. "out, reduction%)", err)
     ok, err = pcall(function() local r = logits.dense(ctx, L.qk, L.wd, ks, ke,
       { reduction = "bf16" }); return r end)
     assert.is_false(ok)

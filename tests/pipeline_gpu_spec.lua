@@ -142,6 +142,48 @@ describe("#gpu the step on the GPU", function()
       assert.are.same(res.v1.outs[name], res.v2.outs[name], name .. " seed " .. SEED)
     end
   end)
+
+  it("fuses K3 into the source logits under logits v1 (candidate_select 0 us, fused lists it)",
+  function()
+    assert.is_true(ok_cuda, "no usable CUDA device")
+    local step = require("idxlab.step")
+    local was = step.fuse_candidate_select
+    for _, case in ipairs({ { fmt = "fp8", H = 16, decode = true, cbs = 8 },
+      { fmt = "mxfp4", H = 32, decode = false, cbs = 16 } }) do
+      local cfg = small_cfg(case.H, { kv_format = case.fmt, candidate_block_size = case.cbs,
+        variant = { logits = "v1" } })
+      local host = make_host(cpu, case.H, { 3000, 513, 100, case.decode and 1 or 0, 1999 },
+        case.decode, SEED + 13)
+      local res = {}
+      for _, on in ipairs({ true, false }) do
+        step.fuse_candidate_select = on
+        local ok, r = pcall(step_once, gpu, cfg, inputs_on(gpu, host))
+        step.fuse_candidate_select = was
+        assert(ok, tostring(r))
+        res[on] = r
+      end
+      res.cpu = step_once(cpu, cfg, inputs_on(cpu, host))
+      local what = ("%s H %d seed %d"):format(case.fmt, case.H, SEED)
+      assert.equals("v1", res[true].ran.logits)
+      assert.is_truthy(res[true].row.fused, what)
+      local listed = {}
+      for _, f in ipairs(res[true].row.fused) do listed[f] = true end
+      assert.is_true(listed.candidate_select, what)
+      assert.equals(0, res[true].row.time_candidate_select_us, what)
+      local unlisted = true
+      for _, f in ipairs(res[false].row.fused or {}) do
+        unlisted = unlisted and f ~= "candidate_select"
+      end
+      assert.is_true(unlisted, what)
+      assert.is_true(res[false].row.time_candidate_select_us > 0, what)
+      for _, name in ipairs({ "cand_blocks", "sparse_ids", "end", "source_topk_pos", "topk_pos1",
+        "topk_pos2" }) do
+        assert.are.same(res[false].outs[name], res[true].outs[name], name .. " " .. what)
+        assert.are.same(res.cpu.outs[name], res[true].outs[name], name .. " (CPU) " .. what)
+      end
+      assert.equals(1, res[true].row.selection_agreement, what)
+    end
+  end)
 end)
 
 describe("#gpu the step as one CUDA graph (SPEC 6, issue 15)", function()

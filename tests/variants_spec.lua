@@ -74,6 +74,8 @@ describe("variants", function()
 
   it("says which stages a variant fuses into another (SPEC 6's fused)", function()
     assert.are.same({ remap = true }, variants.fuses("select", "v2"))
+    -- logits v1's K1/K2 emit K3's block scores (issue 14's fused K3)
+    assert.are.same({ candidate_select = true }, variants.fuses("logits", "v1"))
     for _, v in ipairs({ { "select", "v1" }, { "select", "ref" }, { "logits", "v2" },
       { "select", "v9" }, { "select", nil } }) do
       assert.are.same({}, variants.fuses(v[1], v[2]), tostring(v[1]) .. " " .. tostring(v[2]))

@@ -188,13 +188,58 @@ ixl_status ixl_logits_run(ixl_ctx *ctx, int dev, const ixl_logits_call *c) {
   const ixl_variant *v;
   ixl_status st = ixl_variant_pick(ctx, IXL_FAMILY_LOGITS, dev, &pb, &v);
   if (st) return st;
-  return ((const ixl_logits_ops *)v->ops)->launch(ctx, c);
+  const ixl_logits_ops *ops = (const ixl_logits_ops *)v->ops;
+  if (!c->bs) return ops->launch(ctx, c);
+  /* the block scores: asked of the variant that runs, with the cbs added to the problem (the
+   * pick itself never sees it, so the scores cannot change which variant runs) */
+  pb.candidate_block_size = c->bs->candidate_block_size;
+  const int emits = ops->emits_block_scores && ops->emits_block_scores(&pb);
+  ixl_logits_call cc = *c;
+  if (!emits) cc.bs = NULL;
+  c->bs->emitted = 0;
+  if ((st = ops->launch(ctx, &cc))) return st;
+  c->bs->emitted = emits;
+  return IXL_OK;
+}
+
+/* The block scores of K1/K2 (idxlab.h's ixl_block_scores): shapes and dtypes; rows = R,
+ * cols = the logits' columns. Device and overlap checks go with the op's. */
+static ixl_status check_block_scores(ixl_ctx *ctx, const char *op, const ixl_block_scores *bs,
+                                     ixl_reduction reduction, int64_t R, int64_t cols) {
+  ixl_status st;
+  if (bs->candidate_block_size < 1)
+    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
+                         "%s: block scores' candidate_block_size = %d: must be >= 1", op,
+                         (int)bs->candidate_block_size);
+  if (reduction != IXL_REDUCE_FP32)
+    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
+                         "%s: block scores need the fp32 reduction (K3 scores fp32 logits)", op);
+  if ((st = ixl_check_tensor(ctx, bs->scores, "scores", IXL_F32, 2)) ||
+      (st = ixl_check_dim(ctx, bs->scores, "scores", 0, R)) ||
+      (st = ixl_check_tensor(ctx, bs->nblocks, "nblocks", IXL_I32, 1)) ||
+      (st = ixl_check_dim(ctx, bs->nblocks, "nblocks", 0, R)))
+    return st;
+  const int64_t need = ixl_ceil_div(cols, bs->candidate_block_size);
+  if (bs->scores->shape[1] < need)
+    return ixl_set_error(ctx, IXL_ERR_SHAPE,
+                         "scores: shape[1] = %lld, expected >= %lld (ceil(%lld logits columns / "
+                         "cbs %d))",
+                         (long long)bs->scores->shape[1], (long long)need, (long long)cols,
+                         (int)bs->candidate_block_size);
+  return IXL_OK;
 }
 
 /* ---------------------------------------------------------------- K1 */
 ixl_status ixl_dense_logits(ixl_ctx *ctx, const ixl_qk *in, const ixl_tensor *weights,
                             const ixl_tensor *ks, const ixl_tensor *ke, ixl_layout layout,
                             int clean, ixl_reduction reduction, ixl_tensor *out) {
+  return ixl_dense_logits_scored(ctx, in, weights, ks, ke, layout, clean, reduction, out, NULL);
+}
+
+ixl_status ixl_dense_logits_scored(ixl_ctx *ctx, const ixl_qk *in, const ixl_tensor *weights,
+                                   const ixl_tensor *ks, const ixl_tensor *ke, ixl_layout layout,
+                                   int clean, ixl_reduction reduction, ixl_tensor *out,
+                                   ixl_block_scores *bs) {
   ixl_status st;
   int64_t R = 0, H = 0, N = 0;
   if ((st = ixl_check_query(ctx, "dense_logits", in, weights, reduction, &R, &H)) ||
@@ -214,16 +259,25 @@ ixl_status ixl_dense_logits(ixl_ctx *ctx, const ixl_qk *in, const ixl_tensor *we
         ctx, IXL_ERR_SHAPE,
         "out: shape[1] = %lld, expected N = %lld (the rows of k_codes) in the full layout",
         (long long)out->shape[1], (long long)N);
-  const ixl_tensor *all[] = {in->q_codes, in->q_scales, in->k_codes, in->k_scales,
-                             weights,     ks,           ke,          out};
-  const char *names[] = {"q_codes", "q_scales", "k_codes", "k_scales",
-                         "weights", "ks",       "ke",      "out"};
+  if (bs) {
+    if (layout != IXL_LAYOUT_COMPRESSED)
+      return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
+                           "dense_logits: block scores need the compressed layout (K3's "
+                           "columns are request-local positions)");
+    if ((st = check_block_scores(ctx, "dense_logits", bs, reduction, R, out->shape[1])))
+      return st;
+  }
+  const ixl_tensor *all[] = {in->q_codes, in->q_scales, in->k_codes, in->k_scales, weights, ks,
+                             ke,          out,          bs ? bs->scores : NULL,
+                             bs ? bs->nblocks : NULL};
+  const char *names[] = {"q_codes", "q_scales", "k_codes", "k_scales", "weights",
+                         "ks",      "ke",       "out",     "scores",   "nblocks"};
   int dev;
-  if ((st = ixl_check_op(ctx, &dev, 8, all, names, 7)))
+  if ((st = ixl_check_op(ctx, &dev, bs ? 10 : 8, all, names, 7)))
     return st;
   ixl_logits_call c = {.mode = IXL_LOGITS_DENSE, .in = in, .weights = weights,
                        .reduction = reduction, .ks = ks, .ke = ke, .layout = layout,
-                       .clean = clean, .out = out, .R = R, .H = H, .N = N};
+                       .clean = clean, .out = out, .bs = bs, .R = R, .H = H, .N = N};
   return ixl_logits_run(ctx, dev, &c);
 }
 
@@ -303,6 +357,15 @@ static ixl_status dense_cpu(ixl_ctx *ctx, const ixl_logits_call *c, int path) {
 ixl_status ixl_dense_logits_paged(ixl_ctx *ctx, const ixl_qk *in, const ixl_tensor *weights,
                                   const ixl_tensor *context_lens, const ixl_tensor *block_table,
                                   ixl_reduction reduction, ixl_tensor *out) {
+  return ixl_dense_logits_paged_scored(ctx, in, weights, context_lens, block_table, reduction,
+                                       out, NULL);
+}
+
+ixl_status ixl_dense_logits_paged_scored(ixl_ctx *ctx, const ixl_qk *in,
+                                         const ixl_tensor *weights,
+                                         const ixl_tensor *context_lens,
+                                         const ixl_tensor *block_table, ixl_reduction reduction,
+                                         ixl_tensor *out, ixl_block_scores *bs) {
   ixl_status st;
   int64_t R = 0, H = 0, num_pages = 0, stride = 0;
   if ((st = ixl_check_query(ctx, "dense_logits_paged", in, weights, reduction, &R, &H)) ||
@@ -314,16 +377,19 @@ ixl_status ixl_dense_logits_paged(ixl_ctx *ctx, const ixl_qk *in, const ixl_tens
       (st = ixl_check_dim(ctx, block_table, "block_table", 0, R)))
     return st;
   if ((st = check_reduction_tensor(ctx, out, "out", reduction, R, -1))) return st;
-  const ixl_tensor *all[] = {in->q_codes,  in->q_scales, in->k_pages, weights,
-                             context_lens, block_table,  out};
-  const char *names[] = {"q_codes",      "q_scales",    "k_pages", "weights",
-                         "context_lens", "block_table", "out"};
+  if (bs && (st = check_block_scores(ctx, "dense_logits_paged", bs, reduction, R, out->shape[1])))
+    return st;
+  const ixl_tensor *all[] = {in->q_codes, in->q_scales, in->k_pages, weights, context_lens,
+                             block_table, out,          bs ? bs->scores : NULL,
+                             bs ? bs->nblocks : NULL};
+  const char *names[] = {"q_codes",     "q_scales", "k_pages", "weights", "context_lens",
+                         "block_table", "out",      "scores",  "nblocks"};
   int dev;
-  if ((st = ixl_check_op(ctx, &dev, 7, all, names, 6)))
+  if ((st = ixl_check_op(ctx, &dev, bs ? 9 : 7, all, names, 6)))
     return st;
   ixl_logits_call c = {.mode = IXL_LOGITS_DENSE_PAGED, .in = in, .weights = weights,
                        .reduction = reduction, .ke = context_lens, .block_table = block_table,
-                       .out = out, .R = R, .H = H, .num_pages = num_pages,
+                       .out = out, .bs = bs, .R = R, .H = H, .num_pages = num_pages,
                        .page_stride = stride};
   return ixl_logits_run(ctx, dev, &c);
 }

@@ -34,6 +34,9 @@ typedef struct ixl_logits_call {
   ixl_layout layout;              /* K1 */
   int clean;                      /* K1 */
   ixl_tensor *out;
+  /* K1 (compressed) / K2 with the fp32 reduction: K3's block scores to emit (NULL: none).
+   * Reaches a variant only when its ops' emits_block_scores accepts the problem. */
+  ixl_block_scores *bs;
   /* facts the entry's checks established */
   int64_t R, H, N;                /* rows, heads, ragged keys (0 when paged) */
   int64_t num_pages, page_stride; /* paged only */

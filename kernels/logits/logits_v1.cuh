@@ -85,6 +85,48 @@ __device__ __forceinline__ int64_t clamp64(int64_t v, int64_t lo, int64_t hi) {
   return v < lo ? lo : v > hi ? hi : v;
 }
 
+// ------------------------------------------------------------------ K3's block scores
+// (issue 14's fused K3: K1 compressed / K2, fp32 reduction, any cbs and ks)
+
+// max with NaN propagating (SPEC 3 K3 step 2); +0 and -0 are equal keys to K3
+__device__ __forceinline__ float nan_max(float a, float b) {
+  return a != a ? a : b != b ? b : fmaxf(a, b);
+}
+
+// *a = max(*a, v) on a word that starts at 0xFFFFFFFF (below every value here): a value with
+// the sign bit clear is the larger the larger its bits as int, one with it set the smaller its
+// bits as unsigned, and every NaN becomes 0x7FFFFFFF, above +inf.
+__device__ __forceinline__ void score_max(float *a, float v) {
+  uint32_t b = __float_as_uint(v);
+  if (v != v) b = 0x7FFFFFFFu;
+  if ((int32_t)b >= 0)
+    atomicMax(reinterpret_cast<int *>(a), (int)b);
+  else
+    atomicMin(reinterpret_cast<unsigned *>(a), b);
+}
+
+// One warp's slots of one row, position col (request-local; -1: none) with logit v: each block
+// segment of the warp reduces to its first lane (the positions of a warp's lanes increase, so
+// a block's lanes are consecutive) and adds one atomic; the row's newest position adds +inf.
+// Every lane of the warp calls it.
+__device__ __forceinline__ void emit_scores(const Params &p, int64_t row, int64_t col, int64_t len,
+                                            float v, int lane) {
+  const bool ok = col >= 0 && col < len;
+  const int64_t blk = ok ? col / p.bs_cbs : -1;
+  float m = v;
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) {
+    const int64_t ob = __shfl_down_sync(0xffffffffu, blk, off);
+    const float om = __shfl_down_sync(0xffffffffu, m, off);
+    if (lane + off < 32 && ob == blk) m = nan_max(m, om);
+  }
+  const int64_t pb = __shfl_up_sync(0xffffffffu, blk, 1);
+  if (!ok || blk >= p.bs_cols) return;
+  float *dst = p.bs + row * p.bs_cols + blk;
+  if (lane == 0 || pb != blk) score_max(dst, m);
+  if (col == len - 1) score_max(dst, __uint_as_float(0x7f800000u));
+}
+
 // ------------------------------------------------------------------ the kernel
 
 // FMT: ixl_kv_format. MODE: Mode. BF16: the bf16 reduction (else fp32).
@@ -96,6 +138,8 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
   constexpr bool kPaged = MODE == DENSE_PAGED || MODE == SPARSE_PAGED;
   constexpr bool kSparse = MODE == SPARSE_RAGGED || MODE == SPARSE_PAGED;
   constexpr bool kOneRow = MODE != DENSE_RAGGED;
+  // K3's block scores can come with K1 / K2's fp32 logits (p.bs)
+  constexpr bool kEmit = !BF16 && (MODE == DENSE_RAGGED || MODE == DENSE_PAGED);
   // the MMAs sum the f16 images of the values: e2m1 exactly, e4m3 exactly (sm_89+) or times
   // 2^-8 (sm_80: products 2^-16)
   constexpr int SH = FMT == IXL_MXFP4 ? 0 : kE4m3Sh;
@@ -105,6 +149,7 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
 
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ int64_t s_lo[kMaxRB], s_hi[kMaxRB], s_coloff[kMaxRB];
+  __shared__ int64_t s_len[kEmit && MODE == DENSE_RAGGED ? kMaxRB : 1]; // K1 block scores
   __shared__ int s_nvalid, s_qlo, s_qhi, s_qff;
 
   const Smem L(FMT, BF16, p.MB, p.RB, p.H, kOneRow);
@@ -158,6 +203,14 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
           hi = mn64(ker, chunk_hi);
         }
         if (hi < lo) hi = lo;
+        if (kEmit) {
+          // K3's block scores: the row's len (compressed columns), its block count by chunk 0
+          const int64_t len = mn64(ker - ksr, p.out_cols);
+          s_len[tid] = len;
+          if (p.bs && ch == 0) p.bs_nblocks[r] = (int32_t)((len + p.bs_cbs - 1) / p.bs_cbs);
+        }
+      } else if (kEmit) {
+        s_len[tid] = 0;
       }
       s_lo[tid] = lo;
       s_hi[tid] = hi;
@@ -166,6 +219,8 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
   } else if (kPaged) {
     row_lo = 0;
     row_hi = clamp64(p.ke[row], 0, p.bt_cols * (int64_t)p.page_size);
+    if (kEmit && p.bs && ch == 0 && tid == 0)
+      p.bs_nblocks[row] = (int32_t)((mn64(row_hi, p.out_cols) + p.bs_cbs - 1) / p.bs_cbs);
   } else { // SPARSE_RAGGED
     row_lo = clamp64(p.ks[row], 0, p.N);
     row_hi = clamp64(p.ke[row], row_lo, p.N);
@@ -436,6 +491,11 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
       if (kOneRow)
         for (int i = tid; i < kBN; i += kThreads)
           if (tbase + i < chunk_hi) store_neg_inf(p.out, row * p.out_cols + tbase + i, BF16);
+      // K2: the row's positions here are -inf logits, and so count for their blocks (K1: a
+      // tile no row's window meets has no position of any row)
+      if (kEmit && MODE == DENSE_PAGED && p.bs && tid < kBN)
+        emit_scores(p, row, tbase + tid < chunk_hi ? tbase + tid : -1, mn64(row_hi, p.out_cols),
+                    neg_inf(), lane);
       continue;
     }
 
@@ -598,25 +658,37 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
     const uint8_t *fl = sflag + s * kBN;
     if (!BF16) {
       const int per_row = HP / 16;
+      // (RB * kBN is a multiple of 32 and a warp's 32 slots share one row: the block scores'
+      // warp reduction sees whole warps)
       for (int idx = tid; idx < RB * kBN; idx += kThreads) {
         const int r = idx / kBN, i = idx % kBN;
-        int64_t o;
+        int64_t o = -1, col = -1; // col: the request-local position, for the block scores
+        bool st = false;
         if (MODE == DENSE_RAGGED) {
           const int64_t n = tbase + i;
-          if (row0 + r >= p.R || n < s_lo[r] || n >= s_hi[r]) continue;
-          o = (row0 + r) * p.out_cols + n - s_coloff[r];
-        } else {
-          if (tbase + i >= chunk_hi) continue;
-          o = row * p.out_cols + tbase + i;
-          if (!fl[i]) {
-            store_neg_inf(p.out, o, false);
-            continue;
+          if (row0 + r < p.R && n >= s_lo[r] && n < s_hi[r]) {
+            o = (row0 + r) * p.out_cols + n - s_coloff[r];
+            col = n - s_coloff[r];
+            st = true;
           }
+        } else if (tbase + i < chunk_hi) {
+          o = row * p.out_cols + tbase + i;
+          col = tbase + i;
+          st = fl[i];
+          if (!st) store_neg_inf(p.out, o, false);
         }
-        float v = 0.0f;
-        const float *ps = psum + (r * per_row) * 8 * kPS + i;
-        for (int k = 0; k < per_row * 8; k++) v += ps[k * kPS];
-        store_out(p.out, o, v, false);
+        float v = neg_inf();
+        if (st) {
+          v = 0.0f;
+          const float *ps = psum + (r * per_row) * 8 * kPS + i;
+          for (int k = 0; k < per_row * 8; k++) v += ps[k * kPS];
+          store_out(p.out, o, v, false);
+        }
+        if (kEmit && p.bs) {
+          // K1: col < the row's len by its window; K2: positions < min(context_len, out_cols)
+          const int64_t len = MODE == DENSE_RAGGED ? s_len[r] : mn64(row_hi, p.out_cols);
+          emit_scores(p, MODE == DENSE_RAGGED ? row0 + r : row, col, len, v, lane);
+        }
       }
     } else {
       for (int idx = tid; idx < RB * (kBN / 2); idx += kThreads) {

@@ -63,6 +63,13 @@ struct Params {
   int page_size, sbk, aligned;
   int H, HP, RB, MB, MW;
   int compressed, clean;
+  // K1 (compressed) / K2 with the fp32 reduction: K3's block scores (idxlab.h's
+  // ixl_block_scores), NULL when none: [R, bs_cols] fp32, set to 0xFFFFFFFF words (below every
+  // value of the float atomic max) before the launch; bs_nblocks [R]
+  float *bs;
+  int32_t *bs_nblocks;
+  int64_t bs_cols;
+  int bs_cbs;
 };
 
 // Dynamic shared memory layout; the host sizes the launch with the same struct.

@@ -96,16 +96,37 @@ local function max_of(t, minus)
   return m
 end
 
+-- opts.block_scores = { cbs = n, scores = T (f32 [R, >= ceil(cols / cbs)]), nblocks = T
+-- (i32 [R]) }: K3's block scores emitted with the logits where the variant that runs can
+-- (idxlab.h's ixl_block_scores). -> the ixl_block_scores struct (nil without the option).
+local bs_fields = { cbs = true, scores = true, nblocks = true }
+local function block_scores(opts, fn)
+  local o = opts.block_scores
+  if o == nil then return nil end
+  o = argcheck.opts(o, bs_fields, "logits." .. fn .. " block_scores")
+  if type(o.cbs) ~= "number" or o.cbs < 1 or o.cbs ~= math.floor(o.cbs) then
+    fail("logits.%s: block_scores.cbs = %s: must be an integer >= 1", fn, tostring(o.cbs))
+  end
+  argcheck.tensor(o.scores, "block_scores.scores", "logits." .. fn)
+  argcheck.tensor(o.nblocks, "block_scores.nblocks", "logits." .. fn)
+  local s = ffi.new("ixl_block_scores")
+  s.candidate_block_size, s.scores, s.nblocks = o.cbs, o.scores.cd, o.nblocks.cd
+  return s
+end
+
 -- The dtype of a reduction's output: f32 for "fp32", bf16 for "bf16".
 local function out_dtype(reduction)
   return reduction == core.enums.reduction.fp32 and "f32" or "bf16"
 end
 
--- K1. out = logits.dense(ctx, qk, weights, ks, ke, {layout = "compressed" | "full",
---   clean = true, reduction = "fp32" | "bf16", out = T, max_len = n})
+-- K1. out, emitted = logits.dense(ctx, qk, weights, ks, ke, {layout = "compressed" | "full",
+--   clean = true, reduction = "fp32" | "bf16", out = T, max_len = n, block_scores = {...}})
 -- weights: f32 [R, H] for "fp32", bf16 [R, H] for "bf16". out: [R, N] (full) or [R, max_len]
 -- (compressed; max_len defaults to the longest row), f32 or bf16 as the reduction.
-local dense_opts = { layout = true, clean = true, reduction = true, out = true, max_len = true }
+-- emitted: with block_scores (compressed, fp32), true when the logits variant that ran wrote
+-- them (K3 is then select.topk(scores, nil, nblocks, T, true)), false when it cannot.
+local dense_opts = { layout = true, clean = true, reduction = true, out = true, max_len = true,
+  block_scores = true }
 function M.dense(ctx, qk, weights, ks, ke, opts)
   argcheck.ctx(ctx, "logits.dense")
   local q = to_qk(qk, "dense")
@@ -134,15 +155,17 @@ function M.dense(ctx, qk, weights, ks, ke, opts)
     end
     out = Tensor.new(ctx, out_dtype(reduction), { R, cols }, qk.q_codes:device())
   end
-  check(ctx.cd, C.ixl_dense_logits(ctx.cd, q, weights.cd, ks.cd, ke.cd, layout, clean and 1 or 0,
-    reduction, out.cd))
-  return out
+  local bs = block_scores(opts, "dense")
+  check(ctx.cd, C.ixl_dense_logits_scored(ctx.cd, q, weights.cd, ks.cd, ke.cd, layout,
+    clean and 1 or 0, reduction, out.cd, bs))
+  return out, bs ~= nil and bs.emitted == 1
 end
 
--- K2. out = logits.dense_paged(ctx, qk, weights, context_lens, block_table,
---   {reduction = "fp32" | "bf16", out = T, max_len = n})
+-- K2. out, emitted = logits.dense_paged(ctx, qk, weights, context_lens, block_table,
+--   {reduction = "fp32" | "bf16", out = T, max_len = n, block_scores = {...}})
 -- qk holds k_pages and page_size. out [R, max_len]; columns >= context_len are -inf.
-local paged_opts = { reduction = true, out = true, max_len = true }
+-- block_scores and emitted: as for logits.dense.
+local paged_opts = { reduction = true, out = true, max_len = true, block_scores = true }
 function M.dense_paged(ctx, qk, weights, context_lens, block_table, opts)
   argcheck.ctx(ctx, "logits.dense_paged")
   local q = to_qk(qk, "dense_paged")
@@ -159,9 +182,10 @@ function M.dense_paged(ctx, qk, weights, context_lens, block_table, opts)
     out = Tensor.new(ctx, out_dtype(reduction), { R, opts.max_len or max_of(context_lens) },
       qk.q_codes:device())
   end
-  check(ctx.cd, C.ixl_dense_logits_paged(ctx.cd, q, weights.cd, context_lens.cd, block_table.cd,
-    reduction, out.cd))
-  return out
+  local bs = block_scores(opts, "dense_paged")
+  check(ctx.cd, C.ixl_dense_logits_paged_scored(ctx.cd, q, weights.cd, context_lens.cd,
+    block_table.cd, reduction, out.cd, bs))
+  return out, bs ~= nil and bs.emitted == 1
 end
 
 -- K5. out = logits.sparse(ctx, qk, weights_bf16, row_ks_or_nil, row_ke, block_table_or_nil,

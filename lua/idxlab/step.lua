@@ -70,6 +70,14 @@ local graph_of = setmetatable({}, { __mode = "k" })
 -- the context's 256 timer slots: at most 83 consumer layers.
 M.MAX_CONSUMER_LAYERS = math.floor((256 - 5) / 3)
 
+-- Issue 14's fused K3: with block_score max, the source layer's K1/K2 emit the block scores
+-- where the logits variant that runs can (the registry says: logits v1), and K3 is one top-T
+-- over them; the row lists candidate_select in `fused`. Off until its GPU checks have run
+-- (IXL_FUSED_K3=1, or setting this true, turns it on); the candidates are the same either way.
+M.fuse_candidate_select = os.getenv("IXL_FUSED_K3") == "1"
+-- K6's largest k (ixl_topk): a larger T runs the unfused K3
+local TOPK_MAX_K = 4096
+
 local Step = {}
 Step.__index = Step
 M.Step = Step
@@ -408,14 +416,18 @@ end
 -- The dense logits of a group's rows into out ([n, maxlen]): the paged cache for the decode
 -- group, the ragged keys (compressed layout) for a prefill chunk. The production path (the
 -- source layer, fp32) and the comparison path (each consumer, fp32 and bf16) both use it.
-local function dense_logits(ctx, G, qk, w, reduction, out)
+-- bs: K3's block scores to emit where the variant can (logits.dense's option), or nil.
+-- -> whether they were emitted.
+local function dense_logits(ctx, G, qk, w, reduction, out, bs)
+  local _, emitted
   if G.decode then
-    logits.dense_paged(ctx, qk, w, G.row_ke, G.block_table,
-      { reduction = reduction, out = out, max_len = G.maxlen })
+    _, emitted = logits.dense_paged(ctx, qk, w, G.row_ke, G.block_table,
+      { reduction = reduction, out = out, max_len = G.maxlen, block_scores = bs })
   else
-    logits.dense(ctx, qk, w, G.row_ks, G.row_ke, { layout = "compressed", clean = true,
-      reduction = reduction, out = out, max_len = G.maxlen })
+    _, emitted = logits.dense(ctx, qk, w, G.row_ks, G.row_ke, { layout = "compressed",
+      clean = true, reduction = reduction, out = out, max_len = G.maxlen, block_scores = bs })
   end
+  return emitted
 end
 
 -- One group's production path. Records timers (nil under graph capture: no timers); returns
@@ -467,10 +479,24 @@ function Step:production(g, gi, prep, sz, timers)
     interrupt.check()
   end
   mark("start")
-  dense_logits(ctx, G, qk, G.w_src, "fp32", G.src_logits)
-  mark("dense_logits")
-  sel.candidates(ctx, G.src_logits, G.lens, cbs, T, cfg.block_score, G.cand)
-  mark("candidate_select")
+  local bs
+  -- (asked on CUDA only: no CPU variant emits, so a CPU step allocates nothing for them)
+  if M.fuse_candidate_select and (cfg.block_score or "max") == "max" and T <= TOPK_MAX_K
+    and ctx:backend() == "cuda" then
+    bs = { cbs = cbs, nblocks = self:buf("src_nblocks", "i32", { n }),
+      scores = self:buf("src_bscores", "f32", { n, math.ceil(maxlen / cbs) }) }
+  end
+  -- fused K3: the block scores come with the logits, and the top-T over them is timed with
+  -- them (the fused stage reports 0, SPEC 6)
+  G.fused_k3 = dense_logits(ctx, G, qk, G.w_src, "fp32", G.src_logits, bs) == true
+  if G.fused_k3 then
+    sel.topk(ctx, bs.scores, nil, bs.nblocks, T, true, G.cand)
+    mark("dense_logits")
+  else
+    mark("dense_logits")
+    sel.candidates(ctx, G.src_logits, G.lens, cbs, T, cfg.block_score, G.cand)
+    mark("candidate_select")
+  end
   sel.topk(ctx, G.src_logits, nil, G.lens, k, false, G.src_topk)
   mark("source_topk")
   -- K7 fused into K6's store where the select variant that ran has it (the registry says:
@@ -826,8 +852,16 @@ local function run_step(self, inputs, opts)
   -- the whole step: the graph's median replay on a CUDA context, else the eager time
   times.step_eager = times.total
   times.step, times.graph = times.total, false
+  local fused = {}
   for _, G in ipairs(states) do
-    if G.fused then times.fused = { "remap" } end
+    if G.fused then fused.remap = true end
+    if G.fused_k3 then fused.candidate_select = true end
+  end
+  for _, name in ipairs({ "remap", "candidate_select" }) do
+    if fused[name] then
+      times.fused = times.fused or {}
+      times.fused[#times.fused + 1] = name
+    end
   end
   local ran = variants_ran(ctx)
   if opts.graph ~= false and ctx:backend() == "cuda" then
