@@ -24,8 +24,10 @@
 // trigger), and it takes effect only once every CTA of this grid has called it or exited, so a
 // waiting dependent never takes the SM room of a CTA of this grid that has not started. Both are
 // no-ops when the launch carried no attribute, and compile to nothing below sm_90 (the sm_80
-// build). The attribute is also harmless after a memset or an event: the next kernel then
-// waits as usual. Under stream capture the launches become the graph's programmatic edges.
+// build). After a memset or an event the attribute changes nothing (test_cuda_index's PDL chain
+// starts after poisoning memsets, eagerly and in a graph; the step's eager path has events
+// between stages: both exact on the H200). Under stream capture the launches become the
+// graph's programmatic edges.
 //
 // The switch, IXL_PDL, is read once per process: "1" on, "0" off, anything else (or unset) the
 // default, IXL_PDL_DEFAULT. ixl_cuda_pdl_override (kernels/index/expand.cu) changes it for the
@@ -36,6 +38,8 @@
 
 // ---- plain C from here to IXL_LAUNCH_SWITCH_ONLY: tests/c/test_cuda_index.c includes this part
 // alone (no CUDA header) to test the parsing on any build.
+// Off by default: on the H200 (2026-12-02) PDL was exact and sanitizer-clean, but the step
+// gained 1 % at most (only K3 and K4 launch so; BENCHMARKS.md, "Programmatic dependent launch").
 #define IXL_PDL_DEFAULT 0
 static inline int ixl_pdl_parse(const char *v) { // 1 on, 0 off
   if (v && v[0] == '0' && v[1] == '\0') return 0;
