@@ -162,7 +162,8 @@ describe("#gpu the step on the GPU", function()
         assert(ok, tostring(r))
         res[on] = r
       end
-      res.cpu = step_once(cpu, cfg, inputs_on(cpu, host))
+      res.cpu = step_once(cpu, small_cfg(case.H, { kv_format = case.fmt,
+        candidate_block_size = case.cbs }), inputs_on(cpu, host))
       local what = ("%s H %d seed %d"):format(case.fmt, case.H, SEED)
       assert.equals("v1", res[true].ran.logits)
       assert.is_truthy(res[true].row.fused, what)
