@@ -21,7 +21,15 @@
  * kernels take their common path. One CSV line per case on stdout:
  *   name,kernel,fmt,H,R,cols,valid_pairs,flops,bytes,us_median,us_min,us_p90
  * flops = 2 * valid (row, position) pairs * H * 128; bytes = keys read once (values and
- * scales of the valid positions) + queries + weights + logits written. */
+ * scales of the valid positions) + queries + weights + logits written.
+ *
+ * IXL_BENCH_K3=cbs,T (issue 14's fused K3): each fp32 K1/K2 case is timed again with K3's
+ * block scores emitted (K1 in the compressed layout, which is the full one here: ks = 0),
+ * then the sorted top-T over the scores (ixl_topk) and, for comparison, the unfused K3
+ * (ixl_candidate_select, block_score max) over the same logits, each with its own L2 flush;
+ * one line on stderr: "k3 <case>: ..." with the emission's extra time (with - without, same
+ * run), the top-T, their sum (the fused K3) and the unfused K3, and whether the variant
+ * emitted (the fused and unfused candidates are compared, "same" or "DIFFER"). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -254,6 +262,32 @@ static ixl_status op_k5(void *p) {
                            a->out);
 }
 
+/* the fused K3's timed ops (IXL_BENCH_K3) */
+typedef struct {
+  args *a;
+  int kernel, T;
+  ixl_block_scores bs;
+  ixl_tensor *lens, *cand;
+} k3args;
+static ixl_status op_emit(void *p) {
+  k3args *k = p;
+  args *a = k->a;
+  if (k->kernel == 1)
+    return ixl_dense_logits_scored(g, &a->qk, a->w, a->ks, a->ke, IXL_LAYOUT_COMPRESSED, 0,
+                                   IXL_REDUCE_FP32, a->out, &k->bs);
+  return ixl_dense_logits_paged_scored(g, &a->qk, a->w, a->ke, a->bt, IXL_REDUCE_FP32, a->out,
+                                       &k->bs);
+}
+static ixl_status op_topt(void *p) {
+  k3args *k = p;
+  return ixl_topk(g, k->bs.scores, NULL, k->bs.nblocks, k->T, 1, k->cand);
+}
+static ixl_status op_k3(void *p) {
+  k3args *k = p;
+  return ixl_candidate_select(g, k->a->out, k->lens, k->bs.candidate_block_size, IXL_SCORE_MAX,
+                              k->cand);
+}
+
 static int cmp_d(const void *x, const void *y) {
   double a = *(const double *)x, b = *(const double *)y;
   return a < b ? -1 : a > b;
@@ -284,6 +318,47 @@ static void pick_blocks(int32_t *ids, int64_t nsb, int64_t nblk, int64_t base) {
     if ((double)(want - n) > (double)(rnd64() >> 11) * 0x1p-53 * (double)(nblk - b))
       ids[n++] = (int32_t)(b + base);
   for (int64_t j = n; j < nsb; j++) ids[j] = n ? ids[n - 1] : (int32_t)base;
+}
+
+/* IXL_BENCH_K3 (see the header): times the emission, the top-T and the unfused K3 of a case
+ * whose plain time is plain_us (this run). */
+static void k3_case(const bcase *c, args *a, op_fn plain, int reps, double plain_us,
+                    const char *spec) {
+  int cbs = 0, T = 0;
+  if (sscanf(spec, "%d,%d", &cbs, &T) != 2 || cbs < 1 || T < 1 || T > 4096) {
+    fprintf(stderr, "IXL_BENCH_K3=%s: expected cbs,T (cbs >= 1, 1 <= T <= 4096)\n", spec);
+    exit(2);
+  }
+  const int64_t R = c->R, cols = a->out->shape[1], nb = (cols + cbs - 1) / cbs;
+  k3args k = {.a = a, .kernel = c->kernel, .T = T};
+  k.bs.candidate_block_size = cbs;
+  k.bs.scores = dev(IXL_F32, 2, R, nb, 0, NULL);
+  k.bs.nblocks = dev(IXL_I32, 1, R, 0, 0, NULL);
+  k.lens = a->ke; /* ks = 0 in every case here: len = ke */
+  k.cand = dev(IXL_I32, 2, R, T, 0, NULL);
+  double emit, topt, unf, mn, p90, plain2;
+  time_op(op_emit, &k, reps, &emit, &mn, &p90);
+  const int emitted = k.bs.emitted;
+  time_op(plain, a, reps, &plain2, &mn, &p90); /* again, beside the emission */
+  time_op(op_topt, &k, reps, &topt, &mn, &p90);
+  const int64_t ncand = R * T;
+  double *fused = malloc((size_t)ncand * sizeof(double));
+  double *unfused = malloc((size_t)ncand * sizeof(double));
+  OK(ixl_tensor_to_f64(g, k.cand, fused, ncand));
+  time_op(op_k3, &k, reps, &unf, &mn, &p90);
+  OK(ixl_tensor_to_f64(g, k.cand, unfused, ncand));
+  const int same = memcmp(fused, unfused, (size_t)ncand * sizeof(double)) == 0;
+  const double base = plain_us < plain2 ? plain_us : plain2;
+  fprintf(stderr,
+          "k3 %s (cbs %d, T %d): logits %.1f us, with scores %.1f (+%.1f), top-T %.1f, "
+          "fused K3 %.1f us; unfused K3 %.1f us; emitted %d, candidates %s\n",
+          c->name, cbs, T, base, emit, emit - base, topt, emit - base + topt, unf, emitted,
+          same ? "same" : "DIFFER");
+  free(fused);
+  free(unfused);
+  ixl_tensor_free(k.bs.scores);
+  ixl_tensor_free(k.bs.nblocks);
+  ixl_tensor_free(k.cand);
 }
 
 static void run_case(const bcase *c, int reps) {
@@ -393,6 +468,8 @@ static void run_case(const bcase *c, int reps) {
   fflush(stdout);
   fprintf(stderr, "%-34s %9.1f us  %7.1f TFLOP/s  %7.0f GB/s\n", c->name, med, flops / med * 1e-6,
           bytes / med * 1e-3);
+  const char *k3 = getenv("IXL_BENCH_K3");
+  if (k3 && *k3 && c->kernel != 5 && !a.bf16) k3_case(c, &a, f, reps, med, k3);
   ixl_tensor *ts[] = {(ixl_tensor *)a.qk.q_codes,
                       (ixl_tensor *)a.qk.q_scales,
                       (ixl_tensor *)a.qk.k_codes,
