@@ -96,6 +96,12 @@ template <> struct KeyOf<float> {
   __device__ static void from(const uint4 &w, KS (&k)[VEC]) {
     k[0] = w.x, k[1] = w.y, k[2] = w.z, k[3] = w.w;
   }
+  // whether any of the vector's values may key at or above the threshold whose float is x0
+  // (key_float: NaN passes, and a NaN x0 passes everything; -0 == +0 as for the keys)
+  __device__ static bool any_ge(const uint4 &w, float x0) {
+    return !(__uint_as_float(w.x) < x0) | !(__uint_as_float(w.y) < x0) |
+           !(__uint_as_float(w.z) < x0) | !(__uint_as_float(w.w) < x0);
+  }
   // digits from the top: 11, 11, 10 bits
   __device__ static int shift(int p) { return p == 0 ? 21 : p == 1 ? 10 : 0; }
   __device__ static int bits(int p) { return p == 2 ? 10 : 11; }
@@ -122,6 +128,14 @@ template <> struct KeyOf<uint16_t> {
     const uint32_t u[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
     for (int h = 0; h < 4; h++) k[2 * h] = (KS)(u[h] & 0xffffu), k[2 * h + 1] = (KS)(u[h] >> 16);
+  }
+  __device__ static bool any_ge(const uint4 &w, float x0) {
+    const uint32_t u[4] = {w.x, w.y, w.z, w.w};
+    bool a = false;
+#pragma unroll
+    for (int h = 0; h < 4; h++)
+      a |= !(__uint_as_float(u[h] << 16) < x0) | !(__uint_as_float(u[h] & 0xffff0000u) < x0);
+    return a;
   }
   // digits from the top of the 16-bit key: 11, 5 bits
   __device__ static int shift(int p) { return p == 0 ? 5 : 0; }
@@ -891,6 +905,14 @@ __global__ void __launch_bounds__(NT, 2)
 // bytes, the staged winners when staged.
 constexpr int SCAP = 4096; // candidate buffer entries (k <= SCAP / 2 streams)
 
+// The float whose f32 order key is k (ixl_order_key_bits inverted): every value keyed at or
+// above k compares >= it, or it is a NaN (k past +inf's key, or a negative-NaN pattern), which
+// passes every value in any_ge. For a bf16 key (k << 16) the low mantissa bits of a negative
+// come back as ones: a little below the bf16 value, still a lower bound.
+__device__ __forceinline__ float key_float(uint32_t k) {
+  return __uint_as_float((k & 0x80000000u) ? (k ^ 0x80000000u) : ~k);
+}
+
 struct StreamShared {
   unsigned ncand, nsample;
   unsigned long long ws64[NT / 32 + 1];
@@ -902,7 +924,8 @@ __global__ void __launch_bounds__(NT, 2)
     topk_v2_stream_kernel(const T *__restrict__ logits, int64_t C,
                           const int32_t *__restrict__ row_start,
                           const int32_t *__restrict__ row_end, int k, int sorted,
-                          int32_t *__restrict__ out, int P, int nwp, int force_fb, Remap m) {
+                          int32_t *__restrict__ out, int P, int nwp, int force_fb, int mu_t,
+                          int prof_on, Remap m) {
   using K = KeyOf<T>;
   using KS = typename K::KS;
   constexpr int VEC = K::VEC;
@@ -915,6 +938,13 @@ __global__ void __launch_bounds__(NT, 2)
   uint32_t *cc = ck + SCAP;                            // [SCAP] columns (from row_start)
   uint32_t *W = cc + SCAP, *Q = W + nwp;               // bitmaps of the row's columns
   uint64_t *sbuf = reinterpret_cast<uint64_t *>(Q + nwp); // [P] staged winners
+  // IXL_TOPK_V2_SPROF=1: thread 0 of the first, middle and last CTA stamps clock64 after each
+  // phase's barrier and prints the cycles (a development switch; one branch when off)
+  const bool prof = prof_on && threadIdx.x == 0 &&
+                    (blockIdx.x == 0 || blockIdx.x == gridDim.x / 2 || blockIdx.x == gridDim.x - 1);
+  long long tc[7] = {};
+  unsigned long long gin = 0;
+  if (prof) tc[0] = clock64(), gin = global_ns();
 
   const int64_t r = blockIdx.x;
   int64_t s = row_start ? row_start[r] : 0, e = row_end[r];
@@ -974,9 +1004,13 @@ __global__ void __launch_bounds__(NT, 2)
     }
   };
 
-  // 1. the sample: every SV-th vector, SV the smallest power of two that fits 2 SCAP keys
+  // 1. the sample: every SV-th vector, SV the smallest power of two whose sample fits the
+  // target: 64 n / kk keys (mu about 64: the candidates' count stays within 2 kk) while kk <=
+  // SCAP / 4, else 2 SCAP (kk up to SCAP / 2 needs the sample's full precision)
+  const int64_t mt =
+      kk <= SCAP / 4 ? min((int64_t)2 * SCAP, (int64_t)mu_t * n / kk + VEC) : 2 * SCAP;
   int SV = 1;
-  while ((int64_t)((nv + SV - 1) / SV) * VEC > 2 * SCAP) SV <<= 1;
+  while ((int64_t)((nv + SV - 1) / SV) * VEC > mt && SV < nv) SV <<= 1;
   const int nsv = (nv + SV - 1) / SV;
   {
     constexpr int SU = 4;
@@ -1008,6 +1042,7 @@ __global__ void __launch_bounds__(NT, 2)
     if (mine) atomicAdd(&ss.nsample, mine);
   }
   __syncthreads();
+  if (prof) tc[1] = clock64();
   const int ms = (int)ss.nsample;
   uint32_t t0 = 1; // every key (a key is never 0)
   {
@@ -1032,19 +1067,61 @@ __global__ void __launch_bounds__(NT, 2)
       local_find(0, NB, 0, 1, hist, res, sh); // clears the histogram (and the sample is read)
     }
   }
+  if (prof) tc[2] = clock64();
 
-  // 2. one pass: keys >= t0 to the buffer, their first digit's histogram
-  visit([&](uint32_t key, int c) {
-    if (key >= t0) {
-      const unsigned p = atomicAdd(&ss.ncand, 1u);
-      if (p < (unsigned)SCAP) {
-        ck[p] = key, cc[p] = (uint32_t)c;
-        atomicAdd(&myhist[key >> sh0], 1u);
+  // 2. one pass: keys >= t0 to the buffer, their first digit's histogram. The whole vectors
+  // [vlo, vhi) by a float compare per value (any_ge, one branch per vector), the keys only of
+  // a vector that passes; the row's partial first and last vectors by threads 0 and 1
+  {
+    const float x0 = key_float(t0 << (32 - K::KB));
+    auto take = [&](int v, const KS (&kv)[VEC]) {
+      unsigned c = 0;
+#pragma unroll
+      for (int j = 0; j < VEC; j++) c += (uint32_t)kv[j] >= t0;
+      if (!c) return;
+      unsigned p = atomicAdd(&ss.ncand, c);
+      const int c0 = (int)(a0 + (int64_t)v * VEC - s);
+#pragma unroll
+      for (int j = 0; j < VEC; j++)
+        if ((uint32_t)kv[j] >= t0) {
+          if (p < (unsigned)SCAP) {
+            ck[p] = kv[j], cc[p] = (uint32_t)(c0 + j);
+            atomicAdd(&myhist[(uint32_t)kv[j] >> sh0], 1u);
+          }
+          p++;
+        }
+    };
+    auto whole = [&](int v, const uint4 &w) {
+      if (K::any_ge(w, x0)) {
+        KS kv[VEC];
+        K::unpack(w, kv);
+        take(v, kv);
       }
+    };
+    const int vlo = a0 < s ? 1 : 0, vhi = (int)((e - a0) / VEC);
+    const uint4 *vp = reinterpret_cast<const uint4 *>(row + a0);
+    int v = vlo + (int)threadIdx.x;
+    for (; v + (UNR - 1) * NT < vhi; v += UNR * NT) {
+      uint4 w[UNR];
+#pragma unroll
+      for (int u = 0; u < UNR; u++) w[u] = __ldg(vp + v + u * NT);
+#pragma unroll
+      for (int u = 0; u < UNR; u++) whole(v + u * NT, w[u]);
     }
-  });
+    for (; v < vhi; v += NT) whole(v, __ldg(vp + v));
+    const int part = threadIdx.x == 0 && vlo                         ? 0
+                     : threadIdx.x == 1 && vhi < nv && vhi >= vlo ? vhi
+                                                                   : -1;
+    if (part >= 0) {
+      KS kv[VEC];
+      keys_of(part, make_uint4(0, 0, 0, 0), kv);
+      take(part, kv);
+    }
+  }
   __syncthreads();
+  if (prof) tc[3] = clock64();
   int nc = (int)ss.ncand;
+  const int nc0 = nc;
   uint32_t prefix = 0, mask = 0;
   int above = 0;
   if (!force_fb && nc >= kk && nc <= SCAP) {
@@ -1100,6 +1177,7 @@ __global__ void __launch_bounds__(NT, 2)
     nc = (int)ss.ncand;
   }
   __syncthreads(); // the bitmaps are complete
+  if (prof) tc[4] = clock64();
   const uint32_t t = prefix;
   const int need = kk - above;
 
@@ -1115,6 +1193,7 @@ __global__ void __launch_bounds__(NT, 2)
       block_exclusive_scan<NT, unsigned long long>(cnt, &tot, ss.ws64);
   ss.tpre[threadIdx.x] = before;
   __syncthreads();
+  if (prof) tc[5] = clock64();
   const bool stage = sorted || m.on;
   auto emit = [&](int slot, uint32_t key, uint32_t c) {
     if (stage) sbuf[slot] = ((uint64_t)(~(key << (32 - K::KB))) << 32) | c;
@@ -1159,6 +1238,14 @@ __global__ void __launch_bounds__(NT, 2)
     for (int j = threadIdx.x; j < kk; j += NT)
       o[j] = store_value(m, r, (int64_t)(uint32_t)(sbuf[j] & 0xffffffffu));
   }
+  if (prof) {
+    tc[6] = clock64();
+    printf("# topksprof blk %u/%u sm %u n %d sample %d nc %d fb %d | ns %llu | cyc sample %lld "
+           "t0 %lld stream %lld select %lld scan %lld emit %lld total %lld\n",
+           blockIdx.x, gridDim.x, smid(), n, ms, nc0, (int)(force_fb || nc0 < kk || nc0 > SCAP),
+           global_ns() - gin, tc[1] - tc[0], tc[2] - tc[1], tc[3] - tc[2], tc[4] - tc[3],
+           tc[5] - tc[4], tc[6] - tc[5], tc[6] - tc[0]);
+  }
 }
 
 // The development switches (the tests' and the benchmark's), read from the environment once
@@ -1169,7 +1256,7 @@ __global__ void __launch_bounds__(NT, 2)
 // prefetched), 2 a cluster row's first find by atomic_find, 3 both; IXL_TOPK_V2_GRID=N caps
 // the persistent grid at N CTAs (tests: several rows per CTA).
 struct Dev {
-  int cs, profile, flags, next, grid, stream, sunr;
+  int cs, profile, flags, next, grid, stream, sunr, smu, sprof;
 };
 Dev g_dev;
 std::atomic<int> g_dev_read{0};
@@ -1326,7 +1413,7 @@ ixl_status launch_stream(ixl_ctx *ctx, const Args &a, size_t smem, const Dev &dv
       (const T *)a.logits->data, C,
       a.row_start ? (const int32_t *)a.row_start->data : (const int32_t *)nullptr,
       (const int32_t *)a.row_end->data, a.k, a.sorted, (int32_t *)a.out->data, P, nwp,
-      dv.stream == 3 ? 1 : 0, remap_of(a));
+      dv.stream == 3 ? 1 : 0, dv.smu, dv.sprof, remap_of(a));
   return ixl_cuda_check_launch(ctx, "topk v2 stream");
 }
 
@@ -1452,9 +1539,12 @@ extern "C" void ixl_topk_v2_dev_reload(void) {
   d.next = num("IXL_TOPK_V2_NEXT", 0) & (NEXT_ROWS | NEXT_AF);
   d.grid = num("IXL_TOPK_V2_GRID", 0);
   if (d.grid < 0) d.grid = 0;
-  d.stream = num("IXL_TOPK_V2_STREAM", 0);
+  d.stream = num("IXL_TOPK_V2_STREAM", 1);
   if (d.stream < 0 || d.stream > 3) d.stream = 0;
   d.sunr = num("IXL_TOPK_V2_SUNR", 4) == 8 ? 8 : 4;
+  d.smu = num("IXL_TOPK_V2_SMU", 64);
+  if (d.smu < 4 || d.smu > 1024) d.smu = 64;
+  d.sprof = num("IXL_TOPK_V2_SPROF", 0) == 1;
   g_dev = d;
   g_dev_read.store(1, std::memory_order_release);
 }

@@ -544,6 +544,7 @@ TEST(topk_v2_stream_match_cpu) {
     for (int dt = 0; dt < 2; dt++)
       for (int mi = 0; mi < 2; mi++) {
         v2_switch("IXL_TOPK_V2_STREAM", modes[mi]);
+        v2_switch("IXL_TOPK_V2_SUNR", (dist + dt) % 2 ? "8" : "4"); /* both instantiations */
         const int64_t C = g_small ? 9000 + 37 * dist : (dist % 2 ? 131072 : 70001 + dist);
         const int k = dist == 2 ? 2048 : 64 << (dist % 4);
         topk_case(dt ? IXL_BF16 : IXL_F32, g_small ? 3 : 6, C, k, (dist + mi) % 2, dist,
@@ -570,6 +571,7 @@ TEST(topk_v2_stream_match_cpu) {
     topk_case(IXL_BF16, 300, 40000, 512, 0, 0, 1);
   }
   v2_switch("IXL_TOPK_V2_STREAM", NULL);
+  v2_switch("IXL_TOPK_V2_SUNR", NULL);
 }
 
 TEST(topk_matches_cpu) {
@@ -1115,11 +1117,14 @@ TEST(bench_topk) {
    * IXL_TOPK_BENCH_MODES=M1,... times only those */
   /* v2:stream = the streaming kernel where its rule takes the shape (IXL_TOPK_V2_STREAM=1),
    * v2:s8 the same with 8 vectors per thread in flight (IXL_TOPK_V2_SUNR=8), v2:streamf
-   * fused, v2:sfb every row on its exact streaming radix (IXL_TOPK_V2_STREAM=3, forced) */
+   * fused, v2:sfb every row on its exact streaming radix (IXL_TOPK_V2_STREAM=3, forced),
+   * v2:sforce the streaming kernel on every shape (IXL_TOPK_V2_STREAM=2), v2:s0 without it
+   * (IXL_TOPK_V2_STREAM=0), v2:s4 with 4 vectors in flight */
   static const char *const modes[] = {"v1",       "v2",       "v2:cs1",    "v2:cs2",
                                       "v2:cs4",   "v2:cs8",   "v2:cs16",   "v2:g0",
                                       "v2:k6k7",  "v2:fused", "v2:next",   "v2:nextf",
-                                      "v2:stream", "v2:s8",   "v2:streamf", "v2:sfb"};
+                                      "v2:stream", "v2:s8",   "v2:streamf", "v2:sfb",
+                                      "v2:sforce", "v2:s0",   "v2:s4"};
   const char *only_modes = getenv("IXL_TOPK_BENCH_MODES");
   const int nmodes = (int)(sizeof modes / sizeof modes[0]);
   for (size_t i = 0; i < sizeof tk / sizeof tk[0]; i++) {
@@ -1175,10 +1180,14 @@ TEST(bench_topk) {
       v2_switch("IXL_TOPK_V2_CS", !strncmp(mode, "v2:cs", 5) ? mode + 5 : NULL);
       v2_switch("IXL_TOPK_V2_GATHER", !strcmp(mode, "v2:g0") ? "0" : NULL);
       v2_switch("IXL_TOPK_V2_NEXT", !strncmp(mode, "v2:next", 7) ? "3" : NULL);
-      v2_switch("IXL_TOPK_V2_SUNR", !strcmp(mode, "v2:s8") ? "8" : NULL);
-      v2_switch("IXL_TOPK_V2_STREAM", !strcmp(mode, "v2:sfb") ? "3"
-                                      : !strncmp(mode, "v2:s", 4) ? "1"
-                                                                  : NULL);
+      v2_switch("IXL_TOPK_V2_SUNR", !strcmp(mode, "v2:s8")   ? "8"
+                                    : !strcmp(mode, "v2:s4") ? "4"
+                                                             : NULL);
+      v2_switch("IXL_TOPK_V2_STREAM", !strcmp(mode, "v2:sfb")      ? "3"
+                                      : !strcmp(mode, "v2:sforce") ? "2"
+                                      : !strcmp(mode, "v2:s0")     ? "0"
+                                      : !strncmp(mode, "v2:s", 4)  ? "1"
+                                                                   : NULL);
 #define BENCH_CALL() bench_call(how, buf[rot++ % nbuf], dre, (int)k, out, dids, pos)
       double t1[21], tb[7];
       for (int w = 0; w < 3; w++) CHECK_OK(g_ctx, BENCH_CALL());
@@ -1213,6 +1222,64 @@ TEST(bench_topk) {
     for (int b = 0; b < nbuf; b++) ixl_tensor_free(buf[b]);
     ixl_tensor *all[] = {h, re, ids, dre, out, pos, dids};
     tfree(all, 7);
+  }
+}
+
+/* The streaming kernel's phases (IXL_BENCH=topksprof): IXL_TOPK_V2_SPROF=1 prints clock64
+ * cycles per phase (sample, t0, stream, select, scan, emit) of three CTAs per launch, at the
+ * source top-k's shapes and 64 x 131072 k=2048, the sample's mu target 64 (default) and 16
+ * (IXL_TOPK_V2_SMU), each launch on a copy not in L2. */
+TEST(bench_topk_stream_profile) {
+  struct { int64_t R, C; int k, causal; const char *name; } tk[] = {
+      {64, 131072, 512, 0, "src_64x131072_f32_k512"},
+      {1024, 131072, 512, 1, "src_1024x131072c_f32_k512"},
+      {64, 131072, 2048, 0, "64x131072_f32_k2048"},
+  };
+  static const char *const mus[] = {"64", "64", "16", "16"};
+  for (size_t i = 0; i < sizeof tk / sizeof tk[0]; i++) {
+    const int64_t R = tk[i].R, C = tk[i].C, k = tk[i].k;
+    int64_t s2[2] = {R, C}, s1[1] = {R}, so[2] = {R, k};
+    ixl_tensor *h = host2(IXL_F32, R, C), *h64 = host2(IXL_F32, 64, C), *re = host1(IXL_I32, R);
+    ixl_tensor *dre = tnew(IXL_I32, 1, s1, IXL_DEVICE), *out = tnew(IXL_I32, 2, so, IXL_DEVICE);
+    ixl_tensor *buf[4] = {0};
+    if (!h || !h64 || !re || !dre || !out) return;
+    fill_logits(h64, 0);
+    for (int64_t r0 = 0; r0 < R; r0 += 64)
+      memcpy((char *)h->data + (size_t)r0 / 64 * (size_t)tbytes(h64), h64->data,
+             (size_t)tbytes(h64));
+    for (int b = 0; b < 4; b++) {
+      buf[b] = tnew(IXL_F32, 2, s2, IXL_DEVICE);
+      if (!buf[b]) return;
+      CHECK_OK(g_ctx, ixl_tensor_copy(g_ctx, buf[b], h));
+    }
+    for (int64_t r = 0; r < R; r++)
+      ((int32_t *)re->data)[r] = (int32_t)(tk[i].causal ? C - R + 1 + r : C);
+    CHECK_OK(g_ctx, ixl_tensor_copy(g_ctx, dre, re));
+    int64_t sf[1] = {16 << 20};
+    ixl_tensor *flush = tnew(IXL_F32, 1, sf, IXL_DEVICE);
+    if (!flush) return;
+    CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", "v2"));
+    v2_switch("IXL_TOPK_V2_SPROF", "1");
+    for (int b = 0; b < 4; b++) {
+      v2_switch("IXL_TOPK_V2_SMU", mus[b]);
+      CHECK_OK(g_ctx, ixl_tensor_fill_bytes(g_ctx, flush, (uint8_t)b));
+      CHECK_OK(g_ctx, ixl_ctx_sync(g_ctx));
+      printf("# topksprof %s launch %d mu %s\n", tk[i].name, b, mus[b]);
+      fflush(stdout);
+      CHECK_OK(g_ctx, ixl_timer_record(g_ctx, 0));
+      CHECK_OK(g_ctx, ixl_topk(g_ctx, buf[b], NULL, dre, (int)k, 0, out));
+      CHECK_OK(g_ctx, ixl_timer_record(g_ctx, 1));
+      double us = 0;
+      CHECK_OK(g_ctx, ixl_timer_elapsed_us(g_ctx, 0, 1, &us));
+      printf("# topksprof %s launch %d mu %s: %.1f us\n", tk[i].name, b, mus[b], us);
+      fflush(stdout);
+    }
+    v2_switch("IXL_TOPK_V2_SPROF", NULL);
+    v2_switch("IXL_TOPK_V2_SMU", NULL);
+    CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", NULL));
+    for (int b = 0; b < 4; b++) ixl_tensor_free(buf[b]);
+    ixl_tensor *all[] = {h, h64, re, dre, out, flush};
+    tfree(all, 6);
   }
 }
 
@@ -1408,6 +1475,11 @@ int main(void) {
   }
   if (getenv("IXL_BENCH") && strcmp(getenv("IXL_BENCH"), "topkprof") == 0) {
     RUN_GPU(bench_topk_profile);
+    ixl_ctx_free(g_ctx);
+    DONE();
+  }
+  if (getenv("IXL_BENCH") && strcmp(getenv("IXL_BENCH"), "topksprof") == 0) {
+    RUN_GPU(bench_topk_stream_profile);
     ixl_ctx_free(g_ctx);
     DONE();
   }
