@@ -5,7 +5,11 @@
 // - K2 with the bf16 reduction and paged K5: this file's v2_fp8_kernel, one template for every
 //   mode, so a K5 column and the K2 bf16 logit at its position come from the same instructions
 //   (SPEC 3: bitwise equal, checked on the H200 for pages 16-128 and sbk 4-128);
-// - K1 and ragged K5: v2_fp8_kernel too (both, so K5 == K1 holds either way), their key scales
+// - K1 with the fp32 reduction: k1_fp8_kernel (one key tile shared by 256 / H rows in one
+//   m64n256k32; below), 4096x65536 5.17 ms = 57 % of the fp8 peak on the H200 (2026-12-02);
+//   IXL_LOGITS_V2_FP8_K1=0 sends it to v2_fp8_kernel as before;
+// - K1 (bf16; fp32 too under IXL_LOGITS_V2_FP8_K1=0) and ragged K5: v2_fp8_kernel (both, so
+//   K5 == K1 holds either way), their key scales
 //   loaded by the producer's lanes, each lane arriving on the full barrier after its stores
 //   (count 32); IXL_LOGITS_V2_FP8_RAGGED=0 (read once per process) sends both to v1's kernels.
 //   On the H200 (2026-12-01, the session's last visit): test_cuda_logits [v2] 15/15 and
@@ -555,18 +559,19 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
 }
 
 // ================================================================== K1: one key tile, 4 rows
-// k1_fp8_kernel (IXL_LOGITS_V2_FP8_K1=1; K1 fp8 with the fp32 reduction): the mechanism is one
+// k1_fp8_kernel (K1 fp8 with the fp32 reduction; IXL_LOGITS_V2_FP8_K1=0: v2_fp8_kernel): one
 // 64-position key tile shared by RB = 256 / H query rows in ONE m64n256k32 wgmma (v2_fp8.cuh's
 // tile_mma256), against DeepGEMM's two rows per m64n128k32 and v2_fp8_kernel's one row per
 // m64nHk32: per MAC the tensor core reads 20 % less shared memory than DeepGEMM's form (A 2 KB +
 // B 8 KB per 64 x 256 x 32 against 2 + 4 KB per 64 x 128 x 32) and the TMA writes a key tile
 // once per 4 rows (half of DeepGEMM's), and the epilogue's per-logit overhead (shuffles,
 // scale, store) is spread over 4 rows.
-// - A CTA per SM (persistent): warpgroups 0 and 1 compute (setmaxnreg 232), warpgroup 2 loads
-//   (setmaxnreg 40): its warp 0 issues the TMA boxes (keys 64 x 128 B, the RB rows' queries
-//   256 x 128 B, 128B swizzle) and loads the key scales and weights with its lanes (each lane
-//   arriving on the full barrier after its stores, count 32); its warps 1-3 write -inf outside
-//   the rows' ranges (rows of the blocks b = blockIdx.x mod gridDim.x).
+// - A CTA per SM (persistent): warpgroups 0 and 1 compute (setmaxnreg 200), warpgroup 2 loads
+//   (setmaxnreg 96): its warp 0 issues the TMA boxes (keys 64 x 128 B, the RB rows' queries
+//   256 x 128 B, 128B swizzle), the key scales by cp.async (each lane's arrival when its copies
+//   land, count 33 with lane 0's expect_tx) and the weights by its lanes (arriving after their
+//   stores, count 32); its warps 1-3 write -inf outside the rows' ranges (rows of the blocks
+//   b = blockIdx.x mod gridDim.x).
 // - A 12-stage ring of key tiles; tile i of the CTA's walk is computed by warpgroup i % 2
 //   (stage i % 12), one accumulator each: one warpgroup's epilogue runs under the other's
 //   wgmma. Queries in two slots (a block's Q stays while its tiles pass).
@@ -590,6 +595,7 @@ struct Params {
   float *out;           // [R, out_cols]
   int64_t R, out_cols, nb;
   int32_t N, compressed;
+  int32_t abl; // development ablation: 3 = no epilogue (IXL_LOGITS_V2_ABL=noepi; wrong results)
 };
 
 template <int H>
@@ -663,7 +669,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int tid = threadIdx.x, lane = tid & 31;
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
-      ptx::mbarrier_init(&full[s], 32);         // the producer's lanes (scales; lane 0: + tx)
+      ptx::mbarrier_init(&full[s], 33); // 32 lanes' cp.async arrivals + lane 0's expect_tx
       ptx::mbarrier_init(&empty[s], 4);         // the consuming warpgroup's warps
     }
     for (int s = 0; s < 2; ++s) {
@@ -773,19 +779,21 @@ __global__ void __launch_bounds__(kThreads, 1)
             ptx::mbarrier_arrive(&qfull[qslot]);
           }
         }
-        const int32_t k0 = (tlo + o) * kTile;
-        const float sa = k0 + lane < p.N ? p.kscales[k0 + lane] : 0.0f;
-        const float sb = k0 + lane + 32 < p.N ? p.kscales[k0 + lane + 32] : 0.0f;
+        // the tile's keys by TMA (lane 0: + tx), its 64 scales by cp.async (zero past N), each
+        // lane's arrival when its copies land: the loop never waits on a global load
+        const int32_t k0 = (tlo + o) * kTile, ka = k0 + lane, kb = ka + 32;
         mbar_wait(&empty[stage], eph);
-        s_sc[stage * kTile + lane] = sa, s_sc[stage * kTile + lane + 32] = sb;
+        ixl_v2::cp_async4_zfill(&s_sc[stage * kTile + lane], p.kscales + (ka < p.N ? ka : 0),
+                                ka < p.N ? 4 : 0);
+        ixl_v2::cp_async4_zfill(&s_sc[stage * kTile + lane + 32],
+                                p.kscales + (kb < p.N ? kb : 0), kb < p.N ? 4 : 0);
+        ixl_v2::cp_async_arrive_noinc(&full[stage]);
         if (lane == 0) {
           ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared,
                                          &full[stage], (uint32_t)kTileBytes);
           const int32_t c[2] = {0, k0};
           ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global,
                                     s_codes + stage * kTileBytes, &kmap, c, &full[stage]);
-        } else {
-          ptx::mbarrier_arrive(&full[stage]);
         }
         if (++stage == kStages) stage = 0, eph ^= 1;
       }
@@ -850,6 +858,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (lane == 0) ptx::mbarrier_arrive(&empty[stage]);
     stage += 2;
     if (stage >= kStages) stage -= kStages, fph ^= 1;
+    if (p.abl == 3) continue;
     const bool fast = __all_sync(0xffffffffu, sc0 >= 0.0f && sc0 <= 3.402823466e38f &&
                                                   sc1 >= 0.0f && sc1 <= 3.402823466e38f);
     float res[RB / 2];
@@ -922,7 +931,11 @@ __device__ unsigned long long g_prof[8];
 static int ablation() {
   static const int abl = [] {
     const char *e = getenv("IXL_LOGITS_V2_ABL");
-    return !e ? 0 : !strcmp(e, "nomma") ? 1 : !strcmp(e, "noload") ? 2 : 0;
+    return !e                    ? 0
+           : !strcmp(e, "nomma")  ? 1
+           : !strcmp(e, "noload") ? 2
+           : !strcmp(e, "noepi")  ? 3 // k1_fp8_kernel only
+                                  : 0;
   }();
   return abl;
 }
@@ -1027,13 +1040,15 @@ static ixl_status launch_cfg(ixl_ctx *ctx, const ixl_logits_call *c, Params &p) 
   return st;
 }
 
-// K1 fp8 fp32 on k1_fp8_kernel: IXL_LOGITS_V2_FP8_K1=1 (read once per process; off by default
-// until proven on the H200). Also needs a Q box of RB rows (R H >= 256) and a key box of 64 rows
-// (N >= 64) inside the tensors; else v2_fp8_kernel runs the call.
+// K1 fp8 fp32 on k1_fp8_kernel unless IXL_LOGITS_V2_FP8_K1=0 (read once per process; then
+// v2_fp8_kernel, as before). On since the H200 visit of 2026-12-02 (helper fp8k1): parity
+// (test_cuda_logits_fp8v2 5/5, test_cuda_logits [v2] 15/15), racecheck and memcheck clean on the
+// small K1 cases. Also needs a Q box of RB rows (R H >= 256) and a key box of 64 rows (N >= 64)
+// inside the tensors; else v2_fp8_kernel runs the call.
 static bool k1_on() {
   static const bool on = [] {
     const char *e = getenv("IXL_LOGITS_V2_FP8_K1");
-    return e && e[0] == '1' && e[1] == 0;
+    return !(e && e[0] == '0' && e[1] == 0);
   }();
   return on;
 }
@@ -1061,6 +1076,7 @@ static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
   p.nb = ixl_ceil_div(c->R, L::RB);
   p.N = (int32_t)c->N;
   p.compressed = c->layout == IXL_LAYOUT_COMPRESSED;
+  p.abl = ablation();
   CUtensorMap kmap, qmap;
   char why[160];
   int bad = tma_map_2d(&kmap, in->k_codes->data, CU_TENSOR_MAP_DATA_TYPE_UINT8, 128,

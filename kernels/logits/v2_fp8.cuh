@@ -187,6 +187,21 @@ __device__ __forceinline__ void tile_mma256(float (&acc)[128], const uint8_t *a,
   wgmma_commit();
 }
 
+// cp.async.ca.shared.global 4 B with src-size (PTX ISA "cp.async"): src_bytes 0 zero-fills
+// the destination and reads nothing; then cp.async.mbarrier.arrive.noinc (PTX ISA
+// "cp.async.mbarrier.arrive"): an arrival on `bar` once this thread's earlier cp.async have
+// landed, not counted in advance (the barrier's expected count includes it). The key scales
+// of k1_fp8_kernel's producer: its lanes never wait on a global load.
+__device__ __forceinline__ void cp_async4_zfill(void *dst, const void *src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_u32(dst)), "l"(src),
+               "r"(src_bytes)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_arrive_noinc(uint64_t *bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(bar))
+               : "memory");
+}
+
 // relu keeping NaN (max.NaN.f32, PTX ISA "max"): one FMNMX.NAN.
 __device__ __forceinline__ float relu_nan(float x) {
   float r;
