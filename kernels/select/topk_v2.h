@@ -2,10 +2,12 @@
  * IXL_TOPK_V2_CS, IXL_TOPK_V2_PROFILE, IXL_TOPK_V2_GATHER, IXL_TOPK_V2_NEXT (round 2, off by
  * default; bits: 1 rows of one CTA on persistent CTAs that prefetch the next row, 2 a cluster
  * row's first find by DSMEM atomics into CTA 0), IXL_TOPK_V2_GRID (the persistent kernel's
- * grid cap, for tests), IXL_TOPK_V2_STREAM (round 3: 1 many long rows on the streaming kernel,
- * one pass over each row from a sampled threshold; 2 every shape it fits, 3 the same on its
- * exact streaming radix, for tests) and IXL_TOPK_V2_SUNR (4 or 8 vectors per thread in flight
- * in the streaming kernel) are read from the environment at the first call; a test or benchmark
+ * grid cap, for tests), IXL_TOPK_V2_STREAM (round 3: 1, the default, many long rows on the
+ * streaming kernel, one pass over each row from a sampled threshold; 0 off; 2 every shape it
+ * fits, 3 the same on its exact streaming radix, for tests), IXL_TOPK_V2_SUNR (4 or 8 vectors
+ * per thread in flight in the streaming kernel), IXL_TOPK_V2_SMU (its sample's mu target, 64)
+ * and IXL_TOPK_V2_SPROF (its per-phase cycle print) are read from the environment at the first
+ * call; a test or benchmark
  * that changes them calls this to read them again. A no-op without CUDA (kernels/select/topk.c). */
 #ifndef IXL_SELECT_TOPK_V2_H
 #define IXL_SELECT_TOPK_V2_H
