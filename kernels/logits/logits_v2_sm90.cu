@@ -607,7 +607,8 @@ struct Smem {
   static constexpr int w = scales + kStages * kTile * 4;           // [2][RB][k1_wrow] f32
   static constexpr int bars = w + 2 * RB * ixl_v2::k1_wrow<H>() * 4;
   static constexpr int info = bars + (2 * kStages + 4) * 8; // int64 [6]
-  static constexpr int total = info + 48;
+  static constexpr int dummy = (info + 48 + 1023) / 1024 * 1024; // 16 KB nothing writes
+  static constexpr int total = dummy + 16384;
   static constexpr int alloc = total + 1024;
   static_assert(kThreads * 8 <= kStages * kTileBytes, "prologue scratch fits the codes");
   static_assert(bars % 8 == 0 && w % 16 == 0, "alignment");
@@ -648,7 +649,7 @@ __device__ __forceinline__ int32_t block_tiles(const Params &p, int64_t b, int32
 }
 #endif
 
-template <int H>
+template <int H, bool HALVES>
 __global__ void __launch_bounds__(kThreads, 1)
     k1_fp8_kernel(const __grid_constant__ CUtensorMap kmap,
                   const __grid_constant__ CUtensorMap qmap, const Params p) {
@@ -666,6 +667,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint64_t *empty = full + kStages, *qfull = empty + kStages, *qempty = qfull + 2;
   int64_t *info = reinterpret_cast<int64_t *>(smem + L::info);
   int64_t *scratch = reinterpret_cast<int64_t *>(smem + L::codes); // prologue only
+  const uint8_t *s_dummy = smem + L::dummy; // the pipelined form's dropped wgmma read it
   const int tid = threadIdx.x, lane = tid & 31;
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
@@ -822,6 +824,157 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int wg = tid >> 7, warp = (tid >> 5) & 3, t4 = lane & 3;
   const int r0 = 16 * warp + (lane >> 2);
   const int rb_lane = (t4 & 1) * (RB / 2) + (t4 >> 1) * (RB / 4); // + q, q < NQ
+  int stage = wg;
+  uint32_t fph = 0, qfph = 0; // bit s: Q slot s's parity
+  if constexpr (HALVES) {
+    // -------------------------------------------------------------- pipelined halves
+    // Each warpgroup keeps one half-tile wgmma of its own in flight during every epilogue:
+    // issue A(t), B(t); then per tile: wait A(t), epilogue A(t), issue A(next); wait B(t),
+    // release the stage, epilogue B(t), issue B(next). A cursor walks every unit (both
+    // warpgroups pass every block: per block and warp one qfull wait, then one qempty arrival
+    // after the warp's last read of the block; for the block of the tile whose B half is still
+    // pending, the arrival waits for that epilogue). The cursor does not look ahead into a
+    // block two past the pending tile's (its Q slot is the pending tile's): there the pipeline
+    // drains first.
+    constexpr int RH = RB / 2, NV = RH / 2; // rows per half, logits per lane and half
+    const int kl = (t4 & 1) * RH + (t4 >> 1) * (RH / 2); // the lane's first value (row, pos)
+    const int rb_half = kl >> 1;                         // its row in a half
+    struct Cursor {
+      int64_t b, i;
+      int32_t o, tlo, nt;
+      int qslot;
+      bool qready; // the block's qfull waited
+      RowK ra, rb; // the lane's rows of halves A and B
+    } cur;
+    struct Tile {
+      int64_t row; // the lane's half-A row (B: + RH)
+      RowK ra, rb;
+      int32_t k0; // the lane's position r0 of the tile
+      int stage, qslot;
+      float sc0, sc1;
+    };
+    auto enter_c = [&]() {
+      cur.nt = block_tiles<RB>(p, cur.b, cur.tlo);
+      cur.ra = row_k(p, cur.b * RB + rb_half);
+      cur.rb = row_k(p, cur.b * RB + RH + rb_half);
+    };
+    auto wait_q = [&]() {
+      if (!cur.qready) {
+        mbar_wait(&qfull[cur.qslot], (qfph >> cur.qslot) & 1);
+        qfph ^= 1u << cur.qslot;
+        cur.qready = true;
+      }
+    };
+    int64_t pend_b = -1; // the block of the tile whose B half is pending (-1: none)
+    bool deferred = false;
+    int def_slot = 0;
+    auto step = [&]() -> bool { // to the next unit; false at the end (the block not left)
+      if (++cur.i >= nunits) return false;
+      if (++cur.o == cur.nt) {
+        __syncwarp();
+        if (cur.b == pend_b) {
+          deferred = true, def_slot = cur.qslot;
+        } else {
+          wait_q(); // a block passed: its phase first, then the arrival
+          __syncwarp();
+          if (lane == 0) ptx::mbarrier_arrive(&qempty[cur.qslot]);
+        }
+        do ++cur.b, enter_c();
+        while (cur.nt == 0);
+        cur.o = 0, cur.qslot ^= 1, cur.qready = false;
+      }
+      return true;
+    };
+    // 1: at a unit of this warpgroup; 0: the end; -1: stopped two blocks past the pending one
+    auto next_mine = [&]() -> int {
+      for (;;) {
+        if (deferred && cur.b >= pend_b + 2) return -1;
+        if (!step()) return 0;
+        if (deferred && cur.b >= pend_b + 2) return -1;
+        if ((int)(cur.i & 1) == wg) return 1;
+      }
+    };
+    float accA[64], accB[64];
+    auto take = [&](Tile &t) { // the cursor's tile: its Q and its stage
+      wait_q();
+      mbar_wait(&full[stage], fph);
+      t.stage = stage, t.qslot = cur.qslot;
+      t.sc0 = s_sc[stage * kTile + r0], t.sc1 = s_sc[stage * kTile + r0 + 8];
+      t.k0 = (cur.tlo + cur.o) * kTile + r0;
+      t.row = cur.b * RB + rb_half, t.ra = cur.ra, t.rb = cur.rb;
+      stage += 2;
+      if (stage >= kStages) stage -= kStages, fph ^= 1;
+    };
+    auto store = [&](const Tile &t, const float (&res)[NV], int half) {
+      const RowK &r = half ? t.rb : t.ra;
+      const int64_t row = t.row + half * RH;
+#pragma unroll
+      for (int v = 0; v < NV; ++v) {
+        const int32_t pos = t.k0 + 8 * ((kl + v) & 1); // the value's position
+        if (pos >= r.a && pos < r.e) p.out[row * p.out_cols + (pos - r.base)] = res[v];
+      }
+    };
+    auto fast_of = [&](const Tile &t) {
+      return __all_sync(0xffffffffu, t.sc0 >= 0.0f && t.sc0 <= 3.402823466e38f &&
+                                         t.sc1 >= 0.0f && t.sc1 <= 3.402823466e38f);
+    };
+    if (nunits) {
+      cur.b = b0, cur.i = 0, cur.o = o0, cur.qslot = 0, cur.qready = false;
+      enter_c();
+      wait_q();
+      int f = wg == 0 ? 1 : next_mine();
+      while (f == 1) { // a pipelined run from the cursor's tile
+        Tile t;
+        take(t);
+        ixl_v2::tile_mma128(accA, s_codes + t.stage * kTileBytes, s_q + t.qslot * kQBytes);
+        pend_b = cur.b;
+        ixl_v2::tile_mma128(accB, s_codes + t.stage * kTileBytes,
+                            s_q + t.qslot * kQBytes + RH * H * 128);
+        for (;;) {
+          wgmma_wait<1>(); // A(t) done, B(t) in flight
+          fence_operand(accA);
+          const bool fast = fast_of(t);
+          float res[NV];
+          ixl_v2::k1_epilogue_half<H>(accA, t.sc0, t.sc1, fast, s_w + t.qslot * RB * WROW, t4,
+                                      res);
+          store(t, res, 0);
+          Tile tn = t;
+          f = next_mine();
+          if (f == 1) take(tn);
+          // half A of the next tile into accA (free now); unconditional (a wgmma behind a
+          // branch makes ptxas serialize them all, C7518): without a next tile it reads the
+          // dummy tile, which nothing writes, and is dropped
+          const uint8_t *na = f == 1 ? s_codes + tn.stage * kTileBytes : s_dummy;
+          const uint8_t *nq = f == 1 ? s_q + tn.qslot * kQBytes : s_dummy;
+          ixl_v2::tile_mma128(accA, na, nq);
+          wgmma_wait<1>(); // B(t) done, the next half A in flight
+          fence_operand(accB);
+          __syncwarp();
+          if (lane == 0) ptx::mbarrier_arrive(&empty[t.stage]);
+          ixl_v2::k1_epilogue_half<H>(accB, t.sc0, t.sc1, fast,
+                                      s_w + t.qslot * RB * WROW + RH * WROW, t4, res);
+          store(t, res, 1);
+          if (deferred) { // t's block was left by the cursor: its last read is done
+            __syncwarp();
+            if (lane == 0) ptx::mbarrier_arrive(&qempty[def_slot]);
+            deferred = false;
+          }
+          if (f != 1) break;
+          pend_b = cur.b;
+          ixl_v2::tile_mma128(accB, s_codes + tn.stage * kTileBytes,
+                              s_q + tn.qslot * kQBytes + RH * H * 128);
+          t = tn;
+        }
+        wgmma_wait<0>(); // the dropped half A
+        fence_operand(accA);
+        pend_b = -1;
+        if (f == -1) f = (int)(cur.i & 1) == wg ? 1 : next_mine();
+      }
+      wait_q(); // the cursor's last block, never left
+      __syncwarp();
+      if (lane == 0) ptx::mbarrier_arrive(&qempty[cur.qslot]);
+    }
+  } else {
   int64_t b = b0;
   int32_t o = o0, tlo = 0, nt = 0;
   RowK my[NQ];
@@ -830,8 +983,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int q = 0; q < NQ; ++q) my[q] = row_k(p, b * RB + rb_lane + q);
   };
-  int stage = wg, qslot = 0;
-  uint32_t fph = 0, qfph = 0; // bit s: Q slot s's parity
+  int qslot = 0;
   float acc[128];
   if (nunits) {
     enter();
@@ -876,6 +1028,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncwarp();
     if (lane == 0) ptx::mbarrier_arrive(&qempty[qslot]);
   }
+  } // HALVES
   }
 #else
   IXL_SM90_TRAP_ELSEWHERE();
@@ -1045,14 +1198,18 @@ static ixl_status launch_cfg(ixl_ctx *ctx, const ixl_logits_call *c, Params &p) 
 // (test_cuda_logits_fp8v2 5/5, test_cuda_logits [v2] 15/15), racecheck and memcheck clean on the
 // small K1 cases. Also needs a Q box of RB rows (R H >= 256) and a key box of 64 rows (N >= 64)
 // inside the tensors; else v2_fp8_kernel runs the call.
-static bool k1_on() {
-  static const bool on = [] {
+// IXL_LOGITS_V2_FP8_K1=2 (not yet run on the GPU): the pipelined halves (k1_fp8_kernel<H, true>).
+static int k1_mode() {
+  static const int mode = [] {
     const char *e = getenv("IXL_LOGITS_V2_FP8_K1");
-    return !(e && e[0] == '0' && e[1] == 0);
+    if (e && e[0] == '0' && e[1] == 0) return 0;
+    if (e && e[0] == '2' && e[1] == 0) return 2;
+    return 1;
   }();
-  return on;
+  return mode;
 }
-template <int H>
+static bool k1_on() { return k1_mode() != 0; }
+template <int H, bool HALVES>
 static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
   using L = k1::Smem<H>;
   const ixl_qk *in = c->in;
@@ -1060,7 +1217,7 @@ static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
   const int dev = ixl_ctx_device(ctx);
   const bool slot = dev >= 0 && dev < 64;
   if (!slot || !ready[dev].load(std::memory_order_relaxed)) {
-    cudaError_t e = cudaFuncSetAttribute(k1::k1_fp8_kernel<H>,
+    cudaError_t e = cudaFuncSetAttribute(k1::k1_fp8_kernel<H, HALVES>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, L::alloc);
     if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaFuncSetAttribute (logits v2 K1)");
     if (slot) ready[dev].store(1, std::memory_order_relaxed);
@@ -1089,7 +1246,8 @@ static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
   if (bad) return ixl_set_error(ctx, IXL_ERR_BACKEND, "dense_logits (v2 K1): %s", why);
   const int grid = ixl::sm_count(ctx);
   if (grid <= 0) return ixl_set_error(ctx, IXL_ERR_BACKEND, "dense_logits (v2 K1): no SM count");
-  k1::k1_fp8_kernel<H><<<(unsigned)grid, k1::kThreads, L::alloc, ixl::stream_of(ctx)>>>(
+  k1::k1_fp8_kernel<H, HALVES><<<(unsigned)grid, k1::kThreads, L::alloc,
+                                  ixl::stream_of(ctx)>>>(
       kmap, qmap, p);
   return ixl_cuda_check_launch(ctx, "logits v2 fp8 K1 kernel");
 }
@@ -1156,7 +1314,8 @@ ixl_status launch(ixl_ctx *ctx, const ixl_logits_call *c) {
   if (c->mode == IXL_LOGITS_SPARSE && paged) return launch_mode<H, M_K5P, true>(ctx, c, p);
   if (sparse) return launch_mode<H, M_K5R, true>(ctx, c, p); // K5: always the bf16 reduction
   // K1 (fp8_takes lets it through unless IXL_LOGITS_V2_FP8_RAGGED=0)
-  if (k1_takes(c)) return launch_k1<H>(ctx, c);
+  if (k1_takes(c))
+    return k1_mode() == 2 ? launch_k1<H, true>(ctx, c) : launch_k1<H, false>(ctx, c);
   return c->reduction == IXL_REDUCE_BF16 ? launch_mode<H, M_K1, true>(ctx, c, p)
                                          : launch_mode<H, M_K1, false>(ctx, c, p);
 }

@@ -275,6 +275,79 @@ __device__ __forceinline__ void k1_epilogue(const float (&acc)[128], float sc0, 
     if (fast) res[i] = __fmul_rn(res[i], (i & 1) ? sc1 : sc0);
   }
 }
+
+// k1_fp8_kernel's pipelined form (IXL_LOGITS_V2_FP8_K1=2): the 64 x 256 tile as two halves of
+// RB / 2 rows, each four m64n128k32 (B = the half's 128 query columns) into its own 64-register
+// accumulator and its own commit group, so one half's epilogue runs under the other half's
+// wgmma of the same warpgroup. Issued, not waited.
+__device__ __forceinline__ void tile_mma128(float (&acc)[64], const uint8_t *a,
+                                            const uint8_t *q) {
+  fence_operand(acc);
+  wgmma_fence();
+#pragma unroll
+  for (int g = 0; g < 4; ++g)
+    wgmma_m64n128k32_e4m3_ss(acc, wgmma_desc(a + 32 * g, IXL_SM90_SWIZZLE_128B, 16, 1024),
+                             wgmma_desc(q + 32 * g, IXL_SM90_SWIZZLE_128B, 16, 1024), g > 0);
+  wgmma_commit();
+}
+// k1_epilogue for one half (RH = 128 / H rows, w: the half's weights): the same sums in the same
+// order; the lane ends with RH / 2 logits (H 64: 1, H 32: 2): value i is k = (t4 & 1) RH +
+// (t4 >> 1) RH / 2 + i of the half's (row, position) pairs, row k / 2, position r0 + 8 (k & 1).
+template <int H>
+__device__ __forceinline__ void k1_epilogue_half(const float (&acc)[64], float sc0, float sc1,
+                                                 bool fast, const float *w, int t4,
+                                                 float (&res)[128 / H / 2]) {
+  constexpr int RH = 128 / H, V = 2 * RH, JR = H / 8;
+  float v[V];
+#pragma unroll
+  for (int i = 0; i < V; ++i) v[i] = 0.0f;
+  if (fast) {
+#pragma unroll
+    for (int j = 0; j < 16; j += 2) {
+      const int rb = j / JR, jj = j % JR;
+      const float4 wj = *reinterpret_cast<const float4 *>(w + rb * k1_wrow<H>() +
+                                                          t4 * k1_wq<H>() + 2 * jj);
+      float &s0 = v[2 * rb], &s1 = v[2 * rb + 1];
+      s0 = __fmaf_rn(wj.x, relu_nan(acc[4 * j]), s0);
+      s1 = __fmaf_rn(wj.x, relu_nan(acc[4 * j + 2]), s1);
+      s0 = __fmaf_rn(wj.y, relu_nan(acc[4 * j + 1]), s0);
+      s1 = __fmaf_rn(wj.y, relu_nan(acc[4 * j + 3]), s1);
+      s0 = __fmaf_rn(wj.z, relu_nan(acc[4 * j + 4]), s0);
+      s1 = __fmaf_rn(wj.z, relu_nan(acc[4 * j + 6]), s1);
+      s0 = __fmaf_rn(wj.w, relu_nan(acc[4 * j + 5]), s0);
+      s1 = __fmaf_rn(wj.w, relu_nan(acc[4 * j + 7]), s1);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < 16; j += 2) {
+      const int rb = j / JR, jj = j % JR;
+      const float4 wj = *reinterpret_cast<const float4 *>(w + rb * k1_wrow<H>() +
+                                                          t4 * k1_wq<H>() + 2 * jj);
+      const float wv[4] = {wj.x, wj.y, wj.z, wj.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int a = 4 * (j + e / 2) + e % 2;
+        const float d0 = __fmul_rn(acc[a], sc0), d1 = __fmul_rn(acc[a + 2], sc1);
+        v[2 * rb] = __fmaf_rn(wv[e], d0 < 0.0f ? 0.0f : d0, v[2 * rb]);
+        v[2 * rb + 1] = __fmaf_rn(wv[e], d1 < 0.0f ? 0.0f : d1, v[2 * rb + 1]);
+      }
+    }
+  }
+  const bool b0 = t4 & 1, b1 = t4 & 2;
+  float u[V / 2];
+#pragma unroll
+  for (int i = 0; i < V / 2; ++i) {
+    const float keep = b0 ? v[V / 2 + i] : v[i], send = b0 ? v[i] : v[V / 2 + i];
+    u[i] = keep + __shfl_xor_sync(0xffffffffu, send, 1);
+  }
+#pragma unroll
+  for (int i = 0; i < V / 4; ++i) {
+    const float keep = b1 ? u[V / 4 + i] : u[i], send = b1 ? u[i] : u[V / 4 + i];
+    res[i] = keep + __shfl_xor_sync(0xffffffffu, send, 2);
+    const int k = (b0 ? V / 2 : 0) + (b1 ? V / 4 : 0) + i;
+    if (fast) res[i] = __fmul_rn(res[i], (k & 1) ? sc1 : sc0);
+  }
+}
 #endif
 
 } // namespace ixl_v2
