@@ -913,19 +913,29 @@ __device__ __forceinline__ float key_float(uint32_t k) {
   return __uint_as_float((k & 0x80000000u) ? (k ^ 0x80000000u) : ~k);
 }
 
+// A hint: `bytes` (a multiple of 16) from p (16-byte aligned) into L2 by the bulk-copy engine
+// (cp.async.bulk.prefetch.L2, sm_90); nothing on older devices. Never changes a result.
+__device__ __forceinline__ void l2_prefetch(const void *p, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes));
+#else
+  (void)p, (void)bytes;
+#endif
+}
+
 struct StreamShared {
   unsigned ncand, nsample;
   unsigned long long ws64[NT / 32 + 1];
   unsigned long long tpre[NT]; // per thread: keys > t (high) and == t (low) in its words before
 };
 
-template <typename T, int UNR>
+template <typename T, int UNR, bool PROF = false> // PROF: IXL_TOPK_V2_SPROF's instantiation
 __global__ void __launch_bounds__(NT, 2)
     topk_v2_stream_kernel(const T *__restrict__ logits, int64_t C,
                           const int32_t *__restrict__ row_start,
                           const int32_t *__restrict__ row_end, int k, int sorted,
                           int32_t *__restrict__ out, int P, int nwp, int force_fb, int mu_t,
-                          int prof_on, Remap m) {
+                          int pfv, Remap m) {
   using K = KeyOf<T>;
   using KS = typename K::KS;
   constexpr int VEC = K::VEC;
@@ -938,9 +948,10 @@ __global__ void __launch_bounds__(NT, 2)
   uint32_t *cc = ck + SCAP;                            // [SCAP] columns (from row_start)
   uint32_t *W = cc + SCAP, *Q = W + nwp;               // bitmaps of the row's columns
   uint64_t *sbuf = reinterpret_cast<uint64_t *>(Q + nwp); // [P] staged winners
-  // IXL_TOPK_V2_SPROF=1: thread 0 of the first, middle and last CTA stamps clock64 after each
-  // phase's barrier and prints the cycles (a development switch; one branch when off)
-  const bool prof = prof_on && threadIdx.x == 0 &&
+  // IXL_TOPK_V2_SPROF=1 (the PROF instantiation: a printf costs the timed kernels a stack
+  // frame and spills): thread 0 of the first, middle and last CTA stamps clock64 after each
+  // phase's barrier and prints the cycles
+  const bool prof = PROF && threadIdx.x == 0 &&
                     (blockIdx.x == 0 || blockIdx.x == gridDim.x / 2 || blockIdx.x == gridDim.x - 1);
   long long tc[7] = {};
   unsigned long long gin = 0;
@@ -960,6 +971,16 @@ __global__ void __launch_bounds__(NT, 2)
   const int64_t a0 = s - (int64_t)(((uintptr_t)(row + s) & 15u) / sizeof(T));
   const int nv = (int)((e - a0 + VEC - 1) / VEC); // vectors from the aligned start
   const int nw = (n + 31) >> 5;                    // bitmap words of the row
+  // IXL_TOPK_V2_SPF (off by default, not yet run on the GPU): the bulk-copy engine fetches the
+  // stream's first pfv vectors into L2 while the sample is taken, then pfv vectors ahead of
+  // thread 0 each round, so a round's loads find L2, not HBM
+  const int vlo = a0 < s ? 1 : 0, vhi = (int)((e - a0) / VEC);
+  const uint4 *vp = reinterpret_cast<const uint4 *>(row + a0);
+  auto prefetch = [&](int lo, int cnt) { // vectors [lo, lo + cnt) of the whole ones
+    const int hi = min(lo + cnt, vhi);
+    if (lo < hi) l2_prefetch(vp + lo, (uint32_t)(hi - lo) * 16u);
+  };
+  if (pfv && threadIdx.x == 0) prefetch(vlo, pfv);
   const int warp = threadIdx.x >> 5;
   unsigned *myhist = hist + (warp & 1) * NB;
   const int sh0 = K::shift(0);
@@ -1098,10 +1119,9 @@ __global__ void __launch_bounds__(NT, 2)
         take(v, kv);
       }
     };
-    const int vlo = a0 < s ? 1 : 0, vhi = (int)((e - a0) / VEC);
-    const uint4 *vp = reinterpret_cast<const uint4 *>(row + a0);
     int v = vlo + (int)threadIdx.x;
     for (; v + (UNR - 1) * NT < vhi; v += UNR * NT) {
+      if (pfv && threadIdx.x == 0) prefetch(v + pfv, UNR * NT); // the window moves one round
       uint4 w[UNR];
 #pragma unroll
       for (int u = 0; u < UNR; u++) w[u] = __ldg(vp + v + u * NT);
@@ -1238,7 +1258,7 @@ __global__ void __launch_bounds__(NT, 2)
     for (int j = threadIdx.x; j < kk; j += NT)
       o[j] = store_value(m, r, (int64_t)(uint32_t)(sbuf[j] & 0xffffffffu));
   }
-  if (prof) {
+  if (PROF && prof) {
     tc[6] = clock64();
     printf("# topksprof blk %u/%u sm %u n %d sample %d nc %d fb %d | ns %llu | cyc sample %lld "
            "t0 %lld stream %lld select %lld scan %lld emit %lld total %lld\n",
@@ -1256,7 +1276,7 @@ __global__ void __launch_bounds__(NT, 2)
 // prefetched), 2 a cluster row's first find by atomic_find, 3 both; IXL_TOPK_V2_GRID=N caps
 // the persistent grid at N CTAs (tests: several rows per CTA).
 struct Dev {
-  int cs, profile, flags, next, grid, stream, sunr, smu, sprof;
+  int cs, profile, flags, next, grid, stream, sunr, smu, sprof, spf;
 };
 Dev g_dev;
 std::atomic<int> g_dev_read{0};
@@ -1404,7 +1424,9 @@ ixl_status launch_stream(ixl_ctx *ctx, const Args &a, size_t smem, const Dev &dv
   int P = 1;
   while (P < a.k) P <<= 1;
   const int nwp = (int)((C + 31) / 32);
-  auto kern = dv.sunr == 8 ? topk_v2_stream_kernel<T, 8> : topk_v2_stream_kernel<T, 4>;
+  auto kern = dv.sprof      ? topk_v2_stream_kernel<T, 4, true>
+              : dv.sunr == 8 ? topk_v2_stream_kernel<T, 8>
+                             : topk_v2_stream_kernel<T, 4>;
   ixl_status st = ixl_cuda_status(
       ctx, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
       "topk v2 stream: cudaFuncSetAttribute");
@@ -1413,7 +1435,7 @@ ixl_status launch_stream(ixl_ctx *ctx, const Args &a, size_t smem, const Dev &dv
       (const T *)a.logits->data, C,
       a.row_start ? (const int32_t *)a.row_start->data : (const int32_t *)nullptr,
       (const int32_t *)a.row_end->data, a.k, a.sorted, (int32_t *)a.out->data, P, nwp,
-      dv.stream == 3 ? 1 : 0, dv.smu, dv.sprof, remap_of(a));
+      dv.stream == 3 ? 1 : 0, dv.smu, dv.spf * 64, remap_of(a));
   return ixl_cuda_check_launch(ctx, "topk v2 stream");
 }
 
@@ -1545,6 +1567,8 @@ extern "C" void ixl_topk_v2_dev_reload(void) {
   d.smu = num("IXL_TOPK_V2_SMU", 64);
   if (d.smu < 4 || d.smu > 1024) d.smu = 64;
   d.sprof = num("IXL_TOPK_V2_SPROF", 0) == 1;
+  d.spf = num("IXL_TOPK_V2_SPF", 0); // KB ahead (64 vectors of 16 B per KB); 0 off
+  if (d.spf < 0 || d.spf > 1024) d.spf = 0;
   g_dev = d;
   g_dev_read.store(1, std::memory_order_release);
 }
