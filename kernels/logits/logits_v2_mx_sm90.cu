@@ -30,6 +30,11 @@
 // - -inf outside each row's range in K1 (whatever `clean` says, as the README documents), at
 //   columns past the context in K2, and at K5 columns whose key is outside the row or past the
 //   valid prefix of the ids (no read there).
+// IXL_LOGITS_V2_MX_V3 (off by default; see v3_mask and mx3_kernel): K1 and ragged K5 at H 32
+// and 64 on mx3_kernel, the kernel above with shared-window addressing, K1's tiles by TMA into
+// an mbarrier ring (one issuing thread) and the deferred key factor (3 fma a dot, v2_mx.cuh).
+// H200, 2026-12-02 (V3=7): K1 2048x8192 666 -> 579 us, 4096x65536 10.95 -> 9.54 ms, ragged K5
+// 4096x16K 2.97 -> 2.57 ms; its last fix (fold vs fast, below) not yet run on the GPU.
 // IXL_LOGITS_V2_MX_NEXT=1|2 (off by default; not yet run on the GPU): K1 and ragged K5 at H 32
 // on mx_next_kernel instead (the key tile widened once into shared memory, SS wgmma, several
 // rows' warpgroups sharing it in K1; see "the NEXT kernels" below).
@@ -41,6 +46,7 @@
 //
 // sass-limits: mx_kernel registers 255 shared 1024
 // sass-limits: mx_next_kernel registers 128 shared 1024
+// sass-limits: mx3_kernel registers 255 shared 1024
 #include "logits/logits.h"
 #include "cuda/launch.cuh"
 #include "cuda/sm80.cuh"
@@ -85,16 +91,22 @@ template <int MODE>
 struct Cfg {
   static constexpr int stages = MODE == K1 ? 4 : 8;
 };
+// V3's stages: K1 8 (TMA ring), else as above.
+template <int MODE, bool V3>
+struct V3Cfg {
+  static constexpr int stages = V3 && MODE == K1 ? 8 : Cfg<MODE>::stages;
+};
 
 // Dynamic shared memory: q tile (1024-aligned) | raw stages | scale words | flags | per
 // column info | prefetch.
-template <int MODE, int NC>
+template <int MODE, int NC, int S_ = Cfg<MODE>::stages, int SCW_ = kTile>
 struct Smem {
-  static constexpr int S = Cfg<MODE>::stages;
+  static constexpr int S = S_;
+  static constexpr int SCW = SCW_; // scale words a stage (V3 K1: 96, a 128-aligned 17 x 16 B box)
   static constexpr int q = 0;
   static constexpr int raw = q + NC * 128;
   static constexpr int sc = raw + S * kTile * 64;
-  static constexpr int fl = sc + S * kTile * 4;
+  static constexpr int fl = sc + S * SCW * 4;
   static constexpr int hq = fl + S * kTile;    // u32 qeff per column
   static constexpr int ht = hq + NC * 4;       // u32 packed t_g + 8 per column (Q widening)
   static constexpr int hc = ht + NC * 4;       // f32 2^(qc - 127) per column
@@ -153,19 +165,30 @@ __device__ __forceinline__ float slow_dot(float a0, float a1, float a2, float a3
 // 4 for ragged K5 at N = 32, which fits 128 registers without spilling (K2 and paged K5 spill).
 constexpr int min_ctas(int mode, int nc) { return nc > 32 ? 2 : mode == K5R ? 4 : 3; }
 
-// MODE: Mode; H: heads; RB: rows per CTA (NC = RB * H wgmma columns); BF16: the reduction.
-template <int MODE, int H, int RB, bool BF16>
-__global__ void __launch_bounds__(kThreads, min_ctas(MODE, RB * H)) mx_kernel(const Params p) {
 #if IXL_SM90_DEVICE
+// MODE: Mode; H: heads; RB: rows per CTA (NC = RB * H wgmma columns); BF16: the reduction;
+// V3: the V3 path (IXL_LOGITS_V2_MX_V3, see "V3" below; kmap/smap its K1 tensor maps).
+template <int MODE, int H, int RB, bool BF16, bool V3, bool COMB = false>
+__device__ __forceinline__ void mx_body(const Params &p, const CUtensorMap *kmap,
+                                        const CUtensorMap *smap) {
   constexpr int NC = RB * H;
-  constexpr int S = Cfg<MODE>::stages;
+  constexpr int S = V3Cfg<MODE, V3>::stages;
   constexpr int NJ = NC / 8; // accumulator column blocks of 8
-  using L = Smem<MODE, NC>;
+  constexpr bool kTma = V3 && MODE == K1; // K1's tiles by TMA (one thread), mbarrier ring
+  // kTma: a stage's scale words are a box of 17 rows of 4 (the positions 4 floor(n0 / 4) ..
+  // + 67, so position n0 + i is word (n0 & 3) + i; a box with its inner coordinate 0, since
+  // boxes at unaligned inner coordinates faulted on the H200), 96 words apart
+  constexpr int SCW = kTma ? 96 : kTile;
+  using L = Smem<MODE, NC, S, SCW>;
   constexpr bool kPaged = MODE == K2 || MODE == K5P;
   constexpr bool kSparse = MODE == K5R || MODE == K5P;
   extern __shared__ uint8_t smem_raw[];
-  uint8_t *smem = reinterpret_cast<uint8_t *>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  // V3: the 1024-aligned base as an offset of smem_raw, so every pointer stays in the shared
+  // window (LDS/STS with 32-bit addresses; the cast through uintptr_t makes them generic)
+  uint8_t *smem =
+      V3 ? smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u)
+         : reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
+                                       ~static_cast<uintptr_t>(1023));
   uint8_t *s_q = smem + L::q, *s_raw = smem + L::raw, *s_fl = smem + L::fl, *s_hf = smem + L::hf;
   uint32_t *s_sc = reinterpret_cast<uint32_t *>(smem + L::sc);
   uint32_t *s_hq = reinterpret_cast<uint32_t *>(smem + L::hq);
@@ -179,8 +202,14 @@ __global__ void __launch_bounds__(kThreads, min_ctas(MODE, RB * H)) mx_kernel(co
   int32_t *pre_sl5 = reinterpret_cast<int32_t *>(smem + L::pre + kPre * 12);
   __shared__ int64_t s_lo[RB], s_hi[RB], s_co[RB];
   __shared__ int s_nvalid;
+  __shared__ uint64_t s_full[kTma ? S : 1]; // kTma: stage s's tile has landed
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, t4 = lane & 3;
+  if (kTma && tid == 0) {
+#pragma unroll
+    for (int s = 0; s < S; s++) ptx::mbarrier_init(&s_full[s], 1);
+    ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster); // before the first use
+  }
   const int64_t b = blockIdx.x;
   int64_t rb, ch;
   if (MODE == K1) {
@@ -230,7 +259,8 @@ __global__ void __launch_bounds__(kThreads, min_ctas(MODE, RB * H)) mx_kernel(co
     uint32_t qw = 0x7F7F7F7Fu;
     if (r < p.R) qw = p.q_scales[r * H + tid % H];
     int qc, t[4];
-    int fast = ixl_v2mx_head_fold(qw, &qc, t);
+    const int fold = ixl_v2mx_head_fold(qw, &qc, t); // the query tile is widened so (s_ht)
+    int fast = fold;
     float w = 0.0f;
     if (r < p.R)
       w = BF16 ? __uint_as_float((uint32_t)reinterpret_cast<const uint16_t *>(p.w)[r * H + tid % H]
@@ -241,10 +271,18 @@ __global__ void __launch_bounds__(kThreads, min_ctas(MODE, RB * H)) mx_kernel(co
     const float wc = __fmul_rn(w, __uint_as_float((uint32_t)qc << 23));
     const uint32_t we = (__float_as_uint(wc) >> 23) & 0xFFu;
     if (fast && w == w && w != 0.0f && (we < 2 || we == 0xFF)) fast = 0;
+    if (COMB && fast) { // the deferred key factor's window (v2_mx.cuh, IXL_V2MX_COMB_E)
+      const float aw = fabsf(w);
+      if (aw != 0.0f && aw <= 3.4028235e38f && (aw < 0x1p-25f || aw > 0x1p25f)) fast = 0;
+      if (qc < 127 - IXL_V2MX_COMB_E || qc > 127 + IXL_V2MX_COMB_E) fast = 0;
+    }
     s_wo[tid] = w;
     s_wq[tid] = fast ? wc : w;
     s_hf[tid] = (uint8_t)fast;
-    s_hq[tid] = fast ? (uint32_t)qc * 0x01010101u : qw;
+    // the slow path's exponents, qeff_g = qe_g - d_g: the fold's, not the fast flag's (V3: a
+    // folded head the checks above turn slow keeps its folded query tile; the kernels before
+    // V3 write fast's, which differs only when the weight check turns a folded head slow)
+    s_hq[tid] = (V3 ? fold : fast) ? (uint32_t)qc * 0x01010101u : qw;
     s_hc[tid] = fast ? __uint_as_float((uint32_t)qc << 23) : 1.0f; // qc in [77, 177]
     s_ht[tid] = (uint32_t)(t[0] + 8) | (uint32_t)(t[1] + 8) << 8 | (uint32_t)(t[2] + 8) << 16 |
                 (uint32_t)(t[3] + 8) << 24;
@@ -364,13 +402,42 @@ __global__ void __launch_bounds__(kThreads, min_ctas(MODE, RB * H)) mx_kernel(co
   // nothing and is zero-filled)
   const int64_t span = MODE == K1 ? hull_hi - hull_lo : chunk_hi - c0;
   const int T = (int)((span + kTile - 1) / kTile);
+  // kTma: row r needs the tiles t in [tr0[r], tr1[r]) (its window relative to the hull)
+  int tr0[RB], tr1[RB];
+#pragma unroll
+  for (int r = 0; r < RB; r++) {
+    tr0[r] = tr1[r] = 0;
+    if (kTma && row0 + r < p.R && s_hi[r] > s_lo[r]) {
+      tr0[r] = (int)((s_lo[r] - hull_lo) >> 6);
+      tr1[r] = (int)((s_hi[r] - hull_lo + kTile - 1) >> 6);
+    }
+  }
   auto tile_needed = [&](int t) {
     if (MODE != K1) return true;
-    const int64_t n0 = hull_lo + (int64_t)t * kTile;
     bool need = false;
+    if (kTma) {
+#pragma unroll
+      for (int r = 0; r < RB; r++) need |= t >= tr0[r] && t < tr1[r];
+      return need;
+    }
+    const int64_t n0 = hull_lo + (int64_t)t * kTile;
 #pragma unroll
     for (int r = 0; r < RB; r++) need |= s_hi[r] > s_lo[r] && s_lo[r] < n0 + kTile && s_hi[r] > n0;
     return need;
+  };
+  // kTma: tile t into stage s by TMA, every tile of the hull (rows past N arrive as zeros),
+  // issued by thread 0 once every thread is done with the stage's previous tile
+  auto issue = [&](int t, int s) {
+    if constexpr (kTma) {
+      const int32_t n0 = (int32_t)(hull_lo + (int64_t)t * kTile);
+      ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared,
+                                     &s_full[s], (uint32_t)(kTile * 64 + 17 * 16));
+      const int32_t ck[2] = {0, n0}, cs[2] = {0, n0 >> 2};
+      ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, s_raw + s * (kTile * 64),
+                                kmap, ck, &s_full[s]);
+      ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, s_sc + s * SCW, smap, cs,
+                                &s_full[s]);
+    }
   };
   auto load = [&](int t, int s) {
     const int i = tid >> 1, part = tid & 1;
@@ -436,21 +503,33 @@ __global__ void __launch_bounds__(kThreads, min_ctas(MODE, RB * H)) mx_kernel(co
   };
 
   // ---- the pipeline
+  if (kTma) {
+    if (tid == 0)
+      for (int s = 0; s < S - 1 && s < T; s++) issue(s, s);
+  } else {
 #pragma unroll
-  for (int s = 0; s < S - 1; s++) {
-    if (s < T && tile_needed(s)) load(s, s);
-    ixl::sm80::cp_async_commit();
+    for (int s = 0; s < S - 1; s++) {
+      if (s < T && tile_needed(s)) load(s, s);
+      ixl::sm80::cp_async_commit();
+    }
+    __syncthreads(); // the prologue tiles' flags (plain stores) are visible to iteration 0's vote
   }
-  __syncthreads(); // the prologue tiles' flags (plain stores) are visible to iteration 0's vote
   float acc[4][NC / 2];
   const int q4 = lane & 3, sw = (i0 >> 1) & 3;
   for (int t = 0; t < T; t++) {
     const int s = t % S;
-    ixl::sm80::cp_async_wait<S - 2>();
-    // every thread's copies of tile t have landed, and every thread is done with tile t - 1
-    const int any = __syncthreads_or(tid < kTile && s_fl[s * kTile + tid]);
-    if (t + S - 1 < T && tile_needed(t + S - 1)) load(t + S - 1, (t + S - 1) % S);
-    ixl::sm80::cp_async_commit();
+    int any = 1;
+    if (kTma) {
+      __syncthreads(); // every thread is done with tile t - 1: its stage takes tile t + S - 1
+      if (tid == 0 && t + S - 1 < T) issue(t + S - 1, (t + S - 1) % S);
+      mbar_wait(&s_full[s], (uint32_t)(t / S) & 1u); // every tile: each phase is waited for
+    } else {
+      ixl::sm80::cp_async_wait<S - 2>();
+      // every thread's copies of tile t have landed, and every thread is done with tile t - 1
+      any = __syncthreads_or(tid < kTile && s_fl[s * kTile + tid]);
+      if (t + S - 1 < T && tile_needed(t + S - 1)) load(t + S - 1, (t + S - 1) % S);
+      ixl::sm80::cp_async_commit();
+    }
     const int64_t tb = MODE == K1 ? hull_lo + (int64_t)t * kTile : c0 + (int64_t)t * kTile;
     if (MODE == K1 ? !tile_needed(t) : !any) {
       if (MODE != K1 && tid < kTile && tb + tid < chunk_hi)
@@ -469,15 +548,30 @@ __global__ void __launch_bounds__(kThreads, min_ctas(MODE, RB * H)) mx_kernel(co
       ixl_sm90_e2m1x8_widen(w0, &a[g][0], &a[g][2]);
       ixl_sm90_e2m1x8_widen(w1, &a[g][1], &a[g][3]);
     }
-    const uint32_t kw[2] = {s_sc[s * kTile + i0], s_sc[s * kTile + i0 + 8]};
+    const int sc0 = s * SCW + (kTma ? (int)(hull_lo & 3) : 0);
+    const uint32_t kw[2] = {s_sc[sc0 + i0], s_sc[sc0 + i0 + 8]};
     const bool okslot[2] = {s_fl[s * kTile + i0] != 0, s_fl[s * kTile + i0 + 8] != 0};
     // the slots' key exponents: the fast path needs every byte in the window (quad-uniform)
-    const bool qslow = quad_slow || !ixl_v2mx_fast_word(kw[0]) || !ixl_v2mx_fast_word(kw[1]);
+    const bool qslow = COMB ? quad_slow || !ixl_v2mx_comb_word(kw[0]) || !ixl_v2mx_comb_word(kw[1])
+                            : quad_slow || !ixl_v2mx_fast_word(kw[0]) || !ixl_v2mx_fast_word(kw[1]);
     float kf[2][4];
+    // COMB: k0 = 2^(ke0 - 127), r1 = 2^(ke1 - ke0), r2 = 2^(ke2 - ke0), r3 = 2^(ke3 - ke2) (the
+    // fast path only: garbage outside the window), kf in the slow branch
+    float ck0[2], cr1[2], cr2[2], cr3[2];
 #pragma unroll
-    for (int h = 0; h < 2; h++)
+    for (int h = 0; h < 2; h++) {
+      if (COMB) {
+        const uint32_t e0 = kw[h] & 0xFFu, e1 = (kw[h] >> 8) & 0xFFu, e2 = (kw[h] >> 16) & 0xFFu,
+                       e3 = kw[h] >> 24;
+        ck0[h] = __uint_as_float(e0 << 23);
+        cr1[h] = __uint_as_float((e1 + 127u - e0) << 23);
+        cr2[h] = __uint_as_float((e2 + 127u - e0) << 23);
+        cr3[h] = __uint_as_float((e3 + 127u - e2) << 23);
+      } else {
 #pragma unroll
-      for (int g = 0; g < 4; g++) kf[h][g] = __uint_as_float(((kw[h] >> (8 * g)) & 0xFFu) << 23);
+        for (int g = 0; g < 4; g++) kf[h][g] = __uint_as_float(((kw[h] >> (8 * g)) & 0xFFu) << 23);
+      }
+    }
     const uint64_t db = wgmma_desc(s_q, IXL_SM90_SWIZZLE_128B, 16, 1024);
     wgmma_fence();
     // groups 0 and 1, then 2 and 3: the first pair's combine overlaps the second's wgmma
@@ -494,7 +588,8 @@ __global__ void __launch_bounds__(kThreads, min_ctas(MODE, RB * H)) mx_kernel(co
 #pragma unroll
       for (int e = 0; e < NC / 2; e++) {
         const int h = (e >> 1) & 1;
-        acc[0][e] = __fmaf_rn(acc[1][e], kf[h][1], __fmul_rn(acc[0][e], kf[h][0]));
+        acc[0][e] = COMB ? __fmaf_rn(acc[1][e], cr1[h], acc[0][e])
+                         : __fmaf_rn(acc[1][e], kf[h][1], __fmul_rn(acc[0][e], kf[h][0]));
       }
     }
     fence_operand(acc[0]);
@@ -533,7 +628,8 @@ __global__ void __launch_bounds__(kThreads, min_ctas(MODE, RB * H)) mx_kernel(co
           }
           if (t4 < 2) { // lane 0 of the quad stores slot i0, lane 1 slot i0 + 8
             const int i = i0 + 8 * t4;
-            const float v = t4 ? sum[1] : sum[0];
+            float v = t4 ? sum[1] : sum[0];
+            if (COMB && FOLD) v = __fmul_rn(v, t4 ? ck0[1] : ck0[0]); // the deferred k0: exact
             const int64_t n = tb + i;
             if (MODE == K1) {
               if (orow < p.R && n >= lo && n < hi)
@@ -572,7 +668,9 @@ __global__ void __launch_bounds__(kThreads, min_ctas(MODE, RB * H)) mx_kernel(co
           const uint32_t ou = __shfl_xor_sync(0xffffffffu, cu, 1);
           // lane t4 even: (s0 + s2, s1 + s3); then bf16(low + high)
           const __nv_bfloat162 pair = __hadd2(ch2, *reinterpret_cast<const __nv_bfloat162 *>(&ou));
-          const __nv_bfloat16 res = __hadd(__low2bfloat16(pair), __high2bfloat16(pair));
+          __nv_bfloat16 res = __hadd(__low2bfloat16(pair), __high2bfloat16(pair));
+          if (COMB && FOLD) // the deferred k0: exact (a power of two, in range)
+            res = __float2bfloat16_rn(__fmul_rn(__bfloat162float(res), keep ? ck0[1] : ck0[0]));
           if ((t4 & 1) == 0) {
             const int i = i0 + 8 * keep;
             const int64_t n = tb + i;
@@ -592,11 +690,22 @@ __global__ void __launch_bounds__(kThreads, min_ctas(MODE, RB * H)) mx_kernel(co
 #pragma unroll
       for (int e = 0; e < NC / 2; e++) {
         const int h = (e >> 1) & 1;
-        const float t23 = __fmaf_rn(acc[3][e], kf[h][3], __fmul_rn(acc[2][e], kf[h][2]));
-        acc[0][e] = __fadd_rn(acc[0][e], t23);
+        if (COMB) {
+          acc[0][e] = __fmaf_rn(__fmaf_rn(acc[3][e], cr3[h], acc[2][e]), cr2[h], acc[0][e]);
+        } else {
+          const float t23 = __fmaf_rn(acc[3][e], kf[h][3], __fmul_rn(acc[2][e], kf[h][2]));
+          acc[0][e] = __fadd_rn(acc[0][e], t23);
+        }
       }
       reduce(std::true_type{});
     } else {
+      if (COMB) {
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+          for (int g = 0; g < 4; g++)
+            kf[h][g] = __uint_as_float(((kw[h] >> (8 * g)) & 0xFFu) << 23);
+      }
       // the exact dots d: the fast formula times 2^(qc - 127) where it holds, else the CPU's
       const bool pslow[2] = {!ixl_v2mx_fast_word(kw[0]) != 0, !ixl_v2mx_fast_word(kw[1]) != 0};
 #pragma unroll
@@ -614,7 +723,30 @@ __global__ void __launch_bounds__(kThreads, min_ctas(MODE, RB * H)) mx_kernel(co
       reduce(std::false_type{});
     }
   }
-  ixl::sm80::cp_async_wait<0>();
+  if (!kTma) ixl::sm80::cp_async_wait<0>();
+}
+#endif
+
+template <int MODE, int H, int RB, bool BF16>
+__global__ void __launch_bounds__(kThreads, min_ctas(MODE, RB * H)) mx_kernel(const Params p) {
+#if IXL_SM90_DEVICE
+  mx_body<MODE, H, RB, BF16, false>(p, nullptr, nullptr);
+#else
+  IXL_SM90_TRAP_ELSEWHERE();
+#endif
+}
+
+// V3 (IXL_LOGITS_V2_MX_V3): the kernel above with every shared-memory access in the shared
+// window and, in K1, the key tiles by TMA (kmap: codes [N][64] B, box 64 x 64 B, SWIZZLE_64B,
+// which lands as ixl_v2mx_raw_off's layout; smap: scale words [1][N], box 64) issued by one
+// thread into an 8-stage mbarrier ring, so the other threads run no address math, copies,
+// flags or votes; the tiles a K1 row pair needs come from per-row tile ranges.
+template <int MODE, int H, int RB, bool BF16, bool COMB>
+__global__ void __launch_bounds__(kThreads, min_ctas(MODE, RB * H))
+    mx3_kernel(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap smap,
+               const Params p) {
+#if IXL_SM90_DEVICE
+  mx_body<MODE, H, RB, BF16, true, COMB>(p, &kmap, &smap);
 #else
   IXL_SM90_TRAP_ELSEWHERE();
 #endif
@@ -1123,7 +1255,7 @@ bool mx_takes(const ixl_logits_call *c) {
 // Launches `kern` (threads a CTA, alloc bytes of dynamic shared memory) over units x chunks.
 template <typename Kern>
 ixl_status launch_kern(ixl_ctx *ctx, Kern kern, int threads, int alloc, Params p, int64_t units,
-                       int64_t cap, const char *name) {
+                       int64_t cap, const char *name, const CUtensorMap *maps = nullptr) {
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, alloc);
   int occ = 0;
   if (e == cudaSuccess)
@@ -1155,8 +1287,55 @@ ixl_status launch_kern(ixl_ctx *ctx, Kern kern, int threads, int alloc, Params p
   if (blocks > INT32_MAX)
     return ixl_set_error(ctx, IXL_ERR_UNSUPPORTED, "%s (v2): %lld CTAs: more than a grid holds",
                          name, (long long)blocks);
-  kern<<<(unsigned)blocks, threads, alloc, ixl::stream_of(ctx)>>>(p);
+  if constexpr (std::is_invocable_v<Kern, CUtensorMap, CUtensorMap, Params>)
+    kern<<<(unsigned)blocks, threads, alloc, ixl::stream_of(ctx)>>>(maps[0], maps[1], p);
+  else
+    kern<<<(unsigned)blocks, threads, alloc, ixl::stream_of(ctx)>>>(p);
   return ixl_cuda_check_launch(ctx, name);
+}
+
+// IXL_LOGITS_V2_MX_V3 (read once a process; unset or any other value: 0, the kernels above,
+// verified on the H200), a digit: bit 1 = K1 on mx3_kernel (TMA ring, shared-window
+// addressing; K1 calls with N % 4 != 0 or unaligned keys stay above), bit 2 = ragged K5 on
+// mx3_kernel (shared-window addressing), bit 4 = those with the deferred key factor (3-fma
+// combine, v2_mx.cuh). 7 (all) passed parity, memcheck, racecheck and synccheck on the H200
+// (2026-12-02) but for the fold fix (s_hq), written after the last visit.
+int v3_mask() {
+  static const int v = [] {
+    const char *e = getenv("IXL_LOGITS_V2_MX_V3");
+    return e && e[0] >= '0' && e[0] <= '7' && e[1] == 0 ? e[0] - '0' : 0;
+  }();
+  return v;
+}
+
+// V3 K1: the tensor maps of the key codes and scale words (see mx3_kernel); false when the
+// call does not suit them (then the kernels above run it).
+bool v3_k1_maps(const Params &p, CUtensorMap maps[2]) {
+  if (p.N <= 0 || p.N % 4 || p.N > INT32_MAX - 2 * kMaxChunk) return false;
+  if ((uintptr_t)p.k_codes % 16 || (uintptr_t)p.k_scales % 16) return false;
+  const uint64_t n = (uint64_t)p.N;
+  return tma_map_2d(&maps[0], p.k_codes, CU_TENSOR_MAP_DATA_TYPE_UINT8, 64, n, 64, 64, kTile,
+                    CU_TENSOR_MAP_SWIZZLE_64B, nullptr, 0) == 0 &&
+         tma_map_2d(&maps[1], p.k_scales, CU_TENSOR_MAP_DATA_TYPE_UINT32, 4, n / 4, 16, 4, 17,
+                    CU_TENSOR_MAP_SWIZZLE_NONE, nullptr, 0) == 0;
+}
+
+template <int MODE, int H, int RB, bool BF16>
+ixl_status launch3(ixl_ctx *ctx, Params p, int64_t units, int64_t cap, const char *name,
+                   const CUtensorMap *maps) {
+  static bool said = false; // one stderr line per configuration a process: the switch took
+  if (!said) {
+    said = true;
+    fprintf(stderr, "ixl logits v2 mxfp4: V3 kernel, %s, H %d, %d row(s) a CTA, %s (switch %d)\n",
+            MODE == K1 ? "K1" : "ragged K5", H, RB, BF16 ? "bf16" : "fp32", v3_mask());
+  }
+  constexpr int alloc =
+      Smem<MODE, RB * H, V3Cfg<MODE, true>::stages, MODE == K1 ? 96 : kTile>::alloc;
+  if (v3_mask() & 4)
+    return launch_kern(ctx, mx3_kernel<MODE, H, RB, BF16, true>, kThreads, alloc, p, units, cap,
+                       name, maps);
+  return launch_kern(ctx, mx3_kernel<MODE, H, RB, BF16, false>, kThreads, alloc, p, units, cap,
+                     name, maps);
 }
 
 template <int MODE, int H, int RB, bool BF16>
@@ -1234,11 +1413,19 @@ extern "C" ixl_status ixl_cuda_logits_v2_mx(ixl_ctx *ctx, const ixl_logits_call 
     const char *name = "dense_logits kernel (v2 mxfp4)";
     if (H == 32 && next_mode() == 1) return launch_next<K1, 4>(ctx, p, bf16, name);
     if (H == 32 && next_mode() == 2) return launch_next<K1, 2>(ctx, p, bf16, name);
+    CUtensorMap maps[2];
+    const bool v3 = (v3_mask() & 1) && v3_k1_maps(p, maps);
     if (H == 32) {
       p.nrb = ixl_ceil_div(p.R, 2);
+      if (v3)
+        return bf16 ? launch3<K1, 32, 2, true>(ctx, p, p.nrb, kMaxChunk, name, maps)
+                    : launch3<K1, 32, 2, false>(ctx, p, p.nrb, kMaxChunk, name, maps);
       return launch_red<K1, 32, 2>(ctx, p, p.nrb, kMaxChunk, bf16, name);
     }
     p.nrb = p.R;
+    if (v3)
+      return bf16 ? launch3<K1, 64, 1, true>(ctx, p, p.nrb, kMaxChunk, name, maps)
+                  : launch3<K1, 64, 1, false>(ctx, p, p.nrb, kMaxChunk, name, maps);
     return launch_red<K1, 64, 1>(ctx, p, p.nrb, kMaxChunk, bf16, name);
   }
   if (c->mode == IXL_LOGITS_DENSE_PAGED) {
@@ -1261,6 +1448,12 @@ extern "C" ixl_status ixl_cuda_logits_v2_mx(ixl_ctx *ctx, const ixl_logits_call 
     return H == 32 ? launch<K5P, 32, 1, true>(ctx, p, p.R, kMaxChunk, name)
                    : launch<K5P, 64, 1, true>(ctx, p, p.R, kMaxChunk, name);
   if (H == 32 && next_mode() != 0 && p.sbk >= 4) return launch_next<K5R, 1>(ctx, p, true, name);
+  if (v3_mask() & 2) {
+    CUtensorMap maps[2]; // unused by ragged K5
+    memset(maps, 0, sizeof maps);
+    return H == 32 ? launch3<K5R, 32, 1, true>(ctx, p, p.R, kMaxChunk, name, maps)
+                   : launch3<K5R, 64, 1, true>(ctx, p, p.R, kMaxChunk, name, maps);
+  }
   return H == 32 ? launch<K5R, 32, 1, true>(ctx, p, p.R, kMaxChunk, name)
                  : launch<K5R, 64, 1, true>(ctx, p, p.R, kMaxChunk, name);
 }

@@ -97,6 +97,26 @@ IXL_V2MX_FN int ixl_v2mx_fast_word(uint32_t w) {
 #endif
 }
 
+// V3's deferred key factor (IXL_LOGITS_V2_MX_V3 bit 4, logits_v2_mx_sm90.cu): the fast path
+// combines d / (2^(qc - 127) k0) = (acc0 + acc1 r1) + (acc2 + acc3 r3) r2 in 3 fma, where
+// k_g = 2^(ke_g - 127), r1 = k1 / k0, r2 = k2 / k0, r3 = k3 / k2 (powers of two), and the
+// head reduction (fp32 fma chain or SPEC 3's bf16 chain) then runs on values 1 / k0 times
+// the CPU's, the result multiplied by k0 last. Bitwise the CPU's because every step is a
+// correctly rounded operation on exactly scaled operands, and scaling commutes with rounding
+// when no value leaves the range where both formats round alike: with qc and every ke_g within
+// 127 +- IXL_V2MX_COMB_E and each weight 0, non-finite or of magnitude in [2^-25, 2^25], every
+// nonzero value on either side is a multiple of at least 2^-139 (fp32 weights: 2^-48 quanta,
+// dots 2^-66) and below 2^118, so subnormal results are exact and normal ones round at the same
+// relative bit. Outside that window the kernels take the exact slow path.
+#define IXL_V2MX_COMB_E 25
+// 1 when every byte of a packed UE8M0 word lies within 127 +- IXL_V2MX_COMB_E (SWAR: d = the
+// bytes minus 127 - E without borrows; a byte is out when d > 2E or d's top bit is set).
+IXL_V2MX_FN int ixl_v2mx_comb_word(uint32_t w) {
+  const uint32_t hb = 0x80808080u;
+  const uint32_t d = ((w | hb) - 0x01010101u * (127 - IXL_V2MX_COMB_E)) ^ (~w & hb);
+  return (((d + 0x01010101u * (127 - 2 * IXL_V2MX_COMB_E)) | d) & hb) == 0;
+}
+
 // A head's fold from its packed query scale word: returns 1 when it folds (then *qc is its
 // largest exponent byte and *t_g = 6 + qe_g - qc), else 0 (then *t_g = 6).
 IXL_V2MX_FN int ixl_v2mx_head_fold(uint32_t qw, int *qc, int t[4]) {

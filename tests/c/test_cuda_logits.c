@@ -823,6 +823,26 @@ TEST(mxfp4_h32_ragged_matches_next_shapes) {
   CHECK(bad == 0);
 }
 
+/* mxfp4 K1 whose query heads fold (group exponents within 14 of each other) with their largest
+ * exponent outside logits v2's V3 combine window (127 +- 25) but inside the fast path's (127 +-
+ * 50), alone and mixed with heads inside it and unfolded ones, keys inside and outside the
+ * window: V3 (IXL_LOGITS_V2_MX_V3 with bit 4) turns such heads slow while their query tiles stay
+ * folded (a first V3 version took the unfolded exponents there: wrong dots, seen on the H200 in
+ * dense_ragged_extreme_scales_and_nan). The default kernels take the same shapes. */
+TEST(mxfp4_folded_heads_outside_the_v3_window) {
+  int64_t bad = 0;
+  static const int H[] = {32, 64};
+  for (int i = 0; i < 2; i++) {
+    shape_cfg a = {IXL_MXFP4, H[i], 9, 300, 160, 170, 119, 135, 0}; /* every head folded, qc high */
+    k1_case(&a, &bad);
+    shape_cfg b = {IXL_MXFP4, H[i], 6, 260, 140, 165, 95, 160, 0}; /* mixed heads and keys */
+    k1_case(&b, &bad);
+    shape_cfg c = {IXL_MXFP4, H[i], 5, 200, 84, 96, 100, 150, 0}; /* qc low, folded */
+    k1_case(&c, &bad);
+  }
+  CHECK(bad == 0);
+}
+
 /* ---------------------------------------------------------------- float64 oracle */
 /* The fp32 GPU logits against a float64 computation on the dequantized inputs (the CPU
  * reference is not involved): the same tolerance must hold. */
@@ -1273,6 +1293,7 @@ int main(void) {
       {"cuda_rejects_misaligned_keys", cuda_rejects_misaligned_keys},
       {"ops_capture_in_a_cuda_graph", ops_capture_in_a_cuda_graph},
       {"mxfp4_h32_ragged_matches_next_shapes", mxfp4_h32_ragged_matches_next_shapes},
+      {"mxfp4_folded_heads_outside_the_v3_window", mxfp4_folded_heads_outside_the_v3_window},
   };
   const int n = (int)(sizeof tests / sizeof tests[0]);
   char why[256];
