@@ -29,6 +29,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "logits/engine.h"
 #include "logits/v2_mx.cuh"
 #include "rand.h"
 #include "variants.h"
@@ -1277,6 +1278,178 @@ typedef struct {
   void (*fn)(void);
 } test_entry;
 
+/* ---------------------------------------------------------------- V3's combine, on the host */
+/* logits v2's V3 kernels (IXL_LOGITS_V2_MX_V3 bit 4) emulated on the host for one quad: the
+ * prologue's per-column fold / fast / slow-dot exponents (s_hq from the fold), the fast path's
+ * deferred key factor (3 fma, the bf16 chain on values 1/k0 times the CPU's, the result times
+ * k0) and the slow path, against the CPU's dot and SPEC 3 chain (engine.h) bit for bit, over
+ * random exact group sums (the wgmma's, folded as the query tile is) with heads folded inside
+ * and outside the combine window, unfolded and NaN-scaled ones, keys inside, at the edges of and
+ * outside it, weights at and past 2^-25 / 2^25, zero and NaN; and the fp32 reduction against
+ * the kernels before V3 in the same lane order wherever both take their fast paths. */
+static float v3h_relu(float x) { return x < 0.0f ? 0.0f : x; }
+static float v3h_p2(int e) { return ixl_bits_f32((uint32_t)e << 23); } /* 2^(e - 127) */
+static uint32_t v3h_qword(void) {
+  const int m = (int)rand_range(0, 9);
+  uint32_t w = 0;
+  int qc = m < 4 ? (int)rand_range(102, 152) : m < 6 ? (int)rand_range(77, 101)
+                                               : (int)rand_range(153, 177);
+  if (m == 4) qc = rand_range(0, 1) ? 102 : 152;
+  for (int g = 0; g < 4; g++) {
+    int b = g == (int)(rand_u64() & 3) ? qc : qc - (int)rand_range(0, 14);
+    if (m == 7) b = (int)rand_range(20, 200); /* unfolded (spread) */
+    if (m == 8 && rand_range(0, 3) == 0) b = 0xFF;
+    w |= (uint32_t)(b < 1 ? 1 : b > 0xFF ? 0xFF : b) << (8 * g);
+  }
+  return w;
+}
+static uint32_t v3h_kword(void) {
+  const int m = (int)rand_range(0, 7);
+  uint32_t w = 0;
+  for (int g = 0; g < 4; g++) {
+    int b = m < 4 ? (int)rand_range(102, 152) : m == 4 ? (rand_range(0, 1) ? 102 : 152)
+                                           : (int)rand_range(60, 190);
+    if (m == 5 && g == 1) b = rand_range(0, 1) ? 101 : 153;
+    if (m == 6 && rand_range(0, 5) == 0) b = 0xFF;
+    w |= (uint32_t)b << (8 * g);
+  }
+  return w;
+}
+static float v3h_weight(void) {
+  const int m = (int)rand_range(0, 15);
+  float w = (float)(rand_unit() * 2.0 - 1.0);
+  if (m == 0) w = 0x1p-25f;
+  if (m == 1) w = -0x1p-26f;
+  if (m == 2) w = 0x1p25f;
+  if (m == 3) w = 0x1.8p25f;
+  if (m == 4) w = 0.0f;
+  if (m == 5) w = 0x1p-80f;
+  if (m == 6 && rand_range(0, 7) == 0) w = NAN;
+  return ixl_cvt_bf16_to_f32(ixl_cvt_f32_to_bf16(w));
+}
+static float v3h_sum(void) { /* an exact group sum: a multiple of 1/4, |S| <= 1152 */
+  const int m = (int)rand_range(0, 7);
+  if (m == 0) return 0.0f;
+  if (m == 1) return rand_range(0, 1) ? 1152.0f : -1152.0f;
+  if (m == 2) return 0.25f * (float)rand_range(-8, 8);
+  return 0.25f * (float)rand_range(-4608, 4608);
+}
+static int v3h_same(float a, float b) {
+  return (a != a && b != b) || a == b; /* NaN == NaN; +0 == -0 */
+}
+static int v3_comb_host(void) {
+  enum { NCOL = 64, HH = 32 };
+  int bad = 0;
+  for (int rep = 0; rep < 3000; rep++) {
+    uint32_t qw[NCOL], kw[2], s_hq[NCOL];
+    float w[NCOL], S[NCOL][2][4], acc[NCOL][2][4], s_wq[NCOL], s_hc[NCOL];
+    int s_hf[NCOL], ofast[NCOL];
+    const int allfast = rand_range(0, 2) == 0;
+    for (int n = 0; n < NCOL; n++) {
+      qw[n] = allfast ? 0x7F7F7F7Fu - (uint32_t)rand_range(0, 3) : v3h_qword();
+      w[n] = allfast ? ixl_cvt_bf16_to_f32(ixl_cvt_f32_to_bf16((float)rand_unit() - 0.5f))
+                     : v3h_weight();
+      int qc, t[4];
+      const int fold = ixl_v2mx_head_fold(qw[n], &qc, t);
+      int fast = fold;
+      const float wc = w[n] * v3h_p2(qc);
+      const uint32_t we = (ixl_f32_bits(wc) >> 23) & 0xFFu;
+      if (fast && w[n] == w[n] && w[n] != 0.0f && (we < 2 || we == 0xFF)) fast = 0;
+      ofast[n] = fast; /* the kernels before V3 */
+      const float aw = fabsf(w[n]);
+      if (fast && aw != 0.0f && aw <= 3.4028235e38f && (aw < 0x1p-25f || aw > 0x1p25f)) fast = 0;
+      if (fast && (qc < 127 - IXL_V2MX_COMB_E || qc > 127 + IXL_V2MX_COMB_E)) fast = 0;
+      s_hf[n] = fast;
+      s_wq[n] = fast ? wc : w[n];
+      s_hq[n] = fold ? (uint32_t)qc * 0x01010101u : qw[n];
+      s_hc[n] = fast ? v3h_p2(qc) : 1.0f;
+      for (int k = 0; k < 2; k++)
+        for (int g = 0; g < 4; g++) {
+          S[n][k][g] = v3h_sum();
+          if (g == 1 && rand_range(0, 5) == 0) S[n][k][1] = -S[n][k][0]; /* cancellation */
+          acc[n][k][g] = S[n][k][g] * ixl_bits_f32((uint32_t)(t[g] - 6 + 127) << 23);
+        }
+    }
+    for (int k = 0; k < 2; k++)
+      kw[k] = allfast ? 0x7F7F7F7Fu + (uint32_t)rand_range(0, 2) : v3h_kword();
+    int qslow = !ixl_v2mx_comb_word(kw[0]) || !ixl_v2mx_comb_word(kw[1]);
+    int oqslow = !ixl_v2mx_fast_word(kw[0]) || !ixl_v2mx_fast_word(kw[1]);
+    for (int n = 0; n < NCOL; n++) qslow |= !s_hf[n], oqslow |= !ofast[n];
+    for (int r = 0; r < 2; r++)
+      for (int k = 0; k < 2; k++) {
+        float kf[4], cpu_s[4] = {0, 0, 0, 0}, gpu_s[4] = {0, 0, 0, 0}, part[4] = {0, 0, 0, 0};
+        float opart[4] = {0, 0, 0, 0};
+        for (int g = 0; g < 4; g++) kf[g] = v3h_p2((int)((kw[k] >> (8 * g)) & 0xFFu));
+        const int e0 = (int)(kw[k] & 0xFFu), e1 = (int)((kw[k] >> 8) & 0xFFu);
+        const int e2 = (int)((kw[k] >> 16) & 0xFFu), e3 = (int)(kw[k] >> 24);
+        const float k0 = v3h_p2(e0), r1 = v3h_p2(e1 + 127 - e0), r2 = v3h_p2(e2 + 127 - e0);
+        const float r3 = v3h_p2(e3 + 127 - e2);
+        for (int h = 0; h < HH; h++) {
+          const int n = HH * r + h;
+          float p[4], a[4];
+          for (int g = 0; g < 4; g++) {
+            const int qb = (int)((qw[n] >> (8 * g)) & 0xFFu);
+            const int kb = (int)((kw[k] >> (8 * g)) & 0xFFu);
+            p[g] = qb == 0xFF || kb == 0xFF ? NAN : ixl_scale_pow2f(S[n][k][g], qb + kb - 254);
+            a[g] = acc[n][k][g];
+          }
+          const float dot = (p[0] + p[1]) + (p[2] + p[3]);
+          const float v = ixl_bf16_roundf(v3h_relu(dot));
+          cpu_s[h % 4] = ixl_bf16_fma_ref(w[n], v, cpu_s[h % 4]);
+          float x, wx;
+          if (!qslow) {
+            x = fmaf(fmaf(a[3], r3, a[2]), r2, fmaf(a[1], r1, a[0]));
+            wx = s_wq[n];
+          } else {
+            if (!s_hf[n] || !ixl_v2mx_fast_word(kw[k])) {
+              float pg[4];
+              for (int g = 0; g < 4; g++) {
+                const int qb = (int)((s_hq[n] >> (8 * g)) & 0xFFu);
+                const int kb = (int)((kw[k] >> (8 * g)) & 0xFFu);
+                pg[g] = qb == 0xFF || kb == 0xFF ? NAN : ixl_scale_pow2f(a[g], qb + kb - 254);
+              }
+              x = (pg[0] + pg[1]) + (pg[2] + pg[3]);
+            } else {
+              x = s_hc[n] * ((fmaf(a[1], kf[1], a[0] * kf[0])) + fmaf(a[3], kf[3], a[2] * kf[2]));
+            }
+            wx = w[n];
+          }
+          gpu_s[h % 4] = ixl_bf16_fma_ref(ixl_bf16_roundf(wx), ixl_bf16_roundf(v3h_relu(x)),
+                                          gpu_s[h % 4]);
+          /* fp32, lane t4 = (h % 8) / 2: its partial in the kernels' order (j, then c) */
+          if (!qslow) part[(h % 8) / 2] = fmaf(s_wq[n] * 0.5f, x + fabsf(x), part[(h % 8) / 2]);
+          if (!oqslow) {
+            const float ox = (fmaf(a[1], kf[1], a[0] * kf[0])) + fmaf(a[3], kf[3], a[2] * kf[2]);
+            opart[(h % 8) / 2] = fmaf(s_wq[n] * 0.5f, ox + fabsf(ox), opart[(h % 8) / 2]);
+          }
+        }
+        const float cpu = ixl_bf16_add_ref(ixl_bf16_add_ref(cpu_s[0], cpu_s[2]),
+                                           ixl_bf16_add_ref(cpu_s[1], cpu_s[3]));
+        float gpu = ixl_bf16_add_ref(ixl_bf16_add_ref(gpu_s[0], gpu_s[2]),
+                                     ixl_bf16_add_ref(gpu_s[1], gpu_s[3]));
+        if (!qslow) gpu = ixl_bf16_roundf(gpu * k0);
+        if (!v3h_same(cpu, gpu)) {
+          if (bad < 5)
+            fprintf(stderr, "  v3_comb_host: rep %d row %d slot %d (%s): gpu %.9g cpu %.9g\n", rep,
+                    r, k, qslow ? "slow" : "fast", (double)gpu, (double)cpu);
+          bad++;
+        }
+        if (!qslow && !oqslow) { /* fp32: the same order, one side scaled by 1/k0 */
+          const float nf = ((part[0] + part[1]) + (part[2] + part[3])) * k0;
+          const float of = (opart[0] + opart[1]) + (opart[2] + opart[3]);
+          if (!v3h_same(nf, of)) {
+            if (bad < 5)
+              fprintf(stderr, "  v3_comb_host: rep %d fp32 row %d slot %d: %.9g vs %.9g\n", rep, r,
+                      k, (double)nf, (double)of);
+            bad++;
+          }
+        }
+      }
+  }
+  if (bad) fprintf(stderr, "  v3_comb_host: %d mismatches\n", bad);
+  return bad == 0;
+}
+
 int main(void) {
   static const test_entry tests[] = {
       {"dense_ragged_matches_cpu_every_format_and_h", dense_ragged_matches_cpu_every_format_and_h},
@@ -1303,6 +1476,13 @@ int main(void) {
     tests_passed_++;
   } else {
     printf("not ok - next_ss_tile_layout_host\n");
+    tests_failed_++;
+  }
+  if (v3_comb_host()) {
+    printf("ok - v3_deferred_key_factor_host\n");
+    tests_passed_++;
+  } else {
+    printf("not ok - v3_deferred_key_factor_host\n");
     tests_failed_++;
   }
   g_fake = getenv("IXL_TEST_HOST_AS_DEVICE") && getenv("IXL_TEST_HOST_AS_DEVICE")[0] == '1';
