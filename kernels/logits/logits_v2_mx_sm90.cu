@@ -1294,16 +1294,18 @@ ixl_status launch_kern(ixl_ctx *ctx, Kern kern, int threads, int alloc, Params p
   return ixl_cuda_check_launch(ctx, name);
 }
 
-// IXL_LOGITS_V2_MX_V3 (read once a process; unset or any other value: 0, the kernels above,
-// verified on the H200), a digit: bit 1 = K1 on mx3_kernel (TMA ring, shared-window
+// IXL_LOGITS_V2_MX_V3 (read once a process; unset: kV3Default, 0 = the kernels above, verified
+// on the H200; any other value: 0), a digit: bit 1 = K1 on mx3_kernel (TMA ring, shared-window
 // addressing; K1 calls with N % 4 != 0 or unaligned keys stay above), bit 2 = ragged K5 on
 // mx3_kernel (shared-window addressing), bit 4 = those with the deferred key factor (3-fma
 // combine, v2_mx.cuh). 7 (all) passed parity, memcheck, racecheck and synccheck on the H200
 // (2026-12-02) but for the fold fix (s_hq), written after the last visit.
+constexpr int kV3Default = 0; // the value when unset: 7 once final_mxr.sh's checks are clean
 int v3_mask() {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_V3");
-    return e && e[0] >= '0' && e[0] <= '7' && e[1] == 0 ? e[0] - '0' : 0;
+    if (!e) return kV3Default;
+    return e[0] >= '0' && e[0] <= '7' && e[1] == 0 ? e[0] - '0' : 0;
   }();
   return v;
 }
