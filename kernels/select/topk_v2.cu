@@ -929,13 +929,14 @@ struct StreamShared {
   unsigned long long tpre[NT]; // per thread: keys > t (high) and == t (low) in its words before
 };
 
-template <typename T, int UNR, bool PROF = false> // PROF: IXL_TOPK_V2_SPROF's instantiation
-__global__ void __launch_bounds__(NT, 2)
+// PROF: IXL_TOPK_V2_SPROF's instantiation; MINB: CTAs per SM (3: IXL_TOPK_V2_S3, 40 registers)
+template <typename T, int UNR, bool PROF = false, int MINB = 2>
+__global__ void __launch_bounds__(NT, MINB)
     topk_v2_stream_kernel(const T *__restrict__ logits, int64_t C,
                           const int32_t *__restrict__ row_start,
                           const int32_t *__restrict__ row_end, int k, int sorted,
                           int32_t *__restrict__ out, int P, int nwp, int force_fb, int mu_t,
-                          int pfv, Remap m) {
+                          int pfv, int cap, Remap m) {
   using K = KeyOf<T>;
   using KS = typename K::KS;
   constexpr int VEC = K::VEC;
@@ -944,9 +945,10 @@ __global__ void __launch_bounds__(NT, 2)
   __shared__ StreamShared ss;
   __shared__ unsigned hist[2 * NB];
   __shared__ int res[3];
-  uint32_t *ck = reinterpret_cast<uint32_t *>(smem4); // [SCAP] keys; the sample: [2 SCAP]
-  uint32_t *cc = ck + SCAP;                            // [SCAP] columns (from row_start)
-  uint32_t *W = cc + SCAP, *Q = W + nwp;               // bitmaps of the row's columns
+  // cap: the buffer's entries (4096, or 2048 for IXL_TOPK_V2_S3), k <= cap / 2
+  uint32_t *ck = reinterpret_cast<uint32_t *>(smem4); // [cap] keys; the sample: [2 cap]
+  uint32_t *cc = ck + cap;                             // [cap] columns (from row_start)
+  uint32_t *W = cc + cap, *Q = W + nwp;                // bitmaps of the row's columns
   uint64_t *sbuf = reinterpret_cast<uint64_t *>(Q + nwp); // [P] staged winners
   // IXL_TOPK_V2_SPROF=1 (the PROF instantiation: a printf costs the timed kernels a stack
   // frame and spills): thread 0 of the first, middle and last CTA stamps clock64 after each
@@ -1027,9 +1029,9 @@ __global__ void __launch_bounds__(NT, 2)
 
   // 1. the sample: every SV-th vector, SV the smallest power of two whose sample fits the
   // target: 64 n / kk keys (mu about 64: the candidates' count stays within 2 kk) while kk <=
-  // SCAP / 4, else 2 SCAP (kk up to SCAP / 2 needs the sample's full precision)
+  // cap / 4, else 2 cap (kk up to cap / 2 needs the sample's full precision)
   const int64_t mt =
-      kk <= SCAP / 4 ? min((int64_t)2 * SCAP, (int64_t)mu_t * n / kk + VEC) : 2 * SCAP;
+      kk <= cap / 4 ? min((int64_t)2 * cap, (int64_t)mu_t * n / kk + VEC) : (int64_t)2 * cap;
   int SV = 1;
   while ((int64_t)((nv + SV - 1) / SV) * VEC > mt && SV < nv) SV <<= 1;
   const int nsv = (nv + SV - 1) / SV;
@@ -1105,7 +1107,7 @@ __global__ void __launch_bounds__(NT, 2)
 #pragma unroll
       for (int j = 0; j < VEC; j++)
         if ((uint32_t)kv[j] >= t0) {
-          if (p < (unsigned)SCAP) {
+          if (p < (unsigned)cap) {
             ck[p] = kv[j], cc[p] = (uint32_t)(c0 + j);
             atomicAdd(&myhist[(uint32_t)kv[j] >> sh0], 1u);
           }
@@ -1144,7 +1146,7 @@ __global__ void __launch_bounds__(NT, 2)
   const int nc0 = nc;
   uint32_t prefix = 0, mask = 0;
   int above = 0;
-  if (!force_fb && nc >= kk && nc <= SCAP) {
+  if (!force_fb && nc >= kk && nc <= cap) {
     // 3. the exact kk-th key from the buffer
     for (int p = 0; p < K::NP; p++) {
       const int shift = K::shift(p), nb = 1 << K::bits(p);
@@ -1186,7 +1188,7 @@ __global__ void __launch_bounds__(NT, 2)
     const uint32_t t = prefix;
     visit([&](uint32_t key, int c) {
       if (key > t) {
-        const unsigned p = atomicAdd(&ss.ncand, 1u); // fewer than kk <= SCAP / 2
+        const unsigned p = atomicAdd(&ss.ncand, 1u); // fewer than kk <= cap / 2
         ck[p] = key, cc[p] = (uint32_t)c;
         atomicOr(&W[c >> 5], 1u << (c & 31));
       } else if (key == t && key) {
@@ -1262,7 +1264,7 @@ __global__ void __launch_bounds__(NT, 2)
     tc[6] = clock64();
     printf("# topksprof blk %u/%u sm %u n %d sample %d nc %d fb %d | ns %llu | cyc sample %lld "
            "t0 %lld stream %lld select %lld scan %lld emit %lld total %lld\n",
-           blockIdx.x, gridDim.x, smid(), n, ms, nc0, (int)(force_fb || nc0 < kk || nc0 > SCAP),
+           blockIdx.x, gridDim.x, smid(), n, ms, nc0, (int)(force_fb || nc0 < kk || nc0 > cap),
            global_ns() - gin, tc[1] - tc[0], tc[2] - tc[1], tc[3] - tc[2], tc[4] - tc[3],
            tc[5] - tc[4], tc[6] - tc[5], tc[6] - tc[0]);
   }
@@ -1276,7 +1278,7 @@ __global__ void __launch_bounds__(NT, 2)
 // prefetched), 2 a cluster row's first find by atomic_find, 3 both; IXL_TOPK_V2_GRID=N caps
 // the persistent grid at N CTAs (tests: several rows per CTA).
 struct Dev {
-  int cs, profile, flags, next, grid, stream, sunr, smu, sprof, spf;
+  int cs, profile, flags, next, grid, stream, sunr, smu, sprof, spf, s3;
 };
 Dev g_dev;
 std::atomic<int> g_dev_read{0};
@@ -1408,25 +1410,36 @@ ixl_status launch_next(ixl_ctx *ctx, const Args &a, int64_t L, const Dev &dv) {
 
 // The streaming kernel's dynamic shared memory for rows of C columns (0: it does not fit, or
 // k is past the buffer's half): the buffer, two bitmaps, the staged winners.
-size_t stream_smem(int64_t C, int k, bool stage) {
-  if (k > SCAP / 2) return 0;
+size_t stream_smem(int64_t C, int k, bool stage, int cap = SCAP) {
+  if (k > cap / 2) return 0;
   int P = 1;
   while (P < k) P <<= 1;
   const size_t nwp = (size_t)((C + 31) / 32);
-  const size_t smem = (size_t)SCAP * 8 + nwp * 8 + (stage ? (size_t)P * 8 : 0);
+  const size_t smem = (size_t)cap * 8 + nwp * 8 + (stage ? (size_t)P * 8 : 0);
   return smem <= (size_t)180 * 1024 ? smem : 0;
 }
 
 // One CTA per row on topk_v2_stream_kernel (IXL_TOPK_V2_STREAM; UNR = IXL_TOPK_V2_SUNR).
+// IXL_TOPK_V2_S3=1 (off by default, not yet run on the GPU): three CTAs per SM where a
+// buffer of 2048 entries (k <= 1024) and the bitmaps leave each under a third of the SM's
+// shared memory (rows up to about 190K fp32 columns), at 40 registers, UNR 4.
 template <typename T>
 ixl_status launch_stream(ixl_ctx *ctx, const Args &a, size_t smem, const Dev &dv) {
   const int64_t R = a.logits->shape[0], C = a.logits->shape[1];
   int P = 1;
   while (P < a.k) P <<= 1;
   const int nwp = (int)((C + 31) / 32);
+  int cap = SCAP;
   auto kern = dv.sprof      ? topk_v2_stream_kernel<T, 4, true>
               : dv.sunr == 8 ? topk_v2_stream_kernel<T, 8>
                              : topk_v2_stream_kernel<T, 4>;
+  if (dv.s3 && !dv.sprof) {
+    const size_t s3 = stream_smem(C, a.k, a.sorted || a.sparse_ids, 2048);
+    if (s3 && s3 <= (size_t)54 * 1024) {
+      kern = topk_v2_stream_kernel<T, 4, false, 3>;
+      smem = s3, cap = 2048;
+    }
+  }
   ixl_status st = ixl_cuda_status(
       ctx, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
       "topk v2 stream: cudaFuncSetAttribute");
@@ -1435,7 +1448,7 @@ ixl_status launch_stream(ixl_ctx *ctx, const Args &a, size_t smem, const Dev &dv
       (const T *)a.logits->data, C,
       a.row_start ? (const int32_t *)a.row_start->data : (const int32_t *)nullptr,
       (const int32_t *)a.row_end->data, a.k, a.sorted, (int32_t *)a.out->data, P, nwp,
-      dv.stream == 3 ? 1 : 0, dv.smu, dv.spf * 64, remap_of(a));
+      dv.stream == 3 ? 1 : 0, dv.smu, dv.spf * 64, cap, remap_of(a));
   return ixl_cuda_check_launch(ctx, "topk v2 stream");
 }
 
@@ -1569,6 +1582,7 @@ extern "C" void ixl_topk_v2_dev_reload(void) {
   d.sprof = num("IXL_TOPK_V2_SPROF", 0) == 1;
   d.spf = num("IXL_TOPK_V2_SPF", 0); // KB ahead (64 vectors of 16 B per KB); 0 off
   if (d.spf < 0 || d.spf > 1024) d.spf = 0;
+  d.s3 = num("IXL_TOPK_V2_S3", 0) == 1;
   g_dev = d;
   g_dev_read.store(1, std::memory_order_release);
 }

@@ -5,9 +5,10 @@
  * grid cap, for tests), IXL_TOPK_V2_STREAM (round 3: 1, the default, many long rows on the
  * streaming kernel, one pass over each row from a sampled threshold; 0 off; 2 every shape it
  * fits, 3 the same on its exact streaming radix, for tests), IXL_TOPK_V2_SUNR (4 or 8 vectors
- * per thread in flight in the streaming kernel), IXL_TOPK_V2_SMU (its sample's mu target, 64)
- * and IXL_TOPK_V2_SPROF (its per-phase cycle print) are read from the environment at the first
- * call; a test or benchmark
+ * per thread in flight in the streaming kernel), IXL_TOPK_V2_SMU (its sample's mu target, 64),
+ * IXL_TOPK_V2_SPROF (its per-phase cycle print), IXL_TOPK_V2_SPF (KB it prefetches into L2
+ * ahead, 0 = off) and IXL_TOPK_V2_S3 (three of its CTAs per SM; the last two off by default,
+ * not yet run on the GPU) are read from the environment at the first call; a test or benchmark
  * that changes them calls this to read them again. A no-op without CUDA (kernels/select/topk.c). */
 #ifndef IXL_SELECT_TOPK_V2_H
 #define IXL_SELECT_TOPK_V2_H

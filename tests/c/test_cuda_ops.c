@@ -1120,13 +1120,14 @@ TEST(bench_topk) {
    * fused, v2:sfb every row on its exact streaming radix (IXL_TOPK_V2_STREAM=3, forced),
    * v2:sforce the streaming kernel on every shape (IXL_TOPK_V2_STREAM=2), v2:s0 without it
    * (IXL_TOPK_V2_STREAM=0), v2:s4 with 4 vectors in flight, v2:spf64 / v2:spf256 with the
-   * L2 prefetch that many KB ahead (IXL_TOPK_V2_SPF) */
+   * L2 prefetch that many KB ahead (IXL_TOPK_V2_SPF), v2:s3 three CTAs per SM
+   * (IXL_TOPK_V2_S3=1), v2:s3pf the same with the prefetch 128 KB ahead */
   static const char *const modes[] = {"v1",       "v2",       "v2:cs1",    "v2:cs2",
                                       "v2:cs4",   "v2:cs8",   "v2:cs16",   "v2:g0",
                                       "v2:k6k7",  "v2:fused", "v2:next",   "v2:nextf",
                                       "v2:stream", "v2:s8",   "v2:streamf", "v2:sfb",
                                       "v2:sforce", "v2:s0",   "v2:s4",     "v2:spf64",
-                                      "v2:spf256"};
+                                      "v2:spf256", "v2:s3",   "v2:s3pf"};
   const char *only_modes = getenv("IXL_TOPK_BENCH_MODES");
   const int nmodes = (int)(sizeof modes / sizeof modes[0]);
   for (size_t i = 0; i < sizeof tk / sizeof tk[0]; i++) {
@@ -1182,7 +1183,10 @@ TEST(bench_topk) {
       v2_switch("IXL_TOPK_V2_CS", !strncmp(mode, "v2:cs", 5) ? mode + 5 : NULL);
       v2_switch("IXL_TOPK_V2_GATHER", !strcmp(mode, "v2:g0") ? "0" : NULL);
       v2_switch("IXL_TOPK_V2_NEXT", !strncmp(mode, "v2:next", 7) ? "3" : NULL);
-      v2_switch("IXL_TOPK_V2_SPF", !strncmp(mode, "v2:spf", 6) ? mode + 6 : NULL);
+      v2_switch("IXL_TOPK_V2_SPF", !strncmp(mode, "v2:spf", 6) ? mode + 6
+                                   : !strcmp(mode, "v2:s3pf")  ? "128"
+                                                               : NULL);
+      v2_switch("IXL_TOPK_V2_S3", !strncmp(mode, "v2:s3", 5) ? "1" : NULL);
       v2_switch("IXL_TOPK_V2_SUNR", !strcmp(mode, "v2:s8")   ? "8"
                                     : !strcmp(mode, "v2:s4") ? "4"
                                                              : NULL);
@@ -1222,6 +1226,7 @@ TEST(bench_topk) {
     v2_switch("IXL_TOPK_V2_SUNR", NULL);
     v2_switch("IXL_TOPK_V2_STREAM", NULL);
     v2_switch("IXL_TOPK_V2_SPF", NULL);
+    v2_switch("IXL_TOPK_V2_S3", NULL);
     CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", NULL));
     for (int b = 0; b < nbuf; b++) ixl_tensor_free(buf[b]);
     ixl_tensor *all[] = {h, re, ids, dre, out, pos, dids};
