@@ -279,10 +279,11 @@ __device__ __forceinline__ void mx_body(const Params &p, const CUtensorMap *kmap
     s_wo[tid] = w;
     s_wq[tid] = fast ? wc : w;
     s_hf[tid] = (uint8_t)fast;
-    // the slow path's exponents, qeff_g = qe_g - d_g: the fold's, not the fast flag's (V3: a
-    // folded head the checks above turn slow keeps its folded query tile; the kernels before
-    // V3 write fast's, which differs only when the weight check turns a folded head slow)
-    s_hq[tid] = (V3 ? fold : fast) ? (uint32_t)qc * 0x01010101u : qw;
+    // the slow path's exponents, qeff_g = qe_g - d_g: the fold's, not the fast flag's (a
+    // folded head the checks above turn slow keeps its folded query tile; the fast flag's
+    // were wrong exactly when the weight check turned a folded head slow: test
+    // mxfp4_tiny_weights_on_folded_heads)
+    s_hq[tid] = fold ? (uint32_t)qc * 0x01010101u : qw;
     s_hc[tid] = fast ? __uint_as_float((uint32_t)qc << 23) : 1.0f; // qc in [77, 177]
     s_ht[tid] = (uint32_t)(t[0] + 8) | (uint32_t)(t[1] + 8) << 8 | (uint32_t)(t[2] + 8) << 16 |
                 (uint32_t)(t[3] + 8) << 24;
@@ -882,7 +883,8 @@ __global__ void __launch_bounds__(NextCfg<MODE, NW>::threads, NextCfg<MODE, NW>:
     uint32_t qw = 0x7F7F7F7Fu;
     if (r < p.R) qw = p.q_scales[r * H + tid % H];
     int qc, t[4];
-    int fast = ixl_v2mx_head_fold(qw, &qc, t);
+    const int fold = ixl_v2mx_head_fold(qw, &qc, t);
+    int fast = fold;
     float w = 0.0f;
     if (r < p.R)
       w = BF16 ? __uint_as_float((uint32_t)reinterpret_cast<const uint16_t *>(p.w)[r * H + tid % H]
@@ -894,7 +896,7 @@ __global__ void __launch_bounds__(NextCfg<MODE, NW>::threads, NextCfg<MODE, NW>:
     s_wo[tid] = w;
     s_wq[tid] = fast ? wc : w;
     s_hf[tid] = (uint8_t)fast;
-    s_hq[tid] = fast ? (uint32_t)qc * 0x01010101u : qw;
+    s_hq[tid] = fold ? (uint32_t)qc * 0x01010101u : qw; // the fold's (as the kernel above)
     s_hc[tid] = fast ? __uint_as_float((uint32_t)qc << 23) : 1.0f;
     s_ht[tid] = (uint32_t)(t[0] + 8) | (uint32_t)(t[1] + 8) << 8 | (uint32_t)(t[2] + 8) << 16 |
                 (uint32_t)(t[3] + 8) << 24;

@@ -42,6 +42,7 @@ static ixl_ctx *g;      /* the CUDA context; host tensors live on it too (the CP
                            runs for host tensors whatever the context's backend) */
 static uint64_t g_seed; /* base seed of this run */
 static int g_small;     /* tiny shapes only */
+static int g_tiny_w;    /* gen_query: every weight of the even rows in +-2^[-100, -80) */
 static int g_fake;      /* IXL_TEST_HOST_AS_DEVICE=1: "device" tensors are host tensors, so the
                            CPU checks itself: this file's own logic, tested without a GPU */
 
@@ -150,7 +151,10 @@ static void gen_query(query_in *q, int fmt, int64_t R, int H, int lo, int hi, in
   float *wf = q->wf->data;
   uint16_t *wb = q->wb->data;
   for (int64_t i = 0; i < R * H; i++) {
-    wb[i] = ixl_f32_to_bf16((float)(rand_unit() * 2.0 - 1.0));
+    double w = rand_unit() * 2.0 - 1.0;
+    if (g_tiny_w && (i / H) % 2 == 0) w = ldexp(1.0 + rand_unit(), (int)rand_range(-100, -81));
+    if (g_tiny_w && rand_range(0, 1)) w = -w;
+    wb[i] = ixl_f32_to_bf16((float)w);
     wf[i] = ixl_bf16_to_f32(wb[i]); /* the same weights in both reductions */
   }
 }
@@ -844,6 +848,24 @@ TEST(mxfp4_folded_heads_outside_the_v3_window) {
   CHECK(bad == 0);
 }
 
+/* Rows whose every weight is tiny (2^-100 .. 2^-81) on low query exponents (qc about 84-96):
+ * w * 2^(qc - 127) is then below the normal range, so the fast path's weight check turns the
+ * folded head slow, and its slow dot must still use the folded query tile's exponents (the
+ * row's logit is made of those heads alone, so a wrong exponent shows). */
+TEST(mxfp4_tiny_weights_on_folded_heads) {
+  int64_t bad = 0;
+  static const int H[] = {32, 64};
+  g_tiny_w = 1;
+  for (int i = 0; i < 2; i++) {
+    shape_cfg a = {IXL_MXFP4, H[i], 6, 240, 84, 96, 119, 135, 0};
+    k1_case(&a, &bad);
+    shape_cfg b = {IXL_MXFP4, H[i], 4, 180, 100, 110, 110, 140, 0};
+    k1_case(&b, &bad);
+  }
+  g_tiny_w = 0;
+  CHECK(bad == 0);
+}
+
 /* ---------------------------------------------------------------- float64 oracle */
 /* The fp32 GPU logits against a float64 computation on the dequantized inputs (the CPU
  * reference is not involved): the same tolerance must hold. */
@@ -1467,6 +1489,7 @@ int main(void) {
       {"ops_capture_in_a_cuda_graph", ops_capture_in_a_cuda_graph},
       {"mxfp4_h32_ragged_matches_next_shapes", mxfp4_h32_ragged_matches_next_shapes},
       {"mxfp4_folded_heads_outside_the_v3_window", mxfp4_folded_heads_outside_the_v3_window},
+      {"mxfp4_tiny_weights_on_folded_heads", mxfp4_tiny_weights_on_folded_heads},
   };
   const int n = (int)(sizeof tests / sizeof tests[0]);
   char why[256];
