@@ -18,6 +18,8 @@
 #include "logits/logits.h"
 #include "ops.h"
 
+#include <stdlib.h> /* getenv: v2_emits */
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -69,7 +71,18 @@ static const ixl_logits_ops logits_fast_ops = {logits_fast, NULL};
  * segmented max, then one float atomic max per block segment (logits_v1.cuh) */
 static int v1_emits(const ixl_problem *p) { return p->candidate_block_size >= 1; }
 static const ixl_logits_ops logits_v1_ops = {logits_v1, v1_emits};
-static const ixl_logits_ops logits_v2_ops = {logits_v2, NULL};
+/* v2's MXFP4 K1 (compressed) and K2 emit K3's block scores the same way (logits_v2_mx_sm90.cu's
+ * EMIT kernels, every cbs, any ks) only with IXL_LOGITS_V2_MX_EMIT=1 (read once a process;
+ * else never: the step keeps the unfused K3), and never for fp8 (v1's kernels, via v2) */
+static int v2_emits(const ixl_problem *p) {
+  static int on = -1;
+  if (on < 0) {
+    const char *e = getenv("IXL_LOGITS_V2_MX_EMIT");
+    on = e && e[0] == '1' && e[1] == 0;
+  }
+  return on && p->kv_format == IXL_MXFP4 && p->candidate_block_size >= 1;
+}
+static const ixl_logits_ops logits_v2_ops = {logits_v2, v2_emits};
 
 static const ixl_select_ops select_ref_ops = {ixl_candidate_select_ref, ixl_topk_ref, NULL};
 static const ixl_select_ops select_v1_ops = {ixl_cuda_candidate_select, ixl_cuda_topk, NULL};

@@ -85,6 +85,12 @@ struct Params {
   void *out;                // [R, out_cols]
   int64_t R, N, stride, num_pages, bt_cols, nsb, out_cols, chunk, nchunks, nrb;
   int P, Plog, sbk, sbklog, aligned, compressed;
+  // K3's block scores (issue 14's fused K3; EMIT kernels only, IXL_LOGITS_V2_MX_EMIT): scores
+  // [R, bs_cols] preset to 0xFFFFFFFF words, nblocks [R]; cbs, its log2 (-1: not a power of 2)
+  float *bs;
+  int32_t *bs_nblocks;
+  int64_t bs_cols;
+  int bs_cbs, bs_clog;
 };
 
 template <int MODE>
@@ -159,6 +165,48 @@ __device__ __forceinline__ float slow_dot(float a0, float a1, float a2, float a3
   }
   return __fadd_rn(__fadd_rn(pg[0], pg[1]), __fadd_rn(pg[2], pg[3]));
 }
+
+// ---- K3's block scores (EMIT: K1 compressed / K2, fp32; logits v1's scheme, logits_v1.cuh)
+// *a = max(*a, v) on a word that starts at 0xFFFFFFFF (below every value here): a value with
+// the sign bit clear is the larger the larger its bits as int, one with it set the smaller its
+// bits as unsigned, and every NaN becomes 0x7FFFFFFF, above +inf.
+__device__ __forceinline__ void bs_max(float *a, float v) {
+  uint32_t b = __float_as_uint(v);
+  if (v != v) b = 0x7FFFFFFFu;
+  if ((int32_t)b >= 0) atomicMax(reinterpret_cast<int *>(a), (int)b);
+  else atomicMin(reinterpret_cast<unsigned *>(a), b);
+}
+// max with NaN propagating (SPEC 3 K3 step 2)
+__device__ __forceinline__ float bs_nan_max(float a, float b) {
+  return a != a ? a : b != b ? b : fmaxf(a, b);
+}
+__device__ __forceinline__ int bs_blk(const Params &p, int col) {
+  return p.bs_clog >= 0 ? col >> p.bs_clog : col / p.bs_cbs;
+}
+// The epilogue's chains: the lanes of one t4 in {0, 1} of a warp hold 8 consecutive slots
+// (lane 4 q + t4: slot 16 warp + 8 t4 + q), so a shfl_down by 4 k is the slot k later. Lane:
+// col its request-local position (-1: none), valid positions [col, col + room) ahead of it
+// in the row (room >= 1), logit v, len the row's length. Each block segment of a chain
+// reduces to its first slot, which adds one atomic; the newest position adds +inf. Every lane
+// of the warp calls it (lanes t4 >= 2 with col -1). cfirst: the first position of the CTA's
+// range in the row (the slot before it is another CTA's or none).
+__device__ __forceinline__ void bs_emit_chain(const Params &p, int64_t row, int col, int64_t room,
+                                              int64_t cfirst, int64_t len, float v, int lane) {
+  const bool ok = col >= 0;
+  const int cm = ok ? col - bs_blk(p, col) * p.bs_cbs : 0; // col % cbs
+  const int q = lane >> 2;
+  float m = v;
+#pragma unroll
+  for (int k = 1; k < 8; k <<= 1) {
+    const float om = __shfl_down_sync(0xffffffffu, m, 4 * k);
+    if (q + k < 8 && k < room && cm + k < p.bs_cbs) m = bs_nan_max(m, om);
+  }
+  if (!ok) return;
+  float *dst = p.bs + row * p.bs_cols + bs_blk(p, col);
+  // the segment's first slot: the chain's first, the block's first or the range's first
+  if (q == 0 || cm == 0 || col == cfirst) bs_max(dst, m);
+  if (col == len - 1) bs_max(dst, __uint_as_float(0x7f800000u));
+}
 #endif
 
 // CTAs per SM the register cap is set for: 2 at N = 64 (128 accumulator registers), else 3;
@@ -168,7 +216,10 @@ constexpr int min_ctas(int mode, int nc) { return nc > 32 ? 2 : mode == K5R ? 4 
 #if IXL_SM90_DEVICE
 // MODE: Mode; H: heads; RB: rows per CTA (NC = RB * H wgmma columns); BF16: the reduction;
 // V3: the V3 path (IXL_LOGITS_V2_MX_V3, see "V3" below; kmap/smap its K1 tensor maps).
-template <int MODE, int H, int RB, bool BF16, bool V3, bool COMB = false>
+// EMIT: K1 (compressed) / K2 with the fp32 reduction also emit K3's block scores (p.bs set;
+// IXL_LOGITS_V2_MX_EMIT=1, variants.c's v2_emits): instantiations of their own, so the other
+// kernels' code is unchanged.
+template <int MODE, int H, int RB, bool BF16, bool V3, bool COMB = false, bool EMIT = false>
 __device__ __forceinline__ void mx_body(const Params &p, const CUtensorMap *kmap,
                                         const CUtensorMap *smap) {
   constexpr int NC = RB * H;
@@ -182,6 +233,7 @@ __device__ __forceinline__ void mx_body(const Params &p, const CUtensorMap *kmap
   using L = Smem<MODE, NC, S, SCW>;
   constexpr bool kPaged = MODE == K2 || MODE == K5P;
   constexpr bool kSparse = MODE == K5R || MODE == K5P;
+  constexpr bool kEmit = EMIT && !BF16 && (MODE == K1 || MODE == K2);
   extern __shared__ uint8_t smem_raw[];
   // V3: the 1024-aligned base as an offset of smem_raw, so every pointer stays in the shared
   // window (LDS/STS with 32-bit addresses; the cast through uintptr_t makes them generic)
@@ -201,6 +253,7 @@ __device__ __forceinline__ void mx_body(const Params &p, const CUtensorMap *kmap
   int32_t *pre_pg5 = reinterpret_cast<int32_t *>(smem + L::pre + kPre * 8);
   int32_t *pre_sl5 = reinterpret_cast<int32_t *>(smem + L::pre + kPre * 12);
   __shared__ int64_t s_lo[RB], s_hi[RB], s_co[RB];
+  __shared__ int64_t s_len[kEmit && MODE == K1 ? RB : 1]; // K1 block scores: the row's len
   __shared__ int s_nvalid;
   __shared__ uint64_t s_full[kTma ? S : 1]; // kTma: stage s's tile has landed
 
@@ -239,6 +292,13 @@ __device__ __forceinline__ void mx_body(const Params &p, const CUtensorMap *kmap
           hi = mn64(ker, chunk_hi);
         }
         if (hi < lo) hi = lo;
+        if (kEmit) { // K3's block scores: the row's len (compressed columns), nblocks by chunk 0
+          const int64_t len = mn64(ker - ksr, p.out_cols);
+          s_len[tid] = len;
+          if (ch == 0) p.bs_nblocks[r] = (int32_t)((len + p.bs_cbs - 1) / p.bs_cbs);
+        }
+      } else if (kEmit) {
+        s_len[tid] = 0;
       }
       s_lo[tid] = lo;
       s_hi[tid] = hi;
@@ -246,6 +306,8 @@ __device__ __forceinline__ void mx_body(const Params &p, const CUtensorMap *kmap
     }
   } else if (kPaged) {
     row_hi = clamp64(p.ke[row], 0, p.bt_cols * (int64_t)p.P);
+    if (kEmit && ch == 0 && tid == 0)
+      p.bs_nblocks[row] = (int32_t)((mn64(row_hi, p.out_cols) + p.bs_cbs - 1) / p.bs_cbs);
   } else {
     row_lo = clamp64(p.ks[row], 0, p.N);
     row_hi = clamp64(p.ke[row], row_lo, p.N);
@@ -535,6 +597,17 @@ __device__ __forceinline__ void mx_body(const Params &p, const CUtensorMap *kmap
     if (MODE == K1 ? !tile_needed(t) : !any) {
       if (MODE != K1 && tid < kTile && tb + tid < chunk_hi)
         store_ninf<BF16>(p.out, row * p.out_cols + tb + tid);
+      if (kEmit && MODE == K2 && tid < kTile) {
+        // K2's positions here (before the context's end) are -inf logits: one atomic per block
+        // the tile meets (at its first position here), +inf at the newest
+        const int64_t n = tb + tid, vend = mn64(chunk_hi, row_hi);
+        if (n < vend) {
+          float *dst = p.bs + row * p.bs_cols + bs_blk(p, (int)n);
+          if (tid == 0 || (int)n == bs_blk(p, (int)n) * p.bs_cbs)
+            bs_max(dst, __uint_as_float(0xff800000u));
+          if (n == mn64(row_hi, p.out_cols) - 1) bs_max(dst, __uint_as_float(0x7f800000u));
+        }
+      }
       continue;
     }
     // A: the lane's two slots, widened; then one wgmma per scale group
@@ -603,6 +676,9 @@ __device__ __forceinline__ void mx_body(const Params &p, const CUtensorMap *kmap
     // ---- the head reduction and the stores: RB rows of H / 8 column blocks each. FOLD: the
     // dots are d / 2^(qc - 127) and the weights carry the factor; else the dots are d and the
     // weights the stored ones.
+    float ev[RB]; // kEmit: the lane's logit of each row (slot i0 + 8 (t4 & 1))
+#pragma unroll
+    for (int r = 0; r < RB; r++) ev[r] = 0.0f;
     auto reduce = [&](auto fold_tag) {
       constexpr bool FOLD = decltype(fold_tag)::value;
 #pragma unroll
@@ -639,6 +715,15 @@ __device__ __forceinline__ void mx_body(const Params &p, const CUtensorMap *kmap
               reinterpret_cast<float *>(p.out)[row * p.out_cols + n] =
                   (t4 ? okslot[1] : okslot[0]) ? v : __uint_as_float(0xff800000u);
             }
+          }
+          if constexpr (kEmit) {
+            // K3's block scores from the values just stored (the same expression, so the same
+            // bits), emitted after the fast / slow branches (quad-uniform only) rejoin
+            const int hh = t4 & 1;
+            float v = hh ? sum[1] : sum[0];
+            if (COMB && FOLD) v = __fmul_rn(v, hh ? ck0[1] : ck0[0]);
+            if (MODE == K2 && !(hh ? okslot[1] : okslot[0])) v = __uint_as_float(0xff800000u);
+            ev[r] = v;
           }
         } else {
           // chains: lanes t4 = 0, 2 run (s0, s1), lanes 1, 3 run (s2, s3); lanes 0, 1 keep slot
@@ -723,15 +808,43 @@ __device__ __forceinline__ void mx_body(const Params &p, const CUtensorMap *kmap
       }
       reduce(std::false_type{});
     }
+    if constexpr (kEmit) {
+      // K3's block scores, the warp converged: chains of lanes t4 = 0 (slots i0) and 1
+      // (i0 + 8) per row, bs_emit_chain
+      const int64_t n = tb + i0 + 8 * (t4 & 1);
+#pragma unroll
+      for (int r = 0; r < RB; r++) {
+        int col = -1;
+        int64_t room = 0, cfirst, len;
+        if (MODE == K1) {
+          const int64_t lo = s_lo[r], hi = s_hi[r], co = s_co[r];
+          len = s_len[r];
+          cfirst = lo - co;
+          if (t4 < 2 && row0 + r < p.R && n >= lo && n < hi) {
+            col = (int)(n - co);
+            room = hi - n;
+          }
+        } else {
+          const int64_t vend = mn64(chunk_hi, row_hi);
+          len = mn64(row_hi, p.out_cols);
+          cfirst = c0;
+          if (t4 < 2 && n < vend) {
+            col = (int)n;
+            room = vend - n;
+          }
+        }
+        bs_emit_chain(p, row0 + r, col, room, cfirst, len, ev[r], lane);
+      }
+    }
   }
   if (!kTma) ixl::sm80::cp_async_wait<0>();
 }
 #endif
 
-template <int MODE, int H, int RB, bool BF16>
+template <int MODE, int H, int RB, bool BF16, bool EMIT = false>
 __global__ void __launch_bounds__(kThreads, min_ctas(MODE, RB * H)) mx_kernel(const Params p) {
 #if IXL_SM90_DEVICE
-  mx_body<MODE, H, RB, BF16, false>(p, nullptr, nullptr);
+  mx_body<MODE, H, RB, BF16, false, false, EMIT>(p, nullptr, nullptr);
 #else
   IXL_SM90_TRAP_ELSEWHERE();
 #endif
@@ -742,12 +855,12 @@ __global__ void __launch_bounds__(kThreads, min_ctas(MODE, RB * H)) mx_kernel(co
 // which lands as ixl_v2mx_raw_off's layout; smap: scale words [1][N], box 64) issued by one
 // thread into an 8-stage mbarrier ring, so the other threads run no address math, copies,
 // flags or votes; the tiles a K1 row pair needs come from per-row tile ranges.
-template <int MODE, int H, int RB, bool BF16, bool COMB>
+template <int MODE, int H, int RB, bool BF16, bool COMB, bool EMIT = false>
 __global__ void __launch_bounds__(kThreads, min_ctas(MODE, RB * H))
     mx3_kernel(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap smap,
                const Params p) {
 #if IXL_SM90_DEVICE
-  mx_body<MODE, H, RB, BF16, true, COMB>(p, &kmap, &smap);
+  mx_body<MODE, H, RB, BF16, true, COMB, EMIT>(p, &kmap, &smap);
 #else
   IXL_SM90_TRAP_ELSEWHERE();
 #endif
@@ -1335,6 +1448,13 @@ ixl_status launch3(ixl_ctx *ctx, Params p, int64_t units, int64_t cap, const cha
   }
   constexpr int alloc =
       Smem<MODE, RB * H, V3Cfg<MODE, true>::stages, MODE == K1 ? 96 : kTile>::alloc;
+  if constexpr (MODE == K1 && !BF16) {
+    if (p.bs) // K3's block scores too
+      return v3_mask() & 4 ? launch_kern(ctx, mx3_kernel<MODE, H, RB, BF16, true, true>, kThreads,
+                                         alloc, p, units, cap, name, maps)
+                           : launch_kern(ctx, mx3_kernel<MODE, H, RB, BF16, false, true>,
+                                         kThreads, alloc, p, units, cap, name, maps);
+  }
   if (v3_mask() & 4)
     return launch_kern(ctx, mx3_kernel<MODE, H, RB, BF16, true>, kThreads, alloc, p, units, cap,
                        name, maps);
@@ -1344,6 +1464,11 @@ ixl_status launch3(ixl_ctx *ctx, Params p, int64_t units, int64_t cap, const cha
 
 template <int MODE, int H, int RB, bool BF16>
 ixl_status launch(ixl_ctx *ctx, Params p, int64_t units, int64_t cap, const char *name) {
+  if constexpr ((MODE == K1 || MODE == K2) && !BF16) {
+    if (p.bs) // K3's block scores too
+      return launch_kern(ctx, mx_kernel<MODE, H, RB, BF16, true>, kThreads,
+                         Smem<MODE, RB * H>::alloc, p, units, cap, name);
+  }
   return launch_kern(ctx, mx_kernel<MODE, H, RB, BF16>, kThreads, Smem<MODE, RB * H>::alloc, p,
                      units, cap, name);
 }
@@ -1409,14 +1534,29 @@ extern "C" ixl_status ixl_cuda_logits_v2_mx(ixl_ctx *ctx, const ixl_logits_call 
     p.k_scales = (const uint32_t *)in->k_scales->data;
     p.N = in->k_codes->shape[0];
   }
+  if (c->bs) { // K3's block scores (fp32 K1 compressed / K2; v2_emits said yes): v1's preset
+    const ixl_block_scores *bs = c->bs;
+    p.bs = (float *)bs->scores->data;
+    p.bs_nblocks = (int32_t *)bs->nblocks->data;
+    p.bs_cols = bs->scores->shape[1];
+    p.bs_cbs = bs->candidate_block_size;
+    p.bs_clog = log2_exact(p.bs_cbs);
+    const cudaStream_t st = ixl::stream_of(ctx);
+    const int64_t rows = bs->scores->shape[0];
+    cudaError_t e = cudaMemsetAsync(p.bs, 0xFF, (size_t)(rows * p.bs_cols) * sizeof(float), st);
+    if (e == cudaSuccess && (p.R == 0 || p.out_cols == 0))
+      e = cudaMemsetAsync(p.bs_nblocks, 0, (size_t)rows * sizeof(int32_t), st);
+    if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaMemsetAsync (block scores, v2)");
+  }
   if (p.R == 0 || p.out_cols == 0) return IXL_OK;
   const bool bf16 = c->reduction == IXL_REDUCE_BF16;
   const int H = (int)c->H;
   if (c->mode == IXL_LOGITS_DENSE) {
     p.compressed = c->layout == IXL_LAYOUT_COMPRESSED;
     const char *name = "dense_logits kernel (v2 mxfp4)";
-    if (H == 32 && next_mode() == 1) return launch_next<K1, 4>(ctx, p, bf16, name);
-    if (H == 32 && next_mode() == 2) return launch_next<K1, 2>(ctx, p, bf16, name);
+    // (the NEXT kernels do not emit K3's block scores: a call with them stays below)
+    if (H == 32 && next_mode() == 1 && !p.bs) return launch_next<K1, 4>(ctx, p, bf16, name);
+    if (H == 32 && next_mode() == 2 && !p.bs) return launch_next<K1, 2>(ctx, p, bf16, name);
     CUtensorMap maps[2];
     const bool v3 = (v3_mask() & 1) && v3_k1_maps(p, maps);
     if (H == 32) {
