@@ -313,9 +313,19 @@ const char *ixl_variant_fuses(const char *family, int32_t i) {
   if (!v) return NULL;
   if (v->family == IXL_FAMILY_SELECT && ((const ixl_select_ops *)v->ops)->topk_remap)
     return "remap";
-  /* K1/K2 that emit K3's block scores (for the problems its emits_block_scores takes) */
-  if (v->family == IXL_FAMILY_LOGITS && ((const ixl_logits_ops *)v->ops)->emits_block_scores)
-    return "candidate_select";
+  /* K1/K2 that emit K3's block scores for some format (asked with cbs 8; a variant whose
+   * emission is switched off in this process, v2 without IXL_LOGITS_V2_MX_EMIT=1, says "") */
+  if (v->family == IXL_FAMILY_LOGITS && ((const ixl_logits_ops *)v->ops)->emits_block_scores) {
+    int (*emits)(const ixl_problem *) = ((const ixl_logits_ops *)v->ops)->emits_block_scores;
+    static const int fmts[] = {IXL_MXFP4, IXL_MXFP8, IXL_FP8};
+    for (int f = 0; f < 3; f++) {
+      ixl_problem pb;
+      ixl_problem_unknown(&pb);
+      pb.kv_format = fmts[f];
+      pb.candidate_block_size = 8;
+      if (emits(&pb)) return "candidate_select";
+    }
+  }
   return "";
 }
 
