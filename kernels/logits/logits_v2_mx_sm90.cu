@@ -1414,8 +1414,11 @@ ixl_status launch_kern(ixl_ctx *ctx, Kern kern, int threads, int alloc, Params p
 // addressing; K1 calls with N % 4 != 0 or unaligned keys stay above), bit 2 = ragged K5 on
 // mx3_kernel (shared-window addressing), bit 4 = those with the deferred key factor (3-fma
 // combine, v2_mx.cuh). 7 (all) passed parity, memcheck, racecheck and synccheck on the H200
-// (2026-12-02) but for the fold fix (s_hq), written after the last visit.
-constexpr int kV3Default = 0; // the value when unset: 7 once final_mxr.sh's checks are clean
+// (2026-12-02), and again with the fold fix in the session's last visit (/work/.device/11:
+// test_cuda_logits [v2] 18/18 with V3=7, the 6 V3 configurations routed, racecheck, memcheck and
+// synccheck clean on small shapes; K1 2048x8192 664 -> 581 us, 4096x65536 10.96 -> 9.51 ms,
+// ragged K5 4096x16K 2.97 -> 2.56 ms; quick.lua's step 37.9 -> 33.4 ms, exact): the default.
+constexpr int kV3Default = 7; // the value when unset (IXL_LOGITS_V2_MX_V3=0: the kernels above)
 int v3_mask() {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_V3");

@@ -72,9 +72,13 @@ M.MAX_CONSUMER_LAYERS = math.floor((256 - 5) / 3)
 
 -- Issue 14's fused K3: with block_score max, the source layer's K1/K2 emit the block scores
 -- where the logits variant that runs can (the registry says: logits v1), and K3 is one top-T
--- over them; the row lists candidate_select in `fused`. IXL_FUSED_K3=0 (or setting this
--- false) runs the unfused K3 always, for A/B runs; the candidates are the same either way.
-M.fuse_candidate_select = os.getenv("IXL_FUSED_K3") ~= "0"
+-- over them; the row lists candidate_select in `fused`. Off by default (IXL_FUSED_K3=1, or
+-- setting this true, turns it on; the candidates are the same either way): on the H200 the
+-- emission cost more than the unfused K3 (64x131072, cbs 8, T 2048: K2 +143 to +161 us, the
+-- top-T 36 us, against 49 us unfused), and the GPU replay of the committed decode fixture
+-- (H 4, index_topk 8) failed its graph capture with it on (cudaErrorStreamCaptureInvalidated
+-- at the scores' memset: an earlier captured call's error was swallowed; BENCHMARKS.md).
+M.fuse_candidate_select = os.getenv("IXL_FUSED_K3") == "1"
 -- K6's largest k (ixl_topk): a larger T runs the unfused K3
 local TOPK_MAX_K = 4096
 

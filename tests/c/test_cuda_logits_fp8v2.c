@@ -465,7 +465,7 @@ TEST(dense_ragged_long_rows_compressed) {
 /* ---------------------------------------------------------------- K1, many row blocks */
 
 /* K1 fp32 over many row blocks (R not a multiple of 4 or 8; v2's k1_fp8_kernel under
- * IXL_LOGITS_V2_FP8_K1 not 0 groups 256 / H rows per key tile and splits the (block, tile) units
+ * IXL_LOGITS_V2_FP8_K1=1 or 2 groups 256 / H rows per key tile and splits the (block, tile) units
  * evenly over the grid): causal rows, rows of random ranges, empty rows, both layouts; key
  * scales partly negative or zero (the kernel's exact path for such tiles) in one pass, all
  * positive in the other. Masks exact, values close to the CPU, two poisons bit for bit,
