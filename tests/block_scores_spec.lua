@@ -9,6 +9,7 @@ local idxlab = require("idxlab")
 local formats = require("idxlab.formats")
 local logits = require("idxlab.logits")
 local sel = require("idxlab.select")
+local variants = require("idxlab.variants")
 local Tensor = require("idxlab.tensor")
 local bit = require("bit")
 
@@ -107,98 +108,102 @@ describe("block scores with the dense logits", function()
   end)
 end)
 
+-- The CPU's reading of row r's block scores from the logits (host table, row-major, C
+-- columns): the max over each block, NaN on top, the newest block +inf unless NaN.
+local function want_scores(lg, C, len, cbs, r)
+  local nb = math.ceil(len / cbs)
+  local w = {}
+  for b = 0, nb - 1 do
+    local m = -math.huge
+    for j = b * cbs, math.min((b + 1) * cbs, len) - 1 do
+      local x = lg[r * C + j + 1]
+      if x ~= x then m = 0 / 0; break end
+      if x > m then m = x end
+    end
+    w[b + 1] = m
+  end
+  if nb > 0 and w[nb] == w[nb] then w[nb] = math.huge end
+  return w
+end
+
+-- One case on `gpu` (logits pinned to `variant`): K1 (ragged, compressed) or K2 (paged, with
+-- the block table holes the case lists) with the block scores, the scores and nblocks against
+-- the logits, and the sorted top-T over the scores against the CPU's K3 on the same logits.
+local function check(cpu, gpu, variant, case)
+  local what = ("%s H %d cbs %d %s seed %d"):format(case.fmt, case.H, case.cbs,
+    case.paged and "paged" or "ragged", seed)
+  local R, N = #case.lens, case.N
+  local L = make_layer(cpu, case.fmt, R, case.H, N, case.nan_keys)
+  local C = 0
+  for _, l in ipairs(case.lens) do C = math.max(C, l) end
+  C = math.max(C, 1)
+  local lens = cpu:tensor("i32", { R }):from_table(case.lens)
+  local nbw = math.ceil(C / case.cbs) + (case.extra_cols or 0)
+  local scores = gpu:tensor("f32", { R, nbw }, "device"):fill_bytes(0x5A)
+  local nb = gpu:tensor("i32", { R }, "device"):fill_bytes(0x5A)
+  local out = gpu:tensor("f32", { R, C }, "device"):fill_bytes(0xA5)
+  local bs = { cbs = case.cbs, scores = scores, nblocks = nb }
+  local _, emitted
+  if case.paged then
+    local P = case.page_size
+    local np = math.ceil(N / P)
+    local pages = cpu:tensor("u8", { np + 1, formats.page_stride(case.fmt, P) })
+    local btl = {}
+    local mp = math.ceil(C / P)
+    for r = 0, R - 1 do
+      for p = 0, mp - 1 do btl[r * mp + p + 1] = (p + r) % np end
+    end
+    for _, h in ipairs(case.holes or {}) do btl[h[1] * mp + h[2] + 1] = -1 end
+    local bt = cpu:tensor("i32", { R, mp }):from_table(btl)
+    local ids = {}
+    for p = 1, np do ids[p] = p - 1 end
+    formats.write_pages(cpu, case.fmt, L.qk.k_codes, L.qk.k_scales, 0, N, pages, P,
+      cpu:tensor("i32", { np }):from_table(ids))
+    local pqk = { q_codes = L.qk.q_codes, q_scales = L.qk.q_scales, k_pages = pages,
+      page_size = P, kv_format = case.fmt }
+    _, emitted = logits.dense_paged(gpu, qk_on(gpu, pqk), on(gpu, L.wd), on(gpu, lens),
+      on(gpu, bt), { out = out, block_scores = bs })
+  else
+    local ksl, kel = {}, {}
+    for r = 1, R do
+      ksl[r] = math.random(0, N - case.lens[r])
+      kel[r] = ksl[r] + case.lens[r]
+    end
+    _, emitted = logits.dense(gpu, qk_on(gpu, L.qk), on(gpu, L.wd),
+      on(gpu, cpu:tensor("i32", { R }):from_table(ksl)),
+      on(gpu, cpu:tensor("i32", { R }):from_table(kel)),
+      { out = out, max_len = C, block_scores = bs })
+  end
+  assert.equals(variant, variants.ran(gpu, "logits"), what)
+  assert.is_true(emitted, what)
+  local lg = out:to_table()
+  local got_nb, got_s = nb:to_table(), scores:to_table()
+  local saw_nan = false
+  for r = 0, R - 1 do
+    local len = case.lens[r + 1]
+    assert.equals(math.ceil(len / case.cbs), got_nb[r + 1], "nblocks row " .. r .. " " .. what)
+    local w = want_scores(lg, C, len, case.cbs, r)
+    for b = 1, #w do
+      local x, y = got_s[r * nbw + b], w[b]
+      saw_nan = saw_nan or y ~= y
+      assert.is_true(x == y or (x ~= x and y ~= y),
+        ("score row %d block %d: gpu %s, want %s (%s)"):format(r, b - 1, x, y, what))
+    end
+  end
+  if case.nan_keys then assert.is_true(saw_nan, "no NaN score reached: " .. what) end
+  local T = case.T
+  local fused = sel.topk(gpu, scores, nil, nb, T, true,
+    gpu:tensor("i32", { R, T }, "device"):fill_bytes(0xA5)):to_table()
+  local host_lg = cpu:tensor("f32", { R, C }):from_table(lg)
+  local want = sel.candidates(cpu, host_lg, lens, case.cbs, T, "max"):to_table()
+  assert.are.same(want, fused, "K3 " .. what)
+end
+
 describe("#gpu block scores emitted by logits v1", function()
   local ok_cuda = idxlab.cuda_available()
   local cpu = idxlab.context{ backend = "cpu", seed = seed }
   local gpu = ok_cuda and idxlab.context{ backend = "cuda", seed = seed } or nil
-  if gpu then require("idxlab.variants").set(gpu, "logits", "v1") end
-
-  -- The CPU's reading of row r's block scores from the logits (host table, row-major, C
-  -- columns): the max over each block, NaN on top, the newest block +inf unless NaN.
-  local function want_scores(lg, C, len, cbs, r)
-    local nb = math.ceil(len / cbs)
-    local w = {}
-    for b = 0, nb - 1 do
-      local m = -math.huge
-      for j = b * cbs, math.min((b + 1) * cbs, len) - 1 do
-        local x = lg[r * C + j + 1]
-        if x ~= x then m = 0 / 0; break end
-        if x > m then m = x end
-      end
-      w[b + 1] = m
-    end
-    if nb > 0 and w[nb] == w[nb] then w[nb] = math.huge end
-    return w
-  end
-
-  local function check(case)
-    local what = ("%s H %d cbs %d %s seed %d"):format(case.fmt, case.H, case.cbs,
-      case.paged and "paged" or "ragged", seed)
-    local R, N = #case.lens, case.N
-    local L = make_layer(cpu, case.fmt, R, case.H, N, case.nan_keys)
-    local C = 0
-    for _, l in ipairs(case.lens) do C = math.max(C, l) end
-    C = math.max(C, 1)
-    local lens = cpu:tensor("i32", { R }):from_table(case.lens)
-    local nbw = math.ceil(C / case.cbs) + (case.extra_cols or 0)
-    local scores = gpu:tensor("f32", { R, nbw }, "device"):fill_bytes(0x5A)
-    local nb = gpu:tensor("i32", { R }, "device"):fill_bytes(0x5A)
-    local out = gpu:tensor("f32", { R, C }, "device"):fill_bytes(0xA5)
-    local bs = { cbs = case.cbs, scores = scores, nblocks = nb }
-    local _, emitted
-    if case.paged then
-      local P = case.page_size
-      local np = math.ceil(N / P)
-      local pages = cpu:tensor("u8", { np + 1, formats.page_stride(case.fmt, P) })
-      local btl = {}
-      local mp = math.ceil(C / P)
-      for r = 0, R - 1 do
-        for p = 0, mp - 1 do btl[r * mp + p + 1] = (p + r) % np end
-      end
-      local bt = cpu:tensor("i32", { R, mp }):from_table(btl)
-      local ids = {}
-      for p = 1, np do ids[p] = p - 1 end
-      formats.write_pages(cpu, case.fmt, L.qk.k_codes, L.qk.k_scales, 0, N, pages, P,
-        cpu:tensor("i32", { np }):from_table(ids))
-      local pqk = { q_codes = L.qk.q_codes, q_scales = L.qk.q_scales, k_pages = pages,
-        page_size = P, kv_format = case.fmt }
-      _, emitted = logits.dense_paged(gpu, qk_on(gpu, pqk), on(gpu, L.wd), on(gpu, lens),
-        on(gpu, bt), { out = out, block_scores = bs })
-    else
-      local ksl, kel = {}, {}
-      for r = 1, R do
-        ksl[r] = math.random(0, N - case.lens[r])
-        kel[r] = ksl[r] + case.lens[r]
-      end
-      _, emitted = logits.dense(gpu, qk_on(gpu, L.qk), on(gpu, L.wd),
-        on(gpu, cpu:tensor("i32", { R }):from_table(ksl)),
-        on(gpu, cpu:tensor("i32", { R }):from_table(kel)),
-        { out = out, max_len = C, block_scores = bs })
-    end
-    assert.is_true(emitted, what)
-    local lg = out:to_table()
-    local got_nb, got_s = nb:to_table(), scores:to_table()
-    local saw_nan = false
-    for r = 0, R - 1 do
-      local len = case.lens[r + 1]
-      assert.equals(math.ceil(len / case.cbs), got_nb[r + 1], "nblocks row " .. r .. " " .. what)
-      local w = want_scores(lg, C, len, case.cbs, r)
-      for b = 1, #w do
-        local x, y = got_s[r * nbw + b], w[b]
-        saw_nan = saw_nan or y ~= y
-        assert.is_true(x == y or (x ~= x and y ~= y),
-          ("score row %d block %d: gpu %s, want %s (%s)"):format(r, b - 1, x, y, what))
-      end
-    end
-    if case.nan_keys then assert.is_true(saw_nan, "no NaN score reached: " .. what) end
-    -- K3 = the sorted top-T over the scores, the CPU's K3 on the same logits
-    local T = case.T
-    local fused = sel.topk(gpu, scores, nil, nb, T, true,
-      gpu:tensor("i32", { R, T }, "device"):fill_bytes(0xA5)):to_table()
-    local host_lg = cpu:tensor("f32", { R, C }):from_table(lg)
-    local want = sel.candidates(cpu, host_lg, lens, case.cbs, T, "max"):to_table()
-    assert.are.same(want, fused, "K3 " .. what)
-  end
+  if gpu then variants.set(gpu, "logits", "v1") end
 
   for _, case in ipairs({
     { fmt = "fp8", H = 16, cbs = 8, paged = true, page_size = 64, N = 3000, T = 64,
@@ -219,7 +224,7 @@ describe("#gpu block scores emitted by logits v1", function()
     it(("match the CPU's K3 on the same logits: %s H %d cbs %d, %s #gpu"):format(case.fmt,
       case.H, case.cbs, case.paged and "paged" or "ragged"), function()
       assert.is_true(ok_cuda, "no usable CUDA device")
-      check(case)
+      check(cpu, gpu, "v1", case)
     end)
   end
 end)
@@ -234,94 +239,7 @@ describe("#gpu block scores emitted by logits v2 (mxfp4, IXL_LOGITS_V2_MX_EMIT=1
   local emit_on = os.getenv("IXL_LOGITS_V2_MX_EMIT") == "1"
   local cpu = idxlab.context{ backend = "cpu", seed = seed }
   local gpu = ok_cuda and idxlab.context{ backend = "cuda", seed = seed } or nil
-  local variants = require("idxlab.variants")
   if gpu then variants.set(gpu, "logits", "v2") end
-
-  local function want_scores(lg, C, len, cbs, r)
-    local nb = math.ceil(len / cbs)
-    local w = {}
-    for b = 0, nb - 1 do
-      local m = -math.huge
-      for j = b * cbs, math.min((b + 1) * cbs, len) - 1 do
-        local x = lg[r * C + j + 1]
-        if x ~= x then m = 0 / 0; break end
-        if x > m then m = x end
-      end
-      w[b + 1] = m
-    end
-    if nb > 0 and w[nb] == w[nb] then w[nb] = math.huge end
-    return w
-  end
-
-  local function check(case)
-    local what = ("%s H %d cbs %d %s seed %d"):format(case.fmt, case.H, case.cbs,
-      case.paged and "paged" or "ragged", seed)
-    local R, N = #case.lens, case.N
-    local L = make_layer(cpu, case.fmt, R, case.H, N, case.nan_keys)
-    local C = 0
-    for _, l in ipairs(case.lens) do C = math.max(C, l) end
-    C = math.max(C, 1)
-    local lens = cpu:tensor("i32", { R }):from_table(case.lens)
-    local nbw = math.ceil(C / case.cbs) + (case.extra_cols or 0)
-    local scores = gpu:tensor("f32", { R, nbw }, "device"):fill_bytes(0x5A)
-    local nb = gpu:tensor("i32", { R }, "device"):fill_bytes(0x5A)
-    local out = gpu:tensor("f32", { R, C }, "device"):fill_bytes(0xA5)
-    local bs = { cbs = case.cbs, scores = scores, nblocks = nb }
-    local _, emitted
-    if case.paged then
-      local P = case.page_size
-      local np = math.ceil(N / P)
-      local pages = cpu:tensor("u8", { np + 1, formats.page_stride(case.fmt, P) })
-      local btl = {}
-      local mp = math.ceil(C / P)
-      for r = 0, R - 1 do
-        for p = 0, mp - 1 do btl[r * mp + p + 1] = (p + r) % np end
-      end
-      for _, h in ipairs(case.holes or {}) do btl[h[1] * mp + h[2] + 1] = -1 end
-      local bt = cpu:tensor("i32", { R, mp }):from_table(btl)
-      local ids = {}
-      for p = 1, np do ids[p] = p - 1 end
-      formats.write_pages(cpu, case.fmt, L.qk.k_codes, L.qk.k_scales, 0, N, pages, P,
-        cpu:tensor("i32", { np }):from_table(ids))
-      local pqk = { q_codes = L.qk.q_codes, q_scales = L.qk.q_scales, k_pages = pages,
-        page_size = P, kv_format = case.fmt }
-      _, emitted = logits.dense_paged(gpu, qk_on(gpu, pqk), on(gpu, L.wd), on(gpu, lens),
-        on(gpu, bt), { out = out, block_scores = bs })
-    else
-      local ksl, kel = {}, {}
-      for r = 1, R do
-        ksl[r] = math.random(0, N - case.lens[r])
-        kel[r] = ksl[r] + case.lens[r]
-      end
-      _, emitted = logits.dense(gpu, qk_on(gpu, L.qk), on(gpu, L.wd),
-        on(gpu, cpu:tensor("i32", { R }):from_table(ksl)),
-        on(gpu, cpu:tensor("i32", { R }):from_table(kel)),
-        { out = out, max_len = C, block_scores = bs })
-    end
-    assert.equals("v2", variants.ran(gpu, "logits"), what)
-    assert.is_true(emitted, what)
-    local lg = out:to_table()
-    local got_nb, got_s = nb:to_table(), scores:to_table()
-    local saw_nan = false
-    for r = 0, R - 1 do
-      local len = case.lens[r + 1]
-      assert.equals(math.ceil(len / case.cbs), got_nb[r + 1], "nblocks row " .. r .. " " .. what)
-      local w = want_scores(lg, C, len, case.cbs, r)
-      for b = 1, #w do
-        local x, y = got_s[r * nbw + b], w[b]
-        saw_nan = saw_nan or y ~= y
-        assert.is_true(x == y or (x ~= x and y ~= y),
-          ("score row %d block %d: gpu %s, want %s (%s)"):format(r, b - 1, x, y, what))
-      end
-    end
-    if case.nan_keys then assert.is_true(saw_nan, "no NaN score reached: " .. what) end
-    local T = case.T
-    local fused = sel.topk(gpu, scores, nil, nb, T, true,
-      gpu:tensor("i32", { R, T }, "device"):fill_bytes(0xA5)):to_table()
-    local host_lg = cpu:tensor("f32", { R, C }):from_table(lg)
-    local want = sel.candidates(cpu, host_lg, lens, case.cbs, T, "max"):to_table()
-    assert.are.same(want, fused, "K3 " .. what)
-  end
 
   for _, case in ipairs({
     { fmt = "mxfp4", H = 32, cbs = 1, paged = true, page_size = 64, N = 700, T = 100,
@@ -355,7 +273,7 @@ describe("#gpu block scores emitted by logits v2 (mxfp4, IXL_LOGITS_V2_MX_EMIT=1
         return
       end
       assert.is_true(ok_cuda, "no usable CUDA device")
-      check(case)
+      check(cpu, gpu, "v2", case)
     end)
   end
 end)
