@@ -12,7 +12,9 @@ local SETS = { heads = 4, index_topk = 8, candidate_block_size = 8, candidate_to
 
 local function run(file, backend)
   local out = os.tmpname() .. ".safetensors"
-  local summaries = replay.run(ROOT .. "/tests/fixtures/" .. file, out, SETS, { backend = backend })
+  local summaries, ctx = replay.run(ROOT .. "/tests/fixtures/" .. file, out, SETS,
+    { backend = backend })
+  ctx:free() -- now, not by a finalizer later (under another run's graph capture)
   local f = safetensors.read(out)
   os.remove(out)
   return summaries, f

@@ -698,13 +698,23 @@ local function capture_groups(self, groups, prep, sz)
   local ctx = self.ctx
   local states = {}
   ctx:sync()
-  ctx:graph_begin()
+  -- no Lua finalizer may run under capture: a dead context's ixl_ctx_free (cudaGraphExecDestroy,
+  -- cudaStreamDestroy) or a dead tensor's cudaFree is an unsafe call, which invalidates it
+  collectgarbage("collect")
+  local gc_on = collectgarbage("isrunning")
+  collectgarbage("stop")
+  local ok_begin, err_begin = pcall(ctx.graph_begin, ctx)
+  if not ok_begin then
+    if gc_on then collectgarbage("restart") end
+    errors.rethrow(err_begin)
+  end
   local ok, err = pcall(function()
     for gi, g in ipairs(groups) do states[gi] = self:production(g, gi, prep, sz, nil) end
   end)
   -- the capture always ends, so a failure inside it leaves the stream usable; that failure,
   -- not graph_end's, is the one raised
   local ok_end, err_end = pcall(ctx.graph_end, ctx)
+  if gc_on then collectgarbage("restart") end
   if not ok then errors.rethrow(err) end
   if not ok_end then errors.rethrow(err_end) end
   return states
