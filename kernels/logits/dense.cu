@@ -21,9 +21,7 @@
 using namespace ixl_lg;
 
 // K3's block scores (c->bs, set only when the registry says v1 emits them): the kernel's
-// fields, and the scores' words to 0xFFFFFFFF (below every value of the kernel's float atomic
-// max; a block with a position always gets one). A call with no rows or columns still owes
-// nblocks its zeros.
+// fields, and the preset of logits/block_scores.cuh.
 static ixl_status block_scores_prepare(ixl_ctx *ctx, const ixl_logits_call *c, Params &p) {
   const ixl_block_scores *bs = c->bs;
   if (!bs) return IXL_OK;
@@ -31,12 +29,7 @@ static ixl_status block_scores_prepare(ixl_ctx *ctx, const ixl_logits_call *c, P
   p.bs_nblocks = (int32_t *)bs->nblocks->data;
   p.bs_cols = bs->scores->shape[1];
   p.bs_cbs = bs->candidate_block_size;
-  const cudaStream_t s = (cudaStream_t)ctx->stream;
-  const int64_t R = bs->scores->shape[0];
-  cudaError_t e = cudaMemsetAsync(p.bs, 0xFF, (size_t)(R * p.bs_cols) * sizeof(float), s);
-  if (e == cudaSuccess && (p.R == 0 || p.out_cols == 0))
-    e = cudaMemsetAsync(p.bs_nblocks, 0, (size_t)R * sizeof(int32_t), s);
-  return e == cudaSuccess ? IXL_OK : ixl_cuda_status(ctx, e, "cudaMemsetAsync (block scores)");
+  return ixl_bs::preset(ctx, bs, p.R == 0 || p.out_cols == 0, "cudaMemsetAsync (block scores)");
 }
 
 static ixl_status dense_ragged(ixl_ctx *ctx, const ixl_logits_call *c, int max_chunk) {

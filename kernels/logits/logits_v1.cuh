@@ -47,6 +47,7 @@
 #define IXL_LOGITS_V1_CUH
 
 #include "cuda/sm80.cuh"
+#include "logits/block_scores.cuh"
 #include "logits/plan.cuh"
 #include "numerics/scalar.h"
 
@@ -86,24 +87,8 @@ __device__ __forceinline__ int64_t clamp64(int64_t v, int64_t lo, int64_t hi) {
 }
 
 // ------------------------------------------------------------------ K3's block scores
-// (issue 14's fused K3: K1 compressed / K2, fp32 reduction, any cbs and ks)
-
-// max with NaN propagating (SPEC 3 K3 step 2); +0 and -0 are equal keys to K3
-__device__ __forceinline__ float nan_max(float a, float b) {
-  return a != a ? a : b != b ? b : fmaxf(a, b);
-}
-
-// *a = max(*a, v) on a word that starts at 0xFFFFFFFF (below every value here): a value with
-// the sign bit clear is the larger the larger its bits as int, one with it set the smaller its
-// bits as unsigned, and every NaN becomes 0x7FFFFFFF, above +inf.
-__device__ __forceinline__ void score_max(float *a, float v) {
-  uint32_t b = __float_as_uint(v);
-  if (v != v) b = 0x7FFFFFFFu;
-  if ((int32_t)b >= 0)
-    atomicMax(reinterpret_cast<int *>(a), (int)b);
-  else
-    atomicMin(reinterpret_cast<unsigned *>(a), b);
-}
+// (issue 14's fused K3: K1 compressed / K2, fp32 reduction, any cbs and ks; the max and the
+// atomic in logits/block_scores.cuh)
 
 // One warp's slots of one row, position col (request-local; -1: none) with logit v: each block
 // segment of the warp reduces to its first lane (the positions of a warp's lanes increase, so
@@ -118,13 +103,13 @@ __device__ __forceinline__ void emit_scores(const Params &p, int64_t row, int64_
   for (int off = 1; off < 32; off <<= 1) {
     const int64_t ob = __shfl_down_sync(0xffffffffu, blk, off);
     const float om = __shfl_down_sync(0xffffffffu, m, off);
-    if (lane + off < 32 && ob == blk) m = nan_max(m, om);
+    if (lane + off < 32 && ob == blk) m = ixl_bs::nan_max(m, om);
   }
   const int64_t pb = __shfl_up_sync(0xffffffffu, blk, 1);
   if (!ok || blk >= p.bs_cols) return;
   float *dst = p.bs + row * p.bs_cols + blk;
-  if (lane == 0 || pb != blk) score_max(dst, m);
-  if (col == len - 1) score_max(dst, __uint_as_float(0x7f800000u));
+  if (lane == 0 || pb != blk) ixl_bs::score_max(dst, m);
+  if (col == len - 1) ixl_bs::score_max(dst, __uint_as_float(0x7f800000u));
 }
 
 // ------------------------------------------------------------------ the kernel

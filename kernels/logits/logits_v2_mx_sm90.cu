@@ -49,6 +49,7 @@
 // sass-limits: mx3_kernel registers 255 shared 1024
 #include "logits/logits.h"
 #include "cuda/launch.cuh"
+#include "logits/block_scores.cuh"
 #include "cuda/sm80.cuh"
 #include "cuda/sm90.cuh"
 #include "logits/v2_mx.cuh"
@@ -166,20 +167,8 @@ __device__ __forceinline__ float slow_dot(float a0, float a1, float a2, float a3
   return __fadd_rn(__fadd_rn(pg[0], pg[1]), __fadd_rn(pg[2], pg[3]));
 }
 
-// ---- K3's block scores (EMIT: K1 compressed / K2, fp32; logits v1's scheme, logits_v1.cuh)
-// *a = max(*a, v) on a word that starts at 0xFFFFFFFF (below every value here): a value with
-// the sign bit clear is the larger the larger its bits as int, one with it set the smaller its
-// bits as unsigned, and every NaN becomes 0x7FFFFFFF, above +inf.
-__device__ __forceinline__ void bs_max(float *a, float v) {
-  uint32_t b = __float_as_uint(v);
-  if (v != v) b = 0x7FFFFFFFu;
-  if ((int32_t)b >= 0) atomicMax(reinterpret_cast<int *>(a), (int)b);
-  else atomicMin(reinterpret_cast<unsigned *>(a), b);
-}
-// max with NaN propagating (SPEC 3 K3 step 2)
-__device__ __forceinline__ float bs_nan_max(float a, float b) {
-  return a != a ? a : b != b ? b : fmaxf(a, b);
-}
+// ---- K3's block scores (EMIT: K1 compressed / K2, fp32; logits v1's scheme, logits_v1.cuh;
+// the max and the atomic: logits/block_scores.cuh)
 __device__ __forceinline__ int bs_blk(const Params &p, int col) {
   return p.bs_clog >= 0 ? col >> p.bs_clog : col / p.bs_cbs;
 }
@@ -199,13 +188,13 @@ __device__ __forceinline__ void bs_emit_chain(const Params &p, int64_t row, int 
 #pragma unroll
   for (int k = 1; k < 8; k <<= 1) {
     const float om = __shfl_down_sync(0xffffffffu, m, 4 * k);
-    if (q + k < 8 && k < room && cm + k < p.bs_cbs) m = bs_nan_max(m, om);
+    if (q + k < 8 && k < room && cm + k < p.bs_cbs) m = ixl_bs::nan_max(m, om);
   }
   if (!ok) return;
   float *dst = p.bs + row * p.bs_cols + bs_blk(p, col);
   // the segment's first slot: the chain's first, the block's first or the range's first
-  if (q == 0 || cm == 0 || col == cfirst) bs_max(dst, m);
-  if (col == len - 1) bs_max(dst, __uint_as_float(0x7f800000u));
+  if (q == 0 || cm == 0 || col == cfirst) ixl_bs::score_max(dst, m);
+  if (col == len - 1) ixl_bs::score_max(dst, __uint_as_float(0x7f800000u));
 }
 #endif
 
@@ -604,8 +593,9 @@ __device__ __forceinline__ void mx_body(const Params &p, const CUtensorMap *kmap
         if (n < vend) {
           float *dst = p.bs + row * p.bs_cols + bs_blk(p, (int)n);
           if (tid == 0 || (int)n == bs_blk(p, (int)n) * p.bs_cbs)
-            bs_max(dst, __uint_as_float(0xff800000u));
-          if (n == mn64(row_hi, p.out_cols) - 1) bs_max(dst, __uint_as_float(0x7f800000u));
+            ixl_bs::score_max(dst, __uint_as_float(0xff800000u));
+          if (n == mn64(row_hi, p.out_cols) - 1)
+            ixl_bs::score_max(dst, __uint_as_float(0x7f800000u));
         }
       }
       continue;
@@ -1544,12 +1534,9 @@ extern "C" ixl_status ixl_cuda_logits_v2_mx(ixl_ctx *ctx, const ixl_logits_call 
     p.bs_cols = bs->scores->shape[1];
     p.bs_cbs = bs->candidate_block_size;
     p.bs_clog = log2_exact(p.bs_cbs);
-    const cudaStream_t st = ixl::stream_of(ctx);
-    const int64_t rows = bs->scores->shape[0];
-    cudaError_t e = cudaMemsetAsync(p.bs, 0xFF, (size_t)(rows * p.bs_cols) * sizeof(float), st);
-    if (e == cudaSuccess && (p.R == 0 || p.out_cols == 0))
-      e = cudaMemsetAsync(p.bs_nblocks, 0, (size_t)rows * sizeof(int32_t), st);
-    if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaMemsetAsync (block scores, v2)");
+    ixl_status st = ixl_bs::preset(ctx, bs, p.R == 0 || p.out_cols == 0,
+                                   "cudaMemsetAsync (block scores, v2)");
+    if (st) return st;
   }
   if (p.R == 0 || p.out_cols == 0) return IXL_OK;
   const bool bf16 = c->reduction == IXL_REDUCE_BF16;
