@@ -103,14 +103,12 @@ local bs_fields = { cbs = true, scores = true, nblocks = true }
 local function block_scores(opts, fn)
   local o = opts.block_scores
   if o == nil then return nil end
-  o = argcheck.opts(o, bs_fields, "logits." .. fn .. " block_scores")
-  if type(o.cbs) ~= "number" or o.cbs < 1 or o.cbs ~= math.floor(o.cbs) then
-    fail("logits.%s: block_scores.cbs = %s: must be an integer >= 1", fn, tostring(o.cbs))
-  end
-  argcheck.tensor(o.scores, "block_scores.scores", "logits." .. fn)
-  argcheck.tensor(o.nblocks, "block_scores.nblocks", "logits." .. fn)
+  local where = "logits." .. fn
+  o = argcheck.opts(o, bs_fields, where .. " block_scores")
   local s = ffi.new("ixl_block_scores")
-  s.candidate_block_size, s.scores, s.nblocks = o.cbs, o.scores.cd, o.nblocks.cd
+  s.candidate_block_size = argcheck.int(o.cbs, "block_scores.cbs", where, 1, 2 ^ 31 - 1)
+  s.scores = argcheck.tensor(o.scores, "block_scores.scores", where)
+  s.nblocks = argcheck.tensor(o.nblocks, "block_scores.nblocks", where)
   return s
 end
 

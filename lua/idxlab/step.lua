@@ -75,9 +75,9 @@ M.MAX_CONSUMER_LAYERS = math.floor((256 - 5) / 3)
 -- over them; the row lists candidate_select in `fused`. Off by default (IXL_FUSED_K3=1, or
 -- setting this true, turns it on; the candidates are the same either way): on the H200 the
 -- emission cost more than the unfused K3 (64x131072, cbs 8, T 2048: K2 +143 to +161 us, the
--- top-T 36 us, against 49 us unfused), and the GPU replay of the committed decode fixture
--- (H 4, index_topk 8) failed its graph capture with it on (cudaErrorStreamCaptureInvalidated
--- at the scores' memset: an earlier captured call's error was swallowed; BENCHMARKS.md).
+-- top-T 36 us, against 49 us unfused); the one GPU replay whose graph capture failed with it
+-- on (cudaErrorStreamCaptureInvalidated, BENCHMARKS.md) points at a finalizer run under
+-- capture, which capture_groups now prevents for every step.
 M.fuse_candidate_select = os.getenv("IXL_FUSED_K3") == "1"
 -- K6's largest k (ixl_topk): a larger T runs the unfused K3
 local TOPK_MAX_K = 4096
@@ -492,7 +492,7 @@ function Step:production(g, gi, prep, sz, timers)
   end
   -- fused K3: the block scores come with the logits, and the top-T over them is timed with
   -- them (the fused stage reports 0, SPEC 6)
-  G.fused_k3 = dense_logits(ctx, G, qk, G.w_src, "fp32", G.src_logits, bs) == true
+  G.fused_k3 = dense_logits(ctx, G, qk, G.w_src, "fp32", G.src_logits, bs)
   if G.fused_k3 then
     sel.topk(ctx, bs.scores, nil, bs.nblocks, T, true, G.cand)
     mark("dense_logits")
