@@ -61,6 +61,24 @@ static inline uint64_t test_seed(void) {
   return seed;
 }
 
+/* IXL_TEST_ONLY=WORD[,WORD...]: 1 when it is unset or empty, or `name` contains one of the
+ * words (empty words are skipped); the GPU tests run only those. */
+static inline int test_wanted(const char *name) {
+  const char *only = getenv("IXL_TEST_ONLY");
+  if (!only || !*only) return 1;
+  for (const char *w = only; *w;) {
+    const size_t n = strcspn(w, ",");
+    char word[256];
+    if (n > 0 && n < sizeof word) {
+      memcpy(word, w, n);
+      word[n] = '\0';
+      if (strstr(name, word)) return 1;
+    }
+    w += n + (w[n] == ',');
+  }
+  return 0;
+}
+
 #define TEST(name) static void name(void)
 #define RUN(name)                                 \
   do {                                            \

@@ -895,25 +895,9 @@ TEST(bench_k3_profile) {
 
 /* ---------------------------------------------------------------- main */
 
-/* IXL_TEST_ONLY=WORD,...: only the tests whose names contain one of the words */
-static const char *g_only;
-static int wanted(const char *name) {
-  if (!g_only) return 1;
-  for (const char *w = g_only; *w;) {
-    const size_t n = strcspn(w, ",");
-    char word[64];
-    if (n > 0 && n < sizeof word) {
-      memcpy(word, w, n);
-      word[n] = '\0';
-      if (strstr(name, word)) return 1;
-    }
-    w += n + (w[n] == ',');
-  }
-  return 0;
-}
 #define RUN_GPU(name)                               \
   do {                                              \
-    if (!wanted(#name)) {                           \
+    if (!test_wanted(#name)) {                      \
       /* not asked for */                           \
     } else if (g_ctx) {                             \
       RUN(name);                                    \
@@ -932,7 +916,6 @@ int main(void) {
   g_quick = bench && strcmp(bench, "k3k4") == 0;
   if (getenv("IXL_K3_NEXT") && atoi(getenv("IXL_K3_NEXT")) == 1) g_k3_label = "next";
   g_pdl_only = bench && strcmp(bench, "pdl") == 0;
-  g_only = getenv("IXL_TEST_ONLY") && *getenv("IXL_TEST_ONLY") ? getenv("IXL_TEST_ONLY") : NULL;
   printf("# K3 kernel: %s; PDL by default: %s (IXL_PDL=%s)\n", g_k3_label,
          ixl_pdl_parse(getenv("IXL_PDL")) ? "on" : "off",
          getenv("IXL_PDL") ? getenv("IXL_PDL") : "unset");

@@ -535,18 +535,9 @@ TEST(dense_ragged_many_blocks_fp32) {
 
 /* IXL_TEST_ONLY: comma-separated substrings; a test runs when its name holds one (all when
  * unset or empty). */
-static int wanted(const char *name) {
-  const char *only = getenv("IXL_TEST_ONLY");
-  if (!only || !*only) return 1;
-  char buf[256];
-  snprintf(buf, sizeof buf, "%s", only);
-  for (char *t = strtok(buf, ","); t; t = strtok(NULL, ","))
-    if (*t && strstr(name, t)) return 1;
-  return 0;
-}
 #define RUN_IF(name)                                                      \
   do {                                                                    \
-    if (wanted(#name)) {                                                  \
+    if (test_wanted(#name)) {                                             \
       RUN(name);                                                          \
     } else {                                                              \
       printf("ok - %s # skipped: not in IXL_TEST_ONLY\n", #name);         \

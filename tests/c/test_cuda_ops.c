@@ -1428,25 +1428,9 @@ TEST(bench_ops) {
 
 /* ---------------------------------------------------------------- main */
 
-/* IXL_TEST_ONLY: comma-separated words, a test runs when its name contains one */
-static const char *g_only;
-static int wanted(const char *name) {
-  if (!g_only) return 1;
-  for (const char *w = g_only; *w;) {
-    const size_t n = strcspn(w, ",");
-    char word[64];
-    if (n > 0 && n < sizeof word) {
-      memcpy(word, w, n);
-      word[n] = '\0';
-      if (strstr(name, word)) return 1;
-    }
-    w += n + (w[n] == ',');
-  }
-  return 0;
-}
 #define RUN_GPU(name)                                                   \
   do {                                                                  \
-    if (!wanted(#name)) {                                               \
+    if (!test_wanted(#name)) {                                          \
       /* not asked for */                                               \
     } else if (g_ctx) {                                                 \
       g_cases = 0; /* IXL_TEST_MAX_CASES counts per test */             \
@@ -1463,7 +1447,6 @@ int main(void) {
   g_rng = g_seed;
   g_small = getenv("IXL_TEST_SMALL") && getenv("IXL_TEST_SMALL")[0] == '1';
   g_bench = getenv("IXL_BENCH") && getenv("IXL_BENCH")[0] == '1';
-  g_only = getenv("IXL_TEST_ONLY") && *getenv("IXL_TEST_ONLY") ? getenv("IXL_TEST_ONLY") : NULL;
   /* the fused K6 + K7 on every top-k case, every third under IXL_TEST_SMALL */
   g_remap_every = g_small ? 3 : 1;
   g_select_from = getenv("IXL_TEST_SELECT") && !strcmp(getenv("IXL_TEST_SELECT"), "v2");
