@@ -14,10 +14,14 @@
 // callable for comparison) use the per-row radix select of cuda/radix_select.cuh with the block
 // scores as keys, recomputed from the logits at every pass.
 //
-// IXL_K3_NEXT=1 (off by default, read once per process; not yet verified on the GPU) takes the
-// next step's instantiation: no histogram atomics in the load (the top 11 bits come from a
-// bit-by-bit count over the shared keys) and the sort of the winners in registers (shuffles
-// below a warp's chunk, shared memory only for the larger strides).
+// IXL_K3_NEXT (off by default, read once per process) picks a next-step instantiation, a mode
+// of three bits: 1 = no histogram atomics in the load (the top 11 bits come from a bit-by-bit
+// count over the shared keys), 2 = the sort of the winners in registers (shuffles below a
+// warp's chunk, shared memory only for the larger strides), 4 = the load's histogram atomics
+// aggregated per warp (__match_any_sync: one atomic per distinct bin of a warp's keys; the few
+// busy bins of a top digit otherwise serialise). IXL_K3_NEXT=1 is mode 3 (both of the first,
+// as measured on the H200: decode 47.6 -> 45.3 us, prefill 996 -> 1122 us), 2 is mode 2, 6 is
+// mode 6; any other value is mode 0 (the default kernel).
 //
 // PDL (cuda/launch.cuh, IXL_PDL): every kernel here opens with pdl_wait() (the logits, lengths
 // and candidates are previous kernels' outputs; the outputs may still be read by one), then
@@ -279,13 +283,16 @@ constexpr int K3_NSTAMP = 9;
 // grid: R * cs CTAs, clusters of cs (one row each); every CTA of a cluster scores a slice of
 // the row's blocks and writes the keys and the top digit's histogram into the rank-0 CTA's
 // shared memory, which then selects alone.
-template <bool kVec, int NTH, bool kProf, bool kNext>
+template <bool kVec, int NTH, bool kProf, int kMode>
 __global__ void __launch_bounds__(NTH, 1024 / NTH)
     candidate_select_smem_kernel(const float *__restrict__ logits, int64_t C,
                                  const int32_t *__restrict__ lens, int cbs, int how, int64_t T,
                                  int32_t *__restrict__ out, int P, int lq, int cs) {
   constexpr int RK = 4 * NTH; // keys per round of the passes (one uint4 per thread)
   constexpr int NW = NTH / 32;
+  constexpr bool kNext = (kMode & 1) != 0; // the top digit by a counting search
+  constexpr bool kRegSort = (kMode & 2) != 0;
+  constexpr bool kAgg = !kNext && (kMode & 4) != 0;
   extern __shared__ __align__(16) unsigned char k3_smem[];
   __shared__ K3Shared<NTH> sh;
   long long stamp[kProf ? K3_NSTAMP : 1];
@@ -347,7 +354,18 @@ __global__ void __launch_bounds__(NTH, 1024 / NTH)
         }
         float m = fmax_nan(fmax_nan(a.x, a.y), fmax_nan(a.z, a.w));
         for (int d = 1; d < q; d <<= 1) m = fmax_nan(m, __shfl_xor_sync(0xffffffffu, m, d));
-        if ((tid & (q - 1)) == 0 && v < vhi) {
+        const bool own = (tid & (q - 1)) == 0 && v < vhi;
+        if (kAgg) { // every lane of the warp is here (the loop bounds are warp-uniform)
+          const unsigned am = __ballot_sync(0xffffffffu, own);
+          if (own) {
+            const int b = v >> lq;
+            unsigned key = ixl_order_key_f32(m);
+            if (b == n - 1 && key != IXL_KEY_NAN) key = IXL_KEY_POS_INF;
+            keys_to[b] = key;
+            const unsigned peers = __match_any_sync(am, key >> 21);
+            if (__ffs(peers) - 1 == lane) atomicAdd(&hist_to[key >> 21], (unsigned)__popc(peers));
+          }
+        } else if (own) {
           const int b = v >> lq;
           unsigned key = ixl_order_key_f32(m);
           if (b == n - 1 && key != IXL_KEY_NAN) key = IXL_KEY_POS_INF;
@@ -454,7 +472,7 @@ __global__ void __launch_bounds__(NTH, 1024 / NTH)
   if (kProf) stamp[6] = clock64();
 
   // ---- order the kk winners (score descending, block id ascending), then -1 pads
-  if (kNext) k3_sort<NTH>(sbuf, P);
+  if (kRegSort) k3_sort<NTH>(sbuf, P);
   else block_bitonic_sort<NTH>(sbuf, P);
   if (kProf) stamp[7] = clock64();
   for (int64_t j = tid; j < T; j += NTH)
@@ -615,27 +633,30 @@ typedef void (*k3_kernel_fn)(const float *, int64_t, const int32_t *, int, int, 
                              int32_t *, int, int, int);
 
 // [vec][nt == 1024][profile]
-template <bool kNext>
+template <int kMode>
 k3_kernel_fn k3_kernel_of(int vec, int big, int prof) {
   static const k3_kernel_fn table[2][2][2] = {
-      {{candidate_select_smem_kernel<false, 512, false, kNext>,
-        candidate_select_smem_kernel<false, 512, true, kNext>},
-       {candidate_select_smem_kernel<false, 1024, false, kNext>,
-        candidate_select_smem_kernel<false, 1024, true, kNext>}},
-      {{candidate_select_smem_kernel<true, 512, false, kNext>,
-        candidate_select_smem_kernel<true, 512, true, kNext>},
-       {candidate_select_smem_kernel<true, 1024, false, kNext>,
-        candidate_select_smem_kernel<true, 1024, true, kNext>}}};
+      {{candidate_select_smem_kernel<false, 512, false, kMode>,
+        candidate_select_smem_kernel<false, 512, true, kMode>},
+       {candidate_select_smem_kernel<false, 1024, false, kMode>,
+        candidate_select_smem_kernel<false, 1024, true, kMode>}},
+      {{candidate_select_smem_kernel<true, 512, false, kMode>,
+        candidate_select_smem_kernel<true, 512, true, kMode>},
+       {candidate_select_smem_kernel<true, 1024, false, kMode>,
+        candidate_select_smem_kernel<true, 1024, true, kMode>}}};
   return table[vec][big][prof];
 }
 
-// IXL_K3_NEXT=1: the next K3 step (the top digit by a counting search, no histogram atomics
-// in the load; the winners sorted with each warp's entries in registers). Off by default;
-// read once per process.
-bool k3_next() {
-  static const bool on = env_int("IXL_K3_NEXT", 0) == 1;
-  return on;
+// IXL_K3_NEXT: the next-step mode (see the file's header): 1 -> 3, 2 -> 2, 6 -> 6, else 0. Off
+// by default; read once per process. Its index into the instantiations: 0, 1, 2, 3.
+int k3_next() {
+  static const int mode = [] {
+    const int v = env_int("IXL_K3_NEXT", 0);
+    return v == 1 ? 3 : v == 2 ? 2 : v == 6 ? 6 : 0;
+  }();
+  return mode;
 }
+int k3_mode_index(int mode) { return mode == 3 ? 1 : mode == 2 ? 2 : mode == 6 ? 3 : 0; }
 
 } // namespace
 
@@ -673,10 +694,12 @@ extern "C" ixl_status ixl_cuda_candidate_select(ixl_ctx *ctx, const ixl_tensor *
       int lq = 0;
       while (vec && (1 << lq) < q) lq++;
       const int prof = env_int("IXL_CANDIDATES_PROFILE", 0) == 1;
-      const int next = k3_next();
-      const k3_kernel_fn kern = next ? k3_kernel_of<true>(vec, nt == 1024, prof)
-                                     : k3_kernel_of<false>(vec, nt == 1024, prof);
-      static int64_t set_bytes[2][2][2][2]; // the attribute already set, per instantiation
+      const int next = k3_mode_index(k3_next());
+      const k3_kernel_fn kern = next == 1   ? k3_kernel_of<3>(vec, nt == 1024, prof)
+                                : next == 2 ? k3_kernel_of<2>(vec, nt == 1024, prof)
+                                : next == 3 ? k3_kernel_of<6>(vec, nt == 1024, prof)
+                                            : k3_kernel_of<0>(vec, nt == 1024, prof);
+      static int64_t set_bytes[4][2][2][2]; // the attribute already set, per instantiation
       int64_t &set = set_bytes[next][vec][nt == 1024][prof];
       if (smem > set) {
         ixl_status st = ixl_cuda_status(
