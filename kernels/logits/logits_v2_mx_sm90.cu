@@ -53,6 +53,7 @@
 #include "cuda/sm80.cuh"
 #include "cuda/sm90.cuh"
 #include "logits/v2_mx.cuh"
+#include "logits/v2_mxk1.cuh" // the WS K1 kernel (IXL_LOGITS_V2_MX_WS)
 #include "numerics/scalar.h"
 
 #include <cuda_bf16.h>
@@ -1544,6 +1545,12 @@ extern "C" ixl_status ixl_cuda_logits_v2_mx(ixl_ctx *ctx, const ixl_logits_call 
   if (c->mode == IXL_LOGITS_DENSE) {
     p.compressed = c->layout == IXL_LAYOUT_COMPRESSED;
     const char *name = "dense_logits kernel (v2 mxfp4)";
+    // IXL_LOGITS_V2_MX_WS=1: H 32 without K3's block scores on the warp-specialized kernel
+    // (logits_v2_mxk1_sm90.cu), when the call suits it (else it returns 0 and we go on)
+    if (H == 32 && !p.bs) {
+      ixl_status ws_st = IXL_OK;
+      if (ixl_cuda_logits_v2_mxk1(ctx, c, &ws_st)) return ws_st;
+    }
     // (the NEXT kernels do not emit K3's block scores: a call with them stays below)
     if (H == 32 && next_mode() == 1 && !p.bs) return launch_next<K1, 4>(ctx, p, bf16, name);
     if (H == 32 && next_mode() == 2 && !p.bs) return launch_next<K1, 2>(ctx, p, bf16, name);

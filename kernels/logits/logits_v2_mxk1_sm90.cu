@@ -1,0 +1,593 @@
+// logits/logits_v2_mxk1_sm90.cu - logits v2's MXFP4 K1 (dense ragged prefill) at H 32 on a
+// warp-specialized kernel (issue 13; the kernel brief's section 3.4), behind
+// IXL_LOGITS_V2_MX_WS (read once a process; unset or 0: off, logits_v2_mx_sm90.cu's V3 kernel
+// runs K1 as before). logits_v2_mx_sm90.cu's dense branch calls ixl_cuda_logits_v2_mxk1 first.
+//
+// Why: the V3 kernel (mx3_kernel) is one warpgroup a CTA that waits for its own TMA tile, widens
+// e2m1 in registers, runs 4 RS wgmma, combines and chains, all in one serial chain per tile at 8
+// warps an SM (208 registers): latency- and issue-bound. Here the work is split by role:
+// - a CTA is 3 warpgroups (384 threads, 1 CTA an SM) over 4 query rows and one chunk of
+//   columns; the key range is the union (hull) of the 4 rows' windows;
+// - warpgroup 0, the producer (setmaxnreg.dec): thread 0 issues the TMA of each raw key tile
+//   (64 slots x 64 B codes, SWIZZLE_64B = ixl_v2mx_raw_off's layout, and the scale words: the
+//   same tensor maps as V3) into a ring of kSR stages ("raw-full" mbarriers); all 128 threads
+//   widen the tile ONCE into the 128B-swizzled SS layout of ixl_v2mx_ss_off (the layout the
+//   NEXT kernel's widening wrote, host-tested by test_cuda_logits's next_ss_tile_layout_host)
+//   in a ring of kSW stages, with each slot's deferred key factors (ixl_v2mxk1_factors) and
+//   scale word beside it, then fence.proxy.async and arrive on the stage's "widened-full";
+// - warpgroups 1 and 2, the math (setmaxnreg.inc), own 2 rows each (N = 64 columns, the V3
+//   kernel's per-CTA shape): per tile 4 SS m64n64k32 wgmma (A = the widened tile at +32 B per
+//   scale group, B = the warpgroup's query tile, scale-d 0, one accumulator per group), then
+//   V3's deferred-key-factor combine, the fp32 head sum or SPEC 3's bf16 chain and the stores,
+//   as mx_body's code (the same operations in the same order, so the same bits); each thread
+//   arrives on the stage's "widened-empty" once its wgmma have completed.
+// - Exact slow path: as V3 (per lane quad, the CPU's formula on NaN scales and out-of-window
+//   exponents), in the kernel.
+// Not here (logits_v2_mx_sm90.cu runs them): H != 32, calls with K3 block scores, N % 4 != 0,
+// keys not 16-B aligned.
+//
+// sass-limits: mxk1_kernel registers 232 shared 1024
+#include "logits/v2_mxk1.cuh"
+
+#include "cuda/launch.cuh"
+#include "cuda/sm90.cuh"
+#include "logits/v2_mx.cuh"
+#include "numerics/scalar.h"
+
+#include <cuda_bf16.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <type_traits>
+
+namespace {
+
+using namespace ixl::sm90;
+
+constexpr int kTile = 64;        // key slots per tile (the wgmma M)
+constexpr int kH = 32;           // heads
+constexpr int kRows = 4;         // query rows a CTA (2 a math warpgroup)
+constexpr int kNC = 2 * kH;      // wgmma columns a math warpgroup
+constexpr int kThreads = 384;    // producer + 2 math warpgroups
+constexpr int kMaxChunk = 4096;  // output columns a CTA at most
+constexpr int kSR = 6;           // raw TMA stages
+constexpr int kSW = 4;           // widened stages
+constexpr int kSCW = 96;         // scale words a raw stage (a 17 x 16 B box, 128-aligned)
+constexpr int kProdRegs = 40, kMathRegs = 232; // 40 + 2 * 232 <= 512 (64K registers / 128)
+
+struct Params {
+  const uint8_t *q_codes;   // [R, H, 64]
+  const uint32_t *q_scales; // [R, H]
+  const uint8_t *k_codes;   // [N, 64]
+  const uint32_t *k_scales; // [N]
+  const void *w;            // [R, H] fp32 or bf16
+  const int32_t *ks, *ke;   // [R]
+  void *out;                // [R, out_cols]
+  int64_t R, N, out_cols, chunk, nchunks, nrb;
+  int compressed;
+};
+
+// Dynamic shared memory (offsets from the 1024-aligned base): query tiles (2 x 8 KB) | widened
+// stages (8 KB) | raw stages (4 KB) | scale words (raw) | key factors (16 B a slot) and scale
+// words (widened) | per column info.
+struct Smem {
+  static constexpr int q = 0;
+  static constexpr int w = q + 2 * kNC * 128;
+  static constexpr int raw = w + kSW * kTile * 128;
+  static constexpr int sc = raw + kSR * kTile * 64;
+  static constexpr int kf = sc + kSR * kSCW * 4;
+  static constexpr int kw = kf + kSW * kTile * 16;
+  static constexpr int hq = kw + kSW * kTile * 4; // u32 qeff per column (slow path)
+  static constexpr int ht = hq + 2 * kNC * 4;     // u32 packed t_g + 8 per column (Q widening)
+  static constexpr int hc = ht + 2 * kNC * 4;     // f32 2^(qc - 127) per column
+  static constexpr int wo = hc + 2 * kNC * 4;     // f32 the column's weight (slow path)
+  static constexpr int wq = wo + 2 * kNC * 4;     // f32 the weight times 2^(qc - 127) (fast)
+  static constexpr int hf = wq + 2 * kNC * 4;     // u8 fast per column
+  static constexpr int total = hf + 2 * kNC;
+  static constexpr int alloc = total + 1024;
+};
+
+#if IXL_SM90_DEVICE
+__device__ __forceinline__ int64_t clamp64(int64_t v, int64_t lo, int64_t hi) {
+  return v < lo ? lo : v > hi ? hi : v;
+}
+__device__ __forceinline__ int64_t mn64(int64_t a, int64_t b) { return a < b ? a : b; }
+__device__ __forceinline__ int64_t mx64(int64_t a, int64_t b) { return a > b ? a : b; }
+__device__ __forceinline__ float relu(float x) { return x < 0.0f ? 0.0f : x; } // NaN stays NaN
+
+template <bool BF16>
+__device__ __forceinline__ void store_ninf(void *out, int64_t i) {
+  if (BF16) reinterpret_cast<uint16_t *>(out)[i] = 0xFF80u;
+  else reinterpret_cast<float *>(out)[i] = __uint_as_float(0xff800000u);
+}
+// bf16x2 of relu(lo), relu(hi), rounded to nearest even (as logits_v2_mx_sm90.cu).
+__device__ __forceinline__ uint32_t cvt_relu_bf16x2(float lo, float hi) {
+  uint32_t d;
+  asm("cvt.rn.relu.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+// SPEC 3's dot from the four exact group sums (slow path: the CPU's formula).
+__device__ __forceinline__ float slow_dot(float a0, float a1, float a2, float a3, uint32_t qe,
+                                          uint32_t kw) {
+  const float a[4] = {a0, a1, a2, a3};
+  float pg[4];
+#pragma unroll
+  for (int g = 0; g < 4; g++) {
+    const int qb = (int)((qe >> (8 * g)) & 0xFFu), kb = (int)((kw >> (8 * g)) & 0xFFu);
+    pg[g] = qb == 0xFF || kb == 0xFF ? __uint_as_float(0x7fc00000u)
+                                     : ixl_scale_pow2f(a[g], qb + kb - 254);
+  }
+  return __fadd_rn(__fadd_rn(pg[0], pg[1]), __fadd_rn(pg[2], pg[3]));
+}
+// bar.sync on a named barrier of the producer warpgroup only (barrier 0 is __syncthreads').
+__device__ __forceinline__ void producer_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
+#endif
+
+template <bool BF16>
+__global__ void __launch_bounds__(kThreads, 1)
+    mxk1_kernel(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap smap,
+                const Params p) {
+#if IXL_SM90_DEVICE
+  using L = Smem;
+  extern __shared__ uint8_t smem_raw[];
+  // the 1024-aligned base as an offset of smem_raw: every pointer stays in the shared window
+  uint8_t *smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  uint8_t *s_q = smem + L::q, *s_w = smem + L::w, *s_raw = smem + L::raw, *s_hf = smem + L::hf;
+  uint32_t *s_sc = reinterpret_cast<uint32_t *>(smem + L::sc);
+  uint4 *s_kf = reinterpret_cast<uint4 *>(smem + L::kf);
+  uint32_t *s_kw = reinterpret_cast<uint32_t *>(smem + L::kw);
+  uint32_t *s_hq = reinterpret_cast<uint32_t *>(smem + L::hq);
+  uint32_t *s_ht = reinterpret_cast<uint32_t *>(smem + L::ht);
+  float *s_hc = reinterpret_cast<float *>(smem + L::hc);
+  float *s_wo = reinterpret_cast<float *>(smem + L::wo);
+  float *s_wq = reinterpret_cast<float *>(smem + L::wq);
+  __shared__ int64_t s_lo[kRows], s_hi[kRows], s_co[kRows];
+  __shared__ uint64_t s_rfull[kSR], s_wfull[kSW], s_wempty[kSW];
+
+  const int tid = threadIdx.x, wg = tid >> 7;
+  if (tid == 0) {
+#pragma unroll
+    for (int s = 0; s < kSR; s++) ptx::mbarrier_init(&s_rfull[s], 1);
+#pragma unroll
+    for (int s = 0; s < kSW; s++) {
+      ptx::mbarrier_init(&s_wfull[s], 128);  // every producer thread
+      ptx::mbarrier_init(&s_wempty[s], 256); // every math thread
+    }
+    ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster); // before the first use
+  }
+  const int64_t b = blockIdx.x;
+  const int64_t rb = b % p.nrb, ch = b / p.nrb; // a chunk's row blocks run together
+  const int64_t row0 = rb * kRows;
+  const int64_t c0 = ch * p.chunk, chunk_hi = mn64(c0 + p.chunk, p.out_cols);
+
+  // ---- row ranges (as mx_body's K1)
+  if (tid < kRows) {
+    int64_t lo = 0, hi = 0, co = 0;
+    const int64_t r = row0 + tid;
+    if (r < p.R) {
+      const int64_t ksr = clamp64(p.ks[r], 0, p.N), ker = clamp64(p.ke[r], ksr, p.N);
+      if (p.compressed) {
+        co = ksr;
+        lo = ksr + c0;
+        hi = ksr + mn64(ker - ksr, chunk_hi);
+      } else {
+        lo = mx64(ksr, c0);
+        hi = mn64(ker, chunk_hi);
+      }
+      if (hi < lo) hi = lo;
+    }
+    s_lo[tid] = lo;
+    s_hi[tid] = hi;
+    s_co[tid] = co;
+  }
+  // ---- per column (row, head): the fold of its query exponents (mx_body's, COMB)
+  if (tid < kRows * kH) {
+    const int64_t r = row0 + tid / kH;
+    uint32_t qw = 0x7F7F7F7Fu;
+    if (r < p.R) qw = p.q_scales[r * kH + tid % kH];
+    int qc, t[4];
+    const int fold = ixl_v2mx_head_fold(qw, &qc, t);
+    int fast = fold;
+    float w = 0.0f;
+    if (r < p.R)
+      w = BF16 ? __uint_as_float((uint32_t)reinterpret_cast<const uint16_t *>(p.w)[r * kH + tid % kH]
+                                 << 16)
+               : reinterpret_cast<const float *>(p.w)[r * kH + tid % kH];
+    const float wc = __fmul_rn(w, __uint_as_float((uint32_t)qc << 23));
+    const uint32_t we = (__float_as_uint(wc) >> 23) & 0xFFu;
+    if (fast && w == w && w != 0.0f && (we < 2 || we == 0xFF)) fast = 0;
+    if (fast) { // the deferred key factor's window (v2_mx.cuh, IXL_V2MX_COMB_E)
+      const float aw = fabsf(w);
+      if (aw != 0.0f && aw <= 3.4028235e38f && (aw < 0x1p-25f || aw > 0x1p25f)) fast = 0;
+      if (qc < 127 - IXL_V2MX_COMB_E || qc > 127 + IXL_V2MX_COMB_E) fast = 0;
+    }
+    s_wo[tid] = w;
+    s_wq[tid] = fast ? wc : w;
+    s_hf[tid] = (uint8_t)fast;
+    s_hq[tid] = fold ? (uint32_t)qc * 0x01010101u : qw; // the fold's exponents (as mx_body)
+    s_hc[tid] = fast ? __uint_as_float((uint32_t)qc << 23) : 1.0f;
+    s_ht[tid] = (uint32_t)(t[0] + 8) | (uint32_t)(t[1] + 8) << 8 | (uint32_t)(t[2] + 8) << 16 |
+                (uint32_t)(t[3] + 8) << 24;
+  }
+  __syncthreads();
+  // ---- the query tiles: column n's element perm(p) of group g at byte 32 g + p, as e4m3;
+  // math warpgroup m's tile is columns 64 m .. 64 m + 63 (8 KB at 8192 m: on the swizzle period)
+  for (int i = tid; i < kRows * kH * 32; i += kThreads) {
+    const int n = i >> 5, g = (i >> 3) & 3, p4 = i & 7;
+    const int64_t r = row0 + n / kH;
+    uint32_t o = 0;
+    if (r < p.R) {
+      const uint32_t x = *reinterpret_cast<const uint32_t *>(
+          p.q_codes + (r * kH + n % kH) * 64 + 16 * g + 4 * (p4 & 3));
+      o = ixl_v2mx_q_word(x, p4, (int)((s_ht[n] >> (8 * g)) & 0xFFu) - 8);
+    }
+    *reinterpret_cast<uint32_t *>(s_q + ixl_sm90_swizzle((uint32_t)(n * 128 + 32 * g + 4 * p4),
+                                                         IXL_SM90_SWIZZLE_128B)) = o;
+  }
+  ptx::fence_proxy_async(ptx::space_shared); // the generic stores, visible to wgmma
+  // ---- -inf at the chunk's columns outside each row's window; the hull of the windows
+  int64_t hull_lo = INT64_MAX, hull_hi = INT64_MIN;
+#pragma unroll
+  for (int r = 0; r < kRows; r++) {
+    if (row0 + r >= p.R) break;
+    const int64_t lo = s_lo[r], hi = s_hi[r], co = s_co[r];
+    if (hi > lo) {
+      hull_lo = mn64(hull_lo, lo);
+      hull_hi = mx64(hull_hi, hi);
+    }
+    const int64_t a1 = hi > lo ? lo - co : chunk_hi, b0 = hi > lo ? hi - co : chunk_hi;
+    const int64_t base = (row0 + r) * p.out_cols;
+    for (int64_t c = c0 + tid; c < a1; c += kThreads) store_ninf<BF16>(p.out, base + c);
+    for (int64_t c = b0 + tid; c < chunk_hi; c += kThreads) store_ninf<BF16>(p.out, base + c);
+  }
+  if (hull_hi <= hull_lo) hull_lo = hull_hi = 0;
+  __syncthreads(); // the query tiles, the column info and the barriers' init
+  const int T = (int)((hull_hi - hull_lo + kTile - 1) / kTile);
+
+  if (wg == 0) {
+    // ================================================================ producer
+    setmaxnreg_dec<kProdRegs>();
+    const int pt = tid;
+    const int sco = (int)(hull_lo & 3); // position n0 + i is word (n0 & 3) + i of its box
+    // tile t into raw stage s (every tile of the hull; rows past N arrive as zeros)
+    auto issue = [&](int t, int s) {
+      const int32_t n0 = (int32_t)(hull_lo + (int64_t)t * kTile);
+      ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared,
+                                     &s_rfull[s], (uint32_t)(kTile * 64 + 17 * 16));
+      const int32_t ck[2] = {0, n0}, cs[2] = {0, n0 >> 2};
+      ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, s_raw + s * (kTile * 64),
+                                &kmap, ck, &s_rfull[s]);
+      ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, s_sc + s * kSCW, &smap, cs,
+                                &s_rfull[s]);
+    };
+    if (pt == 0)
+      for (int s = 0; s < kSR && s < T; s++) issue(s, s);
+    for (int t = 0; t < T; t++) {
+      const int rs = t % kSR, ws = t % kSW;
+      mbar_wait(&s_rfull[rs], (uint32_t)(t / kSR) & 1u);
+      if (t >= kSW) mbar_wait(&s_wempty[ws], (uint32_t)(t / kSW - 1) & 1u);
+      // 512 units of 8 B (slot i, group g, half hf: raw words 2 hf, 2 hf + 1): a half-warp
+      // reads one slot pair's 128 B and writes two rows' 8 distinct 16-B chunks
+      const uint8_t *src = s_raw + rs * (kTile * 64);
+      uint8_t *et = s_w + ws * (kTile * 128);
+#pragma unroll
+      for (int k = 0; k < kTile * 8 / 128; k++) {
+        const int u = pt + 128 * k, i = u >> 3, g = (u >> 1) & 3, hf = u & 1;
+        const uint2 wv = *reinterpret_cast<const uint2 *>(src + ixl_v2mx_raw_off(i, g) + 8 * hf);
+        uint2 ev, od;
+        ixl_sm90_e2m1x8_widen(wv.x, &ev.x, &od.x);
+        ixl_sm90_e2m1x8_widen(wv.y, &ev.y, &od.y);
+        *reinterpret_cast<uint2 *>(et + ixl_v2mx_ss_off(i, g, 2 * hf, 0)) = ev;
+        *reinterpret_cast<uint2 *>(et + ixl_v2mx_ss_off(i, g, 2 * hf, 1)) = od;
+      }
+      if (pt < kTile) {
+        const uint32_t kw = s_sc[rs * kSCW + sco + pt];
+        uint32_t f[4];
+        ixl_v2mxk1_factors(kw, f);
+        s_kf[ws * kTile + pt] = make_uint4(f[0], f[1], f[2], f[3]);
+        s_kw[ws * kTile + pt] = kw;
+      }
+      ptx::fence_proxy_async(ptx::space_shared); // the widened tile, visible to wgmma
+      ptx::mbarrier_arrive(&s_wfull[ws]);
+      producer_sync(); // every producer thread is done reading raw stage rs
+      if (pt == 0 && t + kSR < T) issue(t + kSR, rs);
+    }
+    return;
+  }
+
+  // ================================================================ math
+  setmaxnreg_inc<kMathRegs>();
+  constexpr int NJ = kNC / 8; // accumulator column blocks of 8
+  const int mw = wg - 1, mt = tid - 128 * wg, warp = mt >> 5, lane = tid & 31, t4 = lane & 3;
+  const int cb = kNC * mw;         // this warpgroup's columns in the per-column arrays
+  const int64_t mrow0 = row0 + 2 * mw; // its rows
+  const int i0 = 16 * warp + (lane >> 2); // this lane's slots: i0, i0 + 8
+  uint32_t slow_heads = 0;
+#pragma unroll
+  for (int j = 0; j < NJ; j++)
+#pragma unroll
+    for (int c = 0; c < 2; c++)
+      slow_heads |= (uint32_t)(s_hf[cb + 8 * j + 2 * t4 + c] == 0) << (2 * j + c);
+  int quad_slow = slow_heads != 0;
+  quad_slow |= __shfl_xor_sync(0xffffffffu, quad_slow, 1);
+  quad_slow |= __shfl_xor_sync(0xffffffffu, quad_slow, 2);
+  float wf[BF16 ? 1 : 2 * NJ];
+  __nv_bfloat162 wb[BF16 ? 2 * NJ : 1];
+#pragma unroll
+  for (int j = 0; j < NJ; j++) {
+    if (BF16) {
+#pragma unroll
+      for (int k = 0; k < 2; k++) {
+        const int n = cb + 8 * j + 4 * k + 2 * (t4 & 1);
+        wb[2 * j + k] = __floats2bfloat162_rn(s_wq[n], s_wq[n + 1]); // exact: bf16 values
+      }
+    } else {
+#pragma unroll
+      for (int c = 0; c < 2; c++) wf[2 * j + c] = __fmul_rn(s_wq[cb + 8 * j + 2 * t4 + c], 0.5f);
+    }
+  }
+  // row r (of 2) needs the tiles [tr0[r], tr1[r]) of the hull
+  int tr0[2], tr1[2];
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    tr0[r] = tr1[r] = 0;
+    if (mrow0 + r < p.R && s_hi[2 * mw + r] > s_lo[2 * mw + r]) {
+      tr0[r] = (int)((s_lo[2 * mw + r] - hull_lo) >> 6);
+      tr1[r] = (int)((s_hi[2 * mw + r] - hull_lo + kTile - 1) >> 6);
+    }
+  }
+  // the descriptors' low words (start address >> 4, LBO 16 >> 4): a group's k32 slice is 32 B
+  // (+2) further, a widened stage 8 KB (+512); the high word (SBO 1024, 128B swizzle) is the
+  // same for all, so each descriptor is built from a 32-bit add (no 64-bit carry chain)
+  const uint32_t dqlo = (uint32_t)wgmma_desc(s_q + mw * (kNC * 128), IXL_SM90_SWIZZLE_128B, 16, 1024);
+  const uint32_t dwlo = (uint32_t)wgmma_desc(s_w, IXL_SM90_SWIZZLE_128B, 16, 1024);
+  const uint32_t dhi = (uint32_t)(wgmma_desc(s_w, IXL_SM90_SWIZZLE_128B, 16, 1024) >> 32);
+  auto desc = [&](uint32_t lo) { return (uint64_t)dhi << 32 | lo; };
+  float acc[4][kNC / 2];
+  for (int t = 0; t < T; t++) {
+    const int s = t % kSW;
+    mbar_wait(&s_wfull[s], (uint32_t)(t / kSW) & 1u);
+    const bool need = (t >= tr0[0] && t < tr1[0]) || (t >= tr0[1] && t < tr1[1]);
+    if (!need) {
+      ptx::mbarrier_arrive(&s_wempty[s]);
+      continue;
+    }
+    const int64_t tb = hull_lo + (int64_t)t * kTile;
+    const uint32_t dalo = dwlo + (uint32_t)s * (kTile * 128 / 16);
+    wgmma_fence();
+    // groups 0 and 1, then 2 and 3: the first pair's combine overlaps the second's wgmma
+#pragma unroll
+    for (int g = 0; g < 2; g++)
+      wgmma_e4m3_ss<kNC>(acc[g], desc(dalo + 2 * g), desc(dqlo + 2 * g), 0);
+    wgmma_commit();
+#pragma unroll
+    for (int g = 2; g < 4; g++)
+      wgmma_e4m3_ss<kNC>(acc[g], desc(dalo + 2 * g), desc(dqlo + 2 * g), 0);
+    wgmma_commit();
+    // the slots' key factors (k0 = 0: outside the combine window) and scale words
+    const uint4 f0 = s_kf[s * kTile + i0], f1 = s_kf[s * kTile + i0 + 8];
+    const uint32_t kw[2] = {s_kw[s * kTile + i0], s_kw[s * kTile + i0 + 8]};
+    const float ck0[2] = {__uint_as_float(f0.x), __uint_as_float(f1.x)};
+    const float cr1[2] = {__uint_as_float(f0.y), __uint_as_float(f1.y)};
+    const float cr2[2] = {__uint_as_float(f0.z), __uint_as_float(f1.z)};
+    const float cr3[2] = {__uint_as_float(f0.w), __uint_as_float(f1.w)};
+    const bool qslow = quad_slow || f0.x == 0u || f1.x == 0u; // quad-uniform
+    wgmma_wait<1>();
+    fence_operand(acc[0]);
+    fence_operand(acc[1]);
+    if (!qslow) {
+#pragma unroll
+      for (int e = 0; e < kNC / 2; e++) {
+        const int h = (e >> 1) & 1;
+        acc[0][e] = __fmaf_rn(acc[1][e], cr1[h], acc[0][e]);
+      }
+    }
+    fence_operand(acc[0]);
+    wgmma_wait<0>();
+#pragma unroll
+    for (int g = 0; g < 4; g++) fence_operand(acc[g]);
+    ptx::mbarrier_arrive(&s_wempty[s]); // this thread's wgmma have read the stage
+
+    // ---- the head reduction and the stores (mx_body's, RB 2): 2 rows of H / 8 column blocks
+    auto reduce = [&](auto fold_tag) {
+      constexpr bool FOLD = decltype(fold_tag)::value;
+#pragma unroll
+      for (int r = 0; r < 2; r++) {
+        const int64_t orow = mrow0 + r;
+        const int64_t lo = s_lo[2 * mw + r], hi = s_hi[2 * mw + r], co = s_co[2 * mw + r];
+        if (!BF16) {
+          float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+          for (int j = r * (kH / 8); j < (r + 1) * (kH / 8); j++)
+#pragma unroll
+            for (int c = 0; c < 2; c++)
+#pragma unroll
+              for (int h = 0; h < 2; h++) {
+                const float x = acc[0][4 * j + 2 * h + c];
+                sum[h] = FOLD ? __fmaf_rn(wf[2 * j + c], __fadd_rn(x, fabsf(x)), sum[h])
+                              : __fmaf_rn(s_wo[cb + 8 * j + 2 * t4 + c], relu(x), sum[h]);
+              }
+#pragma unroll
+          for (int h = 0; h < 2; h++) {
+            sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
+            sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
+          }
+          if (t4 < 2) { // lane 0 of the quad stores slot i0, lane 1 slot i0 + 8
+            const int i = i0 + 8 * t4;
+            float v = t4 ? sum[1] : sum[0];
+            if (FOLD) v = __fmul_rn(v, t4 ? ck0[1] : ck0[0]); // the deferred k0: exact
+            const int64_t n = tb + i;
+            if (orow < p.R && n >= lo && n < hi)
+              reinterpret_cast<float *>(p.out)[orow * p.out_cols + n - co] = v;
+          }
+        } else {
+          // chains: lanes t4 = 0, 2 run (s0, s1), lanes 1, 3 run (s2, s3); lanes 0, 1 keep slot
+          // i0 and lanes 2, 3 slot i0 + 8; each sends the other slot's pair to lane t4 ^ 2
+          const int keep = t4 >> 1;
+          __nv_bfloat162 ch2 = __floats2bfloat162_rn(0.0f, 0.0f);
+#pragma unroll
+          for (int j = r * (kH / 8); j < (r + 1) * (kH / 8); j++) {
+            const uint32_t v0 = cvt_relu_bf16x2(acc[0][4 * j], acc[0][4 * j + 1]);     // slot i0
+            const uint32_t v1 = cvt_relu_bf16x2(acc[0][4 * j + 2], acc[0][4 * j + 3]); // i0 + 8
+            const uint32_t mine = keep ? v1 : v0;
+            const uint32_t got = __shfl_xor_sync(0xffffffffu, keep ? v0 : v1, 2);
+            const uint32_t first = keep ? got : mine, second = keep ? mine : got;
+            __nv_bfloat162 w0, w1;
+            if (FOLD) {
+              w0 = wb[2 * j];
+              w1 = wb[2 * j + 1];
+            } else {
+              const int n = cb + 8 * j + 2 * (t4 & 1);
+              w0 = __floats2bfloat162_rn(s_wo[n], s_wo[n + 1]);
+              w1 = __floats2bfloat162_rn(s_wo[n + 4], s_wo[n + 5]);
+            }
+            ch2 = __hfma2(w0, *reinterpret_cast<const __nv_bfloat162 *>(&first), ch2);
+            ch2 = __hfma2(w1, *reinterpret_cast<const __nv_bfloat162 *>(&second), ch2);
+          }
+          const uint32_t cu = *reinterpret_cast<const uint32_t *>(&ch2);
+          const uint32_t ou = __shfl_xor_sync(0xffffffffu, cu, 1);
+          const __nv_bfloat162 pair = __hadd2(ch2, *reinterpret_cast<const __nv_bfloat162 *>(&ou));
+          __nv_bfloat16 res = __hadd(__low2bfloat16(pair), __high2bfloat16(pair));
+          if (FOLD) // the deferred k0: exact (a power of two, in range)
+            res = __float2bfloat16_rn(__fmul_rn(__bfloat162float(res), keep ? ck0[1] : ck0[0]));
+          if ((t4 & 1) == 0) {
+            const int i = i0 + 8 * keep;
+            const int64_t n = tb + i;
+            const uint16_t v = *reinterpret_cast<const uint16_t *>(&res);
+            if (orow < p.R && n >= lo && n < hi)
+              reinterpret_cast<uint16_t *>(p.out)[orow * p.out_cols + n - co] = v;
+          }
+        }
+      }
+    };
+    if (!qslow) {
+#pragma unroll
+      for (int e = 0; e < kNC / 2; e++) {
+        const int h = (e >> 1) & 1;
+        acc[0][e] = __fmaf_rn(__fmaf_rn(acc[3][e], cr3[h], acc[2][e]), cr2[h], acc[0][e]);
+      }
+      reduce(std::true_type{});
+    } else {
+      float kf[2][4];
+#pragma unroll
+      for (int h = 0; h < 2; h++)
+#pragma unroll
+        for (int g = 0; g < 4; g++) kf[h][g] = __uint_as_float(((kw[h] >> (8 * g)) & 0xFFu) << 23);
+      // the exact dots d: the fast formula times 2^(qc - 127) where it holds, else the CPU's
+      const bool pslow[2] = {!ixl_v2mx_fast_word(kw[0]) != 0, !ixl_v2mx_fast_word(kw[1]) != 0};
+#pragma unroll
+      for (int e = 0; e < kNC / 2; e++) {
+        const int h = (e >> 1) & 1, c = 2 * (e >> 2) + (e & 1);
+        const int n = cb + 8 * (e >> 2) + 2 * t4 + (e & 1);
+        if (((slow_heads >> c) & 1) || pslow[h]) {
+          acc[0][e] = slow_dot(acc[0][e], acc[1][e], acc[2][e], acc[3][e], s_hq[n], kw[h]);
+        } else {
+          const float t01 = __fmaf_rn(acc[1][e], kf[h][1], __fmul_rn(acc[0][e], kf[h][0]));
+          const float t23 = __fmaf_rn(acc[3][e], kf[h][3], __fmul_rn(acc[2][e], kf[h][2]));
+          acc[0][e] = __fmul_rn(s_hc[n], __fadd_rn(t01, t23));
+        }
+      }
+      reduce(std::false_type{});
+    }
+  }
+#else
+  IXL_SM90_TRAP_ELSEWHERE();
+#endif
+}
+
+// ------------------------------------------------------------------ host
+int ws_on() {
+  static const int v = [] {
+    const char *e = getenv("IXL_LOGITS_V2_MX_WS");
+    return e && e[0] == '1' && e[1] == 0 ? 1 : 0;
+  }();
+  return v;
+}
+
+// The tensor maps of the key codes and scale words (V3's, logits_v2_mx_sm90.cu's v3_k1_maps):
+// codes [N][64] B, box 64 x 64 B, SWIZZLE_64B (lands as ixl_v2mx_raw_off's layout); scale
+// words viewed as [N / 4][4], box 17 x 4 at inner coordinate 0. False when the call does not
+// suit them.
+bool k1_maps(const Params &p, CUtensorMap maps[2]) {
+  if (p.N <= 0 || p.N % 4 || p.N > INT32_MAX - 2 * kMaxChunk) return false;
+  if ((uintptr_t)p.k_codes % 16 || (uintptr_t)p.k_scales % 16) return false;
+  const uint64_t n = (uint64_t)p.N;
+  return tma_map_2d(&maps[0], p.k_codes, CU_TENSOR_MAP_DATA_TYPE_UINT8, 64, n, 64, 64, kTile,
+                    CU_TENSOR_MAP_SWIZZLE_64B, nullptr, 0) == 0 &&
+         tma_map_2d(&maps[1], p.k_scales, CU_TENSOR_MAP_DATA_TYPE_UINT32, 4, n / 4, 16, 4, 17,
+                    CU_TENSOR_MAP_SWIZZLE_NONE, nullptr, 0) == 0;
+}
+
+template <bool BF16>
+ixl_status launch(ixl_ctx *ctx, Params p, const CUtensorMap *maps, const char *name) {
+  auto kern = mxk1_kernel<BF16>;
+  constexpr int alloc = Smem::alloc;
+  static bool said = false; // one stderr line per configuration a process: the switch took
+  if (!said) {
+    said = true;
+    fprintf(stderr,
+            "ixl logits v2 mxfp4: WS kernel (mxk1), K1, H %d, %d rows a CTA, %s, %d + %d stages "
+            "(IXL_LOGITS_V2_MX_WS=1)\n",
+            kH, kRows, BF16 ? "bf16" : "fp32", kSR, kSW);
+  }
+  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, alloc);
+  int occ = 0;
+  if (e == cudaSuccess)
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, kThreads, alloc);
+  if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaFuncSetAttribute (logits v2 mxk1)");
+  int sms = 132;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ixl_ctx_device(ctx)) !=
+          cudaSuccess ||
+      sms <= 0) {
+    cudaGetLastError();
+    sms = 132;
+  }
+  if (occ < 1) occ = 1;
+  // the chunk (as logits_v2_mx_sm90.cu's launch_kern): tiles of 64, at most kMaxChunk columns,
+  // as few chunks per row block as fill whole waves of the resident CTAs
+  const int64_t units = p.nrb;
+  const int64_t tiles = ixl_ceil_div(p.out_cols, kTile), cap = kMaxChunk;
+  const int64_t slots = (int64_t)occ * sms, nmin = ixl_ceil_div(tiles, cap / kTile);
+  const int64_t waves = ixl_ceil_div(nmin * units, slots);
+  int64_t nch = waves * slots / units;
+  if (nch < nmin) nch = nmin;
+  if (nch > tiles) nch = tiles;
+  p.chunk = ixl_ceil_div(tiles, nch) * kTile;
+  p.nchunks = ixl_ceil_div(p.out_cols, p.chunk);
+  const int64_t blocks = p.nchunks * units;
+  if (blocks > INT32_MAX)
+    return ixl_set_error(ctx, IXL_ERR_UNSUPPORTED, "%s (v2 mxk1): %lld CTAs: more than a grid holds",
+                         name, (long long)blocks);
+  kern<<<(unsigned)blocks, kThreads, alloc, ixl::stream_of(ctx)>>>(maps[0], maps[1], p);
+  return ixl_cuda_check_launch(ctx, name);
+}
+
+} // namespace
+
+extern "C" int ixl_cuda_logits_v2_mxk1(ixl_ctx *ctx, const ixl_logits_call *c, ixl_status *st) {
+  if (!ws_on() || c->mode != IXL_LOGITS_DENSE || c->H != kH || c->bs) return 0;
+  const ixl_qk *in = c->in;
+  if (in->k_pages || !in->k_codes || !in->k_scales || !in->q_scales) return 0;
+  Params p = {};
+  p.q_codes = (const uint8_t *)in->q_codes->data;
+  p.q_scales = (const uint32_t *)in->q_scales->data;
+  p.k_codes = (const uint8_t *)in->k_codes->data;
+  p.k_scales = (const uint32_t *)in->k_scales->data;
+  p.N = in->k_codes->shape[0];
+  p.w = c->weights->data;
+  p.out = c->out->data;
+  p.R = c->R;
+  p.out_cols = c->out->shape[1];
+  p.ke = (const int32_t *)c->ke->data;
+  p.ks = c->ks ? (const int32_t *)c->ks->data : nullptr;
+  p.compressed = c->layout == IXL_LAYOUT_COMPRESSED;
+  if (p.R <= 0 || p.out_cols <= 0 || !p.ks) return 0;
+  CUtensorMap maps[2];
+  if (!k1_maps(p, maps)) return 0;
+  p.nrb = ixl_ceil_div(p.R, kRows);
+  const char *name = "dense_logits kernel (v2 mxfp4, WS)";
+  *st = c->reduction == IXL_REDUCE_BF16 ? launch<true>(ctx, p, maps, name)
+                                        : launch<false>(ctx, p, maps, name);
+  return 1;
+}
