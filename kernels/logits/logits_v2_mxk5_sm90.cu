@@ -1,0 +1,537 @@
+// logits/logits_v2_mxk5_sm90.cu - ragged K5 (sparse prefill) for MXFP4 keys at H 32 on a
+// warp-specialized kernel (issue 13), behind IXL_LOGITS_V2_MX_K5WS (read once a process;
+// unset or 0: logits_v2_mx_sm90.cu's kernels, unchanged; 1: one math warpgroup a CTA, 3 CTAs an
+// SM; 2: two math warpgroups a CTA sharing the producer, 2 CTAs an SM). The hook is the sparse
+// ragged branch of ixl_cuda_logits_v2_mx, after its own checks (mx_takes, power-of-two sbk).
+//
+// Why: the kernel before (mx3_kernel<K5R>) is one warpgroup in which every thread gathers its
+// part of each tile (about 100 of ~400 SASS instructions a tile and thread: the sparse-block
+// lookup, 64-bit address math, cp.async, flags, the vote and barrier), and each quad decodes
+// the same scale words 4 times. Here:
+// - one producer warp per CTA does the whole gather: per tile, each lane looks up 2 slots'
+//   keys (the chunk's sparse-block bases prefetched into shared memory once, as before), loads
+//   their scale words (plain loads, one tile ahead, in registers), then issues 8 cp.async of
+//   16 B (lane l: slot 8 k + l / 4, group l % 4, ixl_v2mx_raw_off's layout, zero-filled without
+//   a key), completion by cp.async.mbarrier.arrive.noinc on the stage's full barrier, and
+//   stores each slot's decoded scale (v2_mxk5.cuh: the deferred factor's k0, r1, r2, r3 and
+//   the ok / window bits) with an ordinary arrive; full = 32 noinc + 32 plain arrivals;
+// - the math warpgroup(s) only wait, read (8 code words, 2 x 16 B factors, 2 x 8 B words),
+//   release the stage (empty barrier, 128 arrivals) and then widen, run the 4 RS wgmma
+//   m64n32k32 and the combine and SPEC 3's bf16 chain, exactly mx_body's code for K5R / H 32 /
+//   bf16 / V3 / COMB (logits_v2_mx_sm90.cu), with the same v2_mx.cuh functions, so the bits
+//   are the same: the same exact group sums, the same factors from the same scale words, the
+//   same fast / slow tests (the slow path is the CPU's formula), the same chain.
+// - -inf where the slot has no key of the row (outside [row_ks, row_ke), past the valid
+//   (strictly increasing) prefix of the ids, garbage ids), as before.
+//
+// sass-limits: mxk5_kernel registers 136 shared 1024
+#include "logits/logits.h"
+#include "cuda/launch.cuh"
+#include "cuda/sm80.cuh"
+#include "cuda/sm90.cuh"
+#include "logits/v2_mx.cuh"
+#include "logits/v2_mxk5.cuh"
+#include "numerics/scalar.h"
+
+#include <cuda_bf16.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <type_traits>
+
+namespace {
+
+using namespace ixl::sm90;
+
+constexpr int kH = 32;                  // heads (the wgmma N)
+constexpr int kTile = 64;               // key slots a tile (the wgmma M)
+constexpr int kStages = 8;              // ring depth
+constexpr int kMaxChunk = 4096;         // output columns a CTA at most
+constexpr int kPre = kMaxChunk / 4 + 2; // prefetched sparse-block bases a CTA
+
+template <int NWG>
+struct WsCfg {
+  static constexpr int threads = 128 * NWG + 32; // math warpgroups, then the producer warp
+  static constexpr int maxreg = NWG == 1 ? 136 : 112; // 3 or 2 CTAs an SM
+};
+
+// Dynamic shared memory (1024-aligned base): q tile | raw stages | factors | scale words +
+// info | per column | block bases.
+struct WsSmem {
+  static constexpr int q = 0;
+  static constexpr int raw = q + kH * 128;
+  static constexpr int fac = raw + kStages * kTile * 64;  // float4 per slot
+  static constexpr int kin = fac + kStages * kTile * 16;  // uint2 (scale word, info) per slot
+  static constexpr int hq = kin + kStages * kTile * 8;    // u32 qeff per column
+  static constexpr int ht = hq + kH * 4;                  // u32 packed t_g + 8 per column
+  static constexpr int hc = ht + kH * 4;                  // f32 2^(qc - 127) per column
+  static constexpr int wo = hc + kH * 4;                  // f32 the column's weight
+  static constexpr int wq = wo + kH * 4;                  // f32 the fast path's weight
+  static constexpr int hf = wq + kH * 4;                  // u8 fast per column
+  static constexpr int wb = (hf + kH + 15) & ~15;         // bf16x2 [2][8] fast weight pairs
+  static constexpr int pre = wb + 64;                     // int64 block bases
+  static constexpr int total = pre + kPre * 8;
+  static constexpr int alloc = total + 1024;
+};
+
+struct WsParams {
+  const uint8_t *q_codes;   // [R, 32, 64]
+  const uint32_t *q_scales; // [R, 32]
+  const uint8_t *k_codes;   // [N, 64]
+  const uint32_t *k_scales; // [N]
+  const uint16_t *w;        // [R, 32] bf16
+  const int32_t *ks, *ke;   // [R] row_ks / row_ke
+  const int32_t *ids;       // [R, nsb]
+  uint16_t *out;            // [R, out_cols] bf16
+  int64_t R, N, nsb, out_cols, chunk, nchunks;
+  int sbk, sbklog, aligned;
+};
+
+#if IXL_SM90_DEVICE
+__device__ __forceinline__ int64_t clamp64(int64_t v, int64_t lo, int64_t hi) {
+  return v < lo ? lo : v > hi ? hi : v;
+}
+__device__ __forceinline__ int64_t mn64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+__device__ __forceinline__ uint32_t cvt_relu_bf16x2(float lo, float hi) {
+  uint32_t d;
+  asm("cvt.rn.relu.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+
+// SPEC 3's dot from the four exact group sums (slow path: the CPU's formula), as
+// logits_v2_mx_sm90.cu's slow_dot.
+__device__ __forceinline__ float slow_dot(float a0, float a1, float a2, float a3, uint32_t qe,
+                                          uint32_t kw) {
+  const float a[4] = {a0, a1, a2, a3};
+  float pg[4];
+#pragma unroll
+  for (int g = 0; g < 4; g++) {
+    const int qb = (int)((qe >> (8 * g)) & 0xFFu), kb = (int)((kw >> (8 * g)) & 0xFFu);
+    pg[g] = qb == 0xFF || kb == 0xFF ? __uint_as_float(0x7fc00000u)
+                                     : ixl_scale_pow2f(a[g], qb + kb - 254);
+  }
+  return __fadd_rn(__fadd_rn(pg[0], pg[1]), __fadd_rn(pg[2], pg[3]));
+}
+
+// cp.async.mbarrier.arrive.noinc (PTX ISA, sm_80+): an arrive-on `bar` once every cp.async
+// this thread issued before it has completed; the barrier's count includes it (noinc).
+__device__ __forceinline__ void cp_async_arrive_noinc(uint64_t *bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(bar))
+               : "memory");
+}
+#endif
+
+// Registers: 1 math warpgroup: 3 CTAs of 160 threads an SM (at most 136 registers); 2: 2 CTAs
+// of 288 (at most 112, __maxnreg__: the launch bounds' minimum-CTAs form let ptxas take 96 and
+// serialize the wgmma).
+template <int NWG>
+__global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::maxreg)
+    mxk5_kernel(const WsParams p) {
+#if IXL_SM90_DEVICE
+  constexpr int NT = WsCfg<NWG>::threads;
+  constexpr int S = kStages;
+  static_assert(S % NWG == 0, "a stage is always read by the same math warpgroup");
+  using L = WsSmem;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t *smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  uint8_t *s_q = smem + L::q, *s_raw = smem + L::raw, *s_hf = smem + L::hf;
+  float4 *s_fac = reinterpret_cast<float4 *>(smem + L::fac);
+  uint2 *s_kin = reinterpret_cast<uint2 *>(smem + L::kin);
+  uint32_t *s_hq = reinterpret_cast<uint32_t *>(smem + L::hq);
+  uint32_t *s_ht = reinterpret_cast<uint32_t *>(smem + L::ht);
+  float *s_hc = reinterpret_cast<float *>(smem + L::hc);
+  float *s_wo = reinterpret_cast<float *>(smem + L::wo);
+  float *s_wq = reinterpret_cast<float *>(smem + L::wq);
+  int64_t *pre_base = reinterpret_cast<int64_t *>(smem + L::pre);
+  __nv_bfloat162 *s_wb = reinterpret_cast<__nv_bfloat162 *>(smem + L::wb);
+  __shared__ uint64_t s_full[S], s_empty[S];
+  __shared__ int s_nvalid;
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, t4 = lane & 3;
+  if (tid == 0) {
+#pragma unroll
+    for (int s = 0; s < S; s++) {
+      ptx::mbarrier_init(&s_full[s], 64);   // 32 cp.async noinc + 32 plain (the producer)
+      ptx::mbarrier_init(&s_empty[s], 128); // the stage's math warpgroup
+    }
+    ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster);
+    s_nvalid = (int)mn64(p.nsb, 0x7fffffff);
+  }
+  const int64_t b = blockIdx.x;
+  const int64_t row = b / p.nchunks, ch = b % p.nchunks;
+  const int64_t c0 = ch * p.chunk, chunk_hi = mn64(c0 + p.chunk, p.out_cols);
+  const int64_t row_lo = clamp64(p.ks[row], 0, p.N);
+  const int64_t row_hi = clamp64(p.ke[row], row_lo, p.N);
+  const int64_t koff = p.aligned ? 0 : row_lo & (p.sbk - 1);
+
+  // ---- per column (head): the fold of its query exponents (mx_body's, COMB, bf16 weights)
+  if (tid < kH) {
+    const uint32_t qw = p.q_scales[row * kH + tid];
+    int qc, t[4];
+    const int fold = ixl_v2mx_head_fold(qw, &qc, t);
+    int fast = fold;
+    const float w = __uint_as_float((uint32_t)p.w[row * kH + tid] << 16);
+    const float wc = __fmul_rn(w, __uint_as_float((uint32_t)qc << 23));
+    const uint32_t we = (__float_as_uint(wc) >> 23) & 0xFFu;
+    if (fast && w == w && w != 0.0f && (we < 2 || we == 0xFF)) fast = 0;
+    if (fast) { // the deferred key factor's window (v2_mx.cuh, IXL_V2MX_COMB_E)
+      const float aw = fabsf(w);
+      if (aw != 0.0f && aw <= 3.4028235e38f && (aw < 0x1p-25f || aw > 0x1p25f)) fast = 0;
+      if (qc < 127 - IXL_V2MX_COMB_E || qc > 127 + IXL_V2MX_COMB_E) fast = 0;
+    }
+    s_wo[tid] = w;
+    s_wq[tid] = fast ? wc : w;
+    s_hf[tid] = (uint8_t)fast;
+    s_hq[tid] = fold ? (uint32_t)qc * 0x01010101u : qw; // the fold's exponents (not fast's)
+    s_hc[tid] = fast ? __uint_as_float((uint32_t)qc << 23) : 1.0f;
+    s_ht[tid] = (uint32_t)(t[0] + 8) | (uint32_t)(t[1] + 8) << 8 | (uint32_t)(t[2] + 8) << 16 |
+                (uint32_t)(t[3] + 8) << 24;
+  }
+  __syncthreads();
+
+  // ---- n_valid: the strictly increasing prefix of the row's ids (up to this chunk)
+  const int32_t *ids = p.ids + row * p.nsb;
+  {
+    const int64_t jmax = mn64(p.nsb, (chunk_hi + p.sbk - 1) >> p.sbklog);
+    for (int64_t j = 1 + tid; j < jmax; j += NT)
+      if (ids[j] <= ids[j - 1]) atomicMin(&s_nvalid, (int)j);
+  }
+  // ---- the fast path's bf16 weight pairs (times 2^(qc - 127)) of lanes with t4 & 1 = par:
+  // heads 8 j + 2 par + {0, 1} (entry 2 j) and 8 j + 4 + 2 par + {0, 1} (entry 2 j + 1)
+  if (tid < 16) {
+    const int par = tid >> 3, j = (tid >> 1) & 3, k = tid & 1, n = 8 * j + 4 * k + 2 * par;
+    s_wb[tid] = __floats2bfloat162_rn(s_wq[n], s_wq[n + 1]); // exact: bf16 values
+  }
+  // ---- the query tile: column n's element perm(p) of group g at byte 32 g + p, as e4m3
+  for (int i = tid; i < kH * 32; i += NT) {
+    const int n = i >> 5, g = (i >> 3) & 3, p4 = i & 7;
+    const uint32_t x = *reinterpret_cast<const uint32_t *>(p.q_codes + (row * kH + n) * 64 +
+                                                           16 * g + 4 * (p4 & 3));
+    const uint32_t o = ixl_v2mx_q_word(x, p4, (int)((s_ht[n] >> (8 * g)) & 0xFFu) - 8);
+    *reinterpret_cast<uint32_t *>(s_q + ixl_sm90_swizzle((uint32_t)(n * 128 + 32 * g + 4 * p4),
+                                                         IXL_SM90_SWIZZLE_128B)) = o;
+  }
+  ptx::fence_proxy_async(ptx::space_shared); // the generic stores, visible to wgmma
+  __syncthreads();
+
+  // ---- the chunk's sparse-block bases, once
+  const int64_t nvalid = s_nvalid;
+  const int64_t pre0 = c0 >> p.sbklog;
+  {
+    const int64_t nb = ((chunk_hi - 1) >> p.sbklog) - pre0 + 1;
+    for (int64_t j = tid; j < nb; j += NT) {
+      const int64_t jb = pre0 + j;
+      // no key: every slot of the block lies outside the row
+      pre_base[j] = jb < nvalid ? (int64_t)ids[jb] * p.sbk + koff : INT64_MIN / 2;
+    }
+  }
+  __syncthreads();
+
+  const int T = (int)((chunk_hi - c0 + kTile - 1) / kTile);
+  if (warp == 4 * NWG) {
+    // ================================================================ the producer warp
+    // slots lane and lane + 32 of tile t: the key (32-bit: N < 2^31, the host checks), whether
+    // the slot has one, its scale word (plain loads, one tile ahead)
+    int32_t q[2];
+    uint32_t kw[2];
+    bool ok[2];
+    auto scan = [&](int t) {
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const int64_t col = c0 + (int64_t)t * kTile + lane + 32 * h;
+        bool o = false;
+        int64_t qq = 0;
+        if (col < chunk_hi) {
+          qq = pre_base[(col >> p.sbklog) - pre0] + (col & (p.sbk - 1));
+          o = qq >= row_lo && qq < row_hi;
+        }
+        ok[h] = o;
+        q[h] = o ? (int32_t)qq : 0;
+        kw[h] = o ? __ldg(p.k_scales + qq) : IXL_MXK5_NOKEY;
+      }
+    };
+    if (T > 0) scan(0);
+    for (int t = 0; t < T; t++) {
+      const int s = t % S;
+      mbar_wait(&s_empty[s], ((uint32_t)(t / S) & 1u) ^ 1u); // the stage's previous tile read
+      const uint32_t b0 = __ballot_sync(0xffffffffu, ok[0]), b1 = __ballot_sync(0xffffffffu, ok[1]);
+      uint8_t *dst = s_raw + s * (kTile * 64);
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        const int i = 8 * k + (lane >> 2), g = lane & 3;
+        const int32_t qk = __shfl_sync(0xffffffffu, k < 4 ? q[0] : q[1], i & 31);
+        const bool okk = (((k < 4 ? b0 : b1) >> (i & 31)) & 1u) != 0;
+        ixl::sm80::cp_async16(dst + ixl_v2mx_raw_off(i, g),
+                              okk ? p.k_codes + (int64_t)qk * 64 + 16 * g : p.k_codes,
+                              okk ? 16 : 0);
+      }
+      cp_async_arrive_noinc(&s_full[s]);
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        uint32_t f[4];
+        const uint32_t info = ixl_mxk5_decode(kw[h], ok[h], f);
+        const int i = s * kTile + lane + 32 * h;
+        s_fac[i] = make_float4(__uint_as_float(f[0]), __uint_as_float(f[1]),
+                               __uint_as_float(f[2]), __uint_as_float(f[3]));
+        s_kin[i] = make_uint2(kw[h], info);
+      }
+      ptx::mbarrier_arrive(&s_full[s]); // release: the stores above
+      if (t + 1 < T) scan(t + 1);
+    }
+    ixl::sm80::cp_async_wait<0>();
+    return;
+  }
+
+  // ================================================================ the math warpgroup(s)
+  const int wg = warp >> 2, wt = tid & 127, mw = wt >> 5;
+  const int i0 = 16 * mw + (lane >> 2); // this lane's slots: i0, i0 + 8
+  uint32_t slow_heads = 0;
+#pragma unroll
+  for (int j = 0; j < kH / 8; j++)
+#pragma unroll
+    for (int c = 0; c < 2; c++)
+      slow_heads |= (uint32_t)(s_hf[8 * j + 2 * t4 + c] == 0) << (2 * j + c);
+  int quad_slow = slow_heads != 0;
+  quad_slow |= __shfl_xor_sync(0xffffffffu, quad_slow, 1);
+  quad_slow |= __shfl_xor_sync(0xffffffffu, quad_slow, 2);
+  // the fast path's bf16 weight pairs (s_wb): in registers (1 math warpgroup), or read each
+  // tile (2: 8 registers fewer, 2 LDS.128 a tile)
+  constexpr bool kWbRegs = NWG == 1;
+  const uint4 *wb_src = reinterpret_cast<const uint4 *>(s_wb + 8 * (t4 & 1));
+  uint4 wbr[2];
+  if (kWbRegs) wbr[0] = wb_src[0], wbr[1] = wb_src[1];
+
+  float acc[4][kH / 2];
+  const int q4 = lane & 3, sw = (i0 >> 1) & 3;
+  const uint64_t db = wgmma_desc(s_q, IXL_SM90_SWIZZLE_128B, 16, 1024);
+  uint16_t *orow = p.out + row * p.out_cols;
+  for (int t = wg; t < T; t += NWG) {
+    const int s = t % S;
+    mbar_wait(&s_full[s], (uint32_t)(t / S) & 1u);
+    const uint8_t *st = s_raw + s * (kTile * 64);
+    uint32_t a[4][4];
+    uint32_t w0[4], w1[4];
+#pragma unroll
+    for (int g = 0; g < 4; g++) {
+      w0[g] = *reinterpret_cast<const uint32_t *>(st + i0 * 64 + 16 * (g ^ sw) + 4 * q4);
+      w1[g] = *reinterpret_cast<const uint32_t *>(st + (i0 + 8) * 64 + 16 * (g ^ sw) + 4 * q4);
+    }
+    const float4 f0 = s_fac[s * kTile + i0], f1 = s_fac[s * kTile + i0 + 8];
+    const uint2 m0 = s_kin[s * kTile + i0], m1 = s_kin[s * kTile + i0 + 8];
+    ptx::mbarrier_arrive(&s_empty[s]); // release: every read of the stage is above
+#pragma unroll
+    for (int g = 0; g < 4; g++) {
+      ixl_sm90_e2m1x8_widen(w0[g], &a[g][0], &a[g][2]);
+      ixl_sm90_e2m1x8_widen(w1[g], &a[g][1], &a[g][3]);
+    }
+    const uint32_t kw[2] = {m0.x, m1.x};
+    const bool okslot[2] = {(m0.y & IXL_MXK5_OK) != 0, (m1.y & IXL_MXK5_OK) != 0};
+    // the fast path needs every byte of both slots in the window (quad-uniform)
+    const bool qslow = quad_slow || !(m0.y & m1.y & IXL_MXK5_COMB);
+    const float ck0[2] = {f0.x, f1.x}, cr1[2] = {f0.y, f1.y}, cr2[2] = {f0.z, f1.z},
+                cr3[2] = {f0.w, f1.w};
+    wgmma_fence();
+    // groups 0 and 1, then 2 and 3: the first pair's combine overlaps the second's wgmma
+#pragma unroll
+    for (int g = 0; g < 2; g++) wgmma_e4m3_rs<kH>(acc[g], a[g], db + 2 * g, 0);
+    wgmma_commit();
+#pragma unroll
+    for (int g = 2; g < 4; g++) wgmma_e4m3_rs<kH>(acc[g], a[g], db + 2 * g, 0);
+    wgmma_commit();
+    wgmma_wait<1>();
+    fence_operand(acc[0]);
+    fence_operand(acc[1]);
+    if (!qslow) {
+#pragma unroll
+      for (int e = 0; e < kH / 2; e++) {
+        const int h = (e >> 1) & 1;
+        acc[0][e] = __fmaf_rn(acc[1][e], cr1[h], acc[0][e]);
+      }
+    }
+    fence_operand(acc[0]);
+    wgmma_wait<0>();
+#pragma unroll
+    for (int g = 0; g < 4; g++) fence_operand(acc[g]);
+#pragma unroll
+    for (int g = 0; g < 4; g++) fence_operand(a[g]);
+
+    const int64_t tb = c0 + (int64_t)t * kTile;
+    // ---- SPEC 3's bf16 chain and the stores (mx_body's bf16 reduce, RB 1): lanes t4 = 0, 2
+    // run (s0, s1), lanes 1, 3 run (s2, s3); lanes 0, 1 keep slot i0 and lanes 2, 3 slot
+    // i0 + 8; each sends the other slot's pair to lane t4 ^ 2
+    auto reduce = [&](auto fold_tag) {
+      constexpr bool FOLD = decltype(fold_tag)::value;
+      const int keep = t4 >> 1;
+      uint4 wbt[2];
+      if (FOLD) {
+        if (kWbRegs) wbt[0] = wbr[0], wbt[1] = wbr[1];
+        else wbt[0] = wb_src[0], wbt[1] = wb_src[1];
+      }
+      const __nv_bfloat162 *wb = reinterpret_cast<const __nv_bfloat162 *>(wbt);
+      __nv_bfloat162 ch2 = __floats2bfloat162_rn(0.0f, 0.0f);
+#pragma unroll
+      for (int j = 0; j < kH / 8; j++) {
+        const uint32_t v0 = cvt_relu_bf16x2(acc[0][4 * j], acc[0][4 * j + 1]);     // slot i0
+        const uint32_t v1 = cvt_relu_bf16x2(acc[0][4 * j + 2], acc[0][4 * j + 3]); // i0 + 8
+        const uint32_t mine = keep ? v1 : v0;
+        const uint32_t got = __shfl_xor_sync(0xffffffffu, keep ? v0 : v1, 2);
+        const uint32_t first = keep ? got : mine, second = keep ? mine : got;
+        __nv_bfloat162 x0, x1;
+        if (FOLD) {
+          x0 = wb[2 * j];
+          x1 = wb[2 * j + 1];
+        } else {
+          const int n = 8 * j + 2 * (t4 & 1);
+          x0 = __floats2bfloat162_rn(s_wo[n], s_wo[n + 1]);
+          x1 = __floats2bfloat162_rn(s_wo[n + 4], s_wo[n + 5]);
+        }
+        ch2 = __hfma2(x0, *reinterpret_cast<const __nv_bfloat162 *>(&first), ch2);
+        ch2 = __hfma2(x1, *reinterpret_cast<const __nv_bfloat162 *>(&second), ch2);
+      }
+      const uint32_t cu = *reinterpret_cast<const uint32_t *>(&ch2);
+      const uint32_t ou = __shfl_xor_sync(0xffffffffu, cu, 1);
+      const __nv_bfloat162 pair = __hadd2(ch2, *reinterpret_cast<const __nv_bfloat162 *>(&ou));
+      __nv_bfloat16 res = __hadd(__low2bfloat16(pair), __high2bfloat16(pair));
+      if (FOLD) // the deferred k0: exact (a power of two, in range)
+        res = __float2bfloat16_rn(__fmul_rn(__bfloat162float(res), keep ? ck0[1] : ck0[0]));
+      if ((t4 & 1) == 0) {
+        const int64_t n = tb + i0 + 8 * keep;
+        const uint16_t v = *reinterpret_cast<const uint16_t *>(&res);
+        if (n < chunk_hi) orow[n] = (keep ? okslot[1] : okslot[0]) ? v : (uint16_t)0xFF80u;
+      }
+    };
+    if (!qslow) {
+#pragma unroll
+      for (int e = 0; e < kH / 2; e++) {
+        const int h = (e >> 1) & 1;
+        acc[0][e] = __fmaf_rn(__fmaf_rn(acc[3][e], cr3[h], acc[2][e]), cr2[h], acc[0][e]);
+      }
+      reduce(std::true_type{});
+    } else {
+      float kf[2][4];
+#pragma unroll
+      for (int h = 0; h < 2; h++)
+#pragma unroll
+        for (int g = 0; g < 4; g++) kf[h][g] = __uint_as_float(((kw[h] >> (8 * g)) & 0xFFu) << 23);
+      // the exact dots d: the fast formula times 2^(qc - 127) where it holds, else the CPU's
+      const bool pslow[2] = {(m0.y & IXL_MXK5_FAST) == 0, (m1.y & IXL_MXK5_FAST) == 0};
+#pragma unroll
+      for (int e = 0; e < kH / 2; e++) {
+        const int h = (e >> 1) & 1, c = 2 * (e >> 2) + (e & 1);
+        const int n = 8 * (e >> 2) + 2 * t4 + (e & 1);
+        if (((slow_heads >> c) & 1) || pslow[h]) {
+          acc[0][e] = slow_dot(acc[0][e], acc[1][e], acc[2][e], acc[3][e], s_hq[n], kw[h]);
+        } else {
+          const float t01 = __fmaf_rn(acc[1][e], kf[h][1], __fmul_rn(acc[0][e], kf[h][0]));
+          const float t23 = __fmaf_rn(acc[3][e], kf[h][3], __fmul_rn(acc[2][e], kf[h][2]));
+          acc[0][e] = __fmul_rn(s_hc[n], __fadd_rn(t01, t23));
+        }
+      }
+      reduce(std::false_type{});
+    }
+  }
+#else
+  IXL_SM90_TRAP_ELSEWHERE();
+#endif
+}
+
+// ------------------------------------------------------------------ host
+int log2_exact(int64_t v) {
+  if (v <= 0 || (v & (v - 1))) return -1;
+  int l = 0;
+  while ((1LL << l) < v) l++;
+  return l;
+}
+
+// IXL_LOGITS_V2_MX_K5WS, read once a process: 0 (unset or anything else) off, 1 one math
+// warpgroup a CTA, 2 two.
+int k5ws_mode() {
+  static const int v = [] {
+    const char *e = getenv("IXL_LOGITS_V2_MX_K5WS");
+    return e && (e[0] == '1' || e[0] == '2') && e[1] == 0 ? e[0] - '0' : 0;
+  }();
+  return v;
+}
+
+template <int NWG>
+ixl_status launch_ws(ixl_ctx *ctx, WsParams p, const char *name) {
+  auto kern = mxk5_kernel<NWG>;
+  constexpr int threads = WsCfg<NWG>::threads, alloc = WsSmem::alloc;
+  static bool said = false; // one stderr line per configuration a process: the switch took
+  if (!said) {
+    said = true;
+    fprintf(stderr,
+            "ixl logits v2 mxfp4: K5WS kernel, ragged K5, H 32, %d math warpgroup(s) + producer "
+            "warp, bf16 (switch %d)\n",
+            NWG, k5ws_mode());
+  }
+  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, alloc);
+  int occ = 0;
+  if (e == cudaSuccess)
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, threads, alloc);
+  if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaFuncSetAttribute (logits v2 mxk5)");
+  int sms = 132;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ixl_ctx_device(ctx)) !=
+          cudaSuccess ||
+      sms <= 0) {
+    cudaGetLastError();
+    sms = 132;
+  }
+  if (occ < 1) occ = 1;
+  // the chunk (logits_v2_mx_sm90.cu's launch_kern): tiles of 64, at most kMaxChunk columns and
+  // kPre - 2 sparse blocks (sbk 1, 2); as few chunks per row as fill whole waves
+  const int64_t tiles = ixl_ceil_div(p.out_cols, kTile);
+  int64_t cap = kMaxChunk;
+  if ((int64_t)(kPre - 2) * p.sbk < cap) cap = (int64_t)(kPre - 2) * p.sbk / kTile * kTile;
+  if (cap < kTile) cap = kTile;
+  const int64_t slots = (int64_t)occ * sms, nmin = ixl_ceil_div(tiles, cap / kTile);
+  const int64_t waves = ixl_ceil_div(nmin * p.R, slots);
+  int64_t nch = waves * slots / p.R;
+  if (nch < nmin) nch = nmin;
+  if (nch > tiles) nch = tiles;
+  p.chunk = ixl_ceil_div(tiles, nch) * kTile;
+  p.nchunks = ixl_ceil_div(p.out_cols, p.chunk);
+  const int64_t blocks = p.nchunks * p.R;
+  if (blocks > INT32_MAX)
+    return ixl_set_error(ctx, IXL_ERR_UNSUPPORTED, "%s (v2): %lld CTAs: more than a grid holds",
+                         name, (long long)blocks);
+  kern<<<(unsigned)blocks, threads, alloc, ixl::stream_of(ctx)>>>(p);
+  return ixl_cuda_check_launch(ctx, name);
+}
+
+} // namespace
+
+// The hook of logits_v2_mx_sm90.cu's sparse ragged branch (after mx_takes and the power-of-two
+// sbk check): 1 when this file took the call (*st its status), 0 when the switch is off or the
+// call does not suit the kernel (then the caller's kernels run it).
+extern "C" int ixl_cuda_logits_v2_mxk5(ixl_ctx *ctx, const ixl_logits_call *c, ixl_status *st) {
+  const int mode = k5ws_mode();
+  if (!mode) return 0;
+  const ixl_qk *in = c->in;
+  if (c->mode != IXL_LOGITS_SPARSE || in->k_pages || c->H != 32 || !c->ks) return 0;
+  const int64_t N = in->k_codes->shape[0];
+  const int sbklog = log2_exact(c->sparse_block_kv);
+  if (sbklog < 0 || N >= INT32_MAX || c->R == 0 || c->out->shape[1] == 0) return 0;
+  WsParams p = {};
+  p.q_codes = (const uint8_t *)in->q_codes->data;
+  p.q_scales = (const uint32_t *)in->q_scales->data;
+  p.k_codes = (const uint8_t *)in->k_codes->data;
+  p.k_scales = (const uint32_t *)in->k_scales->data;
+  p.w = (const uint16_t *)c->weights->data;
+  p.ks = (const int32_t *)c->ks->data;
+  p.ke = (const int32_t *)c->ke->data;
+  p.ids = (const int32_t *)c->sparse_ids->data;
+  p.out = (uint16_t *)c->out->data;
+  p.R = c->R;
+  p.N = N;
+  p.nsb = c->sparse_ids->shape[1];
+  p.out_cols = c->out->shape[1];
+  p.sbk = c->sparse_block_kv;
+  p.sbklog = sbklog;
+  p.aligned = c->ks_mode == IXL_KS_ALIGNED;
+  const char *name = "sparse_logits kernel (v2 mxfp4 K5WS)";
+  *st = mode == 2 ? launch_ws<2>(ctx, p, name) : launch_ws<1>(ctx, p, name);
+  return 1;
+}
