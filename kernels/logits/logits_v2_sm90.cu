@@ -649,7 +649,7 @@ __device__ __forceinline__ int32_t block_tiles(const Params &p, int64_t b, int32
 }
 #endif
 
-template <int H, bool HALVES>
+template <int H, bool HALVES, bool PING>
 __global__ void __launch_bounds__(kThreads, 1)
     k1_fp8_kernel(const __grid_constant__ CUtensorMap kmap,
                   const __grid_constant__ CUtensorMap qmap, const Params p) {
@@ -990,6 +990,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_wait(&qfull[0], 0);
     qfph ^= 1u;
   }
+  // PING (IXL_LOGITS_V2_FP8_K1=3): warpgroup wg issues a tile's wgmma after named barrier
+  // 1 + wg, which the other warpgroup arrives at once it has issued its own (warpgroup 1 once
+  // at the start: warpgroup 0 goes first). Without it both warpgroups' wgmma run together, each
+  // at half rate, and their epilogues then run together too, sharing the SM sub-partitions'
+  // issue slots: about MMA + epilogue per tile (5.17 ms at 4096x65536 against 2.88 without the
+  // epilogue). In turn, one warpgroup's epilogue runs under the other's wgmma.
+  if (PING && wg == 1) ixl_v2::named_bar_arrive(1, 256);
   for (int64_t i = 0; i < nunits; ++i) {
     if (i > 0 && ++o == nt) { // the block is done for both warpgroups' reads of this warp
       __syncwarp();
@@ -1003,7 +1010,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     if ((int)(i & 1) != wg) continue;
     mbar_wait(&full[stage], fph);
     const float sc0 = s_sc[stage * kTile + r0], sc1 = s_sc[stage * kTile + r0 + 8];
+    if (PING) ixl_v2::named_bar_sync(1 + wg, 256);
     ixl_v2::tile_mma256(acc, s_codes + stage * kTileBytes, s_q + qslot * kQBytes);
+    if (PING) ixl_v2::named_bar_arrive(2 - wg, 256);
     wgmma_wait<0>();
     fence_operand(acc);
     __syncwarp();
@@ -1028,6 +1037,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncwarp();
     if (lane == 0) ptx::mbarrier_arrive(&qempty[qslot]);
   }
+  // PING: every arrival matched before the exit: warpgroup 0 issued (nunits + 1) / 2 tiles,
+  // warpgroup 1 nunits / 2, so barrier 1 has one arrival left when nunits is even, barrier 2
+  // when it is odd (never two pending at once: each arrival waits on the other's sync)
+  if (PING && wg == 0 && nunits % 2 == 0) ixl_v2::named_bar_sync(1, 256);
+  if (PING && wg == 1 && nunits % 2 == 1) ixl_v2::named_bar_sync(2, 256);
   } // HALVES
   }
 #else
@@ -1202,17 +1216,18 @@ static ixl_status launch_cfg(ixl_ctx *ctx, const ixl_logits_call *c, Params &p) 
 // inside the tensors; else v2_fp8_kernel runs the call.
 // IXL_LOGITS_V2_FP8_K1=2: the pipelined halves (k1_fp8_kernel<H, true>); on the H200 it failed
 // dense_ragged_ranges_layouts_and_clean too (4/5) and was slower (4096x65536 6.05 vs 5.16 ms).
+// IXL_LOGITS_V2_FP8_K1=3: k1_fp8_kernel<H, false, true>, the ping-pong of the math warpgroups'
+// wgmma (named barriers; see the kernel); not yet run on the GPU.
 static int k1_mode() {
   static const int mode = [] {
     const char *e = getenv("IXL_LOGITS_V2_FP8_K1");
-    if (e && e[0] == '1' && e[1] == 0) return 1;
-    if (e && e[0] == '2' && e[1] == 0) return 2;
+    if (e && e[0] >= '1' && e[0] <= '3' && e[1] == 0) return e[0] - '0';
     return 0;
   }();
   return mode;
 }
 static bool k1_on() { return k1_mode() != 0; }
-template <int H, bool HALVES>
+template <int H, bool HALVES, bool PING>
 static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
   using L = k1::Smem<H>;
   const ixl_qk *in = c->in;
@@ -1220,7 +1235,7 @@ static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
   const int dev = ixl_ctx_device(ctx);
   const bool slot = dev >= 0 && dev < 64;
   if (!slot || !ready[dev].load(std::memory_order_relaxed)) {
-    cudaError_t e = cudaFuncSetAttribute(k1::k1_fp8_kernel<H, HALVES>,
+    cudaError_t e = cudaFuncSetAttribute(k1::k1_fp8_kernel<H, HALVES, PING>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, L::alloc);
     if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaFuncSetAttribute (logits v2 K1)");
     if (slot) ready[dev].store(1, std::memory_order_relaxed);
@@ -1249,7 +1264,7 @@ static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
   if (bad) return ixl_set_error(ctx, IXL_ERR_BACKEND, "dense_logits (v2 K1): %s", why);
   const int grid = ixl::sm_count(ctx);
   if (grid <= 0) return ixl_set_error(ctx, IXL_ERR_BACKEND, "dense_logits (v2 K1): no SM count");
-  k1::k1_fp8_kernel<H, HALVES><<<(unsigned)grid, k1::kThreads, L::alloc,
+  k1::k1_fp8_kernel<H, HALVES, PING><<<(unsigned)grid, k1::kThreads, L::alloc,
                                   ixl::stream_of(ctx)>>>(
       kmap, qmap, p);
   return ixl_cuda_check_launch(ctx, "logits v2 fp8 K1 kernel");
@@ -1318,7 +1333,9 @@ ixl_status launch(ixl_ctx *ctx, const ixl_logits_call *c) {
   if (sparse) return launch_mode<H, M_K5R, true>(ctx, c, p); // K5: always the bf16 reduction
   // K1 (fp8_takes lets it through unless IXL_LOGITS_V2_FP8_RAGGED=0)
   if (k1_takes(c))
-    return k1_mode() == 2 ? launch_k1<H, true>(ctx, c) : launch_k1<H, false>(ctx, c);
+    return k1_mode() == 2   ? launch_k1<H, true, false>(ctx, c)
+           : k1_mode() == 3 ? launch_k1<H, false, true>(ctx, c)
+                            : launch_k1<H, false, false>(ctx, c);
   return c->reduction == IXL_REDUCE_BF16 ? launch_mode<H, M_K1, true>(ctx, c, p)
                                          : launch_mode<H, M_K1, false>(ctx, c, p);
 }

@@ -202,6 +202,18 @@ __device__ __forceinline__ void cp_async_arrive_noinc(uint64_t *bar) {
                : "memory");
 }
 
+// Named barrier `id` (1..15; 0 is __syncthreads) over n threads (a multiple of 32): bar.sync
+// waits for the barrier's n arrivals, bar.arrive adds its warp's and goes on (PTX ISA
+// "bar.sync / bar.arrive"). k1_fp8_kernel's ping-pong (IXL_LOGITS_V2_FP8_K1=3): each math
+// warpgroup issues its tile's wgmma only after the other one issued its own, so their wgmma
+// reach the tensor cores in turn (FlashAttention-3's warpgroup scheduling barriers).
+__device__ __forceinline__ void named_bar_sync(int id, int n) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ void named_bar_arrive(int id, int n) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
+
 // relu keeping NaN (max.NaN.f32, PTX ISA "max"): one FMNMX.NAN.
 __device__ __forceinline__ float relu_nan(float x) {
   float r;
