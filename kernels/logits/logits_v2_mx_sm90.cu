@@ -1585,16 +1585,17 @@ extern "C" ixl_status ixl_cuda_logits_v2_mx(ixl_ctx *ctx, const ixl_logits_call 
   p.aligned = c->ks_mode == IXL_KS_ALIGNED;
   p.nrb = p.R;
   if (p.sbklog < 0) return ixl_cuda_logits_v1_sparse(ctx, c, 4096);
-  if (paged)
-    return H == 32 ? launch<K5P, 32, 1, true>(ctx, p, p.R, kMaxChunk, name)
-                   : launch<K5P, 64, 1, true>(ctx, p, p.R, kMaxChunk, name);
   {
-    // IXL_LOGITS_V2_MX_K5WS=1: ragged K5 at H 32 on the warp-specialized kernel
-    // (logits_v2_mxk5_sm90.cu), when the call suits it (else it returns 0 and we go on)
+    // IXL_LOGITS_V2_MX_K5WS=1|2 (ragged), IXL_LOGITS_V2_MX_K5PWS=1 (paged): K5 at H 32 on the
+    // warp-specialized kernel (logits_v2_mxk5_sm90.cu), when the call suits it (else it
+    // returns 0 and we go on)
     int ixl_cuda_logits_v2_mxk5(ixl_ctx *, const ixl_logits_call *, ixl_status *);
     ixl_status ws_st = IXL_OK;
     if (ixl_cuda_logits_v2_mxk5(ctx, c, &ws_st)) return ws_st;
   }
+  if (paged)
+    return H == 32 ? launch<K5P, 32, 1, true>(ctx, p, p.R, kMaxChunk, name)
+                   : launch<K5P, 64, 1, true>(ctx, p, p.R, kMaxChunk, name);
   if (H == 32 && next_mode() != 0 && p.sbk >= 4) return launch_next<K5R, 1>(ctx, p, true, name);
   if (v3_mask() & 2) {
     CUtensorMap maps[2]; // unused by ragged K5

@@ -73,19 +73,24 @@ struct WsSmem {
   static constexpr int pre = wb + 64;                     // int64 block bases
   static constexpr int total = pre + kPre * 8;
   static constexpr int alloc = total + 1024;
+  // paged: + int32 page and slot of each block's first position
+  static constexpr int pg = total, sl = pg + kPre * 4, total_paged = sl + kPre * 4;
+  static constexpr int alloc_paged = total_paged + 1024;
 };
 
 struct WsParams {
   const uint8_t *q_codes;   // [R, 32, 64]
   const uint32_t *q_scales; // [R, 32]
-  const uint8_t *k_codes;   // [N, 64]
-  const uint32_t *k_scales; // [N]
+  const uint8_t *k_codes;   // ragged [N, 64]
+  const uint32_t *k_scales; // ragged [N]
+  const uint8_t *k_pages;   // paged [num_pages, stride]: P slots of 64 B, then P scale words
+  const int32_t *bt;        // paged [R, bt_cols]
   const uint16_t *w;        // [R, 32] bf16
   const int32_t *ks, *ke;   // [R] row_ks / row_ke
   const int32_t *ids;       // [R, nsb]
   uint16_t *out;            // [R, out_cols] bf16
-  int64_t R, N, nsb, out_cols, chunk, nchunks;
-  int sbk, sbklog, aligned;
+  int64_t R, N, nsb, out_cols, chunk, nchunks, num_pages, stride, bt_cols;
+  int sbk, sbklog, aligned, P, Plog;
 };
 
 #if IXL_SM90_DEVICE
@@ -93,6 +98,10 @@ __device__ __forceinline__ int64_t clamp64(int64_t v, int64_t lo, int64_t hi) {
   return v < lo ? lo : v > hi ? hi : v;
 }
 __device__ __forceinline__ int64_t mn64(int64_t a, int64_t b) { return a < b ? a : b; }
+// x / P (x >= 0) by a shift when P is a power of two (Plog >= 0)
+__device__ __forceinline__ int64_t div_p(int64_t x, int P, int Plog) {
+  return Plog >= 0 ? x >> Plog : x / P;
+}
 
 __device__ __forceinline__ uint32_t cvt_relu_bf16x2(float lo, float hi) {
   uint32_t d;
@@ -126,7 +135,9 @@ __device__ __forceinline__ void cp_async_arrive_noinc(uint64_t *bar) {
 // Registers: 1 math warpgroup: 3 CTAs of 160 threads an SM (at most 136 registers); 2: 2 CTAs
 // of 288 (at most 112, __maxnreg__: the launch bounds' minimum-CTAs form let ptxas take 96 and
 // serialize the wgmma).
-template <int NWG>
+// PAGED: paged K5 (K2's page pool; logits_v2_mx_sm90.cu's K5P addressing: the block's first
+// page and slot prefetched with its base, a block across a page boundary looked up per slot).
+template <int NWG, bool PAGED>
 __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::maxreg)
     mxk5_kernel(const WsParams p) {
 #if IXL_SM90_DEVICE
@@ -145,6 +156,8 @@ __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::m
   float *s_wo = reinterpret_cast<float *>(smem + L::wo);
   float *s_wq = reinterpret_cast<float *>(smem + L::wq);
   int64_t *pre_base = reinterpret_cast<int64_t *>(smem + L::pre);
+  int32_t *pre_pg = reinterpret_cast<int32_t *>(smem + L::pg); // PAGED
+  int32_t *pre_sl = reinterpret_cast<int32_t *>(smem + L::sl);
   __nv_bfloat162 *s_wb = reinterpret_cast<__nv_bfloat162 *>(smem + L::wb);
   __shared__ uint64_t s_full[S], s_empty[S];
   __shared__ int s_nvalid;
@@ -162,9 +175,11 @@ __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::m
   const int64_t b = blockIdx.x;
   const int64_t row = b / p.nchunks, ch = b % p.nchunks;
   const int64_t c0 = ch * p.chunk, chunk_hi = mn64(c0 + p.chunk, p.out_cols);
-  const int64_t row_lo = clamp64(p.ks[row], 0, p.N);
-  const int64_t row_hi = clamp64(p.ke[row], row_lo, p.N);
-  const int64_t koff = p.aligned ? 0 : row_lo & (p.sbk - 1);
+  // the row's keys: ragged [row_ks, row_ke) of K; paged [0, context_len) of its pages
+  const int64_t row_lo = PAGED ? 0 : clamp64(p.ks[row], 0, p.N);
+  const int64_t row_hi = PAGED ? clamp64(p.ke[row], 0, p.bt_cols * (int64_t)p.P)
+                               : clamp64(p.ke[row], row_lo, p.N);
+  const int64_t koff = PAGED || p.aligned ? 0 : row_lo & (p.sbk - 1);
 
   // ---- per column (head): the fold of its query exponents (mx_body's, COMB, bf16 weights)
   if (tid < kH) {
@@ -224,7 +239,19 @@ __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::m
     for (int64_t j = tid; j < nb; j += NT) {
       const int64_t jb = pre0 + j;
       // no key: every slot of the block lies outside the row
-      pre_base[j] = jb < nvalid ? (int64_t)ids[jb] * p.sbk + koff : INT64_MIN / 2;
+      const int64_t base = jb < nvalid ? (int64_t)ids[jb] * p.sbk + koff : INT64_MIN / 2;
+      pre_base[j] = base;
+      if (PAGED) {
+        int32_t pg = -1, sl = 0;
+        if (base >= 0 && base < row_hi) {
+          const int64_t pi = div_p(base, p.P, p.Plog);
+          const int64_t e = p.bt[row * p.bt_cols + pi];
+          if (e >= 0 && e < p.num_pages) pg = (int32_t)e;
+          sl = (int32_t)(base - pi * p.P);
+        }
+        pre_pg[j] = pg;
+        pre_sl[j] = sl;
+      }
     }
   }
   __syncthreads();
@@ -232,9 +259,10 @@ __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::m
   const int T = (int)((chunk_hi - c0 + kTile - 1) / kTile);
   if (warp == 4 * NWG) {
     // ================================================================ the producer warp
-    // slots lane and lane + 32 of tile t: the key (32-bit: N < 2^31, the host checks), whether
-    // the slot has one, its scale word (plain loads, one tile ahead)
-    int32_t q[2];
+    // slots lane and lane + 32 of tile t: whether the slot has a key, the byte offset of its
+    // codes from kbase, its scale word (plain loads, one tile ahead)
+    const uint8_t *kbase = PAGED ? p.k_pages : p.k_codes;
+    int64_t q[2];
     uint32_t kw[2];
     bool ok[2];
     auto scan = [&](int t) {
@@ -242,14 +270,32 @@ __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::m
       for (int h = 0; h < 2; h++) {
         const int64_t col = c0 + (int64_t)t * kTile + lane + 32 * h;
         bool o = false;
-        int64_t qq = 0;
+        int64_t off = 0;
+        const uint32_t *sp = nullptr;
         if (col < chunk_hi) {
-          qq = pre_base[(col >> p.sbklog) - pre0] + (col & (p.sbk - 1));
+          const int64_t jl = (col >> p.sbklog) - pre0, oo = col & (p.sbk - 1);
+          const int64_t qq = pre_base[jl] + oo;
           o = qq >= row_lo && qq < row_hi;
+          if (o && PAGED) {
+            int64_t pg = pre_pg[jl], sl = pre_sl[jl] + oo;
+            if (sl >= p.P) { // a block across a page boundary
+              const int64_t pi = div_p(qq, p.P, p.Plog);
+              const int64_t e = p.bt[row * p.bt_cols + pi];
+              pg = e >= 0 && e < p.num_pages ? e : -1;
+              sl = qq - pi * p.P;
+            }
+            o = pg >= 0;
+            off = pg * p.stride + sl * 64;
+            sp = reinterpret_cast<const uint32_t *>(p.k_pages + pg * p.stride + (int64_t)p.P * 64) +
+                 sl;
+          } else if (o) {
+            off = qq * 64;
+            sp = p.k_scales + qq;
+          }
         }
         ok[h] = o;
-        q[h] = o ? (int32_t)qq : 0;
-        kw[h] = o ? __ldg(p.k_scales + qq) : IXL_MXK5_NOKEY;
+        q[h] = o ? off : 0;
+        kw[h] = o ? __ldg(sp) : IXL_MXK5_NOKEY;
       }
     };
     if (T > 0) scan(0);
@@ -261,10 +307,9 @@ __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::m
 #pragma unroll
       for (int k = 0; k < 8; k++) {
         const int i = 8 * k + (lane >> 2), g = lane & 3;
-        const int32_t qk = __shfl_sync(0xffffffffu, k < 4 ? q[0] : q[1], i & 31);
+        const int64_t qk = __shfl_sync(0xffffffffu, k < 4 ? q[0] : q[1], i & 31);
         const bool okk = (((k < 4 ? b0 : b1) >> (i & 31)) & 1u) != 0;
-        ixl::sm80::cp_async16(dst + ixl_v2mx_raw_off(i, g),
-                              okk ? p.k_codes + (int64_t)qk * 64 + 16 * g : p.k_codes,
+        ixl::sm80::cp_async16(dst + ixl_v2mx_raw_off(i, g), okk ? kbase + qk + 16 * g : kbase,
                               okk ? 16 : 0);
       }
       cp_async_arrive_noinc(&s_full[s]);
@@ -454,18 +499,28 @@ int k5ws_mode() {
   }();
   return v;
 }
+// IXL_LOGITS_V2_MX_K5PWS, the same for paged K5 (read once a process; 1: one math warpgroup
+// a CTA, 3 CTAs an SM; anything else: off).
+int k5pws_mode() {
+  static const int v = [] {
+    const char *e = getenv("IXL_LOGITS_V2_MX_K5PWS");
+    return e && e[0] == '1' && e[1] == 0 ? 1 : 0;
+  }();
+  return v;
+}
 
-template <int NWG>
+template <int NWG, bool PAGED>
 ixl_status launch_ws(ixl_ctx *ctx, WsParams p, const char *name) {
-  auto kern = mxk5_kernel<NWG>;
-  constexpr int threads = WsCfg<NWG>::threads, alloc = WsSmem::alloc;
+  auto kern = mxk5_kernel<NWG, PAGED>;
+  constexpr int threads = WsCfg<NWG>::threads;
+  constexpr int alloc = PAGED ? WsSmem::alloc_paged : WsSmem::alloc;
   static bool said = false; // one stderr line per configuration a process: the switch took
   if (!said) {
     said = true;
     fprintf(stderr,
-            "ixl logits v2 mxfp4: K5WS kernel, ragged K5, H 32, %d math warpgroup(s) + producer "
+            "ixl logits v2 mxfp4: K5WS kernel, %s K5, H 32, %d math warpgroup(s) + producer "
             "warp, bf16 (switch %d)\n",
-            NWG, k5ws_mode());
+            PAGED ? "paged" : "ragged", NWG, PAGED ? k5pws_mode() : k5ws_mode());
   }
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, alloc);
   int occ = 0;
@@ -503,35 +558,50 @@ ixl_status launch_ws(ixl_ctx *ctx, WsParams p, const char *name) {
 
 } // namespace
 
-// The hook of logits_v2_mx_sm90.cu's sparse ragged branch (after mx_takes and the power-of-two
-// sbk check): 1 when this file took the call (*st its status), 0 when the switch is off or the
-// call does not suit the kernel (then the caller's kernels run it).
+// The hook of logits_v2_mx_sm90.cu's sparse branch (after mx_takes and the power-of-two sbk
+// check): 1 when this file took the call (*st its status), 0 when its switch is off
+// (IXL_LOGITS_V2_MX_K5WS for ragged calls, IXL_LOGITS_V2_MX_K5PWS for paged ones) or the call
+// does not suit the kernel (then the caller's kernels run it).
 extern "C" int ixl_cuda_logits_v2_mxk5(ixl_ctx *ctx, const ixl_logits_call *c, ixl_status *st) {
-  const int mode = k5ws_mode();
-  if (!mode) return 0;
   const ixl_qk *in = c->in;
-  if (c->mode != IXL_LOGITS_SPARSE || in->k_pages || c->H != 32 || !c->ks) return 0;
-  const int64_t N = in->k_codes->shape[0];
+  const bool paged = in->k_pages != nullptr;
+  const int mode = paged ? k5pws_mode() : k5ws_mode();
+  if (!mode) return 0;
+  if (c->mode != IXL_LOGITS_SPARSE || c->H != 32 || (!paged && !c->ks)) return 0;
   const int sbklog = log2_exact(c->sparse_block_kv);
-  if (sbklog < 0 || N >= INT32_MAX || c->R == 0 || c->out->shape[1] == 0) return 0;
+  if (sbklog < 0 || c->R == 0 || c->out->shape[1] == 0) return 0;
+  if (paged && (in->page_size <= 0 || !c->block_table)) return 0;
   WsParams p = {};
   p.q_codes = (const uint8_t *)in->q_codes->data;
   p.q_scales = (const uint32_t *)in->q_scales->data;
-  p.k_codes = (const uint8_t *)in->k_codes->data;
-  p.k_scales = (const uint32_t *)in->k_scales->data;
+  if (paged) {
+    p.k_pages = (const uint8_t *)in->k_pages->data;
+    p.num_pages = in->k_pages->shape[0];
+    p.stride = in->k_pages->shape[1];
+    p.P = in->page_size;
+    p.Plog = log2_exact(p.P);
+    p.bt = (const int32_t *)c->block_table->data;
+    p.bt_cols = c->block_table->shape[1];
+  } else {
+    p.k_codes = (const uint8_t *)in->k_codes->data;
+    p.k_scales = (const uint32_t *)in->k_scales->data;
+    p.N = in->k_codes->shape[0];
+    p.ks = (const int32_t *)c->ks->data;
+  }
   p.w = (const uint16_t *)c->weights->data;
-  p.ks = (const int32_t *)c->ks->data;
   p.ke = (const int32_t *)c->ke->data;
   p.ids = (const int32_t *)c->sparse_ids->data;
   p.out = (uint16_t *)c->out->data;
   p.R = c->R;
-  p.N = N;
   p.nsb = c->sparse_ids->shape[1];
   p.out_cols = c->out->shape[1];
   p.sbk = c->sparse_block_kv;
   p.sbklog = sbklog;
   p.aligned = c->ks_mode == IXL_KS_ALIGNED;
   const char *name = "sparse_logits kernel (v2 mxfp4 K5WS)";
-  *st = mode == 2 ? launch_ws<2>(ctx, p, name) : launch_ws<1>(ctx, p, name);
+  if (paged) // one math warpgroup (two spill: the paged producer's state)
+    *st = launch_ws<1, true>(ctx, p, name);
+  else
+    *st = mode == 2 ? launch_ws<2, false>(ctx, p, name) : launch_ws<1, false>(ctx, p, name);
   return 1;
 }
