@@ -596,6 +596,10 @@ struct Params {
   int64_t R, out_cols, nb;
   int32_t N, compressed;
   int32_t abl; // development ablation: 3 = no epilogue (IXL_LOGITS_V2_ABL=noepi; wrong results)
+  // development profile of the ping-pong form (IXL_LOGITS_V2_PROF=1 with IXL_LOGITS_V2_FP8_K1=3),
+  // summed over math warps: [0] full waits, [1] turn (named barrier) waits, [2] wgmma waits,
+  // [3] epilogues, [4] tiles, [5] the math loop's clocks, [6, 7] block 0's clocks and ns
+  unsigned long long *prof;
 };
 
 template <int H>
@@ -985,6 +989,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   int qslot = 0;
   float acc[128];
+  const long long t_start = PING && p.prof ? clock64() : 0;
+  uint64_t ns0 = 0;
+  if (PING && p.prof && tid == 0 && blockIdx.x == 0)
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns0));
   if (nunits) {
     enter();
     mbar_wait(&qfull[0], 0);
@@ -1008,13 +1016,25 @@ __global__ void __launch_bounds__(kThreads, 1)
       qfph ^= 1u << qslot;
     }
     if ((int)(i & 1) != wg) continue;
+    const bool pr = PING && p.prof && lane == 0; // PING only: the default kernel is unchanged
+    long long ck = pr ? clock64() : 0;
+    auto lap = [&](int k) {
+      if (pr) {
+        const long long now = clock64();
+        atomicAdd(&p.prof[k], (unsigned long long)(now - ck));
+        ck = now;
+      }
+    };
     mbar_wait(&full[stage], fph);
+    lap(0);
     const float sc0 = s_sc[stage * kTile + r0], sc1 = s_sc[stage * kTile + r0 + 8];
     if (PING) ixl_v2::named_bar_sync(1 + wg, 256);
+    lap(1);
     ixl_v2::tile_mma256(acc, s_codes + stage * kTileBytes, s_q + qslot * kQBytes);
     if (PING) ixl_v2::named_bar_arrive(2 - wg, 256);
     wgmma_wait<0>();
     fence_operand(acc);
+    lap(2);
     __syncwarp();
     if (lane == 0) ptx::mbarrier_arrive(&empty[stage]);
     stage += 2;
@@ -1032,6 +1052,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (k >= r.a && k < r.e)
         p.out[(b * RB + rb_lane + v / 2) * p.out_cols + (k - r.base)] = res[v];
     }
+    lap(3);
+    if (pr) atomicAdd(&p.prof[4], 1ull);
   }
   if (nunits) {
     __syncwarp();
@@ -1042,6 +1064,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   // when it is odd (never two pending at once: each arrival waits on the other's sync)
   if (PING && wg == 0 && nunits % 2 == 0) ixl_v2::named_bar_sync(1, 256);
   if (PING && wg == 1 && nunits % 2 == 1) ixl_v2::named_bar_sync(2, 256);
+  if (PING && p.prof && lane == 0) {
+    atomicAdd(&p.prof[5], (unsigned long long)(clock64() - t_start));
+    if (tid == 0 && blockIdx.x == 0) {
+      uint64_t ns1;
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns1));
+      p.prof[6] = (unsigned long long)(clock64() - t_start);
+      p.prof[7] = ns1 - ns0;
+    }
+  }
   } // HALVES
   }
 #else
@@ -1264,10 +1295,32 @@ static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
   if (bad) return ixl_set_error(ctx, IXL_ERR_BACKEND, "dense_logits (v2 K1): %s", why);
   const int grid = ixl::sm_count(ctx);
   if (grid <= 0) return ixl_set_error(ctx, IXL_ERR_BACKEND, "dense_logits (v2 K1): no SM count");
+  const bool prof = PING && prof_on();
+  if (prof) {
+    static const unsigned long long zero[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    cudaMemcpyToSymbolAsync(g_prof, zero, sizeof zero, 0, cudaMemcpyHostToDevice,
+                            ixl::stream_of(ctx));
+    cudaGetSymbolAddress((void **)&p.prof, g_prof);
+  }
   k1::k1_fp8_kernel<H, HALVES, PING><<<(unsigned)grid, k1::kThreads, L::alloc,
                                   ixl::stream_of(ctx)>>>(
       kmap, qmap, p);
-  return ixl_cuda_check_launch(ctx, "logits v2 fp8 K1 kernel");
+  ixl_status st = ixl_cuda_check_launch(ctx, "logits v2 fp8 K1 kernel");
+  if (prof && st == IXL_OK) { // per math warp and tile, in SM clocks
+    unsigned long long v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    cudaMemcpyFromSymbolAsync(v, g_prof, sizeof v, 0, cudaMemcpyDeviceToHost,
+                              ixl::stream_of(ctx));
+    cudaStreamSynchronize(ixl::stream_of(ctx));
+    const double t = v[4] ? (double)v[4] : 1.0;
+    fprintf(stderr,
+            "logits v2 K1 ping prof: R %lld N %d: %llu warp-tiles, clocks per tile and warp: full "
+            "wait %.0f, turn wait %.0f, wgmma wait %.0f, epilogue %.0f, loop %.0f (of which "
+            "tiles %.0f); SM clock %.2f GHz\n",
+            (long long)p.R, p.N, v[4], (double)v[0] / t, (double)v[1] / t, (double)v[2] / t,
+            (double)v[3] / t, (double)v[5] / t, (double)(v[0] + v[1] + v[2] + v[3]) / t,
+            v[7] ? (double)v[6] / (double)v[7] : 0.0);
+  }
+  return st;
 }
 static bool k1_takes(const ixl_logits_call *c) {
   return k1_on() && c->mode == IXL_LOGITS_DENSE && c->in->k_pages == NULL &&
