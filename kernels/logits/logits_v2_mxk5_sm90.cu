@@ -260,12 +260,20 @@ __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::m
   if (warp == 4 * NWG) {
     // ================================================================ the producer warp
     // slots lane and lane + 32 of tile t: whether the slot has a key, the byte offset of its
-    // codes from kbase, its scale word (plain loads, one tile ahead)
+    // codes from kbase, its scale word (plain loads, kLook tiles ahead: paged keys come from
+    // HBM, about 1 us, two tile periods of a CTA; three register sets, the loop unrolled by
+    // three so that no set is copied, which would wait for its loads)
     const uint8_t *kbase = PAGED ? p.k_pages : p.k_codes;
-    int64_t q[2];
-    uint32_t kw[2];
-    bool ok[2];
-    auto scan = [&](int t) {
+    struct Look {
+      int64_t q[2];
+      uint32_t kw[2];
+      bool ok[2];
+    };
+    constexpr int kLook = 3;
+    auto scan = [&](int t, Look &x) {
+      int64_t *q = x.q;
+      uint32_t *kw = x.kw;
+      bool *ok = x.ok;
 #pragma unroll
       for (int h = 0; h < 2; h++) {
         const int64_t col = c0 + (int64_t)t * kTile + lane + 32 * h;
@@ -298,8 +306,10 @@ __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::m
         kw[h] = o ? __ldg(sp) : IXL_MXK5_NOKEY;
       }
     };
-    if (T > 0) scan(0);
-    for (int t = 0; t < T; t++) {
+    auto step = [&](int t, Look &x) {
+      const int64_t *q = x.q;
+      const uint32_t *kw = x.kw;
+      const bool *ok = x.ok;
       const int s = t % S;
       mbar_wait(&s_empty[s], ((uint32_t)(t / S) & 1u) ^ 1u); // the stage's previous tile read
       const uint32_t b0 = __ballot_sync(0xffffffffu, ok[0]), b1 = __ballot_sync(0xffffffffu, ok[1]);
@@ -309,8 +319,8 @@ __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::m
         const int i = 8 * k + (lane >> 2), g = lane & 3;
         const int64_t qk = __shfl_sync(0xffffffffu, k < 4 ? q[0] : q[1], i & 31);
         const bool okk = (((k < 4 ? b0 : b1) >> (i & 31)) & 1u) != 0;
-        ixl::sm80::cp_async16(dst + ixl_v2mx_raw_off(i, g), okk ? kbase + qk + 16 * g : kbase,
-                              okk ? 16 : 0);
+        // no key: offset 0 (a valid address), 0 bytes read, the 16 B zero-filled
+        ixl::sm80::cp_async16(dst + ixl_v2mx_raw_off(i, g), kbase + qk + 16 * g, okk ? 16 : 0);
       }
       cp_async_arrive_noinc(&s_full[s]);
 #pragma unroll
@@ -323,7 +333,16 @@ __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::m
         s_kin[i] = make_uint2(kw[h], info);
       }
       ptx::mbarrier_arrive(&s_full[s]); // release: the stores above
-      if (t + 1 < T) scan(t + 1);
+      if (t + kLook < T) scan(t + kLook, x);
+    };
+    Look la, lb, lc;
+    scan(0, la); // T >= 1
+    if (T > 1) scan(1, lb);
+    if (T > 2) scan(2, lc);
+    for (int t = 0; t < T; t += kLook) {
+      step(t, la);
+      if (t + 1 < T) step(t + 1, lb);
+      if (t + 2 < T) step(t + 2, lc);
     }
     ixl::sm80::cp_async_wait<0>();
     return;
