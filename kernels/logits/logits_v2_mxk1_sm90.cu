@@ -54,7 +54,8 @@ constexpr int kMaxChunk = 4096;  // output columns a CTA at most
 constexpr int kSR = 6;           // raw TMA stages
 constexpr int kSW = 4;           // widened stages
 constexpr int kSCW = 96;         // scale words a raw stage (a 17 x 16 B box, 128-aligned)
-constexpr int kProdRegs = 40, kMathRegs = 232; // 40 + 2 * 232 <= 512 (64K registers / 128)
+constexpr int kProdRegs = 40, kMathRegs = 232; // after setmaxnreg (entry: 168, 65536 / 384)
+static_assert(128 * kProdRegs + 256 * kMathRegs <= 384 * 168, "setmaxnreg: the CTA's pool");
 
 struct Params {
   const uint8_t *q_codes;   // [R, H, 64]
@@ -249,6 +250,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     // ================================================================ producer
     setmaxnreg_dec<kProdRegs>();
     const int pt = tid;
+    const uint32_t bar_raw = smem_u32(s_rfull), bar_full = smem_u32(s_wfull),
+                   bar_empty = smem_u32(s_wempty);
     const int sco = (int)(hull_lo & 3); // position n0 + i is word (n0 & 3) + i of its box
     // tile t into raw stage s (every tile of the hull; rows past N arrive as zeros)
     auto issue = [&](int t, int s) {
@@ -265,8 +268,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int s = 0; s < kSR && s < T; s++) issue(s, s);
     for (int t = 0; t < T; t++) {
       const int rs = t % kSR, ws = t % kSW;
-      mbar_wait(&s_rfull[rs], (uint32_t)(t / kSR) & 1u);
-      if (t >= kSW) mbar_wait(&s_wempty[ws], (uint32_t)(t / kSW - 1) & 1u);
+      ixl_mxk1_wait(bar_raw + 8 * rs, (uint32_t)(t / kSR) & 1u);
+      if (t >= kSW) ixl_mxk1_wait(bar_empty + 8 * ws, (uint32_t)(t / kSW - 1) & 1u);
       // 512 units of 8 B (slot i, group g, half hf: raw words 2 hf, 2 hf + 1): a half-warp
       // reads one slot pair's 128 B and writes two rows' 8 distinct 16-B chunks
       const uint8_t *src = s_raw + rs * (kTile * 64);
@@ -289,7 +292,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         s_kw[ws * kTile + pt] = kw;
       }
       ptx::fence_proxy_async(ptx::space_shared); // the widened tile, visible to wgmma
-      ptx::mbarrier_arrive(&s_wfull[ws]);
+      ixl_mxk1_arrive(bar_full + 8 * ws);
       producer_sync(); // every producer thread is done reading raw stage rs
       if (pt == 0 && t + kSR < T) issue(t + kSR, rs);
     }
@@ -327,33 +330,43 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int c = 0; c < 2; c++) wf[2 * j + c] = __fmul_rn(s_wq[cb + 8 * j + 2 * t4 + c], 0.5f);
     }
   }
-  // row r (of 2) needs the tiles [tr0[r], tr1[r]) of the hull
-  int tr0[2], tr1[2];
+  // row r (of 2): its window [rlo, rhi) relative to the hull's first position (empty for rows
+  // past R), so it needs the tiles [tr0, tr1); ob[r] + n is its output of hull position n
+  using OutT = typename std::conditional<BF16, uint16_t, float>::type;
+  int rlo[2], rhi[2], tr0[2], tr1[2];
+  OutT *ob[2];
 #pragma unroll
   for (int r = 0; r < 2; r++) {
-    tr0[r] = tr1[r] = 0;
-    if (mrow0 + r < p.R && s_hi[2 * mw + r] > s_lo[2 * mw + r]) {
-      tr0[r] = (int)((s_lo[2 * mw + r] - hull_lo) >> 6);
-      tr1[r] = (int)((s_hi[2 * mw + r] - hull_lo + kTile - 1) >> 6);
-    }
+    const int64_t lo = s_lo[2 * mw + r], hi = s_hi[2 * mw + r], co = s_co[2 * mw + r];
+    const bool has = mrow0 + r < p.R && hi > lo;
+    rlo[r] = has ? (int)(lo - hull_lo) : 0;
+    rhi[r] = has ? (int)(hi - hull_lo) : 0;
+    tr0[r] = rlo[r] >> 6;
+    tr1[r] = has ? (rhi[r] + kTile - 1) >> 6 : 0;
+    ob[r] = reinterpret_cast<OutT *>(p.out) + (has ? (mrow0 + r) * p.out_cols - co + hull_lo : 0);
   }
+  const uint32_t bar_full = ixl_mxk1_keep(smem_u32(s_wfull));
+  const uint32_t bar_empty = ixl_mxk1_keep(smem_u32(s_wempty));
+  // this lane's key factors of slot i0 in stage 0 (slot i0 + 8: +128 B, a stage: +1 KB)
+  const uint32_t kf_addr = ixl_mxk1_keep(smem_u32(s_kf + i0));
   // the descriptors' low words (start address >> 4, LBO 16 >> 4): a group's k32 slice is 32 B
   // (+2) further, a widened stage 8 KB (+512); the high word (SBO 1024, 128B swizzle) is the
   // same for all, so each descriptor is built from a 32-bit add (no 64-bit carry chain)
-  const uint32_t dqlo = (uint32_t)wgmma_desc(s_q + mw * (kNC * 128), IXL_SM90_SWIZZLE_128B, 16, 1024);
-  const uint32_t dwlo = (uint32_t)wgmma_desc(s_w, IXL_SM90_SWIZZLE_128B, 16, 1024);
+  const uint32_t dqlo =
+      ixl_mxk1_keep((uint32_t)wgmma_desc(s_q + mw * (kNC * 128), IXL_SM90_SWIZZLE_128B, 16, 1024));
+  const uint32_t dwlo = ixl_mxk1_keep((uint32_t)wgmma_desc(s_w, IXL_SM90_SWIZZLE_128B, 16, 1024));
   const uint32_t dhi = (uint32_t)(wgmma_desc(s_w, IXL_SM90_SWIZZLE_128B, 16, 1024) >> 32);
   auto desc = [&](uint32_t lo) { return (uint64_t)dhi << 32 | lo; };
   float acc[4][kNC / 2];
   for (int t = 0; t < T; t++) {
     const int s = t % kSW;
-    mbar_wait(&s_wfull[s], (uint32_t)(t / kSW) & 1u);
+    ixl_mxk1_wait(bar_full + 8 * s, (uint32_t)(t / kSW) & 1u);
     const bool need = (t >= tr0[0] && t < tr1[0]) || (t >= tr0[1] && t < tr1[1]);
     if (!need) {
-      ptx::mbarrier_arrive(&s_wempty[s]);
+      ixl_mxk1_arrive(bar_empty + 8 * s);
       continue;
     }
-    const int64_t tb = hull_lo + (int64_t)t * kTile;
+    const int tb = t * kTile; // the tile's first position, relative to the hull
     const uint32_t dalo = dwlo + (uint32_t)s * (kTile * 128 / 16);
     wgmma_fence();
     // groups 0 and 1, then 2 and 3: the first pair's combine overlaps the second's wgmma
@@ -366,8 +379,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_e4m3_ss<kNC>(acc[g], desc(dalo + 2 * g), desc(dqlo + 2 * g), 0);
     wgmma_commit();
     // the slots' key factors (k0 = 0: outside the combine window) and scale words
-    const uint4 f0 = s_kf[s * kTile + i0], f1 = s_kf[s * kTile + i0 + 8];
-    const uint32_t kw[2] = {s_kw[s * kTile + i0], s_kw[s * kTile + i0 + 8]};
+    uint4 f0, f1;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(f0.x), "=r"(f0.y), "=r"(f0.z), "=r"(f0.w)
+                 : "r"(kf_addr + s * (kTile * 16)));
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(f1.x), "=r"(f1.y), "=r"(f1.z), "=r"(f1.w)
+                 : "r"(kf_addr + s * (kTile * 16) + 8 * 16));
     const float ck0[2] = {__uint_as_float(f0.x), __uint_as_float(f1.x)};
     const float cr1[2] = {__uint_as_float(f0.y), __uint_as_float(f1.y)};
     const float cr2[2] = {__uint_as_float(f0.z), __uint_as_float(f1.z)};
@@ -387,15 +405,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_wait<0>();
 #pragma unroll
     for (int g = 0; g < 4; g++) fence_operand(acc[g]);
-    ptx::mbarrier_arrive(&s_wempty[s]); // this thread's wgmma have read the stage
+    ixl_mxk1_arrive(bar_empty + 8 * s); // this thread's wgmma have read the stage
 
     // ---- the head reduction and the stores (mx_body's, RB 2): 2 rows of H / 8 column blocks
     auto reduce = [&](auto fold_tag) {
       constexpr bool FOLD = decltype(fold_tag)::value;
 #pragma unroll
       for (int r = 0; r < 2; r++) {
-        const int64_t orow = mrow0 + r;
-        const int64_t lo = s_lo[2 * mw + r], hi = s_hi[2 * mw + r], co = s_co[2 * mw + r];
         if (!BF16) {
           float sum[2] = {0.0f, 0.0f};
 #pragma unroll
@@ -417,9 +433,8 @@ __global__ void __launch_bounds__(kThreads, 1)
             const int i = i0 + 8 * t4;
             float v = t4 ? sum[1] : sum[0];
             if (FOLD) v = __fmul_rn(v, t4 ? ck0[1] : ck0[0]); // the deferred k0: exact
-            const int64_t n = tb + i;
-            if (orow < p.R && n >= lo && n < hi)
-              reinterpret_cast<float *>(p.out)[orow * p.out_cols + n - co] = v;
+            const int n = tb + i;
+            if (n >= rlo[r] && n < rhi[r]) reinterpret_cast<float *>(ob[r])[n] = v;
           }
         } else {
           // chains: lanes t4 = 0, 2 run (s0, s1), lanes 1, 3 run (s2, s3); lanes 0, 1 keep slot
@@ -453,10 +468,9 @@ __global__ void __launch_bounds__(kThreads, 1)
             res = __float2bfloat16_rn(__fmul_rn(__bfloat162float(res), keep ? ck0[1] : ck0[0]));
           if ((t4 & 1) == 0) {
             const int i = i0 + 8 * keep;
-            const int64_t n = tb + i;
+            const int n = tb + i;
             const uint16_t v = *reinterpret_cast<const uint16_t *>(&res);
-            if (orow < p.R && n >= lo && n < hi)
-              reinterpret_cast<uint16_t *>(p.out)[orow * p.out_cols + n - co] = v;
+            if (n >= rlo[r] && n < rhi[r]) reinterpret_cast<uint16_t *>(ob[r])[n] = v;
           }
         }
       }
@@ -469,6 +483,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       reduce(std::true_type{});
     } else {
+      const uint32_t kw[2] = {s_kw[s * kTile + i0], s_kw[s * kTile + i0 + 8]};
       float kf[2][4];
 #pragma unroll
       for (int h = 0; h < 2; h++)

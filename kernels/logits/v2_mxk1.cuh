@@ -34,4 +34,38 @@ IXL_V2MX_FN void ixl_v2mxk1_factors(uint32_t kw, uint32_t f[4]) {
   f[3] = ok ? (e3 + 127u - e2) << 23 : 0u;
 }
 
+#if defined(__CUDACC__) && defined(__CUDA_ARCH__)
+// mbarrier operations on a 32-bit shared-window address (PTX ISA "mbarrier"): the kernel keeps
+// its barriers' base address in one register, so a wait or an arrival costs an add, not the
+// generic-to-shared conversion cuda::ptx's pointer forms recompute each time.
+// try_wait.parity (acquire.cta): 1 once the phase of the given parity has completed.
+__device__ __forceinline__ uint32_t ixl_mxk1_try_wait(uint32_t addr, uint32_t parity) {
+  uint32_t ok;
+  asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+               "selp.u32 %0, 1, 0, p;\n}\n"
+               : "=r"(ok)
+               : "r"(addr), "r"(parity)
+               : "memory");
+  return ok;
+}
+// The wait, bounded like ixl::sm90::mbar_wait (a lost arrival traps after ~30 s, no hang).
+__device__ __forceinline__ void ixl_mxk1_wait(uint32_t addr, uint32_t parity) {
+  if (ixl_mxk1_try_wait(addr, parity)) return;
+  const long long t0 = clock64();
+  while (!ixl_mxk1_try_wait(addr, parity))
+    if (clock64() - t0 > 60000000000LL) __trap();
+}
+// x through an opaque move: ptxas then keeps the value in a register instead of recomputing it
+// from its inputs in the loop (it rematerializes shared-window addresses, ~40 instructions a
+// tile in the math loop).
+__device__ __forceinline__ uint32_t ixl_mxk1_keep(uint32_t x) {
+  asm volatile("mov.b32 %0, %0;\n" : "+r"(x));
+  return x;
+}
+// arrive (release.cta), one count.
+__device__ __forceinline__ void ixl_mxk1_arrive(uint32_t addr) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(addr) : "memory");
+}
+#endif
+
 #endif
