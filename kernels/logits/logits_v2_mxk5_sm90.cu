@@ -124,6 +124,59 @@ __device__ __forceinline__ float slow_dot(float a0, float a1, float a2, float a3
   return __fadd_rn(__fadd_rn(pg[0], pg[1]), __fadd_rn(pg[2], pg[3]));
 }
 
+// ldmatrix.sync.aligned.m8n8.x4.shared.b16 (PTX ISA): four 8 x 16 B matrices, rows addressed
+// by lanes 8 m .. 8 m + 7 for matrix m; thread l gets bytes 4 (l % 4) .. + 3 of row l / 4 of
+// each, i.e. exactly an RS A fragment's raw word (word l % 4 of slot l / 4's group chunk).
+// Volatile with a memory clobber: never moved above the stage's full-barrier wait.
+__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t &r0, uint32_t &r1, uint32_t &r2,
+                                        uint32_t &r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr)
+               : "memory");
+}
+
+// 32-bit shared-window forms of the math warps' per-tile waits, arrives and loads (LDSM
+// kernels), on addresses computed once. Volatile with memory clobbers: never moved across the
+// barrier operations.
+__device__ __forceinline__ bool try_wait32(uint32_t bar, uint32_t parity) {
+  uint32_t ok;
+  asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+               "selp.b32 %0, 1, 0, p;\n}\n"
+               : "=r"(ok)
+               : "r"(bar), "r"(parity)
+               : "memory");
+  return ok != 0;
+}
+// mbar_wait's bounded wait (sm90.cuh) on a 32-bit address
+__device__ __forceinline__ void wait32(uint32_t bar, uint32_t parity) {
+  if (try_wait32(bar, parity)) return;
+  const long long t0 = clock64();
+  while (!try_wait32(bar, parity))
+    if (clock64() - t0 > 60000000000LL) __trap();
+}
+__device__ __forceinline__ void arrive32(uint32_t bar) {
+  asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+template <int OFF>
+__device__ __forceinline__ uint2 lds64(uint32_t a) {
+  uint2 v;
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2+%3];\n"
+               : "=r"(v.x), "=r"(v.y)
+               : "r"(a), "n"(OFF)
+               : "memory");
+  return v;
+}
+template <int OFF>
+__device__ __forceinline__ float4 lds128(uint32_t a) {
+  float4 v;
+  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4+%5];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(a), "n"(OFF)
+               : "memory");
+  return v;
+}
+
 // cp.async.mbarrier.arrive.noinc (PTX ISA, sm_80+): an arrive-on `bar` once every cp.async
 // this thread issued before it has completed; the barrier's count includes it (noinc).
 __device__ __forceinline__ void cp_async_arrive_noinc(uint64_t *bar) {
@@ -137,7 +190,11 @@ __device__ __forceinline__ void cp_async_arrive_noinc(uint64_t *bar) {
 // serialize the wgmma).
 // PAGED: paged K5 (K2's page pool; logits_v2_mx_sm90.cu's K5P addressing: the block's first
 // page and slot prefetched with its base, a block across a page boundary looked up per slot).
-template <int NWG, bool PAGED>
+// LDSM: the math warps read a tile's code words by 2 ldmatrix.x4 (8 matrices: 4 groups x the
+// two 8-slot halves of the warp's 16 slots) instead of 8 LDS.32 with per-group addresses (the
+// same words in the same registers), and wait / load / arrive on 32-bit addresses computed
+// once and kept in registers (ptxas otherwise recomputes ~30 instructions of them a tile).
+template <int NWG, bool PAGED, bool LDSM>
 __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::maxreg)
     mxk5_kernel(const WsParams p) {
 #if IXL_SM90_DEVICE
@@ -371,20 +428,45 @@ __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::m
   const int q4 = lane & 3, sw = (i0 >> 1) & 3;
   const uint64_t db = wgmma_desc(s_q, IXL_SM90_SWIZZLE_128B, 16, 1024);
   uint16_t *orow = p.out + row * p.out_cols;
+  // LDSM: lane l addresses row l % 8 of matrix m = l / 8: slot 16 mw + 8 (m & 1) + l % 8, group
+  // (m >> 1) (first x4: groups 0, 1) or 2 + (m >> 1) (second: 2, 3), ixl_v2mx_raw_off's place
+  const int lm_slot = 16 * mw + 8 * ((lane >> 3) & 1) + (lane & 7), lm_g = lane >> 4;
+  uint32_t lm01 = smem_u32(s_raw) + ixl_v2mx_raw_off(lm_slot, lm_g),
+           lm23 = smem_u32(s_raw) + ixl_v2mx_raw_off(lm_slot, 2 + lm_g);
+  uint32_t fac_a = smem_u32(s_fac + i0), kin_a = smem_u32(s_kin + i0);
+  uint32_t full_a = smem_u32(s_full), empty_a = smem_u32(s_empty);
+  // opaque: kept in registers (ptxas otherwise recomputes them from the thread index a tile)
+  if constexpr (LDSM)
+    asm volatile("" : "+r"(lm01), "+r"(lm23), "+r"(fac_a), "+r"(kin_a), "+r"(full_a), "+r"(empty_a));
   for (int t = wg; t < T; t += NWG) {
     const int s = t % S;
-    mbar_wait(&s_full[s], (uint32_t)(t / S) & 1u);
-    const uint8_t *st = s_raw + s * (kTile * 64);
     uint32_t a[4][4];
     uint32_t w0[4], w1[4];
+    float4 f0, f1;
+    uint2 m0, m1;
+    if (LDSM) {
+      const uint32_t su = (uint32_t)t % S, ph = ((uint32_t)t / S) & 1u;
+      wait32(full_a + 8 * su, ph);
+      const uint32_t so = su * (kTile * 64);
+      ldsm_x4(lm01 + so, w0[0], w1[0], w0[1], w1[1]);
+      ldsm_x4(lm23 + so, w0[2], w1[2], w0[3], w1[3]);
+      f0 = lds128<0>(fac_a + su * (kTile * 16)); // slot i0 + 8: 128 B on
+      f1 = lds128<128>(fac_a + su * (kTile * 16));
+      m0 = lds64<0>(kin_a + su * (kTile * 8)); // slot i0 + 8: 64 B on
+      m1 = lds64<64>(kin_a + su * (kTile * 8));
+      arrive32(empty_a + 8 * su); // release: every read of the stage is above
+    } else {
+      mbar_wait(&s_full[s], (uint32_t)(t / S) & 1u);
+      const uint8_t *st = s_raw + s * (kTile * 64);
 #pragma unroll
-    for (int g = 0; g < 4; g++) {
-      w0[g] = *reinterpret_cast<const uint32_t *>(st + i0 * 64 + 16 * (g ^ sw) + 4 * q4);
-      w1[g] = *reinterpret_cast<const uint32_t *>(st + (i0 + 8) * 64 + 16 * (g ^ sw) + 4 * q4);
+      for (int g = 0; g < 4; g++) {
+        w0[g] = *reinterpret_cast<const uint32_t *>(st + i0 * 64 + 16 * (g ^ sw) + 4 * q4);
+        w1[g] = *reinterpret_cast<const uint32_t *>(st + (i0 + 8) * 64 + 16 * (g ^ sw) + 4 * q4);
+      }
+      f0 = s_fac[s * kTile + i0], f1 = s_fac[s * kTile + i0 + 8];
+      m0 = s_kin[s * kTile + i0], m1 = s_kin[s * kTile + i0 + 8];
+      ptx::mbarrier_arrive(&s_empty[s]); // release: every read of the stage is above
     }
-    const float4 f0 = s_fac[s * kTile + i0], f1 = s_fac[s * kTile + i0 + 8];
-    const uint2 m0 = s_kin[s * kTile + i0], m1 = s_kin[s * kTile + i0 + 8];
-    ptx::mbarrier_arrive(&s_empty[s]); // release: every read of the stage is above
 #pragma unroll
     for (int g = 0; g < 4; g++) {
       ixl_sm90_e2m1x8_widen(w0[g], &a[g][0], &a[g][2]);
@@ -509,28 +591,29 @@ int log2_exact(int64_t v) {
   return l;
 }
 
-// IXL_LOGITS_V2_MX_K5WS, read once a process: 0 (unset or anything else) off, 1 one math
-// warpgroup a CTA, 2 two.
+// IXL_LOGITS_V2_MX_K5WS, read once a process: 0 (unset or anything else) off; 1 one math
+// warpgroup a CTA, 2 two; 3 one with LDSM (the code words by ldmatrix, addresses kept in
+// registers; two math warpgroups would spill with it at 112 registers).
 int k5ws_mode() {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_K5WS");
-    return e && (e[0] == '1' || e[0] == '2') && e[1] == 0 ? e[0] - '0' : 0;
+    return e && e[0] >= '1' && e[0] <= '3' && e[1] == 0 ? e[0] - '0' : 0;
   }();
   return v;
 }
 // IXL_LOGITS_V2_MX_K5PWS, the same for paged K5 (read once a process; 1: one math warpgroup
-// a CTA, 3 CTAs an SM; anything else: off).
+// a CTA, 3 CTAs an SM; 2: the same with LDSM; anything else: off).
 int k5pws_mode() {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_K5PWS");
-    return e && e[0] == '1' && e[1] == 0 ? 1 : 0;
+    return e && (e[0] == '1' || e[0] == '2') && e[1] == 0 ? e[0] - '0' : 0;
   }();
   return v;
 }
 
-template <int NWG, bool PAGED>
+template <int NWG, bool PAGED, bool LDSM>
 ixl_status launch_ws(ixl_ctx *ctx, WsParams p, const char *name) {
-  auto kern = mxk5_kernel<NWG, PAGED>;
+  auto kern = mxk5_kernel<NWG, PAGED, LDSM>;
   constexpr int threads = WsCfg<NWG>::threads;
   constexpr int alloc = PAGED ? WsSmem::alloc_paged : WsSmem::alloc;
   static bool said = false; // one stderr line per configuration a process: the switch took
@@ -538,8 +621,8 @@ ixl_status launch_ws(ixl_ctx *ctx, WsParams p, const char *name) {
     said = true;
     fprintf(stderr,
             "ixl logits v2 mxfp4: K5WS kernel, %s K5, H 32, %d math warpgroup(s) + producer "
-            "warp, bf16 (switch %d)\n",
-            PAGED ? "paged" : "ragged", NWG, PAGED ? k5pws_mode() : k5ws_mode());
+            "warp, %s, bf16 (switch %d)\n",
+            PAGED ? "paged" : "ragged", NWG, LDSM ? "ldmatrix" : "lds", PAGED ? k5pws_mode() : k5ws_mode());
   }
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, alloc);
   int occ = 0;
@@ -619,8 +702,10 @@ extern "C" int ixl_cuda_logits_v2_mxk5(ixl_ctx *ctx, const ixl_logits_call *c, i
   p.aligned = c->ks_mode == IXL_KS_ALIGNED;
   const char *name = "sparse_logits kernel (v2 mxfp4 K5WS)";
   if (paged) // one math warpgroup (two spill: the paged producer's state)
-    *st = launch_ws<1, true>(ctx, p, name);
+    *st = mode == 2 ? launch_ws<1, true, true>(ctx, p, name) : launch_ws<1, true, false>(ctx, p, name);
   else
-    *st = mode == 2 ? launch_ws<2, false>(ctx, p, name) : launch_ws<1, false>(ctx, p, name);
+    *st = mode == 1   ? launch_ws<1, false, false>(ctx, p, name)
+          : mode == 2 ? launch_ws<2, false, false>(ctx, p, name)
+                      : launch_ws<1, false, true>(ctx, p, name);
   return 1;
 }
