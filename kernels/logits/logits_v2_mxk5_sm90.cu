@@ -436,8 +436,13 @@ __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::m
   uint32_t fac_a = smem_u32(s_fac + i0), kin_a = smem_u32(s_kin + i0);
   uint32_t full_a = smem_u32(s_full), empty_a = smem_u32(s_empty);
   // opaque: kept in registers (ptxas otherwise recomputes them from the thread index a tile)
+  // LDSM: the lane's store (lanes t4 = 0, 2: slot i0 + 8 (t4 >> 1)) as a pointer and the
+  // columns left in the chunk from tile 0's slot
+  uint16_t *optr = orow + c0 + i0 + 8 * (t4 >> 1);
+  int orem = (int)(chunk_hi - c0 - (i0 + 8 * (t4 >> 1)));
   if constexpr (LDSM)
-    asm volatile("" : "+r"(lm01), "+r"(lm23), "+r"(fac_a), "+r"(kin_a), "+r"(full_a), "+r"(empty_a));
+    asm volatile("" : "+r"(lm01), "+r"(lm23), "+r"(fac_a), "+r"(kin_a), "+r"(full_a), "+r"(empty_a),
+                 "+l"(optr), "+r"(orem));
   for (int t = wg; t < T; t += NWG) {
     const int s = t % S;
     uint32_t a[4][4];
@@ -543,9 +548,15 @@ __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::m
       if (FOLD) // the deferred k0: exact (a power of two, in range)
         res = __float2bfloat16_rn(__fmul_rn(__bfloat162float(res), keep ? ck0[1] : ck0[0]));
       if ((t4 & 1) == 0) {
-        const int64_t n = tb + i0 + 8 * keep;
         const uint16_t v = *reinterpret_cast<const uint16_t *>(&res);
-        if (n < chunk_hi) orow[n] = (keep ? okslot[1] : okslot[0]) ? v : (uint16_t)0xFF80u;
+        const uint16_t o = (keep ? okslot[1] : okslot[0]) ? v : (uint16_t)0xFF80u;
+        if (LDSM) {
+          if (t * kTile < orem) // st.global: the opaque pointer lost its space (else ST.E)
+            asm volatile("st.global.b16 [%0], %1;\n" ::"l"(optr + t * kTile), "h"(o) : "memory");
+        } else {
+          const int64_t n = tb + i0 + 8 * keep;
+          if (n < chunk_hi) orow[n] = o;
+        }
       }
     };
     if (!qslow) {
