@@ -1270,6 +1270,403 @@ __global__ void __launch_bounds__(NT, MINB)
   }
 }
 
+// IXL_TOPK_V2_SHORT (off by default; not yet run on the GPU): rows of one CTA (up to 16384
+// bf16 / 8192 fp32 columns) on 256-thread CTAs, four per SM, the row held in registers (8
+// vectors of 16 B per thread, converted to order keys once), read from HBM once, and no
+// histogram over the whole row. The resident kernel's profile (BENCHMARKS.md, 2026-12-01)
+// put a 16384-bf16 row at 26-27 thousand cycles, two CTAs per SM: every pass over the keys
+// in shared memory (2.5-4.6 thousand cycles each) and every find (3 barriers) is on the
+// row's critical path, and only two rows per SM hide each other's latency. Here, per row:
+//  1. a sample from the registers (one key of every SV-th vector, about mu * n / kk keys):
+//     its j-th largest key over two digits, j = mu + 5 sqrt(mu) + 2, is the threshold t0
+//     (the streaming kernel's rule);
+//  2. one pass over the registers: the keys >= t0 (about kk + 5 sqrt(mu) n / ms) to a
+//     candidate buffer (key, column; one shared atomic per warp for the slots), their first
+//     digit's histogram beside it;
+//  3. when kk <= candidates <= cap, the exact kk-th key t from the buffer alone (every key
+//     >= the kk-th is in it), else the exact radix over the row, read again (ties, skewed or
+//     adversarial rows);
+//  4. column order by two bitmaps (keys > t, keys == t) and one scan, as the streaming
+//     kernel: no sort unsorted, ties to the smaller column; sorted mode and the fused remap
+//     staged as there. Results are the CPU's either way; the sample decides only the time.
+constexpr int NTS = 256;   // threads of the short-row kernel
+constexpr int SUV = 8;     // vectors per thread it holds in registers
+constexpr int SHCAP = 2048; // candidate entries for k <= SHCAP / 4 (twice that up to SHCAP / 2)
+
+struct ShortShared {
+  uint4 part[2]; // the keys of the row's partial first and last vectors
+  unsigned ncand, nsample;
+  int ws[NTS / 32 + 1];
+  unsigned long long ws64[NTS / 32 + 1];
+  unsigned long long tpre[NTS]; // per thread: keys > t (high) and == t (low) in its words before
+};
+
+// local_find for NTH threads (the same find, bins owned from the top, three barriers; ws:
+// NTH / 32 + 1 ints); the histogram's bins in [lo, hi) are clear afterwards
+template <int NTH>
+__device__ __forceinline__ Found find_n(int lo, int hi, int base, int need, unsigned *hist,
+                                        int *res, int *ws) {
+  const int per = (hi - lo + NTH - 1) / NTH;
+  const int bhi = max(hi - (int)threadIdx.x * per, lo), blo = max(bhi - per, lo);
+  int s = 0;
+  for (int b = blo; b < bhi; b++) s += (int)(hist[b] + hist[NB + b]);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int x = s;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const int y = __shfl_up_sync(0xffffffffu, x, d);
+    if (lane >= d) x += y;
+  }
+  if (lane == 31) ws[warp] = x;
+  __syncthreads(); // every reader of the previous res is past it
+  if (threadIdx.x == 0) res[0] = -1;
+  if (warp == 0) {
+    int w = lane < NTH / 32 ? ws[lane] : 0;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const int y = __shfl_up_sync(0xffffffffu, w, d);
+      if (lane >= d) w += y;
+    }
+    if (lane < NTH / 32) ws[lane] = w;
+    if (lane == NTH / 32 - 1) ws[NTH / 32] = w;
+  }
+  __syncthreads();
+  int acc = base + (warp > 0 ? ws[warp - 1] : 0) + x - s;
+  const int total = ws[NTH / 32];
+  if (s > 0 && acc < need && need <= acc + s) {
+    for (int b = bhi - 1; b >= blo; b--) {
+      const int c = (int)(hist[b] + hist[NB + b]);
+      if (acc + c >= need) {
+        res[0] = b, res[1] = acc, res[2] = c;
+        break;
+      }
+      acc += c;
+    }
+  }
+  for (int b = blo; b < bhi; b++) hist[b] = 0, hist[NB + b] = 0;
+  __syncthreads(); // res is written; ws is free again
+  return Found{res[0], res[1], res[2], total};
+}
+
+// key q (0 <= q < VEC, not a compile-time index: selects, no local memory) of a packed vector
+template <typename T> __device__ __forceinline__ uint32_t key_at(const uint4 &w, int q);
+template <> __device__ __forceinline__ uint32_t key_at<float>(const uint4 &w, int q) {
+  const uint32_t lo = q & 1 ? w.y : w.x, hi = q & 1 ? w.w : w.z;
+  return q & 2 ? hi : lo;
+}
+template <> __device__ __forceinline__ uint32_t key_at<uint16_t>(const uint4 &w, int q) {
+  const uint32_t lo = q & 2 ? w.y : w.x, hi = q & 2 ? w.w : w.z;
+  const uint32_t u = q & 4 ? hi : lo;
+  return q & 1 ? u >> 16 : u & 0xffffu;
+}
+
+// how many keys of a packed key vector are >= t0, without extracting them (bf16: the high
+// key compares as the word, the low one as the word shifted up)
+template <typename T> __device__ __forceinline__ unsigned count_ge(const uint4 &w, uint32_t t0);
+template <> __device__ __forceinline__ unsigned count_ge<float>(const uint4 &w, uint32_t t0) {
+  return (unsigned)(w.x >= t0) + (w.y >= t0) + (w.z >= t0) + (w.w >= t0);
+}
+template <> __device__ __forceinline__ unsigned count_ge<uint16_t>(const uint4 &w, uint32_t t0) {
+  const uint32_t T = t0 << 16;
+  return (unsigned)(w.x >= T) + ((w.x << 16) >= T) + (w.y >= T) + ((w.y << 16) >= T) +
+         (w.z >= T) + ((w.z << 16) >= T) + (w.w >= T) + ((w.w << 16) >= T);
+}
+
+// four CTAs per SM for bf16 (63 registers, no local memory); fp32 at four spilled 24 B in
+// the candidate pass, so three (85 registers)
+template <typename T, int UV>
+__global__ void __launch_bounds__(NTS, sizeof(T) == 2 ? 4 : 3)
+    topk_v2_short_kernel(const T *__restrict__ logits, int64_t C,
+                         const int32_t *__restrict__ row_start,
+                         const int32_t *__restrict__ row_end, int k, int sorted,
+                         int32_t *__restrict__ out, int P, int nwp, int force_fb, int mu_t,
+                         int cap, Remap m) {
+  using K = KeyOf<T>;
+  using KS = typename K::KS;
+  constexpr int VEC = K::VEC;
+  extern __shared__ uint4 smem4[];
+  __shared__ unsigned hist[2 * NB];
+  __shared__ int res[3];
+  __shared__ ShortShared ss;
+  uint32_t *ck = reinterpret_cast<uint32_t *>(smem4); // [cap] candidate keys
+  uint32_t *cc = ck + cap;                             // [cap] their columns (from s)
+  uint32_t *W = cc + cap, *Q = W + nwp;                // bitmaps of the row's columns
+  uint64_t *sbuf = reinterpret_cast<uint64_t *>(Q + nwp); // [P] staged winners
+
+  const int64_t r = blockIdx.x;
+  int64_t s = row_start ? row_start[r] : 0, e = row_end[r];
+  if (s < 0) s = 0;
+  if (e > C) e = C;
+  const int n = e > s ? (int)(e - s) : 0;
+  const int kk = k < n ? k : n;
+  int32_t *o = out + r * (int64_t)k;
+  for (int j = kk + threadIdx.x; j < k; j += NTS) o[j] = -1;
+  if (kk <= 0) return;
+
+  const T *row = logits + r * C;
+  const int64_t a0 = s - (int64_t)(((uintptr_t)(row + s) & 15u) / sizeof(T));
+  const int nv = (int)((e - a0 + VEC - 1) / VEC); // <= NTS * UV (the host's rule)
+  const int nw = (n + 31) >> 5;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+
+  // the row: vector tid + u NTS of the aligned span in w[u], every load in flight at once
+  uint4 w[UV];
+#pragma unroll
+  for (int u = 0; u < UV; u++) {
+    const int v = tid + u * NTS;
+    const int64_t g = a0 + (int64_t)v * VEC;
+    w[u] = make_uint4(0, 0, 0, 0);
+    if (v < nv && g >= s && g + VEC <= e) w[u] = __ldg(reinterpret_cast<const uint4 *>(row + g));
+  }
+  for (int b = tid; b < 2 * NB; b += NTS) hist[b] = 0;
+  for (int x = tid; x < nw; x += NTS) W[x] = 0, Q[x] = 0;
+  if (tid == 0) ss.ncand = 0, ss.nsample = 0;
+  // the row's partial first and last vectors (at most two), keyed by threads 0 and 1 into
+  // shared memory: a partial vector in every unrolled slot was 25,000 lines of SASS and spills
+  if (tid < 2) {
+    const int v = tid == 0 ? 0 : nv - 1;
+    const int64_t g = a0 + (int64_t)v * VEC;
+    KS kv[VEC];
+#pragma unroll
+    for (int j = 0; j < VEC; j++) kv[j] = (g + j >= s && g + j < e) ? K::key(row[g + j]) : (KS)0;
+    ss.part[tid] = K::pack(kv);
+  }
+  __syncthreads(); // the histograms, bitmaps and partial vectors are ready
+  // order keys in place (0 outside [s, e): never a key)
+#pragma unroll
+  for (int u = 0; u < UV; u++) {
+    const int v = tid + u * NTS;
+    const int64_t g = a0 + (int64_t)v * VEC;
+    if (v < nv && g >= s && g + VEC <= e) {
+      KS kv[VEC];
+      K::unpack(w[u], kv);
+      w[u] = K::pack(kv);
+    } else if (v < nv) {
+      w[u] = ss.part[v == 0 ? 0 : 1];
+    }
+  }
+  unsigned *myhist = hist + (warp & 1) * NB;
+  const int sh0 = K::shift(0), sh1 = K::shift(1), nb1 = 1 << K::bits(1);
+
+  // 1. the sample: key (v / SV) % VEC of every SV-th vector v, about mu_t n / kk keys
+  const int64_t mt = min((int64_t)2 * NB, (int64_t)mu_t * n / kk + 1);
+  int lsv = 0;
+  while (((nv + (1 << lsv) - 1) >> lsv) > mt && (1 << lsv) < nv) lsv++;
+  const int svm = (1 << lsv) - 1;
+  {
+    unsigned mine = 0;
+#pragma unroll
+    for (int u = 0; u < UV; u++) {
+      const int v = tid + u * NTS;
+      if ((v & svm) == 0) {
+        const uint32_t key = key_at<T>(w[u], (v >> lsv) & (VEC - 1));
+        if (key) atomicAdd(&myhist[key >> sh0], 1u), mine++;
+      }
+    }
+    mine = __reduce_add_sync(0xffffffffu, mine);
+    if (lane == 0 && mine) atomicAdd(&ss.nsample, mine);
+  }
+  __syncthreads();
+  const int ms = (int)ss.nsample;
+  uint32_t t0 = 1; // every key (a key is never 0)
+  {
+    const float mu = (float)kk * (float)ms / (float)n;
+    const float jf = ceilf(mu + 5.0f * sqrtf(mu) + 2.0f);
+    const int j = jf < (float)ms ? (int)jf : ms + 1;
+    if (j <= ms) { // uniform: ms is shared
+      const Found f0 = find_n<NTS>(0, NB, 0, j, hist, res, ss.ws);
+#pragma unroll
+      for (int u = 0; u < UV; u++) {
+        const int v = tid + u * NTS;
+        if ((v & svm) == 0) {
+          const uint32_t key = key_at<T>(w[u], (v >> lsv) & (VEC - 1));
+          if (key && (int)(key >> sh0) == f0.bin)
+            atomicAdd(&myhist[(key >> sh1) & (unsigned)(nb1 - 1)], 1u);
+        }
+      }
+      __syncthreads();
+      const Found f1 = find_n<NTS>(0, nb1, 0, j - f0.above, hist, res, ss.ws);
+      t0 = ((uint32_t)f0.bin << sh0) | ((uint32_t)f1.bin << sh1);
+      if (t0 == 0) t0 = 1;
+    } else {
+      find_n<NTS>(0, NB, 0, 1, hist, res, ss.ws); // clears the histogram
+    }
+  }
+
+  // 2. keys >= t0 to the buffer: per thread its count, one shared atomic per warp for the
+  // slots, then the keys and their first digit's histogram
+  {
+    // per vector its count (0..VEC, 4 bits each) by compares on the packed words: extracting
+    // the keys here too kept all 64 bf16 keys live into the write loop (192 B of spills)
+    unsigned c = 0, cpk = 0;
+#pragma unroll
+    for (int u = 0; u < UV; u++) {
+      const unsigned cu = count_ge<T>(w[u], t0);
+      c += cu, cpk |= cu << (4 * u);
+    }
+    unsigned incl = c;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const unsigned y = __shfl_up_sync(0xffffffffu, incl, d);
+      if (lane >= d) incl += y;
+    }
+    unsigned base = 0;
+    if (lane == 31 && incl) base = atomicAdd(&ss.ncand, incl);
+    base = __shfl_sync(0xffffffffu, base, 31);
+    if (c) {
+      unsigned p = base + incl - c;
+#pragma unroll
+      for (int u = 0; u < UV; u++) {
+        if (!((cpk >> (4 * u)) & 15u)) continue;
+        KS kv[VEC];
+        K::from(w[u], kv);
+        const int c0 = (int)(a0 + (int64_t)(tid + u * NTS) * VEC - s);
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+          if ((uint32_t)kv[j] >= t0) {
+            if (p < (unsigned)cap) {
+              ck[p] = kv[j], cc[p] = (uint32_t)(c0 + j);
+              atomicAdd(&myhist[(uint32_t)kv[j] >> sh0], 1u);
+            }
+            p++;
+          }
+      }
+    }
+  }
+  __syncthreads();
+  int nc = (int)ss.ncand;
+  uint32_t prefix = 0, mask = 0;
+  int above = 0;
+  if (!force_fb && nc >= kk && nc <= cap) {
+    // 3. the exact kk-th key from the buffer
+    for (int p = 0; p < K::NP; p++) {
+      const int shift = K::shift(p), nb = 1 << K::bits(p);
+      if (p > 0) {
+        for (int i = tid; i < nc; i += NTS) {
+          const uint32_t key = ck[i];
+          if ((key & mask) == prefix) atomicAdd(&myhist[(key >> shift) & (unsigned)(nb - 1)], 1u);
+        }
+        __syncthreads();
+      }
+      const Found f = find_n<NTS>(0, nb, 0, kk - above, hist, res, ss.ws);
+      prefix |= (uint32_t)f.bin << shift;
+      mask |= (uint32_t)(nb - 1) << shift;
+      above += f.above;
+    }
+    const uint32_t t = prefix;
+    for (int i = tid; i < nc; i += NTS) {
+      const uint32_t key = ck[i], c = cc[i];
+      if (key > t) atomicOr(&W[c >> 5], 1u << (c & 31));
+      else if (key == t) atomicOr(&Q[c >> 5], 1u << (c & 31));
+    }
+  } else {
+    // the exact radix over the row, read again (from L2, mostly; the registers are dead by
+    // now: keeping them live through a cold path spilled the kernel): one histogram per digit
+    for (int b = tid; b < 2 * NB; b += NTS) hist[b] = 0;
+    __syncthreads(); // every thread has read nc
+    if (tid == 0) ss.ncand = 0;
+    // every key of the row once, f(key, column from s); partial vectors from shared memory
+    auto visit = [&](auto &&f) {
+#pragma unroll 1
+      for (int v = tid; v < nv; v += NTS) {
+        const int64_t g = a0 + (int64_t)v * VEC;
+        KS kv[VEC];
+        if (g >= s && g + VEC <= e) K::unpack(__ldg(reinterpret_cast<const uint4 *>(row + g)), kv);
+        else K::from(ss.part[v == 0 ? 0 : 1], kv);
+        const int c0 = (int)(g - s);
+#pragma unroll
+        for (int j = 0; j < VEC; j++) f((uint32_t)kv[j], c0 + j);
+      }
+    };
+#pragma unroll 1
+    for (int p = 0; p < K::NP; p++) {
+      const int shift = K::shift(p), nb = 1 << K::bits(p);
+      visit([&](uint32_t key, int) {
+        if (key && (key & mask) == prefix)
+          atomicAdd(&myhist[(key >> shift) & (unsigned)(nb - 1)], 1u);
+      });
+      __syncthreads();
+      const Found f = find_n<NTS>(0, nb, 0, kk - above, hist, res, ss.ws);
+      prefix |= (uint32_t)f.bin << shift;
+      mask |= (uint32_t)(nb - 1) << shift;
+      above += f.above;
+    }
+    const uint32_t t = prefix;
+    visit([&](uint32_t key, int ci) {
+      const uint32_t c = (uint32_t)ci;
+      if (key > t) {
+        const unsigned p = atomicAdd(&ss.ncand, 1u); // fewer than kk <= cap / 2
+        ck[p] = key, cc[p] = c;
+        atomicOr(&W[c >> 5], 1u << (c & 31));
+      } else if (key == t && key) {
+        atomicOr(&Q[c >> 5], 1u << (c & 31));
+      }
+    });
+    __syncthreads();
+    nc = (int)ss.ncand;
+  }
+  __syncthreads(); // the bitmaps are complete
+  const uint32_t t = prefix;
+  const int need = kk - above;
+
+  // 4. slots in column order: thread i owns words [i << lw, (i + 1) << lw)
+  int lw = 0;
+  while ((NTS << lw) < nw) lw++;
+  const int wb = tid << lw, we = min(wb + (1 << lw), nw);
+  unsigned long long cnt = 0;
+  for (int x = wb; x < we; x++)
+    cnt += ((unsigned long long)__popc(W[x]) << 32) | (unsigned)__popc(Q[x]);
+  unsigned long long tot;
+  const unsigned long long before =
+      block_exclusive_scan<NTS, unsigned long long>(cnt, &tot, ss.ws64);
+  ss.tpre[tid] = before;
+  __syncthreads();
+  const bool stage = sorted || m.on;
+  auto emit = [&](int slot, uint32_t key, uint32_t c) {
+    if (stage) sbuf[slot] = ((uint64_t)(~(key << (32 - K::KB))) << 32) | c;
+    else o[slot] = (int32_t)c;
+  };
+  // keys > t, from the buffer
+  for (int i = tid; i < nc; i += NTS) {
+    const uint32_t key = ck[i];
+    if (key <= t) continue;
+    const uint32_t c = cc[i];
+    const int x = (int)(c >> 5), own = x >> lw;
+    const unsigned long long pre = ss.tpre[own];
+    int gtb = (int)(pre >> 32), eqb = (int)(pre & 0xffffffffu);
+    for (int y = own << lw; y < x; y++) gtb += __popc(W[y]), eqb += __popc(Q[y]);
+    const unsigned below = (1u << (c & 31)) - 1u;
+    gtb += __popc(W[x] & below), eqb += __popc(Q[x] & below);
+    emit(gtb + min(eqb, need), key, c);
+  }
+  // the first `need` keys == t by column, from this thread's words of Q
+  {
+    int gtb = (int)(before >> 32), eqb = (int)(before & 0xffffffffu);
+    for (int x = wb; x < we && eqb < need; x++) {
+      unsigned q = Q[x];
+      const unsigned gw = W[x];
+      while (q && eqb < need) {
+        const int b = __ffs(q) - 1;
+        const uint32_t c = ((uint32_t)x << 5) | (uint32_t)b;
+        emit(gtb + __popc(gw & ((1u << b) - 1u)) + eqb, t, c);
+        eqb++;
+        q &= q - 1;
+      }
+      gtb += __popc(gw);
+    }
+  }
+  if (stage) {
+    __syncthreads(); // every winner is in the buffer
+    if (sorted) {
+      for (int j = kk + tid; j < P; j += NTS) sbuf[j] = ~0ull;
+      __syncthreads();
+      block_bitonic_sort<NTS>(sbuf, P);
+    }
+    for (int j = tid; j < kk; j += NTS)
+      o[j] = store_value(m, r, (int64_t)(uint32_t)(sbuf[j] & 0xffffffffu));
+  }
+}
+
 // The development switches (the tests' and the benchmark's), read from the environment once
 // and again on ixl_topk_v2_dev_reload: IXL_TOPK_V2_CS=N pins the cluster size (1-16, a power
 // of two, where the chunks fit), IXL_TOPK_V2_PROFILE=1 runs the profile instantiation,
@@ -1278,7 +1675,7 @@ __global__ void __launch_bounds__(NT, MINB)
 // prefetched), 2 a cluster row's first find by atomic_find, 3 both; IXL_TOPK_V2_GRID=N caps
 // the persistent grid at N CTAs (tests: several rows per CTA).
 struct Dev {
-  int cs, profile, flags, next, grid, stream, sunr, smu, sprof, spf, s3;
+  int cs, profile, flags, next, grid, stream, sunr, smu, sprof, spf, s3, shortk, shmu;
 };
 Dev g_dev;
 std::atomic<int> g_dev_read{0};
@@ -1452,6 +1849,32 @@ ixl_status launch_stream(ixl_ctx *ctx, const Args &a, size_t smem, const Dev &dv
   return ixl_cuda_check_launch(ctx, "topk v2 stream");
 }
 
+// Rows of one CTA on topk_v2_short_kernel (IXL_TOPK_V2_SHORT: 1 on, 2 the same on its exact
+// radix over the row, for tests): the host's rule is that every row's aligned span fits
+// NTS * SUV vectors and k <= SHCAP / 2; the buffer holds SHCAP candidates for k <= SHCAP / 4,
+// twice that above.
+template <typename T>
+ixl_status launch_short(ixl_ctx *ctx, const Args &a, const Dev &dv) {
+  const int64_t R = a.logits->shape[0], C = a.logits->shape[1];
+  int P = 1;
+  while (P < a.k) P <<= 1;
+  const int nwp = (int)((C + 31) / 32);
+  const int cap = a.k <= SHCAP / 4 ? SHCAP : 2 * SHCAP;
+  const bool stage = a.sorted || a.sparse_ids;
+  const size_t smem = (size_t)cap * 8 + (size_t)nwp * 8 + (stage ? (size_t)P * 8 : 0);
+  auto kern = topk_v2_short_kernel<T, SUV>;
+  ixl_status st = ixl_cuda_status(
+      ctx, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+      "topk v2 short: cudaFuncSetAttribute");
+  if (st) return st;
+  kern<<<(unsigned)R, NTS, smem, stream_of(ctx)>>>(
+      (const T *)a.logits->data, C,
+      a.row_start ? (const int32_t *)a.row_start->data : (const int32_t *)nullptr,
+      (const int32_t *)a.row_end->data, a.k, a.sorted, (int32_t *)a.out->data, P, nwp,
+      dv.shortk == 2 ? 1 : 0, dv.shmu, cap, remap_of(a));
+  return ixl_cuda_check_launch(ctx, "topk v2 short");
+}
+
 // The largest cluster the device runs for this kernel and shared memory, at most `want`;
 // the last answer per dtype is kept (the query costs more than a launch).
 template <typename T>
@@ -1523,6 +1946,12 @@ ixl_status dispatch(ixl_ctx *ctx, const Args &a) {
     if (ss && (dv.stream >= 2 || (cs > 1 && (cs > CSMAX || R * cs > 2 * sm_count(ctx)))))
       return launch_stream<T>(ctx, a, ss, dv);
   }
+  // rows of one CTA whose aligned span fits the short kernel's registers (IXL_TOPK_V2_SHORT,
+  // off by default)
+  if (dv.shortk && !dv.cs && !dv.profile && cs == 1 && a.k <= SHCAP / 2) {
+    const int64_t maxnv = (span + VEC - 1) / VEC; // a row's vectors from its aligned start
+    if (maxnv <= (int64_t)NTS * SUV) return launch_short<T>(ctx, a, dv);
+  }
   // ctx->variant_sm: the device's sm, asked by the variant pick that chose v2
   if (cs > CSMAX || (cs > 1 && ctx->variant_sm < 90)) return run_v1(ctx, a);
   auto chunk = [&](int c) {
@@ -1583,6 +2012,10 @@ extern "C" void ixl_topk_v2_dev_reload(void) {
   d.spf = num("IXL_TOPK_V2_SPF", 0); // KB ahead (64 vectors of 16 B per KB); 0 off
   if (d.spf < 0 || d.spf > 1024) d.spf = 0;
   d.s3 = num("IXL_TOPK_V2_S3", 0) == 1;
+  d.shortk = num("IXL_TOPK_V2_SHORT", 0);
+  if (d.shortk < 0 || d.shortk > 2) d.shortk = 0;
+  d.shmu = num("IXL_TOPK_V2_SHMU", 64);
+  if (d.shmu < 4 || d.shmu > 1024) d.shmu = 64;
   g_dev = d;
   g_dev_read.store(1, std::memory_order_release);
 }

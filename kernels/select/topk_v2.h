@@ -7,8 +7,11 @@
  * fits, 3 the same on its exact streaming radix, for tests), IXL_TOPK_V2_SUNR (4 or 8 vectors
  * per thread in flight in the streaming kernel), IXL_TOPK_V2_SMU (its sample's mu target, 64),
  * IXL_TOPK_V2_SPROF (its per-phase cycle print), IXL_TOPK_V2_SPF (KB it prefetches into L2
- * ahead, 0 = off) and IXL_TOPK_V2_S3 (three of its CTAs per SM; the last two off by default,
- * not yet run on the GPU) are read from the environment at the first call; a test or benchmark
+ * ahead, 0 = off) and IXL_TOPK_V2_S3 (three of its CTAs per SM; the last two off by default),
+ * IXL_TOPK_V2_SHORT (round 4, off by default: 1 rows of one CTA up to 16384 bf16 / 8192 fp32
+ * columns on the short-row kernel, the row in registers and a sampled threshold; 2 the same
+ * on its exact fallback, for tests) and IXL_TOPK_V2_SHMU (its sample's mu, 64) are read from
+ * the environment at the first call; a test or benchmark
  * that changes them calls this to read them again. A no-op without CUDA (kernels/select/topk.c). */
 #ifndef IXL_SELECT_TOPK_V2_H
 #define IXL_SELECT_TOPK_V2_H

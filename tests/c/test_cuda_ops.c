@@ -15,7 +15,8 @@
  * (only the first N top-k cases of each test); select v2's own switches (select/topk_v2.h) are
  * read from the environment too, e.g. IXL_TOPK_V2_NEXT=3 (its round-2 kernels; off by default).
  * IXL_BENCH=topk times the modes in IXL_TOPK_BENCH_MODES=M1,... when set (e.g. v2,v2:next),
- * else all of them. */
+ * else all of them, on the shapes whose names contain a word of IXL_TOPK_BENCH_SHAPES=W1,...
+ * when set, else on all. */
 #include <math.h>
 #include <stdint.h>
 #include <time.h>
@@ -574,6 +575,48 @@ TEST(topk_v2_stream_match_cpu) {
   v2_switch("IXL_TOPK_V2_SUNR", NULL);
 }
 
+/* select v2's short-row kernel (IXL_TOPK_V2_SHORT, off by default): 1 the sampled threshold
+ * (the exact radix over the row, read again, where the buffer misses), 2 that radix on every
+ * row; rows up to its register span (16384 bf16 / 8192 fp32 columns, aligned; a little less
+ * with starts), k 1-1000, both orders, the fused remap (topk_case's every case), ties,
+ * plateaus, NaN/inf mixes, all-equal, all-NaN and +-0 rows, rows shorter than k, and a
+ * periodic row whose sampled keys hold its largest values (the count falls short). Shapes
+ * past its span or k run the other kernels: the same results either way. */
+TEST(topk_v2_short_match_cpu) {
+  static const char *const modes[] = {"1", "2"};
+  for (int dist = 0; dist < (g_small ? 3 : 8); dist++)
+    for (int dt = 0; dt < 2; dt++)
+      for (int mi = 0; mi < 2; mi++) {
+        v2_switch("IXL_TOPK_V2_SHORT", modes[mi]);
+        const int starts = (dist + dt) % 2;
+        /* the widest row the kernel takes: aligned without starts, VEC - 1 less with them */
+        const int64_t C = g_small ? 3000 + 37 * dist
+                          : dt  ? (starts ? 16377 - 8 * dist : 16384)
+                                : (starts ? 8189 - 4 * dist : 8192);
+        const int k = dist == 2 ? 1000 : 64 << (dist % 4);
+        topk_case(dt ? IXL_BF16 : IXL_F32, g_small ? 3 : 9, C, k, (dist + mi) % 2, dist, starts);
+      }
+  static const int ks[] = {1, 7, 100, 512, 1000};
+  for (int mi = 0; mi < (g_small ? 1 : 2); mi++) {
+    v2_switch("IXL_TOPK_V2_SHORT", modes[mi]);
+    for (int dt = 0; dt < 2; dt++)
+      for (int ki = 0; ki < 5; ki += g_small ? 2 : 1)
+        topk_case(dt ? IXL_BF16 : IXL_F32, 7, 1 + (int64_t)rnd_int(0, 3000), ks[ki], ki % 2, ki,
+                  ki % 2);
+  }
+  v2_switch("IXL_TOPK_V2_SHORT", "1");
+  g_periodic = 1;
+  for (int dt = 0; dt < 2; dt++)
+    topk_case(dt ? IXL_BF16 : IXL_F32, g_small ? 3 : 6, g_small ? 3000 : dt ? 16384 : 8192, 512,
+              dt, 0, dt);
+  g_periodic = 0;
+  if (!g_small) { /* the benchmark's shapes */
+    topk_case(IXL_BF16, 64, 16384, 512, 0, 0, 0);
+    topk_case(IXL_BF16, 300, 16384, 512, 1, 2, 0);
+  }
+  v2_switch("IXL_TOPK_V2_SHORT", NULL);
+}
+
 TEST(topk_matches_cpu) {
   const int ks_full[] = {1, 8, 64, 512, 2048, 4096};
   const int ks_small[] = {1, 8, 64, 512};
@@ -1121,16 +1164,35 @@ TEST(bench_topk) {
    * v2:sforce the streaming kernel on every shape (IXL_TOPK_V2_STREAM=2), v2:s0 without it
    * (IXL_TOPK_V2_STREAM=0), v2:s4 with 4 vectors in flight, v2:spf64 / v2:spf256 with the
    * L2 prefetch that many KB ahead (IXL_TOPK_V2_SPF), v2:s3 three CTAs per SM
-   * (IXL_TOPK_V2_S3=1), v2:s3pf the same with the prefetch 128 KB ahead */
+   * (IXL_TOPK_V2_S3=1), v2:s3pf the same with the prefetch 128 KB ahead, v2:smu16 the
+   * sample's mu 16 (IXL_TOPK_V2_SMU), v2:pm both the prefetch 64 KB ahead and mu 16 */
+  /* v2:short = rows of one CTA on the short-row kernel (IXL_TOPK_V2_SHORT=1), v2:shortf the
+   * same fused, v2:shmu32 with its sample's mu 32 (IXL_TOPK_V2_SHMU) */
   static const char *const modes[] = {"v1",       "v2",       "v2:cs1",    "v2:cs2",
                                       "v2:cs4",   "v2:cs8",   "v2:cs16",   "v2:g0",
                                       "v2:k6k7",  "v2:fused", "v2:next",   "v2:nextf",
                                       "v2:stream", "v2:s8",   "v2:streamf", "v2:sfb",
                                       "v2:sforce", "v2:s0",   "v2:s4",     "v2:spf64",
-                                      "v2:spf256", "v2:s3",   "v2:s3pf"};
+                                      "v2:spf256", "v2:s3",   "v2:s3pf",   "v2:smu16",
+                                      "v2:pm",    "v2:short", "v2:shortf", "v2:shmu32"};
   const char *only_modes = getenv("IXL_TOPK_BENCH_MODES");
+  const char *only_shapes = getenv("IXL_TOPK_BENCH_SHAPES"); /* WORD,...: shapes naming one */
   const int nmodes = (int)(sizeof modes / sizeof modes[0]);
   for (size_t i = 0; i < sizeof tk / sizeof tk[0]; i++) {
+    if (only_shapes && *only_shapes) {
+      int hit = 0;
+      for (const char *w = only_shapes; *w;) {
+        const size_t wl = strcspn(w, ",");
+        char word[64];
+        if (wl > 0 && wl < sizeof word) {
+          memcpy(word, w, wl);
+          word[wl] = '\0';
+          if (strstr(tk[i].name, word)) hit = 1;
+        }
+        w += wl + (w[wl] == ',');
+      }
+      if (!hit) continue;
+    }
     const int64_t R = tk[i].R, C = tk[i].C, k = tk[i].k, nsb = C / 8;
     const int64_t bytes = R * C * (tk[i].dtype == IXL_F32 ? 4 : 2);
     int nbuf = (int)((256ll << 20) / bytes + 1);
@@ -1176,7 +1238,7 @@ TEST(bench_topk) {
       }
       const int how = !strcmp(mode, "v2:k6k7") ? 1
                       : !strcmp(mode, "v2:fused") || !strcmp(mode, "v2:nextf") ||
-                              !strcmp(mode, "v2:streamf")
+                              !strcmp(mode, "v2:streamf") || !strcmp(mode, "v2:shortf")
                           ? 2
                           : 0;
       CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", m == 0 ? "v1" : "v2"));
@@ -1185,7 +1247,12 @@ TEST(bench_topk) {
       v2_switch("IXL_TOPK_V2_NEXT", !strncmp(mode, "v2:next", 7) ? "3" : NULL);
       v2_switch("IXL_TOPK_V2_SPF", !strncmp(mode, "v2:spf", 6) ? mode + 6
                                    : !strcmp(mode, "v2:s3pf")  ? "128"
+                                   : !strcmp(mode, "v2:pm")    ? "64"
                                                                : NULL);
+      v2_switch("IXL_TOPK_V2_SMU", !strcmp(mode, "v2:smu16") || !strcmp(mode, "v2:pm") ? "16"
+                                                                                      : NULL);
+      v2_switch("IXL_TOPK_V2_SHORT", !strncmp(mode, "v2:sh", 5) ? "1" : NULL);
+      v2_switch("IXL_TOPK_V2_SHMU", !strcmp(mode, "v2:shmu32") ? "32" : NULL);
       v2_switch("IXL_TOPK_V2_S3", !strncmp(mode, "v2:s3", 5) ? "1" : NULL);
       v2_switch("IXL_TOPK_V2_SUNR", !strcmp(mode, "v2:s8")   ? "8"
                                     : !strcmp(mode, "v2:s4") ? "4"
@@ -1227,6 +1294,9 @@ TEST(bench_topk) {
     v2_switch("IXL_TOPK_V2_STREAM", NULL);
     v2_switch("IXL_TOPK_V2_SPF", NULL);
     v2_switch("IXL_TOPK_V2_S3", NULL);
+    v2_switch("IXL_TOPK_V2_SMU", NULL);
+    v2_switch("IXL_TOPK_V2_SHORT", NULL);
+    v2_switch("IXL_TOPK_V2_SHMU", NULL);
     CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", NULL));
     for (int b = 0; b < nbuf; b++) ixl_tensor_free(buf[b]);
     ixl_tensor *all[] = {h, re, ids, dre, out, pos, dids};
@@ -1494,6 +1564,7 @@ int main(void) {
   RUN_GPU(topk_v2_paths_match_cpu);
   RUN_GPU(topk_v2_grid_rows_match_cpu);
   RUN_GPU(topk_v2_stream_match_cpu);
+  RUN_GPU(topk_v2_short_match_cpu);
   RUN_GPU(candidate_select_matches_cpu);
   RUN_GPU(mask_candidates_matches_cpu);
   RUN_GPU(expand_and_remap_match_cpu);
