@@ -62,8 +62,9 @@ struct WsSmem {
   static constexpr int q = 0;
   static constexpr int raw = q + kH * 128;
   static constexpr int fac = raw + kStages * kTile * 64;  // float4 per slot
-  static constexpr int kin = fac + kStages * kTile * 16;  // uint2 (scale word, info) per slot
-  static constexpr int hq = kin + kStages * kTile * 8;    // u32 qeff per column
+  // uint2 (scale word, info) per slot, 16 B apart (the factors' strides: one base address)
+  static constexpr int kin = fac + kStages * kTile * 16;
+  static constexpr int hq = kin + kStages * kTile * 16;   // u32 qeff per column
   static constexpr int ht = hq + kH * 4;                  // u32 packed t_g + 8 per column
   static constexpr int hc = ht + kH * 4;                  // f32 2^(qc - 127) per column
   static constexpr int wo = hc + kH * 4;                  // f32 the column's weight
@@ -206,7 +207,7 @@ __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::m
   uint8_t *smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   uint8_t *s_q = smem + L::q, *s_raw = smem + L::raw, *s_hf = smem + L::hf;
   float4 *s_fac = reinterpret_cast<float4 *>(smem + L::fac);
-  uint2 *s_kin = reinterpret_cast<uint2 *>(smem + L::kin);
+  uint4 *s_kin = reinterpret_cast<uint4 *>(smem + L::kin); // .x scale word, .y info
   uint32_t *s_hq = reinterpret_cast<uint32_t *>(smem + L::hq);
   uint32_t *s_ht = reinterpret_cast<uint32_t *>(smem + L::ht);
   float *s_hc = reinterpret_cast<float *>(smem + L::hc);
@@ -216,7 +217,8 @@ __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::m
   int32_t *pre_pg = reinterpret_cast<int32_t *>(smem + L::pg); // PAGED
   int32_t *pre_sl = reinterpret_cast<int32_t *>(smem + L::sl);
   __nv_bfloat162 *s_wb = reinterpret_cast<__nv_bfloat162 *>(smem + L::wb);
-  __shared__ uint64_t s_full[S], s_empty[S];
+  __shared__ uint64_t s_bar[2 * S]; // full[S] then empty[S]
+  uint64_t *s_full = s_bar, *s_empty = s_bar + S;
   __shared__ int s_nvalid;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, t4 = lane & 3;
@@ -387,7 +389,7 @@ __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::m
         const int i = s * kTile + lane + 32 * h;
         s_fac[i] = make_float4(__uint_as_float(f[0]), __uint_as_float(f[1]),
                                __uint_as_float(f[2]), __uint_as_float(f[3]));
-        s_kin[i] = make_uint2(kw[h], info);
+        *reinterpret_cast<uint2 *>(&s_kin[i]) = make_uint2(kw[h], info);
       }
       ptx::mbarrier_arrive(&s_full[s]); // release: the stores above
       if (t + kLook < T) scan(t + kLook, x);
@@ -431,18 +433,19 @@ __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::m
   // LDSM: lane l addresses row l % 8 of matrix m = l / 8: slot 16 mw + 8 (m & 1) + l % 8, group
   // (m >> 1) (first x4: groups 0, 1) or 2 + (m >> 1) (second: 2, 3), ixl_v2mx_raw_off's place
   const int lm_slot = 16 * mw + 8 * ((lane >> 3) & 1) + (lane & 7), lm_g = lane >> 4;
-  uint32_t lm01 = smem_u32(s_raw) + ixl_v2mx_raw_off(lm_slot, lm_g),
-           lm23 = smem_u32(s_raw) + ixl_v2mx_raw_off(lm_slot, 2 + lm_g);
-  uint32_t fac_a = smem_u32(s_fac + i0), kin_a = smem_u32(s_kin + i0);
-  uint32_t full_a = smem_u32(s_full), empty_a = smem_u32(s_empty);
+  // (groups 2, 3: address bit 5 flipped, 16 ((g + 2) ^ sw) = 16 (g ^ sw) ^ 32 for g < 2; the
+  // scale words 16 B a slot at a fixed distance from the factors; empty[s] 8 S B past full[s])
+  uint32_t lm01 = smem_u32(s_raw) + ixl_v2mx_raw_off(lm_slot, lm_g);
+  uint32_t fac_a = smem_u32(s_fac + i0);
+  uint32_t full_a = smem_u32(s_full);
+  constexpr int kKin = WsSmem::kin - WsSmem::fac;
   // opaque: kept in registers (ptxas otherwise recomputes them from the thread index a tile)
   // LDSM: the lane's store (lanes t4 = 0, 2: slot i0 + 8 (t4 >> 1)) as a pointer and the
   // columns left in the chunk from tile 0's slot
   uint16_t *optr = orow + c0 + i0 + 8 * (t4 >> 1);
   int orem = (int)(chunk_hi - c0 - (i0 + 8 * (t4 >> 1)));
   if constexpr (LDSM)
-    asm volatile("" : "+r"(lm01), "+r"(lm23), "+r"(fac_a), "+r"(kin_a), "+r"(full_a), "+r"(empty_a),
-                 "+l"(optr), "+r"(orem));
+    asm volatile("" : "+r"(lm01), "+r"(fac_a), "+r"(full_a), "+l"(optr), "+r"(orem));
   for (int t = wg; t < T; t += NWG) {
     const int s = t % S;
     uint32_t a[4][4];
@@ -452,14 +455,15 @@ __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::m
     if (LDSM) {
       const uint32_t su = (uint32_t)t % S, ph = ((uint32_t)t / S) & 1u;
       wait32(full_a + 8 * su, ph);
-      const uint32_t so = su * (kTile * 64);
-      ldsm_x4(lm01 + so, w0[0], w1[0], w0[1], w1[1]);
-      ldsm_x4(lm23 + so, w0[2], w1[2], w0[3], w1[3]);
-      f0 = lds128<0>(fac_a + su * (kTile * 16)); // slot i0 + 8: 128 B on
-      f1 = lds128<128>(fac_a + su * (kTile * 16));
-      m0 = lds64<0>(kin_a + su * (kTile * 8)); // slot i0 + 8: 64 B on
-      m1 = lds64<64>(kin_a + su * (kTile * 8));
-      arrive32(empty_a + 8 * su); // release: every read of the stage is above
+      const uint32_t la = lm01 + su * (kTile * 64);
+      ldsm_x4(la, w0[0], w1[0], w0[1], w1[1]);
+      ldsm_x4(la ^ 32u, w0[2], w1[2], w0[3], w1[3]);
+      const uint32_t fa = fac_a + su * (kTile * 16);
+      f0 = lds128<0>(fa); // slot i0 + 8: 128 B on
+      f1 = lds128<128>(fa);
+      m0 = lds64<kKin>(fa);
+      m1 = lds64<kKin + 128>(fa);
+      arrive32(full_a + 8 * (S + su)); // empty[s]; release: every read of the stage is above
     } else {
       mbar_wait(&s_full[s], (uint32_t)(t / S) & 1u);
       const uint8_t *st = s_raw + s * (kTile * 64);
@@ -469,7 +473,8 @@ __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::m
         w1[g] = *reinterpret_cast<const uint32_t *>(st + (i0 + 8) * 64 + 16 * (g ^ sw) + 4 * q4);
       }
       f0 = s_fac[s * kTile + i0], f1 = s_fac[s * kTile + i0 + 8];
-      m0 = s_kin[s * kTile + i0], m1 = s_kin[s * kTile + i0 + 8];
+      m0 = *reinterpret_cast<const uint2 *>(&s_kin[s * kTile + i0]);
+      m1 = *reinterpret_cast<const uint2 *>(&s_kin[s * kTile + i0 + 8]);
       ptx::mbarrier_arrive(&s_empty[s]); // release: every read of the stage is above
     }
 #pragma unroll
@@ -604,7 +609,7 @@ int log2_exact(int64_t v) {
 
 // IXL_LOGITS_V2_MX_K5WS, read once a process: 0 (unset or anything else) off; 1 one math
 // warpgroup a CTA, 2 two; 3 one with LDSM (the code words by ldmatrix, addresses kept in
-// registers; two math warpgroups would spill with it at 112 registers).
+// registers; two math warpgroups with it spill at their 112 registers, 40 B in the tile loop).
 int k5ws_mode() {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_K5WS");
