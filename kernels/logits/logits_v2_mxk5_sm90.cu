@@ -610,19 +610,24 @@ int log2_exact(int64_t v) {
 // IXL_LOGITS_V2_MX_K5WS, read once a process: 0 (unset or anything else) off; 1 one math
 // warpgroup a CTA, 2 two; 3 one with LDSM (the code words by ldmatrix, addresses kept in
 // registers; two math warpgroups with it spill at their 112 registers, 40 B in the tile loop).
+// Unset: kK5wsDefault (0 until an H200 visit shows parity, clean sanitizers and a gain).
+constexpr int kK5wsDefault = 0;
 int k5ws_mode() {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_K5WS");
-    return e && e[0] >= '1' && e[0] <= '3' && e[1] == 0 ? e[0] - '0' : 0;
+    if (!e) return kK5wsDefault;
+    return e[0] >= '1' && e[0] <= '3' && e[1] == 0 ? e[0] - '0' : 0;
   }();
   return v;
 }
 // IXL_LOGITS_V2_MX_K5PWS, the same for paged K5 (read once a process; 1: one math warpgroup
 // a CTA, 3 CTAs an SM; 2: the same with LDSM; anything else: off).
+constexpr int kK5pwsDefault = 0; // the value when unset
 int k5pws_mode() {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_K5PWS");
-    return e && (e[0] == '1' || e[0] == '2') && e[1] == 0 ? e[0] - '0' : 0;
+    if (!e) return kK5pwsDefault;
+    return (e[0] == '1' || e[0] == '2') && e[1] == 0 ? e[0] - '0' : 0;
   }();
   return v;
 }
