@@ -1570,6 +1570,13 @@ extern "C" ixl_status ixl_cuda_logits_v2_mx(ixl_ctx *ctx, const ixl_logits_call 
     return launch_red<K1, 64, 1>(ctx, p, p.nrb, kMaxChunk, bf16, name);
   }
   if (c->mode == IXL_LOGITS_DENSE_PAGED) {
+    {
+      // IXL_LOGITS_V2_MX_K2WS=1: H 32 without K3's block scores on the warp-specialized,
+      // persistent kernel (logits_v2_mxk2_sm90.cu), when the call suits it (else it returns 0)
+      int ixl_cuda_logits_v2_mxk2(ixl_ctx *, const ixl_logits_call *, ixl_status *);
+      ixl_status ws_st = IXL_OK;
+      if (H == 32 && !p.bs && ixl_cuda_logits_v2_mxk2(ctx, c, &ws_st)) return ws_st;
+    }
     const char *name = "dense_logits_paged kernel (v2 mxfp4)";
     p.nrb = p.R;
     // a chunk's pages must fit the prefetch of page ids

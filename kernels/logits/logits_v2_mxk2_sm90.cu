@@ -1,0 +1,609 @@
+// logits/logits_v2_mxk2_sm90.cu - K2 (dense paged decode) for MXFP4 keys at H 32 on a
+// warp-specialized, persistent kernel (issue 13), behind IXL_LOGITS_V2_MX_K2WS (read once a
+// process; unset or 0: logits_v2_mx_sm90.cu's mx_kernel<K2>, unchanged; 1: this kernel). The
+// hook is the paged branch of ixl_cuda_logits_v2_mx, after its own checks (mx_takes); calls
+// with K3's block scores, H 64 or a page size this kernel does not take stay there.
+//
+// Why: mx_kernel<K2> is one warpgroup a CTA in which every thread issues its part of each
+// tile's cp.async copies (page lookup, 64-bit address math, flags, a vote and a barrier a tile)
+// and the grid is chunks of rows, so it ran at 436 us for 64 x 128K (1.31 TB/s) against a
+// bytes floor of ~140 us. Here:
+// - a persistent grid of one CTA an SM; CTA b takes a contiguous range of the flattened
+//   (row, 64-position tile) units (ixl_v2mxk2_split), so a single 128K row spreads over every
+//   SM and 64 rows balance to within one tile;
+// - one producer warp reads the context lengths and block table 32 pieces at a time (one lane
+//   a piece, the next batch's loads in flight during this one's issue) and, per piece (a 64-
+//   position slice of a page, or a whole page of 8, 16 or 32 positions), issues one TMA box of
+//   codes (the pages viewed as rows of 64 B, box 64 B x piece rows, SWIZZLE_64B, which lands
+//   as ixl_v2mx_raw_off's conflict-free layout) and one bulk copy of its scale words into a
+//   ring of kStages stages (full barrier: 1 arrival + the bytes; empty: 128 arrivals), with
+//   the stage's mask of loaded pieces in shared memory; a tile with none is a plain arrival;
+// - three math warpgroups take the CTA's tiles in turn (tile k of the range by warpgroup
+//   k % 3), row segment by row segment: for each row the query tile and per-column data are
+//   built once into one of two buffers (one named barrier a row), and per tile a warpgroup
+//   waits, reads its 8 code words and 2 scale words, releases the stage, widens, runs the
+//   4 RS wgmma m64n32k32 and then exactly mx_body's combine and reduction for K2 / H 32 / V3's
+//   deferred key factor (logits_v2_mx_sm90.cu, v2_mx.cuh): the same exact group sums, the same
+//   fast / slow tests and factors from the same scale words (the slow path the CPU's formula),
+//   the same fp32 sum or SPEC 3 bf16 chain, so the bits are mx_kernel's and the CPU's;
+// - -inf at columns past the context and where the page id is outside the pool.
+//
+// sass-limits: mxk2_kernel registers 152 shared 1024
+#include "logits/logits.h"
+#include "cuda/launch.cuh"
+#include "cuda/sm90.cuh"
+#include "logits/v2_mx.cuh"
+#include "logits/v2_mxk2.cuh"
+#include "numerics/scalar.h"
+
+#include <cuda_bf16.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <type_traits>
+
+namespace {
+
+using namespace ixl::sm90;
+
+constexpr int kH = 32;      // heads (the wgmma N)
+constexpr int kTile = 64;   // key positions a tile (the wgmma M)
+constexpr int kStages = 24; // ring depth: 24 x 4.25 KB in flight an SM
+constexpr int kNWG = 3;     // math warpgroups
+constexpr int kMath = 128 * kNWG;
+constexpr int kThreads = kMath + 32; // then the producer warp
+constexpr int kMaxReg = 152;         // 416 x 152 <= 64 K registers: one CTA an SM
+
+// Dynamic shared memory (1024-aligned base): raw code stages | 2 query tiles | scale words |
+// 2 x per column | stage masks.
+struct K2Smem {
+  static constexpr int raw = 0;
+  static constexpr int q = raw + kStages * kTile * 64;
+  static constexpr int sc = q + 2 * kH * 128;
+  static constexpr int col = sc + kStages * kTile * 4;
+  // per column and buffer: hq (u32 qeff), hc (f32 2^(qc - 127)), wo (f32 weight), wq (f32 the
+  // fast path's weight), hf (u8 fast)
+  static constexpr int col_bytes = 4 * kH * 4 + kH;
+  static constexpr int meta = (col + 2 * col_bytes + 15) & ~15;
+  static constexpr int total = meta + kStages * 4;
+  static constexpr int alloc = total + 1024;
+};
+
+struct K2Params {
+  const uint8_t *q_codes;   // [R, 32, 64]
+  const uint32_t *q_scales; // [R, 32]
+  const uint8_t *k_pages;   // [num_pages, stride]
+  const void *w;            // [R, 32] fp32 or bf16
+  const int32_t *lens;      // [R] context lengths
+  const int32_t *bt;        // [R, bt_cols]
+  void *out;                // [R, out_cols] fp32 or bf16
+  int64_t R, stride, num_pages, bt_cols, out_cols, ntr, total, G, rows64;
+  int P, Plog, ptlog; // page size, its log2 (-1: not a power of 2), log2 of the piece positions
+};
+
+#if IXL_SM90_DEVICE
+__device__ __forceinline__ int64_t clamp64(int64_t v, int64_t lo, int64_t hi) {
+  return v < lo ? lo : v > hi ? hi : v;
+}
+__device__ __forceinline__ int64_t mn64(int64_t a, int64_t b) { return a < b ? a : b; }
+__device__ __forceinline__ int64_t mx64(int64_t a, int64_t b) { return a > b ? a : b; }
+__device__ __forceinline__ float relu(float x) { return x < 0.0f ? 0.0f : x; } // NaN stays NaN
+
+// bf16x2 of relu(lo), relu(hi) rounded to nearest even, lo in the low half (as
+// logits_v2_mx_sm90.cu's cvt_relu_bf16x2).
+__device__ __forceinline__ uint32_t cvt_relu_bf16x2(float lo, float hi) {
+  uint32_t d;
+  asm("cvt.rn.relu.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+
+// SPEC 3's dot from the four exact group sums (slow path: the CPU's formula), as
+// logits_v2_mx_sm90.cu's slow_dot.
+__device__ __forceinline__ float slow_dot(float a0, float a1, float a2, float a3, uint32_t qe,
+                                          uint32_t kw) {
+  const float a[4] = {a0, a1, a2, a3};
+  float pg[4];
+#pragma unroll
+  for (int g = 0; g < 4; g++) {
+    const int qb = (int)((qe >> (8 * g)) & 0xFFu), kb = (int)((kw >> (8 * g)) & 0xFFu);
+    pg[g] = qb == 0xFF || kb == 0xFF ? __uint_as_float(0x7fc00000u)
+                                     : ixl_scale_pow2f(a[g], qb + kb - 254);
+  }
+  return __fadd_rn(__fadd_rn(pg[0], pg[1]), __fadd_rn(pg[2], pg[3]));
+}
+
+// bar.sync on named barrier 1 over the math warpgroups only (the producer warp never joins).
+__device__ __forceinline__ void math_sync() {
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kMath) : "memory");
+}
+#endif
+
+template <bool BF16>
+__global__ void __maxnreg__(kMaxReg)
+    mxk2_kernel(const __grid_constant__ CUtensorMap kmap, const K2Params p) {
+#if IXL_SM90_DEVICE
+  constexpr int S = kStages;
+  constexpr int NC = kH, NJ = NC / 8;
+  using L = K2Smem;
+  extern __shared__ uint8_t smem_raw[];
+  // the 1024-aligned base as an offset of smem_raw: every pointer stays in the shared window
+  uint8_t *smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  uint8_t *s_raw = smem + L::raw;
+  uint32_t *s_sc = reinterpret_cast<uint32_t *>(smem + L::sc);
+  uint32_t *s_meta = reinterpret_cast<uint32_t *>(smem + L::meta);
+  __shared__ uint64_t s_full[S], s_empty[S];
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  if (tid == 0) {
+#pragma unroll
+    for (int s = 0; s < S; s++) {
+      ptx::mbarrier_init(&s_full[s], 1);
+      ptx::mbarrier_init(&s_empty[s], 128);
+    }
+    ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster); // before the first use
+  }
+  __syncthreads();
+  const int64_t u0 = ixl_v2mxk2_split(p.total, p.G, blockIdx.x);
+  const int64_t u1 = ixl_v2mxk2_split(p.total, p.G, (int64_t)blockIdx.x + 1);
+  const int64_t n = u1 - u0; // tiles of this CTA
+  const int Pt = 1 << p.ptlog, npclog = 6 - p.ptlog, npc = 1 << npclog;
+  const int64_t rmax = p.bt_cols * (int64_t)p.P;
+
+  if (warp == 4 * kNWG) {
+    // ---------------------------------------------------------------- the producer warp
+    const int64_t np = n << npclog; // pieces
+    // piece lp's loads (the context length and the page id), with no dependence between them
+    auto fetch = [&](int64_t lp, int32_t &len, int32_t &pg) {
+      len = 0;
+      pg = -1;
+      if (lp < np) {
+        const int64_t u = u0 + (lp >> npclog), row = u / p.ntr, t = u - row * p.ntr;
+        const int64_t pos0 = t * kTile + ((lp & (npc - 1)) << p.ptlog);
+        const int64_t pi = p.Plog >= 0 ? pos0 >> p.Plog : pos0 / p.P;
+        len = __ldg(p.lens + row);
+        if (pi < p.bt_cols) pg = __ldg(p.bt + row * p.bt_cols + pi);
+      }
+    };
+    int32_t c_len, c_pg;
+    fetch(lane, c_len, c_pg);
+    int ps = 0;       // tile k's stage, k % S
+    uint32_t pq = 0;  // (k / S) & 1
+    for (int64_t b0 = 0; b0 < np; b0 += 32) {
+      int32_t n_len, n_pg;
+      fetch(b0 + 32 + lane, n_len, n_pg); // in flight while this batch issues
+      const int64_t lp = b0 + lane;
+      bool ok = false;
+      int32_t crd = 0;
+      const uint8_t *ssrc = nullptr;
+      if (lp < np) {
+        const int64_t u = u0 + (lp >> npclog), row = u / p.ntr, t = u - row * p.ntr;
+        const int64_t pos0 = t * kTile + ((lp & (npc - 1)) << p.ptlog);
+        const int64_t pi = p.Plog >= 0 ? pos0 >> p.Plog : pos0 / p.P;
+        const int64_t row_hi = clamp64(c_len, 0, rmax);
+        if (pos0 < row_hi && pos0 < p.out_cols && c_pg >= 0 && c_pg < p.num_pages) {
+          const int64_t sl = pos0 - pi * p.P;
+          ok = true;
+          crd = (int32_t)(c_pg * p.rows64 + sl);
+          ssrc = p.k_pages + c_pg * p.stride + (int64_t)p.P * 64 + sl * 4;
+        }
+      }
+      const uint32_t vm = __ballot_sync(0xffffffffu, ok);
+      const int64_t k0 = b0 >> npclog;
+      const int nt = (int)mn64(32 >> npclog, n - k0); // tiles of this batch
+      for (int j = 0; j < nt; j++) {
+        const int64_t k = k0 + j;
+        const int s = ps;
+        // every lane: the stage's last tile (k - S) has been read
+        if (k >= S) mbar_wait(&s_empty[s], pq ^ 1u);
+        if (++ps == S) {
+          ps = 0;
+          pq ^= 1u;
+        }
+        const uint32_t m = (vm >> (j << npclog)) & ((1u << npc) - 1u);
+        if (lane == 0) {
+          s_meta[s] = m; // published by the arrival below (release)
+          if (m)
+            ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared,
+                                           &s_full[s], (uint32_t)(__popc(m) * Pt * 68));
+          else
+            (void)ptx::mbarrier_arrive(&s_full[s]);
+        }
+        __syncwarp();
+        if (ok && (lane >> npclog) == j) {
+          const int i = lane & (npc - 1);
+          const int32_t ck[2] = {0, crd};
+          ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global,
+                                    s_raw + s * (kTile * 64) + i * Pt * 64, &kmap, ck,
+                                    &s_full[s]);
+          ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, s_sc + s * kTile + i * Pt,
+                             ssrc, (uint32_t)(Pt * 4), &s_full[s]);
+        }
+      }
+      c_len = n_len;
+      c_pg = n_pg;
+    }
+    return;
+  }
+
+  // ------------------------------------------------------------------ the math warpgroups
+  const int mt = tid, wg = tid >> 7, wt = tid & 127, wwarp = wt >> 5, t4 = lane & 3;
+  const int i0 = 16 * wwarp + (lane >> 2); // this lane's slots: i0, i0 + 8
+  const int q4 = lane & 3, sw = (i0 >> 1) & 3;
+  if (n <= 0) return;
+  const int64_t rfirst = u0 / p.ntr, rlast = (u1 - 1) / p.ntr;
+  int par = 0;
+  for (int64_t row = rfirst; row <= rlast; row++, par ^= 1) {
+    uint8_t *s_q = smem + L::q + par * (kH * 128);
+    uint8_t *cb = smem + L::col + par * L::col_bytes;
+    uint32_t *s_hq = reinterpret_cast<uint32_t *>(cb);
+    float *s_hc = reinterpret_cast<float *>(cb + kH * 4);
+    float *s_wo = reinterpret_cast<float *>(cb + 2 * kH * 4);
+    float *s_wq = reinterpret_cast<float *>(cb + 3 * kH * 4);
+    uint8_t *s_hf = cb + 4 * kH * 4;
+    // ---- per column (head): the fold of its query exponents (mx_body's rules, COMB)
+    if (mt < NC) {
+      const uint32_t qw = p.q_scales[row * kH + mt];
+      int qc, t[4];
+      const int fold = ixl_v2mx_head_fold(qw, &qc, t);
+      int fast = fold;
+      const float w =
+          BF16 ? __uint_as_float((uint32_t)reinterpret_cast<const uint16_t *>(p.w)[row * kH + mt]
+                                 << 16)
+               : reinterpret_cast<const float *>(p.w)[row * kH + mt];
+      const float wc = __fmul_rn(w, __uint_as_float((uint32_t)qc << 23));
+      const uint32_t we = (__float_as_uint(wc) >> 23) & 0xFFu;
+      if (fast && w == w && w != 0.0f && (we < 2 || we == 0xFF)) fast = 0;
+      if (fast) { // the deferred key factor's window (v2_mx.cuh, IXL_V2MX_COMB_E)
+        const float aw = fabsf(w);
+        if (aw != 0.0f && aw <= 3.4028235e38f && (aw < 0x1p-25f || aw > 0x1p25f)) fast = 0;
+        if (qc < 127 - IXL_V2MX_COMB_E || qc > 127 + IXL_V2MX_COMB_E) fast = 0;
+      }
+      s_wo[mt] = w;
+      s_wq[mt] = fast ? wc : w;
+      s_hf[mt] = (uint8_t)fast;
+      s_hq[mt] = fold ? (uint32_t)qc * 0x01010101u : qw; // the fold's exponents (slow path)
+      s_hc[mt] = fast ? __uint_as_float((uint32_t)qc << 23) : 1.0f;
+    }
+    // ---- the query tile: column n's element perm(p) of group g at byte 32 g + p, as e4m3
+    for (int i = mt; i < NC * 32; i += kMath) {
+      const int nn = i >> 5, g = (i >> 3) & 3, p4 = i & 7;
+      const uint32_t qw = p.q_scales[row * kH + nn];
+      int qc, t[4];
+      (void)ixl_v2mx_head_fold(qw, &qc, t);
+      const uint32_t tw = (uint32_t)(t[0] + 8) | (uint32_t)(t[1] + 8) << 8 |
+                          (uint32_t)(t[2] + 8) << 16 | (uint32_t)(t[3] + 8) << 24;
+      const uint32_t x = *reinterpret_cast<const uint32_t *>(p.q_codes + (row * kH + nn) * 64 +
+                                                             16 * g + 4 * (p4 & 3));
+      const uint32_t o = ixl_v2mx_q_word(x, p4, (int)((tw >> (8 * g)) & 0xFFu) - 8);
+      *reinterpret_cast<uint32_t *>(s_q + ixl_sm90_swizzle((uint32_t)(nn * 128 + 32 * g + 4 * p4),
+                                                           IXL_SM90_SWIZZLE_128B)) = o;
+    }
+    ptx::fence_proxy_async(ptx::space_shared); // the generic stores, visible to wgmma
+    // the tiles and columns are visible; every warpgroup is done with row - 2's buffer (it
+    // passed row - 1's barrier after its last tile of row - 2)
+    math_sync();
+
+    // ---- per lane: its columns 8 j + 2 t4 + c (register 4 j + 2 half + c), weights, folds
+    uint32_t slow_heads = 0;
+#pragma unroll
+    for (int j = 0; j < NJ; j++)
+#pragma unroll
+      for (int c = 0; c < 2; c++)
+        slow_heads |= (uint32_t)(s_hf[8 * j + 2 * t4 + c] == 0) << (2 * j + c);
+    int quad_slow = slow_heads != 0;
+    quad_slow |= __shfl_xor_sync(0xffffffffu, quad_slow, 1);
+    quad_slow |= __shfl_xor_sync(0xffffffffu, quad_slow, 2);
+    float wf[BF16 ? 1 : 2 * NJ];
+    __nv_bfloat162 wb[BF16 ? 2 * NJ : 1];
+#pragma unroll
+    for (int j = 0; j < NJ; j++) {
+      if (BF16) {
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+          const int nn = 8 * j + 4 * k + 2 * (t4 & 1);
+          wb[2 * j + k] = __floats2bfloat162_rn(s_wq[nn], s_wq[nn + 1]); // exact: bf16 values
+        }
+      } else {
+#pragma unroll
+        for (int c = 0; c < 2; c++) wf[2 * j + c] = __fmul_rn(s_wq[8 * j + 2 * t4 + c], 0.5f);
+      }
+    }
+    const int64_t row_hi = clamp64(p.lens[row], 0, rmax);
+    const uint64_t db = wgmma_desc(s_q, IXL_SM90_SWIZZLE_128B, 16, 1024);
+
+    // ---- this row's tiles of the CTA: k in [seg_lo, seg_hi), warpgroup k % 3
+    const int64_t seg_lo = mx64(u0, row * p.ntr) - u0, seg_hi = mn64(u1, (row + 1) * p.ntr) - u0;
+    int64_t k = seg_lo + (wg - (int)(seg_lo % kNWG) + kNWG) % kNWG;
+    int s = (int)(k % S);              // k's stage, kept as k steps by kNWG (< S)
+    uint32_t kq = (uint32_t)(k / S) & 1u; // its phase parity
+    float acc[4][NC / 2];
+    for (; k < seg_hi; k += kNWG, s += kNWG) {
+      if (s >= S) {
+        s -= S;
+        kq ^= 1u;
+      }
+      const int64_t tb = (u0 + k - row * p.ntr) * kTile; // the tile's first column
+      mbar_wait(&s_full[s], kq);
+      const uint32_t m = s_meta[s];
+      if (m == 0) { // no key loaded: -inf
+        (void)ptx::mbarrier_arrive(&s_empty[s]);
+        if (wt < kTile && tb + wt < p.out_cols) {
+          if (BF16) reinterpret_cast<uint16_t *>(p.out)[row * p.out_cols + tb + wt] = 0xFF80u;
+          else
+            reinterpret_cast<float *>(p.out)[row * p.out_cols + tb + wt] =
+                __uint_as_float(0xff800000u);
+        }
+        continue;
+      }
+      // A: the lane's two slots, widened; then one wgmma per scale group
+      const uint8_t *st = s_raw + s * (kTile * 64);
+      uint32_t a[4][4];
+#pragma unroll
+      for (int g = 0; g < 4; g++) {
+        const uint32_t w0 =
+            *reinterpret_cast<const uint32_t *>(st + i0 * 64 + 16 * (g ^ sw) + 4 * q4);
+        const uint32_t w1 =
+            *reinterpret_cast<const uint32_t *>(st + (i0 + 8) * 64 + 16 * (g ^ sw) + 4 * q4);
+        ixl_sm90_e2m1x8_widen(w0, &a[g][0], &a[g][2]);
+        ixl_sm90_e2m1x8_widen(w1, &a[g][1], &a[g][3]);
+      }
+      const uint32_t kw[2] = {s_sc[s * kTile + i0], s_sc[s * kTile + i0 + 8]};
+      (void)ptx::mbarrier_arrive(&s_empty[s]); // release: every read of the stage is above
+      const bool okslot[2] = {((m >> (i0 >> p.ptlog)) & 1u) && tb + i0 < row_hi,
+                              ((m >> ((i0 + 8) >> p.ptlog)) & 1u) && tb + i0 + 8 < row_hi};
+      // the slots' key exponents: the fast path needs every byte in the window (quad-uniform)
+      const bool qslow = quad_slow || !ixl_v2mx_comb_word(kw[0]) || !ixl_v2mx_comb_word(kw[1]);
+      float kf[2][4];
+      // k0 = 2^(ke0 - 127), r1 = 2^(ke1 - ke0), r2 = 2^(ke2 - ke0), r3 = 2^(ke3 - ke2) (the
+      // fast path only: garbage outside the window), kf in the slow branch
+      float ck0[2], cr1[2], cr2[2], cr3[2];
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const uint32_t e0 = kw[h] & 0xFFu, e1 = (kw[h] >> 8) & 0xFFu, e2 = (kw[h] >> 16) & 0xFFu,
+                       e3 = kw[h] >> 24;
+        ck0[h] = __uint_as_float(e0 << 23);
+        cr1[h] = __uint_as_float((e1 + 127u - e0) << 23);
+        cr2[h] = __uint_as_float((e2 + 127u - e0) << 23);
+        cr3[h] = __uint_as_float((e3 + 127u - e2) << 23);
+      }
+      wgmma_fence();
+      // groups 0 and 1, then 2 and 3: the first pair's combine overlaps the second's wgmma
+#pragma unroll
+      for (int g = 0; g < 2; g++) wgmma_e4m3_rs<NC>(acc[g], a[g], db + 2 * g, 0);
+      wgmma_commit();
+#pragma unroll
+      for (int g = 2; g < 4; g++) wgmma_e4m3_rs<NC>(acc[g], a[g], db + 2 * g, 0);
+      wgmma_commit();
+      wgmma_wait<1>();
+      fence_operand(acc[0]);
+      fence_operand(acc[1]);
+      if (!qslow) {
+#pragma unroll
+        for (int e = 0; e < NC / 2; e++) {
+          const int h = (e >> 1) & 1;
+          acc[0][e] = __fmaf_rn(acc[1][e], cr1[h], acc[0][e]);
+        }
+      }
+      fence_operand(acc[0]);
+      wgmma_wait<0>();
+#pragma unroll
+      for (int g = 0; g < 4; g++) fence_operand(acc[g]);
+#pragma unroll
+      for (int g = 0; g < 4; g++) fence_operand(a[g]);
+
+      // ---- the head reduction and the stores. FOLD: the dots are d / (2^(qc - 127) k0) and
+      // the weights carry 2^(qc - 127), k0 multiplied last; else the dots are d and the
+      // weights the stored ones.
+      auto reduce = [&](auto fold_tag) {
+        constexpr bool FOLD = decltype(fold_tag)::value;
+        if (!BF16) {
+          float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+          for (int j = 0; j < NJ; j++)
+#pragma unroll
+            for (int c = 0; c < 2; c++)
+#pragma unroll
+              for (int h = 0; h < 2; h++) {
+                const float x = acc[0][4 * j + 2 * h + c];
+                sum[h] = FOLD ? __fmaf_rn(wf[2 * j + c], __fadd_rn(x, fabsf(x)), sum[h])
+                              : __fmaf_rn(s_wo[8 * j + 2 * t4 + c], relu(x), sum[h]);
+              }
+#pragma unroll
+          for (int h = 0; h < 2; h++) {
+            sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
+            sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
+          }
+          if (t4 < 2) { // lane 0 of the quad stores slot i0, lane 1 slot i0 + 8
+            const int i = i0 + 8 * t4;
+            float v = t4 ? sum[1] : sum[0];
+            if (FOLD) v = __fmul_rn(v, t4 ? ck0[1] : ck0[0]); // the deferred k0: exact
+            const int64_t nn = tb + i;
+            if (nn < p.out_cols)
+              reinterpret_cast<float *>(p.out)[row * p.out_cols + nn] =
+                  (t4 ? okslot[1] : okslot[0]) ? v : __uint_as_float(0xff800000u);
+          }
+        } else {
+          // chains: lanes t4 = 0, 2 run (s0, s1), lanes 1, 3 run (s2, s3); lanes 0, 1 keep slot
+          // i0 and lanes 2, 3 slot i0 + 8; each sends the other slot's pair to lane t4 ^ 2
+          const int keep = t4 >> 1;
+          __nv_bfloat162 ch2 = __floats2bfloat162_rn(0.0f, 0.0f);
+#pragma unroll
+          for (int j = 0; j < NJ; j++) {
+            const uint32_t v0 = cvt_relu_bf16x2(acc[0][4 * j], acc[0][4 * j + 1]);     // slot i0
+            const uint32_t v1 = cvt_relu_bf16x2(acc[0][4 * j + 2], acc[0][4 * j + 3]); // i0 + 8
+            const uint32_t mine = keep ? v1 : v0;
+            const uint32_t got = __shfl_xor_sync(0xffffffffu, keep ? v0 : v1, 2);
+            const uint32_t first = keep ? got : mine, second = keep ? mine : got;
+            __nv_bfloat162 w0, w1;
+            if (FOLD) {
+              w0 = wb[2 * j];
+              w1 = wb[2 * j + 1];
+            } else {
+              const int nn = 8 * j + 2 * (t4 & 1);
+              w0 = __floats2bfloat162_rn(s_wo[nn], s_wo[nn + 1]);
+              w1 = __floats2bfloat162_rn(s_wo[nn + 4], s_wo[nn + 5]);
+            }
+            ch2 = __hfma2(w0, *reinterpret_cast<const __nv_bfloat162 *>(&first), ch2);
+            ch2 = __hfma2(w1, *reinterpret_cast<const __nv_bfloat162 *>(&second), ch2);
+          }
+          const uint32_t cu = *reinterpret_cast<const uint32_t *>(&ch2);
+          const uint32_t ou = __shfl_xor_sync(0xffffffffu, cu, 1);
+          const __nv_bfloat162 pair =
+              __hadd2(ch2, *reinterpret_cast<const __nv_bfloat162 *>(&ou));
+          __nv_bfloat16 res = __hadd(__low2bfloat16(pair), __high2bfloat16(pair));
+          if (FOLD) // the deferred k0: exact (a power of two, in range)
+            res = __float2bfloat16_rn(__fmul_rn(__bfloat162float(res), keep ? ck0[1] : ck0[0]));
+          if ((t4 & 1) == 0) {
+            const int i = i0 + 8 * keep;
+            const int64_t nn = tb + i;
+            const uint16_t v = *reinterpret_cast<const uint16_t *>(&res);
+            if (nn < p.out_cols)
+              reinterpret_cast<uint16_t *>(p.out)[row * p.out_cols + nn] =
+                  (keep ? okslot[1] : okslot[0]) ? v : (uint16_t)0xFF80u;
+          }
+        }
+      };
+      if (!qslow) {
+#pragma unroll
+        for (int e = 0; e < NC / 2; e++) {
+          const int h = (e >> 1) & 1;
+          acc[0][e] = __fmaf_rn(__fmaf_rn(acc[3][e], cr3[h], acc[2][e]), cr2[h], acc[0][e]);
+        }
+        reduce(std::true_type{});
+      } else {
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+          for (int g = 0; g < 4; g++)
+            kf[h][g] = __uint_as_float(((kw[h] >> (8 * g)) & 0xFFu) << 23);
+        // the exact dots d: the fast formula times 2^(qc - 127) where it holds, else the CPU's
+        const bool pslow[2] = {!ixl_v2mx_fast_word(kw[0]) != 0, !ixl_v2mx_fast_word(kw[1]) != 0};
+#pragma unroll
+        for (int e = 0; e < NC / 2; e++) {
+          const int h = (e >> 1) & 1, c = 2 * (e >> 2) + (e & 1);
+          const int nn = 8 * (e >> 2) + 2 * t4 + (e & 1);
+          if (((slow_heads >> c) & 1) || pslow[h]) {
+            acc[0][e] = slow_dot(acc[0][e], acc[1][e], acc[2][e], acc[3][e], s_hq[nn], kw[h]);
+          } else {
+            const float t01 = __fmaf_rn(acc[1][e], kf[h][1], __fmul_rn(acc[0][e], kf[h][0]));
+            const float t23 = __fmaf_rn(acc[3][e], kf[h][3], __fmul_rn(acc[2][e], kf[h][2]));
+            acc[0][e] = __fmul_rn(s_hc[nn], __fadd_rn(t01, t23));
+          }
+        }
+        reduce(std::false_type{});
+      }
+    }
+  }
+#else
+  IXL_SM90_TRAP_ELSEWHERE();
+#endif
+}
+
+// ------------------------------------------------------------------ host
+int log2_exact(int64_t v) {
+  if (v <= 0 || (v & (v - 1))) return -1;
+  int l = 0;
+  while ((1LL << l) < v) l++;
+  return l;
+}
+
+// IXL_LOGITS_V2_MX_K2WS, read once a process: 1 on; 0, unset or anything else off.
+int k2ws_mode() {
+  static const int v = [] {
+    const char *e = getenv("IXL_LOGITS_V2_MX_K2WS");
+    return e && e[0] == '1' && e[1] == 0 ? 1 : 0;
+  }();
+  return v;
+}
+
+// The codes' tensor map (the pages as rows of 64 B, box 64 B x Pt rows, SWIZZLE_64B), kept for
+// the last buffer and piece size this thread saw (a step calls with the same pool each time;
+// the map embeds only the pointer and the extents).
+bool k2_map(CUtensorMap *map, const uint8_t *pages, uint64_t rows, int Pt) {
+  thread_local struct {
+    const void *base;
+    uint64_t rows;
+    int Pt;
+    CUtensorMap map;
+  } cache = {nullptr, 0, 0, {}};
+  if (cache.base != pages || cache.rows != rows || cache.Pt != Pt) {
+    cache.base = nullptr;
+    if (tma_map_2d(&cache.map, pages, CU_TENSOR_MAP_DATA_TYPE_UINT8, 64, rows, 64, 64,
+                   (uint32_t)Pt, CU_TENSOR_MAP_SWIZZLE_64B, nullptr, 0) != 0)
+      return false;
+    cache.base = pages;
+    cache.rows = rows;
+    cache.Pt = Pt;
+  }
+  *map = cache.map;
+  return true;
+}
+
+template <bool BF16>
+ixl_status launch_k2(ixl_ctx *ctx, const CUtensorMap &map, K2Params p, const char *name) {
+  auto kern = mxk2_kernel<BF16>;
+  constexpr int alloc = K2Smem::alloc;
+  static bool said = false; // one stderr line per configuration a process: the switch took
+  if (!said) {
+    said = true;
+    fprintf(stderr,
+            "ixl logits v2 mxfp4: K2WS kernel, paged K2, H 32, %d math warpgroups + producer "
+            "warp, %d stages, %s (switch %d)\n",
+            kNWG, kStages, BF16 ? "bf16" : "fp32", k2ws_mode());
+  }
+  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, alloc);
+  if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaFuncSetAttribute (logits v2 K2WS)");
+  // the grid: one CTA an SM, or fewer when the test knob IXL_LOGITS_V2_MX_K2WS_CTAS=N asks (read
+  // at each call: tests/c/test_cuda_logits_mxk2.c makes a few CTAs wrap the ring many times)
+  int64_t sms = ixl::sm_count(ctx);
+  const char *cap = getenv("IXL_LOGITS_V2_MX_K2WS_CTAS");
+  if (cap && atoi(cap) > 0 && atoi(cap) < sms) sms = atoi(cap);
+  p.G = p.total < sms ? p.total : sms;
+  kern<<<(unsigned)p.G, kThreads, alloc, ixl::stream_of(ctx)>>>(map, p);
+  return ixl_cuda_check_launch(ctx, name);
+}
+
+} // namespace
+
+extern "C" int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, ixl_status *st) {
+  if (!k2ws_mode()) return 0;
+  const ixl_qk *in = c->in;
+  if (c->mode != IXL_LOGITS_DENSE_PAGED || c->H != 32 || c->bs || !in->k_pages || !in->q_scales)
+    return 0;
+  const int Pt = ixl_v2mxk2_piece(in->page_size);
+  const int64_t stride = in->k_pages->shape[1], num_pages = in->k_pages->shape[0];
+  if (!Pt || stride % 64 || stride < (int64_t)in->page_size * 68 || num_pages <= 0) return 0;
+  const int64_t rows64 = stride / 64;
+  if (num_pages > (int64_t)INT32_MAX / rows64) return 0; // TMA row coordinates are int32
+  if ((uintptr_t)in->k_pages->data % 16 || (uintptr_t)in->q_codes->data % 16 ||
+      (uintptr_t)in->q_scales->data % 4)
+    return 0;
+  K2Params p = {};
+  p.q_codes = (const uint8_t *)in->q_codes->data;
+  p.q_scales = (const uint32_t *)in->q_scales->data;
+  p.k_pages = (const uint8_t *)in->k_pages->data;
+  p.w = c->weights->data;
+  p.lens = (const int32_t *)c->ke->data;
+  p.bt = (const int32_t *)c->block_table->data;
+  p.out = c->out->data;
+  p.R = c->R;
+  p.stride = stride;
+  p.num_pages = num_pages;
+  p.bt_cols = c->block_table->shape[1];
+  p.out_cols = c->out->shape[1];
+  p.P = (int)in->page_size;
+  p.Plog = log2_exact(p.P);
+  p.ptlog = log2_exact(Pt);
+  p.rows64 = rows64;
+  if (p.R <= 0 || p.out_cols <= 0) return 0;
+  p.ntr = (p.out_cols + kTile - 1) / kTile;
+  if (p.R > ((int64_t)1 << 40) / p.ntr) return 0; // the split's products stay in int64
+  p.total = p.R * p.ntr;
+  CUtensorMap map;
+  if (!k2_map(&map, p.k_pages, (uint64_t)(num_pages * rows64), Pt)) return 0;
+  const char *name = "dense_logits_paged kernel (v2 mxfp4 K2WS)";
+  *st = c->reduction == IXL_REDUCE_BF16 ? launch_k2<true>(ctx, map, p, name)
+                                        : launch_k2<false>(ctx, map, p, name);
+  return 1;
+}
