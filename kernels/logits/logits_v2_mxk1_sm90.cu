@@ -301,8 +301,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // ================================================================ math
   setmaxnreg_inc<kMathRegs>();
+  // one instantiation per math warpgroup (mw 0 or 1, a constant): its query tile's address and
+  // columns are then constants, so its B descriptors can stay uniform across tiles
+  auto math = [&](auto mw_tag) {
+  constexpr int mw = decltype(mw_tag)::value;
   constexpr int NJ = kNC / 8; // accumulator column blocks of 8
-  const int mw = wg - 1, mt = tid - 128 * wg, warp = mt >> 5, lane = tid & 31, t4 = lane & 3;
+  const int mt = tid - 128 * (mw + 1), warp = mt >> 5, lane = tid & 31, t4 = lane & 3;
   const int cb = kNC * mw;         // this warpgroup's columns in the per-column arrays
   const int64_t mrow0 = row0 + 2 * mw; // its rows
   const int i0 = 16 * warp + (lane >> 2); // this lane's slots: i0, i0 + 8
@@ -506,6 +510,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       reduce(std::false_type{});
     }
   }
+  };
+  if (wg == 1) math(std::integral_constant<int, 0>{});
+  else math(std::integral_constant<int, 1>{});
 #else
   IXL_SM90_TRAP_ELSEWHERE();
 #endif
