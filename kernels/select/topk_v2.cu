@@ -1374,7 +1374,8 @@ template <> __device__ __forceinline__ unsigned count_ge<uint16_t>(const uint4 &
 
 // four CTAs per SM for bf16 (63 registers, no local memory); fp32 at four spilled 24 B in
 // the candidate pass, so three (85 registers)
-template <typename T, int UV>
+// PROF: IXL_TOPK_V2_SHORT=3's instantiation (clock64 per phase of three CTAs, printed)
+template <typename T, int UV, bool PROF = false>
 __global__ void __launch_bounds__(NTS, sizeof(T) == 2 ? 4 : 3)
     topk_v2_short_kernel(const T *__restrict__ logits, int64_t C,
                          const int32_t *__restrict__ row_start,
@@ -1392,6 +1393,11 @@ __global__ void __launch_bounds__(NTS, sizeof(T) == 2 ? 4 : 3)
   uint32_t *cc = ck + cap;                             // [cap] their columns (from s)
   uint32_t *W = cc + cap, *Q = W + nwp;                // bitmaps of the row's columns
   uint64_t *sbuf = reinterpret_cast<uint64_t *>(Q + nwp); // [P] staged winners
+  const bool prof = PROF && threadIdx.x == 0 &&
+                    (blockIdx.x == 0 || blockIdx.x == gridDim.x / 2 || blockIdx.x == gridDim.x - 1);
+  long long tc[7] = {};
+  unsigned long long gin = 0;
+  if (prof) tc[0] = clock64(), gin = global_ns();
 
   const int64_t r = blockIdx.x;
   int64_t s = row_start ? row_start[r] : 0, e = row_end[r];
@@ -1447,6 +1453,7 @@ __global__ void __launch_bounds__(NTS, sizeof(T) == 2 ? 4 : 3)
   }
   unsigned *myhist = hist + (warp & 1) * NB;
   const int sh0 = K::shift(0), sh1 = K::shift(1), nb1 = 1 << K::bits(1);
+  if (prof) tc[1] = clock64();
 
   // 1. the sample: key (v / SV) % VEC of every SV-th vector v, about mu_t n / kk keys
   const int64_t mt = min((int64_t)2 * NB, (int64_t)mu_t * n / kk + 1);
@@ -1492,6 +1499,7 @@ __global__ void __launch_bounds__(NTS, sizeof(T) == 2 ? 4 : 3)
       find_n<NTS>(0, NB, 0, 1, hist, res, ss.ws); // clears the histogram
     }
   }
+  if (prof) tc[2] = clock64();
 
   // 2. keys >= t0 to the buffer: per thread its count, one shared atomic per warp for the
   // slots, then the keys and their first digit's histogram
@@ -1534,7 +1542,9 @@ __global__ void __launch_bounds__(NTS, sizeof(T) == 2 ? 4 : 3)
     }
   }
   __syncthreads();
+  if (prof) tc[3] = clock64();
   int nc = (int)ss.ncand;
+  const int nc0 = nc;
   uint32_t prefix = 0, mask = 0;
   int above = 0;
   if (!force_fb && nc >= kk && nc <= cap) {
@@ -1606,6 +1616,7 @@ __global__ void __launch_bounds__(NTS, sizeof(T) == 2 ? 4 : 3)
     nc = (int)ss.ncand;
   }
   __syncthreads(); // the bitmaps are complete
+  if (prof) tc[4] = clock64();
   const uint32_t t = prefix;
   const int need = kk - above;
 
@@ -1621,6 +1632,7 @@ __global__ void __launch_bounds__(NTS, sizeof(T) == 2 ? 4 : 3)
       block_exclusive_scan<NTS, unsigned long long>(cnt, &tot, ss.ws64);
   ss.tpre[tid] = before;
   __syncthreads();
+  if (prof) tc[5] = clock64();
   const bool stage = sorted || m.on;
   auto emit = [&](int slot, uint32_t key, uint32_t c) {
     if (stage) sbuf[slot] = ((uint64_t)(~(key << (32 - K::KB))) << 32) | c;
@@ -1664,6 +1676,14 @@ __global__ void __launch_bounds__(NTS, sizeof(T) == 2 ? 4 : 3)
     }
     for (int j = tid; j < kk; j += NTS)
       o[j] = store_value(m, r, (int64_t)(uint32_t)(sbuf[j] & 0xffffffffu));
+  }
+  if (PROF && prof) {
+    tc[6] = clock64();
+    printf("# topkshprof blk %u/%u sm %u n %d sample %d nc %d fb %d | ns %llu | cyc load %lld "
+           "sample %lld cand %lld select %lld scan %lld emit %lld total %lld\n",
+           blockIdx.x, gridDim.x, smid(), n, ms, nc0, (int)(force_fb || nc0 < kk || nc0 > cap),
+           global_ns() - gin, tc[1] - tc[0], tc[2] - tc[1], tc[3] - tc[2], tc[4] - tc[3],
+           tc[5] - tc[4], tc[6] - tc[5], tc[6] - tc[0]);
   }
 }
 
@@ -1850,7 +1870,7 @@ ixl_status launch_stream(ixl_ctx *ctx, const Args &a, size_t smem, const Dev &dv
 }
 
 // Rows of one CTA on topk_v2_short_kernel (IXL_TOPK_V2_SHORT: 1 on, 2 the same on its exact
-// radix over the row, for tests): the host's rule is that every row's aligned span fits
+// radix over the row, for tests, 3 its profile instantiation): the host's rule is that every row's aligned span fits
 // NTS * SUV vectors and k <= SHCAP / 2; the buffer holds SHCAP candidates for k <= SHCAP / 4,
 // twice that above.
 template <typename T>
@@ -1862,7 +1882,7 @@ ixl_status launch_short(ixl_ctx *ctx, const Args &a, const Dev &dv) {
   const int cap = a.k <= SHCAP / 4 ? SHCAP : 2 * SHCAP;
   const bool stage = a.sorted || a.sparse_ids;
   const size_t smem = (size_t)cap * 8 + (size_t)nwp * 8 + (stage ? (size_t)P * 8 : 0);
-  auto kern = topk_v2_short_kernel<T, SUV>;
+  auto kern = dv.shortk == 3 ? topk_v2_short_kernel<T, SUV, true> : topk_v2_short_kernel<T, SUV>;
   ixl_status st = ixl_cuda_status(
       ctx, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
       "topk v2 short: cudaFuncSetAttribute");
@@ -2013,7 +2033,7 @@ extern "C" void ixl_topk_v2_dev_reload(void) {
   if (d.spf < 0 || d.spf > 1024) d.spf = 0;
   d.s3 = num("IXL_TOPK_V2_S3", 0) == 1;
   d.shortk = num("IXL_TOPK_V2_SHORT", 0);
-  if (d.shortk < 0 || d.shortk > 2) d.shortk = 0;
+  if (d.shortk < 0 || d.shortk > 3) d.shortk = 0;
   d.shmu = num("IXL_TOPK_V2_SHMU", 64);
   if (d.shmu < 4 || d.shmu > 1024) d.shmu = 64;
   g_dev = d;

@@ -1165,7 +1165,8 @@ TEST(bench_topk) {
    * (IXL_TOPK_V2_STREAM=0), v2:s4 with 4 vectors in flight, v2:spf64 / v2:spf256 with the
    * L2 prefetch that many KB ahead (IXL_TOPK_V2_SPF), v2:s3 three CTAs per SM
    * (IXL_TOPK_V2_S3=1), v2:s3pf the same with the prefetch 128 KB ahead, v2:smu16 the
-   * sample's mu 16 (IXL_TOPK_V2_SMU), v2:pm both the prefetch 64 KB ahead and mu 16 */
+   * sample's mu 16 (IXL_TOPK_V2_SMU), v2:pm both the prefetch 64 KB ahead and mu 16,
+   * v2:smu8 mu 8, v2:pm8 the prefetch 64 KB ahead and mu 8, v2:pm256 256 KB ahead, mu 16 */
   /* v2:short = rows of one CTA on the short-row kernel (IXL_TOPK_V2_SHORT=1), v2:shortf the
    * same fused, v2:shmu32 with its sample's mu 32 (IXL_TOPK_V2_SHMU) */
   static const char *const modes[] = {"v1",       "v2",       "v2:cs1",    "v2:cs2",
@@ -1174,7 +1175,8 @@ TEST(bench_topk) {
                                       "v2:stream", "v2:s8",   "v2:streamf", "v2:sfb",
                                       "v2:sforce", "v2:s0",   "v2:s4",     "v2:spf64",
                                       "v2:spf256", "v2:s3",   "v2:s3pf",   "v2:smu16",
-                                      "v2:pm",    "v2:short", "v2:shortf", "v2:shmu32"};
+                                      "v2:pm",    "v2:short", "v2:shortf", "v2:shmu32",
+                                      "v2:smu8",  "v2:pm8",   "v2:pm256"};
   const char *only_modes = getenv("IXL_TOPK_BENCH_MODES");
   const char *only_shapes = getenv("IXL_TOPK_BENCH_SHAPES"); /* WORD,...: shapes naming one */
   const int nmodes = (int)(sizeof modes / sizeof modes[0]);
@@ -1245,12 +1247,15 @@ TEST(bench_topk) {
       v2_switch("IXL_TOPK_V2_CS", !strncmp(mode, "v2:cs", 5) ? mode + 5 : NULL);
       v2_switch("IXL_TOPK_V2_GATHER", !strcmp(mode, "v2:g0") ? "0" : NULL);
       v2_switch("IXL_TOPK_V2_NEXT", !strncmp(mode, "v2:next", 7) ? "3" : NULL);
-      v2_switch("IXL_TOPK_V2_SPF", !strncmp(mode, "v2:spf", 6) ? mode + 6
-                                   : !strcmp(mode, "v2:s3pf")  ? "128"
-                                   : !strcmp(mode, "v2:pm")    ? "64"
-                                                               : NULL);
-      v2_switch("IXL_TOPK_V2_SMU", !strcmp(mode, "v2:smu16") || !strcmp(mode, "v2:pm") ? "16"
-                                                                                      : NULL);
+      v2_switch("IXL_TOPK_V2_SPF", !strncmp(mode, "v2:spf", 6)                        ? mode + 6
+                                   : !strcmp(mode, "v2:s3pf")                        ? "128"
+                                   : !strcmp(mode, "v2:pm") || !strcmp(mode, "v2:pm8") ? "64"
+                                   : !strcmp(mode, "v2:pm256")                       ? "256"
+                                                                                     : NULL);
+      v2_switch("IXL_TOPK_V2_SMU",
+                !strcmp(mode, "v2:smu8") || !strcmp(mode, "v2:pm8")                    ? "8"
+                : !strcmp(mode, "v2:smu16") || !strncmp(mode, "v2:pm", 5) ? "16"
+                                                                          : NULL);
       v2_switch("IXL_TOPK_V2_SHORT", !strncmp(mode, "v2:sh", 5) ? "1" : NULL);
       v2_switch("IXL_TOPK_V2_SHMU", !strcmp(mode, "v2:shmu32") ? "32" : NULL);
       v2_switch("IXL_TOPK_V2_S3", !strncmp(mode, "v2:s3", 5) ? "1" : NULL);
@@ -1301,6 +1306,53 @@ TEST(bench_topk) {
     for (int b = 0; b < nbuf; b++) ixl_tensor_free(buf[b]);
     ixl_tensor *all[] = {h, re, ids, dre, out, pos, dids};
     tfree(all, 7);
+  }
+}
+
+/* The short-row kernel's phases (IXL_BENCH=topkshprof): IXL_TOPK_V2_SHORT=3 prints clock64
+ * cycles per phase (load, sample, cand, select, scan, emit) of three CTAs per launch, at the
+ * two bf16 shapes, 2 launches each, on copies not in L2 (a 64 MB write between). */
+TEST(bench_topk_short_profile) {
+  struct { int64_t R, C; int k; const char *name; } tk[] = {
+      {64, 16384, 512, "64x16384_bf16_k512"},
+      {4096, 16384, 512, "4096x16384_bf16_k512"},
+  };
+  for (size_t i = 0; i < sizeof tk / sizeof tk[0]; i++) {
+    const int64_t R = tk[i].R, C = tk[i].C, k = tk[i].k;
+    int64_t s2[2] = {R, C}, s1[1] = {R}, so[2] = {R, k};
+    ixl_tensor *h = host2(IXL_BF16, R, C), *re = host1(IXL_I32, R);
+    ixl_tensor *dre = tnew(IXL_I32, 1, s1, IXL_DEVICE), *out = tnew(IXL_I32, 2, so, IXL_DEVICE);
+    ixl_tensor *buf[2] = {0};
+    if (!h || !re || !dre || !out) return;
+    fill_logits(h, 0);
+    for (int b = 0; b < 2; b++) {
+      buf[b] = tnew(IXL_BF16, 2, s2, IXL_DEVICE);
+      if (!buf[b]) return;
+      CHECK_OK(g_ctx, ixl_tensor_copy(g_ctx, buf[b], h));
+    }
+    for (int64_t r = 0; r < R; r++) ((int32_t *)re->data)[r] = (int32_t)C;
+    CHECK_OK(g_ctx, ixl_tensor_copy(g_ctx, dre, re));
+    int64_t sf[1] = {16 << 20};
+    ixl_tensor *flush = tnew(IXL_F32, 1, sf, IXL_DEVICE);
+    if (!flush) return;
+    CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", "v2"));
+    v2_switch("IXL_TOPK_V2_SHORT", "3");
+    for (int b = 0; b < 2; b++) {
+      CHECK_OK(g_ctx, ixl_tensor_fill_bytes(g_ctx, flush, (uint8_t)b));
+      CHECK_OK(g_ctx, ixl_ctx_sync(g_ctx));
+      CHECK_OK(g_ctx, ixl_timer_record(g_ctx, 0));
+      CHECK_OK(g_ctx, ixl_topk(g_ctx, buf[b], NULL, dre, (int)k, 0, out));
+      CHECK_OK(g_ctx, ixl_timer_record(g_ctx, 1));
+      double us = 0;
+      CHECK_OK(g_ctx, ixl_timer_elapsed_us(g_ctx, 0, 1, &us));
+      printf("# topkshprof %s launch %d: %.1f us\n", tk[i].name, b, us);
+      fflush(stdout);
+    }
+    v2_switch("IXL_TOPK_V2_SHORT", NULL);
+    CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", NULL));
+    for (int b = 0; b < 2; b++) ixl_tensor_free(buf[b]);
+    ixl_tensor *all[] = {h, re, dre, out, flush};
+    tfree(all, 5);
   }
 }
 
@@ -1537,6 +1589,11 @@ int main(void) {
   }
   if (getenv("IXL_BENCH") && strcmp(getenv("IXL_BENCH"), "topkprof") == 0) {
     RUN_GPU(bench_topk_profile);
+    ixl_ctx_free(g_ctx);
+    DONE();
+  }
+  if (getenv("IXL_BENCH") && strcmp(getenv("IXL_BENCH"), "topkshprof") == 0) {
+    RUN_GPU(bench_topk_short_profile);
     ixl_ctx_free(g_ctx);
     DONE();
   }
