@@ -1870,9 +1870,9 @@ ixl_status launch_stream(ixl_ctx *ctx, const Args &a, size_t smem, const Dev &dv
 }
 
 // Rows of one CTA on topk_v2_short_kernel (IXL_TOPK_V2_SHORT: 1 on, 2 the same on its exact
-// radix over the row, for tests, 3 its profile instantiation): the host's rule is that every row's aligned span fits
-// NTS * SUV vectors and k <= SHCAP / 2; the buffer holds SHCAP candidates for k <= SHCAP / 4,
-// twice that above.
+// radix over the row, for tests, 3 its profile instantiation): the host's rule is that every
+// row's aligned span fits NTS * SUV vectors and k <= SHCAP / 2; the buffer holds SHCAP
+// candidates for k <= SHCAP / 4, twice that above.
 template <typename T>
 ixl_status launch_short(ixl_ctx *ctx, const Args &a, const Dev &dv) {
   const int64_t R = a.logits->shape[0], C = a.logits->shape[1];
@@ -1882,7 +1882,8 @@ ixl_status launch_short(ixl_ctx *ctx, const Args &a, const Dev &dv) {
   const int cap = a.k <= SHCAP / 4 ? SHCAP : 2 * SHCAP;
   const bool stage = a.sorted || a.sparse_ids;
   const size_t smem = (size_t)cap * 8 + (size_t)nwp * 8 + (stage ? (size_t)P * 8 : 0);
-  auto kern = dv.shortk == 3 ? topk_v2_short_kernel<T, SUV, true> : topk_v2_short_kernel<T, SUV>;
+  auto kern = dv.shortk == 3 ? topk_v2_short_kernel<T, SUV, true>
+                             : topk_v2_short_kernel<T, SUV>;
   ixl_status st = ixl_cuda_status(
       ctx, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
       "topk v2 short: cudaFuncSetAttribute");
