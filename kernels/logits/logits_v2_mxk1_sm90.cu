@@ -270,19 +270,23 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int rs = t % kSR, ws = t % kSW;
       ixl_mxk1_wait(bar_raw + 8 * rs, (uint32_t)(t / kSR) & 1u);
       if (t >= kSW) ixl_mxk1_wait(bar_empty + 8 * ws, (uint32_t)(t / kSW - 1) & 1u);
-      // 512 units of 8 B (slot i, group g, half hf: raw words 2 hf, 2 hf + 1): a half-warp
-      // reads one slot pair's 128 B and writes two rows' 8 distinct 16-B chunks
+      // 256 units of 16 B (slot i, group g: raw words q = 0..3), 2 a thread: the even words
+      // are one 16-B chunk of the SS row (ixl_v2mx_ss_off(i, g, 0, 0), the 128B swizzle moves
+      // whole chunks), the odd ones the next; 8 lanes (a phase of a 16-B access) read two
+      // slots' 128 B and write their 16 distinct chunks: conflict-free
       const uint8_t *src = s_raw + rs * (kTile * 64);
       uint8_t *et = s_w + ws * (kTile * 128);
 #pragma unroll
-      for (int k = 0; k < kTile * 8 / 128; k++) {
-        const int u = pt + 128 * k, i = u >> 3, g = (u >> 1) & 3, hf = u & 1;
-        const uint2 wv = *reinterpret_cast<const uint2 *>(src + ixl_v2mx_raw_off(i, g) + 8 * hf);
-        uint2 ev, od;
+      for (int k = 0; k < kTile * 4 / 128; k++) {
+        const int u = pt + 128 * k, i = u >> 2, g = u & 3;
+        const uint4 wv = *reinterpret_cast<const uint4 *>(src + ixl_v2mx_raw_off(i, g));
+        uint4 ev, od;
         ixl_sm90_e2m1x8_widen(wv.x, &ev.x, &od.x);
         ixl_sm90_e2m1x8_widen(wv.y, &ev.y, &od.y);
-        *reinterpret_cast<uint2 *>(et + ixl_v2mx_ss_off(i, g, 2 * hf, 0)) = ev;
-        *reinterpret_cast<uint2 *>(et + ixl_v2mx_ss_off(i, g, 2 * hf, 1)) = od;
+        ixl_sm90_e2m1x8_widen(wv.z, &ev.z, &od.z);
+        ixl_sm90_e2m1x8_widen(wv.w, &ev.w, &od.w);
+        *reinterpret_cast<uint4 *>(et + ixl_v2mx_ss_off(i, g, 0, 0)) = ev;
+        *reinterpret_cast<uint4 *>(et + ixl_v2mx_ss_off(i, g, 0, 1)) = od;
       }
       if (pt < kTile) {
         const uint32_t kw = s_sc[rs * kSCW + sco + pt];
