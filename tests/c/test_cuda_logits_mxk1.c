@@ -1,0 +1,256 @@
+/* test_cuda_logits_mxk1.c - K1 (mxfp4, H 32) on logits v2's warp-specialized kernel
+ * (IXL_LOGITS_V2_MX_WS, kernels/logits/logits_v2_mxk1_sm90.cu) against the CPU reference, on
+ * what test_cuda_logits's K1 cases leave out for it (their N is often not a multiple of 4, which
+ * the kernel's tensor maps need): CTAs of 4 rows whose windows are disjoint, overlap or are
+ * empty, R not a multiple of 4, several chunks a row (N up to 20K) and rings wrapped many times,
+ * both layouts, the slow paths (key and query exponents outside the fast windows, NaN scale
+ * bytes, tiny weights). bf16: bit for bit the CPU's (+0 == -0, NaN == NaN); fp32: within
+ * 2 (H - 1) 2^-24 T (T: the same logits on |q|, |k|, |w|; only the head sum's order differs), NaN
+ * where the CPU has NaN, -inf masks exact. Every output is poisoned first (0xFF: NaN).
+ *
+ * Sets IXL_LOGITS_V2_MX_WS=1 unless the environment sets it (=0: the kernels before, as a
+ * control); pins logits v2. Skips (passes) without a CUDA GPU of sm_90 or newer;
+ * IXL_TEST_HOST_AS_DEVICE=1 runs the CPU against itself (this file's logic, no GPU).
+ * IXL_TEST_SMALL=1 (the compute-sanitizer runs) keeps tiny shapes; IXL_TEST_SEED sets the seed;
+ * IXL_TEST_ONLY=WORD,... the cases whose names contain one. */
+#include <math.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "check.h"
+#include "rand.h"
+
+#ifdef IXL_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+static ixl_ctx *g;
+static int g_small;
+static int g_fake; /* IXL_TEST_HOST_AS_DEVICE=1: "device" tensors are host ones (the CPU checks
+                      this file's own logic: inputs, comparisons, tolerances), no GPU needed */
+static uint64_t g_seed;
+
+static ixl_tensor *tn(ixl_dtype dt, int nd, int64_t a, int64_t b, int64_t c, ixl_device_kind d) {
+  int64_t shape[3] = {a, b, c};
+  ixl_tensor *t = NULL;
+  if (g_fake) d = IXL_HOST;
+  if (ixl_tensor_new(g, dt, nd, shape, d, &t) != IXL_OK) {
+    fprintf(stderr, "  tensor_new: %s\n", ixl_last_error(g));
+    exit(1);
+  }
+  return t;
+}
+static ixl_tensor *to_dev(const ixl_tensor *h) {
+  ixl_tensor *d =
+      tn((ixl_dtype)h->dtype, h->ndim, h->shape[0], h->shape[1], h->shape[2], IXL_DEVICE);
+  CHECK_OK(g, ixl_tensor_copy(g, d, h));
+  return d;
+}
+
+/* Packed UE8M0 words, bytes in [lo, hi], a share nan_pct / 100 of them 0xFF. */
+static void fill_scales(int32_t *p, int64_t n, int lo, int hi, int nan_pct) {
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t w = 0;
+    for (int b = 0; b < 4; b++) {
+      uint32_t e = (uint32_t)rand_range(lo, hi);
+      if (nan_pct && rand_range(0, 99) < nan_pct) e = 0xFF;
+      w |= e << (8 * b);
+    }
+    p[i] = (int32_t)w;
+  }
+}
+
+typedef struct {
+  const char *name;
+  int64_t R, N;
+  int ranges;         /* 0: random, 1: causal (row r sees the first N - R + r + 1), 2: CTA mix */
+  int klo, khi, knan; /* key exponent bytes and NaN share (%) */
+  int qlo, qhi, qnan; /* query */
+  int tiny_w;         /* odd rows: weights of magnitude 2^-100 .. 2^-81 (the slow weight path) */
+} k1c;
+
+static int same16(uint16_t a, uint16_t b) {
+  const int na = (a & 0x7F80) == 0x7F80 && (a & 0x7F), nb = (b & 0x7F80) == 0x7F80 && (b & 0x7F);
+  if (na || nb) return na && nb;
+  return a == b || ((a | b) & 0x7FFF) == 0; /* +0 == -0 */
+}
+
+static void run_case(const k1c *c) {
+  const int H = 32;
+  const int64_t R = c->R, N = c->N;
+  ixl_tensor *qc = tn(IXL_U8, 3, R, H, 64, IXL_HOST), *qs = tn(IXL_I32, 2, R, H, 0, IXL_HOST);
+  ixl_tensor *wb = tn(IXL_BF16, 2, R, H, 0, IXL_HOST), *wf = tn(IXL_F32, 2, R, H, 0, IXL_HOST);
+  ixl_tensor *kc = tn(IXL_U8, 2, N, 64, 0, IXL_HOST), *ksc = tn(IXL_I32, 1, N, 0, 0, IXL_HOST);
+  ixl_tensor *ks = tn(IXL_I32, 1, R, 0, 0, IXL_HOST), *ke = tn(IXL_I32, 1, R, 0, 0, IXL_HOST);
+  rand_bytes(qc->data, R * H * 64);
+  rand_bytes(kc->data, N * 64);
+  fill_scales(qs->data, R * H, c->qlo, c->qhi, c->qnan);
+  fill_scales(ksc->data, N, c->klo, c->khi, c->knan);
+  uint16_t *wbp = wb->data;
+  float *wfp = wf->data;
+  for (int64_t i = 0; i < R * H; i++) {
+    double x = rand_unit() * 2.0 - 1.0;
+    if (c->tiny_w && (i / H) % 2) x = ldexp(1.0 + rand_unit(), (int)rand_range(-100, -81));
+    wbp[i] = ixl_f32_to_bf16((float)x);
+    wfp[i] = ixl_bf16_to_f32(wbp[i]) * (float)(1.0 + 0.25 * rand_unit()); /* fp32-only bits */
+  }
+  /* |q|, |k|, |w| for the fp32 tolerance: e2m1's sign is bit 3 of each nibble */
+  ixl_tensor *aqc = tn(IXL_U8, 3, R, H, 64, IXL_HOST), *akc = tn(IXL_U8, 2, N, 64, 0, IXL_HOST);
+  ixl_tensor *awf = tn(IXL_F32, 2, R, H, 0, IXL_HOST);
+  for (int64_t i = 0; i < R * H * 64; i++)
+    ((uint8_t *)aqc->data)[i] = ((uint8_t *)qc->data)[i] & 0x77;
+  for (int64_t i = 0; i < N * 64; i++) ((uint8_t *)akc->data)[i] = ((uint8_t *)kc->data)[i] & 0x77;
+  for (int64_t i = 0; i < R * H; i++) ((float *)awf->data)[i] = fabsf(wfp[i]);
+  int32_t *ksp = ks->data, *kep = ke->data;
+  int64_t max_len = 0;
+  for (int64_t r = 0; r < R; r++) {
+    int64_t a, b;
+    if (c->ranges == 1) {
+      a = 0;
+      b = N - R + r + 1 > 0 ? N - R + r + 1 : 1;
+    } else if (c->ranges == 2) { /* within a CTA of 4: disjoint, nested, empty, whole */
+      switch (r % 4) {
+        case 0: a = 0, b = rand_range(1, N / 3); break;
+        case 1: a = rand_range(N / 2, N - 1), b = rand_range(a + 1, N); break;
+        case 2: a = b = rand_range(0, N); break;
+        default: a = rand_range(0, N / 8), b = N - rand_range(0, N / 8);
+      }
+    } else {
+      a = rand_range(0, N - 1);
+      b = rand_range(a, N);
+      if (r % 7 == 3) b = a; /* an empty row */
+    }
+    ksp[r] = (int32_t)a;
+    kep[r] = (int32_t)b;
+    max_len = b - a > max_len ? b - a : max_len;
+  }
+  ixl_tensor *dqc = to_dev(qc), *dqs = to_dev(qs), *dwb = to_dev(wb), *dwf = to_dev(wf),
+             *dkc = to_dev(kc), *dksc = to_dev(ksc), *dks = to_dev(ks), *dke = to_dev(ke);
+  ixl_qk hq = {qc, qs, kc, ksc, NULL, 0, IXL_MXFP4}, aq = {aqc, qs, akc, ksc, NULL, 0, IXL_MXFP4};
+  ixl_qk dq = {dqc, dqs, dkc, dksc, NULL, 0, IXL_MXFP4};
+  for (int red = 0; red < 2; red++)
+    for (int lay = 0; lay < 2; lay++) {
+      const int bf16 = red == IXL_REDUCE_BF16;
+      const ixl_layout layout = lay ? IXL_LAYOUT_COMPRESSED : IXL_LAYOUT_FULL;
+      const int64_t C = lay ? max_len + 3 : N; /* compressed: 3 extra columns, all -inf */
+      const ixl_dtype odt = bf16 ? IXL_BF16 : IXL_F32;
+      ixl_tensor *cpu = tn(odt, 2, R, C, 0, IXL_HOST), *gpu = tn(odt, 2, R, C, 0, IXL_HOST);
+      ixl_tensor *dout = tn(odt, 2, R, C, 0, IXL_DEVICE), *tol = NULL;
+      CHECK_OK(g, ixl_dense_logits(g, &hq, bf16 ? wb : wf, ks, ke, layout, 1,
+                                   (ixl_reduction)red, cpu));
+      if (!bf16) {
+        tol = tn(IXL_F32, 2, R, C, 0, IXL_HOST);
+        CHECK_OK(g, ixl_dense_logits(g, &aq, awf, ks, ke, layout, 1, IXL_REDUCE_FP32, tol));
+      }
+      CHECK_OK(g, ixl_tensor_fill_bytes(g, dout, 0xFF)); /* poison: an unwritten column is NaN */
+      CHECK_OK(g, ixl_dense_logits(g, &dq, bf16 ? dwb : dwf, dks, dke, layout, 1,
+                                   (ixl_reduction)red, dout));
+      CHECK_OK(g, ixl_tensor_copy(g, gpu, dout));
+      const double eps = 2.0 * (H - 1) * 0x1p-24;
+      int64_t bad = 0, defined = 0;
+      for (int64_t r = 0; r < R; r++)
+        for (int64_t col = 0; col < C; col++) {
+          const int64_t i = r * C + col;
+          int ok;
+          if (bf16) {
+            const uint16_t gv = ((uint16_t *)gpu->data)[i], cv = ((uint16_t *)cpu->data)[i];
+            ok = same16(gv, cv);
+            defined += cv != 0xFF80;
+            if (!ok && bad < 4)
+              fprintf(stderr, "  %s bf16 %s: row %lld col %lld: GPU 0x%04x CPU 0x%04x (seed %llu)\n",
+                      c->name, lay ? "compressed" : "full", (long long)r, (long long)col, gv, cv,
+                      (unsigned long long)g_seed);
+          } else {
+            const float gv = ((float *)gpu->data)[i], cv = ((float *)cpu->data)[i];
+            const float tv = ((float *)tol->data)[i];
+            if (isnan(cv) || isnan(gv)) ok = isnan(cv) && isnan(gv);
+            else if (isinf(cv) || isinf(gv)) ok = gv == cv;
+            else ok = fabs((double)gv - (double)cv) <= eps * (double)tv;
+            defined += !isinf(cv);
+            if (!ok && bad < 4)
+              fprintf(stderr, "  %s fp32 %s: row %lld col %lld: GPU %a CPU %a (T %a, seed %llu)\n",
+                      c->name, lay ? "compressed" : "full", (long long)r, (long long)col, gv, cv,
+                      tv, (unsigned long long)g_seed);
+          }
+          bad += !ok;
+        }
+      printf("# %s %s %s: R %lld N %lld cols %lld: %lld defined, %lld differ\n", c->name,
+             bf16 ? "bf16" : "fp32", lay ? "compressed" : "full", (long long)R, (long long)N,
+             (long long)C, (long long)defined, (long long)bad);
+      CHECK_MSG(bad == 0, "%s %s %s: %lld of %lld differ (seed %llu)", c->name,
+                bf16 ? "bf16" : "fp32", lay ? "compressed" : "full", (long long)bad,
+                (long long)(R * C), (unsigned long long)g_seed);
+      ixl_tensor *ts[] = {cpu, gpu, dout, tol};
+      for (size_t k = 0; k < 4; k++) ixl_tensor_free(ts[k]);
+    }
+  ixl_tensor *ts[] = {qc, qs, wb, wf, kc, ksc, ks, ke, aqc, akc, awf,
+                      dqc, dqs, dwb, dwf, dkc, dksc, dks, dke};
+  for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) ixl_tensor_free(ts[k]);
+}
+
+int main(void) {
+  char why[256] = "";
+  /* the switch is read once a process, at the first K1 call: set it before any */
+  if (!getenv("IXL_LOGITS_V2_MX_WS")) setenv("IXL_LOGITS_V2_MX_WS", "1", 1);
+  g_small = getenv("IXL_TEST_SMALL") && getenv("IXL_TEST_SMALL")[0] == '1';
+  static const k1c big[] = {
+      /* name, R, N, ranges, keys lo hi nan, query lo hi nan, tiny w */
+      {"causal_3_chunks", 37, 12288, 1, 119, 135, 0, 119, 135, 0, 0},
+      {"cta_mix_disjoint_rows", 23, 9000, 2, 119, 135, 0, 119, 135, 0, 0},
+      {"random_rows_20k", 14, 20000, 0, 121, 133, 0, 121, 133, 0, 0},
+      {"slow_paths_keys_queries_nan", 13, 4000, 0, 40, 215, 3, 60, 200, 2, 1},
+      {"fold_edges", 10, 4000, 2, 95, 160, 0, 98, 156, 0, 1},
+  };
+  static const k1c small[] = {
+      {"small_cta_mix", 6, 700, 2, 119, 135, 0, 119, 135, 0, 0},
+      {"small_slow_paths", 5, 400, 0, 40, 215, 3, 60, 200, 2, 1},
+  };
+  g_fake = getenv("IXL_TEST_HOST_AS_DEVICE") && getenv("IXL_TEST_HOST_AS_DEVICE")[0] == '1';
+  const k1c *cs = g_small ? small : big;
+  const int n = g_small ? (int)(sizeof small / sizeof small[0]) : (int)(sizeof big / sizeof big[0]);
+  if (!g_fake && !ixl_cuda_available(why, sizeof why)) {
+    printf("ok - mxk1 # skipped: no GPU (%s)\n", why);
+    tests_passed_++;
+    DONE();
+  }
+#ifdef IXL_WITH_CUDA
+  int major = 9;
+  if (!g_fake) cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  if (major < 9) {
+    printf("ok - mxk1 # skipped: sm_%d0 device, the kernel needs sm_90\n", major);
+    tests_passed_++;
+    DONE();
+  }
+#endif
+  const char *env = getenv("IXL_TEST_SEED");
+  g_seed = env && *env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL);
+  printf("# seed %llu%s (IXL_TEST_SEED reproduces a run), IXL_LOGITS_V2_MX_WS=%s\n",
+         (unsigned long long)g_seed, g_small ? ", small shapes" : "",
+         getenv("IXL_LOGITS_V2_MX_WS"));
+  if (ixl_ctx_new(g_fake ? IXL_BACKEND_CPU : IXL_BACKEND_CUDA, 0, g_seed, &g) != IXL_OK) {
+    printf("not ok - cuda context: %s\n", ixl_last_error(g));
+    return 1;
+  }
+  if (!g_fake && ixl_ctx_set_variant(g, "logits", "v2") != IXL_OK) {
+    printf("not ok - pin logits v2: %s\n", ixl_last_error(g));
+    ixl_ctx_free(g);
+    return 1;
+  }
+  for (int i = 0; i < n; i++) {
+    if (!test_wanted(cs[i].name)) continue;
+    rand_seed(RAND_SPLITMIX64, g_seed * 1000003ull + (uint64_t)i);
+    check_failed_ = 0;
+    run_case(&cs[i]);
+    if (check_failed_) {
+      tests_failed_++;
+      printf("not ok - %s\n", cs[i].name);
+    } else {
+      tests_passed_++;
+      printf("ok - %s\n", cs[i].name);
+    }
+    fflush(stdout);
+  }
+  ixl_ctx_set_variant(g, "logits", NULL);
+  ixl_ctx_free(g);
+  DONE();
+}
