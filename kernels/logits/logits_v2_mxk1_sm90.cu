@@ -158,7 +158,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster); // before the first use
   }
   const int64_t b = blockIdx.x;
-  const int64_t rb = b % p.nrb, ch = b / p.nrb; // a chunk's row blocks run together
+  // a chunk's row blocks run together (its keys are read from HBM ~once), the last row blocks
+  // first: in causal prefill they are the longest, so the grid's last CTAs are short ones
+  const int64_t rb = p.nrb - 1 - b % p.nrb, ch = b / p.nrb;
   const int64_t row0 = rb * kRows;
   const int64_t c0 = ch * p.chunk, chunk_hi = mn64(c0 + p.chunk, p.out_cols);
 
