@@ -21,7 +21,13 @@
 // aggregated per warp (__match_any_sync: one atomic per distinct bin of a warp's keys; the few
 // busy bins of a top digit otherwise serialise). IXL_K3_NEXT=1 is mode 3 (both of the first,
 // as measured on the H200: decode 47.6 -> 45.3 us, prefill 996 -> 1122 us), 2 is mode 2, 6 is
-// mode 6; any other value is mode 0 (the default kernel).
+// mode 6, 0 is mode 0 (the kernel before the register sort); unset, or any other value: mode 2,
+// the default since session 6's second H200 visit (/work/.device/2, batch medians, inputs
+// rotated; mode 0 / 2 / 6): decode 64x131072 cbs 8 T 2048 47.4 / 43.3 / 41.8 us, cbs 16 T 1024
+// 32.3 / 30.8 / 32.3, cbs 64 T 256 25.3 / 24.3 / 26.1, 1x131072 40.2 / 36.0 / 36.9, prefill
+// 4096x131072 995 / 991 / 1102, 64x4096 T 512 14.5 / 13.4 / 13.9; test_cuda_index 9/9 under
+// modes 2 and 6, racecheck of mode 6 (the same sort) clean. Mode 6's aggregated atomics win
+// on decode but lose 11 % on prefill, so 2.
 //
 // PDL (cuda/launch.cuh, IXL_PDL): every kernel here opens with pdl_wait() (the logits, lengths
 // and candidates are previous kernels' outputs; the outputs may still be read by one), then
@@ -647,12 +653,12 @@ k3_kernel_fn k3_kernel_of(int vec, int big, int prof) {
   return table[vec][big][prof];
 }
 
-// IXL_K3_NEXT: the next-step mode (see the file's header): 1 -> 3, 2 -> 2, 6 -> 6, else 0. Off
-// by default; read once per process. Its index into the instantiations: 0, 1, 2, 3.
+// IXL_K3_NEXT: the mode (see the file's header): 0 -> 0, 1 -> 3, 6 -> 6, else (unset too) 2.
+// Read once per process. Its index into the instantiations: 0, 1, 2, 3.
 int k3_next() {
   static const int mode = [] {
-    const int v = env_int("IXL_K3_NEXT", 0);
-    return v == 1 ? 3 : v == 2 ? 2 : v == 6 ? 6 : 0;
+    const int v = env_int("IXL_K3_NEXT", 2);
+    return v == 0 ? 0 : v == 1 ? 3 : v == 6 ? 6 : 2;
   }();
   return mode;
 }

@@ -17,9 +17,9 @@
  * IXL_BENCH=1 (then a timing table), IXL_BENCH=only (just the table), IXL_BENCH=k3k4 (a short
  * table: the default launch shape only, no v1) or IXL_BENCH=k3prof (K3's per-phase cycles, from
  * the profile instantiation) or IXL_BENCH=pdl (only the PDL A/B lines of the decode shapes).
- * IXL_K3_NEXT=1, 2 or 6 (read once per process by the library) switches K3 to a next step's
- * kernel (candidates.cu's modes): every K3 test then checks it, and the table names it `next`,
- * `next2` or `next6` instead of `new`.
+ * IXL_K3_NEXT=0, 1 or 6 (read once per process by the library) switches K3 from its default
+ * (mode 2, the register sort) to another of candidates.cu's modes: every K3 test then checks
+ * it, and the table names it `mode0`, `next` or `next6` instead of `new`.
  *
  * PDL (issue 15; kernels/cuda/launch.cuh): pdl_switch tests IXL_PDL's parsing on any build and
  * the process switch's hook (ixl_cuda_pdl_override) on a CUDA build; pdl_chain_matches_cpu runs
@@ -732,7 +732,8 @@ static ixl_status run_memset(void *p, int i) {
 }
 
 static int g_quick;           /* IXL_BENCH=k3k4: the default launch shape only, no v1 */
-static const char *g_k3_label = "new"; /* "next", "next2", "next6" under IXL_K3_NEXT=1, 2, 6 */
+static const char *g_k3_label = "new"; /* the default (mode 2); "mode0", "next", "next6" under
+                                          IXL_K3_NEXT=0, 1, 6 */
 
 static void bench_line(const char *name, const char *variant, double s, double b, double bytes) {
   printf("# indexbench %-44s %-8s single %8.2f us batch %8.2f us %6.0f GB/s\n", name, variant, s,
@@ -917,7 +918,7 @@ int main(void) {
   g_quick = bench && strcmp(bench, "k3k4") == 0;
   if (getenv("IXL_K3_NEXT")) { /* the library's modes (candidates.cu): 1, 2 and 6 */
     const int m = atoi(getenv("IXL_K3_NEXT"));
-    g_k3_label = m == 1 ? "next" : m == 2 ? "next2" : m == 6 ? "next6" : "new";
+    g_k3_label = m == 0 ? "mode0" : m == 1 ? "next" : m == 6 ? "next6" : "new";
   }
   g_pdl_only = bench && strcmp(bench, "pdl") == 0;
   printf("# K3 kernel: %s; PDL by default: %s (IXL_PDL=%s)\n", g_k3_label,
