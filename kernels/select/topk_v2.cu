@@ -930,7 +930,10 @@ struct StreamShared {
 };
 
 // PROF: IXL_TOPK_V2_SPROF's instantiation; MINB: CTAs per SM (3: IXL_TOPK_V2_S3, 40 registers)
-template <typename T, int UNR, bool PROF = false, int MINB = 2>
+// PIPE (IXL_TOPK_V2_SPIPE=1, off by default): the stream's next round of loads is issued
+// before this round's vectors are tested, so a warp's load latency overlaps its own compares
+// and candidate atomics (the same loads and the same order of results: a timing change only)
+template <typename T, int UNR, bool PROF = false, int MINB = 2, bool PIPE = false>
 __global__ void __launch_bounds__(NT, MINB)
     topk_v2_stream_kernel(const T *__restrict__ logits, int64_t C,
                           const int32_t *__restrict__ row_start,
@@ -1122,13 +1125,33 @@ __global__ void __launch_bounds__(NT, MINB)
       }
     };
     int v = vlo + (int)threadIdx.x;
-    for (; v + (UNR - 1) * NT < vhi; v += UNR * NT) {
-      if (pfv && threadIdx.x == 0) prefetch(v + pfv, UNR * NT); // the window moves one round
-      uint4 w[UNR];
+    if (PIPE) {
+      uint4 cur[UNR];
+      if (v + (UNR - 1) * NT < vhi) {
 #pragma unroll
-      for (int u = 0; u < UNR; u++) w[u] = __ldg(vp + v + u * NT);
+        for (int u = 0; u < UNR; u++) cur[u] = __ldg(vp + v + u * NT);
+      }
+      for (; v + (UNR - 1) * NT < vhi; v += UNR * NT) {
+        if (pfv && threadIdx.x == 0) prefetch(v + pfv, UNR * NT);
+        const int vn = v + UNR * NT;
+        const bool more = vn + (UNR - 1) * NT < vhi;
+        uint4 nxt[UNR];
 #pragma unroll
-      for (int u = 0; u < UNR; u++) whole(v + u * NT, w[u]);
+        for (int u = 0; u < UNR; u++) nxt[u] = more ? __ldg(vp + vn + u * NT) : cur[u];
+#pragma unroll
+        for (int u = 0; u < UNR; u++) whole(v + u * NT, cur[u]);
+#pragma unroll
+        for (int u = 0; u < UNR; u++) cur[u] = nxt[u];
+      }
+    } else {
+      for (; v + (UNR - 1) * NT < vhi; v += UNR * NT) {
+        if (pfv && threadIdx.x == 0) prefetch(v + pfv, UNR * NT); // the window moves one round
+        uint4 w[UNR];
+#pragma unroll
+        for (int u = 0; u < UNR; u++) w[u] = __ldg(vp + v + u * NT);
+#pragma unroll
+        for (int u = 0; u < UNR; u++) whole(v + u * NT, w[u]);
+      }
     }
     for (; v < vhi; v += NT) whole(v, __ldg(vp + v));
     const int part = threadIdx.x == 0 && vlo                         ? 0
@@ -1713,7 +1736,7 @@ __global__ void __launch_bounds__(NTS, sizeof(T) == 2 ? 4 : 3)
 // prefetched), 2 a cluster row's first find by atomic_find, 3 both; IXL_TOPK_V2_GRID=N caps
 // the persistent grid at N CTAs (tests: several rows per CTA).
 struct Dev {
-  int cs, profile, flags, next, grid, stream, sunr, smu, sprof, spf, s3, shortk, shmu;
+  int cs, profile, flags, next, grid, stream, sunr, smu, sprof, spf, s3, shortk, shmu, spipe;
 };
 Dev g_dev;
 std::atomic<int> g_dev_read{0};
@@ -1867,6 +1890,7 @@ ixl_status launch_stream(ixl_ctx *ctx, const Args &a, size_t smem, const Dev &dv
   int cap = SCAP;
   auto kern = dv.sprof      ? topk_v2_stream_kernel<T, 4, true>
               : dv.sunr == 8 ? topk_v2_stream_kernel<T, 8>
+              : dv.spipe     ? topk_v2_stream_kernel<T, 4, false, 2, true>
                              : topk_v2_stream_kernel<T, 4>;
   if (dv.s3 && !dv.sprof) {
     const size_t s3 = stream_smem(C, a.k, a.sorted || a.sparse_ids, 2048);
@@ -2051,6 +2075,7 @@ extern "C" void ixl_topk_v2_dev_reload(void) {
   d.spf = num("IXL_TOPK_V2_SPF", 0); // KB ahead (64 vectors of 16 B per KB); 0 off
   if (d.spf < 0 || d.spf > 1024) d.spf = 0;
   d.s3 = num("IXL_TOPK_V2_S3", 0) == 1;
+  d.spipe = num("IXL_TOPK_V2_SPIPE", 0) == 1;
   d.shortk = num("IXL_TOPK_V2_SHORT", 0);
   if (d.shortk < 0 || d.shortk > 3) d.shortk = 0;
   d.shmu = num("IXL_TOPK_V2_SHMU", 64);

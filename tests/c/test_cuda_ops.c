@@ -1166,7 +1166,9 @@ TEST(bench_topk) {
    * L2 prefetch that many KB ahead (IXL_TOPK_V2_SPF), v2:s3 three CTAs per SM
    * (IXL_TOPK_V2_S3=1), v2:s3pf the same with the prefetch 128 KB ahead, v2:smu16 the
    * sample's mu 16 (IXL_TOPK_V2_SMU), v2:pm both the prefetch 64 KB ahead and mu 16,
-   * v2:smu8 mu 8, v2:pm8 the prefetch 64 KB ahead and mu 8, v2:pm256 256 KB ahead, mu 16 */
+   * v2:smu8 mu 8, v2:pm8 the prefetch 64 KB ahead and mu 8, v2:pm256 256 KB ahead, mu 16;
+   * v2:sp the stream's loads one round ahead (IXL_TOPK_V2_SPIPE=1), v2:sppm the same with the
+   * prefetch 64 KB ahead and mu 16, v2:sppm8 with mu 8 */
   /* v2:short = rows of one CTA on the short-row kernel (IXL_TOPK_V2_SHORT=1), v2:shortf the
    * same fused, v2:shmu32 with its sample's mu 32 (IXL_TOPK_V2_SHMU) */
   static const char *const modes[] = {"v1",       "v2",       "v2:cs1",    "v2:cs2",
@@ -1176,7 +1178,8 @@ TEST(bench_topk) {
                                       "v2:sforce", "v2:s0",   "v2:s4",     "v2:spf64",
                                       "v2:spf256", "v2:s3",   "v2:s3pf",   "v2:smu16",
                                       "v2:pm",    "v2:short", "v2:shortf", "v2:shmu32",
-                                      "v2:smu8",  "v2:pm8",   "v2:pm256"};
+                                      "v2:smu8",  "v2:pm8",   "v2:pm256",  "v2:sp",
+                                      "v2:sppm",  "v2:sppm8"};
   const char *only_modes = getenv("IXL_TOPK_BENCH_MODES");
   const char *only_shapes = getenv("IXL_TOPK_BENCH_SHAPES"); /* WORD,...: shapes naming one */
   const int nmodes = (int)(sizeof modes / sizeof modes[0]);
@@ -1247,15 +1250,18 @@ TEST(bench_topk) {
       v2_switch("IXL_TOPK_V2_CS", !strncmp(mode, "v2:cs", 5) ? mode + 5 : NULL);
       v2_switch("IXL_TOPK_V2_GATHER", !strcmp(mode, "v2:g0") ? "0" : NULL);
       v2_switch("IXL_TOPK_V2_NEXT", !strncmp(mode, "v2:next", 7) ? "3" : NULL);
-      v2_switch("IXL_TOPK_V2_SPF", !strncmp(mode, "v2:spf", 6)                        ? mode + 6
-                                   : !strcmp(mode, "v2:s3pf")                        ? "128"
-                                   : !strcmp(mode, "v2:pm") || !strcmp(mode, "v2:pm8") ? "64"
-                                   : !strcmp(mode, "v2:pm256")                       ? "256"
-                                                                                     : NULL);
-      v2_switch("IXL_TOPK_V2_SMU",
-                !strcmp(mode, "v2:smu8") || !strcmp(mode, "v2:pm8")                    ? "8"
-                : !strcmp(mode, "v2:smu16") || !strncmp(mode, "v2:pm", 5) ? "16"
-                                                                          : NULL);
+      const int pm = !strncmp(mode, "v2:pm", 5) || !strncmp(mode, "v2:sppm", 7);
+      const int mu8 = !strcmp(mode, "v2:smu8") || !strcmp(mode, "v2:pm8") ||
+                      !strcmp(mode, "v2:sppm8");
+      v2_switch("IXL_TOPK_V2_SPF", !strncmp(mode, "v2:spf", 6)  ? mode + 6
+                                   : !strcmp(mode, "v2:s3pf")  ? "128"
+                                   : !strcmp(mode, "v2:pm256") ? "256"
+                                   : pm                        ? "64"
+                                                               : NULL);
+      v2_switch("IXL_TOPK_V2_SMU", mu8 ? "8" : pm || !strcmp(mode, "v2:smu16") ? "16" : NULL);
+      v2_switch("IXL_TOPK_V2_SPIPE", !strncmp(mode, "v2:sp", 5) && strncmp(mode, "v2:spf", 6)
+                                         ? "1"
+                                         : NULL);
       v2_switch("IXL_TOPK_V2_SHORT", !strncmp(mode, "v2:sh", 5) ? "1" : NULL);
       v2_switch("IXL_TOPK_V2_SHMU", !strcmp(mode, "v2:shmu32") ? "32" : NULL);
       v2_switch("IXL_TOPK_V2_S3", !strncmp(mode, "v2:s3", 5) ? "1" : NULL);
@@ -1302,6 +1308,7 @@ TEST(bench_topk) {
     v2_switch("IXL_TOPK_V2_SMU", NULL);
     v2_switch("IXL_TOPK_V2_SHORT", NULL);
     v2_switch("IXL_TOPK_V2_SHMU", NULL);
+    v2_switch("IXL_TOPK_V2_SPIPE", NULL);
     CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", NULL));
     for (int b = 0; b < nbuf; b++) ixl_tensor_free(buf[b]);
     ixl_tensor *all[] = {h, re, ids, dre, out, pos, dids};
