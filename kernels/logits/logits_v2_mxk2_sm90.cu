@@ -1,6 +1,7 @@
 // logits/logits_v2_mxk2_sm90.cu - K2 (dense paged decode) for MXFP4 keys at H 32 on a
 // warp-specialized, persistent kernel (issue 13), behind IXL_LOGITS_V2_MX_K2WS (read once a
-// process; unset or 0: logits_v2_mx_sm90.cu's mx_kernel<K2>, unchanged; 1: this kernel). The
+// process; unset or 0: logits_v2_mx_sm90.cu's mx_kernel<K2>, unchanged; 1: this kernel; 2:
+// this kernel with the key factors decoded by the producer warp, FAC below). The
 // hook is the paged branch of ixl_cuda_logits_v2_mx, after its own checks (mx_takes); calls
 // with K3's block scores, H 64 or a page size this kernel does not take stay there.
 //
@@ -17,7 +18,10 @@
 //   codes (the pages viewed as rows of 64 B, box 64 B x piece rows, SWIZZLE_64B, which lands
 //   as ixl_v2mx_raw_off's conflict-free layout) and one bulk copy of its scale words into a
 //   ring of kStages stages (full barrier: 1 arrival + the bytes; empty: 128 arrivals), with
-//   the stage's mask of loaded pieces in shared memory; a tile with none is a plain arrival;
+//   the stage's mask of loaded pieces in shared memory; a tile with none is a plain arrival.
+//   FAC (switch 2): the producer also decodes each landed tile's 64 scale words into V3's
+//   deferred key factors (ixl_v2mxk2_factors, float4 a slot; a third barrier, 32 arrivals),
+//   which every quad of the math warpgroups decoded four times over before;
 // - three math warpgroups take the CTA's tiles in turn (tile k of the range by warpgroup
 //   k % 3), row segment by row segment: for each row the query tile and per-column data are
 //   built once into one of two buffers (one named barrier a row), and per tile a warpgroup
@@ -27,6 +31,9 @@
 //   fast / slow tests and factors from the same scale words (the slow path the CPU's formula),
 //   the same fp32 sum or SPEC 3 bf16 chain, so the bits are mx_kernel's and the CPU's;
 // - -inf at columns past the context and where the page id is outside the pool.
+// - The math threads' shared-memory addresses, the wgmma descriptor and the row's output
+//   pointer pass through a shfl once (launder): ptxas recomputed them from the thread index
+//   in every tile (~40 of ~316 SASS instructions a tile and thread).
 //
 // sass-limits: mxk2_kernel registers 152 shared 1024
 #include "logits/logits.h"
@@ -49,19 +56,25 @@ using namespace ixl::sm90;
 
 constexpr int kH = 32;      // heads (the wgmma N)
 constexpr int kTile = 64;   // key positions a tile (the wgmma M)
-constexpr int kStages = 24; // ring depth: 24 x 4.25 KB in flight an SM
+constexpr int kStages = 32; // ring depth: up to 28 x 4.25 KB in flight an SM
 constexpr int kNWG = 3;     // math warpgroups
 constexpr int kMath = 128 * kNWG;
-constexpr int kThreads = kMath + 32; // then the producer warp
-constexpr int kMaxReg = 152;         // 416 x 152 <= 64 K registers: one CTA an SM
+constexpr int kThreads = kMath + 128; // then the producer warpgroup (one working warp)
+// Registers after setmaxnreg (entry: 128 = 65536 / 512). A sub-partition of the SM holds one
+// warp of each warpgroup and 16 K registers: 3 x 152 + 56 = 512 a lane. (416 threads with a
+// lone producer warp at 150 registers did not launch: one sub-partition then holds 4 warps.)
+constexpr int kProdRegs = 56, kMathRegs = 152;
+static_assert(128 * kProdRegs + kMath * kMathRegs <= 65536, "setmaxnreg: the CTA's pool");
 
 // Dynamic shared memory (1024-aligned base): raw code stages | 2 query tiles | scale words |
 // 2 x per column | stage masks.
+template <bool FAC>
 struct K2Smem {
   static constexpr int raw = 0;
   static constexpr int q = raw + kStages * kTile * 64;
   static constexpr int sc = q + 2 * kH * 128;
-  static constexpr int col = sc + kStages * kTile * 4;
+  static constexpr int fac = sc + kStages * kTile * 4; // FAC: float4 factors a slot
+  static constexpr int col = fac + (FAC ? kStages * kTile * 16 : 0);
   // per column and buffer: hq (u32 qeff), hc (f32 2^(qc - 127)), wo (f32 weight), wq (f32 the
   // fast path's weight), hf (u8 fast)
   static constexpr int col_bytes = 4 * kH * 4 + kH;
@@ -113,26 +126,62 @@ __device__ __forceinline__ float slow_dot(float a0, float a1, float a2, float a3
   return __fadd_rn(__fadd_rn(pg[0], pg[1]), __fadd_rn(pg[2], pg[3]));
 }
 
+// ld.shared.u32 at a shared-window byte address (volatile: it stays between the stage's full
+// wait and its empty arrival).
+__device__ __forceinline__ uint32_t lds_u32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr));
+  return v;
+}
+
+__device__ __forceinline__ float4 lds_f4(uint32_t addr) {
+  float4 v;
+  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(addr));
+  return v;
+}
+
+// x through a shfl to its own lane: the same value, which ptxas keeps in a register rather
+// than recomputing it where it is used (the warp must be converged).
+__device__ __forceinline__ uint32_t launder(uint32_t x) {
+  return __shfl_sync(0xffffffffu, x, (int)(threadIdx.x & 31));
+}
+
+// st.global of one logit (the laundered row pointer would otherwise become a generic store).
+__device__ __forceinline__ void stg_u32(float *p, uint32_t v) {
+  asm volatile("st.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void stg_u16(uint16_t *p, uint16_t v) {
+  asm volatile("st.global.b16 [%0], %1;\n" ::"l"(p), "h"(v) : "memory");
+}
+__device__ __forceinline__ uint64_t launder64(uint64_t x) {
+  return (uint64_t)launder((uint32_t)x) | (uint64_t)launder((uint32_t)(x >> 32)) << 32;
+}
+
 // bar.sync on named barrier 1 over the math warpgroups only (the producer warp never joins).
 __device__ __forceinline__ void math_sync() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(kMath) : "memory");
 }
 #endif
 
-template <bool BF16>
-__global__ void __maxnreg__(kMaxReg)
+template <bool BF16, bool FAC>
+__global__ void __launch_bounds__(kThreads, 1)
     mxk2_kernel(const __grid_constant__ CUtensorMap kmap, const K2Params p) {
 #if IXL_SM90_DEVICE
   constexpr int S = kStages;
+  constexpr int kLook = S / 2; // FAC: the producer decodes tile k - kLook's factors after
+                               // issuing tile k
   constexpr int NC = kH, NJ = NC / 8;
-  using L = K2Smem;
+  using L = K2Smem<FAC>;
   extern __shared__ uint8_t smem_raw[];
   // the 1024-aligned base as an offset of smem_raw: every pointer stays in the shared window
   uint8_t *smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   uint8_t *s_raw = smem + L::raw;
   uint32_t *s_sc = reinterpret_cast<uint32_t *>(smem + L::sc);
   uint32_t *s_meta = reinterpret_cast<uint32_t *>(smem + L::meta);
-  __shared__ uint64_t s_full[S], s_empty[S];
+  float4 *s_fac = reinterpret_cast<float4 *>(smem + L::fac);
+  __shared__ uint64_t s_full[S], s_empty[S], s_fac_full[S];
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   if (tid == 0) {
@@ -140,6 +189,7 @@ __global__ void __maxnreg__(kMaxReg)
     for (int s = 0; s < S; s++) {
       ptx::mbarrier_init(&s_full[s], 1);
       ptx::mbarrier_init(&s_empty[s], 128);
+      ptx::mbarrier_init(&s_fac_full[s], 32);
     }
     ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster); // before the first use
   }
@@ -150,8 +200,14 @@ __global__ void __maxnreg__(kMaxReg)
   const int Pt = 1 << p.ptlog, npclog = 6 - p.ptlog, npc = 1 << npclog;
   const int64_t rmax = p.bt_cols * (int64_t)p.P;
 
-  if (warp == 4 * kNWG) {
+  if (warp >= 4 * kNWG) {
+    setmaxnreg_dec<kProdRegs>(); // the whole warpgroup; then warps 1-3 of it leave
+    if (warp != 4 * kNWG) return;
     // ---------------------------------------------------------------- the producer warp
+    // Per tile k: issue it (after its stage's empty wait); FAC: then decode the scale words of
+    // tile k - kLook (landed by then, as a rule: issued kLook tiles earlier) into the deferred
+    // key factors, so the math warpgroups find them ready (up to S - kLook decoded tiles ahead
+    // of them).
     const int64_t np = n << npclog; // pieces
     // piece lp's loads (the context length and the page id), with no dependence between them
     auto fetch = [&](int64_t lp, int32_t &len, int32_t &pg) {
@@ -165,34 +221,46 @@ __global__ void __maxnreg__(kMaxReg)
         if (pi < p.bt_cols) pg = __ldg(p.bt + row * p.bt_cols + pi);
       }
     };
-    int32_t c_len, c_pg;
+    int32_t c_len, c_pg, n_len, n_pg;
     fetch(lane, c_len, c_pg);
-    int ps = 0;       // tile k's stage, k % S
-    uint32_t pq = 0;  // (k / S) & 1
-    for (int64_t b0 = 0; b0 < np; b0 += 32) {
-      int32_t n_len, n_pg;
-      fetch(b0 + 32 + lane, n_len, n_pg); // in flight while this batch issues
-      const int64_t lp = b0 + lane;
-      bool ok = false;
-      int32_t crd = 0;
-      const uint8_t *ssrc = nullptr;
-      if (lp < np) {
-        const int64_t u = u0 + (lp >> npclog), row = u / p.ntr, t = u - row * p.ntr;
-        const int64_t pos0 = t * kTile + ((lp & (npc - 1)) << p.ptlog);
-        const int64_t pi = p.Plog >= 0 ? pos0 >> p.Plog : pos0 / p.P;
-        const int64_t row_hi = clamp64(c_len, 0, rmax);
-        if (pos0 < row_hi && pos0 < p.out_cols && c_pg >= 0 && c_pg < p.num_pages) {
-          const int64_t sl = pos0 - pi * p.P;
-          ok = true;
-          crd = (int32_t)(c_pg * p.rows64 + sl);
-          ssrc = p.k_pages + c_pg * p.stride + (int64_t)p.P * 64 + sl * 4;
+    fetch(32 + lane, n_len, n_pg); // the next batch, in flight while this one issues
+    int ps = 0, fs = 0;           // tile k's stage (k % S), tile k - kLook's
+    uint32_t pq = 0, fq = 0;      // their phase parities
+    bool ok = false;
+    int32_t crd = 0;
+    const uint8_t *ssrc = nullptr;
+    uint32_t vm = 0;
+    int64_t b0 = -32;
+    for (int64_t k = 0; k < n + (FAC ? kLook : 0); k++) {
+      if (k < n) {
+        const int64_t pk = k << npclog; // tile k's first piece (npc divides 32: a batch holds
+                                        // whole tiles)
+        if (pk >= b0 + 32) {            // a new batch: piece b0 + lane's addresses
+          if (b0 >= 0) {
+            c_len = n_len;
+            c_pg = n_pg;
+            fetch(pk + 32 + lane, n_len, n_pg);
+          }
+          b0 = pk;
+          const int64_t lp = b0 + lane;
+          ok = false;
+          crd = 0;
+          ssrc = nullptr;
+          if (lp < np) {
+            const int64_t u = u0 + (lp >> npclog), row = u / p.ntr, t = u - row * p.ntr;
+            const int64_t pos0 = t * kTile + ((lp & (npc - 1)) << p.ptlog);
+            const int64_t pi = p.Plog >= 0 ? pos0 >> p.Plog : pos0 / p.P;
+            const int64_t row_hi = clamp64(c_len, 0, rmax);
+            if (pos0 < row_hi && pos0 < p.out_cols && c_pg >= 0 && c_pg < p.num_pages) {
+              const int64_t sl = pos0 - pi * p.P;
+              ok = true;
+              crd = (int32_t)(c_pg * p.rows64 + sl);
+              ssrc = p.k_pages + c_pg * p.stride + (int64_t)p.P * 64 + sl * 4;
+            }
+          }
+          vm = __ballot_sync(0xffffffffu, ok);
         }
-      }
-      const uint32_t vm = __ballot_sync(0xffffffffu, ok);
-      const int64_t k0 = b0 >> npclog;
-      const int nt = (int)mn64(32 >> npclog, n - k0); // tiles of this batch
-      for (int j = 0; j < nt; j++) {
-        const int64_t k = k0 + j;
+        const int j = (int)((pk - b0) >> npclog);
         const int s = ps;
         // every lane: the stage's last tile (k - S) has been read
         if (k >= S) mbar_wait(&s_empty[s], pq ^ 1u);
@@ -220,16 +288,41 @@ __global__ void __maxnreg__(kMaxReg)
                              ssrc, (uint32_t)(Pt * 4), &s_full[s]);
         }
       }
-      c_len = n_len;
-      c_pg = n_pg;
+      if (FAC && k >= kLook) { // tile k - kLook's factors: lane l decodes slots l and l + 32
+        mbar_wait(&s_full[fs], fq);
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          uint32_t f[4];
+          ixl_v2mxk2_factors(s_sc[fs * kTile + lane + 32 * h], f);
+          s_fac[fs * kTile + lane + 32 * h] =
+              make_float4(__uint_as_float(f[0]), __uint_as_float(f[1]), __uint_as_float(f[2]),
+                          __uint_as_float(f[3]));
+        }
+        (void)ptx::mbarrier_arrive(&s_fac_full[fs]); // release: this lane's factors
+        if (++fs == S) {
+          fs = 0;
+          fq ^= 1u;
+        }
+      }
     }
     return;
   }
 
   // ------------------------------------------------------------------ the math warpgroups
+  setmaxnreg_inc<kMathRegs>();
   const int mt = tid, wg = tid >> 7, wt = tid & 127, wwarp = wt >> 5, t4 = lane & 3;
   const int i0 = 16 * wwarp + (lane >> 2); // this lane's slots: i0, i0 + 8
   const int q4 = lane & 3, sw = (i0 >> 1) & 3;
+  // shared-window byte addresses: the code stages (1024-aligned), this lane's word of slot i0
+  // group 0 within a stage (group g: a_off ^ 16 g), its scale word; the pieces of its slots
+  // (through a shfl, which ptxas does not rematerialize: it recomputed them from the thread
+  // index in every tile)
+  const uint32_t raw_u32 = launder(smem_u32(s_raw));
+  const uint32_t a_off = launder((uint32_t)(i0 * 64 + 16 * sw + 4 * q4));
+  const uint32_t sc_u32 = launder(smem_u32(s_sc) + 4u * (uint32_t)i0);
+  const uint32_t fac_u32 = launder(smem_u32(s_fac) + 16u * (uint32_t)i0);
+  const int sh0 = (int)launder((uint32_t)(i0 >> p.ptlog)),
+            sh1 = (int)launder((uint32_t)((i0 + 8) >> p.ptlog));
   if (n <= 0) return;
   const int64_t rfirst = u0 / p.ntr, rlast = (u1 - 1) / p.ntr;
   int par = 0;
@@ -309,13 +402,20 @@ __global__ void __maxnreg__(kMaxReg)
         for (int c = 0; c < 2; c++) wf[2 * j + c] = __fmul_rn(s_wq[8 * j + 2 * t4 + c], 0.5f);
       }
     }
-    const int64_t row_hi = clamp64(p.lens[row], 0, rmax);
-    const uint64_t db = wgmma_desc(s_q, IXL_SM90_SWIZZLE_128B, 16, 1024);
+    // 32-bit from here: a context length is an int32, out_cols < 2^31 (mx_takes) and a CTA has
+    // fewer than 2^31 tiles (the host's check)
+    const int row_hi = (int)clamp64(p.lens[row], 0, rmax), ocols = (int)p.out_cols;
+    // (the descriptor and the row's output through launder: ptxas rebuilt them every tile)
+    const uint64_t db = launder64(wgmma_desc(s_q, IXL_SM90_SWIZZLE_128B, 16, 1024));
+    float *out_f = reinterpret_cast<float *>(
+        launder64((uint64_t)(reinterpret_cast<float *>(p.out) + row * p.out_cols)));
+    uint16_t *out_h = reinterpret_cast<uint16_t *>(out_f);
 
     // ---- this row's tiles of the CTA: k in [seg_lo, seg_hi), warpgroup k % 3
-    const int64_t seg_lo = mx64(u0, row * p.ntr) - u0, seg_hi = mn64(u1, (row + 1) * p.ntr) - u0;
-    int64_t k = seg_lo + (wg - (int)(seg_lo % kNWG) + kNWG) % kNWG;
-    int s = (int)(k % S);              // k's stage, kept as k steps by kNWG (< S)
+    const int seg_lo = (int)(mx64(u0, row * p.ntr) - u0), seg_hi = (int)(mn64(u1, (row + 1) * p.ntr) - u0);
+    const int t0 = (int)(u0 - row * p.ntr); // tile k of the CTA is tile t0 + k of the row
+    int k = seg_lo + (wg - seg_lo % kNWG + kNWG) % kNWG;
+    int s = k % S;                        // k's stage, kept as k steps by kNWG (< S)
     uint32_t kq = (uint32_t)(k / S) & 1u; // its phase parity
     float acc[4][NC / 2];
     for (; k < seg_hi; k += kNWG, s += kNWG) {
@@ -323,49 +423,65 @@ __global__ void __maxnreg__(kMaxReg)
         s -= S;
         kq ^= 1u;
       }
-      const int64_t tb = (u0 + k - row * p.ntr) * kTile; // the tile's first column
-      mbar_wait(&s_full[s], kq);
+      const int tb = (t0 + k) * kTile; // the tile's first column
+      mbar_wait(&s_full[s], kq);              // the codes (and the mask) have landed
+      if (FAC) mbar_wait(&s_fac_full[s], kq); // the producer has decoded the factors
       const uint32_t m = s_meta[s];
       if (m == 0) { // no key loaded: -inf
         (void)ptx::mbarrier_arrive(&s_empty[s]);
-        if (wt < kTile && tb + wt < p.out_cols) {
-          if (BF16) reinterpret_cast<uint16_t *>(p.out)[row * p.out_cols + tb + wt] = 0xFF80u;
-          else
-            reinterpret_cast<float *>(p.out)[row * p.out_cols + tb + wt] =
-                __uint_as_float(0xff800000u);
+        if (wt < kTile && tb + wt < ocols) {
+          if (BF16) stg_u16(out_h + tb + wt, 0xFF80u);
+          else stg_u32(out_f + tb + wt, 0xff800000u);
         }
         continue;
       }
-      // A: the lane's two slots, widened; then one wgmma per scale group
-      const uint8_t *st = s_raw + s * (kTile * 64);
+      // A: the lane's two slots, widened; then one wgmma per scale group. The stage's byte
+      // address has its low 12 bits clear, so slot i0's group g word is st | (a_off ^ 16 g)
+      // (ixl_v2mx_raw_off: group g at 16 (g ^ sw)), slot i0 + 8's 512 B further
+      const uint32_t st = raw_u32 + ((uint32_t)s << 12);
       uint32_t a[4][4];
 #pragma unroll
       for (int g = 0; g < 4; g++) {
-        const uint32_t w0 =
-            *reinterpret_cast<const uint32_t *>(st + i0 * 64 + 16 * (g ^ sw) + 4 * q4);
-        const uint32_t w1 =
-            *reinterpret_cast<const uint32_t *>(st + (i0 + 8) * 64 + 16 * (g ^ sw) + 4 * q4);
+        const uint32_t ad = st | (a_off ^ (16u * g));
+        const uint32_t w0 = lds_u32(ad), w1 = lds_u32(ad + 512u);
         ixl_sm90_e2m1x8_widen(w0, &a[g][0], &a[g][2]);
         ixl_sm90_e2m1x8_widen(w1, &a[g][1], &a[g][3]);
       }
-      const uint32_t kw[2] = {s_sc[s * kTile + i0], s_sc[s * kTile + i0 + 8]};
-      (void)ptx::mbarrier_arrive(&s_empty[s]); // release: every read of the stage is above
-      const bool okslot[2] = {((m >> (i0 >> p.ptlog)) & 1u) && tb + i0 < row_hi,
-                              ((m >> ((i0 + 8) >> p.ptlog)) & 1u) && tb + i0 + 8 < row_hi};
-      // the slots' key exponents: the fast path needs every byte in the window (quad-uniform)
-      const bool qslow = quad_slow || !ixl_v2mx_comb_word(kw[0]) || !ixl_v2mx_comb_word(kw[1]);
-      float kf[2][4];
+      const uint32_t sa = sc_u32 + ((uint32_t)s << 8);
+      const uint32_t kw[2] = {lds_u32(sa), lds_u32(sa + 32u)};
       // k0 = 2^(ke0 - 127), r1 = 2^(ke1 - ke0), r2 = 2^(ke2 - ke0), r3 = 2^(ke3 - ke2) (the
-      // fast path only: garbage outside the window), kf in the slow branch
+      // fast path only), kf in the slow branch. FAC: the producer's (v2_mxk2.cuh), k0 = 0
+      // when a byte is outside the window; else from kw here (garbage outside the window)
+      float4 fk[2];
+      if (FAC) {
+        const uint32_t fa = fac_u32 + ((uint32_t)s << 10);
+        fk[0] = lds_f4(fa);
+        fk[1] = lds_f4(fa + 128u);
+      }
+      (void)ptx::mbarrier_arrive(&s_empty[s]); // release: every read of the stage is above
+      const bool okslot[2] = {((m >> sh0) & 1u) && tb + i0 < row_hi,
+                              ((m >> sh1) & 1u) && tb + i0 + 8 < row_hi};
+      // the slots' key exponents: the fast path needs every byte in the window (quad-uniform)
+      const bool qslow =
+          FAC ? quad_slow || fk[0].x == 0.0f || fk[1].x == 0.0f
+              : quad_slow || !ixl_v2mx_comb_word(kw[0]) || !ixl_v2mx_comb_word(kw[1]);
+      float kf[2][4];
       float ck0[2], cr1[2], cr2[2], cr3[2];
 #pragma unroll
       for (int h = 0; h < 2; h++) {
-        const uint32_t e0 = kw[h] & 0xFFu, e1 = (kw[h] >> 8) & 0xFFu, e2 = (kw[h] >> 16) & 0xFFu,
-                       e3 = kw[h] >> 24;
-        ck0[h] = __uint_as_float(e0 << 23);
-        cr1[h] = __uint_as_float((e1 + 127u - e0) << 23);
-        cr2[h] = __uint_as_float((e2 + 127u - e0) << 23);
-        cr3[h] = __uint_as_float((e3 + 127u - e2) << 23);
+        if (FAC) {
+          ck0[h] = fk[h].x;
+          cr1[h] = fk[h].y;
+          cr2[h] = fk[h].z;
+          cr3[h] = fk[h].w;
+        } else {
+          const uint32_t e0 = kw[h] & 0xFFu, e1 = (kw[h] >> 8) & 0xFFu,
+                         e2 = (kw[h] >> 16) & 0xFFu, e3 = kw[h] >> 24;
+          ck0[h] = __uint_as_float(e0 << 23);
+          cr1[h] = __uint_as_float((e1 + 127u - e0) << 23);
+          cr2[h] = __uint_as_float((e2 + 127u - e0) << 23);
+          cr3[h] = __uint_as_float((e3 + 127u - e2) << 23);
+        }
       }
       wgmma_fence();
       // groups 0 and 1, then 2 and 3: the first pair's combine overlaps the second's wgmma
@@ -418,10 +534,9 @@ __global__ void __maxnreg__(kMaxReg)
             const int i = i0 + 8 * t4;
             float v = t4 ? sum[1] : sum[0];
             if (FOLD) v = __fmul_rn(v, t4 ? ck0[1] : ck0[0]); // the deferred k0: exact
-            const int64_t nn = tb + i;
-            if (nn < p.out_cols)
-              reinterpret_cast<float *>(p.out)[row * p.out_cols + nn] =
-                  (t4 ? okslot[1] : okslot[0]) ? v : __uint_as_float(0xff800000u);
+            const int nn = tb + i;
+            if (nn < ocols)
+              stg_u32(out_f + nn, (t4 ? okslot[1] : okslot[0]) ? __float_as_uint(v) : 0xff800000u);
           }
         } else {
           // chains: lanes t4 = 0, 2 run (s0, s1), lanes 1, 3 run (s2, s3); lanes 0, 1 keep slot
@@ -456,11 +571,9 @@ __global__ void __maxnreg__(kMaxReg)
             res = __float2bfloat16_rn(__fmul_rn(__bfloat162float(res), keep ? ck0[1] : ck0[0]));
           if ((t4 & 1) == 0) {
             const int i = i0 + 8 * keep;
-            const int64_t nn = tb + i;
+            const int nn = tb + i;
             const uint16_t v = *reinterpret_cast<const uint16_t *>(&res);
-            if (nn < p.out_cols)
-              reinterpret_cast<uint16_t *>(p.out)[row * p.out_cols + nn] =
-                  (keep ? okslot[1] : okslot[0]) ? v : (uint16_t)0xFF80u;
+            if (nn < ocols) stg_u16(out_h + nn, (keep ? okslot[1] : okslot[0]) ? v : (uint16_t)0xFF80u);
           }
         }
       };
@@ -508,11 +621,12 @@ int log2_exact(int64_t v) {
   return l;
 }
 
-// IXL_LOGITS_V2_MX_K2WS, read once a process: 1 on; 0, unset or anything else off.
+// IXL_LOGITS_V2_MX_K2WS, read once a process: 1 on (the math warpgroups decode the key
+// factors), 2 on with the producer decoding them (FAC); 0, unset or anything else off.
 int k2ws_mode() {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_K2WS");
-    return e && e[0] == '1' && e[1] == 0 ? 1 : 0;
+    return e && (e[0] == '1' || e[0] == '2') && e[1] == 0 ? e[0] - '0' : 0;
   }();
   return v;
 }
@@ -540,20 +654,31 @@ bool k2_map(CUtensorMap *map, const uint8_t *pages, uint64_t rows, int Pt) {
   return true;
 }
 
-template <bool BF16>
-ixl_status launch_k2(ixl_ctx *ctx, const CUtensorMap &map, K2Params p, const char *name) {
-  auto kern = mxk2_kernel<BF16>;
-  constexpr int alloc = K2Smem::alloc;
-  static bool said = false; // one stderr line per configuration a process: the switch took
-  if (!said) {
-    said = true;
+// Launches the kernel; returns 0 (nothing launched, the caller's kernels run the call) when the
+// device cannot hold one CTA of it (checked once a process per configuration).
+template <bool BF16, bool FAC>
+int launch_k2(ixl_ctx *ctx, const CUtensorMap &map, K2Params p, const char *name,
+              ixl_status *st) {
+  auto kern = mxk2_kernel<BF16, FAC>;
+  constexpr int alloc = K2Smem<FAC>::alloc;
+  static int fits = -1; // one check and one stderr line per configuration a process
+  if (fits < 0) {
+    int occ = 0;
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, alloc);
+    if (e == cudaSuccess)
+      e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, kThreads, alloc);
+    if (e != cudaSuccess) {
+      *st = ixl_cuda_status(ctx, e, "cudaFuncSetAttribute (logits v2 K2WS)");
+      return 1;
+    }
+    fits = occ >= 1;
     fprintf(stderr,
-            "ixl logits v2 mxfp4: K2WS kernel, paged K2, H 32, %d math warpgroups + producer "
-            "warp, %d stages, %s (switch %d)\n",
-            kNWG, kStages, BF16 ? "bf16" : "fp32", k2ws_mode());
+            "ixl logits v2 mxfp4: K2WS kernel, paged K2, H 32, %d math warpgroups + producer, "
+            "%d stages, %s, key factors by the %s (switch %d)%s\n",
+            kNWG, kStages, BF16 ? "bf16" : "fp32", FAC ? "producer" : "math warps", k2ws_mode(),
+            fits ? "" : ": does not fit an SM, mx_kernel runs it");
   }
-  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, alloc);
-  if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaFuncSetAttribute (logits v2 K2WS)");
+  if (!fits) return 0;
   // the grid: one CTA an SM, or fewer when the test knob IXL_LOGITS_V2_MX_K2WS_CTAS=N asks (read
   // at each call: tests/c/test_cuda_logits_mxk2.c makes a few CTAs wrap the ring many times)
   int64_t sms = ixl::sm_count(ctx);
@@ -561,7 +686,8 @@ ixl_status launch_k2(ixl_ctx *ctx, const CUtensorMap &map, K2Params p, const cha
   if (cap && atoi(cap) > 0 && atoi(cap) < sms) sms = atoi(cap);
   p.G = p.total < sms ? p.total : sms;
   kern<<<(unsigned)p.G, kThreads, alloc, ixl::stream_of(ctx)>>>(map, p);
-  return ixl_cuda_check_launch(ctx, name);
+  *st = ixl_cuda_check_launch(ctx, name);
+  return 1;
 }
 
 } // namespace
@@ -598,12 +724,15 @@ extern "C" int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, i
   p.rows64 = rows64;
   if (p.R <= 0 || p.out_cols <= 0) return 0;
   p.ntr = (p.out_cols + kTile - 1) / kTile;
-  if (p.R > ((int64_t)1 << 40) / p.ntr) return 0; // the split's products stay in int64
+  if (p.R > ((int64_t)1 << 31) / p.ntr) return 0; // tile counters are int32
   p.total = p.R * p.ntr;
   CUtensorMap map;
   if (!k2_map(&map, p.k_pages, (uint64_t)(num_pages * rows64), Pt)) return 0;
   const char *name = "dense_logits_paged kernel (v2 mxfp4 K2WS)";
-  *st = c->reduction == IXL_REDUCE_BF16 ? launch_k2<true>(ctx, map, p, name)
-                                        : launch_k2<false>(ctx, map, p, name);
-  return 1;
+  const bool bf16 = c->reduction == IXL_REDUCE_BF16;
+  if (k2ws_mode() == 2)
+    return bf16 ? launch_k2<true, true>(ctx, map, p, name, st)
+                : launch_k2<false, true>(ctx, map, p, name, st);
+  return bf16 ? launch_k2<true, false>(ctx, map, p, name, st)
+              : launch_k2<false, false>(ctx, map, p, name, st);
 }

@@ -32,9 +32,23 @@ IXL_V2MX_FN int ixl_v2mxk2_piece(int64_t P) {
 
 // The persistent split: CTA b of G takes the flattened (row, tile) units [lo(b), lo(b + 1)) of
 // total, lo(b) = floor(b total / G), so every CTA gets floor or ceil of total / G units, in
-// order (the host keeps total below 2^40, so b total cannot overflow).
+// order (the host keeps total below 2^31, so b total cannot overflow).
 IXL_V2MX_FN int64_t ixl_v2mxk2_split(int64_t total, int64_t G, int64_t b) {
   return total * b / G;
+}
+
+// The deferred key factors of one scale word (V3's, v2_mx.cuh: IXL_V2MX_COMB_E), as the
+// producer warp stores them for a slot: the fp32 bits of k0 = 2^(ke0 - 127), r1 = 2^(ke1 - ke0),
+// r2 = 2^(ke2 - ke0), r3 = 2^(ke3 - ke2); all 0 (k0 = 0: the slot takes the exact slow path)
+// when a byte lies outside ixl_v2mx_comb_word's window (k0 is then never 0 otherwise: ke0 >=
+// 127 - IXL_V2MX_COMB_E).
+IXL_V2MX_FN void ixl_v2mxk2_factors(uint32_t kw, uint32_t f[4]) {
+  const uint32_t e0 = kw & 0xFFu, e1 = (kw >> 8) & 0xFFu, e2 = (kw >> 16) & 0xFFu, e3 = kw >> 24;
+  const int ok = ixl_v2mx_comb_word(kw);
+  f[0] = ok ? e0 << 23 : 0u;
+  f[1] = ok ? (e1 + 127u - e0) << 23 : 0u;
+  f[2] = ok ? (e2 + 127u - e0) << 23 : 0u;
+  f[3] = ok ? (e3 + 127u - e2) << 23 : 0u;
 }
 
 #endif

@@ -1,6 +1,6 @@
 /* test_cuda_logits_mxk2.c - paged K2 (mxfp4, H 32) on logits v2's warp-specialized, persistent
  * kernel (IXL_LOGITS_V2_MX_K2WS, kernels/logits/logits_v2_mxk2_sm90.cu) on what
- * test_cuda_logits's K2 cases leave out: CTAs that wrap the 24-stage ring many times and cross
+ * test_cuda_logits's K2 cases leave out: CTAs that wrap the 32-stage ring many times and cross
  * rows (the grid capped by the test knob IXL_LOGITS_V2_MX_K2WS_CTAS, and the full grid over 4 rows
  * of 128K and over 300 short rows, several a CTA), every page size class the
  * kernel takes (8, 16, 32: several pages a tile; 64, 128, 256 and 192, not a power of two: one
@@ -13,7 +13,8 @@
  * - both: -inf at every column at or past the context length (what the kernel writes), and
  *   nothing left unwritten (the output is poisoned first).
  *
- * Sets IXL_LOGITS_V2_MX_K2WS=1 unless the environment sets it (=0: the kernels before, as a
+ * Sets IXL_LOGITS_V2_MX_K2WS=1 unless the environment sets it (=2: the key factors decoded by
+ * the producer warp; =0: the kernels before, as a
  * control; the -inf check is then skipped: mx_kernel writes the same, but SPEC leaves it
  * unspecified); pins logits v2. Skips (passes) without a CUDA GPU of sm_90 or newer.
  * IXL_TEST_SMALL=1 (the compute-sanitizer runs) keeps tiny shapes; IXL_TEST_SEED sets the
@@ -140,7 +141,7 @@ static void run_case(const k2c *c) {
   CHECK_OK(g, ixl_tensor_copy(g, gf, df));
   unsetenv("IXL_LOGITS_V2_MX_K2WS_CTAS");
   const char *sw = getenv("IXL_LOGITS_V2_MX_K2WS");
-  const int ws = !g_fake && sw && sw[0] == '1' && sw[1] == 0;
+  const int ws = !g_fake && sw && (sw[0] == '1' || sw[0] == '2') && sw[1] == 0;
   const uint16_t *gbp = gb->data, *cbp = cb->data;
   const float *gfp = gf->data, *cfp = cf->data, *ctp = ct->data;
   int64_t bad = 0, fbad = 0, ibad = 0, defined = 0, nans = 0;
