@@ -435,14 +435,14 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         continue;
       }
-      // A: the lane's two slots, widened; then one wgmma per scale group. The stage's byte
-      // address has its low 12 bits clear, so slot i0's group g word is st | (a_off ^ 16 g)
-      // (ixl_v2mx_raw_off: group g at 16 (g ^ sw)), slot i0 + 8's 512 B further
+      // A: the lane's two slots, widened; then one wgmma per scale group. Slot i0's group g
+      // word is at st + (a_off ^ 16 g) (ixl_v2mx_raw_off: group g at 16 (g ^ sw); a_off holds
+      // 16 sw in bits 4-5), slot i0 + 8's 512 B further
       const uint32_t st = raw_u32 + ((uint32_t)s << 12);
       uint32_t a[4][4];
 #pragma unroll
       for (int g = 0; g < 4; g++) {
-        const uint32_t ad = st | (a_off ^ (16u * g));
+        const uint32_t ad = st + (a_off ^ (16u * g));
         const uint32_t w0 = lds_u32(ad), w1 = lds_u32(ad + 512u);
         ixl_sm90_e2m1x8_widen(w0, &a[g][0], &a[g][2]);
         ixl_sm90_e2m1x8_widen(w1, &a[g][1], &a[g][3]);
