@@ -622,11 +622,14 @@ int log2_exact(int64_t v) {
 }
 
 // IXL_LOGITS_V2_MX_K2WS, read once a process: 1 on (the math warpgroups decode the key
-// factors), 2 on with the producer decoding them (FAC); 0, unset or anything else off.
+// factors), 2 on with the producer decoding them (FAC); 0 or anything else off; unset:
+// kK2wsDefault.
+constexpr int kK2wsDefault = 0;
 int k2ws_mode() {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_K2WS");
-    return e && (e[0] == '1' || e[0] == '2') && e[1] == 0 ? e[0] - '0' : 0;
+    if (!e) return kK2wsDefault;
+    return (e[0] == '1' || e[0] == '2') && e[1] == 0 ? e[0] - '0' : 0;
   }();
   return v;
 }
