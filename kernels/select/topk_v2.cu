@@ -1316,12 +1316,12 @@ constexpr int NTS = 256;   // threads of the short-row kernel
 constexpr int SUV = 8;     // vectors per thread it holds in registers
 constexpr int SHCAP = 2048; // candidate entries for k <= SHCAP / 4 (twice that up to SHCAP / 2)
 
-struct ShortShared {
+template <int NTH> struct ShortShared {
   uint4 part[2]; // the keys of the row's partial first and last vectors
   unsigned ncand, nsample;
-  int ws[NTS / 32 + 1];
-  unsigned long long ws64[NTS / 32 + 1];
-  unsigned long long tpre[NTS]; // per thread: keys > t (high) and == t (low) in its words before
+  int ws[NTH / 32 + 1];
+  unsigned long long ws64[NTH / 32 + 1];
+  unsigned long long tpre[NTH]; // per thread: keys > t (high) and == t (low) in its words before
 };
 
 // local_find for NTH threads (the same find, bins owned from the top, three barriers; ws:
@@ -1417,9 +1417,10 @@ template <> __device__ __forceinline__ unsigned count_ge<uint16_t>(const uint4 &
 
 // four CTAs per SM for bf16 (63 registers, no local memory); fp32 at four spilled 24 B in
 // the candidate pass, so three (85 registers)
-// PROF: IXL_TOPK_V2_SHORT=3's instantiation (clock64 per phase of three CTAs, printed)
-template <typename T, int UV, bool PROF = false>
-__global__ void __launch_bounds__(NTS, sizeof(T) == 2 ? 4 : 3)
+// PROF: IXL_TOPK_V2_SHORT=3's instantiation (clock64 per phase of three CTAs, printed); NTH
+// threads (NTS, or 512 with UV 4 for IXL_TOPK_V2_SHORT=4: two CTAs per SM)
+template <typename T, int UV, bool PROF = false, int NTH = NTS>
+__global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 ? 4 : 3) : 2)
     topk_v2_short_kernel(const T *__restrict__ logits, int64_t C,
                          const int32_t *__restrict__ row_start,
                          const int32_t *__restrict__ row_end, int k, int sorted,
@@ -1431,7 +1432,7 @@ __global__ void __launch_bounds__(NTS, sizeof(T) == 2 ? 4 : 3)
   extern __shared__ uint4 smem4[];
   __shared__ unsigned hist[2 * NB];
   __shared__ int res[3];
-  __shared__ ShortShared ss;
+  __shared__ ShortShared<NTH> ss;
   uint32_t *ck = reinterpret_cast<uint32_t *>(smem4); // [cap] candidate keys
   uint32_t *cc = ck + cap;                             // [cap] their columns (from s)
   uint32_t *W = cc + cap, *Q = W + nwp;                // bitmaps of the row's columns
@@ -1449,26 +1450,26 @@ __global__ void __launch_bounds__(NTS, sizeof(T) == 2 ? 4 : 3)
   const int n = e > s ? (int)(e - s) : 0;
   const int kk = k < n ? k : n;
   int32_t *o = out + r * (int64_t)k;
-  for (int j = kk + threadIdx.x; j < k; j += NTS) o[j] = -1;
+  for (int j = kk + threadIdx.x; j < k; j += NTH) o[j] = -1;
   if (kk <= 0) return;
 
   const T *row = logits + r * C;
   const int64_t a0 = s - (int64_t)(((uintptr_t)(row + s) & 15u) / sizeof(T));
-  const int nv = (int)((e - a0 + VEC - 1) / VEC); // <= NTS * UV (the host's rule)
+  const int nv = (int)((e - a0 + VEC - 1) / VEC); // <= NTH * UV (the host's rule)
   const int nw = (n + 31) >> 5;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 
-  // the row: vector tid + u NTS of the aligned span in w[u], every load in flight at once
+  // the row: vector tid + u NTH of the aligned span in w[u], every load in flight at once
   uint4 w[UV];
 #pragma unroll
   for (int u = 0; u < UV; u++) {
-    const int v = tid + u * NTS;
+    const int v = tid + u * NTH;
     const int64_t g = a0 + (int64_t)v * VEC;
     w[u] = make_uint4(0, 0, 0, 0);
     if (v < nv && g >= s && g + VEC <= e) w[u] = __ldg(reinterpret_cast<const uint4 *>(row + g));
   }
-  for (int b = tid; b < 2 * NB; b += NTS) hist[b] = 0;
-  for (int x = tid; x < nw; x += NTS) W[x] = 0, Q[x] = 0;
+  for (int b = tid; b < 2 * NB; b += NTH) hist[b] = 0;
+  for (int x = tid; x < nw; x += NTH) W[x] = 0, Q[x] = 0;
   if (tid == 0) ss.ncand = 0, ss.nsample = 0;
   // the row's partial first and last vectors (at most two), keyed by threads 0 and 1 into
   // shared memory: a partial vector in every unrolled slot was 25,000 lines of SASS and spills
@@ -1484,7 +1485,7 @@ __global__ void __launch_bounds__(NTS, sizeof(T) == 2 ? 4 : 3)
   // order keys in place (0 outside [s, e): never a key)
 #pragma unroll
   for (int u = 0; u < UV; u++) {
-    const int v = tid + u * NTS;
+    const int v = tid + u * NTH;
     const int64_t g = a0 + (int64_t)v * VEC;
     if (v < nv && g >= s && g + VEC <= e) {
       w[u] = keys_vec<T>(w[u]);
@@ -1505,7 +1506,7 @@ __global__ void __launch_bounds__(NTS, sizeof(T) == 2 ? 4 : 3)
     unsigned mine = 0;
 #pragma unroll
     for (int u = 0; u < UV; u++) {
-      const int v = tid + u * NTS;
+      const int v = tid + u * NTH;
       if ((v & svm) == 0) {
         const uint32_t key = key_at<T>(w[u], (v >> lsv) & (VEC - 1));
         if (key) atomicAdd(&myhist[key >> sh0], 1u), mine++;
@@ -1522,10 +1523,10 @@ __global__ void __launch_bounds__(NTS, sizeof(T) == 2 ? 4 : 3)
     const float jf = ceilf(mu + 5.0f * sqrtf(mu) + 2.0f);
     const int j = jf < (float)ms ? (int)jf : ms + 1;
     if (j <= ms) { // uniform: ms is shared
-      const Found f0 = find_n<NTS>(0, NB, 0, j, hist, res, ss.ws);
+      const Found f0 = find_n<NTH>(0, NB, 0, j, hist, res, ss.ws);
 #pragma unroll
       for (int u = 0; u < UV; u++) {
-        const int v = tid + u * NTS;
+        const int v = tid + u * NTH;
         if ((v & svm) == 0) {
           const uint32_t key = key_at<T>(w[u], (v >> lsv) & (VEC - 1));
           if (key && (int)(key >> sh0) == f0.bin)
@@ -1533,11 +1534,11 @@ __global__ void __launch_bounds__(NTS, sizeof(T) == 2 ? 4 : 3)
         }
       }
       __syncthreads();
-      const Found f1 = find_n<NTS>(0, nb1, 0, j - f0.above, hist, res, ss.ws);
+      const Found f1 = find_n<NTH>(0, nb1, 0, j - f0.above, hist, res, ss.ws);
       t0 = ((uint32_t)f0.bin << sh0) | ((uint32_t)f1.bin << sh1);
       if (t0 == 0) t0 = 1;
     } else {
-      find_n<NTS>(0, NB, 0, 1, hist, res, ss.ws); // clears the histogram
+      find_n<NTH>(0, NB, 0, 1, hist, res, ss.ws); // clears the histogram
     }
   }
   if (prof) tc[2] = clock64();
@@ -1569,7 +1570,7 @@ __global__ void __launch_bounds__(NTS, sizeof(T) == 2 ? 4 : 3)
         if (!((cpk >> (4 * u)) & 15u)) continue;
         KS kv[VEC];
         K::from(w[u], kv);
-        const int c0 = (int)(a0 + (int64_t)(tid + u * NTS) * VEC - s);
+        const int c0 = (int)(a0 + (int64_t)(tid + u * NTH) * VEC - s);
 #pragma unroll
         for (int j = 0; j < VEC; j++)
           if ((uint32_t)kv[j] >= t0) {
@@ -1593,19 +1594,19 @@ __global__ void __launch_bounds__(NTS, sizeof(T) == 2 ? 4 : 3)
     for (int p = 0; p < K::NP; p++) {
       const int shift = K::shift(p), nb = 1 << K::bits(p);
       if (p > 0) {
-        for (int i = tid; i < nc; i += NTS) {
+        for (int i = tid; i < nc; i += NTH) {
           const uint32_t key = ck[i];
           if ((key & mask) == prefix) atomicAdd(&myhist[(key >> shift) & (unsigned)(nb - 1)], 1u);
         }
         __syncthreads();
       }
-      const Found f = find_n<NTS>(0, nb, 0, kk - above, hist, res, ss.ws);
+      const Found f = find_n<NTH>(0, nb, 0, kk - above, hist, res, ss.ws);
       prefix |= (uint32_t)f.bin << shift;
       mask |= (uint32_t)(nb - 1) << shift;
       above += f.above;
     }
     const uint32_t t = prefix;
-    for (int i = tid; i < nc; i += NTS) {
+    for (int i = tid; i < nc; i += NTH) {
       const uint32_t key = ck[i], c = cc[i];
       if (key > t) atomicOr(&W[c >> 5], 1u << (c & 31));
       else if (key == t) atomicOr(&Q[c >> 5], 1u << (c & 31));
@@ -1613,13 +1614,13 @@ __global__ void __launch_bounds__(NTS, sizeof(T) == 2 ? 4 : 3)
   } else {
     // the exact radix over the row, read again (from L2, mostly; the registers are dead by
     // now: keeping them live through a cold path spilled the kernel): one histogram per digit
-    for (int b = tid; b < 2 * NB; b += NTS) hist[b] = 0;
+    for (int b = tid; b < 2 * NB; b += NTH) hist[b] = 0;
     __syncthreads(); // every thread has read nc
     if (tid == 0) ss.ncand = 0;
     // every key of the row once, f(key, column from s); partial vectors from shared memory
     auto visit = [&](auto &&f) {
 #pragma unroll 1
-      for (int v = tid; v < nv; v += NTS) {
+      for (int v = tid; v < nv; v += NTH) {
         const int64_t g = a0 + (int64_t)v * VEC;
         KS kv[VEC];
         if (g >= s && g + VEC <= e) K::unpack(__ldg(reinterpret_cast<const uint4 *>(row + g)), kv);
@@ -1637,7 +1638,7 @@ __global__ void __launch_bounds__(NTS, sizeof(T) == 2 ? 4 : 3)
           atomicAdd(&myhist[(key >> shift) & (unsigned)(nb - 1)], 1u);
       });
       __syncthreads();
-      const Found f = find_n<NTS>(0, nb, 0, kk - above, hist, res, ss.ws);
+      const Found f = find_n<NTH>(0, nb, 0, kk - above, hist, res, ss.ws);
       prefix |= (uint32_t)f.bin << shift;
       mask |= (uint32_t)(nb - 1) << shift;
       above += f.above;
@@ -1663,14 +1664,14 @@ __global__ void __launch_bounds__(NTS, sizeof(T) == 2 ? 4 : 3)
 
   // 4. slots in column order: thread i owns words [i << lw, (i + 1) << lw)
   int lw = 0;
-  while ((NTS << lw) < nw) lw++;
+  while ((NTH << lw) < nw) lw++;
   const int wb = tid << lw, we = min(wb + (1 << lw), nw);
   unsigned long long cnt = 0;
   for (int x = wb; x < we; x++)
     cnt += ((unsigned long long)__popc(W[x]) << 32) | (unsigned)__popc(Q[x]);
   unsigned long long tot;
   const unsigned long long before =
-      block_exclusive_scan<NTS, unsigned long long>(cnt, &tot, ss.ws64);
+      block_exclusive_scan<NTH, unsigned long long>(cnt, &tot, ss.ws64);
   ss.tpre[tid] = before;
   __syncthreads();
   if (prof) tc[5] = clock64();
@@ -1680,7 +1681,7 @@ __global__ void __launch_bounds__(NTS, sizeof(T) == 2 ? 4 : 3)
     else o[slot] = (int32_t)c;
   };
   // keys > t, from the buffer
-  for (int i = tid; i < nc; i += NTS) {
+  for (int i = tid; i < nc; i += NTH) {
     const uint32_t key = ck[i];
     if (key <= t) continue;
     const uint32_t c = cc[i];
@@ -1711,11 +1712,11 @@ __global__ void __launch_bounds__(NTS, sizeof(T) == 2 ? 4 : 3)
   if (stage) {
     __syncthreads(); // every winner is in the buffer
     if (sorted) {
-      for (int j = kk + tid; j < P; j += NTS) sbuf[j] = ~0ull;
+      for (int j = kk + tid; j < P; j += NTH) sbuf[j] = ~0ull;
       __syncthreads();
-      block_bitonic_sort<NTS>(sbuf, P);
+      block_bitonic_sort<NTH>(sbuf, P);
     }
-    for (int j = tid; j < kk; j += NTS)
+    for (int j = tid; j < kk; j += NTH)
       o[j] = store_value(m, r, (int64_t)(uint32_t)(sbuf[j] & 0xffffffffu));
   }
   if (PROF && prof) {
@@ -1912,7 +1913,8 @@ ixl_status launch_stream(ixl_ctx *ctx, const Args &a, size_t smem, const Dev &dv
 }
 
 // Rows of one CTA on topk_v2_short_kernel (IXL_TOPK_V2_SHORT: 1 on, 2 the same on its exact
-// radix over the row, for tests, 3 its profile instantiation): the host's rule is that every
+// radix over the row, for tests, 3 its profile instantiation, 4 on 512 threads with 4
+// vectors each, two CTAs per SM): the host's rule is that every
 // row's aligned span fits NTS * SUV vectors and k <= SHCAP / 2; the buffer holds SHCAP
 // candidates for k <= SHCAP / 4, twice that above.
 template <typename T>
@@ -1924,13 +1926,15 @@ ixl_status launch_short(ixl_ctx *ctx, const Args &a, const Dev &dv) {
   const int cap = a.k <= SHCAP / 4 ? SHCAP : 2 * SHCAP;
   const bool stage = a.sorted || a.sparse_ids;
   const size_t smem = (size_t)cap * 8 + (size_t)nwp * 8 + (stage ? (size_t)P * 8 : 0);
-  auto kern = dv.shortk == 3 ? topk_v2_short_kernel<T, SUV, true>
-                             : topk_v2_short_kernel<T, SUV>;
+  const int nth = dv.shortk == 4 ? 512 : NTS;
+  auto kern = dv.shortk == 3   ? topk_v2_short_kernel<T, SUV, true>
+              : dv.shortk == 4 ? topk_v2_short_kernel<T, SUV * NTS / 512, false, 512>
+                               : topk_v2_short_kernel<T, SUV>;
   ixl_status st = ixl_cuda_status(
       ctx, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
       "topk v2 short: cudaFuncSetAttribute");
   if (st) return st;
-  kern<<<(unsigned)R, NTS, smem, stream_of(ctx)>>>(
+  kern<<<(unsigned)R, nth, smem, stream_of(ctx)>>>(
       (const T *)a.logits->data, C,
       a.row_start ? (const int32_t *)a.row_start->data : (const int32_t *)nullptr,
       (const int32_t *)a.row_end->data, a.k, a.sorted, (int32_t *)a.out->data, P, nwp,
@@ -2077,7 +2081,7 @@ extern "C" void ixl_topk_v2_dev_reload(void) {
   d.s3 = num("IXL_TOPK_V2_S3", 0) == 1;
   d.spipe = num("IXL_TOPK_V2_SPIPE", 0) == 1;
   d.shortk = num("IXL_TOPK_V2_SHORT", 0);
-  if (d.shortk < 0 || d.shortk > 3) d.shortk = 0;
+  if (d.shortk < 0 || d.shortk > 4) d.shortk = 0;
   d.shmu = num("IXL_TOPK_V2_SHMU", 64);
   if (d.shmu < 4 || d.shmu > 1024) d.shmu = 64;
   g_dev = d;

@@ -583,10 +583,10 @@ TEST(topk_v2_stream_match_cpu) {
  * periodic row whose sampled keys hold its largest values (the count falls short). Shapes
  * past its span or k run the other kernels: the same results either way. */
 TEST(topk_v2_short_match_cpu) {
-  static const char *const modes[] = {"1", "2"};
+  static const char *const modes[] = {"1", "2", "4"}; /* 4: its 512-thread instantiation */
   for (int dist = 0; dist < (g_small ? 3 : 8); dist++)
     for (int dt = 0; dt < 2; dt++)
-      for (int mi = 0; mi < 2; mi++) {
+      for (int mi = 0; mi < 3; mi++) {
         v2_switch("IXL_TOPK_V2_SHORT", modes[mi]);
         const int starts = (dist + dt) % 2;
         /* the widest row the kernel takes: aligned without starts, VEC - 1 less with them */
@@ -604,6 +604,9 @@ TEST(topk_v2_short_match_cpu) {
         topk_case(dt ? IXL_BF16 : IXL_F32, 7, 1 + (int64_t)rnd_int(0, 3000), ks[ki], ki % 2, ki,
                   ki % 2);
   }
+  v2_switch("IXL_TOPK_V2_SHORT", "4");
+  topk_case(IXL_BF16, 5, 16384, 512, 1, 4, 0);
+  topk_case(IXL_F32, 5, 8189, 700, 0, 1, 1);
   v2_switch("IXL_TOPK_V2_SHORT", "1");
   g_periodic = 1;
   for (int dt = 0; dt < 2; dt++)
@@ -1170,7 +1173,8 @@ TEST(bench_topk) {
    * v2:sp the stream's loads one round ahead (IXL_TOPK_V2_SPIPE=1), v2:sppm the same with the
    * prefetch 64 KB ahead and mu 16, v2:sppm8 with mu 8 */
   /* v2:short = rows of one CTA on the short-row kernel (IXL_TOPK_V2_SHORT=1), v2:shortf the
-   * same fused, v2:shmu32 with its sample's mu 32 (IXL_TOPK_V2_SHMU) */
+   * same fused, v2:shmu32 with its sample's mu 32 (IXL_TOPK_V2_SHMU), v2:short512 its
+   * 512-thread instantiation (IXL_TOPK_V2_SHORT=4) */
   static const char *const modes[] = {"v1",       "v2",       "v2:cs1",    "v2:cs2",
                                       "v2:cs4",   "v2:cs8",   "v2:cs16",   "v2:g0",
                                       "v2:k6k7",  "v2:fused", "v2:next",   "v2:nextf",
@@ -1179,7 +1183,7 @@ TEST(bench_topk) {
                                       "v2:spf256", "v2:s3",   "v2:s3pf",   "v2:smu16",
                                       "v2:pm",    "v2:short", "v2:shortf", "v2:shmu32",
                                       "v2:smu8",  "v2:pm8",   "v2:pm256",  "v2:sp",
-                                      "v2:sppm",  "v2:sppm8"};
+                                      "v2:sppm",  "v2:sppm8", "v2:short512"};
   const char *only_modes = getenv("IXL_TOPK_BENCH_MODES");
   const char *only_shapes = getenv("IXL_TOPK_BENCH_SHAPES"); /* WORD,...: shapes naming one */
   const int nmodes = (int)(sizeof modes / sizeof modes[0]);
@@ -1262,7 +1266,9 @@ TEST(bench_topk) {
       v2_switch("IXL_TOPK_V2_SPIPE", !strncmp(mode, "v2:sp", 5) && strncmp(mode, "v2:spf", 6)
                                          ? "1"
                                          : NULL);
-      v2_switch("IXL_TOPK_V2_SHORT", !strncmp(mode, "v2:sh", 5) ? "1" : NULL);
+      v2_switch("IXL_TOPK_V2_SHORT", !strcmp(mode, "v2:short512") ? "4"
+                                     : !strncmp(mode, "v2:sh", 5)  ? "1"
+                                                                   : NULL);
       v2_switch("IXL_TOPK_V2_SHMU", !strcmp(mode, "v2:shmu32") ? "32" : NULL);
       v2_switch("IXL_TOPK_V2_S3", !strncmp(mode, "v2:s3", 5) ? "1" : NULL);
       v2_switch("IXL_TOPK_V2_SUNR", !strcmp(mode, "v2:s8")   ? "8"
