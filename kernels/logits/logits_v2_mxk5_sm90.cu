@@ -46,7 +46,7 @@ using namespace ixl::sm90;
 
 constexpr int kH = 32;                  // heads (the wgmma N)
 constexpr int kTile = 64;               // key slots a tile (the wgmma M)
-constexpr int kStages = 8;              // ring depth
+constexpr int kStages = 8;              // ring depth (mode 4: 10)
 constexpr int kMaxChunk = 4096;         // output columns a CTA at most
 constexpr int kPre = kMaxChunk / 4 + 2; // prefetched sparse-block bases a CTA
 
@@ -58,6 +58,7 @@ struct WsCfg {
 
 // Dynamic shared memory (1024-aligned base): q tile | raw stages | factors | scale words +
 // info | per column | block bases.
+template <int kStages>
 struct WsSmem {
   static constexpr int q = 0;
   static constexpr int raw = q + kH * 128;
@@ -195,14 +196,14 @@ __device__ __forceinline__ void cp_async_arrive_noinc(uint64_t *bar) {
 // two 8-slot halves of the warp's 16 slots) instead of 8 LDS.32 with per-group addresses (the
 // same words in the same registers), and wait / load / arrive on 32-bit addresses computed
 // once and kept in registers (ptxas otherwise recomputes ~30 instructions of them a tile).
-template <int NWG, bool PAGED, bool LDSM>
+template <int NWG, bool PAGED, bool LDSM, int STAGES = kStages>
 __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::maxreg)
     mxk5_kernel(const WsParams p) {
 #if IXL_SM90_DEVICE
   constexpr int NT = WsCfg<NWG>::threads;
-  constexpr int S = kStages;
+  constexpr int S = STAGES;
   static_assert(S % NWG == 0, "a stage is always read by the same math warpgroup");
-  using L = WsSmem;
+  using L = WsSmem<S>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   uint8_t *s_q = smem + L::q, *s_raw = smem + L::raw, *s_hf = smem + L::hf;
@@ -438,7 +439,7 @@ __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::m
   uint32_t lm01 = smem_u32(s_raw) + ixl_v2mx_raw_off(lm_slot, lm_g);
   uint32_t fac_a = smem_u32(s_fac + i0);
   uint32_t full_a = smem_u32(s_full);
-  constexpr int kKin = WsSmem::kin - WsSmem::fac;
+  constexpr int kKin = L::kin - L::fac;
   // opaque: kept in registers (ptxas otherwise recomputes them from the thread index a tile)
   // LDSM: the lane's store (lanes t4 = 0, 2: slot i0 + 8 (t4 >> 1)) as a pointer and the
   // columns left in the chunk from tile 0's slot
@@ -609,14 +610,15 @@ int log2_exact(int64_t v) {
 
 // IXL_LOGITS_V2_MX_K5WS, read once a process: 0 (unset or anything else) off; 1 one math
 // warpgroup a CTA, 2 two; 3 one with LDSM (the code words by ldmatrix, addresses kept in
-// registers; two math warpgroups with it spill at their 112 registers, 40 B in the tile loop).
+// registers; two math warpgroups with it spill at their 112 registers, 40 B in the tile loop);
+// 4 = 3 with a 10-stage ring (74 KB: still 3 CTAs an SM).
 // Unset: kK5wsDefault (0 until an H200 visit shows parity, clean sanitizers and a gain).
 constexpr int kK5wsDefault = 0;
 int k5ws_mode() {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_K5WS");
     if (!e) return kK5wsDefault;
-    return e[0] >= '1' && e[0] <= '3' && e[1] == 0 ? e[0] - '0' : 0;
+    return e[0] >= '1' && e[0] <= '4' && e[1] == 0 ? e[0] - '0' : 0;
   }();
   return v;
 }
@@ -632,19 +634,11 @@ int k5pws_mode() {
   return v;
 }
 
-template <int NWG, bool PAGED, bool LDSM>
+template <int NWG, bool PAGED, bool LDSM, int STAGES = kStages>
 ixl_status launch_ws(ixl_ctx *ctx, WsParams p, const char *name) {
-  auto kern = mxk5_kernel<NWG, PAGED, LDSM>;
+  auto kern = mxk5_kernel<NWG, PAGED, LDSM, STAGES>;
   constexpr int threads = WsCfg<NWG>::threads;
-  constexpr int alloc = PAGED ? WsSmem::alloc_paged : WsSmem::alloc;
-  static bool said = false; // one stderr line per configuration a process: the switch took
-  if (!said) {
-    said = true;
-    fprintf(stderr,
-            "ixl logits v2 mxfp4: K5WS kernel, %s K5, H 32, %d math warpgroup(s) + producer "
-            "warp, %s, bf16 (switch %d)\n",
-            PAGED ? "paged" : "ragged", NWG, LDSM ? "ldmatrix" : "lds", PAGED ? k5pws_mode() : k5ws_mode());
-  }
+  constexpr int alloc = PAGED ? WsSmem<STAGES>::alloc_paged : WsSmem<STAGES>::alloc;
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, alloc);
   int occ = 0;
   if (e == cudaSuccess)
@@ -656,6 +650,15 @@ ixl_status launch_ws(ixl_ctx *ctx, WsParams p, const char *name) {
       sms <= 0) {
     cudaGetLastError();
     sms = 132;
+  }
+  static bool said = false; // one stderr line per configuration a process: the switch took
+  if (!said) {
+    said = true;
+    fprintf(stderr,
+            "ixl logits v2 mxfp4: K5WS kernel, %s K5, H 32, %d math warpgroup(s) + producer "
+            "warp, %s, %d stages, %d CTAs an SM, bf16 (switch %d)\n",
+            PAGED ? "paged" : "ragged", NWG, LDSM ? "ldmatrix" : "lds", STAGES, occ,
+            PAGED ? k5pws_mode() : k5ws_mode());
   }
   if (occ < 1) occ = 1;
   // the chunk (logits_v2_mx_sm90.cu's launch_kern): tiles of 64, at most kMaxChunk columns and
@@ -727,6 +730,7 @@ extern "C" int ixl_cuda_logits_v2_mxk5(ixl_ctx *ctx, const ixl_logits_call *c, i
   else
     *st = mode == 1   ? launch_ws<1, false, false>(ctx, p, name)
           : mode == 2 ? launch_ws<2, false, false>(ctx, p, name)
-                      : launch_ws<1, false, true>(ctx, p, name);
+          : mode == 3 ? launch_ws<1, false, true>(ctx, p, name)
+                      : launch_ws<1, false, true, 10>(ctx, p, name);
   return 1;
 }
