@@ -196,7 +196,10 @@ __device__ __forceinline__ void cp_async_arrive_noinc(uint64_t *bar) {
 // two 8-slot halves of the warp's 16 slots) instead of 8 LDS.32 with per-group addresses (the
 // same words in the same registers), and wait / load / arrive on 32-bit addresses computed
 // once and kept in registers (ptxas otherwise recomputes ~30 instructions of them a tile).
-template <int NWG, bool PAGED, bool LDSM, int STAGES = kStages>
+// ABL (timing ablations only, wrong results: IXL_LOGITS_V2_MX_K5WS=8 / 9, never a default):
+// 1 = one wgmma a tile instead of 4 (groups 1-3's accumulators keep whatever they hold),
+// 2 = no key copies (the producer arrives without copying; the math reads stale stages).
+template <int NWG, bool PAGED, bool LDSM, int STAGES = kStages, int ABL = 0>
 __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::maxreg)
     mxk5_kernel(const WsParams p) {
 #if IXL_SM90_DEVICE
@@ -380,7 +383,8 @@ __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::m
         const int64_t qk = __shfl_sync(0xffffffffu, k < 4 ? q[0] : q[1], i & 31);
         const bool okk = (((k < 4 ? b0 : b1) >> (i & 31)) & 1u) != 0;
         // no key: offset 0 (a valid address), 0 bytes read, the 16 B zero-filled
-        ixl::sm80::cp_async16(dst + ixl_v2mx_raw_off(i, g), kbase + qk + 16 * g, okk ? 16 : 0);
+        if (ABL != 2)
+          ixl::sm80::cp_async16(dst + ixl_v2mx_raw_off(i, g), kbase + qk + 16 * g, okk ? 16 : 0);
       }
       cp_async_arrive_noinc(&s_full[s]);
 #pragma unroll
@@ -428,6 +432,14 @@ __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::m
   if (kWbRegs) wbr[0] = wb_src[0], wbr[1] = wb_src[1];
 
   float acc[4][kH / 2];
+  if constexpr (ABL == 1) { // groups 1-3: no wgmma writes them: opaque values, nothing folds
+#pragma unroll
+    for (int g = 0; g < 4; g++)
+#pragma unroll
+      for (int e = 0; e < kH / 2; e++) acc[g][e] = __int_as_float(0x3f800000 + tid + e);
+#pragma unroll
+    for (int g = 0; g < 4; g++) fence_operand(acc[g]);
+  }
   const int q4 = lane & 3, sw = (i0 >> 1) & 3;
   const uint64_t db = wgmma_desc(s_q, IXL_SM90_SWIZZLE_128B, 16, 1024);
   uint16_t *orow = p.out + row * p.out_cols;
@@ -492,10 +504,12 @@ __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::m
     wgmma_fence();
     // groups 0 and 1, then 2 and 3: the first pair's combine overlaps the second's wgmma
 #pragma unroll
-    for (int g = 0; g < 2; g++) wgmma_e4m3_rs<kH>(acc[g], a[g], db + 2 * g, 0);
+    for (int g = 0; g < 2; g++)
+      if (ABL != 1 || g == 0) wgmma_e4m3_rs<kH>(acc[g], a[g], db + 2 * g, 0);
     wgmma_commit();
 #pragma unroll
-    for (int g = 2; g < 4; g++) wgmma_e4m3_rs<kH>(acc[g], a[g], db + 2 * g, 0);
+    for (int g = 2; g < 4; g++)
+      if (ABL != 1) wgmma_e4m3_rs<kH>(acc[g], a[g], db + 2 * g, 0);
     wgmma_commit();
     wgmma_wait<1>();
     fence_operand(acc[0]);
@@ -611,14 +625,16 @@ int log2_exact(int64_t v) {
 // IXL_LOGITS_V2_MX_K5WS, read once a process: 0 (unset or anything else) off; 1 one math
 // warpgroup a CTA, 2 two; 3 one with LDSM (the code words by ldmatrix, addresses kept in
 // registers; two math warpgroups with it spill at their 112 registers, 40 B in the tile loop);
-// 4 = 3 with a 10-stage ring (74 KB: still 3 CTAs an SM).
+// 4 = 3 with a 10-stage ring (74 KB: still 3 CTAs an SM); 8 and 9: timing ablations of 3
+// (ABL below; wrong results).
 // Unset: kK5wsDefault (0 until an H200 visit shows parity, clean sanitizers and a gain).
 constexpr int kK5wsDefault = 0;
 int k5ws_mode() {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_K5WS");
     if (!e) return kK5wsDefault;
-    return e[0] >= '1' && e[0] <= '4' && e[1] == 0 ? e[0] - '0' : 0;
+    return ((e[0] >= '1' && e[0] <= '4') || e[0] == '8' || e[0] == '9') && e[1] == 0 ? e[0] - '0'
+                                                                                     : 0;
   }();
   return v;
 }
@@ -634,9 +650,9 @@ int k5pws_mode() {
   return v;
 }
 
-template <int NWG, bool PAGED, bool LDSM, int STAGES = kStages>
+template <int NWG, bool PAGED, bool LDSM, int STAGES = kStages, int ABL = 0>
 ixl_status launch_ws(ixl_ctx *ctx, WsParams p, const char *name) {
-  auto kern = mxk5_kernel<NWG, PAGED, LDSM, STAGES>;
+  auto kern = mxk5_kernel<NWG, PAGED, LDSM, STAGES, ABL>;
   constexpr int threads = WsCfg<NWG>::threads;
   constexpr int alloc = PAGED ? WsSmem<STAGES>::alloc_paged : WsSmem<STAGES>::alloc;
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, alloc);
@@ -731,6 +747,8 @@ extern "C" int ixl_cuda_logits_v2_mxk5(ixl_ctx *ctx, const ixl_logits_call *c, i
     *st = mode == 1   ? launch_ws<1, false, false>(ctx, p, name)
           : mode == 2 ? launch_ws<2, false, false>(ctx, p, name)
           : mode == 3 ? launch_ws<1, false, true>(ctx, p, name)
-                      : launch_ws<1, false, true, 10>(ctx, p, name);
+          : mode == 4 ? launch_ws<1, false, true, 10>(ctx, p, name)
+          : mode == 8 ? launch_ws<1, false, true, kStages, 1>(ctx, p, name)
+                      : launch_ws<1, false, true, kStages, 2>(ctx, p, name);
   return 1;
 }
