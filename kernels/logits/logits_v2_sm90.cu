@@ -653,7 +653,7 @@ __device__ __forceinline__ int32_t block_tiles(const Params &p, int64_t b, int32
 }
 #endif
 
-template <int H, bool HALVES, bool PING>
+template <int H, bool HALVES, bool PING, int EA>
 __global__ void __launch_bounds__(kThreads, 1)
     k1_fp8_kernel(const __grid_constant__ CUtensorMap kmap,
                   const __grid_constant__ CUtensorMap qmap, const Params p) {
@@ -989,6 +989,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   int qslot = 0;
   float acc[128];
+  float4 wk = make_float4(0.0f, 0.0f, 0.0f, 0.0f); // EA: 4 weights of the block, in registers
   const long long t_start = PING && p.prof ? clock64() : 0;
   uint64_t ns0 = 0;
   if (PING && p.prof && tid == 0 && blockIdx.x == 0)
@@ -997,6 +998,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     enter();
     mbar_wait(&qfull[0], 0);
     qfph ^= 1u;
+    if constexpr (EA != 0) wk = *reinterpret_cast<const float4 *>(s_w + t4 * 4);
   }
   // PING (IXL_LOGITS_V2_FP8_K1=3): warpgroup wg issues a tile's wgmma after named barrier
   // 1 + wg, which the other warpgroup arrives at once it has issued its own (warpgroup 1 once
@@ -1014,6 +1016,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       o = 0, qslot ^= 1;
       mbar_wait(&qfull[qslot], (qfph >> qslot) & 1);
       qfph ^= 1u << qslot;
+      if constexpr (EA != 0)
+        wk = *reinterpret_cast<const float4 *>(s_w + qslot * RB * WROW + t4 * 4);
     }
     if ((int)(i & 1) != wg) continue;
     const bool pr = PING && p.prof && lane == 0; // PING only: the default kernel is unchanged
@@ -1043,7 +1047,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     const bool fast = __all_sync(0xffffffffu, sc0 >= 0.0f && sc0 <= 3.402823466e38f &&
                                                   sc1 >= 0.0f && sc1 <= 3.402823466e38f);
     float res[RB / 2];
-    ixl_v2::k1_epilogue<H>(acc, sc0, sc1, fast, s_w + qslot * RB * WROW, t4, res);
+    if constexpr (EA != 0) ixl_v2::k1_epilogue_abl<H, EA>(acc, sc0, sc1, wk, t4, res);
+    else ixl_v2::k1_epilogue<H>(acc, sc0, sc1, fast, s_w + qslot * RB * WROW, t4, res);
     const int32_t k0 = (tlo + o) * kTile + r0;
 #pragma unroll
     for (int v = 0; v < RB / 2; ++v) {
@@ -1247,18 +1252,23 @@ static ixl_status launch_cfg(ixl_ctx *ctx, const ixl_logits_call *c, Params &p) 
 // inside the tensors; else v2_fp8_kernel runs the call.
 // IXL_LOGITS_V2_FP8_K1=2: the pipelined halves (k1_fp8_kernel<H, true>); on the H200 it failed
 // dense_ragged_ranges_layouts_and_clean too (4/5) and was slower (4096x65536 6.05 vs 5.16 ms).
-// IXL_LOGITS_V2_FP8_K1=3: k1_fp8_kernel<H, false, true>, the ping-pong of the math warpgroups'
-// wgmma (named barriers; see the kernel); not yet run on the GPU.
+// IXL_LOGITS_V2_FP8_K1=3: k1_fp8_kernel<H, false, true, 0>, the ping-pong of the math
+// warpgroups' wgmma (named barriers; see the kernel): parity on 5 seeds, synccheck clean, but
+// slower (H200 2026-12-02: 4096x65536 5591 us against K1=1's 5152), so not the limit.
+// IXL_LOGITS_V2_FP8_K1=4 and 5: development ablations of the epilogue (wrong results; timing
+// only): 4 without the 16 LDS.128 of weights a tile, 5 also without the 6 shuffles; they tell
+// whether the epilogue's shared-memory loads and shuffles (queued behind the running wgmma's
+// operand reads?) are what keeps it from hiding under the other warpgroup's wgmma.
 static int k1_mode() {
   static const int mode = [] {
     const char *e = getenv("IXL_LOGITS_V2_FP8_K1");
-    if (e && e[0] >= '1' && e[0] <= '3' && e[1] == 0) return e[0] - '0';
+    if (e && e[0] >= '1' && e[0] <= '5' && e[1] == 0) return e[0] - '0';
     return 0;
   }();
   return mode;
 }
 static bool k1_on() { return k1_mode() != 0; }
-template <int H, bool HALVES, bool PING>
+template <int H, bool HALVES, bool PING, int EA>
 static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
   using L = k1::Smem<H>;
   const ixl_qk *in = c->in;
@@ -1266,7 +1276,7 @@ static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
   const int dev = ixl_ctx_device(ctx);
   const bool slot = dev >= 0 && dev < 64;
   if (!slot || !ready[dev].load(std::memory_order_relaxed)) {
-    cudaError_t e = cudaFuncSetAttribute(k1::k1_fp8_kernel<H, HALVES, PING>,
+    cudaError_t e = cudaFuncSetAttribute(k1::k1_fp8_kernel<H, HALVES, PING, EA>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, L::alloc);
     if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaFuncSetAttribute (logits v2 K1)");
     if (slot) ready[dev].store(1, std::memory_order_relaxed);
@@ -1302,7 +1312,7 @@ static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
                             ixl::stream_of(ctx));
     cudaGetSymbolAddress((void **)&p.prof, g_prof);
   }
-  k1::k1_fp8_kernel<H, HALVES, PING><<<(unsigned)grid, k1::kThreads, L::alloc,
+  k1::k1_fp8_kernel<H, HALVES, PING, EA><<<(unsigned)grid, k1::kThreads, L::alloc,
                                   ixl::stream_of(ctx)>>>(
       kmap, qmap, p);
   ixl_status st = ixl_cuda_check_launch(ctx, "logits v2 fp8 K1 kernel");
@@ -1386,9 +1396,11 @@ ixl_status launch(ixl_ctx *ctx, const ixl_logits_call *c) {
   if (sparse) return launch_mode<H, M_K5R, true>(ctx, c, p); // K5: always the bf16 reduction
   // K1 (fp8_takes lets it through unless IXL_LOGITS_V2_FP8_RAGGED=0)
   if (k1_takes(c))
-    return k1_mode() == 2   ? launch_k1<H, true, false>(ctx, c)
-           : k1_mode() == 3 ? launch_k1<H, false, true>(ctx, c)
-                            : launch_k1<H, false, false>(ctx, c);
+    return k1_mode() == 2   ? launch_k1<H, true, false, 0>(ctx, c)
+           : k1_mode() == 3 ? launch_k1<H, false, true, 0>(ctx, c)
+           : k1_mode() == 4 ? launch_k1<H, false, false, 1>(ctx, c)
+           : k1_mode() == 5 ? launch_k1<H, false, false, 2>(ctx, c)
+                            : launch_k1<H, false, false, 0>(ctx, c);
   return c->reduction == IXL_REDUCE_BF16 ? launch_mode<H, M_K1, true>(ctx, c, p)
                                          : launch_mode<H, M_K1, false>(ctx, c, p);
 }

@@ -288,6 +288,46 @@ __device__ __forceinline__ void k1_epilogue(const float (&acc)[128], float sc0, 
   }
 }
 
+// Development ablations of k1_epilogue's fast path (IXL_LOGITS_V2_FP8_K1=4 and 5; wrong
+// results, for timing only): EA 1 reads no weights from shared memory (every head uses wk, 4
+// weights held in registers), EA 2 also skips the quad reduction's 6 shuffles. The rest (128
+// FMNMX, 128 FFMA, the stores) as in k1_epilogue.
+template <int H, int EA>
+__device__ __forceinline__ void k1_epilogue_abl(const float (&acc)[128], float sc0, float sc1,
+                                                float4 wk, int t4, float (&res)[256 / H / 2]) {
+  constexpr int RB = 256 / H, V = 2 * RB, JR = H / 8;
+  float v[V];
+#pragma unroll
+  for (int i = 0; i < V; ++i) v[i] = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 32; j += 2) {
+    const int rb = j / JR;
+    const float4 wj = wk;
+    float &s0 = v[2 * rb], &s1 = v[2 * rb + 1];
+    s0 = __fmaf_rn(wj.x, relu_nan(acc[4 * j]), s0);
+    s1 = __fmaf_rn(wj.x, relu_nan(acc[4 * j + 2]), s1);
+    s0 = __fmaf_rn(wj.y, relu_nan(acc[4 * j + 1]), s0);
+    s1 = __fmaf_rn(wj.y, relu_nan(acc[4 * j + 3]), s1);
+    s0 = __fmaf_rn(wj.z, relu_nan(acc[4 * j + 4]), s0);
+    s1 = __fmaf_rn(wj.z, relu_nan(acc[4 * j + 6]), s1);
+    s0 = __fmaf_rn(wj.w, relu_nan(acc[4 * j + 5]), s0);
+    s1 = __fmaf_rn(wj.w, relu_nan(acc[4 * j + 7]), s1);
+  }
+  const bool b0 = t4 & 1, b1 = t4 & 2;
+  float u[V / 2];
+#pragma unroll
+  for (int i = 0; i < V / 2; ++i) {
+    const float keep = b0 ? v[V / 2 + i] : v[i], send = b0 ? v[i] : v[V / 2 + i];
+    u[i] = keep + (EA == 2 ? send : __shfl_xor_sync(0xffffffffu, send, 1));
+  }
+#pragma unroll
+  for (int i = 0; i < V / 4; ++i) {
+    const float keep = b1 ? u[V / 4 + i] : u[i], send = b1 ? u[i] : u[V / 4 + i];
+    res[i] = keep + (EA == 2 ? send : __shfl_xor_sync(0xffffffffu, send, 2));
+    res[i] = __fmul_rn(res[i], (i & 1) ? sc1 : sc0);
+  }
+}
+
 // k1_fp8_kernel's pipelined form (IXL_LOGITS_V2_FP8_K1=2): the 64 x 256 tile as two halves of
 // RB / 2 rows, each four m64n128k32 (B = the half's 128 query columns) into its own 64-register
 // accumulator and its own commit group, so one half's epilogue runs under the other half's
