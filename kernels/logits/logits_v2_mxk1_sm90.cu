@@ -123,9 +123,25 @@ __device__ __forceinline__ float slow_dot(float a0, float a1, float a2, float a3
 }
 // bar.sync on a named barrier of the producer warpgroup only (barrier 0 is __syncthreads').
 __device__ __forceinline__ void producer_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
+// The math warpgroups' issue turns (kPing): named barriers 2 and 3, 256 threads each (the
+// waiting warpgroup's 128 + the other's 128 arrivals).
+template <int ID>
+__device__ __forceinline__ void turn_wait() {
+  asm volatile("bar.sync %0, 256;\n" ::"n"(ID) : "memory");
+}
+template <int ID>
+__device__ __forceinline__ void turn_pass() {
+  asm volatile("bar.arrive %0, 256;\n" ::"n"(ID) : "memory");
+}
 #endif
 
-template <bool BF16>
+// Kernel variants (IXL_LOGITS_V2_MX_WS's value, see ws_mode): bits of VAR.
+constexpr int kVarPing = 1;   // the math warpgroups take turns issuing their wgmma (ping-pong)
+constexpr int kVarRawBar = 2; // raw stages released by a raw-empty mbarrier, no bar.sync a tile
+constexpr int kVarNoWiden = 4; // timing ablation (WRONG results): the producer does not widen
+constexpr int kVarNoEpi = 8;   // timing ablation (WRONG results): the math does no epilogue
+
+template <bool BF16, int VAR>
 __global__ void __launch_bounds__(kThreads, 1)
     mxk1_kernel(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap smap,
                 const Params p) {
@@ -144,12 +160,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   float *s_wo = reinterpret_cast<float *>(smem + L::wo);
   float *s_wq = reinterpret_cast<float *>(smem + L::wq);
   __shared__ int64_t s_lo[kRows], s_hi[kRows], s_co[kRows];
-  __shared__ uint64_t s_rfull[kSR], s_wfull[kSW], s_wempty[kSW];
+  __shared__ uint64_t s_rfull[kSR], s_wfull[kSW], s_wempty[kSW], s_rempty[kSR];
+  constexpr bool kPing = VAR & kVarPing, kRawBar = VAR & kVarRawBar;
+  constexpr bool kNoWiden = VAR & kVarNoWiden, kNoEpi = VAR & kVarNoEpi;
 
   const int tid = threadIdx.x, wg = tid >> 7;
   if (tid == 0) {
 #pragma unroll
-    for (int s = 0; s < kSR; s++) ptx::mbarrier_init(&s_rfull[s], 1);
+    for (int s = 0; s < kSR; s++) {
+      ptx::mbarrier_init(&s_rfull[s], 1);
+      ptx::mbarrier_init(&s_rempty[s], 128); // kRawBar: every producer thread
+    }
 #pragma unroll
     for (int s = 0; s < kSW; s++) {
       ptx::mbarrier_init(&s_wfull[s], 128);  // every producer thread
@@ -253,7 +274,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     setmaxnreg_dec<kProdRegs>();
     const int pt = tid;
     const uint32_t bar_raw = smem_u32(s_rfull), bar_full = smem_u32(s_wfull),
-                   bar_empty = smem_u32(s_wempty);
+                   bar_empty = smem_u32(s_wempty), bar_rempty = smem_u32(s_rempty);
     const int sco = (int)(hull_lo & 3); // position n0 + i is word (n0 & 3) + i of its box
     // tile t into raw stage s (every tile of the hull; rows past N arrive as zeros)
     auto issue = [&](int t, int s) {
@@ -279,7 +300,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const uint8_t *src = s_raw + rs * (kTile * 64);
       uint8_t *et = s_w + ws * (kTile * 128);
 #pragma unroll
-      for (int k = 0; k < kTile * 4 / 128; k++) {
+      for (int k = 0; k < (kNoWiden ? 0 : kTile * 4 / 128); k++) {
         const int u = pt + 128 * k, i = u >> 2, g = u & 3;
         const uint4 wv = *reinterpret_cast<const uint4 *>(src + ixl_v2mx_raw_off(i, g));
         uint4 ev, od;
@@ -290,7 +311,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         *reinterpret_cast<uint4 *>(et + ixl_v2mx_ss_off(i, g, 0, 0)) = ev;
         *reinterpret_cast<uint4 *>(et + ixl_v2mx_ss_off(i, g, 0, 1)) = od;
       }
-      if (pt < kTile) {
+      if (pt < kTile && !kNoWiden) {
         const uint32_t kw = s_sc[rs * kSCW + sco + pt];
         uint32_t f[4];
         ixl_v2mxk1_factors(kw, f);
@@ -299,8 +320,19 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       ptx::fence_proxy_async(ptx::space_shared); // the widened tile, visible to wgmma
       ixl_mxk1_arrive(bar_full + 8 * ws);
-      producer_sync(); // every producer thread is done reading raw stage rs
-      if (pt == 0 && t + kSR < T) issue(t + kSR, rs);
+      if (kRawBar) {
+        // this thread is done reading raw stage rs; thread 0 refills the stage of tile t - 1
+        // (released by every producer thread a tile ago, so it rarely waits)
+        ixl_mxk1_arrive(bar_rempty + 8 * rs);
+        if (pt == 0 && t >= 1 && t - 1 + kSR < T) {
+          const int ps = (t - 1) % kSR;
+          ixl_mxk1_wait(bar_rempty + 8 * ps, (uint32_t)((t - 1) / kSR) & 1u);
+          issue(t - 1 + kSR, ps);
+        }
+      } else {
+        producer_sync(); // every producer thread is done reading raw stage rs
+        if (pt == 0 && t + kSR < T) issue(t + kSR, rs);
+      }
     }
     return;
   }
@@ -368,11 +400,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t dhi = (uint32_t)(wgmma_desc(s_w, IXL_SM90_SWIZZLE_128B, 16, 1024) >> 32);
   auto desc = [&](uint32_t lo) { return (uint64_t)dhi << 32 | lo; };
   float acc[4][kNC / 2];
+  // kPing: warpgroup mw issues a tile's wgmma on its turn (barrier 2 + mw) and then passes the
+  // turn (barrier 3 - mw); warpgroup 1 passes first, so warpgroup 0 starts, and warpgroup 0
+  // takes the last pass after its loop (every bar.arrive has its bar.sync)
+  if (kPing && mw == 1) turn_pass<2>();
   for (int t = 0; t < T; t++) {
     const int s = t % kSW;
     ixl_mxk1_wait(bar_full + 8 * s, (uint32_t)(t / kSW) & 1u);
     const bool need = (t >= tr0[0] && t < tr1[0]) || (t >= tr0[1] && t < tr1[1]);
+    if (kPing) turn_wait<2 + mw>();
     if (!need) {
+      if (kPing) turn_pass<3 - mw>();
       ixl_mxk1_arrive(bar_empty + 8 * s);
       continue;
     }
@@ -388,6 +426,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int g = 2; g < 4; g++)
       wgmma_e4m3_ss<kNC>(acc[g], desc(dalo + 2 * g), desc(dqlo + 2 * g), 0);
     wgmma_commit();
+    if (kPing) turn_pass<3 - mw>();
     // the slots' key factors (k0 = 0: outside the combine window) and scale words
     uint4 f0, f1;
     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
@@ -416,6 +455,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int g = 0; g < 4; g++) fence_operand(acc[g]);
     ixl_mxk1_arrive(bar_empty + 8 * s); // this thread's wgmma have read the stage
+    if (kNoEpi) continue;
 
     // ---- the head reduction and the stores (mx_body's, RB 2): 2 rows of H / 8 column blocks
     auto reduce = [&](auto fold_tag) {
@@ -516,6 +556,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       reduce(std::false_type{});
     }
   }
+  if (kPing && mw == 0) turn_wait<2>(); // warpgroup 1's last pass
   };
   if (wg == 1) math(std::integral_constant<int, 0>{});
   else math(std::integral_constant<int, 1>{});
@@ -525,10 +566,20 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // ------------------------------------------------------------------ host
-int ws_on() {
+// IXL_LOGITS_V2_MX_WS, read once a process: unset or 0 (or anything else): off (-1); 1: the
+// kernel (variant 0); 3: with the raw-empty barrier (kVarRawBar); w: a timing ablation with
+// WRONG results (no widening), for the benchmark only. (kVarPing, the math warpgroups taking
+// turns on named barriers, is not instantiated: ptxas spilled ~150 B in its math loop.)
+int ws_mode() {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_WS");
-    return e && e[0] == '1' && e[1] == 0 ? 1 : 0;
+    if (!e || !e[0] || e[1]) return -1;
+    switch (e[0]) {
+      case '1': return 0;
+      case '3': return kVarRawBar;
+      case 'w': return kVarNoWiden;
+      default: return -1;
+    }
   }();
   return v;
 }
@@ -547,17 +598,19 @@ bool k1_maps(const Params &p, CUtensorMap maps[2]) {
                     CU_TENSOR_MAP_SWIZZLE_NONE, nullptr, 0) == 0;
 }
 
-template <bool BF16>
+template <bool BF16, int VAR>
 ixl_status launch(ixl_ctx *ctx, Params p, const CUtensorMap *maps, const char *name) {
-  auto kern = mxk1_kernel<BF16>;
+  auto kern = mxk1_kernel<BF16, VAR>;
   constexpr int alloc = Smem::alloc;
   static bool said = false; // one stderr line per configuration a process: the switch took
   if (!said) {
     said = true;
     fprintf(stderr,
-            "ixl logits v2 mxfp4: WS kernel (mxk1), K1, H %d, %d rows a CTA, %s, %d + %d stages "
-            "(IXL_LOGITS_V2_MX_WS=1)\n",
-            kH, kRows, BF16 ? "bf16" : "fp32", kSR, kSW);
+            "ixl logits v2 mxfp4: WS kernel (mxk1), K1, H %d, %d rows a CTA, %s, %d + %d stages, "
+            "variant %d%s (IXL_LOGITS_V2_MX_WS=%s)\n",
+            kH, kRows, BF16 ? "bf16" : "fp32", kSR, kSW, VAR,
+            VAR & (kVarNoWiden | kVarNoEpi) ? " TIMING ABLATION, WRONG RESULTS" : "",
+            getenv("IXL_LOGITS_V2_MX_WS"));
   }
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, alloc);
   int occ = 0;
@@ -594,7 +647,8 @@ ixl_status launch(ixl_ctx *ctx, Params p, const CUtensorMap *maps, const char *n
 } // namespace
 
 extern "C" int ixl_cuda_logits_v2_mxk1(ixl_ctx *ctx, const ixl_logits_call *c, ixl_status *st) {
-  if (!ws_on() || c->mode != IXL_LOGITS_DENSE || c->H != kH || c->bs) return 0;
+  const int mode = ws_mode();
+  if (mode < 0 || c->mode != IXL_LOGITS_DENSE || c->H != kH || c->bs) return 0;
   const ixl_qk *in = c->in;
   if (in->k_pages || !in->k_codes || !in->k_scales || !in->q_scales) return 0;
   Params p = {};
@@ -615,7 +669,16 @@ extern "C" int ixl_cuda_logits_v2_mxk1(ixl_ctx *ctx, const ixl_logits_call *c, i
   if (!k1_maps(p, maps)) return 0;
   p.nrb = ixl_ceil_div(p.R, kRows);
   const char *name = "dense_logits kernel (v2 mxfp4, WS)";
-  *st = c->reduction == IXL_REDUCE_BF16 ? launch<true>(ctx, p, maps, name)
-                                        : launch<false>(ctx, p, maps, name);
+  const bool bf16 = c->reduction == IXL_REDUCE_BF16;
+  switch (mode) {
+#define IXL_MXK1_CASE(V)                                                                         \
+  case V: *st = bf16 ? launch<true, V>(ctx, p, maps, name) : launch<false, V>(ctx, p, maps, name); \
+    break;
+    IXL_MXK1_CASE(0)
+    IXL_MXK1_CASE(kVarRawBar)
+    IXL_MXK1_CASE(kVarNoWiden)
+#undef IXL_MXK1_CASE
+    default: return 0;
+  }
   return 1;
 }
