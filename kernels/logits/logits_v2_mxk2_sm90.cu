@@ -412,7 +412,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     uint16_t *out_h = reinterpret_cast<uint16_t *>(out_f);
 
     // ---- this row's tiles of the CTA: k in [seg_lo, seg_hi), warpgroup k % 3
-    const int seg_lo = (int)(mx64(u0, row * p.ntr) - u0), seg_hi = (int)(mn64(u1, (row + 1) * p.ntr) - u0);
+    const int seg_lo = (int)(mx64(u0, row * p.ntr) - u0),
+              seg_hi = (int)(mn64(u1, (row + 1) * p.ntr) - u0);
     const int t0 = (int)(u0 - row * p.ntr); // tile k of the CTA is tile t0 + k of the row
     int k = seg_lo + (wg - seg_lo % kNWG + kNWG) % kNWG;
     int s = k % S;                        // k's stage, kept as k steps by kNWG (< S)
@@ -573,7 +574,8 @@ __global__ void __launch_bounds__(kThreads, 1)
             const int i = i0 + 8 * keep;
             const int nn = tb + i;
             const uint16_t v = *reinterpret_cast<const uint16_t *>(&res);
-            if (nn < ocols) stg_u16(out_h + nn, (keep ? okslot[1] : okslot[0]) ? v : (uint16_t)0xFF80u);
+            if (nn < ocols)
+              stg_u16(out_h + nn, (keep ? okslot[1] : okslot[0]) ? v : (uint16_t)0xFF80u);
           }
         }
       };

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "logits/v2_mxk2.cuh"
 #include "rand.h"
 
 #ifdef IXL_WITH_CUDA
@@ -182,6 +183,53 @@ static void run_case(const k2c *c) {
   for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) ixl_tensor_free(ts[k]);
 }
 
+/* Host rules of v2_mxk2.cuh (no GPU needed): the producer's factors (FAC) are the consumer's
+ * own (k0, r1, r2, r3 from the scale bytes) exactly where ixl_v2mx_comb_word lets the fast
+ * path run, and k0 is 0 exactly where it does not (the math warps' slow-path test); the split
+ * gives every unit to exactly one CTA, in order, floor or ceil of total / G each. */
+static int host_rules(void) {
+  int bad = 0;
+  for (int i = 0; i < 200000; i++) {
+    uint32_t kw = (uint32_t)rand_u64();
+    if (i % 2) { /* near the window: bytes 127 +- 30 */
+      kw = 0;
+      for (int b = 0; b < 4; b++) kw |= (uint32_t)rand_range(97, 157) << (8 * b);
+    }
+    uint32_t f[4];
+    ixl_v2mxk2_factors(kw, f);
+    const uint32_t e0 = kw & 0xFF, e1 = (kw >> 8) & 0xFF, e2 = (kw >> 16) & 0xFF, e3 = kw >> 24;
+    const int ok = ixl_v2mx_comb_word(kw);
+    int inw = 1;
+    for (int b = 0; b < 4; b++) {
+      const int e = (int)((kw >> (8 * b)) & 0xFF) - 127;
+      inw &= e >= -IXL_V2MX_COMB_E && e <= IXL_V2MX_COMB_E;
+    }
+    if (ok != inw) bad++;
+    if (ok && (f[0] != e0 << 23 || f[1] != (e1 + 127u - e0) << 23 ||
+               f[2] != (e2 + 127u - e0) << 23 || f[3] != (e3 + 127u - e2) << 23 || f[0] == 0))
+      bad++;
+    if (!ok && (f[0] | f[1] | f[2] | f[3])) bad++;
+  }
+  static const int64_t totals[] = {1, 5, 131, 132, 133, 2048, 131072, 1000003};
+  for (int t = 0; t < 8; t++)
+    for (int64_t G = 1; G <= 132; G += 7) {
+      if (G > totals[t]) break;
+      int64_t prev = 0;
+      for (int64_t b = 0; b < G; b++) {
+        const int64_t lo = ixl_v2mxk2_split(totals[t], G, b),
+                      hi = ixl_v2mxk2_split(totals[t], G, b + 1);
+        if (lo != prev || hi - lo < totals[t] / G || hi - lo > totals[t] / G + 1) bad++;
+        prev = hi;
+      }
+      if (prev != totals[t]) bad++;
+    }
+  static const int64_t Ps[] = {1, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 1024};
+  static const int want[] = {0, 0, 8, 16, 32, 0, 64, 0, 64, 64, 64, 64};
+  for (int i = 0; i < 12; i++) bad += ixl_v2mxk2_piece(Ps[i]) != want[i];
+  printf("# host_rules: %d mismatches\n", bad);
+  return bad == 0;
+}
+
 int main(void) {
   char why[256] = "";
   /* the switch is read once a process, at the first paged call: set it before any */
@@ -208,6 +256,14 @@ int main(void) {
       {"small_p192", 2, 6, 192, 0, 1, 119, 135, 0, 119, 135, 0, 0},
   };
   g_fake = getenv("IXL_TEST_HOST_AS_DEVICE") && getenv("IXL_TEST_HOST_AS_DEVICE")[0] == '1';
+  rand_seed(RAND_SPLITMIX64, 12345);
+  if (host_rules()) {
+    tests_passed_++;
+    printf("ok - host_rules\n");
+  } else {
+    tests_failed_++;
+    printf("not ok - host_rules\n");
+  }
   const k2c *cs = g_small ? small : big;
   const int n = g_small ? (int)(sizeof small / sizeof small[0]) : (int)(sizeof big / sizeof big[0]);
   if (!g_fake && !ixl_cuda_available(why, sizeof why)) {
