@@ -123,16 +123,6 @@ __device__ __forceinline__ float slow_dot(float a0, float a1, float a2, float a3
 }
 // bar.sync on a named barrier of the producer warpgroup only (barrier 0 is __syncthreads').
 __device__ __forceinline__ void producer_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
-// The math warpgroups' issue turns (kPing): named barriers 2 and 3, 256 threads each (the
-// waiting warpgroup's 128 + the other's 128 arrivals).
-template <int ID>
-__device__ __forceinline__ void turn_wait() {
-  asm volatile("bar.sync %0, 256;\n" ::"n"(ID) : "memory");
-}
-template <int ID>
-__device__ __forceinline__ void turn_pass() {
-  asm volatile("bar.arrive %0, 256;\n" ::"n"(ID) : "memory");
-}
 #endif
 
 // Kernel variants (IXL_LOGITS_V2_MX_WS's value, see ws_mode): bits of VAR.
@@ -160,7 +150,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   float *s_wo = reinterpret_cast<float *>(smem + L::wo);
   float *s_wq = reinterpret_cast<float *>(smem + L::wq);
   __shared__ int64_t s_lo[kRows], s_hi[kRows], s_co[kRows];
-  __shared__ uint64_t s_rfull[kSR], s_wfull[kSW], s_wempty[kSW], s_rempty[kSR];
+  __shared__ uint64_t s_rfull[kSR], s_wfull[kSW], s_wempty[kSW], s_rempty[kSR], s_turn[2];
   constexpr bool kPing = VAR & kVarPing, kRawBar = VAR & kVarRawBar;
   constexpr bool kNoWiden = VAR & kVarNoWiden, kNoEpi = VAR & kVarNoEpi;
 
@@ -176,6 +166,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       ptx::mbarrier_init(&s_wfull[s], 128);  // every producer thread
       ptx::mbarrier_init(&s_wempty[s], 256); // every math thread
     }
+    ptx::mbarrier_init(&s_turn[0], 128); // kPing: the other math warpgroup's threads
+    ptx::mbarrier_init(&s_turn[1], 128);
     ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster); // before the first use
   }
   const int64_t b = blockIdx.x;
@@ -400,17 +392,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t dhi = (uint32_t)(wgmma_desc(s_w, IXL_SM90_SWIZZLE_128B, 16, 1024) >> 32);
   auto desc = [&](uint32_t lo) { return (uint64_t)dhi << 32 | lo; };
   float acc[4][kNC / 2];
-  // kPing: warpgroup mw issues a tile's wgmma on its turn (barrier 2 + mw) and then passes the
-  // turn (barrier 3 - mw); warpgroup 1 passes first, so warpgroup 0 starts, and warpgroup 0
-  // takes the last pass after its loop (every bar.arrive has its bar.sync)
-  if (kPing && mw == 1) turn_pass<2>();
+  // kPing: warpgroup mw issues tile t's wgmma on its turn (phase t of s_turn[mw] complete: the
+  // other warpgroup's threads arrived) and then passes the turn (arrives on s_turn[1 - mw]);
+  // warpgroup 1 passes first, so warpgroup 0 starts
+  const uint32_t bar_turn = ixl_mxk1_keep(smem_u32(s_turn));
+  if (kPing && mw == 1) ixl_mxk1_arrive(bar_turn);
   for (int t = 0; t < T; t++) {
     const int s = t % kSW;
     ixl_mxk1_wait(bar_full + 8 * s, (uint32_t)(t / kSW) & 1u);
     const bool need = (t >= tr0[0] && t < tr1[0]) || (t >= tr0[1] && t < tr1[1]);
-    if (kPing) turn_wait<2 + mw>();
+    if (kPing) ixl_mxk1_wait(bar_turn + 8 * mw, (uint32_t)t & 1u);
     if (!need) {
-      if (kPing) turn_pass<3 - mw>();
+      if (kPing) ixl_mxk1_arrive(bar_turn + 8 * (1 - mw));
       ixl_mxk1_arrive(bar_empty + 8 * s);
       continue;
     }
@@ -426,7 +419,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int g = 2; g < 4; g++)
       wgmma_e4m3_ss<kNC>(acc[g], desc(dalo + 2 * g), desc(dqlo + 2 * g), 0);
     wgmma_commit();
-    if (kPing) turn_pass<3 - mw>();
+    if (kPing) ixl_mxk1_arrive(bar_turn + 8 * (1 - mw));
     // the slots' key factors (k0 = 0: outside the combine window) and scale words
     uint4 f0, f1;
     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
@@ -556,7 +549,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       reduce(std::false_type{});
     }
   }
-  if (kPing && mw == 0) turn_wait<2>(); // warpgroup 1's last pass
   };
   if (wg == 1) math(std::integral_constant<int, 0>{});
   else math(std::integral_constant<int, 1>{});
@@ -567,16 +559,18 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 // ------------------------------------------------------------------ host
 // IXL_LOGITS_V2_MX_WS, read once a process: unset or 0 (or anything else): off (-1); 1: the
-// kernel (variant 0); 3: with the raw-empty barrier (kVarRawBar); w: a timing ablation with
-// WRONG results (no widening), for the benchmark only. (kVarPing, the math warpgroups taking
-// turns on named barriers, is not instantiated: ptxas spilled ~150 B in its math loop.)
+// kernel (variant 0); 2: + the math warpgroups taking turns to issue (kVarPing, two mbarriers;
+// named barriers made ptxas spill ~150 B); 3: + the raw-empty barrier (kVarRawBar); 4: both;
+// w: a timing ablation with WRONG results (no widening), for the benchmark only.
 int ws_mode() {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_WS");
     if (!e || !e[0] || e[1]) return -1;
     switch (e[0]) {
       case '1': return 0;
+      case '2': return kVarPing;
       case '3': return kVarRawBar;
+      case '4': return kVarPing | kVarRawBar;
       case 'w': return kVarNoWiden;
       default: return -1;
     }
@@ -675,7 +669,9 @@ extern "C" int ixl_cuda_logits_v2_mxk1(ixl_ctx *ctx, const ixl_logits_call *c, i
   case V: *st = bf16 ? launch<true, V>(ctx, p, maps, name) : launch<false, V>(ctx, p, maps, name); \
     break;
     IXL_MXK1_CASE(0)
+    IXL_MXK1_CASE(kVarPing)
     IXL_MXK1_CASE(kVarRawBar)
+    IXL_MXK1_CASE(kVarPing | kVarRawBar)
     IXL_MXK1_CASE(kVarNoWiden)
 #undef IXL_MXK1_CASE
     default: return 0;
