@@ -604,7 +604,7 @@ ixl_status launch(ixl_ctx *ctx, Params p, const CUtensorMap *maps, const char *n
             "variant %d%s (IXL_LOGITS_V2_MX_WS=%s)\n",
             kH, kRows, BF16 ? "bf16" : "fp32", kSR, kSW, VAR,
             VAR & (kVarNoWiden | kVarNoEpi) ? " TIMING ABLATION, WRONG RESULTS" : "",
-            getenv("IXL_LOGITS_V2_MX_WS"));
+            getenv("IXL_LOGITS_V2_MX_WS") ? getenv("IXL_LOGITS_V2_MX_WS") : "unset");
   }
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, alloc);
   int occ = 0;
