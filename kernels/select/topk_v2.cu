@@ -1371,6 +1371,62 @@ __device__ __forceinline__ Found find_n(int lo, int hi, int base, int need, unsi
   return Found{res[0], res[1], res[2], total};
 }
 
+// The find over all NB bins for NTH threads, in two barriers: each thread owns NB / NTH
+// contiguous bins (thread 0 the top ones), read by 16-byte loads and cleared at once; every
+// thread sums the warp totals itself (no warp-0 scan and its barrier), and whether a bin was
+// found follows from the total (no reset of res, so no barrier for its readers). hist: 16-byte
+// aligned, bins clear afterwards.
+template <int NTH>
+__device__ __forceinline__ Found find_fast(int base, int need, unsigned *hist, int *res, int *ws) {
+  constexpr int PER = NB / NTH;
+  static_assert(PER == 4 || PER == 8, "find_fast: 4 or 8 bins a thread");
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int blo = NB - ((int)threadIdx.x + 1) * PER;
+  uint4 *h0 = reinterpret_cast<uint4 *>(hist + blo);
+  uint4 *h1 = reinterpret_cast<uint4 *>(hist + NB + blo);
+  int c[PER];
+#pragma unroll
+  for (int q = 0; q < PER / 4; q++) {
+    const uint4 a = h0[q], b = h1[q];
+    c[4 * q] = (int)(a.x + b.x), c[4 * q + 1] = (int)(a.y + b.y);
+    c[4 * q + 2] = (int)(a.z + b.z), c[4 * q + 3] = (int)(a.w + b.w);
+    h0[q] = make_uint4(0, 0, 0, 0), h1[q] = make_uint4(0, 0, 0, 0);
+  }
+  int s = 0;
+#pragma unroll
+  for (int b = 0; b < PER; b++) s += c[b];
+  int x = s;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const int y = __shfl_up_sync(0xffffffffu, x, d);
+    if (lane >= d) x += y;
+  }
+  if (lane == 31) ws[warp] = x;
+  __syncthreads(); // warp totals published (the previous find's readers are past its end)
+  int off = 0, total = 0;
+#pragma unroll
+  for (int q = 0; q < NTH / 32; q++) {
+    const int t = ws[q];
+    total += t;
+    off += q < warp ? t : 0;
+  }
+  int acc = base + off + x - s;
+  if (s > 0 && acc < need && need <= acc + s) {
+    bool done = false;
+#pragma unroll
+    for (int b = PER - 1; b >= 0; b--) { // from this thread's top bin down
+      if (!done && acc + c[b] >= need) {
+        res[0] = blo + b, res[1] = acc, res[2] = c[b];
+        done = true;
+      }
+      if (!done) acc += c[b];
+    }
+  }
+  __syncthreads(); // res is written
+  if (base + total < need) return Found{-1, 0, 0, total};
+  return Found{res[0], res[1], res[2], total};
+}
+
 // key q (0 <= q < VEC, not a compile-time index: selects, no local memory) of a packed vector
 template <typename T> __device__ __forceinline__ uint32_t key_at(const uint4 &w, int q);
 template <> __device__ __forceinline__ uint32_t key_at<float>(const uint4 &w, int q) {
@@ -1430,7 +1486,7 @@ __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 ? 4 : 3) : 2
   using KS = typename K::KS;
   constexpr int VEC = K::VEC;
   extern __shared__ uint4 smem4[];
-  __shared__ unsigned hist[2 * NB];
+  __shared__ __align__(16) unsigned hist[2 * NB];
   __shared__ int res[3];
   __shared__ ShortShared<NTH> ss;
   uint32_t *ck = reinterpret_cast<uint32_t *>(smem4); // [cap] candidate keys
@@ -1511,7 +1567,7 @@ __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 ? 4 : 3) : 2
     }
   }
   unsigned *myhist = hist + (warp & 1) * NB;
-  const int sh0 = K::shift(0), sh1 = K::shift(1), nb1 = 1 << K::bits(1);
+  const int sh0 = K::shift(0);
   if (prof) tc[1] = clock64();
 
   // 1. the sample: key (v / SV) % VEC of every SV-th vector v, about mu_t n / kk keys
@@ -1539,29 +1595,21 @@ __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 ? 4 : 3) : 2
     const float mu = (float)kk * (float)ms / (float)n;
     const float jf = ceilf(mu + 5.0f * sqrtf(mu) + 2.0f);
     const int j = jf < (float)ms ? (int)jf : ms + 1;
+    // one digit: t0 is the lower edge of the j-th sampled key's first-digit bin (a second
+    // digit's pass and find cost more than the bin's extra candidates: visit 2's profile)
     if (j <= ms) { // uniform: ms is shared
-      const Found f0 = find_n<NTH>(0, NB, 0, j, hist, res, ss.ws);
-#pragma unroll
-      for (int u = 0; u < UV; u++) {
-        const int v = tid + u * NTH;
-        if ((v & svm) == 0) {
-          const uint32_t key = key_at<T>(w[u], (v >> lsv) & (VEC - 1));
-          if (key && (int)(key >> sh0) == f0.bin)
-            atomicAdd(&myhist[(key >> sh1) & (unsigned)(nb1 - 1)], 1u);
-        }
-      }
-      __syncthreads();
-      const Found f1 = find_n<NTH>(0, nb1, 0, j - f0.above, hist, res, ss.ws);
-      t0 = ((uint32_t)f0.bin << sh0) | ((uint32_t)f1.bin << sh1);
+      const Found f0 = find_fast<NTH>(0, j, hist, res, ss.ws);
+      t0 = (uint32_t)f0.bin << sh0;
       if (t0 == 0) t0 = 1;
     } else {
-      find_n<NTH>(0, NB, 0, 1, hist, res, ss.ws); // clears the histogram
+      find_fast<NTH>(0, 1, hist, res, ss.ws); // clears the histogram
     }
   }
   if (prof) tc[2] = clock64();
 
   // 2. keys >= t0 to the buffer: per thread its count, one shared atomic per warp for the
-  // slots, then the keys and their first digit's histogram
+  // slots, then the keys (no atomics here: an ATOMS per unrolled key slot with a candidate in
+  // any lane was 512 warp instructions of 1-2 lanes a CTA, 11 K cycles in visit 2)
   {
     // per vector its count (0..VEC, 4 bits each) by compares on the packed words: extracting
     // the keys here too kept all 64 bf16 keys live into the write loop (192 B of spills)
@@ -1591,10 +1639,7 @@ __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 ? 4 : 3) : 2
 #pragma unroll
         for (int j = 0; j < VEC; j++)
           if ((uint32_t)kv[j] >= t0) {
-            if (p < (unsigned)cap) {
-              ck[p] = kv[j], cc[p] = (uint32_t)(c0 + j);
-              atomicAdd(&myhist[(uint32_t)kv[j] >> sh0], 1u);
-            }
+            if (p < (unsigned)cap) ck[p] = kv[j], cc[p] = (uint32_t)(c0 + j);
             p++;
           }
       }
@@ -1606,22 +1651,43 @@ __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 ? 4 : 3) : 2
   const int nc0 = nc;
   uint32_t prefix = 0, mask = 0;
   int above = 0;
+  bool exact = false; // the kk-th key, the count above it: from the buffer
   if (!force_fb && nc >= kk && nc <= cap) {
-    // 3. the exact kk-th key from the buffer
-    for (int p = 0; p < K::NP; p++) {
-      const int shift = K::shift(p), nb = 1 << K::bits(p);
-      if (p > 0) {
-        for (int i = tid; i < nc; i += NTH) {
-          const uint32_t key = ck[i];
-          if ((key & mask) == prefix) atomicAdd(&myhist[(key >> shift) & (unsigned)(nb - 1)], 1u);
-        }
-        __syncthreads();
-      }
-      const Found f = find_n<NTH>(0, nb, 0, kk - above, hist, res, ss.ws);
-      prefix |= (uint32_t)f.bin << shift;
-      mask |= (uint32_t)(nb - 1) << shift;
-      above += f.above;
+    // 3. the exact kk-th key from the buffer: one dense pass for its histogram (bf16: one
+    // bin per key value from t0, the last bin every key t0 + 2047 and above; fp32: the first
+    // digit), then the find(s)
+    constexpr bool BF = sizeof(T) == 2;
+    for (int i = tid; i < nc; i += NTH) {
+      const uint32_t key = ck[i];
+      atomicAdd(&myhist[BF ? min(key - t0, (uint32_t)NB - 1u) : key >> sh0], 1u);
     }
+    __syncthreads();
+    if (BF) {
+      const Found f = find_fast<NTH>(0, kk, hist, res, ss.ws);
+      // a kk-th key at t0 + 2047 or above (the candidates span more than 2047 bf16 steps):
+      // the exact radix below
+      if (f.bin < NB - 1) prefix = t0 + (uint32_t)f.bin, above = f.above, exact = true;
+    } else {
+      for (int p = 0; p < K::NP; p++) {
+        const int shift = K::shift(p), nb = 1 << K::bits(p);
+        if (p > 0) {
+          for (int i = tid; i < nc; i += NTH) {
+            const uint32_t key = ck[i];
+            if ((key & mask) == prefix)
+              atomicAdd(&myhist[(key >> shift) & (unsigned)(nb - 1)], 1u);
+          }
+          __syncthreads();
+        }
+        const Found f = p == 0 ? find_fast<NTH>(0, kk, hist, res, ss.ws)
+                               : find_n<NTH>(0, nb, 0, kk - above, hist, res, ss.ws);
+        prefix |= (uint32_t)f.bin << shift;
+        mask |= (uint32_t)(nb - 1) << shift;
+        above += f.above;
+      }
+      exact = true;
+    }
+  }
+  if (exact) {
     const uint32_t t = prefix;
     for (int i = tid; i < nc; i += NTH) {
       const uint32_t key = ck[i], c = cc[i];
@@ -1930,8 +1996,8 @@ ixl_status launch_stream(ixl_ctx *ctx, const Args &a, size_t smem, const Dev &dv
 }
 
 // Rows of one CTA on topk_v2_short_kernel (IXL_TOPK_V2_SHORT: 1 on, 2 the same on its exact
-// radix over the row, for tests, 3 its profile instantiation, 4 on 512 threads with 4
-// vectors each, two CTAs per SM): the host's rule is that every
+// radix over the row, for tests, 3 its profile instantiation (256 threads), 4 always on 512
+// threads with 4 vectors each (two CTAs per SM), 5 always on 256): the host's rule is that every
 // row's aligned span fits NTS * SUV vectors and k <= SHCAP / 2; the buffer holds SHCAP
 // candidates for k <= SHCAP / 4, twice that above.
 template <typename T>
@@ -1943,10 +2009,13 @@ ixl_status launch_short(ixl_ctx *ctx, const Args &a, const Dev &dv) {
   const int cap = a.k <= SHCAP / 4 ? SHCAP : 2 * SHCAP;
   const bool stage = a.sorted || a.sparse_ids;
   const size_t smem = (size_t)cap * 8 + (size_t)nwp * 8 + (stage ? (size_t)P * 8 : 0);
-  const int nth = dv.shortk == 4 ? 512 : NTS;
-  auto kern = dv.shortk == 3   ? topk_v2_short_kernel<T, SUV, true>
-              : dv.shortk == 4 ? topk_v2_short_kernel<T, SUV * NTS / 512, false, 512>
-                               : topk_v2_short_kernel<T, SUV>;
+  // 512 threads (two CTAs per SM) while every row has an SM of its own (a row's latency is
+  // the time), 256 (four per SM: rows hide each other's latency) past that
+  const bool wide = dv.shortk == 4 || ((dv.shortk == 1 || dv.shortk == 2) && R <= sm_count(ctx));
+  const int nth = wide ? 512 : NTS;
+  auto kern = dv.shortk == 3 ? topk_v2_short_kernel<T, SUV, true>
+              : wide         ? topk_v2_short_kernel<T, SUV * NTS / 512, false, 512>
+                             : topk_v2_short_kernel<T, SUV>;
   ixl_status st = ixl_cuda_status(
       ctx, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
       "topk v2 short: cudaFuncSetAttribute");
@@ -2098,7 +2167,7 @@ extern "C" void ixl_topk_v2_dev_reload(void) {
   d.s3 = num("IXL_TOPK_V2_S3", 0) == 1;
   d.spipe = num("IXL_TOPK_V2_SPIPE", 0) == 1;
   d.shortk = num("IXL_TOPK_V2_SHORT", 0);
-  if (d.shortk < 0 || d.shortk > 4) d.shortk = 0;
+  if (d.shortk < 0 || d.shortk > 5) d.shortk = 0;
   d.shmu = num("IXL_TOPK_V2_SHMU", 64);
   if (d.shmu < 4 || d.shmu > 1024) d.shmu = 64;
   g_dev = d;

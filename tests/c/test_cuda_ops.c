@@ -402,7 +402,8 @@ static void v2_switch(const char *name, const char *value) {
 /* IXL_TEST_MAX_CASES=N: the top-k cases of a test after its first N return at once (a short
  * compute-sanitizer run over the first cases of each test); each case prints its number. */
 static int g_max_cases, g_cases;
-static int g_periodic; /* topk_case: the first 4 columns of every 64 hold the row's largest */
+static int g_periodic; /* topk_case: 1 the first 4 columns of every 64 hold the row's largest,
+                        * 2 column 5 of every 128 is 2^30-ish, the rest normal */
 
 /* One top-k case: R rows of C columns, random [start, end) per row (some empty, some full). */
 static void topk_case(int dtype, int64_t R, int64_t C, int k, int sorted, int dist, int starts) {
@@ -416,7 +417,14 @@ static void topk_case(int dtype, int64_t R, int64_t C, int k, int sorted, int di
   ixl_tensor *ho = host2(IXL_I32, R, k);
   if (!lg || !rs || !re || !ho) return;
   fill_logits(lg, dist);
-  if (g_periodic) /* columns 64 i .. 64 i + 3 above every other: select v2's sampled vectors */
+  if (g_periodic == 2) /* column 128 i + 5 far above the rest (2^30), none sampled */
+    for (int64_t j = 0; j < R * C; j++)
+      if (j % C % 128 == 5) {
+        const float v = 1e9f + 1e7f * (float)(j % 7);
+        if (dtype == IXL_BF16) ((uint16_t *)lg->data)[j] = ixl_f32_to_bf16(v);
+        else ((float *)lg->data)[j] = v;
+      }
+  if (g_periodic == 1) /* columns 64 i .. 64 i + 3 above every other: select v2's sampled vectors */
     for (int64_t j = 0; j < R * C; j++)
       if (j % C % 64 < 4) {
         const float v = 40.0f + (float)(j % 7);
@@ -583,7 +591,8 @@ TEST(topk_v2_stream_match_cpu) {
  * periodic row whose sampled keys hold its largest values (the count falls short). Shapes
  * past its span or k run the other kernels: the same results either way. */
 TEST(topk_v2_short_match_cpu) {
-  static const char *const modes[] = {"1", "2", "4"}; /* 4: its 512-thread instantiation */
+  /* 1: 512 threads while R <= SMs (so here), 2 its fallback, 5 the 256-thread kernel */
+  static const char *const modes[] = {"1", "2", "5"};
   for (int dist = 0; dist < (g_small ? 3 : 8); dist++)
     for (int dt = 0; dt < 2; dt++)
       for (int mi = 0; mi < 3; mi++) {
@@ -604,9 +613,16 @@ TEST(topk_v2_short_match_cpu) {
         topk_case(dt ? IXL_BF16 : IXL_F32, 7, 1 + (int64_t)rnd_int(0, 3000), ks[ki], ki % 2, ki,
                   ki % 2);
   }
-  v2_switch("IXL_TOPK_V2_SHORT", "4");
+  v2_switch("IXL_TOPK_V2_SHORT", "5");
   topk_case(IXL_BF16, 5, 16384, 512, 1, 4, 0);
   topk_case(IXL_F32, 5, 8189, 700, 0, 1, 1);
+  /* rows whose kk-th key is more than 2047 bf16 steps above the sample's t0 (the huge
+   * columns are never sampled): the exact radix */
+  v2_switch("IXL_TOPK_V2_SHORT", "1");
+  g_periodic = 2;
+  for (int dt = 0; dt < 2; dt++)
+    topk_case(dt ? IXL_BF16 : IXL_F32, 4, g_small ? 3000 : dt ? 16384 : 8192, 100, dt, 0, 0);
+  g_periodic = 0;
   v2_switch("IXL_TOPK_V2_SHORT", "1");
   g_periodic = 1;
   for (int dt = 0; dt < 2; dt++)
@@ -1174,7 +1190,8 @@ TEST(bench_topk) {
    * prefetch 64 KB ahead and mu 16, v2:sppm8 with mu 8 */
   /* v2:short = rows of one CTA on the short-row kernel (IXL_TOPK_V2_SHORT=1), v2:shortf the
    * same fused, v2:shmu32 with its sample's mu 32 (IXL_TOPK_V2_SHMU), v2:short512 its
-   * 512-thread instantiation (IXL_TOPK_V2_SHORT=4) */
+   * 512-thread instantiation (IXL_TOPK_V2_SHORT=4), v2:short256 its 256-thread one (=5;
+   * v2:short takes 512 threads while R <= SMs, else 256) */
   static const char *const modes[] = {"v1",       "v2",       "v2:cs1",    "v2:cs2",
                                       "v2:cs4",   "v2:cs8",   "v2:cs16",   "v2:g0",
                                       "v2:k6k7",  "v2:fused", "v2:next",   "v2:nextf",
@@ -1183,7 +1200,7 @@ TEST(bench_topk) {
                                       "v2:spf256", "v2:s3",   "v2:s3pf",   "v2:smu16",
                                       "v2:pm",    "v2:short", "v2:shortf", "v2:shmu32",
                                       "v2:smu8",  "v2:pm8",   "v2:pm256",  "v2:sp",
-                                      "v2:sppm",  "v2:sppm8", "v2:short512"};
+                                      "v2:sppm",  "v2:sppm8", "v2:short512", "v2:short256"};
   const char *only_modes = getenv("IXL_TOPK_BENCH_MODES");
   const char *only_shapes = getenv("IXL_TOPK_BENCH_SHAPES"); /* WORD,...: shapes naming one */
   const int nmodes = (int)(sizeof modes / sizeof modes[0]);
@@ -1266,9 +1283,10 @@ TEST(bench_topk) {
       v2_switch("IXL_TOPK_V2_SPIPE", !strncmp(mode, "v2:sp", 5) && strncmp(mode, "v2:spf", 6)
                                          ? "1"
                                          : NULL);
-      v2_switch("IXL_TOPK_V2_SHORT", !strcmp(mode, "v2:short512") ? "4"
-                                     : !strncmp(mode, "v2:sh", 5)  ? "1"
-                                                                   : NULL);
+      v2_switch("IXL_TOPK_V2_SHORT", !strcmp(mode, "v2:short512")   ? "4"
+                                     : !strcmp(mode, "v2:short256") ? "5"
+                                     : !strncmp(mode, "v2:sh", 5)   ? "1"
+                                                                    : NULL);
       v2_switch("IXL_TOPK_V2_SHMU", !strcmp(mode, "v2:shmu32") ? "32" : NULL);
       v2_switch("IXL_TOPK_V2_S3", !strncmp(mode, "v2:s3", 5) ? "1" : NULL);
       v2_switch("IXL_TOPK_V2_SUNR", !strcmp(mode, "v2:s8")   ? "8"
