@@ -9,8 +9,9 @@
  * IXL_TOPK_V2_SPROF (its per-phase cycle print), IXL_TOPK_V2_SPF (KB it prefetches into L2
  * ahead, 0 = off) and IXL_TOPK_V2_S3 (three of its CTAs per SM; the last two off by default),
  * IXL_TOPK_V2_SHORT (round 4, off by default: 1 rows of one CTA up to 16384 bf16 / 8192 fp32
- * columns on the short-row kernel, the row in registers and a sampled threshold; 2 the same
- * on its exact fallback, for tests), IXL_TOPK_V2_SHMU (its sample's mu, 64) and
+ * columns on the short-row kernel, the row in registers and a sampled threshold, 512 threads
+ * while R <= SMs, else 256; 2 the same on its exact fallback, for tests; 3 its profile; 4 / 5
+ * always 512 / 256 threads), IXL_TOPK_V2_SHMU (its sample's mu, 64) and
  * IXL_TOPK_V2_SPIPE (1: the streaming kernel's loads one round ahead; off by default) are read
  * from the environment at the first call; a test or benchmark
  * that changes them calls this to read them again. A no-op without CUDA (kernels/select/topk.c). */

@@ -1191,7 +1191,8 @@ TEST(bench_topk) {
   /* v2:short = rows of one CTA on the short-row kernel (IXL_TOPK_V2_SHORT=1), v2:shortf the
    * same fused, v2:shmu32 with its sample's mu 32 (IXL_TOPK_V2_SHMU), v2:short512 its
    * 512-thread instantiation (IXL_TOPK_V2_SHORT=4), v2:short256 its 256-thread one (=5;
-   * v2:short takes 512 threads while R <= SMs, else 256) */
+   * v2:short takes 512 threads while R <= SMs, else 256); v2:old = every round-4 switch off
+   * (SHORT=0, SPIPE=0, SPF=0, SMU=64: the defaults before this round, whatever they are now) */
   static const char *const modes[] = {"v1",       "v2",       "v2:cs1",    "v2:cs2",
                                       "v2:cs4",   "v2:cs8",   "v2:cs16",   "v2:g0",
                                       "v2:k6k7",  "v2:fused", "v2:next",   "v2:nextf",
@@ -1200,7 +1201,8 @@ TEST(bench_topk) {
                                       "v2:spf256", "v2:s3",   "v2:s3pf",   "v2:smu16",
                                       "v2:pm",    "v2:short", "v2:shortf", "v2:shmu32",
                                       "v2:smu8",  "v2:pm8",   "v2:pm256",  "v2:sp",
-                                      "v2:sppm",  "v2:sppm8", "v2:short512", "v2:short256"};
+                                      "v2:sppm",  "v2:sppm8", "v2:short512", "v2:short256",
+                                      "v2:old"};
   const char *only_modes = getenv("IXL_TOPK_BENCH_MODES");
   const char *only_shapes = getenv("IXL_TOPK_BENCH_SHAPES"); /* WORD,...: shapes naming one */
   const int nmodes = (int)(sizeof modes / sizeof modes[0]);
@@ -1288,6 +1290,12 @@ TEST(bench_topk) {
                                      : !strncmp(mode, "v2:sh", 5)   ? "1"
                                                                     : NULL);
       v2_switch("IXL_TOPK_V2_SHMU", !strcmp(mode, "v2:shmu32") ? "32" : NULL);
+      if (!strcmp(mode, "v2:old")) {
+        v2_switch("IXL_TOPK_V2_SHORT", "0");
+        v2_switch("IXL_TOPK_V2_SPIPE", "0");
+        v2_switch("IXL_TOPK_V2_SPF", "0");
+        v2_switch("IXL_TOPK_V2_SMU", "64");
+      }
       v2_switch("IXL_TOPK_V2_S3", !strncmp(mode, "v2:s3", 5) ? "1" : NULL);
       v2_switch("IXL_TOPK_V2_SUNR", !strcmp(mode, "v2:s8")   ? "8"
                                     : !strcmp(mode, "v2:s4") ? "4"
