@@ -932,8 +932,12 @@ struct StreamShared {
 // PROF: IXL_TOPK_V2_SPROF's instantiation; MINB: CTAs per SM (3: IXL_TOPK_V2_S3, 40 registers)
 // PIPE (IXL_TOPK_V2_SPIPE=1, off by default): the stream's next round of loads is issued
 // before this round's vectors are tested, so a warp's load latency overlaps its own compares
-// and candidate atomics (the same loads and the same order of results: a timing change only)
-template <typename T, int UNR, bool PROF = false, int MINB = 2, bool PIPE = false>
+// and candidate atomics (the same loads and the same order of results: a timing change only).
+// DH (IXL_TOPK_V2_SPIPE=2, with PIPE): no histogram atomics in the stream (one per key slot
+// of a passing vector, in divergent code: 1-2 lanes an instruction, the short kernel's
+// costliest phase in visit 2), the candidates' first digit by one dense pass afterwards
+template <typename T, int UNR, bool PROF = false, int MINB = 2, bool PIPE = false,
+          bool DH = false>
 __global__ void __launch_bounds__(NT, MINB)
     topk_v2_stream_kernel(const T *__restrict__ logits, int64_t C,
                           const int32_t *__restrict__ row_start,
@@ -1112,7 +1116,7 @@ __global__ void __launch_bounds__(NT, MINB)
         if ((uint32_t)kv[j] >= t0) {
           if (p < (unsigned)cap) {
             ck[p] = kv[j], cc[p] = (uint32_t)(c0 + j);
-            atomicAdd(&myhist[(uint32_t)kv[j] >> sh0], 1u);
+            if (!DH) atomicAdd(&myhist[(uint32_t)kv[j] >> sh0], 1u);
           }
           p++;
         }
@@ -1170,6 +1174,10 @@ __global__ void __launch_bounds__(NT, MINB)
   uint32_t prefix = 0, mask = 0;
   int above = 0;
   if (!force_fb && nc >= kk && nc <= cap) {
+    if (DH) { // the candidates' first digit, one dense pass over the buffer
+      for (int i = threadIdx.x; i < nc; i += NT) atomicAdd(&myhist[ck[i] >> sh0], 1u);
+      __syncthreads();
+    }
     // 3. the exact kk-th key from the buffer
     for (int p = 0; p < K::NP; p++) {
       const int shift = K::shift(p), nb = 1 << K::bits(p);
@@ -1974,6 +1982,7 @@ ixl_status launch_stream(ixl_ctx *ctx, const Args &a, size_t smem, const Dev &dv
   int cap = SCAP;
   auto kern = dv.sprof      ? topk_v2_stream_kernel<T, 4, true>
               : dv.sunr == 8 ? topk_v2_stream_kernel<T, 8>
+              : dv.spipe == 2 ? topk_v2_stream_kernel<T, 4, false, 2, true, true>
               : dv.spipe     ? topk_v2_stream_kernel<T, 4, false, 2, true>
                              : topk_v2_stream_kernel<T, 4>;
   if (dv.s3 && !dv.sprof) {
@@ -2165,7 +2174,8 @@ extern "C" void ixl_topk_v2_dev_reload(void) {
   d.spf = num("IXL_TOPK_V2_SPF", 0); // KB ahead (64 vectors of 16 B per KB); 0 off
   if (d.spf < 0 || d.spf > 1024) d.spf = 0;
   d.s3 = num("IXL_TOPK_V2_S3", 0) == 1;
-  d.spipe = num("IXL_TOPK_V2_SPIPE", 0) == 1;
+  d.spipe = num("IXL_TOPK_V2_SPIPE", 0);
+  if (d.spipe < 0 || d.spipe > 2) d.spipe = 0;
   d.shortk = num("IXL_TOPK_V2_SHORT", 0);
   if (d.shortk < 0 || d.shortk > 5) d.shortk = 0;
   d.shmu = num("IXL_TOPK_V2_SHMU", 64);

@@ -1187,7 +1187,8 @@ TEST(bench_topk) {
    * sample's mu 16 (IXL_TOPK_V2_SMU), v2:pm both the prefetch 64 KB ahead and mu 16,
    * v2:smu8 mu 8, v2:pm8 the prefetch 64 KB ahead and mu 8, v2:pm256 256 KB ahead, mu 16;
    * v2:sp the stream's loads one round ahead (IXL_TOPK_V2_SPIPE=1), v2:sppm the same with the
-   * prefetch 64 KB ahead and mu 16, v2:sppm8 with mu 8 */
+   * prefetch 64 KB ahead and mu 16, v2:sppm8 with mu 8; v2:sp2 the same loads ahead and no
+   * histogram atomics in the stream (IXL_TOPK_V2_SPIPE=2), v2:sp2pm with SPF 64 and SMU 16 */
   /* v2:short = rows of one CTA on the short-row kernel (IXL_TOPK_V2_SHORT=1), v2:shortf the
    * same fused, v2:shmu32 with its sample's mu 32 (IXL_TOPK_V2_SHMU), v2:short512 its
    * 512-thread instantiation (IXL_TOPK_V2_SHORT=4), v2:short256 its 256-thread one (=5;
@@ -1202,7 +1203,7 @@ TEST(bench_topk) {
                                       "v2:pm",    "v2:short", "v2:shortf", "v2:shmu32",
                                       "v2:smu8",  "v2:pm8",   "v2:pm256",  "v2:sp",
                                       "v2:sppm",  "v2:sppm8", "v2:short512", "v2:short256",
-                                      "v2:old"};
+                                      "v2:old",   "v2:sp2",   "v2:sp2pm"};
   const char *only_modes = getenv("IXL_TOPK_BENCH_MODES");
   const char *only_shapes = getenv("IXL_TOPK_BENCH_SHAPES"); /* WORD,...: shapes naming one */
   const int nmodes = (int)(sizeof modes / sizeof modes[0]);
@@ -1273,7 +1274,8 @@ TEST(bench_topk) {
       v2_switch("IXL_TOPK_V2_CS", !strncmp(mode, "v2:cs", 5) ? mode + 5 : NULL);
       v2_switch("IXL_TOPK_V2_GATHER", !strcmp(mode, "v2:g0") ? "0" : NULL);
       v2_switch("IXL_TOPK_V2_NEXT", !strncmp(mode, "v2:next", 7) ? "3" : NULL);
-      const int pm = !strncmp(mode, "v2:pm", 5) || !strncmp(mode, "v2:sppm", 7);
+      const int pm = !strncmp(mode, "v2:pm", 5) || !strncmp(mode, "v2:sppm", 7) ||
+                     !strcmp(mode, "v2:sp2pm");
       const int mu8 = !strcmp(mode, "v2:smu8") || !strcmp(mode, "v2:pm8") ||
                       !strcmp(mode, "v2:sppm8");
       v2_switch("IXL_TOPK_V2_SPF", !strncmp(mode, "v2:spf", 6)  ? mode + 6
@@ -1282,9 +1284,8 @@ TEST(bench_topk) {
                                    : pm                        ? "64"
                                                                : NULL);
       v2_switch("IXL_TOPK_V2_SMU", mu8 ? "8" : pm || !strcmp(mode, "v2:smu16") ? "16" : NULL);
-      v2_switch("IXL_TOPK_V2_SPIPE", !strncmp(mode, "v2:sp", 5) && strncmp(mode, "v2:spf", 6)
-                                         ? "1"
-                                         : NULL);
+      const int sp = !strncmp(mode, "v2:sp", 5) && strncmp(mode, "v2:spf", 6);
+      v2_switch("IXL_TOPK_V2_SPIPE", !strncmp(mode, "v2:sp2", 6) ? "2" : sp ? "1" : NULL);
       v2_switch("IXL_TOPK_V2_SHORT", !strcmp(mode, "v2:short512")   ? "4"
                                      : !strcmp(mode, "v2:short256") ? "5"
                                      : !strncmp(mode, "v2:sh", 5)   ? "1"
