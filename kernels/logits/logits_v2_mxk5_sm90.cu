@@ -53,7 +53,9 @@ constexpr int kPre = kMaxChunk / 4 + 2; // prefetched sparse-block bases a CTA
 template <int NWG>
 struct WsCfg {
   static constexpr int threads = 128 * NWG + 32; // math warpgroups, then the producer warp
-  static constexpr int maxreg = NWG == 1 ? 136 : 112; // 3 or 2 CTAs an SM
+  // 3 or 2 CTAs an SM; but a kernel above 128 registers (4352 a warp) fits only 3 warps in a
+  // scheduler's 16K-register quarter, so 2 CTAs: the paged ones at 135-136 (H200 routing line)
+  static constexpr int maxreg = NWG == 1 ? 136 : 112;
 };
 
 // Dynamic shared memory (1024-aligned base): q tile | raw stages | factors | scale words +
@@ -627,8 +629,12 @@ int log2_exact(int64_t v) {
 // registers; two math warpgroups with it spill at their 112 registers, 40 B in the tile loop);
 // 4 = 3 with a 10-stage ring (74 KB: still 3 CTAs an SM); 8 and 9: timing ablations of 3
 // (ABL below; wrong results).
-// Unset: kK5wsDefault (0 until an H200 visit shows parity, clean sanitizers and a gain).
-constexpr int kK5wsDefault = 0;
+// Unset: kK5wsDefault = 3. H200, 2026-12-02 (helper mxk5, visits 2-3): test_cuda_logits [v2]
+// 18/18 (every test) with K5WS=3 K5PWS=2, test_cuda_logits_mxk5 8/8 (modes 1-4), racecheck and
+// memcheck small clean (both programs, ragged and paged routed); ragged K5 4096x16K mxfp4 H32
+// 2563 -> 2226 us (-13 %); quick.lua's step with it exact. IXL_LOGITS_V2_MX_K5WS=0: the
+// kernels of logits_v2_mx_sm90.cu.
+constexpr int kK5wsDefault = 3;
 int k5ws_mode() {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_K5WS");
@@ -640,7 +646,9 @@ int k5ws_mode() {
 }
 // IXL_LOGITS_V2_MX_K5PWS, the same for paged K5 (read once a process; 1: one math warpgroup
 // a CTA, 3 CTAs an SM; 2: the same with LDSM; anything else: off).
-constexpr int kK5pwsDefault = 0; // the value when unset
+// Unset: kK5pwsDefault = 2 (the same H200 checks; paged K5 64x16K page 128: 72.0 -> 67.5 us);
+// IXL_LOGITS_V2_MX_K5PWS=0: mx_kernel<K5P>.
+constexpr int kK5pwsDefault = 2;
 int k5pws_mode() {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_K5PWS");

@@ -6,8 +6,9 @@
  * sbk 4 with thousands of blocks a row, blocks wider than a tile (128), garbage ids, empty rows
  * (sbk: the builder's powers of two in [4, 128]).
  *
- * Sets IXL_LOGITS_V2_MX_K5WS=1 unless the environment sets it (=2: two math warpgroups a CTA;
- * =0: the kernels before, as a control); pins logits v2. Skips (passes) without a CUDA GPU of
+ * IXL_LOGITS_V2_MX_K5WS as the environment sets it (unset: the library's default, 3 since the
+ * H200 checks of 2026-12-02; 1-4 its modes; 0: the kernels before, as a control); pins logits
+ * v2. Skips (passes) without a CUDA GPU of
  * sm_90 or newer. IXL_TEST_SMALL=1 (the compute-sanitizer runs) keeps tiny shapes;
  * IXL_TEST_SEED sets the seed; IXL_TEST_ONLY=WORD,... the cases whose names contain one. */
 #include <math.h>
@@ -162,8 +163,6 @@ static void run_case(const k5c *c) {
 
 int main(void) {
   char why[256] = "";
-  /* the switch is read once a process, at the first ragged K5 call: set it before any */
-  if (!getenv("IXL_LOGITS_V2_MX_K5WS")) setenv("IXL_LOGITS_V2_MX_K5WS", "1", 1);
   g_small = getenv("IXL_TEST_SMALL") && getenv("IXL_TEST_SMALL")[0] == '1';
   static const k5c big[] = {
       /* name, R, N, nsb, sbk, aligned, garbage, keys lo hi nan, query lo hi nan, tiny w */
@@ -202,7 +201,7 @@ int main(void) {
   g_seed = env && *env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL);
   printf("# seed %llu%s (IXL_TEST_SEED reproduces a run), IXL_LOGITS_V2_MX_K5WS=%s\n",
          (unsigned long long)g_seed, g_small ? ", small shapes" : "",
-         getenv("IXL_LOGITS_V2_MX_K5WS"));
+         getenv("IXL_LOGITS_V2_MX_K5WS") ? getenv("IXL_LOGITS_V2_MX_K5WS") : "(unset: default)");
   if (ixl_ctx_new(g_fake ? IXL_BACKEND_CPU : IXL_BACKEND_CUDA, 0, g_seed, &g) != IXL_OK) {
     printf("not ok - cuda context: %s\n", ixl_last_error(g));
     return 1;
