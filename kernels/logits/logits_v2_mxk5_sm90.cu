@@ -200,7 +200,9 @@ __device__ __forceinline__ void cp_async_arrive_noinc(uint64_t *bar) {
 // once and kept in registers (ptxas otherwise recomputes ~30 instructions of them a tile).
 // ABL (timing ablations only, wrong results: IXL_LOGITS_V2_MX_K5WS=8 / 9, never a default):
 // 1 = one wgmma a tile instead of 4 (groups 1-3's accumulators keep whatever they hold),
-// 2 = no key copies (the producer arrives without copying; the math reads stale stages).
+// 2 = no key copies (the producer arrives without copying; the math reads stale stages),
+// 4 = no scale decode in the producer (constant factors, every slot fast). (A chain-free
+// ablation made ptxas serialize the wgmma, C7518, and spill: not offered.)
 template <int NWG, bool PAGED, bool LDSM, int STAGES = kStages, int ABL = 0>
 __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::maxreg)
     mxk5_kernel(const WsParams p) {
@@ -392,7 +394,13 @@ __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::m
 #pragma unroll
       for (int h = 0; h < 2; h++) {
         uint32_t f[4];
-        const uint32_t info = ixl_mxk5_decode(kw[h], ok[h], f);
+        uint32_t info;
+        if (ABL == 4) {
+          f[0] = f[1] = f[2] = f[3] = 0x3f800000u;
+          info = (ok[h] ? IXL_MXK5_OK : 0u) | IXL_MXK5_COMB | IXL_MXK5_FAST;
+        } else {
+          info = ixl_mxk5_decode(kw[h], ok[h], f);
+        }
         const int i = s * kTile + lane + 32 * h;
         s_fac[i] = make_float4(__uint_as_float(f[0]), __uint_as_float(f[1]),
                                __uint_as_float(f[2]), __uint_as_float(f[3]));
@@ -627,8 +635,8 @@ int log2_exact(int64_t v) {
 // IXL_LOGITS_V2_MX_K5WS, read once a process: 0 (unset or anything else) off; 1 one math
 // warpgroup a CTA, 2 two; 3 one with LDSM (the code words by ldmatrix, addresses kept in
 // registers; two math warpgroups with it spill at their 112 registers, 40 B in the tile loop);
-// 4 = 3 with a 10-stage ring (74 KB: still 3 CTAs an SM); 8 and 9: timing ablations of 3
-// (ABL below; wrong results).
+// 4 = 3 with a 10-stage ring (74 KB: still 3 CTAs an SM); 7-9: timing ablations of 3 (ABL
+// 4, 1, 2 below; wrong results).
 // Unset: kK5wsDefault = 3. H200, 2026-12-02 (helper mxk5, visits 2-3): test_cuda_logits [v2]
 // 18/18 (every test) with K5WS=3 K5PWS=2, test_cuda_logits_mxk5 8/8 (modes 1-4), racecheck and
 // memcheck small clean (both programs, ragged and paged routed); ragged K5 4096x16K mxfp4 H32
@@ -639,8 +647,9 @@ int k5ws_mode() {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_K5WS");
     if (!e) return kK5wsDefault;
-    return ((e[0] >= '1' && e[0] <= '4') || e[0] == '8' || e[0] == '9') && e[1] == 0 ? e[0] - '0'
-                                                                                     : 0;
+    return ((e[0] >= '1' && e[0] <= '4') || (e[0] >= '7' && e[0] <= '9')) && e[1] == 0
+               ? e[0] - '0'
+               : 0;
   }();
   return v;
 }
@@ -756,6 +765,7 @@ extern "C" int ixl_cuda_logits_v2_mxk5(ixl_ctx *ctx, const ixl_logits_call *c, i
           : mode == 2 ? launch_ws<2, false, false>(ctx, p, name)
           : mode == 3 ? launch_ws<1, false, true>(ctx, p, name)
           : mode == 4 ? launch_ws<1, false, true, 10>(ctx, p, name)
+          : mode == 7 ? launch_ws<1, false, true, kStages, 4>(ctx, p, name)
           : mode == 8 ? launch_ws<1, false, true, kStages, 1>(ctx, p, name)
                       : launch_ws<1, false, true, kStages, 2>(ctx, p, name);
   return 1;
