@@ -130,6 +130,7 @@ constexpr int kVarPing = 1;   // the math warpgroups take turns issuing their wg
 constexpr int kVarRawBar = 2; // raw stages released by a raw-empty mbarrier, no bar.sync a tile
 constexpr int kVarNoWiden = 4; // timing ablation (WRONG results): the producer does not widen
 constexpr int kVarNoEpi = 8;   // timing ablation (WRONG results): the math does no epilogue
+constexpr int kVarIlp = 16;    // the two rows' reduction chains interleaved (reduce_ilp)
 
 template <bool BF16, int VAR>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -152,7 +153,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ int64_t s_lo[kRows], s_hi[kRows], s_co[kRows];
   __shared__ uint64_t s_rfull[kSR], s_wfull[kSW], s_wempty[kSW], s_rempty[kSR], s_turn[2];
   constexpr bool kPing = VAR & kVarPing, kRawBar = VAR & kVarRawBar;
-  constexpr bool kNoWiden = VAR & kVarNoWiden, kNoEpi = VAR & kVarNoEpi;
+  constexpr bool kNoWiden = VAR & kVarNoWiden, kNoEpi = VAR & kVarNoEpi, kIlp = VAR & kVarIlp;
 
   const int tid = threadIdx.x, wg = tid >> 7;
   if (tid == 0) {
@@ -383,6 +384,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t bar_empty = ixl_mxk1_keep(smem_u32(s_wempty));
   // this lane's key factors of slot i0 in stage 0 (slot i0 + 8: +128 B, a stage: +1 KB)
   const uint32_t kf_addr = ixl_mxk1_keep(smem_u32(s_kf + i0));
+  const uint32_t kw_addr = ixl_mxk1_keep(smem_u32(s_kw + i0)); // slot i0 + 8: +32 B
   // the descriptors' low words (start address >> 4, LBO 16 >> 4): a group's k32 slice is 32 B
   // (+2) further, a widened stage 8 KB (+512); the high word (SBO 1024, 128B swizzle) is the
   // same for all, so each descriptor is built from a 32-bit add (no 64-bit carry chain)
@@ -433,6 +435,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     const float cr2[2] = {__uint_as_float(f0.z), __uint_as_float(f1.z)};
     const float cr3[2] = {__uint_as_float(f0.w), __uint_as_float(f1.w)};
     const bool qslow = quad_slow || f0.x == 0u || f1.x == 0u; // quad-uniform
+    // the scale words (slow path) too, before the stage is released: read after the arrival
+    // below, they raced with the producer's next fill of the stage (racecheck on the H200,
+    // 2026-12-02: wrong bf16 logits in test_cuda_logits_mxk1's causal_3_chunks)
+    uint32_t kw[2];
+    asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(kw[0]) : "r"(kw_addr + s * (kTile * 4)));
+    asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(kw[1]) : "r"(kw_addr + s * (kTile * 4) + 32));
     wgmma_wait<1>();
     fence_operand(acc[0]);
     fence_operand(acc[1]);
@@ -456,8 +464,93 @@ __global__ void __launch_bounds__(kThreads, 1)
       continue;
     }
 
+    // ---- kIlp: the same reduction with the two rows' chains interleaved (each row's
+    // operations in the same order, so the same bits) and the shuffles and stores batched after
+    // them: 4 independent fp32 chains (2 bf16 chains) in flight instead of 2 (1)
+    auto reduce_ilp = [&](auto fold_tag) {
+      constexpr bool FOLD = decltype(fold_tag)::value;
+      constexpr int JR = kH / 8; // column blocks a row
+      if (!BF16) {
+        float sum[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}}; // [row][slot]
+#pragma unroll
+        for (int jj = 0; jj < JR; jj++)
+#pragma unroll
+          for (int c = 0; c < 2; c++)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+#pragma unroll
+              for (int r = 0; r < 2; r++) {
+                const int j = r * JR + jj;
+                const float x = acc[0][4 * j + 2 * h + c];
+                sum[r][h] = FOLD ? __fmaf_rn(wf[2 * j + c], __fadd_rn(x, fabsf(x)), sum[r][h])
+                                 : __fmaf_rn(s_wo[cb + 8 * j + 2 * t4 + c], relu(x), sum[r][h]);
+              }
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+#pragma unroll
+          for (int h = 0; h < 2; h++) sum[r][h] += __shfl_xor_sync(0xffffffffu, sum[r][h], 1);
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+#pragma unroll
+          for (int h = 0; h < 2; h++) sum[r][h] += __shfl_xor_sync(0xffffffffu, sum[r][h], 2);
+        if (t4 < 2) { // lane 0 of the quad stores slot i0, lane 1 slot i0 + 8
+          const int n = tb + i0 + 8 * t4;
+#pragma unroll
+          for (int r = 0; r < 2; r++) {
+            float v = t4 ? sum[r][1] : sum[r][0];
+            if (FOLD) v = __fmul_rn(v, t4 ? ck0[1] : ck0[0]); // the deferred k0: exact
+            if (n >= rlo[r] && n < rhi[r]) reinterpret_cast<float *>(ob[r])[n] = v;
+          }
+        }
+      } else {
+        const int keep = t4 >> 1;
+        __nv_bfloat162 ch2[2] = {__floats2bfloat162_rn(0.0f, 0.0f), __floats2bfloat162_rn(0.0f, 0.0f)};
+#pragma unroll
+        for (int jj = 0; jj < JR; jj++)
+#pragma unroll
+          for (int r = 0; r < 2; r++) {
+            const int j = r * JR + jj;
+            const uint32_t v0 = cvt_relu_bf16x2(acc[0][4 * j], acc[0][4 * j + 1]);     // slot i0
+            const uint32_t v1 = cvt_relu_bf16x2(acc[0][4 * j + 2], acc[0][4 * j + 3]); // i0 + 8
+            const uint32_t mine = keep ? v1 : v0;
+            const uint32_t got = __shfl_xor_sync(0xffffffffu, keep ? v0 : v1, 2);
+            const uint32_t first = keep ? got : mine, second = keep ? mine : got;
+            __nv_bfloat162 w0, w1;
+            if (FOLD) {
+              w0 = wb[2 * j];
+              w1 = wb[2 * j + 1];
+            } else {
+              const int n = cb + 8 * j + 2 * (t4 & 1);
+              w0 = __floats2bfloat162_rn(s_wo[n], s_wo[n + 1]);
+              w1 = __floats2bfloat162_rn(s_wo[n + 4], s_wo[n + 5]);
+            }
+            ch2[r] = __hfma2(w0, *reinterpret_cast<const __nv_bfloat162 *>(&first), ch2[r]);
+            ch2[r] = __hfma2(w1, *reinterpret_cast<const __nv_bfloat162 *>(&second), ch2[r]);
+          }
+        uint32_t ou[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+          ou[r] = __shfl_xor_sync(0xffffffffu, *reinterpret_cast<const uint32_t *>(&ch2[r]), 1);
+        const int n = tb + i0 + 8 * keep;
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+          const __nv_bfloat162 pair =
+              __hadd2(ch2[r], *reinterpret_cast<const __nv_bfloat162 *>(&ou[r]));
+          __nv_bfloat16 res = __hadd(__low2bfloat16(pair), __high2bfloat16(pair));
+          if (FOLD) // the deferred k0: exact (a power of two, in range)
+            res = __float2bfloat16_rn(__fmul_rn(__bfloat162float(res), keep ? ck0[1] : ck0[0]));
+          const uint16_t v = *reinterpret_cast<const uint16_t *>(&res);
+          if ((t4 & 1) == 0 && n >= rlo[r] && n < rhi[r])
+            reinterpret_cast<uint16_t *>(ob[r])[n] = v;
+        }
+      }
+    };
     // ---- the head reduction and the stores (mx_body's, RB 2): 2 rows of H / 8 column blocks
     auto reduce = [&](auto fold_tag) {
+      if constexpr (kIlp) {
+        reduce_ilp(fold_tag);
+        return;
+      }
       constexpr bool FOLD = decltype(fold_tag)::value;
 #pragma unroll
       for (int r = 0; r < 2; r++) {
@@ -532,7 +625,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       reduce(std::true_type{});
     } else {
-      const uint32_t kw[2] = {s_kw[s * kTile + i0], s_kw[s * kTile + i0 + 8]};
       float kf[2][4];
 #pragma unroll
       for (int h = 0; h < 2; h++)
@@ -565,19 +657,20 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 // ------------------------------------------------------------------ host
 // IXL_LOGITS_V2_MX_WS, read once a process: unset or 0 (or anything else): off (-1); 1: the
-// kernel (variant 0); 2: + the math warpgroups taking turns to issue (kVarPing, two mbarriers;
-// named barriers made ptxas spill ~150 B); 3: + the raw-empty barrier (kVarRawBar); 4: both;
-// w, e: timing ablations with WRONG results (no widening; no math epilogue: wgmma, waits and
-// arrivals only), for the benchmark only.
+// kernel (variant 0); 5: the two rows' reduction chains interleaved (kVarIlp); e: a timing
+// ablation with WRONG results (no math epilogue: wgmma, waits and arrivals only), for the
+// benchmark only. Measured on the H200 and no longer built (2026-12-02, visit 3; K1 2048x8192
+// fp32 / bf16 / 4096x65536, WS=1: 419 / 394 / 7,094 us): kVarPing (the math warpgroups taking
+// turns to issue on two mbarriers; named barriers made ptxas spill) 430 / 405 / 7,299,
+// kVarRawBar (raw stages released by an mbarrier, no producer bar.sync) 424 / 423 / 7,206, both
+// 431 / 424 / 7,308; the ablation kVarNoWiden (no widening, wrong results) 391 / 374 / 6,615.
 int ws_mode() {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_WS");
     if (!e || !e[0] || e[1]) return -1;
     switch (e[0]) {
       case '1': return 0;
-      case '2': return kVarPing;
-      case '3': return kVarRawBar;
-      case '4': return kVarPing | kVarRawBar;
+      case '5': return kVarIlp;
       case 'w': return kVarNoWiden;
       case 'e': return kVarNoEpi;
       default: return -1;
@@ -677,10 +770,7 @@ extern "C" int ixl_cuda_logits_v2_mxk1(ixl_ctx *ctx, const ixl_logits_call *c, i
   case V: *st = bf16 ? launch<true, V>(ctx, p, maps, name) : launch<false, V>(ctx, p, maps, name); \
     break;
     IXL_MXK1_CASE(0)
-    IXL_MXK1_CASE(kVarPing)
-    IXL_MXK1_CASE(kVarRawBar)
-    IXL_MXK1_CASE(kVarPing | kVarRawBar)
-    IXL_MXK1_CASE(kVarNoWiden)
+    IXL_MXK1_CASE(kVarIlp)
     IXL_MXK1_CASE(kVarNoEpi)
 #undef IXL_MXK1_CASE
     default: return 0;
