@@ -169,7 +169,10 @@ __device__ __forceinline__ void math_sync() {
 // 1 = math only (the producer copies nothing: the stages hold zero codes and in-window scale
 // words written once, each tile a plain arrival), 2 = copies only (the math warps wait, read
 // the stage and release it, nothing else): which side bounds the kernel.
-template <bool BF16, bool FAC, int DIAG = 0>
+// RAW (IXL_LOGITS_V2_MX_K2WS=3): the codes by a 1-D bulk copy (one per piece, no tensor map)
+// into the plain layout (slot i at 64 i, group g at 16 g): fewer, longer copies than the
+// 64-row TMA box, at the price of 4-way bank conflicts on the A reads.
+template <bool BF16, bool FAC, int DIAG = 0, bool RAW = false>
 __global__ void __launch_bounds__(kThreads, 1)
     mxk2_kernel(const __grid_constant__ CUtensorMap kmap, const K2Params p) {
 #if IXL_SM90_DEVICE
@@ -291,9 +294,14 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (DIAG != 1 && ok && (lane >> npclog) == j) {
           const int i = lane & (npc - 1);
           const int32_t ck[2] = {0, crd};
-          ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global,
-                                    s_raw + s * (kTile * 64) + i * Pt * 64, &kmap, ck,
-                                    &s_full[s]);
+          if (RAW) // the pool's 64-B row crd: page c_pg, slot sl
+            ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global,
+                               s_raw + s * (kTile * 64) + i * Pt * 64,
+                               p.k_pages + (int64_t)crd * 64, (uint32_t)(Pt * 64), &s_full[s]);
+          else
+            ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global,
+                                      s_raw + s * (kTile * 64) + i * Pt * 64, &kmap, ck,
+                                      &s_full[s]);
           ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, s_sc + s * kTile + i * Pt,
                              ssrc, (uint32_t)(Pt * 4), &s_full[s]);
         }
@@ -328,7 +336,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // (through a shfl, which ptxas does not rematerialize: it recomputed them from the thread
   // index in every tile)
   const uint32_t raw_u32 = launder(smem_u32(s_raw));
-  const uint32_t a_off = launder((uint32_t)(i0 * 64 + 16 * sw + 4 * q4));
+  const uint32_t a_off = launder((uint32_t)(i0 * 64 + (RAW ? 0 : 16 * sw) + 4 * q4));
   const uint32_t sc_u32 = launder(smem_u32(s_sc) + 4u * (uint32_t)i0);
   const uint32_t fac_u32 = launder(smem_u32(s_fac) + 16u * (uint32_t)i0);
   const int sh0 = (int)launder((uint32_t)(i0 >> p.ptlog)),
@@ -455,7 +463,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       uint32_t a[4][4];
 #pragma unroll
       for (int g = 0; g < 4; g++) {
-        const uint32_t ad = st + (a_off ^ (16u * g));
+        const uint32_t ad = RAW ? st + a_off + 16u * g : st + (a_off ^ (16u * g));
         const uint32_t w0 = lds_u32(ad), w1 = lds_u32(ad + 512u);
         ixl_sm90_e2m1x8_widen(w0, &a[g][0], &a[g][2]);
         ixl_sm90_e2m1x8_widen(w1, &a[g][1], &a[g][3]);
@@ -647,7 +655,7 @@ int log2_exact(int64_t v) {
 // IXL_LOGITS_V2_MX_K2WS, read once a process: 1 on (the math warpgroups decode the key
 // factors), 2 on with the producer decoding them (FAC: experimental; H200 visit 3: slower,
 // 620 vs 449 us at 64 x 128K, and 2 fp32 elements of the slow-path test +inf where the CPU has
-// NaN: not exact, do not use); 8 / 9 bench-only diagnostics on fp32 calls (DIAG above: math
+// NaN: not exact, do not use); 3 on with RAW (above); 8 / 9 bench-only diagnostics on fp32 calls (DIAG above: math
 // only / copies only, garbage logits; bf16 calls run 1); 0 or anything else off; unset:
 // kK2wsDefault.
 constexpr int kK2wsDefault = 0;
@@ -655,8 +663,8 @@ int k2ws_mode() {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_K2WS");
     if (!e) return kK2wsDefault;
-    return (e[0] == '1' || e[0] == '2' || e[0] == '8' || e[0] == '9') && e[1] == 0 ? e[0] - '0'
-                                                                                 : 0;
+    const int d = e[0] - '0';
+    return (d == 1 || d == 2 || d == 3 || d == 8 || d == 9) && e[1] == 0 ? d : 0;
   }();
   return v;
 }
@@ -686,10 +694,10 @@ bool k2_map(CUtensorMap *map, const uint8_t *pages, uint64_t rows, int Pt) {
 
 // Launches the kernel; returns 0 (nothing launched, the caller's kernels run the call) when the
 // device cannot hold one CTA of it (checked once a process per configuration).
-template <bool BF16, bool FAC, int DIAG = 0>
+template <bool BF16, bool FAC, int DIAG = 0, bool RAW = false>
 int launch_k2(ixl_ctx *ctx, const CUtensorMap &map, K2Params p, const char *name,
               ixl_status *st) {
-  auto kern = mxk2_kernel<BF16, FAC, DIAG>;
+  auto kern = mxk2_kernel<BF16, FAC, DIAG, RAW>;
   constexpr int alloc = K2Smem<FAC>::alloc;
   static int fits = -1; // one check and one stderr line per configuration a process
   if (fits < 0) {
@@ -704,8 +712,9 @@ int launch_k2(ixl_ctx *ctx, const CUtensorMap &map, K2Params p, const char *name
     fits = occ >= 1;
     fprintf(stderr,
             "ixl logits v2 mxfp4: K2WS kernel, paged K2, H 32, %d math warpgroups + producer, "
-            "%d stages, %s, key factors by the %s%s (switch %d)%s\n",
+            "%d stages, %s, key factors by the %s%s%s (switch %d)%s\n",
             kNWG, kStages, BF16 ? "bf16" : "fp32", FAC ? "producer" : "math warps",
+            RAW ? ", codes by 1-D bulk copies" : "",
             DIAG == 1 ? ", DIAG math only" : DIAG == 2 ? ", DIAG copies only" : "", k2ws_mode(),
             fits ? "" : ": does not fit an SM, mx_kernel runs it");
   }
@@ -764,6 +773,9 @@ extern "C" int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, i
   if (k2ws_mode() == 2)
     return bf16 ? launch_k2<true, true>(ctx, map, p, name, st)
                 : launch_k2<false, true>(ctx, map, p, name, st);
+  if (k2ws_mode() == 3)
+    return bf16 ? launch_k2<true, false, 0, true>(ctx, map, p, name, st)
+                : launch_k2<false, false, 0, true>(ctx, map, p, name, st);
   if (k2ws_mode() == 8 && !bf16) return launch_k2<false, false, 1>(ctx, map, p, name, st);
   if (k2ws_mode() == 9 && !bf16) return launch_k2<false, false, 2>(ctx, map, p, name, st);
   return bf16 ? launch_k2<true, false>(ctx, map, p, name, st)
