@@ -13,7 +13,8 @@
  * - both: -inf at every column at or past the context length (what the kernel writes), and
  *   nothing left unwritten (the output is poisoned first).
  *
- * Sets IXL_LOGITS_V2_MX_K2WS=1 unless the environment sets it (=2: the key factors decoded by
+ * Sets IXL_LOGITS_V2_MX_K2WS=1 unless the environment sets it (=3: the codes by 1-D bulk copies;
+ * =2: the key factors decoded by
  * the producer warp; =0: the kernels before, as a
  * control; the -inf check is then skipped: mx_kernel writes the same, but SPEC leaves it
  * unspecified); pins logits v2. Skips (passes) without a CUDA GPU of sm_90 or newer.
@@ -142,7 +143,7 @@ static void run_case(const k2c *c) {
   CHECK_OK(g, ixl_tensor_copy(g, gf, df));
   unsetenv("IXL_LOGITS_V2_MX_K2WS_CTAS");
   const char *sw = getenv("IXL_LOGITS_V2_MX_K2WS");
-  const int ws = !g_fake && sw && (sw[0] == '1' || sw[0] == '2') && sw[1] == 0;
+  const int ws = !g_fake && sw && (sw[0] == '1' || sw[0] == '2' || sw[0] == '3') && sw[1] == 0;
   const uint16_t *gbp = gb->data, *cbp = cb->data;
   const float *gfp = gf->data, *cfp = cf->data, *ctp = ct->data;
   int64_t bad = 0, fbad = 0, ibad = 0, defined = 0, nans = 0;
