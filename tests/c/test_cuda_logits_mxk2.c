@@ -13,9 +13,8 @@
  * - both: -inf at every column at or past the context length (what the kernel writes), and
  *   nothing left unwritten (the output is poisoned first).
  *
- * Sets IXL_LOGITS_V2_MX_K2WS=1 unless the environment sets it (=3: the codes by 1-D bulk copies;
- * =2: the key factors decoded by
- * the producer warp; =0: the kernels before, as a
+ * Sets IXL_LOGITS_V2_MX_K2WS=1 unless the environment sets it (=3: the codes by 1-D bulk
+ * copies; =2: the key factors decoded by the producer warp; =0: the kernels before, as a
  * control; the -inf check is then skipped: mx_kernel writes the same, but SPEC leaves it
  * unspecified); pins logits v2. Skips (passes) without a CUDA GPU of sm_90 or newer.
  * IXL_TEST_SMALL=1 (the compute-sanitizer runs) keeps tiny shapes; IXL_TEST_SEED sets the
