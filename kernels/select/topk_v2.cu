@@ -935,9 +935,12 @@ struct StreamShared {
 // and candidate atomics (the same loads and the same order of results: a timing change only).
 // DH (IXL_TOPK_V2_SPIPE=2, with PIPE): no histogram atomics in the stream (one per key slot
 // of a passing vector, in divergent code: 1-2 lanes an instruction, the short kernel's
-// costliest phase in visit 2), the candidates' first digit by one dense pass afterwards
+// costliest phase in visit 2), the candidates' first digit by one dense pass afterwards.
+// AGG (IXL_TOPK_V2_SPIPE=3, with DH): the buffer slots of a round's vector by one shared
+// atomic per warp (ballots of the lanes' counts), not one atomic with a return per passing
+// vector in divergent code; the buffer's order changes, nothing that depends on it
 template <typename T, int UNR, bool PROF = false, int MINB = 2, bool PIPE = false,
-          bool DH = false>
+          bool DH = false, bool AGG = false>
 __global__ void __launch_bounds__(NT, MINB)
     topk_v2_stream_kernel(const T *__restrict__ logits, int64_t C,
                           const int32_t *__restrict__ row_start,
@@ -1128,6 +1131,41 @@ __global__ void __launch_bounds__(NT, MINB)
         take(v, kv);
       }
     };
+    // AGG: the lanes here (the main loop's; a lane past the row's end is not) count their
+    // keys >= t0, four ballots give each lane's offset and the warp's total (a count is at
+    // most VEC <= 8), one lane reserves the warp's slots
+    auto whole_agg = [&](int v, const uint4 &w) {
+      KS kv[VEC];
+      unsigned c = 0;
+      if (K::any_ge(w, x0)) {
+        K::unpack(w, kv);
+#pragma unroll
+        for (int j = 0; j < VEC; j++) c += (uint32_t)kv[j] >= t0;
+      }
+      const unsigned am = __activemask();
+      const unsigned b0 = __ballot_sync(am, c & 1u), b1 = __ballot_sync(am, c & 2u);
+      const unsigned b2 = __ballot_sync(am, c & 4u), b3 = __ballot_sync(am, c & 8u);
+      const unsigned tot = __popc(b0) + 2 * __popc(b1) + 4 * __popc(b2) + 8 * __popc(b3);
+      if (!tot) return; // uniform over am
+      const int ln = (int)(threadIdx.x & 31);
+      const unsigned lt = (1u << ln) - 1u;
+      const unsigned ex =
+          __popc(b0 & lt) + 2 * __popc(b1 & lt) + 4 * __popc(b2 & lt) + 8 * __popc(b3 & lt);
+      const int leader = __ffs(am) - 1;
+      unsigned base = 0;
+      if (ln == leader) base = atomicAdd(&ss.ncand, tot);
+      base = __shfl_sync(am, base, leader);
+      if (c) {
+        unsigned p = base + ex;
+        const int c0 = (int)(a0 + (int64_t)v * VEC - s);
+#pragma unroll
+        for (int j = 0; j < VEC; j++)
+          if ((uint32_t)kv[j] >= t0) {
+            if (p < (unsigned)cap) ck[p] = kv[j], cc[p] = (uint32_t)(c0 + j);
+            p++;
+          }
+      }
+    };
     int v = vlo + (int)threadIdx.x;
     if (PIPE) {
       uint4 cur[UNR];
@@ -1143,7 +1181,10 @@ __global__ void __launch_bounds__(NT, MINB)
 #pragma unroll
         for (int u = 0; u < UNR; u++) nxt[u] = more ? __ldg(vp + vn + u * NT) : cur[u];
 #pragma unroll
-        for (int u = 0; u < UNR; u++) whole(v + u * NT, cur[u]);
+        for (int u = 0; u < UNR; u++) {
+          if (AGG) whole_agg(v + u * NT, cur[u]);
+          else whole(v + u * NT, cur[u]);
+        }
 #pragma unroll
         for (int u = 0; u < UNR; u++) cur[u] = nxt[u];
       }
@@ -1982,6 +2023,7 @@ ixl_status launch_stream(ixl_ctx *ctx, const Args &a, size_t smem, const Dev &dv
   int cap = SCAP;
   auto kern = dv.sprof      ? topk_v2_stream_kernel<T, 4, true>
               : dv.sunr == 8 ? topk_v2_stream_kernel<T, 8>
+              : dv.spipe == 3 ? topk_v2_stream_kernel<T, 4, false, 2, true, true, true>
               : dv.spipe == 2 ? topk_v2_stream_kernel<T, 4, false, 2, true, true>
               : dv.spipe     ? topk_v2_stream_kernel<T, 4, false, 2, true>
                              : topk_v2_stream_kernel<T, 4>;
@@ -2181,8 +2223,9 @@ extern "C" void ixl_topk_v2_dev_reload(void) {
   d.spf = num("IXL_TOPK_V2_SPF", 64); // KB ahead (64 vectors of 16 B per KB); 0 off
   if (d.spf < 0 || d.spf > 1024) d.spf = 64;
   d.s3 = num("IXL_TOPK_V2_S3", 0) == 1;
-  d.spipe = num("IXL_TOPK_V2_SPIPE", 1); // 2: also no histogram atomics in the stream (off)
-  if (d.spipe < 0 || d.spipe > 2) d.spipe = 1;
+  // 2: also no histogram atomics in the stream, 3: and warp-aggregated buffer slots (off)
+  d.spipe = num("IXL_TOPK_V2_SPIPE", 1);
+  if (d.spipe < 0 || d.spipe > 3) d.spipe = 1;
   d.shortk = num("IXL_TOPK_V2_SHORT", 0);
   if (d.shortk < 0 || d.shortk > 5) d.shortk = 0;
   d.shmu = num("IXL_TOPK_V2_SHMU", 64);

@@ -1188,7 +1188,8 @@ TEST(bench_topk) {
    * v2:smu8 mu 8, v2:pm8 the prefetch 64 KB ahead and mu 8, v2:pm256 256 KB ahead, mu 16;
    * v2:sp the stream's loads one round ahead (IXL_TOPK_V2_SPIPE=1), v2:sppm the same with the
    * prefetch 64 KB ahead and mu 16, v2:sppm8 with mu 8; v2:sp2 the same loads ahead and no
-   * histogram atomics in the stream (IXL_TOPK_V2_SPIPE=2), v2:sp2pm with SPF 64 and SMU 16 */
+   * histogram atomics in the stream (IXL_TOPK_V2_SPIPE=2), v2:sp2pm with SPF 64 and SMU 16,
+   * v2:sp3 also warp-aggregated buffer slots (IXL_TOPK_V2_SPIPE=3) */
   /* v2:short = rows of one CTA on the short-row kernel (IXL_TOPK_V2_SHORT=1), v2:shortf the
    * same fused, v2:shmu32 with its sample's mu 32 (IXL_TOPK_V2_SHMU), v2:short512 its
    * 512-thread instantiation (IXL_TOPK_V2_SHORT=4), v2:short256 its 256-thread one (=5;
@@ -1203,7 +1204,7 @@ TEST(bench_topk) {
                                       "v2:pm",    "v2:short", "v2:shortf", "v2:shmu32",
                                       "v2:smu8",  "v2:pm8",   "v2:pm256",  "v2:sp",
                                       "v2:sppm",  "v2:sppm8", "v2:short512", "v2:short256",
-                                      "v2:old",   "v2:sp2",   "v2:sp2pm"};
+                                      "v2:old",   "v2:sp2",   "v2:sp2pm",  "v2:sp3"};
   const char *only_modes = getenv("IXL_TOPK_BENCH_MODES");
   const char *only_shapes = getenv("IXL_TOPK_BENCH_SHAPES"); /* WORD,...: shapes naming one */
   const int nmodes = (int)(sizeof modes / sizeof modes[0]);
@@ -1285,7 +1286,10 @@ TEST(bench_topk) {
                                                                : NULL);
       v2_switch("IXL_TOPK_V2_SMU", mu8 ? "8" : pm || !strcmp(mode, "v2:smu16") ? "16" : NULL);
       const int sp = !strncmp(mode, "v2:sp", 5) && strncmp(mode, "v2:spf", 6);
-      v2_switch("IXL_TOPK_V2_SPIPE", !strncmp(mode, "v2:sp2", 6) ? "2" : sp ? "1" : NULL);
+      v2_switch("IXL_TOPK_V2_SPIPE", !strncmp(mode, "v2:sp3", 6)   ? "3"
+                                     : !strncmp(mode, "v2:sp2", 6) ? "2"
+                                     : sp                          ? "1"
+                                                                   : NULL);
       v2_switch("IXL_TOPK_V2_SHORT", !strcmp(mode, "v2:short512")   ? "4"
                                      : !strcmp(mode, "v2:short256") ? "5"
                                      : !strncmp(mode, "v2:sh", 5)   ? "1"
