@@ -25,6 +25,13 @@
 //   exponents), in the kernel.
 // Not here (logits_v2_mx_sm90.cu runs them): H != 32, calls with K3 block scores, N % 4 != 0,
 // keys not 16-B aligned.
+// Status (H200, 2026-12-02, last visit, this file's b30cb68): test_cuda_logits [v2] 18/18 and
+// test_cuda_logits_mxk1 5/5 (3 seeds) with WS=1 and WS=5, racecheck 0 hazards and memcheck 0
+// errors (test_cuda_logits_mxk1 small); K1 2048x8192 fp32 / bf16 / 4096x65536, V3 -> WS=1 ->
+// WS=5: 578.5 -> 418.4 -> 405.1 us, 574.9 -> 409.0 -> 404.8 us, 9,489 -> 7,081 -> 6,847 us.
+// Still off by default: the visit before (which the default flip needed) found a race, fixed
+// here (the slow path's scale words are read before the stage's release). Without any
+// epilogue (WS=e) it takes 305 us: the skeleton (producer, barriers, wgmma) is most of it.
 //
 // sass-limits: mxk1_kernel registers 232 shared 1024
 #include "logits/v2_mxk1.cuh"
