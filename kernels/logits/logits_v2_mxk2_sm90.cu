@@ -35,6 +35,14 @@
 //   pointer pass through a shfl once (launder): ptxas recomputed them from the thread index
 //   in every tile (~40 of ~316 SASS instructions a tile and thread).
 //
+// H200, 2026-12-02 (visit 4, fp32, medians of 20): 64 x 128K 450 us (mx_kernel<K2> 439), 1 x 128K
+// 13.2 us (18.2); test_cuda_logits v2 18/18 and test_cuda_logits_mxk2 exact, memcheck and
+// racecheck clean; the diagnostics: math only 268 us, copies only 370 us (1.5 TB/s): both sides
+// are slow, the copy side (one producer warp's serial issue loop) included. Off by default.
+// Known issue: with dots that overflow to +inf on the CPU (exponents up to 215 / 200, test case
+// slow_paths_overflow_to_inf, opt-in) the fp32 logit was +-inf where the CPU has NaN at 1-2 of
+// ~15K elements in about half the seeds (bf16 exact in the same runs); cause not found.
+//
 // sass-limits: mxk2_kernel registers 152 shared 1024
 #include "logits/logits.h"
 #include "cuda/launch.cuh"
