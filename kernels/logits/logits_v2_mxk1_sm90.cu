@@ -215,8 +215,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     int fast = fold;
     float w = 0.0f;
     if (r < p.R)
-      w = BF16 ? __uint_as_float((uint32_t)reinterpret_cast<const uint16_t *>(p.w)[r * kH + tid % kH]
-                                 << 16)
+      w = BF16 ? __uint_as_float(
+                     (uint32_t)reinterpret_cast<const uint16_t *>(p.w)[r * kH + tid % kH] << 16)
                : reinterpret_cast<const float *>(p.w)[r * kH + tid % kH];
     const float wc = __fmul_rn(w, __uint_as_float((uint32_t)qc << 23));
     const uint32_t we = (__float_as_uint(wc) >> 23) & 0xFFu;
@@ -511,7 +511,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       } else {
         const int keep = t4 >> 1;
-        __nv_bfloat162 ch2[2] = {__floats2bfloat162_rn(0.0f, 0.0f), __floats2bfloat162_rn(0.0f, 0.0f)};
+        __nv_bfloat162 ch2[2] = {__floats2bfloat162_rn(0.0f, 0.0f),
+                                 __floats2bfloat162_rn(0.0f, 0.0f)};
 #pragma unroll
         for (int jj = 0; jj < JR; jj++)
 #pragma unroll
@@ -663,7 +664,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // ------------------------------------------------------------------ host
-// IXL_LOGITS_V2_MX_WS, read once a process: unset or 0 (or anything else): off (-1); 1: the
+// IXL_LOGITS_V2_MX_WS, read once a process: 0 (or anything not below): off (-1); 1: the
 // kernel (variant 0); 5: the two rows' reduction chains interleaved (kVarIlp); e: a timing
 // ablation with WRONG results (no math epilogue: wgmma, waits and arrivals only), for the
 // benchmark only. Measured on the H200 and no longer built (2026-12-02, visit 3; K1 2048x8192
@@ -671,10 +672,15 @@ __global__ void __launch_bounds__(kThreads, 1)
 // turns to issue on two mbarriers; named barriers made ptxas spill) 430 / 405 / 7,299,
 // kVarRawBar (raw stages released by an mbarrier, no producer bar.sync) 424 / 423 / 7,206, both
 // 431 / 424 / 7,308; the ablation kVarNoWiden (no widening, wrong results) 391 / 374 / 6,615.
+// Unset: 5 (kVarIlp), the default since session 6's last H200 visits (visit 4, switch set:
+// test_cuda_logits [v2] 18/18, test_cuda_logits_mxk1 5/5 on 3 seeds, racecheck 0 hazards and
+// memcheck 0 errors on small shapes; K1 2048x8192 fp32 578.5 -> 405.1 us, bf16 574.9 -> 404.8,
+// 4096x65536 9,489 -> 6,847; visit 5: the whole GPU suite with it unset); 0: off (V3).
 int ws_mode() {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_WS");
-    if (!e || !e[0] || e[1]) return -1;
+    if (!e) return (int)kVarIlp;
+    if (!e[0] || e[1]) return -1;
     switch (e[0]) {
       case '1': return 0;
       case '5': return kVarIlp;
@@ -740,8 +746,9 @@ ixl_status launch(ixl_ctx *ctx, Params p, const CUtensorMap *maps, const char *n
   p.nchunks = ixl_ceil_div(p.out_cols, p.chunk);
   const int64_t blocks = p.nchunks * units;
   if (blocks > INT32_MAX)
-    return ixl_set_error(ctx, IXL_ERR_UNSUPPORTED, "%s (v2 mxk1): %lld CTAs: more than a grid holds",
-                         name, (long long)blocks);
+    return ixl_set_error(ctx, IXL_ERR_UNSUPPORTED,
+                         "%s (v2 mxk1): %lld CTAs: more than a grid holds", name,
+                         (long long)blocks);
   kern<<<(unsigned)blocks, kThreads, alloc, ixl::stream_of(ctx)>>>(maps[0], maps[1], p);
   return ixl_cuda_check_launch(ctx, name);
 }

@@ -759,7 +759,8 @@ extern "C" int ixl_cuda_logits_v2_mxk5(ixl_ctx *ctx, const ixl_logits_call *c, i
   p.aligned = c->ks_mode == IXL_KS_ALIGNED;
   const char *name = "sparse_logits kernel (v2 mxfp4 K5WS)";
   if (paged) // one math warpgroup (two spill: the paged producer's state)
-    *st = mode == 2 ? launch_ws<1, true, true>(ctx, p, name) : launch_ws<1, true, false>(ctx, p, name);
+    *st = mode == 2 ? launch_ws<1, true, true>(ctx, p, name)
+                    : launch_ws<1, true, false>(ctx, p, name);
   else
     *st = mode == 1   ? launch_ws<1, false, false>(ctx, p, name)
           : mode == 2 ? launch_ws<2, false, false>(ctx, p, name)

@@ -157,7 +157,8 @@ static void run_case(const k1c *c) {
             ok = same16(gv, cv);
             defined += cv != 0xFF80;
             if (!ok && bad < 4)
-              fprintf(stderr, "  %s bf16 %s: row %lld col %lld: GPU 0x%04x CPU 0x%04x (seed %llu)\n",
+              fprintf(stderr,
+                      "  %s bf16 %s: row %lld col %lld: GPU 0x%04x CPU 0x%04x (seed %llu)\n",
                       c->name, lay ? "compressed" : "full", (long long)r, (long long)col, gv, cv,
                       (unsigned long long)g_seed);
           } else {

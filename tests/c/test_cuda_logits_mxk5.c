@@ -125,7 +125,8 @@ static void run_case(const k5c *c) {
   ixl_tensor *dqc = to_dev(qc), *dqs = to_dev(qs), *dwb = to_dev(wb), *dkc = to_dev(kc),
              *dksc = to_dev(ksc), *dks = to_dev(ks), *dke = to_dev(ke), *did = to_dev(ids);
   ixl_qk dq = {dqc, dqs, dkc, dksc, NULL, 0, IXL_MXFP4};
-  ixl_tensor *dout = tn(IXL_BF16, 2, R, C, 0, IXL_DEVICE), *gpu = tn(IXL_BF16, 2, R, C, 0, IXL_HOST);
+  ixl_tensor *dout = tn(IXL_BF16, 2, R, C, 0, IXL_DEVICE);
+  ixl_tensor *gpu = tn(IXL_BF16, 2, R, C, 0, IXL_HOST);
   ixl_tensor *dd = tn(IXL_BF16, 2, R, N, 0, IXL_DEVICE), *dh = tn(IXL_BF16, 2, R, N, 0, IXL_HOST);
   CHECK_OK(g, ixl_tensor_fill_bytes(g, dout, 0xFF)); /* poison: an unwritten column is NaN */
   CHECK_OK(g, ixl_sparse_logits(g, &dq, dwb, dks, dke, NULL, did, sbk, mode, dout));
