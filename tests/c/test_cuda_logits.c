@@ -221,6 +221,10 @@ static void cmp_one(cmp_t *m, int64_t r, int64_t c, int64_t gi, int64_t ci, int 
   m->checked++;
   if (!defined) {
     ok = isinf(a) && a < 0 && isinf(b) && b < 0;
+  } else if (m->tol && isinf(((const float *)m->tol->data)[ci]) &&
+             ((const float *)m->tol->data)[ci] > 0) {
+    ok = 1; /* the sum of |terms| overflows: fp32's head order is free (SPEC 3), so whether it
+             * ends +-inf or inf - inf = NaN depends on the order (see test_cuda_logits_mxk1) */
   } else if (!m->tol || isnan(b) || isinf(b) || isnan(a) || isinf(a)) {
     ok = same_bits(a, b);
   } else {

@@ -164,7 +164,12 @@ static void run_case(const k1c *c) {
           } else {
             const float gv = ((float *)gpu->data)[i], cv = ((float *)cpu->data)[i];
             const float tv = ((float *)tol->data)[i];
-            if (isnan(cv) || isnan(gv)) ok = isnan(cv) && isnan(gv);
+            /* T = +inf with no NaN input: the sum of |terms| overflows, and fp32's head order is
+             * free (SPEC 3), so overflow to +-inf and inf - inf = NaN depend on the order: any
+             * value passes (seed 1796190516: CPU NaN, the kernel's lane order -inf). A NaN T (a
+             * NaN scale, or 0 * inf) propagates in any order and stays strict. */
+            if (isinf(tv) && tv > 0) ok = 1;
+            else if (isnan(cv) || isnan(gv)) ok = isnan(cv) && isnan(gv);
             else if (isinf(cv) || isinf(gv)) ok = gv == cv;
             else ok = fabs((double)gv - (double)cv) <= eps * (double)tv;
             defined += !isinf(cv);
