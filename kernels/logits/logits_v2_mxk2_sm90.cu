@@ -663,8 +663,9 @@ int log2_exact(int64_t v) {
 // IXL_LOGITS_V2_MX_K2WS, read once a process: 1 on (the math warpgroups decode the key
 // factors), 2 on with the producer decoding them (FAC: experimental; H200 visit 3: slower,
 // 620 vs 449 us at 64 x 128K, and 2 fp32 elements of the slow-path test +inf where the CPU has
-// NaN: not exact, do not use); 3 on with RAW (above); 8 / 9 bench-only diagnostics on fp32 calls (DIAG above: math
-// only / copies only, garbage logits; bf16 calls run 1); 0 or anything else off; unset:
+// NaN: not exact, do not use); 3 on with RAW (above); 8 / 9 bench-only diagnostics on fp32
+// calls (DIAG above: math only / copies only, garbage logits; bf16 calls run 1); 0 or anything
+// else off; unset:
 // kK2wsDefault.
 constexpr int kK2wsDefault = 0;
 int k2ws_mode() {
