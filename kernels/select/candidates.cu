@@ -653,16 +653,15 @@ k3_kernel_fn k3_kernel_of(int vec, int big, int prof) {
   return table[vec][big][prof];
 }
 
-// IXL_K3_NEXT: the mode (see the file's header): 0 -> 0, 1 -> 3, 6 -> 6, else (unset too) 2.
-// Read once per process. Its index into the instantiations: 0, 1, 2, 3.
-int k3_next() {
-  static const int mode = [] {
+// IXL_K3_NEXT (see the file's header), read once per process, as the index of its
+// instantiation: 0 -> mode 0, 1 -> mode 3, 6 -> mode 6 (index 3), else (unset too) mode 2.
+int k3_mode_index() {
+  static const int index = [] {
     const int v = env_int("IXL_K3_NEXT", 2);
-    return v == 0 ? 0 : v == 1 ? 3 : v == 6 ? 6 : 2;
+    return v == 0 ? 0 : v == 1 ? 1 : v == 6 ? 3 : 2;
   }();
-  return mode;
+  return index;
 }
-int k3_mode_index(int mode) { return mode == 3 ? 1 : mode == 2 ? 2 : mode == 6 ? 3 : 0; }
 
 } // namespace
 
@@ -700,7 +699,7 @@ extern "C" ixl_status ixl_cuda_candidate_select(ixl_ctx *ctx, const ixl_tensor *
       int lq = 0;
       while (vec && (1 << lq) < q) lq++;
       const int prof = env_int("IXL_CANDIDATES_PROFILE", 0) == 1;
-      const int next = k3_mode_index(k3_next());
+      const int next = k3_mode_index();
       const k3_kernel_fn kern = next == 1   ? k3_kernel_of<3>(vec, nt == 1024, prof)
                                 : next == 2 ? k3_kernel_of<2>(vec, nt == 1024, prof)
                                 : next == 3 ? k3_kernel_of<6>(vec, nt == 1024, prof)
