@@ -83,6 +83,7 @@ ixl_device_kind ixl_ctx_device_kind(const ixl_ctx *ctx) {
 }
 int ixl_ctx_device(const ixl_ctx *ctx) { return ctx ? ctx->device : 0; }
 const char *ixl_ctx_device_name(const ixl_ctx *ctx) { return ctx ? ctx->device_name : ""; }
+const char *ixl_ctx_device_bus_id(const ixl_ctx *ctx) { return ctx ? ctx->device_bus_id : ""; }
 uint64_t ixl_ctx_seed(const ixl_ctx *ctx) { return ctx ? ctx->seed : 0; }
 void ixl_ctx_set_seed(ixl_ctx *ctx, uint64_t seed) { if (ctx) ctx->seed = seed; }
 int ixl_ctx_threads(const ixl_ctx *ctx) { return ctx ? ctx->threads : 1; }

@@ -34,6 +34,7 @@ struct ixl_ctx {
   int refs;                 /* owners besides the user: tensors, builders, files */
   int released;             /* ixl_ctx_free was called; freed when refs reaches 0 */
   char device_name[256];
+  char device_bus_id[32];   /* the GPU's PCI bus id; "" on the CPU */
   char err[IXL_ERRLEN];
   /* The kernel variant registry's state for this context (kernels/variants.c reads and
    * writes it; core only zeroes it with the context): [family][cpu, cuda] pins, the latest

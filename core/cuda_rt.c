@@ -107,6 +107,9 @@ ixl_status ixl_cuda_init(ixl_ctx *ctx) {
   if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaGetDeviceProperties");
   snprintf(ctx->device_name, sizeof ctx->device_name, "%.200s (sm_%d%d, %d SMs)", prop.name,
            prop.major, prop.minor, prop.multiProcessorCount);
+  /* which physical GPU ran: two shards on two GPUs of one host differ here, not in the name */
+  e = cudaDeviceGetPCIBusId(ctx->device_bus_id, (int)sizeof ctx->device_bus_id, ctx->device);
+  if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaDeviceGetPCIBusId");
   cudaStream_t s;
   e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
   if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaStreamCreate");

@@ -122,6 +122,8 @@ IXL_API ixl_device_kind ixl_ctx_device_kind(const ixl_ctx *ctx); /* where this c
 IXL_API int ixl_ctx_device(const ixl_ctx *ctx);
 /* "cpu (N threads)" or the GPU name */
 IXL_API const char *ixl_ctx_device_name(const ixl_ctx *ctx);
+/* the GPU's PCI bus id ("0000:19:00.0", cudaDeviceGetPCIBusId); "" on the CPU backend */
+IXL_API const char *ixl_ctx_device_bus_id(const ixl_ctx *ctx);
 IXL_API uint64_t ixl_ctx_seed(const ixl_ctx *ctx);
 IXL_API void ixl_ctx_set_seed(ixl_ctx *ctx, uint64_t seed);
 IXL_API int ixl_ctx_threads(const ixl_ctx *ctx);

@@ -92,42 +92,17 @@ function M.keep_outputs()
   }
 end
 
--- What does not depend on timing or on the shard that ran it: the row without its time_* and
--- speedup* fields, wall time, clock and shard, its per_layer entries likewise; drop(k), when
--- given, is true for more keys to leave out.
-function M.timeless(r, drop)
-  local t = {}
-  for k, v in pairs(r) do
-    if type(k) == "string" and not k:match("^time_") and not k:match("^speedup")
-      and k ~= "wall_time_s" and k ~= "finished_at" and k ~= "per_layer" and k ~= "shard"
-      and not (drop and drop(k)) then
-      t[k] = v
-    end
-  end
-  t.per_layer = {}
-  for i, l in ipairs(r.per_layer or {}) do t.per_layer[i] = M.timeless(l, drop) end
-  return t
-end
-
--- A results.jsonl file's rows by point; -> that table, the row count.
-local function by_point(path)
-  local rows = results.read_jsonl(path)
-  local m = {}
-  for _, r in ipairs(rows) do m[r.point] = r end
-  return m, #rows
-end
-
 -- The two results.jsonl files hold the same points, each with the same config hash and the
--- same timeless row (drop as for timeless).
+-- same timeless row (results.compare_rows, which `idxlab compare` prints; drop(k), when
+-- given, is true for more keys to leave out).
 function M.assert_same_rows(ref_path, got_path, drop)
-  local ref, nref = by_point(ref_path)
-  local got, ngot = by_point(got_path)
-  luassert.equals(nref, ngot)
-  for p, r in pairs(ref) do
-    luassert.is_table(got[p], "point " .. p)
-    luassert.equals(r.config_hash, got[p].config_hash)
-    luassert.same(M.timeless(r, drop), M.timeless(got[p], drop))
-  end
+  local ref, got = results.read_jsonl(ref_path), results.read_jsonl(got_path)
+  luassert.equals(#ref, #got)
+  local rep = results.compare_rows(ref, got, drop)
+  luassert.is_true(rep.same, table.concat(rep.lines, "\n") .. (#rep.only_ref + #rep.only_got > 0
+    and ("\npoints on one side only: " .. table.concat(rep.only_ref, ",") .. " | "
+      .. table.concat(rep.only_got, ",")) or ""))
+  luassert.is_true(rep.points > 0)
 end
 
 return M

@@ -18,6 +18,7 @@ local commands = {
     .. "options] [--dry-run]; idxlab submit results/NAME --resume",
   status = "a submitted sweep's points per shard: idxlab status results/NAME [--merge]",
   diff = "compare two replay outputs: idxlab diff A.safetensors B.safetensors",
+  compare = "two runs of a sweep point for point, timing and device aside: idxlab compare A B",
   help = "this list",
 }
 

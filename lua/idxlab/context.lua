@@ -80,6 +80,11 @@ function Context:device_kind()
   return core.enum_name("device", C.ixl_ctx_device_kind(self.cd))
 end
 function Context:device_name() return ffi.string(C.ixl_ctx_device_name(self.cd)) end
+-- The GPU's PCI bus id ("0000:19:00.0"); nil on the CPU backend.
+function Context:device_bus_id()
+  local s = ffi.string(C.ixl_ctx_device_bus_id(self.cd))
+  return s ~= "" and s or nil
+end
 function Context:seed() return tonumber(C.ixl_ctx_seed(self.cd)) end
 function Context:threads() return C.ixl_ctx_threads(self.cd) end
 -- The CPU threads this context's ops use from now on: an integer in [1, MAX_THREADS].

@@ -460,7 +460,7 @@ end
 -- sorted.
 function M.csv_order(exp, rows)
   local order = { "schema", "experiment", "point", "repeat", "config_hash", "seed", "backend",
-    "device", "mode" }
+    "device", "device_bus_id", "mode" }
   for _, f in ipairs(exp and exp.swept or {}) do order[#order + 1] = f end
   local metrics = (exp and exp.mode == "chunks") and M.CHUNK_METRICS or M.STEP_METRICS
   for _, m in ipairs(metrics) do order[#order + 1] = m end

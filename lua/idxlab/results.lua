@@ -293,6 +293,87 @@ function M.parse_csv(text)
   return header, records
 end
 
+---------------------------------------------------------------------------- comparing runs
+
+-- What does not depend on timing or on where it ran: the row without its time_* and speedup*
+-- fields, wall time, clock, shard, device and device_bus_id (two shards on two GPUs differ
+-- there and nowhere else), its per_layer entries likewise; drop(k), when given, is true for
+-- more keys to leave out.
+function M.timeless(r, drop)
+  local t = {}
+  for k, v in pairs(r) do
+    if type(k) == "string" and not k:match("^time_") and not k:match("^speedup")
+      and k ~= "wall_time_s" and k ~= "finished_at" and k ~= "per_layer" and k ~= "shard"
+      and k ~= "device" and k ~= "device_bus_id" and not (drop and drop(k)) then
+      t[k] = v
+    end
+  end
+  t.per_layer = {}
+  for i, l in ipairs(r.per_layer or {}) do t.per_layer[i] = M.timeless(l, drop) end
+  return t
+end
+
+-- The differences between two values, as "path: a vs b" lines appended to out (at most
+-- limit of them); NaN equals NaN (a metric of an empty set is NaN in both runs).
+local function differences(a, b, path, out, limit)
+  if #out >= limit then return end
+  if type(a) == "table" and type(b) == "table" then
+    local keys, seen = {}, {}
+    for k in pairs(a) do keys[#keys + 1] = k; seen[k] = true end
+    for k in pairs(b) do if not seen[k] then keys[#keys + 1] = k end end
+    table.sort(keys, function(x, y) return tostring(x) < tostring(y) end)
+    for _, k in ipairs(keys) do
+      differences(a[k], b[k], path == "" and tostring(k) or (path .. "." .. tostring(k)), out,
+        limit)
+    end
+  elseif a ~= b and not (a ~= a and b ~= b) then
+    out[#out + 1] = ("%s: %s vs %s"):format(path, M.show(a), M.show(b))
+  end
+end
+
+-- compare_rows(ref, got, drop) -> report: two runs' rows point for point (a row's key is its
+-- point and repeat), on their config hashes and their timeless fields (drop as for timeless).
+-- report.points (rows compared), .same (true when nothing differs), .lines (the differences,
+-- each naming the point; at most 50, .more counts the rest), .only_ref / .only_got (points
+-- one side lacks).
+function M.compare_rows(ref, got, drop)
+  local function keyed(rows, side)
+    local m, order = {}, {}
+    for _, r in ipairs(rows) do
+      local k = ("%s/%s"):format(tostring(r.point), tostring(r["repeat"] or 0))
+      if m[k] then fail("%s: point %s (repeat %s) appears twice", side, tostring(r.point),
+        tostring(r["repeat"] or 0)) end
+      m[k] = r
+      order[#order + 1] = k
+    end
+    return m, order
+  end
+  local a, aorder = keyed(ref, "the reference")
+  local b, border = keyed(got, "the other run")
+  local rep = { points = 0, lines = {}, more = 0, only_ref = {}, only_got = {} }
+  local limit = 50
+  for _, k in ipairs(aorder) do
+    local r, g = a[k], b[k]
+    if not g then
+      rep.only_ref[#rep.only_ref + 1] = k
+    else
+      rep.points = rep.points + 1
+      local out = {}
+      if r.config_hash ~= g.config_hash then
+        out[1] = ("config_hash: %s vs %s"):format(M.show(r.config_hash), M.show(g.config_hash))
+      end
+      differences(M.timeless(r, drop), M.timeless(g, drop), "", out, math.huge)
+      for _, l in ipairs(out) do
+        if #rep.lines < limit then rep.lines[#rep.lines + 1] = ("point %s: %s"):format(k, l)
+        else rep.more = rep.more + 1 end
+      end
+    end
+  end
+  for _, k in ipairs(border) do if not a[k] then rep.only_got[#rep.only_got + 1] = k end end
+  rep.same = #rep.lines == 0 and rep.more == 0 and #rep.only_ref == 0 and #rep.only_got == 0
+  return rep
+end
+
 -- The plain helpers stay unwrapped: they raise nothing, and is_int/is_list run in loops; the
 -- fs names are fs's own public functions already.
 return errors.wrap(M, { "is_int", "is_list", "show", "hash", "describe_params" })

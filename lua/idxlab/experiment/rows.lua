@@ -18,7 +18,7 @@ local QUALITY = { "selection_agreement", "fp32_selection_agreement", "recall_at_
   "candidate_coverage" }
 
 local META_HEAD = { "schema", "experiment", "point", "shard", "repeat", "config_hash", "seed",
-  "backend", "device", "mode" }
+  "backend", "device", "device_bus_id", "mode" }
 local META_TAIL = { "per_layer", "by_length", "workload", "idxlab_version", "git_commit",
   "git_dirty", "wall_time_s", "finished_at" }
 
@@ -101,6 +101,7 @@ function M.build(plan, pt, measured, run)
   row.config_hash = pt.hash
   row.backend = run.backend
   row.device = run.device
+  row.device_bus_id = run.device_bus_id -- the GPU's PCI bus id (nil on the CPU)
   row.mode = plan.exp.mode
   if plan.shard then row.shard = ("%d/%d"):format(plan.shard.i, plan.shard.n) end
   for k, v in pairs(pt.effective) do row[k] = v end

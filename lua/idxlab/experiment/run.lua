@@ -188,6 +188,7 @@ function Runner:measure_one(pt, mpoint)
     local ctx = self:context(pt.backend)
     if ctx then
       ran.backend, ran.device = ctx:backend(), ctx:device_name()
+      ran.device_bus_id = ctx:device_bus_id()
       self:apply_on_backend(mpoint, pt, ran.backend)
     end
     -- the kernels' measure reuses one Step per config across points (idxlab.measure)
@@ -224,6 +225,7 @@ function Runner:point(pt)
       ("idxlab: point %d: measure returned %s, not a row"):format(pt.index, type(measured)))
   else
     local row = rows.build(self.plan, pt, measured, { backend = ran.backend, device = ran.device,
+      device_bus_id = ran.device_bus_id,
       wall = progress.now() - t0, workload = mpoint.workload })
     self.app:append(row, self.order)
     self.new_rows = self.new_rows + 1
