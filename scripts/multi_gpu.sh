@@ -14,7 +14,8 @@
 # visible (with one, both shards share it, and that check is reported as not applicable).
 # Prints a table last: each sweep's wall time sharded and unsharded and the checks. Exit
 # status 0 when every check passed. Results go under $OUT/multi_gpu (or build-gpu/multi_gpu).
-# NCCL's and PyTorch's NVLink multicast stay off in anything this starts.
+# NCCL's and PyTorch's NVLink multicast stay off in anything this starts. QUICK=1 runs fewer,
+# smaller points (a check of the script on one GPU, where both shards share it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
@@ -91,10 +92,15 @@ sweep() { # name, then its --set arguments
   local same=$([ $cmp = 0 ] && echo "merged = unsharded" || echo "merged != unsharded (rc $cmp)")
   summary+=("| $name | $same | ${ws} s sharded, ${wu} s unsharded | $note |")
 }
-sweep context_scaling --set workload.decode.rows=64 \
-  --set sweep.workload.decode.context=4096,16384,65536,262144,1048576
+if [ "${QUICK:-0}" = 1 ]; then # a check of this script itself: fewer, smaller points
+  ctx=4096,65536 blocks=2048,512 sizes=8,32
+else
+  ctx=4096,16384,65536,262144,1048576 blocks=2048,1024,512,256,128 sizes=8,16,32,64,128
+fi
+sweep context_scaling --set workload.decode.rows=64 --set sweep.workload.decode.context=$ctx
 sweep candidate_block_size --set workload.decode.rows=64 --set workload.decode.context=131072 \
-  --set index_topk=512 --set sweep.candidate_topk_blocks=2048,1024,512,256,128
+  --set index_topk=512 --set sweep.candidate_topk_blocks=$blocks \
+  --set sweep.candidate_block_size=$sizes
 echo "| sweep | result | wall | note |"
 for l in "${summary[@]}"; do echo "$l"; done
 el "sweeps done, exit $fail"
