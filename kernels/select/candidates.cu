@@ -361,22 +361,19 @@ __global__ void __launch_bounds__(NTH, 1024 / NTH)
         float m = fmax_nan(fmax_nan(a.x, a.y), fmax_nan(a.z, a.w));
         for (int d = 1; d < q; d <<= 1) m = fmax_nan(m, __shfl_xor_sync(0xffffffffu, m, d));
         const bool own = (tid & (q - 1)) == 0 && v < vhi;
-        if (kAgg) { // every lane of the warp is here (the loop bounds are warp-uniform)
-          const unsigned am = __ballot_sync(0xffffffffu, own);
-          if (own) {
-            const int b = v >> lq;
-            unsigned key = ixl_order_key_f32(m);
-            if (b == n - 1 && key != IXL_KEY_NAN) key = IXL_KEY_POS_INF;
-            keys_to[b] = key;
-            const unsigned peers = __match_any_sync(am, key >> 21);
-            if (__ffs(peers) - 1 == lane) atomicAdd(&hist_to[key >> 21], (unsigned)__popc(peers));
-          }
-        } else if (own) {
+        // every lane of the warp is here (the loop bounds are warp-uniform): kAgg's ballot
+        const unsigned am = kAgg ? __ballot_sync(0xffffffffu, own) : 0u;
+        if (own) {
           const int b = v >> lq;
           unsigned key = ixl_order_key_f32(m);
           if (b == n - 1 && key != IXL_KEY_NAN) key = IXL_KEY_POS_INF;
           keys_to[b] = key;
-          if (!kNext) atomicAdd(&hist_to[key >> 21], 1u);
+          if (kAgg) {
+            const unsigned peers = __match_any_sync(am, key >> 21);
+            if (__ffs(peers) - 1 == lane) atomicAdd(&hist_to[key >> 21], (unsigned)__popc(peers));
+          } else if (!kNext) {
+            atomicAdd(&hist_to[key >> 21], 1u);
+          }
         }
       }
     }
