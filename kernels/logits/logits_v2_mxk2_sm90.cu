@@ -1,9 +1,9 @@
 // logits/logits_v2_mxk2_sm90.cu - K2 (dense paged decode) for MXFP4 keys at H 32 on a
 // warp-specialized, persistent kernel (issue 13), behind IXL_LOGITS_V2_MX_K2WS (read once a
-// process; unset or 0: logits_v2_mx_sm90.cu's mx_kernel<K2>, unchanged; 1: this kernel; 2:
-// this kernel with the key factors decoded by the producer warp, FAC below). The
-// hook is the paged branch of ixl_cuda_logits_v2_mx, after its own checks (mx_takes); calls
-// with K3's block scores, H 64 or a page size this kernel does not take stay there.
+// process, k2ws_mode below; unset: kK2wsDefault; 0: logits_v2_mx_sm90.cu's mx_kernel<K2>,
+// unchanged; 1, 4, 5, 6: this kernel's variants V). The hook is the paged branch of
+// ixl_cuda_logits_v2_mx, after its own checks (mx_takes); calls with K3's block scores, H 64
+// or a page size this kernel does not take stay there.
 //
 // Why: mx_kernel<K2> is one warpgroup a CTA in which every thread issues its part of each
 // tile's cp.async copies (page lookup, 64-bit address math, flags, a vote and a barrier a tile)
@@ -12,16 +12,14 @@
 // - a persistent grid of one CTA an SM; CTA b takes a contiguous range of the flattened
 //   (row, 64-position tile) units (ixl_v2mxk2_split), so a single 128K row spreads over every
 //   SM and 64 rows balance to within one tile;
-// - one producer warp reads the context lengths and block table 32 pieces at a time (one lane
-//   a piece, the next batch's loads in flight during this one's issue) and, per piece (a 64-
-//   position slice of a page, or a whole page of 8, 16 or 32 positions), issues one TMA box of
-//   codes (the pages viewed as rows of 64 B, box 64 B x piece rows, SWIZZLE_64B, which lands
-//   as ixl_v2mx_raw_off's conflict-free layout) and one bulk copy of its scale words into a
-//   ring of kStages stages (full barrier: 1 arrival + the bytes; empty: 128 arrivals), with
-//   the stage's mask of loaded pieces in shared memory; a tile with none is a plain arrival.
-//   FAC (switch 2): the producer also decodes each landed tile's 64 scale words into V3's
-//   deferred key factors (ixl_v2mxk2_factors, float4 a slot; a third barrier, 32 arrivals),
-//   which every quad of the math warpgroups decoded four times over before;
+// - producer warps (one, or four with kProd4: warp w the tiles w mod 4) read the context
+//   lengths and block table 32 pieces at a time (one lane a piece, the next batch's loads in
+//   flight during this one's issue) and, per piece (a 64-position slice of a page, or a whole
+//   page of 8, 16 or 32 positions), issue one TMA box of codes (the pages viewed as rows of
+//   64 B, box 64 B x piece rows, SWIZZLE_64B, which lands as ixl_v2mx_raw_off's conflict-free
+//   layout) and one bulk copy of its scale words into a ring of kStages stages (full barrier:
+//   1 arrival + the bytes; empty: 128 arrivals, or 4 with kArr4), with the stage's mask of
+//   loaded pieces in shared memory; a tile with none is a plain arrival;
 // - three math warpgroups take the CTA's tiles in turn (tile k of the range by warpgroup
 //   k % 3), row segment by row segment: for each row the query tile and per-column data are
 //   built once into one of two buffers (one named barrier a row), and per tile a warpgroup
@@ -29,19 +27,23 @@
 //   4 RS wgmma m64n32k32 and then exactly mx_body's combine and reduction for K2 / H 32 / V3's
 //   deferred key factor (logits_v2_mx_sm90.cu, v2_mx.cuh): the same exact group sums, the same
 //   fast / slow tests and factors from the same scale words (the slow path the CPU's formula),
-//   the same fp32 sum or SPEC 3 bf16 chain, so the bits are mx_kernel's and the CPU's;
-// - -inf at columns past the context and where the page id is outside the pool.
-// - The math threads' shared-memory addresses, the wgmma descriptor and the row's output
+//   the same fp32 sum or SPEC 3 bf16 chain, so the bits are mx_kernel's and the CPU's. kPipe:
+//   a tile's reduction and stores run under the next tile's wgmma;
+// - -inf at columns past the context and where the page id is outside the pool;
+// - programmatic dependent launch (ixl::launch_pdl; pdl_wait and pdl_trigger at entry);
+// - the math threads' shared-memory addresses, the wgmma descriptor and the row's output
 //   pointer pass through a shfl once (launder): ptxas recomputed them from the thread index
 //   in every tile (~40 of ~316 SASS instructions a tile and thread).
 //
-// H200, 2026-12-02 (visit 4, fp32, medians of 20): 64 x 128K 450 us (mx_kernel<K2> 439), 1 x 128K
-// 13.2 us (18.2); test_cuda_logits v2 18/18 and test_cuda_logits_mxk2 exact, memcheck and
-// racecheck clean; the diagnostics: math only 268 us, copies only 370 us (1.5 TB/s): both sides
-// are slow, the copy side (one producer warp's serial issue loop) included. Off by default.
-// Known issue: with dots that overflow to +inf on the CPU (exponents up to 215 / 200, test case
-// slow_paths_overflow_to_inf, opt-in) the fp32 logit was +-inf where the CPU has NaN at 1-2 of
-// ~15K elements in about half the seeds (bf16 exact in the same runs); cause not found.
+// H200, 2026-12-02 (session 6, visit 4, V = 0, fp32, medians of 20): 64 x 128K 450 us
+// (mx_kernel<K2> 439), 1 x 128K 13.2 us (18.2); test_cuda_logits v2 18/18 and
+// test_cuda_logits_mxk2 exact, memcheck and racecheck clean; the diagnostics: math only 268 us,
+// copies only 370 us (1.5 TB/s, one producer warp's serial issue loop): both sides slow, which
+// kProd4 / kArr4 (copies) and kPipe (math) address. The fp32 "+-inf where the CPU has NaN" of
+// dots that overflow (test case slow_paths_overflow_to_inf) is SPEC 3's free fp32 head order
+// (the lead's replay for K1's WS kernel): the test accepts any value where T = +inf.
+// Session 6's variants 2 (FAC: the producer decoding the key factors, 620 us, not exact) and
+// 3 (RAW: the codes by 1-D bulk copies, 459 us) are gone.
 //
 // sass-limits: mxk2_kernel registers 152 shared 1024
 #include "logits/logits.h"
@@ -76,13 +78,11 @@ static_assert(128 * kProdRegs + kMath * kMathRegs <= 65536, "setmaxnreg: the CTA
 
 // Dynamic shared memory (1024-aligned base): raw code stages | 2 query tiles | scale words |
 // 2 x per column | stage masks.
-template <bool FAC>
 struct K2Smem {
   static constexpr int raw = 0;
   static constexpr int q = raw + kStages * kTile * 64;
   static constexpr int sc = q + 2 * kH * 128;
-  static constexpr int fac = sc + kStages * kTile * 4; // FAC: float4 factors a slot
-  static constexpr int col = fac + (FAC ? kStages * kTile * 16 : 0);
+  static constexpr int col = sc + kStages * kTile * 4;
   // per column and buffer: hq (u32 qeff), hc (f32 2^(qc - 127)), wo (f32 weight), wq (f32 the
   // fast path's weight), hf (u8 fast)
   static constexpr int col_bytes = 4 * kH * 4 + kH;
@@ -142,14 +142,6 @@ __device__ __forceinline__ uint32_t lds_u32(uint32_t addr) {
   return v;
 }
 
-__device__ __forceinline__ float4 lds_f4(uint32_t addr) {
-  float4 v;
-  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(addr));
-  return v;
-}
-
 // x through a shfl to its own lane: the same value, which ptxas keeps in a register rather
 // than recomputing it where it is used (the warp must be converged).
 __device__ __forceinline__ uint32_t launder(uint32_t x) {
@@ -173,42 +165,49 @@ __device__ __forceinline__ void math_sync() {
 }
 #endif
 
-// DIAG (bench-only diagnostics, IXL_LOGITS_V2_MX_K2WS=8 / 9, fp32; the logits are garbage):
-// 1 = math only (the producer copies nothing: the stages hold zero codes and in-window scale
-// words written once, each tile a plain arrival), 2 = copies only (the math warps wait, read
-// the stage and release it, nothing else): which side bounds the kernel.
-// RAW (IXL_LOGITS_V2_MX_K2WS=3): the codes by a 1-D bulk copy (one per piece, no tensor map)
-// into the plain layout (slot i at 64 i, group g at 16 g): fewer, longer copies than the
-// 64-row TMA box, at the price of 4-way bank conflicts on the A reads.
-template <bool BF16, bool FAC, int DIAG = 0, bool RAW = false>
+// V (the variant bits, IXL_LOGITS_V2_MX_K2WS below): kPipe (1) the math warpgroups software-
+// pipelined across their tiles: tile t's group sums are combined into 16 registers (cd), tile
+// t + 1's 4 wgmma issued, and then t's head reduction and stores run under them; kProd4 (2)
+// the 4 warps of the producer warpgroup each issue every 4th tile of the CTA (warp w: tiles
+// w mod 4, the stages w mod 4: 32 % 4 == 0), each with its own page-id batches; kArr4 (4) a
+// stage's empty barrier takes one arrival a math warp (lane 0 after __syncwarp) instead of 128.
+constexpr int kPipe = 1, kProd4 = 2, kArr4 = 4;
+// DIAG (bench-only diagnostics, fp32, the logits are garbage): 1 = math only (the producer
+// copies nothing: the stages hold zero codes and in-window scale words written once, each
+// tile a plain arrival), 2 = copies only (the math warps wait, read the stage and release it,
+// nothing else): which side bounds the kernel.
+template <bool BF16, int V, int DIAG = 0>
 __global__ void __launch_bounds__(kThreads, 1)
     mxk2_kernel(const __grid_constant__ CUtensorMap kmap, const K2Params p) {
 #if IXL_SM90_DEVICE
   constexpr int S = kStages;
-  constexpr int kLook = S / 2; // FAC: the producer decodes tile k - kLook's factors after
-                               // issuing tile k
+  constexpr int NPW = (V & kProd4) ? 4 : 1; // producer warps
+  constexpr bool PIPE = (V & kPipe) != 0, ARR4 = (V & kArr4) != 0;
+  static_assert(S % NPW == 0, "a producer warp owns the stages w mod NPW");
   constexpr int NC = kH, NJ = NC / 8;
-  using L = K2Smem<FAC>;
+  using L = K2Smem;
   extern __shared__ uint8_t smem_raw[];
   // the 1024-aligned base as an offset of smem_raw: every pointer stays in the shared window
   uint8_t *smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   uint8_t *s_raw = smem + L::raw;
   uint32_t *s_sc = reinterpret_cast<uint32_t *>(smem + L::sc);
   uint32_t *s_meta = reinterpret_cast<uint32_t *>(smem + L::meta);
-  float4 *s_fac = reinterpret_cast<float4 *>(smem + L::fac);
-  __shared__ uint64_t s_full[S], s_empty[S], s_fac_full[S];
+  __shared__ uint64_t s_full[S], s_empty[S];
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   if (tid == 0) {
 #pragma unroll
     for (int s = 0; s < S; s++) {
       ptx::mbarrier_init(&s_full[s], 1);
-      ptx::mbarrier_init(&s_empty[s], 128);
-      ptx::mbarrier_init(&s_fac_full[s], 32);
+      ptx::mbarrier_init(&s_empty[s], ARR4 ? 4 : 128);
     }
     ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster); // before the first use
   }
   __syncthreads();
+  // PDL (cuda/launch.cuh): only the barriers' set-up above comes before the wait; the next
+  // grid may start its own prologue as soon as every CTA of this one got here
+  ixl::pdl_wait();
+  ixl::pdl_trigger();
   const int64_t u0 = ixl_v2mxk2_split(p.total, p.G, blockIdx.x);
   const int64_t u1 = ixl_v2mxk2_split(p.total, p.G, (int64_t)blockIdx.x + 1);
   const int64_t n = u1 - u0; // tiles of this CTA
@@ -216,27 +215,37 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t rmax = p.bt_cols * (int64_t)p.P;
 
   if (warp >= 4 * kNWG) {
-    setmaxnreg_dec<kProdRegs>(); // the whole warpgroup; then warps 1-3 of it leave
-    if (warp != 4 * kNWG) return;
-    if (DIAG == 1) { // math only: every stage once, zero codes, scale words 2^0
-      for (int i = lane; i < S * kTile * 16; i += 32) reinterpret_cast<uint32_t *>(s_raw)[i] = 0u;
-      for (int i = lane; i < S * kTile; i += 32) s_sc[i] = 0x7F7F7F7Fu;
+    setmaxnreg_dec<kProdRegs>(); // the whole warpgroup; then the warps past NPW leave
+    const int pw = warp - 4 * kNWG;
+    if (pw >= NPW) return;
+    if (DIAG == 1) { // math only: this warp's stages once, zero codes, scale words 2^0
+      for (int s = pw; s < S; s += NPW) {
+        uint32_t *r32 = reinterpret_cast<uint32_t *>(s_raw + s * (kTile * 64));
+        for (int i = lane; i < kTile * 16; i += 32) r32[i] = 0u;
+        for (int i = lane; i < kTile; i += 32) s_sc[s * kTile + i] = 0x7F7F7F7Fu;
+      }
       __syncwarp();
     }
-    // ---------------------------------------------------------------- the producer warp
-    // Per tile k: issue it (after its stage's empty wait); FAC: then decode the scale words of
-    // tile k - kLook (landed by then, as a rule: issued kLook tiles earlier) into the deferred
-    // key factors, so the math warpgroups find them ready (up to S - kLook decoded tiles ahead
-    // of them).
-    const int64_t np = n << npclog; // pieces
+    // ---------------------------------------------------------------- the producer warps
+    // Warp pw issues the CTA's tiles k = pw + NPW i (i = 0, 1, ...), each after its stage's
+    // empty wait. Its pieces are numbered locally: piece lp is piece lp % npc of its tile
+    // lp / npc.
+    const int64_t nw = n > pw ? (n - pw + NPW - 1) / NPW : 0; // this warp's tiles
+    const int64_t np = nw << npclog;                          // and pieces
+    // local piece lp: its unit, row, first position and page index
+    auto where = [&](int64_t lp, int64_t &row, int64_t &pos0, int64_t &pi) {
+      const int64_t u = u0 + pw + NPW * (lp >> npclog);
+      row = u / p.ntr;
+      pos0 = (u - row * p.ntr) * kTile + ((lp & (npc - 1)) << p.ptlog);
+      pi = p.Plog >= 0 ? pos0 >> p.Plog : pos0 / p.P;
+    };
     // piece lp's loads (the context length and the page id), with no dependence between them
     auto fetch = [&](int64_t lp, int32_t &len, int32_t &pg) {
       len = 0;
       pg = -1;
       if (lp < np) {
-        const int64_t u = u0 + (lp >> npclog), row = u / p.ntr, t = u - row * p.ntr;
-        const int64_t pos0 = t * kTile + ((lp & (npc - 1)) << p.ptlog);
-        const int64_t pi = p.Plog >= 0 ? pos0 >> p.Plog : pos0 / p.P;
+        int64_t row, pos0, pi;
+        where(lp, row, pos0, pi);
         len = __ldg(p.lens + row);
         if (pi < p.bt_cols) pg = __ldg(p.bt + row * p.bt_cols + pi);
       }
@@ -244,91 +253,67 @@ __global__ void __launch_bounds__(kThreads, 1)
     int32_t c_len, c_pg, n_len, n_pg;
     fetch(lane, c_len, c_pg);
     fetch(32 + lane, n_len, n_pg); // the next batch, in flight while this one issues
-    int ps = 0, fs = 0;           // tile k's stage (k % S), tile k - kLook's
-    uint32_t pq = 0, fq = 0;      // their phase parities
+    int ps = pw;                   // tile k's stage (k % S)
+    uint32_t pq = 0;               // its phase parity
     bool ok = false;
     int32_t crd = 0;
     const uint8_t *ssrc = nullptr;
     uint32_t vm = 0;
     int64_t b0 = -32;
-    for (int64_t k = 0; k < n + (FAC ? kLook : 0); k++) {
-      if (k < n) {
-        const int64_t pk = k << npclog; // tile k's first piece (npc divides 32: a batch holds
-                                        // whole tiles)
-        if (pk >= b0 + 32) {            // a new batch: piece b0 + lane's addresses
-          if (b0 >= 0) {
-            c_len = n_len;
-            c_pg = n_pg;
-            fetch(pk + 32 + lane, n_len, n_pg);
+    for (int64_t i = 0; i < nw; i++) {
+      const int64_t k = pw + NPW * i;
+      const int64_t pk = i << npclog; // the tile's first local piece (npc divides 32: a batch
+                                      // holds whole tiles)
+      if (pk >= b0 + 32) {            // a new batch: local piece b0 + lane's addresses
+        if (b0 >= 0) {
+          c_len = n_len;
+          c_pg = n_pg;
+          fetch(pk + 32 + lane, n_len, n_pg);
+        }
+        b0 = pk;
+        const int64_t lp = b0 + lane;
+        ok = false;
+        crd = 0;
+        ssrc = nullptr;
+        if (lp < np) {
+          int64_t row, pos0, pi;
+          where(lp, row, pos0, pi);
+          const int64_t row_hi = clamp64(c_len, 0, rmax);
+          if (pos0 < row_hi && pos0 < p.out_cols && c_pg >= 0 && c_pg < p.num_pages) {
+            const int64_t sl = pos0 - pi * p.P;
+            ok = true;
+            crd = (int32_t)(c_pg * p.rows64 + sl);
+            ssrc = p.k_pages + c_pg * p.stride + (int64_t)p.P * 64 + sl * 4;
           }
-          b0 = pk;
-          const int64_t lp = b0 + lane;
-          ok = false;
-          crd = 0;
-          ssrc = nullptr;
-          if (lp < np) {
-            const int64_t u = u0 + (lp >> npclog), row = u / p.ntr, t = u - row * p.ntr;
-            const int64_t pos0 = t * kTile + ((lp & (npc - 1)) << p.ptlog);
-            const int64_t pi = p.Plog >= 0 ? pos0 >> p.Plog : pos0 / p.P;
-            const int64_t row_hi = clamp64(c_len, 0, rmax);
-            if (pos0 < row_hi && pos0 < p.out_cols && c_pg >= 0 && c_pg < p.num_pages) {
-              const int64_t sl = pos0 - pi * p.P;
-              ok = true;
-              crd = (int32_t)(c_pg * p.rows64 + sl);
-              ssrc = p.k_pages + c_pg * p.stride + (int64_t)p.P * 64 + sl * 4;
-            }
-          }
-          vm = __ballot_sync(0xffffffffu, ok);
         }
-        const int j = (int)((pk - b0) >> npclog);
-        const int s = ps;
-        // every lane: the stage's last tile (k - S) has been read
-        if (k >= S) mbar_wait(&s_empty[s], pq ^ 1u);
-        if (++ps == S) {
-          ps = 0;
-          pq ^= 1u;
-        }
-        const uint32_t m =
-            DIAG == 1 ? (1u << npc) - 1u : (vm >> (j << npclog)) & ((1u << npc) - 1u);
-        if (lane == 0) {
-          s_meta[s] = m; // published by the arrival below (release)
-          if (m && DIAG != 1)
-            ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared,
-                                           &s_full[s], (uint32_t)(__popc(m) * Pt * 68));
-          else
-            (void)ptx::mbarrier_arrive(&s_full[s]);
-        }
-        __syncwarp();
-        if (DIAG != 1 && ok && (lane >> npclog) == j) {
-          const int i = lane & (npc - 1);
-          const int32_t ck[2] = {0, crd};
-          if (RAW) // the pool's 64-B row crd: page c_pg, slot sl
-            ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global,
-                               s_raw + s * (kTile * 64) + i * Pt * 64,
-                               p.k_pages + (int64_t)crd * 64, (uint32_t)(Pt * 64), &s_full[s]);
-          else
-            ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global,
-                                      s_raw + s * (kTile * 64) + i * Pt * 64, &kmap, ck,
-                                      &s_full[s]);
-          ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, s_sc + s * kTile + i * Pt,
-                             ssrc, (uint32_t)(Pt * 4), &s_full[s]);
-        }
+        vm = __ballot_sync(0xffffffffu, ok);
       }
-      if (FAC && k >= kLook) { // tile k - kLook's factors: lane l decodes slots l and l + 32
-        mbar_wait(&s_full[fs], fq);
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-          uint32_t f[4];
-          ixl_v2mxk2_factors(s_sc[fs * kTile + lane + 32 * h], f);
-          s_fac[fs * kTile + lane + 32 * h] =
-              make_float4(__uint_as_float(f[0]), __uint_as_float(f[1]), __uint_as_float(f[2]),
-                          __uint_as_float(f[3]));
-        }
-        (void)ptx::mbarrier_arrive(&s_fac_full[fs]); // release: this lane's factors
-        if (++fs == S) {
-          fs = 0;
-          fq ^= 1u;
-        }
+      const int j = (int)((pk - b0) >> npclog);
+      const int s = ps;
+      // every lane: the stage's last tile (k - S) has been read
+      if (k >= S) mbar_wait(&s_empty[s], pq ^ 1u);
+      ps += NPW;
+      if (ps >= S) {
+        ps -= S;
+        pq ^= 1u;
+      }
+      const uint32_t m = DIAG == 1 ? (1u << npc) - 1u : (vm >> (j << npclog)) & ((1u << npc) - 1u);
+      if (lane == 0) {
+        s_meta[s] = m; // published by the arrival below (release)
+        if (m && DIAG != 1)
+          ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared,
+                                         &s_full[s], (uint32_t)(__popc(m) * Pt * 68));
+        else
+          (void)ptx::mbarrier_arrive(&s_full[s]);
+      }
+      __syncwarp();
+      if (DIAG != 1 && ok && (lane >> npclog) == j) {
+        const int pc = lane & (npc - 1);
+        const int32_t ck[2] = {0, crd};
+        ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global,
+                                  s_raw + s * (kTile * 64) + pc * Pt * 64, &kmap, ck, &s_full[s]);
+        ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, s_sc + s * kTile + pc * Pt,
+                           ssrc, (uint32_t)(Pt * 4), &s_full[s]);
       }
     }
     return;
@@ -344,9 +329,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // (through a shfl, which ptxas does not rematerialize: it recomputed them from the thread
   // index in every tile)
   const uint32_t raw_u32 = launder(smem_u32(s_raw));
-  const uint32_t a_off = launder((uint32_t)(i0 * 64 + (RAW ? 0 : 16 * sw) + 4 * q4));
+  const uint32_t a_off = launder((uint32_t)(i0 * 64 + 16 * sw + 4 * q4));
   const uint32_t sc_u32 = launder(smem_u32(s_sc) + 4u * (uint32_t)i0);
-  const uint32_t fac_u32 = launder(smem_u32(s_fac) + 16u * (uint32_t)i0);
   const int sh0 = (int)launder((uint32_t)(i0 >> p.ptlog)),
             sh1 = (int)launder((uint32_t)((i0 + 8) >> p.ptlog));
   if (n <= 0) return;
@@ -446,184 +430,31 @@ __global__ void __launch_bounds__(kThreads, 1)
     int k = seg_lo + (wg - seg_lo % kNWG + kNWG) % kNWG;
     int s = k % S;                        // k's stage, kept as k steps by kNWG (< S)
     uint32_t kq = (uint32_t)(k / S) & 1u; // its phase parity
-    float acc[4][NC / 2];
-    for (; k < seg_hi; k += kNWG, s += kNWG) {
-      if (s >= S) {
-        s -= S;
-        kq ^= 1u;
-      }
-      const int tb = (t0 + k) * kTile; // the tile's first column
-      mbar_wait(&s_full[s], kq);              // the codes (and the mask) have landed
-      if (FAC) mbar_wait(&s_fac_full[s], kq); // the producer has decoded the factors
-      const uint32_t m = s_meta[s];
-      if (m == 0) { // no key loaded: -inf
-        (void)ptx::mbarrier_arrive(&s_empty[s]);
-        if (wt < kTile && tb + wt < ocols) {
-          if (BF16) stg_u16(out_h + tb + wt, 0xFF80u);
-          else stg_u32(out_f + tb + wt, 0xff800000u);
-        }
-        continue;
-      }
-      // A: the lane's two slots, widened; then one wgmma per scale group. Slot i0's group g
-      // word is at st + (a_off ^ 16 g) (ixl_v2mx_raw_off: group g at 16 (g ^ sw); a_off holds
-      // 16 sw in bits 4-5), slot i0 + 8's 512 B further
-      const uint32_t st = raw_u32 + ((uint32_t)s << 12);
-      uint32_t a[4][4];
+    float acc[4][NC / 2], cd[NC / 2]; // the group sums; the combined dots of the tile reduced
+    uint32_t a[4][4];                 // the widened codes (wgmma A), live until its wait
+    // ---- pieces of a tile's work
+    // acc -> cd: the dots of mx_body's K2 / H 32 / COMB (fast: the deferred key factors in SPEC
+    // 3's group order; slow: the exact dots); `first` when acc[0] already holds g0 + r1 g1
+    auto combine = [&](uint32_t kwa, uint32_t kwb, bool qs, bool first) {
+      const uint32_t kw[2] = {kwa, kwb};
+      if (!qs) {
+        float cr1[2], cr2[2], cr3[2];
 #pragma unroll
-      for (int g = 0; g < 4; g++) {
-        const uint32_t ad = RAW ? st + a_off + 16u * g : st + (a_off ^ (16u * g));
-        const uint32_t w0 = lds_u32(ad), w1 = lds_u32(ad + 512u);
-        ixl_sm90_e2m1x8_widen(w0, &a[g][0], &a[g][2]);
-        ixl_sm90_e2m1x8_widen(w1, &a[g][1], &a[g][3]);
-      }
-      const uint32_t sa = sc_u32 + ((uint32_t)s << 8);
-      const uint32_t kw[2] = {lds_u32(sa), lds_u32(sa + 32u)};
-      // k0 = 2^(ke0 - 127), r1 = 2^(ke1 - ke0), r2 = 2^(ke2 - ke0), r3 = 2^(ke3 - ke2) (the
-      // fast path only), kf in the slow branch. FAC: the producer's (v2_mxk2.cuh), k0 = 0
-      // when a byte is outside the window; else from kw here (garbage outside the window)
-      float4 fk[2];
-      if (FAC) {
-        const uint32_t fa = fac_u32 + ((uint32_t)s << 10);
-        fk[0] = lds_f4(fa);
-        fk[1] = lds_f4(fa + 128u);
-      }
-      (void)ptx::mbarrier_arrive(&s_empty[s]); // release: every read of the stage is above
-      // copies only: keep the words live, nothing else (p.R >= 0 always: the tile math stays
-      // in the SASS, which sass_check asks of every v2 kernel, but never runs)
-      if (DIAG == 2 && p.R >= 0) {
-        uint32_t x = kw[0] ^ kw[1];
-#pragma unroll
-        for (int g = 0; g < 4; g++) x ^= a[g][0] ^ a[g][1] ^ a[g][2] ^ a[g][3];
-        if (x == 0x9E3779B9u && wt == 0) stg_u32(out_f + tb, x);
-        continue;
-      }
-      const bool okslot[2] = {((m >> sh0) & 1u) && tb + i0 < row_hi,
-                              ((m >> sh1) & 1u) && tb + i0 + 8 < row_hi};
-      // the slots' key exponents: the fast path needs every byte in the window (quad-uniform)
-      const bool qslow =
-          FAC ? quad_slow || fk[0].x == 0.0f || fk[1].x == 0.0f
-              : quad_slow || !ixl_v2mx_comb_word(kw[0]) || !ixl_v2mx_comb_word(kw[1]);
-      float kf[2][4];
-      float ck0[2], cr1[2], cr2[2], cr3[2];
-#pragma unroll
-      for (int h = 0; h < 2; h++) {
-        if (FAC) {
-          ck0[h] = fk[h].x;
-          cr1[h] = fk[h].y;
-          cr2[h] = fk[h].z;
-          cr3[h] = fk[h].w;
-        } else {
+        for (int h = 0; h < 2; h++) {
           const uint32_t e0 = kw[h] & 0xFFu, e1 = (kw[h] >> 8) & 0xFFu,
                          e2 = (kw[h] >> 16) & 0xFFu, e3 = kw[h] >> 24;
-          ck0[h] = __uint_as_float(e0 << 23);
           cr1[h] = __uint_as_float((e1 + 127u - e0) << 23);
           cr2[h] = __uint_as_float((e2 + 127u - e0) << 23);
           cr3[h] = __uint_as_float((e3 + 127u - e2) << 23);
         }
-      }
-      wgmma_fence();
-      // groups 0 and 1, then 2 and 3: the first pair's combine overlaps the second's wgmma
-#pragma unroll
-      for (int g = 0; g < 2; g++) wgmma_e4m3_rs<NC>(acc[g], a[g], db + 2 * g, 0);
-      wgmma_commit();
-#pragma unroll
-      for (int g = 2; g < 4; g++) wgmma_e4m3_rs<NC>(acc[g], a[g], db + 2 * g, 0);
-      wgmma_commit();
-      wgmma_wait<1>();
-      fence_operand(acc[0]);
-      fence_operand(acc[1]);
-      if (!qslow) {
 #pragma unroll
         for (int e = 0; e < NC / 2; e++) {
           const int h = (e >> 1) & 1;
-          acc[0][e] = __fmaf_rn(acc[1][e], cr1[h], acc[0][e]);
+          const float c01 = first ? acc[0][e] : __fmaf_rn(acc[1][e], cr1[h], acc[0][e]);
+          cd[e] = __fmaf_rn(__fmaf_rn(acc[3][e], cr3[h], acc[2][e]), cr2[h], c01);
         }
-      }
-      fence_operand(acc[0]);
-      wgmma_wait<0>();
-#pragma unroll
-      for (int g = 0; g < 4; g++) fence_operand(acc[g]);
-#pragma unroll
-      for (int g = 0; g < 4; g++) fence_operand(a[g]);
-
-      // ---- the head reduction and the stores. FOLD: the dots are d / (2^(qc - 127) k0) and
-      // the weights carry 2^(qc - 127), k0 multiplied last; else the dots are d and the
-      // weights the stored ones.
-      auto reduce = [&](auto fold_tag) {
-        constexpr bool FOLD = decltype(fold_tag)::value;
-        if (!BF16) {
-          float sum[2] = {0.0f, 0.0f};
-#pragma unroll
-          for (int j = 0; j < NJ; j++)
-#pragma unroll
-            for (int c = 0; c < 2; c++)
-#pragma unroll
-              for (int h = 0; h < 2; h++) {
-                const float x = acc[0][4 * j + 2 * h + c];
-                sum[h] = FOLD ? __fmaf_rn(wf[2 * j + c], __fadd_rn(x, fabsf(x)), sum[h])
-                              : __fmaf_rn(s_wo[8 * j + 2 * t4 + c], relu(x), sum[h]);
-              }
-#pragma unroll
-          for (int h = 0; h < 2; h++) {
-            sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
-            sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
-          }
-          if (t4 < 2) { // lane 0 of the quad stores slot i0, lane 1 slot i0 + 8
-            const int i = i0 + 8 * t4;
-            float v = t4 ? sum[1] : sum[0];
-            if (FOLD) v = __fmul_rn(v, t4 ? ck0[1] : ck0[0]); // the deferred k0: exact
-            const int nn = tb + i;
-            if (nn < ocols)
-              stg_u32(out_f + nn, (t4 ? okslot[1] : okslot[0]) ? __float_as_uint(v) : 0xff800000u);
-          }
-        } else {
-          // chains: lanes t4 = 0, 2 run (s0, s1), lanes 1, 3 run (s2, s3); lanes 0, 1 keep slot
-          // i0 and lanes 2, 3 slot i0 + 8; each sends the other slot's pair to lane t4 ^ 2
-          const int keep = t4 >> 1;
-          __nv_bfloat162 ch2 = __floats2bfloat162_rn(0.0f, 0.0f);
-#pragma unroll
-          for (int j = 0; j < NJ; j++) {
-            const uint32_t v0 = cvt_relu_bf16x2(acc[0][4 * j], acc[0][4 * j + 1]);     // slot i0
-            const uint32_t v1 = cvt_relu_bf16x2(acc[0][4 * j + 2], acc[0][4 * j + 3]); // i0 + 8
-            const uint32_t mine = keep ? v1 : v0;
-            const uint32_t got = __shfl_xor_sync(0xffffffffu, keep ? v0 : v1, 2);
-            const uint32_t first = keep ? got : mine, second = keep ? mine : got;
-            __nv_bfloat162 w0, w1;
-            if (FOLD) {
-              w0 = wb[2 * j];
-              w1 = wb[2 * j + 1];
-            } else {
-              const int nn = 8 * j + 2 * (t4 & 1);
-              w0 = __floats2bfloat162_rn(s_wo[nn], s_wo[nn + 1]);
-              w1 = __floats2bfloat162_rn(s_wo[nn + 4], s_wo[nn + 5]);
-            }
-            ch2 = __hfma2(w0, *reinterpret_cast<const __nv_bfloat162 *>(&first), ch2);
-            ch2 = __hfma2(w1, *reinterpret_cast<const __nv_bfloat162 *>(&second), ch2);
-          }
-          const uint32_t cu = *reinterpret_cast<const uint32_t *>(&ch2);
-          const uint32_t ou = __shfl_xor_sync(0xffffffffu, cu, 1);
-          const __nv_bfloat162 pair =
-              __hadd2(ch2, *reinterpret_cast<const __nv_bfloat162 *>(&ou));
-          __nv_bfloat16 res = __hadd(__low2bfloat16(pair), __high2bfloat16(pair));
-          if (FOLD) // the deferred k0: exact (a power of two, in range)
-            res = __float2bfloat16_rn(__fmul_rn(__bfloat162float(res), keep ? ck0[1] : ck0[0]));
-          if ((t4 & 1) == 0) {
-            const int i = i0 + 8 * keep;
-            const int nn = tb + i;
-            const uint16_t v = *reinterpret_cast<const uint16_t *>(&res);
-            if (nn < ocols)
-              stg_u16(out_h + nn, (keep ? okslot[1] : okslot[0]) ? v : (uint16_t)0xFF80u);
-          }
-        }
-      };
-      if (!qslow) {
-#pragma unroll
-        for (int e = 0; e < NC / 2; e++) {
-          const int h = (e >> 1) & 1;
-          acc[0][e] = __fmaf_rn(__fmaf_rn(acc[3][e], cr3[h], acc[2][e]), cr2[h], acc[0][e]);
-        }
-        reduce(std::true_type{});
       } else {
+        float kf[2][4];
 #pragma unroll
         for (int h = 0; h < 2; h++)
 #pragma unroll
@@ -636,15 +467,214 @@ __global__ void __launch_bounds__(kThreads, 1)
           const int h = (e >> 1) & 1, c = 2 * (e >> 2) + (e & 1);
           const int nn = 8 * (e >> 2) + 2 * t4 + (e & 1);
           if (((slow_heads >> c) & 1) || pslow[h]) {
-            acc[0][e] = slow_dot(acc[0][e], acc[1][e], acc[2][e], acc[3][e], s_hq[nn], kw[h]);
+            cd[e] = slow_dot(acc[0][e], acc[1][e], acc[2][e], acc[3][e], s_hq[nn], kw[h]);
           } else {
             const float t01 = __fmaf_rn(acc[1][e], kf[h][1], __fmul_rn(acc[0][e], kf[h][0]));
             const float t23 = __fmaf_rn(acc[3][e], kf[h][3], __fmul_rn(acc[2][e], kf[h][2]));
-            acc[0][e] = __fmul_rn(s_hc[nn], __fadd_rn(t01, t23));
+            cd[e] = __fmul_rn(s_hc[nn], __fadd_rn(t01, t23));
           }
         }
-        reduce(std::false_type{});
       }
+    };
+    // ---- the head reduction of cd and the stores. FOLD: the dots are d / (2^(qc - 127) k0)
+    // and the weights carry 2^(qc - 127), k0 multiplied last; else the dots are d and the
+    // weights the stored ones.
+    auto reduce = [&](auto fold_tag, int tb, bool ok0, bool ok1, uint32_t kwa, uint32_t kwb) {
+      constexpr bool FOLD = decltype(fold_tag)::value;
+      const float ck0[2] = {__uint_as_float((kwa & 0xFFu) << 23),
+                            __uint_as_float((kwb & 0xFFu) << 23)};
+      if (!BF16) {
+        float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int j = 0; j < NJ; j++)
+#pragma unroll
+          for (int c = 0; c < 2; c++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+              const float x = cd[4 * j + 2 * h + c];
+              sum[h] = FOLD ? __fmaf_rn(wf[2 * j + c], __fadd_rn(x, fabsf(x)), sum[h])
+                            : __fmaf_rn(s_wo[8 * j + 2 * t4 + c], relu(x), sum[h]);
+            }
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
+          sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
+        }
+        if (t4 < 2) { // lane 0 of the quad stores slot i0, lane 1 slot i0 + 8
+          const int i = i0 + 8 * t4;
+          float v = t4 ? sum[1] : sum[0];
+          if (FOLD) v = __fmul_rn(v, t4 ? ck0[1] : ck0[0]); // the deferred k0: exact
+          const int nn = tb + i;
+          if (nn < ocols) stg_u32(out_f + nn, (t4 ? ok1 : ok0) ? __float_as_uint(v) : 0xff800000u);
+        }
+      } else {
+        // chains: lanes t4 = 0, 2 run (s0, s1), lanes 1, 3 run (s2, s3); lanes 0, 1 keep slot
+        // i0 and lanes 2, 3 slot i0 + 8; each sends the other slot's pair to lane t4 ^ 2
+        const int keep = t4 >> 1;
+        __nv_bfloat162 ch2 = __floats2bfloat162_rn(0.0f, 0.0f);
+#pragma unroll
+        for (int j = 0; j < NJ; j++) {
+          const uint32_t v0 = cvt_relu_bf16x2(cd[4 * j], cd[4 * j + 1]);     // slot i0
+          const uint32_t v1 = cvt_relu_bf16x2(cd[4 * j + 2], cd[4 * j + 3]); // i0 + 8
+          const uint32_t mine = keep ? v1 : v0;
+          const uint32_t got = __shfl_xor_sync(0xffffffffu, keep ? v0 : v1, 2);
+          const uint32_t first = keep ? got : mine, second = keep ? mine : got;
+          __nv_bfloat162 w0, w1;
+          if (FOLD) {
+            w0 = wb[2 * j];
+            w1 = wb[2 * j + 1];
+          } else {
+            const int nn = 8 * j + 2 * (t4 & 1);
+            w0 = __floats2bfloat162_rn(s_wo[nn], s_wo[nn + 1]);
+            w1 = __floats2bfloat162_rn(s_wo[nn + 4], s_wo[nn + 5]);
+          }
+          ch2 = __hfma2(w0, *reinterpret_cast<const __nv_bfloat162 *>(&first), ch2);
+          ch2 = __hfma2(w1, *reinterpret_cast<const __nv_bfloat162 *>(&second), ch2);
+        }
+        const uint32_t cu = *reinterpret_cast<const uint32_t *>(&ch2);
+        const uint32_t ou = __shfl_xor_sync(0xffffffffu, cu, 1);
+        const __nv_bfloat162 pair = __hadd2(ch2, *reinterpret_cast<const __nv_bfloat162 *>(&ou));
+        __nv_bfloat16 res = __hadd(__low2bfloat16(pair), __high2bfloat16(pair));
+        if (FOLD) // the deferred k0: exact (a power of two, in range)
+          res = __float2bfloat16_rn(__fmul_rn(__bfloat162float(res), keep ? ck0[1] : ck0[0]));
+        if ((t4 & 1) == 0) {
+          const int i = i0 + 8 * keep;
+          const int nn = tb + i;
+          const uint16_t v = *reinterpret_cast<const uint16_t *>(&res);
+          if (nn < ocols) stg_u16(out_h + nn, (keep ? ok1 : ok0) ? v : (uint16_t)0xFF80u);
+        }
+      }
+    };
+    auto finish = [&](int tb, bool ok0, bool ok1, uint32_t kwa, uint32_t kwb, bool qs) {
+      if (!qs) reduce(std::true_type{}, tb, ok0, ok1, kwa, kwb);
+      else reduce(std::false_type{}, tb, ok0, ok1, kwa, kwb);
+    };
+    // the tile whose wgmma is in flight (PIPE): its scale words; flags: 1, 2 its slots i0,
+    // i0 + 8 valid, 4 slow path, 8 there is one
+    uint32_t p_fl = 0, p_kwa = 0, p_kwb = 0;
+    for (;; k += kNWG, s += kNWG) {
+      const bool cur = k < seg_hi;
+      if (!PIPE && !cur) break;
+      if (s >= S) {
+        s -= S;
+        kq ^= 1u;
+      }
+      if (PIPE) {
+        // No branch around the wgmma and its wait (ptxas serializes every wgmma, C7518, when
+        // one is in flight across a divergent path): each pass waits for the last pass's
+        // tile and combines it (before its own stage's reads: fewer live registers), issues
+        // its own tile (zero codes when it has none, or past the segment's end: a dummy whose
+        // sums are never read), then reduces the last one under it.
+        wgmma_wait<0>();
+#pragma unroll
+        for (int g = 0; g < 4; g++) fence_operand(acc[g]);
+#pragma unroll
+        for (int g = 0; g < 4; g++) fence_operand(a[g]);
+        if (p_fl & 8u) combine(p_kwa, p_kwb, (p_fl & 4u) != 0, false); // acc, a free after
+      }
+      const int tb = (t0 + k) * kTile; // the tile's first column
+      const uint32_t st = raw_u32 + ((uint32_t)s << 12);
+      uint32_t m = 0, r[8] = {0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u}, kw[2] = {0u, 0u};
+      if (cur) {
+        mbar_wait(&s_full[s], kq); // the codes (and the mask) have landed
+        m = s_meta[s];
+        if (m) {
+          // slot i0's group g word is at st + (a_off ^ 16 g) (ixl_v2mx_raw_off: group g at
+          // 16 (g ^ sw); a_off holds 16 sw in bits 4-5), slot i0 + 8's 512 B further
+#pragma unroll
+          for (int g = 0; g < 4; g++) {
+            const uint32_t ad = st + (a_off ^ (16u * g));
+            r[2 * g] = lds_u32(ad);
+            r[2 * g + 1] = lds_u32(ad + 512u);
+          }
+          const uint32_t sa = sc_u32 + ((uint32_t)s << 8);
+          kw[0] = lds_u32(sa);
+          kw[1] = lds_u32(sa + 32u);
+        }
+        // release: every read of the stage is above
+        if (ARR4) {
+          __syncwarp();
+          if (lane == 0) (void)ptx::mbarrier_arrive(&s_empty[s]);
+        } else {
+          (void)ptx::mbarrier_arrive(&s_empty[s]);
+        }
+        if (m == 0 && wt < kTile && tb + wt < ocols) { // no key loaded: -inf
+          if (BF16) stg_u16(out_h + tb + wt, 0xFF80u);
+          else stg_u32(out_f + tb + wt, 0xff800000u);
+        }
+      }
+      // copies only: keep the words live, nothing else (p.R >= 0 always: the tile math stays
+      // in the SASS, which sass_check asks of every v2 kernel, but never runs)
+      if (DIAG == 2 && p.R >= 0) {
+        if (!cur) break;
+        uint32_t x = kw[0] ^ kw[1];
+#pragma unroll
+        for (int g = 0; g < 8; g++) x ^= r[g];
+        if (m && x == 0x9E3779B9u && wt == 0) stg_u32(out_f + tb, x);
+        continue;
+      }
+      const bool ok0 = ((m >> sh0) & 1u) && tb + i0 < row_hi,
+                 ok1 = ((m >> sh1) & 1u) && tb + i0 + 8 < row_hi;
+      // the slots' key exponents: the fast path needs every byte in the window (quad-uniform)
+      const bool qs = quad_slow || !ixl_v2mx_comb_word(kw[0]) || !ixl_v2mx_comb_word(kw[1]);
+      if (PIPE) {
+#pragma unroll
+        for (int g = 0; g < 4; g++) {
+          ixl_sm90_e2m1x8_widen(r[2 * g], &a[g][0], &a[g][2]);
+          ixl_sm90_e2m1x8_widen(r[2 * g + 1], &a[g][1], &a[g][3]);
+        }
+        wgmma_fence();
+#pragma unroll
+        for (int g = 0; g < 4; g++) wgmma_e4m3_rs<NC>(acc[g], a[g], db + 2 * g, 0);
+        wgmma_commit();
+        if (p_fl & 8u) // under the new wgmma; the last pass's tile began kNWG tiles earlier
+          finish(tb - kNWG * kTile, p_fl & 1u, (p_fl & 2u) != 0, p_kwa, p_kwb, (p_fl & 4u) != 0);
+        p_fl = (uint32_t)ok0 | (uint32_t)ok1 << 1 | (uint32_t)qs << 2 | (uint32_t)(cur && m) << 3;
+        p_kwa = kw[0];
+        p_kwb = kw[1];
+        if (!cur) break;
+        continue;
+      }
+      if (m == 0) continue;
+#pragma unroll
+      for (int g = 0; g < 4; g++) {
+        ixl_sm90_e2m1x8_widen(r[2 * g], &a[g][0], &a[g][2]);
+        ixl_sm90_e2m1x8_widen(r[2 * g + 1], &a[g][1], &a[g][3]);
+      }
+      wgmma_fence();
+      // groups 0 and 1, then 2 and 3: the first pair's combine overlaps the second's wgmma
+#pragma unroll
+      for (int g = 0; g < 2; g++) wgmma_e4m3_rs<NC>(acc[g], a[g], db + 2 * g, 0);
+      wgmma_commit();
+#pragma unroll
+      for (int g = 2; g < 4; g++) wgmma_e4m3_rs<NC>(acc[g], a[g], db + 2 * g, 0);
+      wgmma_commit();
+      wgmma_wait<1>();
+      fence_operand(acc[0]);
+      fence_operand(acc[1]);
+      if (!qs) {
+        const float r1[2] = {
+            __uint_as_float(((kw[0] >> 8 & 0xFFu) + 127u - (kw[0] & 0xFFu)) << 23),
+            __uint_as_float(((kw[1] >> 8 & 0xFFu) + 127u - (kw[1] & 0xFFu)) << 23)};
+#pragma unroll
+        for (int e = 0; e < NC / 2; e++)
+          acc[0][e] = __fmaf_rn(acc[1][e], r1[(e >> 1) & 1], acc[0][e]);
+      }
+      fence_operand(acc[0]);
+      wgmma_wait<0>();
+#pragma unroll
+      for (int g = 0; g < 4; g++) fence_operand(acc[g]);
+#pragma unroll
+      for (int g = 0; g < 4; g++) fence_operand(a[g]);
+      combine(kw[0], kw[1], qs, true);
+      finish(tb, ok0, ok1, kw[0], kw[1], qs);
+    }
+    if (PIPE) { // the last pass's dummy
+      wgmma_wait<0>();
+#pragma unroll
+      for (int g = 0; g < 4; g++) fence_operand(acc[g]);
+#pragma unroll
+      for (int g = 0; g < 4; g++) fence_operand(a[g]);
     }
   }
 #else
@@ -660,20 +690,19 @@ int log2_exact(int64_t v) {
   return l;
 }
 
-// IXL_LOGITS_V2_MX_K2WS, read once a process: 1 on (the math warpgroups decode the key
-// factors), 2 on with the producer decoding them (FAC: experimental; H200 visit 3: slower,
-// 620 vs 449 us at 64 x 128K, and 2 fp32 elements of the slow-path test +inf where the CPU has
-// NaN: not exact, do not use); 3 on with RAW (above); 8 / 9 bench-only diagnostics on fp32
-// calls (DIAG above: math only / copies only, garbage logits; bf16 calls run 1); 0 or anything
-// else off; unset:
-// kK2wsDefault.
+// IXL_LOGITS_V2_MX_K2WS, read once a process (one digit; 0 or anything else: off, mx_kernel):
+// 1 the kernel of session 6 (V = 0: one producer warp, 128 arrivals a stage, no pipelining);
+// 4 V = kPipe | kProd4 | kArr4; 5 V = kProd4 | kArr4 (the copy side only); 6 V = kPipe | kArr4
+// (the math side only); 8 / 9 bench-only diagnostics of V = 7 on fp32 calls (DIAG above: math
+// only / copies only (of V = 6: the same copy side), garbage logits; bf16 calls run 4);
+// unset: kK2wsDefault.
 constexpr int kK2wsDefault = 0;
 int k2ws_mode() {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_K2WS");
     if (!e) return kK2wsDefault;
     const int d = e[0] - '0';
-    return (d == 1 || d == 2 || d == 3 || d == 8 || d == 9) && e[1] == 0 ? d : 0;
+    return (d == 1 || d == 4 || d == 5 || d == 6 || d == 8 || d == 9) && e[1] == 0 ? d : 0;
   }();
   return v;
 }
@@ -701,13 +730,14 @@ bool k2_map(CUtensorMap *map, const uint8_t *pages, uint64_t rows, int Pt) {
   return true;
 }
 
-// Launches the kernel; returns 0 (nothing launched, the caller's kernels run the call) when the
-// device cannot hold one CTA of it (checked once a process per configuration).
-template <bool BF16, bool FAC, int DIAG = 0, bool RAW = false>
+// Launches the kernel (ixl::launch_pdl: programmatic dependent launch when IXL_PDL is on);
+// returns 0 (nothing launched, the caller's kernels run the call) when the device cannot hold
+// one CTA of it (checked once a process per configuration).
+template <bool BF16, int V, int DIAG = 0>
 int launch_k2(ixl_ctx *ctx, const CUtensorMap &map, K2Params p, const char *name,
               ixl_status *st) {
-  auto kern = mxk2_kernel<BF16, FAC, DIAG, RAW>;
-  constexpr int alloc = K2Smem<FAC>::alloc;
+  auto kern = mxk2_kernel<BF16, V, DIAG>;
+  constexpr int alloc = K2Smem::alloc;
   static int fits = -1; // one check and one stderr line per configuration a process
   if (fits < 0) {
     int occ = 0;
@@ -720,10 +750,10 @@ int launch_k2(ixl_ctx *ctx, const CUtensorMap &map, K2Params p, const char *name
     }
     fits = occ >= 1;
     fprintf(stderr,
-            "ixl logits v2 mxfp4: K2WS kernel, paged K2, H 32, %d math warpgroups + producer, "
-            "%d stages, %s, key factors by the %s%s%s (switch %d)%s\n",
-            kNWG, kStages, BF16 ? "bf16" : "fp32", FAC ? "producer" : "math warps",
-            RAW ? ", codes by 1-D bulk copies" : "",
+            "ixl logits v2 mxfp4: K2WS kernel, paged K2, H 32, %d math warpgroups%s + %d "
+            "producer warp%s, %d stages, %s, %d arrivals a stage%s (switch %d)%s\n",
+            kNWG, (V & kPipe) ? " pipelined" : "", (V & kProd4) ? 4 : 1,
+            (V & kProd4) ? "s" : "", kStages, BF16 ? "bf16" : "fp32", (V & kArr4) ? 4 : 128,
             DIAG == 1 ? ", DIAG math only" : DIAG == 2 ? ", DIAG copies only" : "", k2ws_mode(),
             fits ? "" : ": does not fit an SM, mx_kernel runs it");
   }
@@ -734,15 +764,16 @@ int launch_k2(ixl_ctx *ctx, const CUtensorMap &map, K2Params p, const char *name
   const char *cap = getenv("IXL_LOGITS_V2_MX_K2WS_CTAS");
   if (cap && atoi(cap) > 0 && atoi(cap) < sms) sms = atoi(cap);
   p.G = p.total < sms ? p.total : sms;
-  kern<<<(unsigned)p.G, kThreads, alloc, ixl::stream_of(ctx)>>>(map, p);
-  *st = ixl_cuda_check_launch(ctx, name);
+  *st = ixl::launch_pdl(ctx, name, kern, dim3((unsigned)p.G), dim3(kThreads), (size_t)alloc, 1u,
+                        map, p);
   return 1;
 }
 
 } // namespace
 
 extern "C" int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, ixl_status *st) {
-  if (!k2ws_mode()) return 0;
+  const int mode = k2ws_mode();
+  if (!mode) return 0;
   const ixl_qk *in = c->in;
   if (c->mode != IXL_LOGITS_DENSE_PAGED || c->H != 32 || c->bs || !in->k_pages || !in->q_scales)
     return 0;
@@ -778,15 +809,17 @@ extern "C" int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, i
   CUtensorMap map;
   if (!k2_map(&map, p.k_pages, (uint64_t)(num_pages * rows64), Pt)) return 0;
   const char *name = "dense_logits_paged kernel (v2 mxfp4 K2WS)";
-  const bool bf16 = c->reduction == IXL_REDUCE_BF16;
-  if (k2ws_mode() == 2)
-    return bf16 ? launch_k2<true, true>(ctx, map, p, name, st)
-                : launch_k2<false, true>(ctx, map, p, name, st);
-  if (k2ws_mode() == 3)
-    return bf16 ? launch_k2<true, false, 0, true>(ctx, map, p, name, st)
-                : launch_k2<false, false, 0, true>(ctx, map, p, name, st);
-  if (k2ws_mode() == 8 && !bf16) return launch_k2<false, false, 1>(ctx, map, p, name, st);
-  if (k2ws_mode() == 9 && !bf16) return launch_k2<false, false, 2>(ctx, map, p, name, st);
-  return bf16 ? launch_k2<true, false>(ctx, map, p, name, st)
-              : launch_k2<false, false>(ctx, map, p, name, st);
+  constexpr int kAll = kPipe | kProd4 | kArr4;
+  if (c->reduction == IXL_REDUCE_BF16) {
+    if (mode == 1) return launch_k2<true, 0>(ctx, map, p, name, st);
+    if (mode == 5) return launch_k2<true, kProd4 | kArr4>(ctx, map, p, name, st);
+    if (mode == 6) return launch_k2<true, kPipe | kArr4>(ctx, map, p, name, st);
+    return launch_k2<true, kAll>(ctx, map, p, name, st);
+  }
+  if (mode == 1) return launch_k2<false, 0>(ctx, map, p, name, st);
+  if (mode == 5) return launch_k2<false, kProd4 | kArr4>(ctx, map, p, name, st);
+  if (mode == 6) return launch_k2<false, kPipe | kArr4>(ctx, map, p, name, st);
+  if (mode == 8) return launch_k2<false, kAll, 1>(ctx, map, p, name, st);
+  if (mode == 9) return launch_k2<false, kProd4 | kArr4, 2>(ctx, map, p, name, st);
+  return launch_k2<false, kAll>(ctx, map, p, name, st);
 }

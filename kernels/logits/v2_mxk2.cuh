@@ -13,7 +13,7 @@
 extern "C" {
 #endif
 // K2 (IXL_LOGITS_DENSE_PAGED) at H 32 on the warp-specialized kernel when IXL_LOGITS_V2_MX_K2WS
-// is set (read once a process; unset or 0: off) and the call suits it (no K3 block scores, a
+// asks for it (read once a process; 0: off; unset: the kernel file's kK2wsDefault) and the call suits it (no K3 block scores, a
 // page size of 8, 16, 32 or a multiple of 64, a page stride that is a multiple of 64 B, the
 // tensor map encodes). Returns 1 when it launched (*st: the launch's status), 0 when the
 // caller's kernels run the call (nothing launched).
@@ -35,20 +35,6 @@ IXL_V2MX_FN int ixl_v2mxk2_piece(int64_t P) {
 // order (the host keeps total below 2^31, so b total cannot overflow).
 IXL_V2MX_FN int64_t ixl_v2mxk2_split(int64_t total, int64_t G, int64_t b) {
   return total * b / G;
-}
-
-// The deferred key factors of one scale word (V3's, v2_mx.cuh: IXL_V2MX_COMB_E), as the
-// producer warp stores them for a slot: the fp32 bits of k0 = 2^(ke0 - 127), r1 = 2^(ke1 - ke0),
-// r2 = 2^(ke2 - ke0), r3 = 2^(ke3 - ke2); all 0 (k0 = 0: the slot takes the exact slow path)
-// when a byte lies outside ixl_v2mx_comb_word's window (k0 is then never 0 otherwise: ke0 >=
-// 127 - IXL_V2MX_COMB_E).
-IXL_V2MX_FN void ixl_v2mxk2_factors(uint32_t kw, uint32_t f[4]) {
-  const uint32_t e0 = kw & 0xFFu, e1 = (kw >> 8) & 0xFFu, e2 = (kw >> 16) & 0xFFu, e3 = kw >> 24;
-  const int ok = ixl_v2mx_comb_word(kw);
-  f[0] = ok ? e0 << 23 : 0u;
-  f[1] = ok ? (e1 + 127u - e0) << 23 : 0u;
-  f[2] = ok ? (e2 + 127u - e0) << 23 : 0u;
-  f[3] = ok ? (e3 + 127u - e2) << 23 : 0u;
 }
 
 #endif
