@@ -46,17 +46,10 @@ using namespace ixl::sm90;
 
 constexpr int kH = 32;                  // heads (the wgmma N)
 constexpr int kTile = 64;               // key slots a tile (the wgmma M)
-constexpr int kStages = 8;              // ring depth (mode 4: 10)
+constexpr int kStages = 8;              // ring depth of the 3-CTA kernels
 constexpr int kMaxChunk = 4096;         // output columns a CTA at most
 constexpr int kPre = kMaxChunk / 4 + 2; // prefetched sparse-block bases a CTA
-
-template <int NWG>
-struct WsCfg {
-  static constexpr int threads = 128 * NWG + 32; // math warpgroups, then the producer warp
-  // 3 or 2 CTAs an SM; but a kernel above 128 registers (4352 a warp) fits only 3 warps in a
-  // scheduler's 16K-register quarter, so 2 CTAs: the paged ones at 135-136 (H200 routing line)
-  static constexpr int maxreg = NWG == 1 ? 136 : 112;
-};
+constexpr int kThreads = 128 + 32;      // one math warpgroup, then the producer warp
 
 // Dynamic shared memory (1024-aligned base): q tile | raw stages | factors | scale words +
 // info | per column | block bases.
@@ -187,29 +180,53 @@ __device__ __forceinline__ void cp_async_arrive_noinc(uint64_t *bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(bar))
                : "memory");
 }
+
+// wgmma.mma_async m64n16k32 .f32.e4m3.e4m3, A in registers (PTX ISA "wgmma.mma_async"; the
+// form of sm90.cuh's wgmma_m64n32k32_e4m3_rs at N 16, which sm90.cuh does not have): D[64][16]
+// = A[64][32] * B[16][32]^T, scale-d 0 (D not read).
+__device__ __forceinline__ void wgmma_m64n16k32_e4m3_rs(float (&d)[8], const uint32_t (&a)[4],
+                                                        uint64_t db) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 "
+               "{%0, %1, %2, %3, %4, %5, %6, %7}, {%8, %9, %10, %11}, %12, p, 1, 1;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                 "+f"(d[6]), "+f"(d[7])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(0));
+}
+template <int N>
+__device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db) {
+  if constexpr (N == 16) wgmma_m64n16k32_e4m3_rs(d, a, db);
+  else wgmma_e4m3_rs<N>(d, a, db, 0);
+}
 #endif
 
-// Registers: 1 math warpgroup: 3 CTAs of 160 threads an SM (at most 136 registers); 2: 2 CTAs
-// of 288 (at most 112, __maxnreg__: the launch bounds' minimum-CTAs form let ptxas take 96 and
-// serialize the wgmma).
+// One math warpgroup and one producer warp a CTA. The math warps read a tile's code words by 2
+// ldmatrix.x4 (8 matrices: 4 groups x the two 8-slot halves of the warp's 16 slots), and wait /
+// load / arrive on 32-bit addresses computed once and kept in registers (ptxas otherwise
+// recomputes ~30 instructions of them a tile).
 // PAGED: paged K5 (K2's page pool; logits_v2_mx_sm90.cu's K5P addressing: the block's first
 // page and slot prefetched with its base, a block across a page boundary looked up per slot).
-// LDSM: the math warps read a tile's code words by 2 ldmatrix.x4 (8 matrices: 4 groups x the
-// two 8-slot halves of the warp's 16 slots) instead of 8 LDS.32 with per-group addresses (the
-// same words in the same registers), and wait / load / arrive on 32-bit addresses computed
-// once and kept in registers (ptxas otherwise recomputes ~30 instructions of them a tile).
-// ABL (timing ablations only, wrong results: IXL_LOGITS_V2_MX_K5WS=8 / 9, never a default):
-// 1 = one wgmma a tile instead of 4 (groups 1-3's accumulators keep whatever they hold),
-// 2 = no key copies (the producer arrives without copying; the math reads stale stages),
-// 4 = no scale decode in the producer (constant factors, every slot fast). (A chain-free
-// ablation made ptxas serialize the wgmma, C7518, and spill: not offered.)
-template <int NWG, bool PAGED, bool LDSM, int STAGES = kStages, int ABL = 0>
-__global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::maxreg)
-    mxk5_kernel(const WsParams p) {
+// NP: the heads in NP passes of 32 / NP (1: 4 m64n32k32 a tile, 64 accumulators; 2: twice 4
+// m64n16k32 on the same A registers, heads 0-15 then 16-31, 32 accumulators, so that the
+// kernel fits MAXREG 96 and 4 CTAs an SM). The group sums are exact either way and each head's
+// combine and SPEC 3's bf16 chain run in the same order (the chain's steps j = 0, 1 in the
+// first pass, 2, 3 in the second, one chain register carried), so the bits are the same.
+// MAXREG: 136 (125 used ragged, 136 paged) -> 3 CTAs an SM ragged, 2 paged (above 128 a
+// scheduler's 16K registers hold only 3 warps); 128 (NP 2: 109 used) -> 3; 96 (ragged NP 2) ->
+// 4 with STAGES <= 6 (4 CTAs' shared memory).
+// ABL (timing ablations only, wrong results, never a default), bits: 1 = one wgmma a tile
+// instead of 4 (groups 1-3's accumulators keep whatever they hold), 2 = no key copies (the
+// producer arrives without copying; the math reads stale stages), 4 = no scale decode in the
+// producer (constant factors, every slot fast), 8 = the math warps only wait and release each
+// stage (the producer side alone). DEC: the math warps decode their slots' scale words (the
+// producer, on the critical path, stores the words only; the same functions, the same bits).
+// (A chain-free ablation made ptxas serialize the wgmma,
+// C7518, and spill: not offered.)
+template <bool PAGED, int NP, int STAGES, int MAXREG, int ABL = 0, bool DEC = false>
+__global__ void __launch_bounds__(kThreads) __maxnreg__(MAXREG) mxk5_kernel(const WsParams p) {
 #if IXL_SM90_DEVICE
-  constexpr int NT = WsCfg<NWG>::threads;
+  constexpr int NT = kThreads;
   constexpr int S = STAGES;
-  static_assert(S % NWG == 0, "a stage is always read by the same math warpgroup");
   using L = WsSmem<S>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
@@ -230,6 +247,10 @@ __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::m
   __shared__ int s_nvalid;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, t4 = lane & 3;
+  // PDL (cuda/launch.cuh): before the first global access; the trigger anywhere (a dependent
+  // waits for this grid's completion)
+  ixl::pdl_wait();
+  ixl::pdl_trigger();
   if (tid == 0) {
 #pragma unroll
     for (int s = 0; s < S; s++) {
@@ -324,21 +345,21 @@ __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::m
   __syncthreads();
 
   const int T = (int)((chunk_hi - c0 + kTile - 1) / kTile);
-  if (warp == 4 * NWG) {
+  if (warp == 4) {
     // ================================================================ the producer warp
-    // slots lane and lane + 32 of tile t: whether the slot has a key, the byte offset of its
-    // codes from kbase, its scale word (plain loads, kLook tiles ahead: paged keys come from
+    // slots lane and lane + 32 of tile t: whether the slot has a key, the offset of its codes
+    // from kbase (16-B units: one shuffle a copy), its scale word (plain loads, kLook tiles ahead: paged keys come from
     // HBM, about 1 us, two tile periods of a CTA; three register sets, the loop unrolled by
     // three so that no set is copied, which would wait for its loads)
     const uint8_t *kbase = PAGED ? p.k_pages : p.k_codes;
     struct Look {
-      int64_t q[2];
+      uint32_t q[2]; // the codes' offset from kbase in 16-B units (the hook checks the range)
       uint32_t kw[2];
       bool ok[2];
     };
     constexpr int kLook = 3;
     auto scan = [&](int t, Look &x) {
-      int64_t *q = x.q;
+      uint32_t *q = x.q;
       uint32_t *kw = x.kw;
       bool *ok = x.ok;
 #pragma unroll
@@ -369,12 +390,12 @@ __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::m
           }
         }
         ok[h] = o;
-        q[h] = o ? off : 0;
+        q[h] = o ? (uint32_t)(off >> 4) : 0u;
         kw[h] = o ? __ldg(sp) : IXL_MXK5_NOKEY;
       }
     };
     auto step = [&](int t, Look &x) {
-      const int64_t *q = x.q;
+      const uint32_t *q = x.q;
       const uint32_t *kw = x.kw;
       const bool *ok = x.ok;
       const int s = t % S;
@@ -384,24 +405,29 @@ __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::m
 #pragma unroll
       for (int k = 0; k < 8; k++) {
         const int i = 8 * k + (lane >> 2), g = lane & 3;
-        const int64_t qk = __shfl_sync(0xffffffffu, k < 4 ? q[0] : q[1], i & 31);
+        const uint32_t qk = __shfl_sync(0xffffffffu, k < 4 ? q[0] : q[1], i & 31);
         const bool okk = (((k < 4 ? b0 : b1) >> (i & 31)) & 1u) != 0;
         // no key: offset 0 (a valid address), 0 bytes read, the 16 B zero-filled
-        if (ABL != 2)
-          ixl::sm80::cp_async16(dst + ixl_v2mx_raw_off(i, g), kbase + qk + 16 * g, okk ? 16 : 0);
+        if (!(ABL & 2))
+          ixl::sm80::cp_async16(dst + ixl_v2mx_raw_off(i, g), kbase + 16 * ((uint64_t)qk + g),
+                                okk ? 16 : 0);
       }
       cp_async_arrive_noinc(&s_full[s]);
 #pragma unroll
       for (int h = 0; h < 2; h++) {
         uint32_t f[4];
         uint32_t info;
-        if (ABL == 4) {
+        const int i = s * kTile + lane + 32 * h;
+        if (DEC) { // the math warps decode
+          *reinterpret_cast<uint2 *>(&s_kin[i]) = make_uint2(kw[h], ok[h] ? IXL_MXK5_OK : 0u);
+          continue;
+        }
+        if (ABL & 4) {
           f[0] = f[1] = f[2] = f[3] = 0x3f800000u;
           info = (ok[h] ? IXL_MXK5_OK : 0u) | IXL_MXK5_COMB | IXL_MXK5_FAST;
         } else {
           info = ixl_mxk5_decode(kw[h], ok[h], f);
         }
-        const int i = s * kTile + lane + 32 * h;
         s_fac[i] = make_float4(__uint_as_float(f[0]), __uint_as_float(f[1]),
                                __uint_as_float(f[2]), __uint_as_float(f[3]));
         *reinterpret_cast<uint2 *>(&s_kin[i]) = make_uint2(kw[h], info);
@@ -422,8 +448,8 @@ __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::m
     return;
   }
 
-  // ================================================================ the math warpgroup(s)
-  const int wg = warp >> 2, wt = tid & 127, mw = wt >> 5;
+  // ================================================================ the math warpgroup
+  const int mw = warp;
   const int i0 = 16 * mw + (lane >> 2); // this lane's slots: i0, i0 + 8
   uint32_t slow_heads = 0;
 #pragma unroll
@@ -434,26 +460,24 @@ __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::m
   int quad_slow = slow_heads != 0;
   quad_slow |= __shfl_xor_sync(0xffffffffu, quad_slow, 1);
   quad_slow |= __shfl_xor_sync(0xffffffffu, quad_slow, 2);
-  // the fast path's bf16 weight pairs (s_wb): in registers (1 math warpgroup), or read each
-  // tile (2: 8 registers fewer, 2 LDS.128 a tile)
-  constexpr bool kWbRegs = NWG == 1;
+  // the fast path's bf16 weight pairs (s_wb) of this lane's parity: entries 2 j, 2 j + 1 of
+  // chain step j; in registers (NP 1), or the pass's 4 entries (16 B) read each pass (NP 2)
+  constexpr int NH = kH / NP; // heads a pass
   const uint4 *wb_src = reinterpret_cast<const uint4 *>(s_wb + 8 * (t4 & 1));
   uint4 wbr[2];
-  if (kWbRegs) wbr[0] = wb_src[0], wbr[1] = wb_src[1];
+  if (NP == 1) wbr[0] = wb_src[0], wbr[1] = wb_src[1];
 
-  float acc[4][kH / 2];
-  if constexpr (ABL == 1) { // groups 1-3: no wgmma writes them: opaque values, nothing folds
+  float acc[4][NH / 2];
+  if constexpr ((ABL & 1) != 0) { // groups 1-3: no wgmma writes them: opaque, nothing folds
 #pragma unroll
     for (int g = 0; g < 4; g++)
 #pragma unroll
-      for (int e = 0; e < kH / 2; e++) acc[g][e] = __int_as_float(0x3f800000 + tid + e);
+      for (int e = 0; e < NH / 2; e++) acc[g][e] = __int_as_float(0x3f800000 + tid + e);
 #pragma unroll
     for (int g = 0; g < 4; g++) fence_operand(acc[g]);
   }
-  const int q4 = lane & 3, sw = (i0 >> 1) & 3;
   const uint64_t db = wgmma_desc(s_q, IXL_SM90_SWIZZLE_128B, 16, 1024);
-  uint16_t *orow = p.out + row * p.out_cols;
-  // LDSM: lane l addresses row l % 8 of matrix m = l / 8: slot 16 mw + 8 (m & 1) + l % 8, group
+  // lane l addresses row l % 8 of matrix m = l / 8: slot 16 mw + 8 (m & 1) + l % 8, group
   // (m >> 1) (first x4: groups 0, 1) or 2 + (m >> 1) (second: 2, 3), ixl_v2mx_raw_off's place
   const int lm_slot = 16 * mw + 8 * ((lane >> 3) & 1) + (lane & 7), lm_g = lane >> 4;
   // (groups 2, 3: address bit 5 flipped, 16 ((g + 2) ^ sw) = 16 (g ^ sw) ^ 32 for g < 2; the
@@ -462,43 +486,50 @@ __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::m
   uint32_t fac_a = smem_u32(s_fac + i0);
   uint32_t full_a = smem_u32(s_full);
   constexpr int kKin = L::kin - L::fac;
-  // opaque: kept in registers (ptxas otherwise recomputes them from the thread index a tile)
-  // LDSM: the lane's store (lanes t4 = 0, 2: slot i0 + 8 (t4 >> 1)) as a pointer and the
-  // columns left in the chunk from tile 0's slot
-  uint16_t *optr = orow + c0 + i0 + 8 * (t4 >> 1);
+  // the lane's store (lanes t4 = 0, 2: slot i0 + 8 (t4 >> 1)) as a pointer and the columns
+  // left in the chunk from tile 0's slot; all opaque: kept in registers (ptxas otherwise
+  // recomputes them from the thread index a tile)
+  uint16_t *optr = p.out + row * p.out_cols + c0 + i0 + 8 * (t4 >> 1);
   int orem = (int)(chunk_hi - c0 - (i0 + 8 * (t4 >> 1)));
-  if constexpr (LDSM)
-    asm volatile("" : "+r"(lm01), "+r"(fac_a), "+r"(full_a), "+l"(optr), "+r"(orem));
-  for (int t = wg; t < T; t += NWG) {
-    const int s = t % S;
+  asm volatile("" : "+r"(lm01), "+r"(fac_a), "+r"(full_a), "+l"(optr), "+r"(orem));
+  for (int t = 0; t < T; t++) {
+    const uint32_t su = (uint32_t)t % S, ph = ((uint32_t)t / S) & 1u;
+    wait32(full_a + 8 * su, ph);
+    if constexpr ((ABL & 8) != 0) { // the producer side alone (one wgmma never run, for the
+      arrive32(full_a + 8 * (S + su)); // SASS rule that every v2 kernel has one)
+      if (orem == -0x40000000) {
+        uint32_t z[4] = {0u, 0u, 0u, 0u};
+        wgmma_fence();
+        wgmma_rs<NH>(acc[0], z, db);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_operand(acc[0]);
+        optr[0] = (uint16_t)__float_as_uint(acc[0][0]);
+      }
+      continue;
+    }
     uint32_t a[4][4];
     uint32_t w0[4], w1[4];
+    const uint32_t la = lm01 + su * (kTile * 64);
+    ldsm_x4(la, w0[0], w1[0], w0[1], w1[1]);
+    ldsm_x4(la ^ 32u, w0[2], w1[2], w0[3], w1[3]);
+    const uint32_t fa = fac_a + su * (kTile * 16);
     float4 f0, f1;
-    uint2 m0, m1;
-    if (LDSM) {
-      const uint32_t su = (uint32_t)t % S, ph = ((uint32_t)t / S) & 1u;
-      wait32(full_a + 8 * su, ph);
-      const uint32_t la = lm01 + su * (kTile * 64);
-      ldsm_x4(la, w0[0], w1[0], w0[1], w1[1]);
-      ldsm_x4(la ^ 32u, w0[2], w1[2], w0[3], w1[3]);
-      const uint32_t fa = fac_a + su * (kTile * 16);
+    if (!DEC) {
       f0 = lds128<0>(fa); // slot i0 + 8: 128 B on
       f1 = lds128<128>(fa);
-      m0 = lds64<kKin>(fa);
-      m1 = lds64<kKin + 128>(fa);
-      arrive32(full_a + 8 * (S + su)); // empty[s]; release: every read of the stage is above
-    } else {
-      mbar_wait(&s_full[s], (uint32_t)(t / S) & 1u);
-      const uint8_t *st = s_raw + s * (kTile * 64);
-#pragma unroll
-      for (int g = 0; g < 4; g++) {
-        w0[g] = *reinterpret_cast<const uint32_t *>(st + i0 * 64 + 16 * (g ^ sw) + 4 * q4);
-        w1[g] = *reinterpret_cast<const uint32_t *>(st + (i0 + 8) * 64 + 16 * (g ^ sw) + 4 * q4);
-      }
-      f0 = s_fac[s * kTile + i0], f1 = s_fac[s * kTile + i0 + 8];
-      m0 = *reinterpret_cast<const uint2 *>(&s_kin[s * kTile + i0]);
-      m1 = *reinterpret_cast<const uint2 *>(&s_kin[s * kTile + i0 + 8]);
-      ptx::mbarrier_arrive(&s_empty[s]); // release: every read of the stage is above
+    }
+    uint2 m0 = lds64<kKin>(fa);
+    uint2 m1 = lds64<kKin + 128>(fa);
+    arrive32(full_a + 8 * (S + su)); // empty[s]; release: every read of the stage is above
+    if (DEC) { // the producer's decode (v2_mxk5.cuh), here
+      uint32_t f[2][4];
+      m0.y = ixl_mxk5_decode(m0.x, m0.y & IXL_MXK5_OK, f[0]);
+      m1.y = ixl_mxk5_decode(m1.x, m1.y & IXL_MXK5_OK, f[1]);
+      f0 = make_float4(__uint_as_float(f[0][0]), __uint_as_float(f[0][1]),
+                       __uint_as_float(f[0][2]), __uint_as_float(f[0][3]));
+      f1 = make_float4(__uint_as_float(f[1][0]), __uint_as_float(f[1][1]),
+                       __uint_as_float(f[1][2]), __uint_as_float(f[1][3]));
     }
 #pragma unroll
     for (int g = 0; g < 4; g++) {
@@ -511,112 +542,111 @@ __global__ void __launch_bounds__(WsCfg<NWG>::threads) __maxnreg__(WsCfg<NWG>::m
     const bool qslow = quad_slow || !(m0.y & m1.y & IXL_MXK5_COMB);
     const float ck0[2] = {f0.x, f1.x}, cr1[2] = {f0.y, f1.y}, cr2[2] = {f0.z, f1.z},
                 cr3[2] = {f0.w, f1.w};
-    wgmma_fence();
-    // groups 0 and 1, then 2 and 3: the first pair's combine overlaps the second's wgmma
-#pragma unroll
-    for (int g = 0; g < 2; g++)
-      if (ABL != 1 || g == 0) wgmma_e4m3_rs<kH>(acc[g], a[g], db + 2 * g, 0);
-    wgmma_commit();
-#pragma unroll
-    for (int g = 2; g < 4; g++)
-      if (ABL != 1) wgmma_e4m3_rs<kH>(acc[g], a[g], db + 2 * g, 0);
-    wgmma_commit();
-    wgmma_wait<1>();
-    fence_operand(acc[0]);
-    fence_operand(acc[1]);
-    if (!qslow) {
-#pragma unroll
-      for (int e = 0; e < kH / 2; e++) {
-        const int h = (e >> 1) & 1;
-        acc[0][e] = __fmaf_rn(acc[1][e], cr1[h], acc[0][e]);
-      }
-    }
-    fence_operand(acc[0]);
-    wgmma_wait<0>();
-#pragma unroll
-    for (int g = 0; g < 4; g++) fence_operand(acc[g]);
-#pragma unroll
-    for (int g = 0; g < 4; g++) fence_operand(a[g]);
-
-    const int64_t tb = c0 + (int64_t)t * kTile;
-    // ---- SPEC 3's bf16 chain and the stores (mx_body's bf16 reduce, RB 1): lanes t4 = 0, 2
-    // run (s0, s1), lanes 1, 3 run (s2, s3); lanes 0, 1 keep slot i0 and lanes 2, 3 slot
-    // i0 + 8; each sends the other slot's pair to lane t4 ^ 2
-    auto reduce = [&](auto fold_tag) {
+    const int keep = t4 >> 1;
+    // ---- SPEC 3's bf16 chain (mx_body's bf16 reduce, RB 1), its steps j of this pass: lanes
+    // t4 = 0, 2 run (s0, s1), lanes 1, 3 run (s2, s3); lanes 0, 1 keep slot i0 and lanes 2, 3
+    // slot i0 + 8; each sends the other slot's pair to lane t4 ^ 2
+    __nv_bfloat162 ch2 = __floats2bfloat162_rn(0.0f, 0.0f);
+    auto chain = [&](auto fold_tag, int ps) {
       constexpr bool FOLD = decltype(fold_tag)::value;
-      const int keep = t4 >> 1;
       uint4 wbt[2];
       if (FOLD) {
-        if (kWbRegs) wbt[0] = wbr[0], wbt[1] = wbr[1];
-        else wbt[0] = wb_src[0], wbt[1] = wb_src[1];
+        if (NP == 1) wbt[0] = wbr[0], wbt[1] = wbr[1];
+        else wbt[0] = wb_src[ps];
       }
       const __nv_bfloat162 *wb = reinterpret_cast<const __nv_bfloat162 *>(wbt);
-      __nv_bfloat162 ch2 = __floats2bfloat162_rn(0.0f, 0.0f);
 #pragma unroll
-      for (int j = 0; j < kH / 8; j++) {
-        const uint32_t v0 = cvt_relu_bf16x2(acc[0][4 * j], acc[0][4 * j + 1]);     // slot i0
-        const uint32_t v1 = cvt_relu_bf16x2(acc[0][4 * j + 2], acc[0][4 * j + 3]); // i0 + 8
+      for (int jj = 0; jj < NH / 8; jj++) {
+        const uint32_t v0 = cvt_relu_bf16x2(acc[0][4 * jj], acc[0][4 * jj + 1]);     // i0
+        const uint32_t v1 = cvt_relu_bf16x2(acc[0][4 * jj + 2], acc[0][4 * jj + 3]); // i0 + 8
         const uint32_t mine = keep ? v1 : v0;
         const uint32_t got = __shfl_xor_sync(0xffffffffu, keep ? v0 : v1, 2);
         const uint32_t first = keep ? got : mine, second = keep ? mine : got;
         __nv_bfloat162 x0, x1;
         if (FOLD) {
-          x0 = wb[2 * j];
-          x1 = wb[2 * j + 1];
+          x0 = wb[2 * jj];
+          x1 = wb[2 * jj + 1];
         } else {
-          const int n = 8 * j + 2 * (t4 & 1);
+          const int n = 8 * (jj + ps * (NH / 8)) + 2 * (t4 & 1);
           x0 = __floats2bfloat162_rn(s_wo[n], s_wo[n + 1]);
           x1 = __floats2bfloat162_rn(s_wo[n + 4], s_wo[n + 5]);
         }
         ch2 = __hfma2(x0, *reinterpret_cast<const __nv_bfloat162 *>(&first), ch2);
         ch2 = __hfma2(x1, *reinterpret_cast<const __nv_bfloat162 *>(&second), ch2);
       }
-      const uint32_t cu = *reinterpret_cast<const uint32_t *>(&ch2);
-      const uint32_t ou = __shfl_xor_sync(0xffffffffu, cu, 1);
-      const __nv_bfloat162 pair = __hadd2(ch2, *reinterpret_cast<const __nv_bfloat162 *>(&ou));
-      __nv_bfloat16 res = __hadd(__low2bfloat16(pair), __high2bfloat16(pair));
-      if (FOLD) // the deferred k0: exact (a power of two, in range)
-        res = __float2bfloat16_rn(__fmul_rn(__bfloat162float(res), keep ? ck0[1] : ck0[0]));
-      if ((t4 & 1) == 0) {
-        const uint16_t v = *reinterpret_cast<const uint16_t *>(&res);
-        const uint16_t o = (keep ? okslot[1] : okslot[0]) ? v : (uint16_t)0xFF80u;
-        if (LDSM) {
-          if (t * kTile < orem) // st.global: the opaque pointer lost its space (else ST.E)
-            asm volatile("st.global.b16 [%0], %1;\n" ::"l"(optr + t * kTile), "h"(o) : "memory");
-        } else {
-          const int64_t n = tb + i0 + 8 * keep;
-          if (n < chunk_hi) orow[n] = o;
-        }
-      }
     };
-    if (!qslow) {
 #pragma unroll
-      for (int e = 0; e < kH / 2; e++) {
-        const int h = (e >> 1) & 1;
-        acc[0][e] = __fmaf_rn(__fmaf_rn(acc[3][e], cr3[h], acc[2][e]), cr2[h], acc[0][e]);
-      }
-      reduce(std::true_type{});
-    } else {
-      float kf[2][4];
+    for (int ps = 0; ps < NP; ps++) {
+      const uint64_t dbp = db + (uint64_t)(ps * NH * 128 / 16); // heads NH ps on: 128 B a head
+      wgmma_fence();
+      // groups 0 and 1, then 2 and 3: the first pair's combine overlaps the second's wgmma
 #pragma unroll
-      for (int h = 0; h < 2; h++)
+      for (int g = 0; g < 2; g++)
+        if (!(ABL & 1) || g == 0) wgmma_rs<NH>(acc[g], a[g], dbp + 2 * g);
+      wgmma_commit();
 #pragma unroll
-        for (int g = 0; g < 4; g++) kf[h][g] = __uint_as_float(((kw[h] >> (8 * g)) & 0xFFu) << 23);
-      // the exact dots d: the fast formula times 2^(qc - 127) where it holds, else the CPU's
-      const bool pslow[2] = {(m0.y & IXL_MXK5_FAST) == 0, (m1.y & IXL_MXK5_FAST) == 0};
+      for (int g = 2; g < 4; g++)
+        if (!(ABL & 1)) wgmma_rs<NH>(acc[g], a[g], dbp + 2 * g);
+      wgmma_commit();
+      wgmma_wait<1>();
+      fence_operand(acc[0]);
+      fence_operand(acc[1]);
+      if (!qslow) {
 #pragma unroll
-      for (int e = 0; e < kH / 2; e++) {
-        const int h = (e >> 1) & 1, c = 2 * (e >> 2) + (e & 1);
-        const int n = 8 * (e >> 2) + 2 * t4 + (e & 1);
-        if (((slow_heads >> c) & 1) || pslow[h]) {
-          acc[0][e] = slow_dot(acc[0][e], acc[1][e], acc[2][e], acc[3][e], s_hq[n], kw[h]);
-        } else {
-          const float t01 = __fmaf_rn(acc[1][e], kf[h][1], __fmul_rn(acc[0][e], kf[h][0]));
-          const float t23 = __fmaf_rn(acc[3][e], kf[h][3], __fmul_rn(acc[2][e], kf[h][2]));
-          acc[0][e] = __fmul_rn(s_hc[n], __fadd_rn(t01, t23));
+        for (int e = 0; e < NH / 2; e++) {
+          const int h = (e >> 1) & 1;
+          acc[0][e] = __fmaf_rn(acc[1][e], cr1[h], acc[0][e]);
         }
       }
-      reduce(std::false_type{});
+      fence_operand(acc[0]);
+      wgmma_wait<0>();
+#pragma unroll
+      for (int g = 0; g < 4; g++) fence_operand(acc[g]);
+#pragma unroll
+      for (int g = 0; g < 4; g++) fence_operand(a[g]);
+      if (!qslow) {
+#pragma unroll
+        for (int e = 0; e < NH / 2; e++) {
+          const int h = (e >> 1) & 1;
+          acc[0][e] = __fmaf_rn(__fmaf_rn(acc[3][e], cr3[h], acc[2][e]), cr2[h], acc[0][e]);
+        }
+        chain(std::true_type{}, ps);
+      } else {
+        float kf[2][4];
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+          for (int g = 0; g < 4; g++)
+            kf[h][g] = __uint_as_float(((kw[h] >> (8 * g)) & 0xFFu) << 23);
+        // the exact dots d: the fast formula times 2^(qc - 127) where it holds, else the CPU's
+        const bool pslow[2] = {(m0.y & IXL_MXK5_FAST) == 0, (m1.y & IXL_MXK5_FAST) == 0};
+#pragma unroll
+        for (int e = 0; e < NH / 2; e++) {
+          const int eg = e + ps * (NH / 2); // the index in the 32-head accumulator layout
+          const int h = (e >> 1) & 1, c = 2 * (eg >> 2) + (e & 1);
+          const int n = 8 * (eg >> 2) + 2 * t4 + (e & 1);
+          if (((slow_heads >> c) & 1) || pslow[h]) {
+            acc[0][e] = slow_dot(acc[0][e], acc[1][e], acc[2][e], acc[3][e], s_hq[n], kw[h]);
+          } else {
+            const float t01 = __fmaf_rn(acc[1][e], kf[h][1], __fmul_rn(acc[0][e], kf[h][0]));
+            const float t23 = __fmaf_rn(acc[3][e], kf[h][3], __fmul_rn(acc[2][e], kf[h][2]));
+            acc[0][e] = __fmul_rn(s_hc[n], __fadd_rn(t01, t23));
+          }
+        }
+        chain(std::false_type{}, ps);
+      }
+    }
+    const uint32_t cu = *reinterpret_cast<const uint32_t *>(&ch2);
+    const uint32_t ou = __shfl_xor_sync(0xffffffffu, cu, 1);
+    const __nv_bfloat162 pair = __hadd2(ch2, *reinterpret_cast<const __nv_bfloat162 *>(&ou));
+    __nv_bfloat16 res = __hadd(__low2bfloat16(pair), __high2bfloat16(pair));
+    if (!qslow) // the deferred k0: exact (a power of two, in range)
+      res = __float2bfloat16_rn(__fmul_rn(__bfloat162float(res), keep ? ck0[1] : ck0[0]));
+    if ((t4 & 1) == 0) {
+      const uint16_t v = *reinterpret_cast<const uint16_t *>(&res);
+      const uint16_t o = (keep ? okslot[1] : okslot[0]) ? v : (uint16_t)0xFF80u;
+      if (t * kTile < orem) // st.global: the opaque pointer lost its space (else ST.E)
+        asm volatile("st.global.b16 [%0], %1;\n" ::"l"(optr + t * kTile), "h"(o) : "memory");
     }
   }
 #else
@@ -632,50 +662,54 @@ int log2_exact(int64_t v) {
   return l;
 }
 
-// IXL_LOGITS_V2_MX_K5WS, read once a process: 0 (unset or anything else) off; 1 one math
-// warpgroup a CTA, 2 two; 3 one with LDSM (the code words by ldmatrix, addresses kept in
-// registers; two math warpgroups with it spill at their 112 registers, 40 B in the tile loop);
-// 4 = 3 with a 10-stage ring (74 KB: still 3 CTAs an SM); 7-9: timing ablations of 3 (ABL
-// 4, 1, 2 below; wrong results).
+// The switches, each read once a process, as the character of its value ('3', 'a', ...), or 0
+// (off: logits_v2_mx_sm90.cu's kernels) when it is unset's default 0, or not one of `valid`.
+int switch_mode(const char *name, char unset, const char *valid) {
+  const char *e = getenv(name);
+  if (!e) return unset;
+  if (e[0] == 0 || e[1] != 0) return 0;
+  for (const char *v = valid; *v; v++)
+    if (*v == e[0]) return e[0];
+  return 0;
+}
+// IXL_LOGITS_V2_MX_K5WS (ragged K5): 3 = 1 head pass, 8 stages, 3 CTAs an SM; 5 = 2 head
+// passes at 96 registers, 6 stages, 4 CTAs an SM; 6 = 2 passes at 128 registers, 8 stages, 3
+// CTAs (5's passes without its occupancy); timing ablations of 3 (ABL below; wrong results):
+// 7 = 4 (no producer decode), 8 = 1 (one wgmma of 4), 9 = 2 (no key copies), a = 8 (producer
+// side only), b = 6 (math side only: no copies, no decode); c = 3 with the scale decode in
+// the math warps (the producer stores the words only: DEC; 5 with it spills 16 B). Modes 1, 2 and 4 of the last
+// session (LDS code words; two math warpgroups; 10 stages: all slower than 3 on the H200) are
+// no longer instantiated and read as off.
 // Unset: kK5wsDefault = 3. H200, 2026-12-02 (helper mxk5, visits 2-3): test_cuda_logits [v2]
 // 18/18 (every test) with K5WS=3 K5PWS=2, test_cuda_logits_mxk5 8/8 (modes 1-4), racecheck and
 // memcheck small clean (both programs, ragged and paged routed); ragged K5 4096x16K mxfp4 H32
 // 2563 -> 2226 us (-13 %); quick.lua's step with it exact. IXL_LOGITS_V2_MX_K5WS=0: the
 // kernels of logits_v2_mx_sm90.cu.
-constexpr int kK5wsDefault = 3;
+constexpr char kK5wsDefault = '3';
 int k5ws_mode() {
-  static const int v = [] {
-    const char *e = getenv("IXL_LOGITS_V2_MX_K5WS");
-    if (!e) return kK5wsDefault;
-    return ((e[0] >= '1' && e[0] <= '4') || (e[0] >= '7' && e[0] <= '9')) && e[1] == 0
-               ? e[0] - '0'
-               : 0;
-  }();
+  static const int v = switch_mode("IXL_LOGITS_V2_MX_K5WS", kK5wsDefault, "356789abc");
   return v;
 }
-// IXL_LOGITS_V2_MX_K5PWS, the same for paged K5 (read once a process; 1: one math warpgroup
-// a CTA, 3 CTAs an SM; 2: the same with LDSM; anything else: off).
+// IXL_LOGITS_V2_MX_K5PWS (paged K5): 2 = 1 head pass, 8 stages (136 registers: 2 CTAs an
+// SM); 4 = 2 passes at 128 (109 used), 8 stages, 3 CTAs. (2 passes at 96 registers for 4 CTAs
+// spill 36 B in the paged kernel, not offered.)
+// Mode 1 of the last session (LDS code words, slower) reads as off.
 // Unset: kK5pwsDefault = 2 (the same H200 checks; paged K5 64x16K page 128: 72.0 -> 67.5 us);
 // IXL_LOGITS_V2_MX_K5PWS=0: mx_kernel<K5P>.
-constexpr int kK5pwsDefault = 2;
+constexpr char kK5pwsDefault = '2';
 int k5pws_mode() {
-  static const int v = [] {
-    const char *e = getenv("IXL_LOGITS_V2_MX_K5PWS");
-    if (!e) return kK5pwsDefault;
-    return (e[0] == '1' || e[0] == '2') && e[1] == 0 ? e[0] - '0' : 0;
-  }();
+  static const int v = switch_mode("IXL_LOGITS_V2_MX_K5PWS", kK5pwsDefault, "24");
   return v;
 }
 
-template <int NWG, bool PAGED, bool LDSM, int STAGES = kStages, int ABL = 0>
+template <bool PAGED, int NP, int STAGES, int MAXREG, int ABL = 0, bool DEC = false>
 ixl_status launch_ws(ixl_ctx *ctx, WsParams p, const char *name) {
-  auto kern = mxk5_kernel<NWG, PAGED, LDSM, STAGES, ABL>;
-  constexpr int threads = WsCfg<NWG>::threads;
+  auto kern = mxk5_kernel<PAGED, NP, STAGES, MAXREG, ABL, DEC>;
   constexpr int alloc = PAGED ? WsSmem<STAGES>::alloc_paged : WsSmem<STAGES>::alloc;
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, alloc);
   int occ = 0;
   if (e == cudaSuccess)
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, threads, alloc);
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, kThreads, alloc);
   if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaFuncSetAttribute (logits v2 mxk5)");
   int sms = 132;
   if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ixl_ctx_device(ctx)) !=
@@ -688,10 +722,9 @@ ixl_status launch_ws(ixl_ctx *ctx, WsParams p, const char *name) {
   if (!said) {
     said = true;
     fprintf(stderr,
-            "ixl logits v2 mxfp4: K5WS kernel, %s K5, H 32, %d math warpgroup(s) + producer "
-            "warp, %s, %d stages, %d CTAs an SM, bf16 (switch %d)\n",
-            PAGED ? "paged" : "ragged", NWG, LDSM ? "ldmatrix" : "lds", STAGES, occ,
-            PAGED ? k5pws_mode() : k5ws_mode());
+            "ixl logits v2 mxfp4: K5WS kernel, %s K5, H 32, 1 math warpgroup + producer warp, "
+            "%d head pass(es), %d stages, %d CTAs an SM, bf16 (switch %c)\n",
+            PAGED ? "paged" : "ragged", NP, STAGES, occ, PAGED ? k5pws_mode() : k5ws_mode());
   }
   if (occ < 1) occ = 1;
   // the chunk (logits_v2_mx_sm90.cu's launch_kern): tiles of 64, at most kMaxChunk columns and
@@ -711,8 +744,7 @@ ixl_status launch_ws(ixl_ctx *ctx, WsParams p, const char *name) {
   if (blocks > INT32_MAX)
     return ixl_set_error(ctx, IXL_ERR_UNSUPPORTED, "%s (v2): %lld CTAs: more than a grid holds",
                          name, (long long)blocks);
-  kern<<<(unsigned)blocks, threads, alloc, ixl::stream_of(ctx)>>>(p);
-  return ixl_cuda_check_launch(ctx, name);
+  return ixl::launch_pdl(ctx, name, kern, dim3((unsigned)blocks), dim3(kThreads), alloc, 1, p);
 }
 
 } // namespace
@@ -730,6 +762,12 @@ extern "C" int ixl_cuda_logits_v2_mxk5(ixl_ctx *ctx, const ixl_logits_call *c, i
   const int sbklog = log2_exact(c->sparse_block_kv);
   if (sbklog < 0 || c->R == 0 || c->out->shape[1] == 0) return 0;
   if (paged && (in->page_size <= 0 || !c->block_table)) return 0;
+  // the producer's code offsets are 32-bit in 16-B units: the key bytes below 64 GiB, pages
+  // 16-B aligned (the cp.async need it anyway: page sizes are multiples of sbk >= 4, SPEC 4)
+  if (paged && in->k_pages->shape[1] % 16) return 0;
+  const int64_t kbytes = paged ? in->k_pages->shape[0] * in->k_pages->shape[1]
+                               : in->k_codes->shape[0] * (int64_t)64;
+  if (kbytes > ((int64_t)1 << 36)) return 0;
   WsParams p = {};
   p.q_codes = (const uint8_t *)in->q_codes->data;
   p.q_scales = (const uint32_t *)in->q_scales->data;
@@ -758,16 +796,18 @@ extern "C" int ixl_cuda_logits_v2_mxk5(ixl_ctx *ctx, const ixl_logits_call *c, i
   p.sbklog = sbklog;
   p.aligned = c->ks_mode == IXL_KS_ALIGNED;
   const char *name = "sparse_logits kernel (v2 mxfp4 K5WS)";
-  if (paged) // one math warpgroup (two spill: the paged producer's state)
-    *st = mode == 2 ? launch_ws<1, true, true>(ctx, p, name)
-                    : launch_ws<1, true, false>(ctx, p, name);
-  else
-    *st = mode == 1   ? launch_ws<1, false, false>(ctx, p, name)
-          : mode == 2 ? launch_ws<2, false, false>(ctx, p, name)
-          : mode == 3 ? launch_ws<1, false, true>(ctx, p, name)
-          : mode == 4 ? launch_ws<1, false, true, 10>(ctx, p, name)
-          : mode == 7 ? launch_ws<1, false, true, kStages, 4>(ctx, p, name)
-          : mode == 8 ? launch_ws<1, false, true, kStages, 1>(ctx, p, name)
-                      : launch_ws<1, false, true, kStages, 2>(ctx, p, name);
+  switch (mode) { // (paged and ragged values share no kernel; 0 returned above)
+  case '2': *st = launch_ws<true, 1, kStages, 136>(ctx, p, name); break;
+  case '3': *st = launch_ws<false, 1, kStages, 136>(ctx, p, name); break;
+  case '4': *st = launch_ws<true, 2, kStages, 128>(ctx, p, name); break;
+  case '5': *st = launch_ws<false, 2, 6, 96>(ctx, p, name); break;
+  case '6': *st = launch_ws<false, 2, kStages, 128>(ctx, p, name); break;
+  case '7': *st = launch_ws<false, 1, kStages, 136, 4>(ctx, p, name); break;
+  case '8': *st = launch_ws<false, 1, kStages, 136, 1>(ctx, p, name); break;
+  case '9': *st = launch_ws<false, 1, kStages, 136, 2>(ctx, p, name); break;
+  case 'a': *st = launch_ws<false, 1, kStages, 136, 8>(ctx, p, name); break;
+  case 'c': *st = launch_ws<false, 1, kStages, 136, 0, true>(ctx, p, name); break;
+  default: *st = launch_ws<false, 1, kStages, 136, 6>(ctx, p, name); break; // 'b'
+  }
   return 1;
 }
