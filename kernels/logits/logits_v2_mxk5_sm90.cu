@@ -49,7 +49,9 @@ constexpr int kTile = 64;               // key slots a tile (the wgmma M)
 constexpr int kStages = 8;              // ring depth of the 3-CTA kernels
 constexpr int kMaxChunk = 4096;         // output columns a CTA at most
 constexpr int kPre = kMaxChunk / 4 + 2; // prefetched sparse-block bases a CTA
-constexpr int kThreads = 128 + 32;      // one math warpgroup, then the producer warp
+// one math warpgroup, then PW producer warps
+template <int PW>
+constexpr int kThreads = 128 + 32 * PW;
 
 // Dynamic shared memory (1024-aligned base): q tile | raw stages | factors | scale words +
 // info | per column | block bases.
@@ -220,12 +222,13 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[
 // producer (constant factors, every slot fast), 8 = the math warps only wait and release each
 // stage (the producer side alone). DEC: the math warps decode their slots' scale words (the
 // producer, on the critical path, stores the words only; the same functions, the same bits).
-// (A chain-free ablation made ptxas serialize the wgmma,
-// C7518, and spill: not offered.)
-template <bool PAGED, int NP, int STAGES, int MAXREG, int ABL = 0, bool DEC = false>
-__global__ void __launch_bounds__(kThreads) __maxnreg__(MAXREG) mxk5_kernel(const WsParams p) {
+// PW: producer warps (tile t from warp t % PW). (A chain-free ablation made ptxas serialize the
+// wgmma, C7518, and spill: not offered.)
+template <bool PAGED, int NP, int STAGES, int MAXREG, int ABL = 0, bool DEC = false, int PW = 1>
+__global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
+    mxk5_kernel(const WsParams p) {
 #if IXL_SM90_DEVICE
-  constexpr int NT = kThreads;
+  constexpr int NT = kThreads<PW>;
   constexpr int S = STAGES;
   using L = WsSmem<S>;
   extern __shared__ uint8_t smem_raw[];
@@ -345,7 +348,7 @@ __global__ void __launch_bounds__(kThreads) __maxnreg__(MAXREG) mxk5_kernel(cons
   __syncthreads();
 
   const int T = (int)((chunk_hi - c0 + kTile - 1) / kTile);
-  if (warp == 4) {
+  if (warp >= 4) {
     // ================================================================ the producer warp
     // slots lane and lane + 32 of tile t: whether the slot has a key, the offset of its codes
     // from kbase (16-B units: one shuffle a copy), its scale word (plain loads, kLook tiles ahead: paged keys come from
@@ -433,16 +436,19 @@ __global__ void __launch_bounds__(kThreads) __maxnreg__(MAXREG) mxk5_kernel(cons
         *reinterpret_cast<uint2 *>(&s_kin[i]) = make_uint2(kw[h], info);
       }
       ptx::mbarrier_arrive(&s_full[s]); // release: the stores above
-      if (t + kLook < T) scan(t + kLook, x);
+      if (t + kLook * PW < T) scan(t + kLook * PW, x);
     };
+    // producer warp pw: the tiles pw, pw + PW, ... (each stage's tile from one warp: the full
+    // barrier's 64 arrivals)
+    const int pw = warp - 4;
     Look la, lb, lc;
-    scan(0, la); // T >= 1
-    if (T > 1) scan(1, lb);
-    if (T > 2) scan(2, lc);
-    for (int t = 0; t < T; t += kLook) {
+    if (pw < T) scan(pw, la);
+    if (pw + PW < T) scan(pw + PW, lb);
+    if (pw + 2 * PW < T) scan(pw + 2 * PW, lc);
+    for (int t = pw; t < T; t += kLook * PW) {
       step(t, la);
-      if (t + 1 < T) step(t + 1, lb);
-      if (t + 2 < T) step(t + 2, lc);
+      if (t + PW < T) step(t + PW, lb);
+      if (t + 2 * PW < T) step(t + 2 * PW, lc);
     }
     ixl::sm80::cp_async_wait<0>();
     return;
@@ -677,7 +683,8 @@ int switch_mode(const char *name, char unset, const char *valid) {
 // CTAs (5's passes without its occupancy); timing ablations of 3 (ABL below; wrong results):
 // 7 = 4 (no producer decode), 8 = 1 (one wgmma of 4), 9 = 2 (no key copies), a = 8 (producer
 // side only), b = 6 (math side only: no copies, no decode); c = 3 with the scale decode in
-// the math warps (the producer stores the words only: DEC; 5 with it spills 16 B). Modes 1, 2 and 4 of the last
+// the math warps (the producer stores the words only: DEC; 5 with it spills 16 B); e = 2 head
+// passes at 96 registers with 2 producer warps (PW), 8 stages, 3 CTAs an SM. Modes 1, 2 and 4 of the last
 // session (LDS code words; two math warpgroups; 10 stages: all slower than 3 on the H200) are
 // no longer instantiated and read as off.
 // Unset: kK5wsDefault = 3. H200, 2026-12-02 (helper mxk5, visits 2-3): test_cuda_logits [v2]
@@ -687,7 +694,7 @@ int switch_mode(const char *name, char unset, const char *valid) {
 // kernels of logits_v2_mx_sm90.cu.
 constexpr char kK5wsDefault = '3';
 int k5ws_mode() {
-  static const int v = switch_mode("IXL_LOGITS_V2_MX_K5WS", kK5wsDefault, "356789abc");
+  static const int v = switch_mode("IXL_LOGITS_V2_MX_K5WS", kK5wsDefault, "356789abce");
   return v;
 }
 // IXL_LOGITS_V2_MX_K5PWS (paged K5): 2 = 1 head pass, 8 stages (136 registers: 2 CTAs an
@@ -702,14 +709,15 @@ int k5pws_mode() {
   return v;
 }
 
-template <bool PAGED, int NP, int STAGES, int MAXREG, int ABL = 0, bool DEC = false>
+template <bool PAGED, int NP, int STAGES, int MAXREG, int ABL = 0, bool DEC = false, int PW = 1>
 ixl_status launch_ws(ixl_ctx *ctx, WsParams p, const char *name) {
-  auto kern = mxk5_kernel<PAGED, NP, STAGES, MAXREG, ABL, DEC>;
+  auto kern = mxk5_kernel<PAGED, NP, STAGES, MAXREG, ABL, DEC, PW>;
+  constexpr int kThr = kThreads<PW>;
   constexpr int alloc = PAGED ? WsSmem<STAGES>::alloc_paged : WsSmem<STAGES>::alloc;
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, alloc);
   int occ = 0;
   if (e == cudaSuccess)
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, kThreads, alloc);
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, kThr, alloc);
   if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaFuncSetAttribute (logits v2 mxk5)");
   int sms = 132;
   if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ixl_ctx_device(ctx)) !=
@@ -722,9 +730,9 @@ ixl_status launch_ws(ixl_ctx *ctx, WsParams p, const char *name) {
   if (!said) {
     said = true;
     fprintf(stderr,
-            "ixl logits v2 mxfp4: K5WS kernel, %s K5, H 32, 1 math warpgroup + producer warp, "
-            "%d head pass(es), %d stages, %d CTAs an SM, bf16 (switch %c)\n",
-            PAGED ? "paged" : "ragged", NP, STAGES, occ, PAGED ? k5pws_mode() : k5ws_mode());
+            "ixl logits v2 mxfp4: K5WS kernel, %s K5, H 32, 1 math warpgroup + %d producer "
+            "warp, %d head pass(es), %d stages, %d CTAs an SM, bf16 (switch %c)\n",
+            PAGED ? "paged" : "ragged", PW, NP, STAGES, occ, PAGED ? k5pws_mode() : k5ws_mode());
   }
   if (occ < 1) occ = 1;
   // the chunk (logits_v2_mx_sm90.cu's launch_kern): tiles of 64, at most kMaxChunk columns and
@@ -744,7 +752,7 @@ ixl_status launch_ws(ixl_ctx *ctx, WsParams p, const char *name) {
   if (blocks > INT32_MAX)
     return ixl_set_error(ctx, IXL_ERR_UNSUPPORTED, "%s (v2): %lld CTAs: more than a grid holds",
                          name, (long long)blocks);
-  return ixl::launch_pdl(ctx, name, kern, dim3((unsigned)blocks), dim3(kThreads), alloc, 1, p);
+  return ixl::launch_pdl(ctx, name, kern, dim3((unsigned)blocks), dim3(kThr), alloc, 1, p);
 }
 
 } // namespace
@@ -807,6 +815,7 @@ extern "C" int ixl_cuda_logits_v2_mxk5(ixl_ctx *ctx, const ixl_logits_call *c, i
   case '9': *st = launch_ws<false, 1, kStages, 136, 2>(ctx, p, name); break;
   case 'a': *st = launch_ws<false, 1, kStages, 136, 8>(ctx, p, name); break;
   case 'c': *st = launch_ws<false, 1, kStages, 136, 0, true>(ctx, p, name); break;
+  case 'e': *st = launch_ws<false, 2, kStages, 96, 0, false, 2>(ctx, p, name); break;
   default: *st = launch_ws<false, 1, kStages, 136, 6>(ctx, p, name); break; // 'b'
   }
   return 1;
