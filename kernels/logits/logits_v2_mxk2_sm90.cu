@@ -424,8 +424,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     uint16_t *out_h = reinterpret_cast<uint16_t *>(orow);
 
     // ---- this row's tiles of the CTA: k in [seg_lo, seg_hi), warpgroup k % 3
+    // (seg_hi through launder: ptxas rebuilt it from 64-bit products twice a tile)
     const int seg_lo = (int)(mx64(u0, row * p.ntr) - u0),
-              seg_hi = (int)(mn64(u1, (row + 1) * p.ntr) - u0);
+              seg_hi = (int)launder((uint32_t)(mn64(u1, (row + 1) * p.ntr) - u0));
     const int t0 = (int)(u0 - row * p.ntr); // tile k of the CTA is tile t0 + k of the row
     int k = seg_lo + (wg - seg_lo % kNWG + kNWG) % kNWG;
     int s = k % S;                        // k's stage, kept as k steps by kNWG (< S)
@@ -574,8 +575,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       const int tb = (t0 + k) * kTile; // the tile's first column
       const uint32_t st = raw_u32 + ((uint32_t)s << 12);
-      uint32_t m = 0, r[8] = {0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u}, kw[2] = {0u, 0u};
-      if (cur) {
+      uint32_t m = 0, r[8], kw[2] = {0u, 0u};
+      if (!cur) {
+#pragma unroll
+        for (int g = 0; g < 8; g++) r[g] = 0u;
+      } else {
         mbar_wait(&s_full[s], kq); // the codes (and the mask) have landed
         m = s_meta[s];
         if (m) {
@@ -590,6 +594,9 @@ __global__ void __launch_bounds__(kThreads, 1)
           const uint32_t sa = sc_u32 + ((uint32_t)s << 8);
           kw[0] = lds_u32(sa);
           kw[1] = lds_u32(sa + 32u);
+        } else { // PIPE: the dummy wgmma's codes (its sums are never read)
+#pragma unroll
+          for (int g = 0; g < 8; g++) r[g] = 0u;
         }
         // release: every read of the stage is above
         if (ARR4) {
@@ -693,16 +700,16 @@ int log2_exact(int64_t v) {
 // IXL_LOGITS_V2_MX_K2WS, read once a process (one digit; 0 or anything else: off, mx_kernel):
 // 1 the kernel of session 6 (V = 0: one producer warp, 128 arrivals a stage, no pipelining);
 // 4 V = kPipe | kProd4 | kArr4; 5 V = kProd4 | kArr4 (the copy side only); 6 V = kPipe | kArr4
-// (the math side only); 8 / 9 bench-only diagnostics of V = 7 on fp32 calls (DIAG above: math
-// only / copies only (of V = 6: the same copy side), garbage logits; bf16 calls run 4);
-// unset: kK2wsDefault.
+// (the math side only); bench-only diagnostics on fp32 calls (DIAG above, garbage logits; bf16
+// calls run switch 4): 8 math only of switch 4, 9 copies only of switch 5 (the same copy side),
+// 7 copies only with one producer warp and 4 arrivals (V = kArr4); unset: kK2wsDefault.
 constexpr int kK2wsDefault = 0;
 int k2ws_mode() {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_K2WS");
     if (!e) return kK2wsDefault;
     const int d = e[0] - '0';
-    return (d == 1 || d == 4 || d == 5 || d == 6 || d == 8 || d == 9) && e[1] == 0 ? d : 0;
+    return d >= 4 && d <= 9 && e[1] == 0 ? d : d == 1 && e[1] == 0 ? 1 : 0;
   }();
   return v;
 }
@@ -821,5 +828,6 @@ extern "C" int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, i
   if (mode == 6) return launch_k2<false, kPipe | kArr4>(ctx, map, p, name, st);
   if (mode == 8) return launch_k2<false, kAll, 1>(ctx, map, p, name, st);
   if (mode == 9) return launch_k2<false, kProd4 | kArr4, 2>(ctx, map, p, name, st);
+  if (mode == 7) return launch_k2<false, kArr4, 2>(ctx, map, p, name, st);
   return launch_k2<false, kAll>(ctx, map, p, name, st);
 }
