@@ -78,11 +78,15 @@ static_assert(128 * kProdRegs + kMath * kMathRegs <= 65536, "setmaxnreg: the CTA
 
 // Dynamic shared memory (1024-aligned base): raw code stages | 2 query tiles | scale words |
 // 2 x per column | stage masks.
+// BOX1 (kBox1 below): a stage is the whole page of 64 positions, codes and scale words, as one
+// TMA box of 68 rows of 64 B (4352 B, the stage 4608 B: a multiple of SWIZZLE_64B's 512-B span)
+template <bool BOX1>
 struct K2Smem {
+  static constexpr int stage = BOX1 ? 4608 : kTile * 64;
   static constexpr int raw = 0;
-  static constexpr int q = raw + kStages * kTile * 64;
+  static constexpr int q = raw + kStages * stage;
   static constexpr int sc = q + 2 * kH * 128;
-  static constexpr int col = sc + kStages * kTile * 4;
+  static constexpr int col = sc + (BOX1 ? 0 : kStages * kTile * 4);
   // per column and buffer: hq (u32 qeff), hc (f32 2^(qc - 127)), wo (f32 weight), wq (f32 the
   // fast path's weight), hf (u8 fast)
   static constexpr int col_bytes = 4 * kH * 4 + kH;
@@ -170,8 +174,11 @@ __device__ __forceinline__ void math_sync() {
 // t + 1's 4 wgmma issued, and then t's head reduction and stores run under them; kProd4 (2)
 // the 4 warps of the producer warpgroup each issue every 4th tile of the CTA (warp w: tiles
 // w mod 4, the stages w mod 4: 32 % 4 == 0), each with its own page-id batches; kArr4 (4) a
-// stage's empty barrier takes one arrival a math warp (lane 0 after __syncwarp) instead of 128.
-constexpr int kPipe = 1, kProd4 = 2, kArr4 = 4;
+// stage's empty barrier takes one arrival a math warp (lane 0 after __syncwarp) instead of 128;
+// kBox1 (8, page size 64 only) one TMA box a tile for the codes and the scale words together
+// (the page's 68 rows of 64 B: its codes, then its scale words), instead of a box and a bulk
+// copy; the scale words then sit swizzled after the codes in the stage.
+constexpr int kPipe = 1, kProd4 = 2, kArr4 = 4, kBox1 = 8;
 // DIAG (bench-only diagnostics, fp32, the logits are garbage): 1 = math only (the producer
 // copies nothing: the stages hold zero codes and in-window scale words written once, each
 // tile a plain arrival), 2 = copies only (the math warps wait, read the stage and release it,
@@ -182,10 +189,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if IXL_SM90_DEVICE
   constexpr int S = kStages;
   constexpr int NPW = (V & kProd4) ? 4 : 1; // producer warps
-  constexpr bool PIPE = (V & kPipe) != 0, ARR4 = (V & kArr4) != 0;
+  constexpr bool PIPE = (V & kPipe) != 0, ARR4 = (V & kArr4) != 0, BOX1 = (V & kBox1) != 0;
   static_assert(S % NPW == 0, "a producer warp owns the stages w mod NPW");
   constexpr int NC = kH, NJ = NC / 8;
-  using L = K2Smem;
+  using L = K2Smem<BOX1>;
+  constexpr int STB = L::stage;
   extern __shared__ uint8_t smem_raw[];
   // the 1024-aligned base as an offset of smem_raw: every pointer stays in the shared window
   uint8_t *smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
@@ -220,9 +228,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (pw >= NPW) return;
     if (DIAG == 1) { // math only: this warp's stages once, zero codes, scale words 2^0
       for (int s = pw; s < S; s += NPW) {
-        uint32_t *r32 = reinterpret_cast<uint32_t *>(s_raw + s * (kTile * 64));
+        uint32_t *r32 = reinterpret_cast<uint32_t *>(s_raw + s * STB);
         for (int i = lane; i < kTile * 16; i += 32) r32[i] = 0u;
-        for (int i = lane; i < kTile; i += 32) s_sc[s * kTile + i] = 0x7F7F7F7Fu;
+        for (int i = lane; i < kTile; i += 32) (BOX1 ? r32 + kTile * 16 : s_sc + s * kTile)[i] = 0x7F7F7F7Fu;
       }
       __syncwarp();
     }
@@ -311,9 +319,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int pc = lane & (npc - 1);
         const int32_t ck[2] = {0, crd};
         ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global,
-                                  s_raw + s * (kTile * 64) + pc * Pt * 64, &kmap, ck, &s_full[s]);
-        ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, s_sc + s * kTile + pc * Pt,
-                           ssrc, (uint32_t)(Pt * 4), &s_full[s]);
+                                  s_raw + s * STB + pc * Pt * 64, &kmap, ck, &s_full[s]);
+        if (!BOX1)
+          ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, s_sc + s * kTile + pc * Pt,
+                             ssrc, (uint32_t)(Pt * 4), &s_full[s]);
       }
     }
     return;
@@ -330,7 +339,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   // index in every tile)
   const uint32_t raw_u32 = launder(smem_u32(s_raw));
   const uint32_t a_off = launder((uint32_t)(i0 * 64 + 16 * sw + 4 * q4));
-  const uint32_t sc_u32 = launder(smem_u32(s_sc) + 4u * (uint32_t)i0);
+  // BOX1: slot i's scale word at 4096 + 4 i of the box, swizzled (SWIZZLE_64B: the 16-B chunk
+  // index, bits 4-5, XOR bits 7-8): row 64 + i / 16, chunk ((i / 4) % 4) ^ (i / 32); slot
+  // i0 + 8's is in the same row, chunk ^ 2 (i0 % 16 < 8, i0 % 32 < 24): sc_u32 ^ 32
+  const uint32_t sc_u32 = launder(
+      BOX1 ? 4096u + 64u * (uint32_t)(i0 >> 4) + 16u * (uint32_t)(((i0 >> 2) & 3) ^ (i0 >> 5)) +
+                 4u * (uint32_t)(i0 & 3)
+           : smem_u32(s_sc) + 4u * (uint32_t)i0);
   const int sh0 = (int)launder((uint32_t)(i0 >> p.ptlog)),
             sh1 = (int)launder((uint32_t)((i0 + 8) >> p.ptlog));
   if (n <= 0) return;
@@ -574,7 +589,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (p_fl & 8u) combine(p_kwa, p_kwb, (p_fl & 4u) != 0, false); // acc, a free after
       }
       const int tb = (t0 + k) * kTile; // the tile's first column
-      const uint32_t st = raw_u32 + ((uint32_t)s << 12);
+      const uint32_t st = raw_u32 + (uint32_t)s * (uint32_t)STB;
       uint32_t m = 0, r[8], kw[2] = {0u, 0u};
       if (!cur) {
 #pragma unroll
@@ -591,9 +606,9 @@ __global__ void __launch_bounds__(kThreads, 1)
             r[2 * g] = lds_u32(ad);
             r[2 * g + 1] = lds_u32(ad + 512u);
           }
-          const uint32_t sa = sc_u32 + ((uint32_t)s << 8);
+          const uint32_t sa = BOX1 ? st + sc_u32 : sc_u32 + ((uint32_t)s << 8);
           kw[0] = lds_u32(sa);
-          kw[1] = lds_u32(sa + 32u);
+          kw[1] = lds_u32(BOX1 ? sa ^ 32u : sa + 32u); // (BOX1: st is 512-aligned)
         } else { // PIPE: the dummy wgmma's codes (its sums are never read)
 #pragma unroll
           for (int g = 0; g < 8; g++) r[g] = 0u;
@@ -702,36 +717,38 @@ int log2_exact(int64_t v) {
 // 4 V = kPipe | kProd4 | kArr4; 5 V = kProd4 | kArr4 (the copy side only); 6 V = kPipe | kArr4
 // (the math side only); bench-only diagnostics on fp32 calls (DIAG above, garbage logits; bf16
 // calls run switch 4): 8 math only of switch 4, 9 copies only of switch 5 (the same copy side),
-// 7 copies only with one producer warp and 4 arrivals (V = kArr4); unset: kK2wsDefault.
+// 7 copies only with one producer warp and 4 arrivals (V = kArr4); 2 switch 4 with kBox1 where
+// the page size is 64 (else switch 4), 3 copies only of it (bf16 calls, or other page sizes:
+// switch 4); unset: kK2wsDefault.
 constexpr int kK2wsDefault = 0;
 int k2ws_mode() {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_K2WS");
     if (!e) return kK2wsDefault;
     const int d = e[0] - '0';
-    return d >= 4 && d <= 9 && e[1] == 0 ? d : d == 1 && e[1] == 0 ? 1 : 0;
+    return d >= 1 && d <= 9 && e[1] == 0 ? d : 0;
   }();
   return v;
 }
 
-// The codes' tensor map (the pages as rows of 64 B, box 64 B x Pt rows, SWIZZLE_64B), kept for
-// the last buffer and piece size this thread saw (a step calls with the same pool each time;
-// the map embeds only the pointer and the extents).
-bool k2_map(CUtensorMap *map, const uint8_t *pages, uint64_t rows, int Pt) {
+// The codes' tensor map (the pages as rows of 64 B, box 64 B x box rows: Pt, or 68 for BOX1's
+// whole page; SWIZZLE_64B), kept for the last buffer and box this thread saw (a step calls with
+// the same pool each time; the map embeds only the pointer and the extents).
+bool k2_map(CUtensorMap *map, const uint8_t *pages, uint64_t rows, int box) {
   thread_local struct {
     const void *base;
     uint64_t rows;
-    int Pt;
+    int box;
     CUtensorMap map;
   } cache = {nullptr, 0, 0, {}};
-  if (cache.base != pages || cache.rows != rows || cache.Pt != Pt) {
+  if (cache.base != pages || cache.rows != rows || cache.box != box) {
     cache.base = nullptr;
     if (tma_map_2d(&cache.map, pages, CU_TENSOR_MAP_DATA_TYPE_UINT8, 64, rows, 64, 64,
-                   (uint32_t)Pt, CU_TENSOR_MAP_SWIZZLE_64B, nullptr, 0) != 0)
+                   (uint32_t)box, CU_TENSOR_MAP_SWIZZLE_64B, nullptr, 0) != 0)
       return false;
     cache.base = pages;
     cache.rows = rows;
-    cache.Pt = Pt;
+    cache.box = box;
   }
   *map = cache.map;
   return true;
@@ -744,7 +761,7 @@ template <bool BF16, int V, int DIAG = 0>
 int launch_k2(ixl_ctx *ctx, const CUtensorMap &map, K2Params p, const char *name,
               ixl_status *st) {
   auto kern = mxk2_kernel<BF16, V, DIAG>;
-  constexpr int alloc = K2Smem::alloc;
+  constexpr int alloc = K2Smem<(V & kBox1) != 0>::alloc;
   static int fits = -1; // one check and one stderr line per configuration a process
   if (fits < 0) {
     int occ = 0;
@@ -758,9 +775,10 @@ int launch_k2(ixl_ctx *ctx, const CUtensorMap &map, K2Params p, const char *name
     fits = occ >= 1;
     fprintf(stderr,
             "ixl logits v2 mxfp4: K2WS kernel, paged K2, H 32, %d math warpgroups%s + %d "
-            "producer warp%s, %d stages, %s, %d arrivals a stage%s (switch %d)%s\n",
+            "producer warp%s, %d stages, %s, %d arrivals a stage%s%s (switch %d)%s\n",
             kNWG, (V & kPipe) ? " pipelined" : "", (V & kProd4) ? 4 : 1,
             (V & kProd4) ? "s" : "", kStages, BF16 ? "bf16" : "fp32", (V & kArr4) ? 4 : 128,
+            (V & kBox1) ? ", one TMA box a page" : "",
             DIAG == 1 ? ", DIAG math only" : DIAG == 2 ? ", DIAG copies only" : "", k2ws_mode(),
             fits ? "" : ": does not fit an SM, mx_kernel runs it");
   }
@@ -813,10 +831,18 @@ extern "C" int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, i
   p.ntr = (p.out_cols + kTile - 1) / kTile;
   if (p.R > ((int64_t)1 << 31) / p.ntr) return 0; // tile counters are int32
   p.total = p.R * p.ntr;
+  // kBox1 (switches 2, 3): pages of 64 only (a page's 68 rows of 64 B, codes then scale words:
+  // rows64 >= 68 as the stride holds them)
+  const bool box1 = (mode == 2 || mode == 3) && p.P == 64;
   CUtensorMap map;
-  if (!k2_map(&map, p.k_pages, (uint64_t)(num_pages * rows64), Pt)) return 0;
+  if (!k2_map(&map, p.k_pages, (uint64_t)(num_pages * rows64), box1 ? 68 : Pt)) return 0;
   const char *name = "dense_logits_paged kernel (v2 mxfp4 K2WS)";
   constexpr int kAll = kPipe | kProd4 | kArr4;
+  if (box1 && mode == 2)
+    return c->reduction == IXL_REDUCE_BF16 ? launch_k2<true, kAll | kBox1>(ctx, map, p, name, st)
+                                           : launch_k2<false, kAll | kBox1>(ctx, map, p, name, st);
+  if (box1 && c->reduction != IXL_REDUCE_BF16) // switch 3: copies only
+    return launch_k2<false, kProd4 | kArr4 | kBox1, 2>(ctx, map, p, name, st);
   if (c->reduction == IXL_REDUCE_BF16) {
     if (mode == 1) return launch_k2<true, 0>(ctx, map, p, name, st);
     if (mode == 5) return launch_k2<true, kProd4 | kArr4>(ctx, map, p, name, st);
