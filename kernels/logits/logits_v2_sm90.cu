@@ -41,6 +41,7 @@
 //
 // sass-limits: k1_fp8_kernel registers 168 shared 1024
 // sass-limits: k2_fp8_kernelILi32ELi4ELi4 registers 96 shared 1024
+// sass-limits: k2_fp8_kernelILi64ELi4ELi4 registers 96 shared 1024
 // sass-limits: k2_fp8_kernelILi64ELi6ELi3 registers 128 shared 1024
 // sass-limits: k2_fp8_kernelILi32ELi6ELi3 registers 128 shared 1024
 // sass-limits: k2_fp8_kernel registers 200 shared 1024
@@ -142,20 +143,6 @@ __device__ __forceinline__ bool tile_empty(const RowRange &rr, int32_t col0) {
   return false;
 }
 
-// The (row, tile) walk over a CTA's units [u0, u1) both roles share: no division per step.
-struct UnitWalk {
-  int64_t u, u1, r;
-  int32_t t, ntile;
-  __device__ __forceinline__ UnitWalk(int64_t u0, int64_t u1_, int32_t ntile_)
-      : u(u0), u1(u1_), r(u0 / ntile_), t((int32_t)(u0 - (u0 / ntile_) * ntile_)),
-        ntile(ntile_) {}
-  __device__ __forceinline__ bool more() const { return u < u1; }
-  __device__ __forceinline__ void step() {
-    ++u;
-    if (++t == ntile) t = 0, ++r;
-  }
-};
-
 // K5: the smallest j in [1, jmax) with ids[j] <= ids[j - 1] (the end of the strictly
 // increasing prefix, n_valid), or jmax; the whole warp calls it, every lane gets it.
 __device__ __forceinline__ int64_t first_not_increasing(const int32_t *ids, int64_t jmax,
@@ -211,7 +198,14 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
     }
     ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster);
   }
+  if (tid == kMath) { // the producer's maps: their descriptors fetched while the CTA sets up
+    ixl_v2::prefetch_tensormap(&kmap);
+    ixl_v2::prefetch_tensormap(&qmap);
+  }
   __syncthreads();
+  // PDL (cuda/launch.cuh's rule): no global access above this line
+  ixl::pdl_wait();
+  ixl::pdl_trigger();
   const int64_t u0 = (int64_t)blockIdx.x * p.per_cta;
   const int64_t u1 = u0 + p.per_cta < p.units ? u0 + p.per_cta : p.units;
   long long t_wait = 0, t_mma = 0; // profile: clocks waiting (IXL_LOGITS_V2_PROF)
@@ -237,7 +231,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
     auto bt_at = [&](int64_t j) {
       return p.bt[row * p.bt_cols + (j < p.bt_cols ? j : p.bt_cols - 1)];
     };
-    for (UnitWalk wk(u0, u1, p.ntile); wk.more(); wk.step()) {
+    for (ixl_v2::UnitWalk wk(u0, u1, p.ntile); wk.more(); wk.step()) {
       if (wk.r != row) {
         row = wk.r;
         rr = row_range<MODE>(p, row);
@@ -430,11 +424,10 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
     int stage, qslot;
     float sc0, sc1;
   };
-  int stage = 0, qslot = 1;
-  uint32_t fphase = 0, qfphase = 0; // bit s: Q slot s's parity
-  int64_t row = -1, qrow = -1;
+  ixl_v2::MathRing ring;
+  int64_t row = -1;
   RowRange rr = {0, 0, 0};
-  UnitWalk wk(u0, u1, p.ntile);
+  ixl_v2::UnitWalk wk(u0, u1, p.ntile);
   auto store = [&](int64_t idx, float v) {
     if (BF16) static_cast<__nv_bfloat16 *>(p.out)[idx] = __float2bfloat16_rn(v);
     else static_cast<float *>(p.out)[idx] = v;
@@ -442,38 +435,20 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
   const float ninf = __uint_as_float(0xff800000u);
   // the next tile that has keys (empty ones get their -inf stores on the way); false at the end
   auto next = [&](Tile &c) -> bool {
-    for (; wk.more(); wk.step()) {
-      if (wk.r != row) {
-        row = wk.r;
-        rr = row_range<MODE>(p, row);
-      }
-      const int32_t col0 = wk.t * kTile;
-      if (tile_empty<MODE>(rr, col0)) { // nothing to read: -inf where the tile has columns
-        if (tid < kTile && col0 + tid < p.out_cols) store(row * p.out_cols + col0 + tid, ninf);
-        continue;
-      }
-      c.row = row, c.rr = rr, c.col0 = col0;
-      wk.step();
-      return true;
-    }
-    return false;
+    return ixl_v2::next_tile(
+        wk, row, [&](int64_t r) { rr = row_range<MODE>(p, r); },
+        [&](int64_t, int32_t col0) { return tile_empty<MODE>(rr, col0); },
+        [&](int64_t r, int32_t col0) { // nothing to read: -inf where the tile has columns
+          if (tid < kTile && col0 + tid < p.out_cols) store(r * p.out_cols + col0 + tid, ninf);
+        },
+        [&](int64_t r, int32_t col0) { c.row = r, c.rr = rr, c.col0 = col0; });
   };
   // wait for tile c's stage (and its row's Q), then issue its wgmma into acc
   auto issue = [&](Tile &c, float(&acc)[H / 2]) {
-    const long long w0 = p.prof ? clock64() : 0;
-    if (c.row != qrow) {
-      qrow = c.row;
-      qslot ^= 1;
-      mbar_wait(&qfull[qslot], (qfphase >> qslot) & 1);
-      qfphase ^= 1u << qslot;
-    }
-    mbar_wait(&full[stage], fphase);
-    if (p.prof) t_wait += clock64() - w0;
-    c.qslot = qslot, c.stage = stage;
-    c.sc0 = s_scales[stage * kTile + r0], c.sc1 = s_scales[stage * kTile + r0 + 8];
-    if (kSparse) c.m0 = s_mask[2 * stage], c.m1 = s_mask[2 * stage + 1];
-    if (p.abl != 1) ixl_v2::tile_mma<H>(acc, s_codes + stage * kTileBytes, s_q + qslot * H * 128);
-    if (++stage == S) stage = 0, fphase ^= 1;
+    ixl_v2::ring_issue<H, S>(ring, c.row, full, qfull, s_codes, s_q, p.abl != 1, acc,
+                             p.prof != nullptr, t_wait, c.stage, c.qslot);
+    c.sc0 = s_scales[c.stage * kTile + r0], c.sc1 = s_scales[c.stage * kTile + r0 + 8];
+    if (kSparse) c.m0 = s_mask[2 * c.stage], c.m1 = s_mask[2 * c.stage + 1];
   };
   // column m (0..63) of tile c holds a key
   auto valid = [&](const Tile &c, int m) -> bool {
@@ -518,29 +493,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
     x;                                          \
     if (p.prof) t_mma += clock64() - m0;        \
   } while (0)
-  float acc0[H / 2], acc1[H / 2];
-  Tile a, b;
-  if (next(a)) {
-    issue(a, acc0);
-    for (;;) { // a in flight in acc0
-      if (!next(b)) {
-        wgmma_wait<0>();
-        finish(a, acc0, true, 0);
-        break;
-      }
-      issue(b, acc1);
-      T_MMA(wgmma_wait<1>());
-      finish(a, acc0, false, b.qslot);
-      if (!next(a)) { // b in flight in acc1
-        wgmma_wait<0>();
-        finish(b, acc1, true, 0);
-        break;
-      }
-      issue(a, acc0);
-      T_MMA(wgmma_wait<1>());
-      finish(b, acc1, false, a.qslot);
-    }
-  }
+  ixl_v2::walk_double<H, Tile>(next, issue, [&] { T_MMA(wgmma_wait<1>()); }, finish);
 #undef T_MMA
   if (p.prof && tid == 0) {
     atomicAdd(&p.prof[0], (unsigned long long)t_wait);
@@ -684,6 +637,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster);
   }
+  // PDL (cuda/launch.cuh's rule): no global access above this line (the scan below reads the
+  // rows' ranges)
+  ixl::pdl_wait();
+  ixl::pdl_trigger();
   // ---- the CTA's share of the units: counts per thread's chunk of blocks, a scan by warp 0
   const int64_t chunk = (p.nb + kThreads - 1) / kThreads;
   const int64_t c0 = tid * chunk < p.nb ? tid * chunk : p.nb;
@@ -1220,9 +1177,9 @@ static ixl_status launch_cfg(ixl_ctx *ctx, const ixl_logits_call *c, Params &p) 
                             ixl::stream_of(ctx));
     cudaGetSymbolAddress((void **)&p.prof, g_prof);
   }
-  v2_fp8_kernel<H, S, M, MODE, BF16><<<(unsigned)grid, kThreads, Smem<H, S>::alloc,
-                                       ixl::stream_of(ctx)>>>(kmap, smap, qmap, p);
-  ixl_status st = ixl_cuda_check_launch(ctx, "logits v2 fp8 kernel");
+  ixl_status st = ixl::launch_pdl(ctx, "logits v2 fp8 kernel", v2_fp8_kernel<H, S, M, MODE, BF16>,
+                                  dim3((unsigned)grid), dim3(kThreads), Smem<H, S>::alloc, 1,
+                                  kmap, smap, qmap, p);
   if (prof && st == IXL_OK) {
     unsigned long long v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     cudaMemcpyFromSymbolAsync(v, g_prof, sizeof v, 0, cudaMemcpyDeviceToHost,
@@ -1317,10 +1274,9 @@ static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
                             ixl::stream_of(ctx));
     cudaGetSymbolAddress((void **)&p.prof, g_prof);
   }
-  k1::k1_fp8_kernel<H, HALVES, PING, EA><<<(unsigned)grid, k1::kThreads, L::alloc,
-                                  ixl::stream_of(ctx)>>>(
-      kmap, qmap, p);
-  ixl_status st = ixl_cuda_check_launch(ctx, "logits v2 fp8 K1 kernel");
+  ixl_status st = ixl::launch_pdl(ctx, "logits v2 fp8 K1 kernel",
+                                  k1::k1_fp8_kernel<H, HALVES, PING, EA>, dim3((unsigned)grid),
+                                  dim3(k1::kThreads), L::alloc, 1, kmap, qmap, p);
   if (prof && st == IXL_OK) { // per math warp and tile, in SM clocks
     unsigned long long v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     cudaMemcpyFromSymbolAsync(v, g_prof, sizeof v, 0, cudaMemcpyDeviceToHost,

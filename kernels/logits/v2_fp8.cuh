@@ -43,6 +43,20 @@ __host__ __device__ constexpr int k1_widx(int h) { // head h's slot in its row
 }
 
 #if IXL_SM90_DEVICE
+// relu keeping NaN (max.NaN.f32, PTX ISA "max"): one FMNMX.NAN.
+__device__ __forceinline__ float relu_nan(float x) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(x), "f"(0.0f));
+  return r;
+}
+
+// prefetch.tensormap (PTX ISA "prefetch, prefetchu"; not in CCCL's cuda::ptx): brings a
+// __grid_constant__ tensor map's descriptor into the cache before its first TMA, so the first
+// copy does not wait on that fetch (the map is a kernel parameter: no PDL ordering needed).
+__device__ __forceinline__ void prefetch_tensormap(const void *map) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+
 // Issues (does not wait for) the tile's four wgmma into acc; the caller commits and waits.
 template <int H>
 __device__ __forceinline__ void tile_mma(float (&acc)[H / 2], const uint8_t *a,
@@ -78,6 +92,138 @@ __device__ __forceinline__ void epilogue_fp32(const float (&acc)[H / 2], float s
   s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
   s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
   s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+}
+
+// epilogue_fp32 with the key scale applied after the head sum (k2_fp8_kernel's kV_FAST): when
+// every position of the warp has a finite scale >= 0, relu(d s) = relu(d) s, so
+// s0 = (sum_h w_h relu(d_h)) sc0; otherwise epilogue_fp32 (a warp-uniform choice, as
+// k1_epilogue's). Not bitwise epilogue_fp32's value (one rounding moved): SPEC 3 leaves the fp32
+// reduction's order free.
+template <int H>
+__device__ __forceinline__ void epilogue_fp32_post(const float (&acc)[H / 2], float sc0,
+                                                   float sc1, const float *w, int t4, float &s0,
+                                                   float &s1) {
+  const float big = 3.402823466e38f;
+  if (!__all_sync(0xffffffffu, sc0 >= 0.0f && sc0 <= big && sc1 >= 0.0f && sc1 <= big)) {
+    epilogue_fp32<H>(acc, sc0, sc1, w, t4, s0, s1);
+    return;
+  }
+  s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+  for (int j = 0; j < H / 8; ++j) {
+    const float2 wj = *reinterpret_cast<const float2 *>(w + 8 * j + 2 * t4);
+    s0 = __fmaf_rn(wj.x, relu_nan(acc[4 * j]), s0);
+    s1 = __fmaf_rn(wj.x, relu_nan(acc[4 * j + 2]), s1);
+    s0 = __fmaf_rn(wj.y, relu_nan(acc[4 * j + 1]), s0);
+    s1 = __fmaf_rn(wj.y, relu_nan(acc[4 * j + 3]), s1);
+  }
+  s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
+  s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
+  s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
+  s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+  s0 = __fmul_rn(s0, sc0), s1 = __fmul_rn(s1, sc1);
+}
+
+// The (row, tile) walk over a CTA's units [u0, u1) both roles of both K2/K5 kernels share: no
+// division per step.
+struct UnitWalk {
+  int64_t u, u1, r;
+  int32_t t, ntile;
+  __device__ __forceinline__ UnitWalk(int64_t u0, int64_t u1_, int32_t ntile_)
+      : u(u0), u1(u1_), r(u0 / ntile_), t((int32_t)(u0 - (u0 / ntile_) * ntile_)),
+        ntile(ntile_) {}
+  __device__ __forceinline__ bool more() const { return u < u1; }
+  __device__ __forceinline__ void step() {
+    ++u;
+    if (++t == ntile) t = 0, ++r;
+  }
+};
+
+// A math warpgroup's next tile with keys along its walk (false at the end): on_row(row) when
+// the row changes, empty(row, col0) says a tile has no key (then ninf(row, col0) writes its
+// -inf columns and the walk goes on), take(row, col0) records the tile found.
+template <typename OnRow, typename Empty, typename Ninf, typename Take>
+__device__ __forceinline__ bool next_tile(UnitWalk &wk, int64_t &row, OnRow &&on_row,
+                                          Empty &&empty, Ninf &&ninf, Take &&take) {
+  for (; wk.more(); wk.step()) {
+    if (wk.r != row) {
+      row = wk.r;
+      on_row(row);
+    }
+    const int32_t col0 = wk.t * kTile;
+    if (empty(row, col0)) {
+      ninf(row, col0);
+      continue;
+    }
+    take(row, col0);
+    wk.step();
+    return true;
+  }
+  return false;
+}
+
+// The math warpgroup's place in the stage ring and its two Q slots (bit s of qfphase: Q slot
+// s's parity).
+struct MathRing {
+  int stage = 0, qslot = 1;
+  uint32_t fphase = 0, qfphase = 0;
+  int64_t qrow = -1;
+};
+// Waits for the ring's next stage (and, when `row` is not the current Q slot's, for the other
+// Q slot), then issues the stage's four wgmma into acc unless !mma; stage and qslot get what
+// the tile uses. prof: the clocks waiting added to t_wait.
+template <int H, int S>
+__device__ __forceinline__ void ring_issue(MathRing &m, int64_t row, uint64_t *full,
+                                           uint64_t *qfull, const uint8_t *s_codes,
+                                           const uint8_t *s_q, bool mma, float (&acc)[H / 2],
+                                           bool prof, long long &t_wait, int &stage,
+                                           int &qslot) {
+  const long long w0 = prof ? clock64() : 0;
+  if (row != m.qrow) {
+    m.qrow = row;
+    m.qslot ^= 1;
+    mbar_wait(&qfull[m.qslot], (m.qfphase >> m.qslot) & 1);
+    m.qfphase ^= 1u << m.qslot;
+  }
+  mbar_wait(&full[m.stage], m.fphase);
+  if (prof) t_wait += clock64() - w0;
+  stage = m.stage, qslot = m.qslot;
+  if (mma) tile_mma<H>(acc, s_codes + m.stage * kTileBytes, s_q + m.qslot * H * 128);
+  if (++m.stage == S) m.stage = 0, m.fphase ^= 1;
+}
+
+// A math warpgroup's walk over its tiles with a double-buffered accumulator (k2_fp8_kernel and
+// v2_fp8_kernel): tile i + 1's wgmma are issued before tile i's epilogue, which runs after
+// wait1() (wgmma.wait_group 1) under them. next(Tile &) finds the next tile with keys (false at
+// the end); issue(Tile &, acc) waits for its stage and issues its wgmma (setting Tile::qslot);
+// finish(const Tile &, acc, last, next_qslot) releases and reduces a waited tile. One plain
+// loop with early exits (a form with a lambda per buffer made ptxas serialize every wgmma,
+// C7518).
+template <int H, typename Tile, typename Next, typename Issue, typename Wait1, typename Finish>
+__device__ __forceinline__ void walk_double(Next &&next, Issue &&issue, Wait1 &&wait1,
+                                            Finish &&finish) {
+  float acc0[H / 2], acc1[H / 2];
+  Tile a, b;
+  if (!next(a)) return;
+  issue(a, acc0);
+  for (;;) { // a in flight in acc0
+    if (!next(b)) {
+      wgmma_wait<0>();
+      finish(a, acc0, true, 0);
+      return;
+    }
+    issue(b, acc1);
+    wait1();
+    finish(a, acc0, false, b.qslot);
+    if (!next(a)) { // b in flight in acc1
+      wgmma_wait<0>();
+      finish(b, acc1, true, 0);
+      return;
+    }
+    issue(a, acc0);
+    wait1();
+    finish(b, acc1, false, a.qslot);
+  }
 }
 
 // bf16 reduction of a finished accumulator. Lane quad t4 = 0..3 holds, per j, heads
@@ -214,13 +360,6 @@ __device__ __forceinline__ void named_bar_arrive(int id, int n) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory");
 }
 
-// relu keeping NaN (max.NaN.f32, PTX ISA "max"): one FMNMX.NAN.
-__device__ __forceinline__ float relu_nan(float x) {
-  float r;
-  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(x), "f"(0.0f));
-  return r;
-}
-
 // fp32 reduction of a finished 64 x (RB x H) accumulator (RB = 256 / H rows). Per lane: for
 // each of its RB rows and its 2 positions (r0, r0 + 8), sum over its H / 4 heads of
 // w * relu(dot) (fast: the key scales are finite and >= 0 for the warp's positions, so
@@ -232,17 +371,17 @@ __device__ __forceinline__ float relu_nan(float x) {
 // (t4 & 1) RB / 2 + (t4 >> 1) RB / 4 + i / 2, position r0 + 8 (i & 1). The order of every
 // sum is the same for every (row, position), so a logit does not depend on its tile, its rows'
 // grouping or the layout. w: the RB rows' weights (k1_widx layout, 16-B aligned).
-template <int H>
-__device__ __forceinline__ void k1_epilogue(const float (&acc)[128], float sc0, float sc1,
-                                            bool fast, const float *w, int t4,
-                                            float (&res)[256 / H / 2]) {
-  constexpr int RB = 256 / H, V = 2 * RB, JR = H / 8; // JR: j per row
+template <int H, int NA>
+__device__ __forceinline__ void k1_epilogue_n(const float (&acc)[NA], float sc0, float sc1,
+                                              bool fast, const float *w, int t4,
+                                              float (&res)[NA * 2 / H / 2]) {
+  constexpr int RB = NA * 2 / H, V = 2 * RB, JR = H / 8; // RB rows; JR: j per row
   float v[V];
 #pragma unroll
   for (int i = 0; i < V; ++i) v[i] = 0.0f;
   if (fast) {
 #pragma unroll
-    for (int j = 0; j < 32; j += 2) {
+    for (int j = 0; j < NA / 4; j += 2) {
       const int rb = j / JR, jj = j % JR;
       const float4 wj = *reinterpret_cast<const float4 *>(w + rb * k1_wrow<H>() +
                                                           t4 * k1_wq<H>() + 2 * jj);
@@ -258,7 +397,7 @@ __device__ __forceinline__ void k1_epilogue(const float (&acc)[128], float sc0, 
     }
   } else {
 #pragma unroll
-    for (int j = 0; j < 32; j += 2) {
+    for (int j = 0; j < NA / 4; j += 2) {
       const int rb = j / JR, jj = j % JR;
       const float4 wj = *reinterpret_cast<const float4 *>(w + rb * k1_wrow<H>() +
                                                           t4 * k1_wq<H>() + 2 * jj);
@@ -284,8 +423,17 @@ __device__ __forceinline__ void k1_epilogue(const float (&acc)[128], float sc0, 
   for (int i = 0; i < V / 4; ++i) {
     const float keep = b1 ? u[V / 4 + i] : u[i], send = b1 ? u[i] : u[V / 4 + i];
     res[i] = keep + __shfl_xor_sync(0xffffffffu, send, 2);
-    if (fast) res[i] = __fmul_rn(res[i], (i & 1) ? sc1 : sc0);
+    // value i is pair k of the lane's (row, position) pairs, position r0 + 8 (k & 1) (for the
+    // whole tile V / 4 is even, so k & 1 = i & 1)
+    const int k = (b0 ? V / 2 : 0) + (b1 ? V / 4 : 0) + i;
+    if (fast) res[i] = __fmul_rn(res[i], (k & 1) ? sc1 : sc0);
   }
+}
+template <int H>
+__device__ __forceinline__ void k1_epilogue(const float (&acc)[128], float sc0, float sc1,
+                                            bool fast, const float *w, int t4,
+                                            float (&res)[256 / H / 2]) {
+  k1_epilogue_n<H, 128>(acc, sc0, sc1, fast, w, t4, res);
 }
 
 // Development ablations of k1_epilogue's fast path (IXL_LOGITS_V2_FP8_K1=4 and 5; wrong
@@ -349,56 +497,7 @@ template <int H>
 __device__ __forceinline__ void k1_epilogue_half(const float (&acc)[64], float sc0, float sc1,
                                                  bool fast, const float *w, int t4,
                                                  float (&res)[128 / H / 2]) {
-  constexpr int RH = 128 / H, V = 2 * RH, JR = H / 8;
-  float v[V];
-#pragma unroll
-  for (int i = 0; i < V; ++i) v[i] = 0.0f;
-  if (fast) {
-#pragma unroll
-    for (int j = 0; j < 16; j += 2) {
-      const int rb = j / JR, jj = j % JR;
-      const float4 wj = *reinterpret_cast<const float4 *>(w + rb * k1_wrow<H>() +
-                                                          t4 * k1_wq<H>() + 2 * jj);
-      float &s0 = v[2 * rb], &s1 = v[2 * rb + 1];
-      s0 = __fmaf_rn(wj.x, relu_nan(acc[4 * j]), s0);
-      s1 = __fmaf_rn(wj.x, relu_nan(acc[4 * j + 2]), s1);
-      s0 = __fmaf_rn(wj.y, relu_nan(acc[4 * j + 1]), s0);
-      s1 = __fmaf_rn(wj.y, relu_nan(acc[4 * j + 3]), s1);
-      s0 = __fmaf_rn(wj.z, relu_nan(acc[4 * j + 4]), s0);
-      s1 = __fmaf_rn(wj.z, relu_nan(acc[4 * j + 6]), s1);
-      s0 = __fmaf_rn(wj.w, relu_nan(acc[4 * j + 5]), s0);
-      s1 = __fmaf_rn(wj.w, relu_nan(acc[4 * j + 7]), s1);
-    }
-  } else {
-#pragma unroll
-    for (int j = 0; j < 16; j += 2) {
-      const int rb = j / JR, jj = j % JR;
-      const float4 wj = *reinterpret_cast<const float4 *>(w + rb * k1_wrow<H>() +
-                                                          t4 * k1_wq<H>() + 2 * jj);
-      const float wv[4] = {wj.x, wj.y, wj.z, wj.w};
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int a = 4 * (j + e / 2) + e % 2;
-        const float d0 = __fmul_rn(acc[a], sc0), d1 = __fmul_rn(acc[a + 2], sc1);
-        v[2 * rb] = __fmaf_rn(wv[e], d0 < 0.0f ? 0.0f : d0, v[2 * rb]);
-        v[2 * rb + 1] = __fmaf_rn(wv[e], d1 < 0.0f ? 0.0f : d1, v[2 * rb + 1]);
-      }
-    }
-  }
-  const bool b0 = t4 & 1, b1 = t4 & 2;
-  float u[V / 2];
-#pragma unroll
-  for (int i = 0; i < V / 2; ++i) {
-    const float keep = b0 ? v[V / 2 + i] : v[i], send = b0 ? v[i] : v[V / 2 + i];
-    u[i] = keep + __shfl_xor_sync(0xffffffffu, send, 1);
-  }
-#pragma unroll
-  for (int i = 0; i < V / 4; ++i) {
-    const float keep = b1 ? u[V / 4 + i] : u[i], send = b1 ? u[i] : u[V / 4 + i];
-    res[i] = keep + __shfl_xor_sync(0xffffffffu, send, 2);
-    const int k = (b0 ? V / 2 : 0) + (b1 ? V / 4 : 0) + i;
-    if (fast) res[i] = __fmul_rn(res[i], (k & 1) ? sc1 : sc0);
-  }
+  k1_epilogue_n<H, 64>(acc, sc0, sc1, fast, w, t4, res);
 }
 #endif
 

@@ -61,25 +61,21 @@ __device__ __forceinline__ int32_t row_len(const K2Params &p, int64_t row) {
   return l < 0 ? 0 : l > p.max_len ? p.max_len : l;
 }
 
-// The (row, tile) walk over a CTA's units [u0, u1) both roles share: no division per step.
-struct UnitWalk {
-  int64_t u, u1, r;
-  int32_t t, ntile;
-  __device__ __forceinline__ UnitWalk(int64_t u0, int64_t u1_, int32_t ntile_)
-      : u(u0), u1(u1_), r(u0 / ntile_), t((int32_t)(u0 - (u0 / ntile_) * ntile_)),
-        ntile(ntile_) {}
-  __device__ __forceinline__ bool more() const { return u < u1; }
-  __device__ __forceinline__ void step() {
-    ++u;
-    if (++t == ntile) t = 0, ++r;
-  }
-};
 #endif
+
+// Variant bits of k2_fp8_kernel (IXL_LOGITS_V2_K2, development; 0 is the default kernel):
+// kV_SINGLE: one accumulator, each tile's wgmma waited before its epilogue (DeepGEMM's form),
+// so 4 CTAs fit an SM at H 64 (96 registers); kV_FAST: the epilogue's key scale applied once
+// per logit after the head sum when the warp's 16 positions' scales are finite and >= 0
+// (relu(d s) = relu(d) s there; v2_fp8.cuh's epilogue_fp32 formula otherwise: fp32's order is
+// free, SPEC 3); kV_COPY: timing ablation, the math warps release each stage unread (no
+// wgmma, no epilogue, no stores: wrong results): the copy side's limit.
+enum : int { kV_SINGLE = 1, kV_FAST = 2, kV_COPY = 4 };
 
 // One CTA: a math warpgroup and a producer warp (kThreads), MinBlocks CTAs per SM; an S-stage
 // ring of tiles; the math warpgroup double-buffers its accumulator: tile i + 1's wgmma run
-// while tile i's epilogue does (wgmma.wait_group 1).
-template <int H, int S, int MinBlocks>
+// while tile i's epilogue does (wgmma.wait_group 1), unless V has kV_SINGLE.
+template <int H, int S, int MinBlocks, int V>
 __global__ void __launch_bounds__(kThreads, MinBlocks)
     k2_fp8_kernel(const __grid_constant__ CUtensorMap kmap,
                   const __grid_constant__ CUtensorMap qmap, const K2Params p) {
@@ -106,7 +102,14 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
     }
     ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster);
   }
+  if (tid == kMath) { // the producer's maps: their descriptors fetched while the CTA sets up
+    ixl_v2::prefetch_tensormap(&kmap);
+    ixl_v2::prefetch_tensormap(&qmap);
+  }
   __syncthreads();
+  // PDL (cuda/launch.cuh's rule): no global access above this line
+  ixl::pdl_wait();
+  ixl::pdl_trigger();
   const int64_t u0 = (int64_t)blockIdx.x * p.per_cta;
   const int64_t u1 = u0 + p.per_cta < p.units ? u0 + p.per_cta : p.units;
   long long t_wait = 0; // profile: clocks spent waiting (IXL_LOGITS_V2_PROF)
@@ -129,7 +132,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
     auto bt_at = [&](int64_t j) {
       return p.bt[row * p.bt_cols + (j < p.bt_cols ? j : p.bt_cols - 1)];
     };
-    for (UnitWalk wk(u0, u1, p.ntile); wk.more(); wk.step()) {
+    for (ixl_v2::UnitWalk wk(u0, u1, p.ntile); wk.more(); wk.step()) {
       if (wk.r != row) {
         row = wk.r;
         len = row_len(p, row);
@@ -208,80 +211,57 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
     int stage, qslot;
     float sc0, sc1;
   };
-  int stage = 0, qslot = 1;
-  uint32_t fphase = 0, qfphase = 0; // bit s: Q slot s's parity
-  int64_t row = -1, qrow = -1;
+  ixl_v2::MathRing ring;
+  int64_t row = -1;
   int32_t len = 0;
-  UnitWalk wk(u0, u1, p.ntile);
+  ixl_v2::UnitWalk wk(u0, u1, p.ntile);
   // the next tile that has keys (empty ones get their -inf stores on the way); false at the end
   auto next = [&](Tile &c) -> bool {
-    for (; wk.more(); wk.step()) {
-      if (wk.r != row) {
-        row = wk.r;
-        len = row_len(p, row);
-      }
-      const int32_t pos0 = wk.t * kTile;
-      if (pos0 >= len) { // nothing to read: -inf where the tile has columns
-        if (tid < kTile && pos0 + tid < p.out_cols) p.out[row * p.out_cols + pos0 + tid] = ninf;
-        continue;
-      }
-      c.row = row, c.pos0 = pos0, c.len = len;
-      wk.step();
-      return true;
-    }
-    return false;
+    return ixl_v2::next_tile(
+        wk, row, [&](int64_t r) { len = row_len(p, r); },
+        [&](int64_t, int32_t pos0) { return pos0 >= len; },
+        [&](int64_t r, int32_t pos0) { // nothing to read: -inf where the tile has columns
+          if (tid < kTile && pos0 + tid < p.out_cols) p.out[r * p.out_cols + pos0 + tid] = ninf;
+        },
+        [&](int64_t r, int32_t pos0) { c.row = r, c.pos0 = pos0, c.len = len; });
   };
-  // wait for tile c's stage (and its row's Q), then issue its wgmma into acc
+  // wait for tile c's stage (and its row's Q), then issue its wgmma into acc (kV_COPY: never,
+  // but kept in the code: make sass wants a QGMMA in every v2 kernel)
   auto issue = [&](Tile &c, float(&acc)[H / 2]) {
-    const long long w0 = p.prof ? clock64() : 0;
-    if (c.row != qrow) {
-      qrow = c.row;
-      qslot ^= 1;
-      mbar_wait(&qfull[qslot], (qfphase >> qslot) & 1);
-      qfphase ^= 1u << qslot;
-    }
-    mbar_wait(&full[stage], fphase);
-    if (p.prof) t_wait += clock64() - w0;
-    c.qslot = qslot, c.stage = stage;
-    c.sc0 = s_scales[stage * kTile + r0], c.sc1 = s_scales[stage * kTile + r0 + 8];
-    ixl_v2::tile_mma<H>(acc, s_codes + stage * kTileBytes, s_q + qslot * H * 128);
-    if (++stage == S) stage = 0, fphase ^= 1;
+    ixl_v2::ring_issue<H, S>(ring, c.row, full, qfull, s_codes, s_q,
+                             !(V & kV_COPY) || p.out_cols < 0, acc, p.prof != nullptr, t_wait,
+                             c.stage, c.qslot);
+    c.sc0 = s_scales[c.stage * kTile + r0], c.sc1 = s_scales[c.stage * kTile + r0 + 8];
   };
   // tile c's wgmma are done (the caller waited): release its stage, reduce, store; release its
   // Q slot when the next tile (if any) uses the other one
   auto finish = [&](const Tile &c, float(&acc)[H / 2], bool last, int next_qslot) {
     fence_operand(acc);
     ptx::mbarrier_arrive(&empty[c.stage]); // this thread's reads of the stage are done
-    float s0, s1;
-    ixl_v2::epilogue_fp32<H>(acc, c.sc0, c.sc1, s_w + c.qslot * H, t4, s0, s1);
+    float s0 = 0.0f, s1 = 0.0f;
+    if constexpr ((V & kV_FAST) && !(V & kV_COPY))
+      ixl_v2::epilogue_fp32_post<H>(acc, c.sc0, c.sc1, s_w + c.qslot * H, t4, s0, s1);
+    else if constexpr (!(V & kV_COPY))
+      ixl_v2::epilogue_fp32<H>(acc, c.sc0, c.sc1, s_w + c.qslot * H, t4, s0, s1);
     if (last || next_qslot != c.qslot) ptx::mbarrier_arrive(&qempty[c.qslot]);
-    if (t4 < 2) { // lane 0 of the quad stores position r0, lane 1 position r0 + 8
+    if ((V & kV_COPY) && p.out_cols < 0) p.out[tid] = acc[0]; // never: keeps the wgmma
+    if (!(V & kV_COPY) && t4 < 2) { // lane 0 of the quad stores position r0, lane 1 r0 + 8
       const int32_t pos = c.pos0 + r0 + 8 * t4;
       if (pos < p.out_cols) p.out[c.row * p.out_cols + pos] = pos < c.len ? (t4 ? s1 : s0) : ninf;
     }
   };
-  float acc0[H / 2], acc1[H / 2];
-  Tile a, b;
-  if (next(a)) {
-    issue(a, acc0);
-    for (;;) { // a in flight in acc0
-      if (!next(b)) {
-        wgmma_wait<0>();
-        finish(a, acc0, true, 0);
-        break;
-      }
-      issue(b, acc1);
-      wgmma_wait<1>();
-      finish(a, acc0, false, b.qslot);
-      if (!next(a)) { // b in flight in acc1
-        wgmma_wait<0>();
-        finish(b, acc1, true, 0);
-        break;
-      }
-      issue(a, acc0);
-      wgmma_wait<1>();
-      finish(b, acc1, false, a.qslot);
+  if constexpr (V & kV_SINGLE) { // one accumulator: each tile waited before its epilogue
+    float acc[H / 2];
+    Tile a, b;
+    for (bool have = next(a); have;) {
+      issue(a, acc);
+      wgmma_wait<0>();
+      have = next(b); // the next tile's row says whether a's Q slot is released
+      finish(a, acc, !have, have && b.row != a.row ? a.qslot ^ 1 : a.qslot);
+      a = b;
     }
+  } else {
+    ixl_v2::walk_double<H, Tile>(next, issue, [] { wgmma_wait<1>(); }, finish);
   }
   if (p.prof && tid == 0) {
     atomicAdd(&p.prof[0], (unsigned long long)t_wait);
@@ -309,18 +289,23 @@ inline bool k2_takes(const ixl_logits_call *c) {
          c->R * c->H < INT32_MAX && c->out->shape[1] < INT32_MAX;
 }
 
-// The kernel configurations built: S stages x M CTAs per SM (each one wave of M * sms CTAs).
-// The default is the fastest measured on the H200 (BENCHMARKS.md); the development switch
-// IXL_LOGITS_V2_K2=SxM (8x2, 6x3; 4x4 at H 32 only) picks another, read once per process.
-enum K2Cfg { K2_8x2 = 0, K2_6x3 = 1, K2_4x4 = 2 };
+// The kernel configurations built: S stages x M CTAs per SM (each one wave of M * sms CTAs),
+// and the variants (kV_*). The default is the fastest measured on the H200 (BENCHMARKS.md); the
+// development switch IXL_LOGITS_V2_K2 picks another, read once per process: 8x2, 6x3, 4x4 (H 32
+// only), and at H 64 (else the default): 4x4s (kV_SINGLE: 4 stages x 4 CTAs, one accumulator),
+// 6x3f and 4x4sf (kV_FAST), copy and copy4 (kV_COPY ablations of 6x3 and 4x4s; wrong results).
+enum K2Cfg { K2_8x2 = 0, K2_6x3, K2_4x4, K2_4x4s, K2_6x3f, K2_4x4sf, K2_copy, K2_copy4 };
 constexpr K2Cfg kK2Default = K2_6x3;
 
 static K2Cfg k2_cfg() {
   static const K2Cfg cfg = [] {
     const char *e = getenv("IXL_LOGITS_V2_K2");
     if (!e) return kK2Default;
-    return !strcmp(e, "8x2") ? K2_8x2 : !strcmp(e, "6x3") ? K2_6x3 : !strcmp(e, "4x4") ? K2_4x4
-                                                                                   : kK2Default;
+    static const char *const names[] = {"8x2", "6x3", "4x4", "4x4s", "6x3f", "4x4sf", "copy",
+                                        "copy4"};
+    for (int i = 0; i < (int)(sizeof names / sizeof names[0]); ++i)
+      if (!strcmp(e, names[i])) return (K2Cfg)i;
+    return kK2Default;
   }();
   return cfg;
 }
@@ -337,14 +322,14 @@ static bool k2_prof_on() {
 // The kernel's shared-memory attributes set and its occupancy asked once per device and
 // process (they do not change; asking costs driver calls on every launch otherwise). <= 0
 // with *err set when the driver refused.
-template <int H, int S, int M>
+template <int H, int S, int M, int V>
 static int k2_occupancy(ixl_ctx *ctx, cudaError_t *err) {
   static std::atomic<int> cached[64];
   const int dev = ixl_ctx_device(ctx);
   const bool slot = dev >= 0 && dev < 64;
   int occ = slot ? cached[dev].load(std::memory_order_relaxed) : 0;
   if (occ > 0) return occ;
-  auto kern = k2_fp8_kernel<H, S, M>;
+  auto kern = k2_fp8_kernel<H, S, M, V>;
   // the whole shared-memory carveout, else the driver may fit fewer CTAs per SM than the
   // grid assumes and run the persistent grid in two waves
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -361,18 +346,19 @@ static int k2_occupancy(ixl_ctx *ctx, cudaError_t *err) {
   if (occ < 1) occ = 1;
   if (occ > M) occ = M;
   if (k2_prof_on())
-    fprintf(stderr, "logits v2 K2<H %d, %d stages>: %d CTAs per SM (designed for %d), %d B smem\n",
-            H, S, occ, M, K2Smem<H, S>::alloc);
+    fprintf(stderr,
+            "logits v2 K2<H %d, %d stages, variant %d>: %d CTAs per SM (designed for %d), %d B "
+            "smem\n", H, S, V, occ, M, K2Smem<H, S>::alloc);
   if (slot) cached[dev].store(occ, std::memory_order_relaxed);
   return occ;
 }
 
-template <int H, int S, int M>
+template <int H, int S, int M, int V = 0>
 static ixl_status launch_k2_cfg(ixl_ctx *ctx, const ixl_logits_call *c, K2Params &p) {
   const char *op = "dense_logits_paged";
   const ixl_qk *in = c->in;
   cudaError_t e = cudaSuccess;
-  const int occ = k2_occupancy<H, S, M>(ctx, &e);
+  const int occ = k2_occupancy<H, S, M, V>(ctx, &e);
   if (occ <= 0) return ixl_cuda_status(ctx, e, "cudaFuncSetAttribute (logits v2 K2)");
   int64_t grid = (int64_t)occ * ixl::sm_count(ctx); // one wave: every CTA resident at once
   if (grid > p.units) grid = p.units;
@@ -394,9 +380,9 @@ static ixl_status launch_k2_cfg(ixl_ctx *ctx, const ixl_logits_call *c, K2Params
                             ixl::stream_of(ctx));
     cudaGetSymbolAddress((void **)&p.prof, g_k2_prof);
   }
-  k2_fp8_kernel<H, S, M>
-      <<<(unsigned)grid, kThreads, K2Smem<H, S>::alloc, ixl::stream_of(ctx)>>>(kmap, qmap, p);
-  ixl_status st = ixl_cuda_check_launch(ctx, "dense_logits_paged kernel (v2)");
+  ixl_status st = ixl::launch_pdl(ctx, "dense_logits_paged kernel (v2)", k2_fp8_kernel<H, S, M, V>,
+                                  dim3((unsigned)grid), dim3(kThreads), K2Smem<H, S>::alloc, 1,
+                                  kmap, qmap, p);
   if (prof && st == IXL_OK) {
     unsigned long long v[4] = {0, 0, 0, 0};
     cudaMemcpyFromSymbolAsync(v, g_k2_prof, sizeof v, 0, cudaMemcpyDeviceToHost,
@@ -435,6 +421,16 @@ ixl_status launch_k2(ixl_ctx *ctx, const ixl_logits_call *c) {
   if (c->R == 0 || p.out_cols == 0 || p.num_pages == 0 || p.bt_cols == 0) {
     // nothing to read: v1 writes the -inf rows (and answers an empty call)
     return ixl_cuda_logits_v1_dense(ctx, c, 4096);
+  }
+  if constexpr (H == 64) { // the development variants (H 64: the benchmark's cases)
+    switch (k2_cfg()) {
+    case K2_4x4s: return launch_k2_cfg<H, 4, 4, kV_SINGLE>(ctx, c, p);
+    case K2_6x3f: return launch_k2_cfg<H, 6, 3, kV_FAST>(ctx, c, p);
+    case K2_4x4sf: return launch_k2_cfg<H, 4, 4, kV_SINGLE | kV_FAST>(ctx, c, p);
+    case K2_copy: return launch_k2_cfg<H, 6, 3, kV_COPY>(ctx, c, p);
+    case K2_copy4: return launch_k2_cfg<H, 4, 4, kV_SINGLE | kV_COPY>(ctx, c, p);
+    default: break;
+    }
   }
   switch (k2_cfg()) {
   case K2_8x2: return launch_k2_cfg<H, 8, 2>(ctx, c, p);

@@ -27,6 +27,8 @@
  * (comma-separated substrings of test names) runs only the tests it names. */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 #include "logits/engine.h"
@@ -884,6 +886,124 @@ TEST(error_model_self_check) {
     }                                                                     \
   } while (0)
 
+/* ---------------------------------------------------------------- K2 timing (IXL_BENCH=k2graph)
+ * The K2 fp8 H 64 page-64 cases of issue 13 (1x128K, 16x128K, 64x128K, 256x8K, fp32), timed
+ * two ways, PDL off then on (ixl_cuda_pdl_override, kernels/index/expand.cu):
+ * - single: one launch after a 256 MiB memset (L2 flushed), median of 21;
+ * - graph: one CUDA graph of n = max(20, copies) back-to-back launches, launch i on K cache
+ *   i % copies (copies >= 4 and >= 240 MB in all, so none stays in the 60 MB L2), median of 11
+ *   replays, per launch (the step's way of launching).
+ * The caches are one page pool (its bytes 0x38: e4m3 1.0 codes, scales 4.4e-5) and one block
+ * table per copy over disjoint pages. After the graph the output must equal an eager launch on
+ * the last copy bit for bit (launches writing the same output in order: PDL keeps them so).
+ * Prints one line per case and PDL mode; IXL_BENCH_CASES=1x128k,... picks cases. */
+#ifdef IXL_WITH_CUDA
+int ixl_cuda_pdl_override(int mode); /* kernels/index/expand.cu: the tests' A/B hook */
+#endif
+static void pdl_set(int mode) { /* a no-op on a CPU build (no device reaches k2_bench) */
+#ifdef IXL_WITH_CUDA
+  ixl_cuda_pdl_override(mode);
+#else
+  (void)mode;
+#endif
+}
+static int cmp_dbl(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+static void k2_bench(void) {
+  static const struct {
+    const char *name;
+    int64_t R, L;
+  } cs[] = {{"1x128k", 1, 131072}, {"16x128k", 16, 131072}, {"64x128k", 64, 131072},
+            {"256x8k", 256, 8192}};
+  const char *only = getenv("IXL_BENCH_CASES");
+  const int H = 64, P = 64;
+  const int64_t stride = ((int64_t)P * 132 + 511) / 512 * 512;
+  ixl_tensor *flush = tens_new(IXL_U8, 1, 256 << 20, 0, 0, 1);
+  for (int ci = 0; ci < (int)(sizeof cs / sizeof cs[0]); ci++) {
+    if (only && !strstr(only, cs[ci].name)) continue;
+    const int64_t R = cs[ci].R, L = cs[ci].L, mp = L / P;
+    const double bytes = (double)R * (double)L * (128 + 4) + (double)R * (double)L * 4;
+    int copies = (int)ceil(240e6 / bytes);
+    if (copies < 4) copies = 4;
+    const int n = copies < 20 ? 20 : copies;
+    const int64_t np = (int64_t)copies * R * mp;
+    ixl_tensor *pages = tens_new(IXL_U8, 2, np, stride, 0, 1);
+    CHECK_OK(g, ixl_tensor_fill_bytes(g, pages, 0x38));
+    ixl_tensor *q = tens_new(IXL_U8, 3, R, H, 128, 0);
+    fill_e4m3(q->data, R * H * 128);
+    ixl_tensor *w = tens_new(IXL_F32, 2, R, H, 0, 0);
+    for (int64_t i = 0; i < R * H; i++) ((float *)w->data)[i] = (float)(rand_unit() * 2.0 - 1.0);
+    ixl_tensor *lens = tens_new(IXL_I32, 1, R, 0, 0, 0);
+    for (int64_t r = 0; r < R; r++) ((int32_t *)lens->data)[r] = (int32_t)L;
+    ixl_tensor **bt = calloc((size_t)copies, sizeof *bt);
+    ixl_tensor *hb = tens_new(IXL_I32, 2, R, mp, 0, 0);
+    for (int c = 0; c < copies; c++) { /* copy c: pages c R mp .. (c + 1) R mp - 1, shuffled */
+      int32_t *b = hb->data;
+      for (int64_t i = 0; i < R * mp; i++) b[i] = (int32_t)((int64_t)c * R * mp + i);
+      for (int64_t i = R * mp - 1; i > 0; i--) {
+        const int64_t j = rand_range(0, i);
+        const int32_t t = b[i];
+        b[i] = b[j], b[j] = t;
+      }
+      bt[c] = to_dev(hb);
+    }
+    ixl_tensor *dq = to_dev(q), *dw = to_dev(w), *dl = to_dev(lens);
+    ixl_tensor *out = tens_new(IXL_F32, 2, R, L, 0, 1), *ref = NULL;
+    ixl_qk qk = {dq, NULL, NULL, NULL, pages, P, IXL_FP8};
+#define K2RUN(c) ixl_dense_logits_paged(g, &qk, dw, dl, bt[c], IXL_REDUCE_FP32, out)
+    for (int pdl = 0; pdl < 2; pdl++) {
+      pdl_set(pdl);
+      double t1[21], tg[11];
+      for (int rep = 0; rep < 21; rep++) {
+        CHECK_OK(g, ixl_tensor_fill_bytes(g, flush, (uint8_t)rep));
+        CHECK_OK(g, ixl_timer_record(g, 0));
+        CHECK_OK(g, K2RUN(rep % copies));
+        CHECK_OK(g, ixl_timer_record(g, 1));
+        CHECK_OK(g, ixl_timer_elapsed_us(g, 0, 1, &t1[rep]));
+      }
+      if (!ref) { /* the eager result on the graph's last copy */
+        CHECK_OK(g, K2RUN((n - 1) % copies));
+        ref = to_host(out);
+      }
+      CHECK_OK(g, ixl_ctx_sync(g));
+      CHECK_OK(g, ixl_graph_begin(g));
+      for (int i = 0; i < n; i++) CHECK_OK(g, K2RUN(i % copies));
+      CHECK_OK(g, ixl_graph_end(g));
+      CHECK_OK(g, ixl_tensor_fill_bytes(g, out, 0xFF));
+      CHECK_OK(g, ixl_graph_launch(g));
+      for (int rep = 0; rep < 11; rep++) {
+        CHECK_OK(g, ixl_ctx_sync(g));
+        CHECK_OK(g, ixl_timer_record(g, 0));
+        CHECK_OK(g, ixl_graph_launch(g));
+        CHECK_OK(g, ixl_timer_record(g, 1));
+        CHECK_OK(g, ixl_timer_elapsed_us(g, 0, 1, &tg[rep]));
+        tg[rep] /= n;
+      }
+      ixl_tensor *got = to_host(out);
+      const int same_bits = memcmp(got->data, ref->data, (size_t)(R * L * 4)) == 0;
+      ixl_tensor_free(got);
+      qsort(t1, 21, sizeof t1[0], cmp_dbl);
+      qsort(tg, 11, sizeof tg[0], cmp_dbl);
+      printf("# k2bench fp8_h64_p64 %-8s %-7s single %8.2f us (min %8.2f) graph %8.2f us "
+             "(%d launches, %d copies) %6.0f GB/s graph output %s\n",
+             cs[ci].name, pdl ? "pdl-on" : "pdl-off", t1[10], t1[0], tg[5], n, copies,
+             bytes / (tg[5] * 1e-6) / 1e9, same_bits ? "== eager" : "DIFFERS from eager");
+      fflush(stdout);
+      CHECK_MSG(same_bits, "k2bench %s pdl %d: the graph's output differs from eager",
+                cs[ci].name, pdl);
+    }
+#undef K2RUN
+    pdl_set(-1);
+    for (int c = 0; c < copies; c++) ixl_tensor_free(bt[c]);
+    free(bt);
+    ixl_tensor *ts[] = {pages, q, w, lens, hb, dq, dw, dl, out, ref};
+    tfree(ts, 10);
+  }
+  ixl_tensor_free(flush);
+}
+
 int main(void) {
   static const char *names[] = {"sparse_paged_block_and_page_sizes_equal_dense",
                                 "sparse_ragged_block_sizes_equal_dense",
@@ -931,6 +1051,11 @@ int main(void) {
     printf("not ok - cuda context with logits v2: %s\n", ixl_last_error(g));
     ixl_ctx_free(g);
     return 1;
+  }
+  if (getenv("IXL_BENCH") && !strcmp(getenv("IXL_BENCH"), "k2graph")) {
+    k2_bench();
+    ixl_ctx_free(g);
+    DONE();
   }
   RUN_IF(sparse_paged_block_and_page_sizes_equal_dense);
   RUN_IF(sparse_ragged_block_sizes_equal_dense);
