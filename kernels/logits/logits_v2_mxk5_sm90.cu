@@ -1,8 +1,8 @@
-// logits/logits_v2_mxk5_sm90.cu - ragged K5 (sparse prefill) for MXFP4 keys at H 32 on a
-// warp-specialized kernel (issue 13), behind IXL_LOGITS_V2_MX_K5WS (read once a process;
-// unset or 0: logits_v2_mx_sm90.cu's kernels, unchanged; 1: one math warpgroup a CTA, 3 CTAs an
-// SM; 2: two math warpgroups a CTA sharing the producer, 2 CTAs an SM). The hook is the sparse
-// ragged branch of ixl_cuda_logits_v2_mx, after its own checks (mx_takes, power-of-two sbk).
+// logits/logits_v2_mxk5_sm90.cu - ragged and paged K5 (sparse prefill, decode) for MXFP4 keys
+// at H 32 on a warp-specialized kernel (issue 13), behind IXL_LOGITS_V2_MX_K5WS (ragged) and
+// IXL_LOGITS_V2_MX_K5PWS (paged), each read once a process (0: logits_v2_mx_sm90.cu's kernels,
+// unchanged; the modes and the unset defaults: k5ws_mode / k5pws_mode below). The hook is the
+// sparse branch of ixl_cuda_logits_v2_mx, after its own checks (mx_takes, power-of-two sbk).
 //
 // Why: the kernel before (mx3_kernel<K5R>) is one warpgroup in which every thread gathers its
 // part of each tile (about 100 of ~400 SASS instructions a tile and thread: the sparse-block
@@ -229,6 +229,12 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
     mxk5_kernel(const WsParams p) {
 #if IXL_SM90_DEVICE
   constexpr int NT = kThreads<PW>;
+  // 4 producer warps (a warpgroup): setmaxnreg moves registers from them to the math warps
+  // (entry MAXREG each; the producers kProdRegs; the math the rest of the CTA's pool)
+  constexpr bool SETMAX = PW == 4;
+  constexpr int kProdRegs = 40;
+  constexpr int kMathRegs = (MAXREG * NT - kProdRegs * 32 * PW) / 128 / 8 * 8;
+  static_assert(!SETMAX || kMathRegs <= 256, "setmaxnreg: at most 256");
   constexpr int S = STAGES;
   using L = WsSmem<S>;
   extern __shared__ uint8_t smem_raw[];
@@ -349,18 +355,20 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
 
   const int T = (int)((chunk_hi - c0 + kTile - 1) / kTile);
   if (warp >= 4) {
-    // ================================================================ the producer warp
+    // ================================================================ the producer warp(s)
+    if constexpr (SETMAX) setmaxnreg_dec<kProdRegs>();
     // slots lane and lane + 32 of tile t: whether the slot has a key, the offset of its codes
-    // from kbase (16-B units: one shuffle a copy), its scale word (plain loads, kLook tiles ahead: paged keys come from
-    // HBM, about 1 us, two tile periods of a CTA; three register sets, the loop unrolled by
-    // three so that no set is copied, which would wait for its loads)
+    // from kbase (16-B units: one shuffle a copy), its scale word (plain loads, kLook * PW
+    // tiles ahead: paged keys come from HBM, about 1 us, two tile periods of a CTA; kLook
+    // register sets, the loop unrolled by kLook so that no set is copied, which would wait for
+    // its loads; 4 producer warps: one set, 4 tiles ahead)
     const uint8_t *kbase = PAGED ? p.k_pages : p.k_codes;
     struct Look {
       uint32_t q[2]; // the codes' offset from kbase in 16-B units (the hook checks the range)
       uint32_t kw[2];
       bool ok[2];
     };
-    constexpr int kLook = 3;
+    constexpr int kLook = PW >= 4 ? 1 : 3;
     auto scan = [&](int t, Look &x) {
       uint32_t *q = x.q;
       uint32_t *kw = x.kw;
@@ -443,18 +451,19 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
     const int pw = warp - 4;
     Look la, lb, lc;
     if (pw < T) scan(pw, la);
-    if (pw + PW < T) scan(pw + PW, lb);
-    if (pw + 2 * PW < T) scan(pw + 2 * PW, lc);
+    if (kLook > 1 && pw + PW < T) scan(pw + PW, lb);
+    if (kLook > 2 && pw + 2 * PW < T) scan(pw + 2 * PW, lc);
     for (int t = pw; t < T; t += kLook * PW) {
       step(t, la);
-      if (t + PW < T) step(t + PW, lb);
-      if (t + 2 * PW < T) step(t + 2 * PW, lc);
+      if (kLook > 1 && t + PW < T) step(t + PW, lb);
+      if (kLook > 2 && t + 2 * PW < T) step(t + 2 * PW, lc);
     }
     ixl::sm80::cp_async_wait<0>();
     return;
   }
 
   // ================================================================ the math warpgroup
+  if constexpr (SETMAX) setmaxnreg_inc<kMathRegs>();
   const int mw = warp;
   const int i0 = 16 * mw + (lane >> 2); // this lane's slots: i0, i0 + 8
   uint32_t slow_heads = 0;
@@ -684,9 +693,11 @@ int switch_mode(const char *name, char unset, const char *valid) {
 // 7 = 4 (no producer decode), 8 = 1 (one wgmma of 4), 9 = 2 (no key copies), a = 8 (producer
 // side only), b = 6 (math side only: no copies, no decode); c = 3 with the scale decode in
 // the math warps (the producer stores the words only: DEC; 5 with it spills 16 B); e = 2 head
-// passes at 96 registers with 2 producer warps (PW), 8 stages, 3 CTAs an SM. Modes 1, 2 and 4 of the last
-// session (LDS code words; two math warpgroups; 10 stages: all slower than 3 on the H200) are
-// no longer instantiated and read as off.
+// passes at 96 registers with 2 producer warps (PW), 8 stages, 3 CTAs an SM; f = 2 passes
+// with a producer warpgroup of 4 warps (setmaxnreg: 80 registers at entry, the producers 40,
+// the math 120; 1 pass needs 126 and the producers spill at 32), 8 stages, 3 CTAs an SM.
+// Modes 1, 2 and 4 of the last session (LDS code words; two math warpgroups; 10 stages: all
+// slower than 3 on the H200) are no longer instantiated and read as off.
 // Unset: kK5wsDefault = 3. H200, 2026-12-02 (helper mxk5, visits 2-3): test_cuda_logits [v2]
 // 18/18 (every test) with K5WS=3 K5PWS=2, test_cuda_logits_mxk5 8/8 (modes 1-4), racecheck and
 // memcheck small clean (both programs, ragged and paged routed); ragged K5 4096x16K mxfp4 H32
@@ -694,12 +705,13 @@ int switch_mode(const char *name, char unset, const char *valid) {
 // kernels of logits_v2_mx_sm90.cu.
 constexpr char kK5wsDefault = '3';
 int k5ws_mode() {
-  static const int v = switch_mode("IXL_LOGITS_V2_MX_K5WS", kK5wsDefault, "356789abce");
+  static const int v = switch_mode("IXL_LOGITS_V2_MX_K5WS", kK5wsDefault, "356789abcef");
   return v;
 }
 // IXL_LOGITS_V2_MX_K5PWS (paged K5): 2 = 1 head pass, 8 stages (136 registers: 2 CTAs an
-// SM); 4 = 2 passes at 128 (109 used), 8 stages, 3 CTAs. (2 passes at 96 registers for 4 CTAs
-// spill 36 B in the paged kernel, not offered.)
+// SM); 4 = 2 passes at 128 (110 used), 8 stages, 3 CTAs. Not offered, they spill: 2 passes
+// at 96 registers for 4 CTAs (36 B); 4 with ragged f's producer warpgroup (a register across
+// the setmaxnreg, 80 -> 48 / 112).
 // Mode 1 of the last session (LDS code words, slower) reads as off.
 // Unset: kK5pwsDefault = 2 (the same H200 checks; paged K5 64x16K page 128: 72.0 -> 67.5 us);
 // IXL_LOGITS_V2_MX_K5PWS=0: mx_kernel<K5P>.
@@ -804,7 +816,7 @@ extern "C" int ixl_cuda_logits_v2_mxk5(ixl_ctx *ctx, const ixl_logits_call *c, i
   p.sbklog = sbklog;
   p.aligned = c->ks_mode == IXL_KS_ALIGNED;
   const char *name = "sparse_logits kernel (v2 mxfp4 K5WS)";
-  switch (mode) { // (paged and ragged values share no kernel; 0 returned above)
+  switch (mode) { // (paged: 2, 4; ragged: the others; 0 returned above)
   case '2': *st = launch_ws<true, 1, kStages, 136>(ctx, p, name); break;
   case '3': *st = launch_ws<false, 1, kStages, 136>(ctx, p, name); break;
   case '4': *st = launch_ws<true, 2, kStages, 128>(ctx, p, name); break;
@@ -816,6 +828,7 @@ extern "C" int ixl_cuda_logits_v2_mxk5(ixl_ctx *ctx, const ixl_logits_call *c, i
   case 'a': *st = launch_ws<false, 1, kStages, 136, 8>(ctx, p, name); break;
   case 'c': *st = launch_ws<false, 1, kStages, 136, 0, true>(ctx, p, name); break;
   case 'e': *st = launch_ws<false, 2, kStages, 96, 0, false, 2>(ctx, p, name); break;
+  case 'f': *st = launch_ws<false, 2, kStages, 80, 0, false, 4>(ctx, p, name); break;
   default: *st = launch_ws<false, 1, kStages, 136, 6>(ctx, p, name); break; // 'b'
   }
   return 1;
