@@ -42,6 +42,7 @@
 // sass-limits: k1_fp8_kernel registers 168 shared 1024
 // sass-limits: k2_fp8_kernelILi32ELi4ELi4 registers 96 shared 1024
 // sass-limits: k2_fp8_kernelILi64ELi4ELi4 registers 96 shared 1024
+// sass-limits: k2_fp8_kernelILi64ELi4ELi5 registers 80 shared 1024
 // sass-limits: k2_fp8_kernelILi64ELi6ELi3 registers 128 shared 1024
 // sass-limits: k2_fp8_kernelILi32ELi6ELi3 registers 128 shared 1024
 // sass-limits: k2_fp8_kernel registers 200 shared 1024

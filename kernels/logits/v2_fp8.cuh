@@ -162,8 +162,8 @@ __device__ __forceinline__ bool next_tile(UnitWalk &wk, int64_t &row, OnRow &&on
   return false;
 }
 
-// The math warpgroup's place in the stage ring and its two Q slots (bit s of qfphase: Q slot
-// s's parity).
+// The math warpgroup's place in the stage ring and its Q slots (two; k2_fp8_kernel's kV_Q1:
+// one, qslot 0 from the start) (bit s of qfphase: Q slot s's parity).
 struct MathRing {
   int stage = 0, qslot = 1;
   uint32_t fphase = 0, qfphase = 0;
@@ -172,7 +172,7 @@ struct MathRing {
 // Waits for the ring's next stage (and, when `row` is not the current Q slot's, for the other
 // Q slot), then issues the stage's four wgmma into acc unless !mma; stage and qslot get what
 // the tile uses. prof: the clocks waiting added to t_wait.
-template <int H, int S>
+template <int H, int S, int NQ = 2>
 __device__ __forceinline__ void ring_issue(MathRing &m, int64_t row, uint64_t *full,
                                            uint64_t *qfull, const uint8_t *s_codes,
                                            const uint8_t *s_q, bool mma, float (&acc)[H / 2],
@@ -181,7 +181,7 @@ __device__ __forceinline__ void ring_issue(MathRing &m, int64_t row, uint64_t *f
   const long long w0 = prof ? clock64() : 0;
   if (row != m.qrow) {
     m.qrow = row;
-    m.qslot ^= 1;
+    m.qslot = NQ == 2 ? m.qslot ^ 1 : 0;
     mbar_wait(&qfull[m.qslot], (m.qfphase >> m.qslot) & 1);
     m.qfphase ^= 1u << m.qslot;
   }

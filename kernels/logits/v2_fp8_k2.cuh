@@ -42,13 +42,13 @@ struct K2Params {
   int32_t ntile, max_len;        // tiles per row (over out_cols); bt_cols * P clamped
 };
 
-// Dynamic shared memory: codes[S][8 KB] | q[2][H * 128] | w[2][H] | scales[S][64] | bars.
-template <int H, int S>
+// Dynamic shared memory: codes[S][8 KB] | q[NQ][H * 128] | w[NQ][H] | scales[S][64] | bars.
+template <int H, int S, int NQ = 2>
 struct K2Smem {
   static constexpr int codes = 0;
   static constexpr int q = codes + S * kTileBytes;
-  static constexpr int w = q + 2 * H * 128;
-  static constexpr int scales = w + 2 * H * 4;
+  static constexpr int w = q + NQ * H * 128;
+  static constexpr int scales = w + NQ * H * 4;
   static constexpr int bars = scales + S * kTile * 4;
   static constexpr int total = bars + (2 * S + 4) * 8;
   static constexpr int alloc = total + 1024; // the base is aligned up to 1024 in the kernel
@@ -70,7 +70,12 @@ __device__ __forceinline__ int32_t row_len(const K2Params &p, int64_t row) {
 // (relu(d s) = relu(d) s there; v2_fp8.cuh's epilogue_fp32 formula otherwise: fp32's order is
 // free, SPEC 3); kV_COPY: timing ablation, the math warps release each stage unread (no
 // wgmma, no epilogue, no stores: wrong results): the copy side's limit.
-enum : int { kV_SINGLE = 1, kV_FAST = 2, kV_COPY = 4 };
+// kV_Q1 (with kV_SINGLE only: a double-buffered math warpgroup would wait for the next row's Q
+// before releasing the slot it needs): one Q slot, so 5 CTAs of 4 stages fit an SM at H 64; the
+// producer loads a row's Q once the math warpgroup has finished the previous row.
+enum : int { kV_SINGLE = 1, kV_FAST = 2, kV_COPY = 4, kV_Q1 = 8 };
+template <int V>
+constexpr int k2_nq() { return (V & kV_Q1) ? 1 : 2; }
 
 // One CTA: a math warpgroup and a producer warp (kThreads), MinBlocks CTAs per SM; an S-stage
 // ring of tiles; the math warpgroup double-buffers its accumulator: tile i + 1's wgmma run
@@ -83,7 +88,9 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = reinterpret_cast<uint8_t *>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
-  using L = K2Smem<H, S>;
+  constexpr int NQ = k2_nq<V>();
+  static_assert(NQ == 2 || (V & kV_SINGLE), "one Q slot needs the one-accumulator loop");
+  using L = K2Smem<H, S, NQ>;
   uint8_t *s_codes = smem + L::codes;
   uint8_t *s_q = smem + L::q;
   float *s_w = reinterpret_cast<float *>(smem + L::w);
@@ -96,7 +103,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
       ptx::mbarrier_init(&full[s], 1);
       ptx::mbarrier_init(&empty[s], kMath);
     }
-    for (int s = 0; s < 2; ++s) {
+    for (int s = 0; s < NQ; ++s) {
       ptx::mbarrier_init(&qfull[s], 1);
       ptx::mbarrier_init(&qempty[s], kMath);
     }
@@ -118,7 +125,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
   if (tid >= kMath) {
     // ---------------------------------------------------------------- producer warp
     const int lane = tid & 31;
-    int stage = 0, qslot = 1;
+    int stage = 0, qslot = NQ - 1;
     uint32_t ephase = 1, qephase = 3; // fresh empties pass on parity 1; bit s: Q slot s's
     int64_t row = -1, qrow = -1;
     int32_t len = 0;
@@ -150,7 +157,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
       if (pos0 >= len) continue; // an empty tile: -inf stores by the math warpgroup only
       if (row != qrow) {
         qrow = row;
-        qslot ^= 1;
+        qslot = NQ == 2 ? qslot ^ 1 : 0;
         const long long w0 = p.prof ? clock64() : 0;
         mbar_wait(&qempty[qslot], (qephase >> qslot) & 1);
         if (p.prof) t_wait += clock64() - w0;
@@ -212,6 +219,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
     float sc0, sc1;
   };
   ixl_v2::MathRing ring;
+  ring.qslot = NQ - 1;
   int64_t row = -1;
   int32_t len = 0;
   ixl_v2::UnitWalk wk(u0, u1, p.ntile);
@@ -228,7 +236,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
   // wait for tile c's stage (and its row's Q), then issue its wgmma into acc (kV_COPY: never,
   // but kept in the code: make sass wants a QGMMA in every v2 kernel)
   auto issue = [&](Tile &c, float(&acc)[H / 2]) {
-    ixl_v2::ring_issue<H, S>(ring, c.row, full, qfull, s_codes, s_q,
+    ixl_v2::ring_issue<H, S, NQ>(ring, c.row, full, qfull, s_codes, s_q,
                              !(V & kV_COPY) || p.out_cols < 0, acc, p.prof != nullptr, t_wait,
                              c.stage, c.qslot);
     c.sc0 = s_scales[c.stage * kTile + r0], c.sc1 = s_scales[c.stage * kTile + r0 + 8];
@@ -257,7 +265,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
       issue(a, acc);
       wgmma_wait<0>();
       have = next(b); // the next tile's row says whether a's Q slot is released
-      finish(a, acc, !have, have && b.row != a.row ? a.qslot ^ 1 : a.qslot);
+      finish(a, acc, !have || b.row != a.row, a.qslot);
       a = b;
     }
   } else {
@@ -293,16 +301,20 @@ inline bool k2_takes(const ixl_logits_call *c) {
 // and the variants (kV_*). The default is the fastest measured on the H200 (BENCHMARKS.md); the
 // development switch IXL_LOGITS_V2_K2 picks another, read once per process: 8x2, 6x3, 4x4 (H 32
 // only), and at H 64 (else the default): 4x4s (kV_SINGLE: 4 stages x 4 CTAs, one accumulator),
-// 6x3f and 4x4sf (kV_FAST), copy and copy4 (kV_COPY ablations of 6x3 and 4x4s; wrong results).
-enum K2Cfg { K2_8x2 = 0, K2_6x3, K2_4x4, K2_4x4s, K2_6x3f, K2_4x4sf, K2_copy, K2_copy4 };
+// 6x3f and 4x4sf (kV_FAST), 4x5s and 4x5sf (kV_Q1: 4 stages x 5 CTAs, one accumulator, one Q
+// slot), copy, copy4 and copy5 (kV_COPY ablations of 6x3, 4x4s and 4x5s; wrong results).
+enum K2Cfg {
+  K2_8x2 = 0, K2_6x3, K2_4x4, K2_4x4s, K2_6x3f, K2_4x4sf, K2_copy, K2_copy4, K2_4x5s, K2_4x5sf,
+  K2_copy5
+};
 constexpr K2Cfg kK2Default = K2_6x3;
 
 static K2Cfg k2_cfg() {
   static const K2Cfg cfg = [] {
     const char *e = getenv("IXL_LOGITS_V2_K2");
     if (!e) return kK2Default;
-    static const char *const names[] = {"8x2", "6x3", "4x4", "4x4s", "6x3f", "4x4sf", "copy",
-                                        "copy4"};
+    static const char *const names[] = {"8x2",  "6x3",   "4x4",  "4x4s", "6x3f",  "4x4sf",
+                                        "copy", "copy4", "4x5s", "4x5sf", "copy5"};
     for (int i = 0; i < (int)(sizeof names / sizeof names[0]); ++i)
       if (!strcmp(e, names[i])) return (K2Cfg)i;
     return kK2Default;
@@ -332,13 +344,13 @@ static int k2_occupancy(ixl_ctx *ctx, cudaError_t *err) {
   auto kern = k2_fp8_kernel<H, S, M, V>;
   // the whole shared-memory carveout, else the driver may fit fewer CTAs per SM than the
   // grid assumes and run the persistent grid in two waves
-  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       K2Smem<H, S>::alloc);
+  constexpr int smem = K2Smem<H, S, k2_nq<V>()>::alloc;
+  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e == cudaSuccess)
     e = cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
                              (int)cudaSharedmemCarveoutMaxShared);
   if (e == cudaSuccess)
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, kThreads, K2Smem<H, S>::alloc);
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, kThreads, smem);
   if (e != cudaSuccess) {
     *err = e;
     return 0;
@@ -348,7 +360,7 @@ static int k2_occupancy(ixl_ctx *ctx, cudaError_t *err) {
   if (k2_prof_on())
     fprintf(stderr,
             "logits v2 K2<H %d, %d stages, variant %d>: %d CTAs per SM (designed for %d), %d B "
-            "smem\n", H, S, V, occ, M, K2Smem<H, S>::alloc);
+            "smem\n", H, S, V, occ, M, smem);
   if (slot) cached[dev].store(occ, std::memory_order_relaxed);
   return occ;
 }
@@ -381,8 +393,8 @@ static ixl_status launch_k2_cfg(ixl_ctx *ctx, const ixl_logits_call *c, K2Params
     cudaGetSymbolAddress((void **)&p.prof, g_k2_prof);
   }
   ixl_status st = ixl::launch_pdl(ctx, "dense_logits_paged kernel (v2)", k2_fp8_kernel<H, S, M, V>,
-                                  dim3((unsigned)grid), dim3(kThreads), K2Smem<H, S>::alloc, 1,
-                                  kmap, qmap, p);
+                                  dim3((unsigned)grid), dim3(kThreads),
+                                  K2Smem<H, S, k2_nq<V>()>::alloc, 1, kmap, qmap, p);
   if (prof && st == IXL_OK) {
     unsigned long long v[4] = {0, 0, 0, 0};
     cudaMemcpyFromSymbolAsync(v, g_k2_prof, sizeof v, 0, cudaMemcpyDeviceToHost,
@@ -429,6 +441,9 @@ ixl_status launch_k2(ixl_ctx *ctx, const ixl_logits_call *c) {
     case K2_4x4sf: return launch_k2_cfg<H, 4, 4, kV_SINGLE | kV_FAST>(ctx, c, p);
     case K2_copy: return launch_k2_cfg<H, 6, 3, kV_COPY>(ctx, c, p);
     case K2_copy4: return launch_k2_cfg<H, 4, 4, kV_SINGLE | kV_COPY>(ctx, c, p);
+    case K2_4x5s: return launch_k2_cfg<H, 4, 5, kV_SINGLE | kV_Q1>(ctx, c, p);
+    case K2_4x5sf: return launch_k2_cfg<H, 4, 5, kV_SINGLE | kV_Q1 | kV_FAST>(ctx, c, p);
+    case K2_copy5: return launch_k2_cfg<H, 4, 5, kV_SINGLE | kV_Q1 | kV_COPY>(ctx, c, p);
     default: break;
     }
   }
