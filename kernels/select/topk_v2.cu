@@ -200,11 +200,14 @@ struct Own {
 struct Found {
   int bin, above, count, total; // bin -1: fewer than need keys
 };
-__device__ __forceinline__ Found local_find(int lo, int hi, int base, int need, unsigned *hist,
-                                            int *res, V2Shared &sh) {
-  const Own ow(lo, hi);
+// The find for NTH threads (ws: NTH / 32 + 1 ints of shared memory); local_find is NT's.
+template <int NTH>
+__device__ __forceinline__ Found find_n(int lo, int hi, int base, int need, unsigned *hist,
+                                        int *res, int *ws) {
+  const int per = (hi - lo + NTH - 1) / NTH;
+  const int bhi = max(hi - (int)threadIdx.x * per, lo), blo = max(bhi - per, lo);
   int s = 0;
-  for (int b = ow.blo; b < ow.bhi; b++) s += (int)(hist[b] + hist[NB + b]);
+  for (int b = blo; b < bhi; b++) s += (int)(hist[b] + hist[NB + b]);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   int x = s;
 #pragma unroll
@@ -212,24 +215,24 @@ __device__ __forceinline__ Found local_find(int lo, int hi, int base, int need, 
     const int y = __shfl_up_sync(0xffffffffu, x, d);
     if (lane >= d) x += y;
   }
-  if (lane == 31) sh.ws[warp] = x;
+  if (lane == 31) ws[warp] = x;
   __syncthreads(); // every reader of the previous res is past it
   if (threadIdx.x == 0) res[0] = -1;
   if (warp == 0) {
-    int w = lane < NT / 32 ? sh.ws[lane] : 0;
+    int w = lane < NTH / 32 ? ws[lane] : 0;
 #pragma unroll
     for (int d = 1; d < 32; d <<= 1) {
       const int y = __shfl_up_sync(0xffffffffu, w, d);
       if (lane >= d) w += y;
     }
-    if (lane < NT / 32) sh.ws[lane] = w;
-    if (lane == NT / 32 - 1) sh.ws[NT / 32] = w;
+    if (lane < NTH / 32) ws[lane] = w;
+    if (lane == NTH / 32 - 1) ws[NTH / 32] = w;
   }
   __syncthreads();
-  int acc = base + (warp > 0 ? sh.ws[warp - 1] : 0) + x - s;
-  const int total = sh.ws[NT / 32];
+  int acc = base + (warp > 0 ? ws[warp - 1] : 0) + x - s;
+  const int total = ws[NTH / 32];
   if (s > 0 && acc < need && need <= acc + s) {
-    for (int b = ow.bhi - 1; b >= ow.blo; b--) {
+    for (int b = bhi - 1; b >= blo; b--) {
       const int c = (int)(hist[b] + hist[NB + b]);
       if (acc + c >= need) {
         res[0] = b, res[1] = acc, res[2] = c;
@@ -238,9 +241,70 @@ __device__ __forceinline__ Found local_find(int lo, int hi, int base, int need, 
       acc += c;
     }
   }
-  for (int b = ow.blo; b < ow.bhi; b++) hist[b] = 0, hist[NB + b] = 0;
-  __syncthreads(); // res is written; sh.ws is free again
+  for (int b = blo; b < bhi; b++) hist[b] = 0, hist[NB + b] = 0;
+  __syncthreads(); // res is written; ws is free again
   return Found{res[0], res[1], res[2], total};
+}
+
+// The find over all NB bins for NTH threads, in two barriers: each thread owns NB / NTH
+// contiguous bins (thread 0 the top ones), read by 16-byte loads and cleared at once; every
+// thread sums the warp totals itself (no warp-0 scan and its barrier), and whether a bin was
+// found follows from the total (no reset of res, so no barrier for its readers). hist: 16-byte
+// aligned, bins clear afterwards.
+template <int NTH>
+__device__ __forceinline__ Found find_fast(int base, int need, unsigned *hist, int *res, int *ws) {
+  constexpr int PER = NB / NTH;
+  static_assert(PER == 4 || PER == 8, "find_fast: 4 or 8 bins a thread");
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int blo = NB - ((int)threadIdx.x + 1) * PER;
+  uint4 *h0 = reinterpret_cast<uint4 *>(hist + blo);
+  uint4 *h1 = reinterpret_cast<uint4 *>(hist + NB + blo);
+  int c[PER];
+#pragma unroll
+  for (int q = 0; q < PER / 4; q++) {
+    const uint4 a = h0[q], b = h1[q];
+    c[4 * q] = (int)(a.x + b.x), c[4 * q + 1] = (int)(a.y + b.y);
+    c[4 * q + 2] = (int)(a.z + b.z), c[4 * q + 3] = (int)(a.w + b.w);
+    h0[q] = make_uint4(0, 0, 0, 0), h1[q] = make_uint4(0, 0, 0, 0);
+  }
+  int s = 0;
+#pragma unroll
+  for (int b = 0; b < PER; b++) s += c[b];
+  int x = s;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const int y = __shfl_up_sync(0xffffffffu, x, d);
+    if (lane >= d) x += y;
+  }
+  if (lane == 31) ws[warp] = x;
+  __syncthreads(); // warp totals published (the previous find's readers are past its end)
+  int off = 0, total = 0;
+#pragma unroll
+  for (int q = 0; q < NTH / 32; q++) {
+    const int t = ws[q];
+    total += t;
+    off += q < warp ? t : 0;
+  }
+  int acc = base + off + x - s;
+  if (s > 0 && acc < need && need <= acc + s) {
+    bool done = false;
+#pragma unroll
+    for (int b = PER - 1; b >= 0; b--) { // from this thread's top bin down
+      if (!done && acc + c[b] >= need) {
+        res[0] = blo + b, res[1] = acc, res[2] = c[b];
+        done = true;
+      }
+      if (!done) acc += c[b];
+    }
+  }
+  __syncthreads(); // res is written
+  if (base + total < need) return Found{-1, 0, 0, total};
+  return Found{res[0], res[1], res[2], total};
+}
+
+__device__ __forceinline__ Found local_find(int lo, int hi, int base, int need, unsigned *hist,
+                                            int *res, V2Shared &sh) {
+  return find_n<NT>(lo, hi, base, need, hist, res, sh.ws);
 }
 
 // The same find over the cluster's histograms (every CTA calls it): CTA c sums slice c of
@@ -386,6 +450,10 @@ __global__ void __launch_bounds__(NT, 2)
   auto stamp = [&](int i) {
     if (prof) tc[i] = clock64();
   };
+  // PDL (launch.cuh's rule): nothing global before the wait; the trigger at once (it fires
+  // only when every CTA has issued it, and changes no result)
+  pdl_wait();
+  pdl_trigger();
 
   int rank = 0, cs = 1;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -674,6 +742,8 @@ __global__ void __launch_bounds__(NT, 2)
   __shared__ unsigned hist[2 * NB];
   __shared__ int res[3];
   __shared__ int nbd[2][2]; // a later row's [start, end), by cp.async from thread 0
+  pdl_wait(); // PDL (launch.cuh): before the first global access
+  pdl_trigger();
   const int64_t G = gridDim.x;
   int64_t r = blockIdx.x;
   if (r >= R) return; // the host launches at most R CTAs
@@ -929,6 +999,155 @@ struct StreamShared {
   unsigned long long tpre[NT]; // per thread: keys > t (high) and == t (low) in its words before
 };
 
+// The steps the streaming and the short-row kernels share (NTH threads; ck / cc the candidate
+// buffer's keys and columns, W / Q the bitmaps of the row's keys > t and == t).
+
+// The lower digits of the kk-th key from the buffer's nc keys, once the first digit's
+// histogram is in hist: prefix / mask / above as the find leaves them (FAST0: the first find
+// by find_fast, hist 16-byte aligned)
+template <int NTH, typename K, bool FAST0>
+__device__ __forceinline__ void buffer_digits(const uint32_t *ck, int nc, int kk, unsigned *hist,
+                                              unsigned *myhist, int *res, int *ws,
+                                              uint32_t &prefix, uint32_t &mask, int &above) {
+  for (int p = 0; p < K::NP; p++) {
+    const int shift = K::shift(p), nb = 1 << K::bits(p);
+    if (p > 0) {
+      for (int i = threadIdx.x; i < nc; i += NTH) {
+        const uint32_t key = ck[i];
+        if ((key & mask) == prefix) atomicAdd(&myhist[(key >> shift) & (unsigned)(nb - 1)], 1u);
+      }
+      __syncthreads();
+    }
+    const Found f = FAST0 && p == 0 ? find_fast<NTH>(0, kk, hist, res, ws)
+                                    : find_n<NTH>(0, nb, 0, kk - above, hist, res, ws);
+    prefix |= (uint32_t)f.bin << shift;
+    mask |= (uint32_t)(nb - 1) << shift;
+    above += f.above;
+  }
+}
+
+// the buffer's keys > t into W, == t into Q
+template <int NTH>
+__device__ __forceinline__ void mark_bitmaps(const uint32_t *ck, const uint32_t *cc, int nc,
+                                             uint32_t t, uint32_t *W, uint32_t *Q) {
+  for (int i = threadIdx.x; i < nc; i += NTH) {
+    const uint32_t key = ck[i], c = cc[i];
+    if (key > t) atomicOr(&W[c >> 5], 1u << (c & 31));
+    else if (key == t) atomicOr(&Q[c >> 5], 1u << (c & 31));
+  }
+}
+
+// The exact radix over the row when the buffer cannot give the kk-th key: visit(f) calls
+// f(key, column from row_start) once for every key of the row (0 outside it), one pass per
+// digit, then a pass that buffers the keys > t (fewer than kk <= cap / 2) and marks W and Q.
+// prefix / mask / above start at 0; returns the buffer's count.
+template <int NTH, typename K, typename Visit>
+__device__ __forceinline__ int radix_over_row(Visit &&visit, int kk, unsigned *hist,
+                                              unsigned *myhist, int *res, int *ws,
+                                              unsigned *ncand, uint32_t *ck, uint32_t *cc,
+                                              uint32_t *W, uint32_t *Q, uint32_t &prefix,
+                                              uint32_t &mask, int &above) {
+  for (int b = threadIdx.x; b < 2 * NB; b += NTH) hist[b] = 0;
+  __syncthreads(); // every thread has read the buffer's count
+  if (threadIdx.x == 0) *ncand = 0;
+#pragma unroll 1
+  for (int p = 0; p < K::NP; p++) {
+    const int shift = K::shift(p), nb = 1 << K::bits(p);
+    visit([&](uint32_t key, int) {
+      if (key && (key & mask) == prefix)
+        atomicAdd(&myhist[(key >> shift) & (unsigned)(nb - 1)], 1u);
+    });
+    __syncthreads();
+    const Found f = find_n<NTH>(0, nb, 0, kk - above, hist, res, ws);
+    prefix |= (uint32_t)f.bin << shift;
+    mask |= (uint32_t)(nb - 1) << shift;
+    above += f.above;
+  }
+  const uint32_t t = prefix;
+  visit([&](uint32_t key, int ci) {
+    const uint32_t c = (uint32_t)ci;
+    if (key > t) {
+      const unsigned p = atomicAdd(ncand, 1u);
+      ck[p] = key, cc[p] = c;
+      atomicOr(&W[c >> 5], 1u << (c & 31));
+    } else if (key == t && key) {
+      atomicOr(&Q[c >> 5], 1u << (c & 31));
+    }
+  });
+  __syncthreads();
+  return (int)*ncand;
+}
+
+// Step 4, column order without a sort: thread i owns bitmap words [i << lw, (i + 1) << lw);
+// one scan of their counts (keys > t high, == t low) gives each key > t in the buffer its slot
+// (W and Q bits before its column, Q's capped at need) and the first `need` keys == t by
+// column the slots between. Sorted or fused (stage): the winners as (~key << 32 | column) in
+// sbuf, sorted when asked, then written through the remap. stamp() after the scan (profiles).
+template <int NTH, int KB, typename Stamp>
+__device__ __forceinline__ void column_order(const uint32_t *W, const uint32_t *Q, int nw,
+                                             const uint32_t *ck, const uint32_t *cc, int nc,
+                                             uint32_t t, int need, int kk, int P, int sorted,
+                                             const Remap &m, int64_t r, int32_t *o,
+                                             uint64_t *sbuf, unsigned long long *ws64,
+                                             unsigned long long *tpre, Stamp &&stamp) {
+  const int tid = threadIdx.x;
+  int lw = 0;
+  while ((NTH << lw) < nw) lw++;
+  const int wb = tid << lw, we = min(wb + (1 << lw), nw);
+  unsigned long long cnt = 0;
+  for (int x = wb; x < we; x++)
+    cnt += ((unsigned long long)__popc(W[x]) << 32) | (unsigned)__popc(Q[x]);
+  unsigned long long tot;
+  const unsigned long long before = block_exclusive_scan<NTH, unsigned long long>(cnt, &tot, ws64);
+  tpre[tid] = before;
+  __syncthreads();
+  stamp();
+  const bool stage = sorted || m.on;
+  auto emit = [&](int slot, uint32_t key, uint32_t c) {
+    if (stage) sbuf[slot] = ((uint64_t)(~(key << (32 - KB))) << 32) | c;
+    else o[slot] = (int32_t)c;
+  };
+  // keys > t, from the buffer
+  for (int i = tid; i < nc; i += NTH) {
+    const uint32_t key = ck[i];
+    if (key <= t) continue;
+    const uint32_t c = cc[i];
+    const int x = (int)(c >> 5), own = x >> lw;
+    const unsigned long long pre = tpre[own];
+    int gtb = (int)(pre >> 32), eqb = (int)(pre & 0xffffffffu);
+    for (int y = own << lw; y < x; y++) gtb += __popc(W[y]), eqb += __popc(Q[y]);
+    const unsigned below = (1u << (c & 31)) - 1u;
+    gtb += __popc(W[x] & below), eqb += __popc(Q[x] & below);
+    emit(gtb + min(eqb, need), key, c);
+  }
+  // the first `need` keys == t by column, from this thread's words of Q
+  {
+    int gtb = (int)(before >> 32), eqb = (int)(before & 0xffffffffu);
+    for (int x = wb; x < we && eqb < need; x++) {
+      unsigned q = Q[x];
+      const unsigned gw = W[x];
+      while (q && eqb < need) {
+        const int b = __ffs(q) - 1;
+        const uint32_t c = ((uint32_t)x << 5) | (uint32_t)b;
+        emit(gtb + __popc(gw & ((1u << b) - 1u)) + eqb, t, c);
+        eqb++;
+        q &= q - 1;
+      }
+      gtb += __popc(gw);
+    }
+  }
+  if (stage) {
+    __syncthreads(); // every winner is in the buffer
+    if (sorted) {
+      for (int j = kk + tid; j < P; j += NTH) sbuf[j] = ~0ull;
+      __syncthreads();
+      block_bitonic_sort<NTH>(sbuf, P);
+    }
+    for (int j = tid; j < kk; j += NTH)
+      o[j] = store_value(m, r, (int64_t)(uint32_t)(sbuf[j] & 0xffffffffu));
+  }
+}
+
 // PROF: IXL_TOPK_V2_SPROF's instantiation; MINB: CTAs per SM (3: IXL_TOPK_V2_S3, 40 registers)
 // PIPE (IXL_TOPK_V2_SPIPE=1, off by default): the stream's next round of loads is issued
 // before this round's vectors are tested, so a warp's load latency overlaps its own compares
@@ -968,6 +1187,8 @@ __global__ void __launch_bounds__(NT, MINB)
   long long tc[7] = {};
   unsigned long long gin = 0;
   if (prof) tc[0] = clock64(), gin = global_ns();
+  pdl_wait(); // PDL (launch.cuh): before the first global access
+  pdl_trigger();
 
   const int64_t r = blockIdx.x;
   int64_t s = row_start ? row_start[r] : 0, e = row_end[r];
@@ -1220,118 +1441,21 @@ __global__ void __launch_bounds__(NT, MINB)
       __syncthreads();
     }
     // 3. the exact kk-th key from the buffer
-    for (int p = 0; p < K::NP; p++) {
-      const int shift = K::shift(p), nb = 1 << K::bits(p);
-      if (p > 0) {
-        for (int i = threadIdx.x; i < nc; i += NT) {
-          const uint32_t key = ck[i];
-          if ((key & mask) == prefix) atomicAdd(&myhist[(key >> shift) & (unsigned)(nb - 1)], 1u);
-        }
-        __syncthreads();
-      }
-      const Found f = local_find(0, nb, 0, kk - above, hist, res, sh);
-      prefix |= (uint32_t)f.bin << shift;
-      mask |= (uint32_t)(nb - 1) << shift;
-      above += f.above;
-    }
-    const uint32_t t = prefix;
-    for (int i = threadIdx.x; i < nc; i += NT) {
-      const uint32_t key = ck[i], c = cc[i];
-      if (key > t) atomicOr(&W[c >> 5], 1u << (c & 31));
-      else if (key == t) atomicOr(&Q[c >> 5], 1u << (c & 31));
-    }
+    buffer_digits<NT, K, false>(ck, nc, kk, hist, myhist, res, sh.ws, prefix, mask, above);
+    mark_bitmaps<NT>(ck, cc, nc, prefix, W, Q);
   } else {
     // the exact streaming radix: one pass per digit
-    for (int b = threadIdx.x; b < 2 * NB; b += NT) hist[b] = 0;
-    __syncthreads();
-    if (threadIdx.x == 0) ss.ncand = 0; // every thread has read nc
-    for (int p = 0; p < K::NP; p++) {
-      const int shift = K::shift(p), nb = 1 << K::bits(p);
-      visit([&](uint32_t key, int) {
-        if (key && (key & mask) == prefix)
-          atomicAdd(&myhist[(key >> shift) & (unsigned)(nb - 1)], 1u);
-      });
-      __syncthreads();
-      const Found f = local_find(0, nb, 0, kk - above, hist, res, sh);
-      prefix |= (uint32_t)f.bin << shift;
-      mask |= (uint32_t)(nb - 1) << shift;
-      above += f.above;
-    }
-    const uint32_t t = prefix;
-    visit([&](uint32_t key, int c) {
-      if (key > t) {
-        const unsigned p = atomicAdd(&ss.ncand, 1u); // fewer than kk <= cap / 2
-        ck[p] = key, cc[p] = (uint32_t)c;
-        atomicOr(&W[c >> 5], 1u << (c & 31));
-      } else if (key == t && key) {
-        atomicOr(&Q[c >> 5], 1u << (c & 31));
-      }
-    });
-    __syncthreads();
-    nc = (int)ss.ncand;
+    nc = radix_over_row<NT, K>(visit, kk, hist, myhist, res, sh.ws, &ss.ncand, ck, cc, W, Q,
+                               prefix, mask, above);
   }
   __syncthreads(); // the bitmaps are complete
   if (prof) tc[4] = clock64();
-  const uint32_t t = prefix;
-  const int need = kk - above;
 
-  // 4. slots in column order: thread i owns words [i WPT, (i + 1) WPT)
-  int lw = 0;
-  while ((NT << lw) < nw) lw++;
-  const int wb = (int)threadIdx.x << lw, we = min(wb + (1 << lw), nw);
-  unsigned long long cnt = 0;
-  for (int w = wb; w < we; w++)
-    cnt += ((unsigned long long)__popc(W[w]) << 32) | (unsigned)__popc(Q[w]);
-  unsigned long long tot;
-  const unsigned long long before =
-      block_exclusive_scan<NT, unsigned long long>(cnt, &tot, ss.ws64);
-  ss.tpre[threadIdx.x] = before;
-  __syncthreads();
-  if (prof) tc[5] = clock64();
-  const bool stage = sorted || m.on;
-  auto emit = [&](int slot, uint32_t key, uint32_t c) {
-    if (stage) sbuf[slot] = ((uint64_t)(~(key << (32 - K::KB))) << 32) | c;
-    else o[slot] = (int32_t)c;
-  };
-  // keys > t, from the buffer
-  for (int i = threadIdx.x; i < nc; i += NT) {
-    const uint32_t key = ck[i];
-    if (key <= t) continue;
-    const uint32_t c = cc[i];
-    const int w = (int)(c >> 5), own = w >> lw;
-    const unsigned long long pre = ss.tpre[own];
-    int gtb = (int)(pre >> 32), eqb = (int)(pre & 0xffffffffu);
-    for (int x = own << lw; x < w; x++) gtb += __popc(W[x]), eqb += __popc(Q[x]);
-    const unsigned below = (1u << (c & 31)) - 1u;
-    gtb += __popc(W[w] & below), eqb += __popc(Q[w] & below);
-    emit(gtb + min(eqb, need), key, c);
-  }
-  // the first `need` keys == t by column, from this thread's words of Q
-  {
-    int gtb = (int)(before >> 32), eqb = (int)(before & 0xffffffffu);
-    for (int w = wb; w < we && eqb < need; w++) {
-      unsigned q = Q[w];
-      const unsigned gw = W[w];
-      while (q && eqb < need) {
-        const int b = __ffs(q) - 1;
-        const uint32_t c = ((uint32_t)w << 5) | (uint32_t)b;
-        emit(gtb + __popc(gw & ((1u << b) - 1u)) + eqb, t, c);
-        eqb++;
-        q &= q - 1;
-      }
-      gtb += __popc(gw);
-    }
-  }
-  if (stage) {
-    __syncthreads(); // every winner is in the buffer
-    if (sorted) {
-      for (int j = kk + threadIdx.x; j < P; j += NT) sbuf[j] = ~0ull;
-      __syncthreads();
-      block_bitonic_sort<NT>(sbuf, P);
-    }
-    for (int j = threadIdx.x; j < kk; j += NT)
-      o[j] = store_value(m, r, (int64_t)(uint32_t)(sbuf[j] & 0xffffffffu));
-  }
+  // 4. slots in column order
+  column_order<NT, K::KB>(W, Q, nw, ck, cc, nc, prefix, kk - above, kk, P, sorted, m, r, o, sbuf,
+                          ss.ws64, ss.tpre, [&] {
+                            if (prof) tc[5] = clock64();
+                          });
   if (PROF && prof) {
     tc[6] = clock64();
     printf("# topksprof blk %u/%u sm %u n %d sample %d nc %d fb %d | ns %llu | cyc sample %lld "
@@ -1372,109 +1496,6 @@ template <int NTH> struct ShortShared {
   unsigned long long ws64[NTH / 32 + 1];
   unsigned long long tpre[NTH]; // per thread: keys > t (high) and == t (low) in its words before
 };
-
-// local_find for NTH threads (the same find, bins owned from the top, three barriers; ws:
-// NTH / 32 + 1 ints); the histogram's bins in [lo, hi) are clear afterwards
-template <int NTH>
-__device__ __forceinline__ Found find_n(int lo, int hi, int base, int need, unsigned *hist,
-                                        int *res, int *ws) {
-  const int per = (hi - lo + NTH - 1) / NTH;
-  const int bhi = max(hi - (int)threadIdx.x * per, lo), blo = max(bhi - per, lo);
-  int s = 0;
-  for (int b = blo; b < bhi; b++) s += (int)(hist[b] + hist[NB + b]);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  int x = s;
-#pragma unroll
-  for (int d = 1; d < 32; d <<= 1) {
-    const int y = __shfl_up_sync(0xffffffffu, x, d);
-    if (lane >= d) x += y;
-  }
-  if (lane == 31) ws[warp] = x;
-  __syncthreads(); // every reader of the previous res is past it
-  if (threadIdx.x == 0) res[0] = -1;
-  if (warp == 0) {
-    int w = lane < NTH / 32 ? ws[lane] : 0;
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-      const int y = __shfl_up_sync(0xffffffffu, w, d);
-      if (lane >= d) w += y;
-    }
-    if (lane < NTH / 32) ws[lane] = w;
-    if (lane == NTH / 32 - 1) ws[NTH / 32] = w;
-  }
-  __syncthreads();
-  int acc = base + (warp > 0 ? ws[warp - 1] : 0) + x - s;
-  const int total = ws[NTH / 32];
-  if (s > 0 && acc < need && need <= acc + s) {
-    for (int b = bhi - 1; b >= blo; b--) {
-      const int c = (int)(hist[b] + hist[NB + b]);
-      if (acc + c >= need) {
-        res[0] = b, res[1] = acc, res[2] = c;
-        break;
-      }
-      acc += c;
-    }
-  }
-  for (int b = blo; b < bhi; b++) hist[b] = 0, hist[NB + b] = 0;
-  __syncthreads(); // res is written; ws is free again
-  return Found{res[0], res[1], res[2], total};
-}
-
-// The find over all NB bins for NTH threads, in two barriers: each thread owns NB / NTH
-// contiguous bins (thread 0 the top ones), read by 16-byte loads and cleared at once; every
-// thread sums the warp totals itself (no warp-0 scan and its barrier), and whether a bin was
-// found follows from the total (no reset of res, so no barrier for its readers). hist: 16-byte
-// aligned, bins clear afterwards.
-template <int NTH>
-__device__ __forceinline__ Found find_fast(int base, int need, unsigned *hist, int *res, int *ws) {
-  constexpr int PER = NB / NTH;
-  static_assert(PER == 4 || PER == 8, "find_fast: 4 or 8 bins a thread");
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int blo = NB - ((int)threadIdx.x + 1) * PER;
-  uint4 *h0 = reinterpret_cast<uint4 *>(hist + blo);
-  uint4 *h1 = reinterpret_cast<uint4 *>(hist + NB + blo);
-  int c[PER];
-#pragma unroll
-  for (int q = 0; q < PER / 4; q++) {
-    const uint4 a = h0[q], b = h1[q];
-    c[4 * q] = (int)(a.x + b.x), c[4 * q + 1] = (int)(a.y + b.y);
-    c[4 * q + 2] = (int)(a.z + b.z), c[4 * q + 3] = (int)(a.w + b.w);
-    h0[q] = make_uint4(0, 0, 0, 0), h1[q] = make_uint4(0, 0, 0, 0);
-  }
-  int s = 0;
-#pragma unroll
-  for (int b = 0; b < PER; b++) s += c[b];
-  int x = s;
-#pragma unroll
-  for (int d = 1; d < 32; d <<= 1) {
-    const int y = __shfl_up_sync(0xffffffffu, x, d);
-    if (lane >= d) x += y;
-  }
-  if (lane == 31) ws[warp] = x;
-  __syncthreads(); // warp totals published (the previous find's readers are past its end)
-  int off = 0, total = 0;
-#pragma unroll
-  for (int q = 0; q < NTH / 32; q++) {
-    const int t = ws[q];
-    total += t;
-    off += q < warp ? t : 0;
-  }
-  int acc = base + off + x - s;
-  if (s > 0 && acc < need && need <= acc + s) {
-    bool done = false;
-#pragma unroll
-    for (int b = PER - 1; b >= 0; b--) { // from this thread's top bin down
-      if (!done && acc + c[b] >= need) {
-        res[0] = blo + b, res[1] = acc, res[2] = c[b];
-        done = true;
-      }
-      if (!done) acc += c[b];
-    }
-  }
-  __syncthreads(); // res is written
-  if (base + total < need) return Found{-1, 0, 0, total};
-  return Found{res[0], res[1], res[2], total};
-}
 
 // key q (0 <= q < VEC, not a compile-time index: selects, no local memory) of a packed vector
 template <typename T> __device__ __forceinline__ uint32_t key_at(const uint4 &w, int q);
@@ -1520,11 +1541,32 @@ template <> __device__ __forceinline__ unsigned count_ge<uint16_t>(const uint4 &
          (w.z >= T) + ((w.z << 16) >= T) + (w.w >= T) + ((w.w << 16) >= T);
 }
 
+// which keys of a packed key vector are >= t0, one bit per key in key_at's order (bf16: bit
+// 2h the low half of word h, 2h + 1 the high one)
+template <typename T> __device__ __forceinline__ unsigned ge_mask(const uint4 &w, uint32_t t0);
+template <> __device__ __forceinline__ unsigned ge_mask<float>(const uint4 &w, uint32_t t0) {
+  return (unsigned)(w.x >= t0) | (unsigned)(w.y >= t0) << 1 | (unsigned)(w.z >= t0) << 2 |
+         (unsigned)(w.w >= t0) << 3;
+}
+template <> __device__ __forceinline__ unsigned ge_mask<uint16_t>(const uint4 &w, uint32_t t0) {
+  const uint32_t T = t0 << 16;
+  return (unsigned)((w.x << 16) >= T) | (unsigned)(w.x >= T) << 1 |
+         (unsigned)((w.y << 16) >= T) << 2 | (unsigned)(w.y >= T) << 3 |
+         (unsigned)((w.z << 16) >= T) << 4 | (unsigned)(w.z >= T) << 5 |
+         (unsigned)((w.w << 16) >= T) << 6 | (unsigned)(w.w >= T) << 7;
+}
+
 // four CTAs per SM for bf16 (63 registers, no local memory); fp32 at four spilled 24 B in
 // the candidate pass, so three (85 registers)
 // PROF: IXL_TOPK_V2_SHORT=3's instantiation (clock64 per phase of three CTAs, printed); NTH
 // threads (NTS, or 512 with UV 4 for IXL_TOPK_V2_SHORT=4: two CTAs per SM)
-template <typename T, int UV, bool PROF = false, int NTH = NTS>
+// SB (IXL_TOPK_V2_SHC=1, off by default): the candidates stored by each lane's bit mask of
+// passing keys (__ffs per candidate, one loop per vector: about 2 trips a warp where a bf16
+// vector has 5 % of candidates) instead of VEC unrolled predicated slots per vector (visit 4's
+// SASS: 64 divergent branches of two STS, a reload of cap and a reconvergence each, 8 K cycles
+// of the row's 24 K), and no bound per store: a thread whose slots pass cap stores nothing
+// (the buffer is used only when every candidate fits, nc <= cap)
+template <typename T, int UV, bool PROF = false, int NTH = NTS, bool SB = false>
 __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 ? 4 : 3) : 2)
     topk_v2_short_kernel(const T *__restrict__ logits, int64_t C,
                          const int32_t *__restrict__ row_start,
@@ -1547,6 +1589,8 @@ __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 ? 4 : 3) : 2
   long long tc[7] = {};
   unsigned long long gin = 0;
   if (prof) tc[0] = clock64(), gin = global_ns();
+  pdl_wait(); // PDL (launch.cuh): before the first global access (the early loads too)
+  pdl_trigger();
 
   const int64_t r = blockIdx.x;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -1677,7 +1721,22 @@ __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 ? 4 : 3) : 2
     unsigned base = 0;
     if (lane == 31 && incl) base = atomicAdd(&ss.ncand, incl);
     base = __shfl_sync(0xffffffffu, base, 31);
-    if (c) {
+    if (SB) {
+      if (c && base + incl <= (unsigned)cap) { // else nc > cap: the buffer goes unused
+        unsigned p = base + incl - c;
+#pragma unroll
+        for (int u = 0; u < UV; u++) {
+          unsigned msk = ge_mask<T>(w[u], t0);
+          const uint32_t c0 = (uint32_t)(a0 + (int64_t)(tid + u * NTH) * VEC - s);
+          while (msk) {
+            const int j = __ffs(msk) - 1;
+            msk &= msk - 1;
+            ck[p] = key_at<T>(w[u], j), cc[p] = c0 + (uint32_t)j;
+            p++;
+          }
+        }
+      }
+    } else if (c) {
       unsigned p = base + incl - c;
 #pragma unroll
       for (int u = 0; u < UV; u++) {
@@ -1717,38 +1776,15 @@ __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 ? 4 : 3) : 2
       // the exact radix below
       if (f.bin < NB - 1) prefix = t0 + (uint32_t)f.bin, above = f.above, exact = true;
     } else {
-      for (int p = 0; p < K::NP; p++) {
-        const int shift = K::shift(p), nb = 1 << K::bits(p);
-        if (p > 0) {
-          for (int i = tid; i < nc; i += NTH) {
-            const uint32_t key = ck[i];
-            if ((key & mask) == prefix)
-              atomicAdd(&myhist[(key >> shift) & (unsigned)(nb - 1)], 1u);
-          }
-          __syncthreads();
-        }
-        const Found f = p == 0 ? find_fast<NTH>(0, kk, hist, res, ss.ws)
-                               : find_n<NTH>(0, nb, 0, kk - above, hist, res, ss.ws);
-        prefix |= (uint32_t)f.bin << shift;
-        mask |= (uint32_t)(nb - 1) << shift;
-        above += f.above;
-      }
+      buffer_digits<NTH, K, true>(ck, nc, kk, hist, myhist, res, ss.ws, prefix, mask, above);
       exact = true;
     }
   }
   if (exact) {
-    const uint32_t t = prefix;
-    for (int i = tid; i < nc; i += NTH) {
-      const uint32_t key = ck[i], c = cc[i];
-      if (key > t) atomicOr(&W[c >> 5], 1u << (c & 31));
-      else if (key == t) atomicOr(&Q[c >> 5], 1u << (c & 31));
-    }
+    mark_bitmaps<NTH>(ck, cc, nc, prefix, W, Q);
   } else {
     // the exact radix over the row, read again (from L2, mostly; the registers are dead by
-    // now: keeping them live through a cold path spilled the kernel): one histogram per digit
-    for (int b = tid; b < 2 * NB; b += NTH) hist[b] = 0;
-    __syncthreads(); // every thread has read nc
-    if (tid == 0) ss.ncand = 0;
+    // now: keeping them live through a cold path spilled the kernel): one histogram per digit;
     // every key of the row once, f(key, column from s); partial vectors from shared memory
     auto visit = [&](auto &&f) {
 #pragma unroll 1
@@ -1762,95 +1798,17 @@ __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 ? 4 : 3) : 2
         for (int j = 0; j < VEC; j++) f((uint32_t)kv[j], c0 + j);
       }
     };
-#pragma unroll 1
-    for (int p = 0; p < K::NP; p++) {
-      const int shift = K::shift(p), nb = 1 << K::bits(p);
-      visit([&](uint32_t key, int) {
-        if (key && (key & mask) == prefix)
-          atomicAdd(&myhist[(key >> shift) & (unsigned)(nb - 1)], 1u);
-      });
-      __syncthreads();
-      const Found f = find_n<NTH>(0, nb, 0, kk - above, hist, res, ss.ws);
-      prefix |= (uint32_t)f.bin << shift;
-      mask |= (uint32_t)(nb - 1) << shift;
-      above += f.above;
-    }
-    const uint32_t t = prefix;
-    visit([&](uint32_t key, int ci) {
-      const uint32_t c = (uint32_t)ci;
-      if (key > t) {
-        const unsigned p = atomicAdd(&ss.ncand, 1u); // fewer than kk <= cap / 2
-        ck[p] = key, cc[p] = c;
-        atomicOr(&W[c >> 5], 1u << (c & 31));
-      } else if (key == t && key) {
-        atomicOr(&Q[c >> 5], 1u << (c & 31));
-      }
-    });
-    __syncthreads();
-    nc = (int)ss.ncand;
+    nc = radix_over_row<NTH, K>(visit, kk, hist, myhist, res, ss.ws, &ss.ncand, ck, cc, W, Q,
+                                prefix, mask, above);
   }
   __syncthreads(); // the bitmaps are complete
   if (prof) tc[4] = clock64();
-  const uint32_t t = prefix;
-  const int need = kk - above;
 
-  // 4. slots in column order: thread i owns words [i << lw, (i + 1) << lw)
-  int lw = 0;
-  while ((NTH << lw) < nw) lw++;
-  const int wb = tid << lw, we = min(wb + (1 << lw), nw);
-  unsigned long long cnt = 0;
-  for (int x = wb; x < we; x++)
-    cnt += ((unsigned long long)__popc(W[x]) << 32) | (unsigned)__popc(Q[x]);
-  unsigned long long tot;
-  const unsigned long long before =
-      block_exclusive_scan<NTH, unsigned long long>(cnt, &tot, ss.ws64);
-  ss.tpre[tid] = before;
-  __syncthreads();
-  if (prof) tc[5] = clock64();
-  const bool stage = sorted || m.on;
-  auto emit = [&](int slot, uint32_t key, uint32_t c) {
-    if (stage) sbuf[slot] = ((uint64_t)(~(key << (32 - K::KB))) << 32) | c;
-    else o[slot] = (int32_t)c;
-  };
-  // keys > t, from the buffer
-  for (int i = tid; i < nc; i += NTH) {
-    const uint32_t key = ck[i];
-    if (key <= t) continue;
-    const uint32_t c = cc[i];
-    const int x = (int)(c >> 5), own = x >> lw;
-    const unsigned long long pre = ss.tpre[own];
-    int gtb = (int)(pre >> 32), eqb = (int)(pre & 0xffffffffu);
-    for (int y = own << lw; y < x; y++) gtb += __popc(W[y]), eqb += __popc(Q[y]);
-    const unsigned below = (1u << (c & 31)) - 1u;
-    gtb += __popc(W[x] & below), eqb += __popc(Q[x] & below);
-    emit(gtb + min(eqb, need), key, c);
-  }
-  // the first `need` keys == t by column, from this thread's words of Q
-  {
-    int gtb = (int)(before >> 32), eqb = (int)(before & 0xffffffffu);
-    for (int x = wb; x < we && eqb < need; x++) {
-      unsigned q = Q[x];
-      const unsigned gw = W[x];
-      while (q && eqb < need) {
-        const int b = __ffs(q) - 1;
-        const uint32_t c = ((uint32_t)x << 5) | (uint32_t)b;
-        emit(gtb + __popc(gw & ((1u << b) - 1u)) + eqb, t, c);
-        eqb++;
-        q &= q - 1;
-      }
-      gtb += __popc(gw);
-    }
-  }
-  if (stage) {
-    __syncthreads(); // every winner is in the buffer
-    if (sorted) {
-      for (int j = kk + tid; j < P; j += NTH) sbuf[j] = ~0ull;
-      __syncthreads();
-      block_bitonic_sort<NTH>(sbuf, P);
-    }
-    for (int j = tid; j < kk; j += NTH)
-      o[j] = store_value(m, r, (int64_t)(uint32_t)(sbuf[j] & 0xffffffffu));
-  }
+  // 4. slots in column order
+  column_order<NTH, K::KB>(W, Q, nw, ck, cc, nc, prefix, kk - above, kk, P, sorted, m, r, o,
+                           sbuf, ss.ws64, ss.tpre, [&] {
+                             if (prof) tc[5] = clock64();
+                           });
   if (PROF && prof) {
     tc[6] = clock64();
     printf("# topkshprof blk %u/%u sm %u n %d sample %d nc %d fb %d | ns %llu | cyc load %lld "
@@ -1869,7 +1827,7 @@ __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 ? 4 : 3) : 2
 // prefetched), 2 a cluster row's first find by atomic_find, 3 both; IXL_TOPK_V2_GRID=N caps
 // the persistent grid at N CTAs (tests: several rows per CTA).
 struct Dev {
-  int cs, profile, flags, next, grid, stream, sunr, smu, sprof, spf, s3, shortk, shmu, spipe;
+  int cs, profile, flags, next, grid, stream, sunr, smu, sprof, spf, s3, shortk, shmu, spipe, shc;
 };
 Dev g_dev;
 std::atomic<int> g_dev_read{0};
@@ -1929,35 +1887,16 @@ ixl_status launch(ixl_ctx *ctx, const Args &a, int cs, int64_t L, const Dev &dv)
       "topk v2: cudaFuncSetAttribute");
   if (st) return st;
   (void)VEC;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((unsigned)(R * cs));
-  cfg.blockDim = dim3(NT);
-  cfg.dynamicSmemBytes = gm.smem;
-  cfg.stream = stream_of(ctx);
-  cudaLaunchAttribute attr[1];
-  if (CL) {
-    if (cs > 8 &&
-        (st = ixl_cuda_status(
-             ctx, cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1),
-             "topk v2: cudaFuncSetAttribute (cluster size)")))
-      return st;
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = (unsigned)cs;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-  }
-  st = ixl_cuda_status(
-      ctx,
-      cudaLaunchKernelEx(&cfg, kern, (const T *)a.logits->data, C,
-                         a.row_start ? (const int32_t *)a.row_start->data
-                                     : (const int32_t *)nullptr,
-                         (const int32_t *)a.row_end->data, a.k, a.sorted, (int32_t *)a.out->data,
-                         gm.RV, gm.P, dv.flags, remap_of(a)),
-      "topk v2: launch");
-  if (st) return st;
-  return ixl_cuda_check_launch(ctx, "topk v2");
+  if (CL && cs > 8 &&
+      (st = ixl_cuda_status(
+           ctx, cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1),
+           "topk v2: cudaFuncSetAttribute (cluster size)")))
+    return st;
+  return launch_pdl(ctx, "topk v2", kern, dim3((unsigned)(R * cs)), dim3(NT), gm.smem,
+                    CL ? (unsigned)cs : 1u, (const T *)a.logits->data, C,
+                    a.row_start ? (const int32_t *)a.row_start->data : (const int32_t *)nullptr,
+                    (const int32_t *)a.row_end->data, a.k, a.sorted, (int32_t *)a.out->data,
+                    gm.RV, gm.P, dv.flags, remap_of(a));
 }
 
 // Rows of one CTA on the persistent kernel (IXL_TOPK_V2_NEXT=1): as many CTAs as are resident
@@ -1991,12 +1930,11 @@ ixl_status launch_next(ixl_ctx *ctx, const Args &a, int64_t L, const Dev &dv) {
   int64_t grid = (int64_t)last_per_sm * sm_count(ctx);
   if (dv.grid && grid > dv.grid) grid = dv.grid;
   if (grid > R) grid = R;
-  kern<<<(unsigned)grid, NT, smem, stream_of(ctx)>>>(
-      (const T *)a.logits->data, R, C,
-      a.row_start ? (const int32_t *)a.row_start->data : (const int32_t *)nullptr,
-      (const int32_t *)a.row_end->data, a.k, a.sorted, (int32_t *)a.out->data, gm.RV, gm.P,
-      remap_of(a));
-  return ixl_cuda_check_launch(ctx, "topk v2 next");
+  return launch_pdl(ctx, "topk v2 next", kern, dim3((unsigned)grid), dim3(NT), smem, 1u,
+                    (const T *)a.logits->data, R, C,
+                    a.row_start ? (const int32_t *)a.row_start->data : (const int32_t *)nullptr,
+                    (const int32_t *)a.row_end->data, a.k, a.sorted, (int32_t *)a.out->data,
+                    gm.RV, gm.P, remap_of(a));
 }
 
 // The streaming kernel's dynamic shared memory for rows of C columns (0: it does not fit, or
@@ -2038,12 +1976,11 @@ ixl_status launch_stream(ixl_ctx *ctx, const Args &a, size_t smem, const Dev &dv
       ctx, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
       "topk v2 stream: cudaFuncSetAttribute");
   if (st) return st;
-  kern<<<(unsigned)R, NT, smem, stream_of(ctx)>>>(
-      (const T *)a.logits->data, C,
-      a.row_start ? (const int32_t *)a.row_start->data : (const int32_t *)nullptr,
-      (const int32_t *)a.row_end->data, a.k, a.sorted, (int32_t *)a.out->data, P, nwp,
-      dv.stream == 3 ? 1 : 0, dv.smu, dv.spf * 64, cap, remap_of(a));
-  return ixl_cuda_check_launch(ctx, "topk v2 stream");
+  return launch_pdl(ctx, "topk v2 stream", kern, dim3((unsigned)R), dim3(NT), smem, 1u,
+                    (const T *)a.logits->data, C,
+                    a.row_start ? (const int32_t *)a.row_start->data : (const int32_t *)nullptr,
+                    (const int32_t *)a.row_end->data, a.k, a.sorted, (int32_t *)a.out->data, P,
+                    nwp, dv.stream == 3 ? 1 : 0, dv.smu, dv.spf * 64, cap, remap_of(a));
 }
 
 // Rows of one CTA on topk_v2_short_kernel (IXL_TOPK_V2_SHORT: 1 on, 2 the same on its exact
@@ -2064,19 +2001,21 @@ ixl_status launch_short(ixl_ctx *ctx, const Args &a, const Dev &dv) {
   // the time), 256 (four per SM: rows hide each other's latency) past that
   const bool wide = dv.shortk == 4 || ((dv.shortk == 1 || dv.shortk == 2) && R <= sm_count(ctx));
   const int nth = wide ? 512 : NTS;
-  auto kern = dv.shortk == 3 ? topk_v2_short_kernel<T, SUV, true>
-              : wide         ? topk_v2_short_kernel<T, SUV * NTS / 512, false, 512>
-                             : topk_v2_short_kernel<T, SUV>;
+  auto kern = dv.shortk == 3 ? (dv.shc ? topk_v2_short_kernel<T, SUV, true, NTS, true>
+                                       : topk_v2_short_kernel<T, SUV, true>)
+              : wide ? (dv.shc ? topk_v2_short_kernel<T, SUV * NTS / 512, false, 512, true>
+                               : topk_v2_short_kernel<T, SUV * NTS / 512, false, 512>)
+              : dv.shc ? topk_v2_short_kernel<T, SUV, false, NTS, true>
+                       : topk_v2_short_kernel<T, SUV>;
   ixl_status st = ixl_cuda_status(
       ctx, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
       "topk v2 short: cudaFuncSetAttribute");
   if (st) return st;
-  kern<<<(unsigned)R, nth, smem, stream_of(ctx)>>>(
-      (const T *)a.logits->data, C,
-      a.row_start ? (const int32_t *)a.row_start->data : (const int32_t *)nullptr,
-      (const int32_t *)a.row_end->data, a.k, a.sorted, (int32_t *)a.out->data, P, nwp,
-      dv.shortk == 2 ? 1 : 0, dv.shmu, cap, remap_of(a));
-  return ixl_cuda_check_launch(ctx, "topk v2 short");
+  return launch_pdl(ctx, "topk v2 short", kern, dim3((unsigned)R), dim3((unsigned)nth), smem,
+                    1u, (const T *)a.logits->data, C,
+                    a.row_start ? (const int32_t *)a.row_start->data : (const int32_t *)nullptr,
+                    (const int32_t *)a.row_end->data, a.k, a.sorted, (int32_t *)a.out->data, P,
+                    nwp, dv.shortk == 2 ? 1 : 0, dv.shmu, cap, remap_of(a));
 }
 
 // The largest cluster the device runs for this kernel and shared memory, at most `want`;
@@ -2233,6 +2172,8 @@ extern "C" void ixl_topk_v2_dev_reload(void) {
   if (d.spipe < 0 || d.spipe > 3) d.spipe = 2;
   d.shortk = num("IXL_TOPK_V2_SHORT", 1);
   if (d.shortk < 0 || d.shortk > 5) d.shortk = 1;
+  // the short kernel's candidates by bit masks (1; 0 = the unrolled slots), off by default
+  d.shc = num("IXL_TOPK_V2_SHC", 0) == 1;
   d.shmu = num("IXL_TOPK_V2_SHMU", 64);
   if (d.shmu < 4 || d.shmu > 1024) d.shmu = 64;
   g_dev = d;

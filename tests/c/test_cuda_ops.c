@@ -583,6 +583,43 @@ TEST(topk_v2_stream_match_cpu) {
   v2_switch("IXL_TOPK_V2_SUNR", NULL);
 }
 
+/* select v2's streaming kernel with each row over a cluster (IXL_TOPK_V2_CSTREAM=N, off by
+ * default; sm_90): rows that need clusters (over 32768 columns), few enough that the cluster
+ * size stays (R * N <= two CTAs per SM): the sampled threshold (STREAM 1) and CTA 0's exact
+ * radix over the whole row (STREAM 3), cluster sizes 2, 4, 16, with and without starts, k
+ * 1-2048, both orders, the fused remap, ties, plateaus, NaN/inf mixes, all-equal, all-NaN and
+ * +-0 rows, short rows, and a periodic row (the count falls short: the fallback). Without
+ * sm_90 the same cases run the other kernels: the same results. */
+TEST(topk_v2_cstream_match_cpu) {
+  static const char *const sizes[] = {"2", "4", "16"};
+  for (int dist = 0; dist < (g_small ? 3 : 8); dist++)
+    for (int dt = 0; dt < 2; dt++)
+      for (int mi = 0; mi < 2; mi++) {
+        v2_switch("IXL_TOPK_V2_CSTREAM", sizes[(dist + dt + mi) % 3]);
+        v2_switch("IXL_TOPK_V2_STREAM", mi ? "3" : "1");
+        const int64_t C = g_small ? 33000 + 37 * dist : (dist % 2 ? 131072 : 70001 + dist);
+        const int k = dist == 2 ? 2048 : 1 + (64 << (dist % 4)) - dist % 2;
+        topk_case(dt ? IXL_BF16 : IXL_F32, g_small ? 2 : 1 + dist % 3 * 3, C, k, (dist + mi) % 2,
+                  dist, (dist + dt) % 2);
+      }
+  v2_switch("IXL_TOPK_V2_STREAM", "1");
+  v2_switch("IXL_TOPK_V2_CSTREAM", "16");
+  g_periodic = 1;
+  for (int dt = 0; dt < 2; dt++)
+    topk_case(dt ? IXL_BF16 : IXL_F32, g_small ? 2 : 3, g_small ? 40000 : 131072,
+              dt ? 512 : 2048, dt, 0, dt);
+  g_periodic = 0;
+  if (!g_small) { /* the benchmark's shapes */
+    v2_switch("IXL_TOPK_V2_CSTREAM", "4");
+    topk_case(IXL_F32, 64, 131072, 2048, 0, 0, 0);
+    topk_case(IXL_F32, 64, 131072, 512, 1, 2, 0);
+    v2_switch("IXL_TOPK_V2_CSTREAM", "16");
+    topk_case(IXL_F32, 1, 131072, 2048, 1, 1, 1);
+  }
+  v2_switch("IXL_TOPK_V2_STREAM", NULL);
+  v2_switch("IXL_TOPK_V2_CSTREAM", NULL);
+}
+
 /* select v2's short-row kernel (IXL_TOPK_V2_SHORT, off by default): 1 the sampled threshold
  * (the exact radix over the row, read again, where the buffer misses), 2 that radix on every
  * row; rows up to its register span (16384 bf16 / 8192 fp32 columns, aligned; a little less
@@ -597,6 +634,8 @@ TEST(topk_v2_short_match_cpu) {
     for (int dt = 0; dt < 2; dt++)
       for (int mi = 0; mi < 3; mi++) {
         v2_switch("IXL_TOPK_V2_SHORT", modes[mi]);
+        /* the candidates by bit masks (IXL_TOPK_V2_SHC=1) and by unrolled slots, in turn */
+        v2_switch("IXL_TOPK_V2_SHC", (dist + dt + mi) % 2 ? "1" : "0");
         const int starts = (dist + dt) % 2;
         /* the widest row the kernel takes: aligned without starts, VEC - 1 less with them */
         const int64_t C = g_small ? 3000 + 37 * dist
@@ -605,6 +644,7 @@ TEST(topk_v2_short_match_cpu) {
         const int k = dist == 2 ? 1000 : 64 << (dist % 4);
         topk_case(dt ? IXL_BF16 : IXL_F32, g_small ? 3 : 9, C, k, (dist + mi) % 2, dist, starts);
       }
+  v2_switch("IXL_TOPK_V2_SHC", NULL); /* the rest: as the environment says */
   static const int ks[] = {1, 7, 100, 512, 1000};
   for (int mi = 0; mi < (g_small ? 1 : 2); mi++) {
     v2_switch("IXL_TOPK_V2_SHORT", modes[mi]);
@@ -1193,7 +1233,11 @@ TEST(bench_topk) {
   /* v2:short = rows of one CTA on the short-row kernel (IXL_TOPK_V2_SHORT=1), v2:shortf the
    * same fused, v2:shmu32 with its sample's mu 32 (IXL_TOPK_V2_SHMU), v2:short512 its
    * 512-thread instantiation (IXL_TOPK_V2_SHORT=4), v2:short256 its 256-thread one (=5;
-   * v2:short takes 512 threads while R <= SMs, else 256); v2:old = every round-4 switch off
+   * v2:short takes 512 threads while R <= SMs, else 256); v2:shc the short kernel's
+   * candidates by bit masks (IXL_TOPK_V2_SHC=1), v2:shcf fused, v2:shc256 on 256 threads;
+   * v2:cstN rows that need clusters streamed by a cluster of up to N CTAs each
+   * (IXL_TOPK_V2_CSTREAM=N), v2:cst16f the same fused;
+   * v2:old = every round-4 switch off
    * (SHORT=0, SPIPE=0, SPF=0, SMU=64: the defaults before this round, whatever they are now) */
   static const char *const modes[] = {"v1",       "v2",       "v2:cs1",    "v2:cs2",
                                       "v2:cs4",   "v2:cs8",   "v2:cs16",   "v2:g0",
@@ -1204,7 +1248,9 @@ TEST(bench_topk) {
                                       "v2:pm",    "v2:short", "v2:shortf", "v2:shmu32",
                                       "v2:smu8",  "v2:pm8",   "v2:pm256",  "v2:sp",
                                       "v2:sppm",  "v2:sppm8", "v2:short512", "v2:short256",
-                                      "v2:old",   "v2:sp2",   "v2:sp2pm",  "v2:sp3"};
+                                      "v2:old",   "v2:sp2",   "v2:sp2pm",  "v2:sp3",
+                                      "v2:shc",   "v2:shcf",  "v2:shc256", "v2:cst2",
+                                      "v2:cst4",  "v2:cst8",  "v2:cst16",  "v2:cst16f"};
   const char *only_modes = getenv("IXL_TOPK_BENCH_MODES");
   const char *only_shapes = getenv("IXL_TOPK_BENCH_SHAPES"); /* WORD,...: shapes naming one */
   const int nmodes = (int)(sizeof modes / sizeof modes[0]);
@@ -1268,7 +1314,8 @@ TEST(bench_topk) {
       }
       const int how = !strcmp(mode, "v2:k6k7") ? 1
                       : !strcmp(mode, "v2:fused") || !strcmp(mode, "v2:nextf") ||
-                              !strcmp(mode, "v2:streamf") || !strcmp(mode, "v2:shortf")
+                              !strcmp(mode, "v2:streamf") || !strcmp(mode, "v2:shortf") ||
+                              !strcmp(mode, "v2:shcf") || !strcmp(mode, "v2:cst16f")
                           ? 2
                           : 0;
       CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", m == 0 ? "v1" : "v2"));
@@ -1295,6 +1342,11 @@ TEST(bench_topk) {
                                      : !strncmp(mode, "v2:sh", 5)   ? "1"
                                                                     : NULL);
       v2_switch("IXL_TOPK_V2_SHMU", !strcmp(mode, "v2:shmu32") ? "32" : NULL);
+      v2_switch("IXL_TOPK_V2_SHC", !strncmp(mode, "v2:shc", 6) ? "1" : NULL);
+      if (!strcmp(mode, "v2:shc256")) v2_switch("IXL_TOPK_V2_SHORT", "5");
+      v2_switch("IXL_TOPK_V2_CSTREAM", !strncmp(mode, "v2:cst16", 8) ? "16"
+                                       : !strncmp(mode, "v2:cst", 6) ? mode + 6
+                                                                      : NULL);
       if (!strcmp(mode, "v2:old")) {
         v2_switch("IXL_TOPK_V2_SHORT", "0");
         v2_switch("IXL_TOPK_V2_SPIPE", "0");
@@ -1665,6 +1717,7 @@ int main(void) {
   RUN_GPU(topk_v2_paths_match_cpu);
   RUN_GPU(topk_v2_grid_rows_match_cpu);
   RUN_GPU(topk_v2_stream_match_cpu);
+  RUN_GPU(topk_v2_cstream_match_cpu);
   RUN_GPU(topk_v2_short_match_cpu);
   RUN_GPU(candidate_select_matches_cpu);
   RUN_GPU(mask_candidates_matches_cpu);
