@@ -53,7 +53,8 @@
 #include "cuda/sm80.cuh"
 #include "cuda/sm90.cuh"
 #include "logits/v2_mx.cuh"
-#include "logits/v2_mxk1.cuh" // the WS K1 kernel (IXL_LOGITS_V2_MX_WS)
+#include "logits/v2_mx_common.cuh" // what the MXFP4 v2 kernels share
+#include "logits/v2_mx_ws.h"       // the hooks: the warp-specialized K1, K2, K5 kernels
 #include "numerics/scalar.h"
 
 #include <cuda_bf16.h>
@@ -66,8 +67,8 @@
 namespace {
 
 using namespace ixl::sm90;
+using namespace ixl::v2mx; // kTile: key slots per tile (the wgmma M)
 
-constexpr int kTile = 64;            // key slots per tile (the wgmma M)
 constexpr int kThreads = 128;        // one warpgroup
 constexpr int kMaxChunk = 4096;      // output columns per CTA at most
 constexpr int kPre = kMaxChunk / 4 + 2; // prefetched page ids / block bases per CTA
@@ -129,45 +130,6 @@ struct Smem {
 };
 
 #if IXL_SM90_DEVICE
-__device__ __forceinline__ int64_t clamp64(int64_t v, int64_t lo, int64_t hi) {
-  return v < lo ? lo : v > hi ? hi : v;
-}
-__device__ __forceinline__ int64_t mn64(int64_t a, int64_t b) { return a < b ? a : b; }
-__device__ __forceinline__ int64_t mx64(int64_t a, int64_t b) { return a > b ? a : b; }
-__device__ __forceinline__ float relu(float x) { return x < 0.0f ? 0.0f : x; } // NaN stays NaN
-
-template <bool BF16>
-__device__ __forceinline__ void store_ninf(void *out, int64_t i) {
-  if (BF16) reinterpret_cast<uint16_t *>(out)[i] = 0xFF80u;
-  else reinterpret_cast<float *>(out)[i] = __uint_as_float(0xff800000u);
-}
-// x / P and x % P (x >= 0) by a shift when P is a power of two (Plog >= 0).
-__device__ __forceinline__ int64_t div_p(int64_t x, int P, int Plog) {
-  return Plog >= 0 ? x >> Plog : x / P;
-}
-
-// bf16x2 of relu(lo), relu(hi), rounded to nearest even (cvt.rn.relu.bf16x2.f32: a NaN stays
-// NaN, a negative value becomes +0), lo in the low half.
-__device__ __forceinline__ uint32_t cvt_relu_bf16x2(float lo, float hi) {
-  uint32_t d;
-  asm("cvt.rn.relu.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
-  return d;
-}
-
-// SPEC 3's dot from the four exact group sums (slow path: the CPU's formula).
-__device__ __forceinline__ float slow_dot(float a0, float a1, float a2, float a3, uint32_t qe,
-                                          uint32_t kw) {
-  const float a[4] = {a0, a1, a2, a3};
-  float pg[4];
-#pragma unroll
-  for (int g = 0; g < 4; g++) {
-    const int qb = (int)((qe >> (8 * g)) & 0xFFu), kb = (int)((kw >> (8 * g)) & 0xFFu);
-    pg[g] = qb == 0xFF || kb == 0xFF ? __uint_as_float(0x7fc00000u)
-                                     : ixl_scale_pow2f(a[g], qb + kb - 254);
-  }
-  return __fadd_rn(__fadd_rn(pg[0], pg[1]), __fadd_rn(pg[2], pg[3]));
-}
-
 // ---- K3's block scores (EMIT: K1 compressed / K2, fp32; logits v1's scheme, logits_v1.cuh;
 // the max and the atomic: logits/block_scores.cuh)
 __device__ __forceinline__ int bs_blk(const Params &p, int col) {
@@ -272,18 +234,12 @@ __device__ __forceinline__ void mx_body(const Params &p, const CUtensorMap *kmap
       int64_t lo = 0, hi = 0, co = 0;
       const int64_t r = row0 + tid;
       if (r < p.R) {
-        const int64_t ksr = clamp64(p.ks[r], 0, p.N), ker = clamp64(p.ke[r], ksr, p.N);
-        if (p.compressed) {
-          co = ksr;
-          lo = ksr + c0;
-          hi = ksr + mn64(ker - ksr, chunk_hi);
-        } else {
-          lo = mx64(ksr, c0);
-          hi = mn64(ker, chunk_hi);
-        }
-        if (hi < lo) hi = lo;
+        const K1Window kwin = k1_window(p.ks[r], p.ke[r], p.N, p.compressed, c0, chunk_hi);
+        lo = kwin.lo;
+        hi = kwin.hi;
+        co = kwin.co;
         if (kEmit) { // K3's block scores: the row's len (compressed columns), nblocks by chunk 0
-          const int64_t len = mn64(ker - ksr, p.out_cols);
+          const int64_t len = mn64(kwin.keys, p.out_cols);
           s_len[tid] = len;
           if (ch == 0) p.bs_nblocks[r] = (int32_t)((len + p.bs_cbs - 1) / p.bs_cbs);
         }
@@ -310,35 +266,13 @@ __device__ __forceinline__ void mx_body(const Params &p, const CUtensorMap *kmap
     const int64_t r = row0 + tid / H;
     uint32_t qw = 0x7F7F7F7Fu;
     if (r < p.R) qw = p.q_scales[r * H + tid % H];
-    int qc, t[4];
-    const int fold = ixl_v2mx_head_fold(qw, &qc, t); // the query tile is widened so (s_ht)
-    int fast = fold;
-    float w = 0.0f;
-    if (r < p.R)
-      w = BF16 ? __uint_as_float((uint32_t)reinterpret_cast<const uint16_t *>(p.w)[r * H + tid % H]
-                                 << 16)
-               : reinterpret_cast<const float *>(p.w)[r * H + tid % H];
-    // the fast path multiplies the weight by 2^(qc - 127) instead of each dot: exact when the
-    // product is a normal number (then bf16 weights stay bf16 values) whose half is normal too
-    const float wc = __fmul_rn(w, __uint_as_float((uint32_t)qc << 23));
-    const uint32_t we = (__float_as_uint(wc) >> 23) & 0xFFu;
-    if (fast && w == w && w != 0.0f && (we < 2 || we == 0xFF)) fast = 0;
-    if (COMB && fast) { // the deferred key factor's window (v2_mx.cuh, IXL_V2MX_COMB_E)
-      const float aw = fabsf(w);
-      if (aw != 0.0f && aw <= 3.4028235e38f && (aw < 0x1p-25f || aw > 0x1p25f)) fast = 0;
-      if (qc < 127 - IXL_V2MX_COMB_E || qc > 127 + IXL_V2MX_COMB_E) fast = 0;
-    }
-    s_wo[tid] = w;
-    s_wq[tid] = fast ? wc : w;
-    s_hf[tid] = (uint8_t)fast;
-    // the slow path's exponents, qeff_g = qe_g - d_g: the fold's, not the fast flag's (a
-    // folded head the checks above turn slow keeps its folded query tile; the fast flag's
-    // were wrong exactly when the weight check turned a folded head slow: test
-    // mxfp4_tiny_weights_on_folded_heads)
-    s_hq[tid] = fold ? (uint32_t)qc * 0x01010101u : qw;
-    s_hc[tid] = fast ? __uint_as_float((uint32_t)qc << 23) : 1.0f; // qc in [77, 177]
-    s_ht[tid] = (uint32_t)(t[0] + 8) | (uint32_t)(t[1] + 8) << 8 | (uint32_t)(t[2] + 8) << 16 |
-                (uint32_t)(t[3] + 8) << 24;
+    const ColInfo ci = col_info<COMB, BF16>(qw, p.w, r * H + tid % H, r < p.R);
+    s_wo[tid] = ci.wo;
+    s_wq[tid] = ci.wq;
+    s_hf[tid] = ci.fast;
+    s_hq[tid] = ci.hq;
+    s_hc[tid] = ci.hc;
+    s_ht[tid] = ci.ht;
   }
   __syncthreads();
 
@@ -350,18 +284,7 @@ __device__ __forceinline__ void mx_body(const Params &p, const CUtensorMap *kmap
       if (ids[j] <= ids[j - 1]) atomicMin(&s_nvalid, (int)j);
   }
   // ---- the query tile: column n's element perm(p) of group g at byte 32 g + p, as e4m3
-  for (int i = tid; i < NC * 32; i += kThreads) {
-    const int n = i >> 5, g = (i >> 3) & 3, p4 = i & 7;
-    const int64_t r = row0 + n / H;
-    uint32_t o = 0;
-    if (r < p.R) {
-      const uint32_t x = *reinterpret_cast<const uint32_t *>(
-          p.q_codes + (r * H + n % H) * 64 + 16 * g + 4 * (p4 & 3));
-      o = ixl_v2mx_q_word(x, p4, (int)((s_ht[n] >> (8 * g)) & 0xFFu) - 8);
-    }
-    *reinterpret_cast<uint32_t *>(s_q + ixl_sm90_swizzle((uint32_t)(n * 128 + 32 * g + 4 * p4),
-                                                         IXL_SM90_SWIZZLE_128B)) = o;
-  }
+  q_tiles<H, NC, kThreads>(s_q, p.q_codes, s_ht, row0, p.R, tid);
   ptx::fence_proxy_async(ptx::space_shared); // the generic stores, visible to wgmma
   __syncthreads();
 
@@ -400,56 +323,22 @@ __device__ __forceinline__ void mx_body(const Params &p, const CUtensorMap *kmap
   }
   // ---- K1: -inf at the chunk's columns outside each row's window; the hull of the windows
   int64_t hull_lo = 0, hull_hi = 0;
-  if (MODE == K1) {
-    hull_lo = INT64_MAX;
-    hull_hi = INT64_MIN;
-#pragma unroll
-    for (int r = 0; r < RB; r++) {
-      if (row0 + r >= p.R) break;
-      const int64_t lo = s_lo[r], hi = s_hi[r], co = s_co[r];
-      if (hi > lo) {
-        hull_lo = mn64(hull_lo, lo);
-        hull_hi = mx64(hull_hi, hi);
-      }
-      const int64_t a1 = hi > lo ? lo - co : chunk_hi, b0 = hi > lo ? hi - co : chunk_hi;
-      const int64_t base = (row0 + r) * p.out_cols;
-      for (int64_t c = c0 + tid; c < a1; c += kThreads) store_ninf<BF16>(p.out, base + c);
-      for (int64_t c = b0 + tid; c < chunk_hi; c += kThreads) store_ninf<BF16>(p.out, base + c);
-    }
-    if (hull_hi <= hull_lo) hull_lo = hull_hi = 0;
-  }
+  if (MODE == K1)
+    k1_fill_hull<BF16, RB, kThreads>(p.out, p.out_cols, row0, p.R, s_lo, s_hi, s_co, c0, chunk_hi,
+                                     tid, &hull_lo, &hull_hi);
   __syncthreads(); // the prefetched page ids / bases
 
   // ---- per lane: its columns 8 j + 2 t4 + c (register 4 j + 2 half + c), weights, folds
   const int i0 = 16 * warp + (lane >> 2); // this lane's slots: i0, i0 + 8
-  uint32_t slow_heads = 0;
-#pragma unroll
-  for (int j = 0; j < NJ; j++)
-#pragma unroll
-    for (int c = 0; c < 2; c++)
-      slow_heads |= (uint32_t)(s_hf[8 * j + 2 * t4 + c] == 0) << (2 * j + c);
+  uint32_t slow_heads;
   // any lane of the quad (the lanes of the same two slots) with a slow column
-  int quad_slow = slow_heads != 0;
-  quad_slow |= __shfl_xor_sync(0xffffffffu, quad_slow, 1);
-  quad_slow |= __shfl_xor_sync(0xffffffffu, quad_slow, 2);
+  const int quad_slow = lane_slow<NJ>(s_hf, t4, &slow_heads);
   // the fast path's weights (times 2^(qc - 127)): fp32: half of them, for the lane's own
   // columns (relu(x) w = (x + |x|) (w / 2), NaN kept); bf16: the pairs its chains take,
   // heads 8 j + 2 (t4 & 1) + {0, 1} (first) and 8 j + 4 + 2 (t4 & 1) + {0, 1} (second)
   float wf[BF16 ? 1 : 2 * NJ];
   __nv_bfloat162 wb[BF16 ? 2 * NJ : 1];
-#pragma unroll
-  for (int j = 0; j < NJ; j++) {
-    if (BF16) {
-#pragma unroll
-      for (int k = 0; k < 2; k++) {
-        const int n = 8 * j + 4 * k + 2 * (t4 & 1);
-        wb[2 * j + k] = __floats2bfloat162_rn(s_wq[n], s_wq[n + 1]); // exact: bf16 values
-      }
-    } else {
-#pragma unroll
-      for (int c = 0; c < 2; c++) wf[2 * j + c] = __fmul_rn(s_wq[8 * j + 2 * t4 + c], 0.5f);
-    }
-  }
+  lane_weights<BF16, NJ>(s_wq, t4, wf, wb);
 
   // ---- loading one tile (raw codes and scale words as stored; a slot without a key reads
   // nothing and is zero-filled)
@@ -604,15 +493,7 @@ __device__ __forceinline__ void mx_body(const Params &p, const CUtensorMap *kmap
     // A: the lane's two slots, widened; then one wgmma per scale group
     const uint8_t *st = s_raw + s * (kTile * 64);
     uint32_t a[4][4];
-#pragma unroll
-    for (int g = 0; g < 4; g++) {
-      const uint32_t w0 =
-          *reinterpret_cast<const uint32_t *>(st + i0 * 64 + 16 * (g ^ sw) + 4 * q4);
-      const uint32_t w1 =
-          *reinterpret_cast<const uint32_t *>(st + (i0 + 8) * 64 + 16 * (g ^ sw) + 4 * q4);
-      ixl_sm90_e2m1x8_widen(w0, &a[g][0], &a[g][2]);
-      ixl_sm90_e2m1x8_widen(w1, &a[g][1], &a[g][3]);
-    }
+    load_widen_a(st, i0, sw, q4, a);
     const int sc0 = s * SCW + (kTma ? (int)(hull_lo & 3) : 0);
     const uint32_t kw[2] = {s_sc[sc0 + i0], s_sc[sc0 + i0 + 8]};
     const bool okslot[2] = {s_fl[s * kTile + i0] != 0, s_fl[s * kTile + i0 + 8] != 0};
@@ -626,15 +507,14 @@ __device__ __forceinline__ void mx_body(const Params &p, const CUtensorMap *kmap
 #pragma unroll
     for (int h = 0; h < 2; h++) {
       if (COMB) {
-        const uint32_t e0 = kw[h] & 0xFFu, e1 = (kw[h] >> 8) & 0xFFu, e2 = (kw[h] >> 16) & 0xFFu,
-                       e3 = kw[h] >> 24;
-        ck0[h] = __uint_as_float(e0 << 23);
-        cr1[h] = __uint_as_float((e1 + 127u - e0) << 23);
-        cr2[h] = __uint_as_float((e2 + 127u - e0) << 23);
-        cr3[h] = __uint_as_float((e3 + 127u - e2) << 23);
+        uint32_t f[4];
+        ixl_v2mx_comb_factors(kw[h], f);
+        ck0[h] = __uint_as_float(f[0]);
+        cr1[h] = __uint_as_float(f[1]);
+        cr2[h] = __uint_as_float(f[2]);
+        cr3[h] = __uint_as_float(f[3]);
       } else {
-#pragma unroll
-        for (int g = 0; g < 4; g++) kf[h][g] = __uint_as_float(((kw[h] >> (8 * g)) & 0xFFu) << 23);
+        key_pow2(kw[h], kf[h]);
       }
     }
     const uint64_t db = wgmma_desc(s_q, IXL_SM90_SWIZZLE_128B, 16, 1024);
@@ -678,22 +558,8 @@ __device__ __forceinline__ void mx_body(const Params &p, const CUtensorMap *kmap
         int64_t lo = 0, hi = 0, co = 0;
         if (MODE == K1) lo = s_lo[r], hi = s_hi[r], co = s_co[r];
         if (!BF16) {
-          float sum[2] = {0.0f, 0.0f};
-#pragma unroll
-          for (int j = r * (H / 8); j < (r + 1) * (H / 8); j++)
-#pragma unroll
-            for (int c = 0; c < 2; c++)
-#pragma unroll
-              for (int h = 0; h < 2; h++) {
-                const float x = acc[0][4 * j + 2 * h + c];
-                sum[h] = FOLD ? __fmaf_rn(wf[2 * j + c], __fadd_rn(x, fabsf(x)), sum[h])
-                              : __fmaf_rn(s_wo[8 * j + 2 * t4 + c], relu(x), sum[h]);
-              }
-#pragma unroll
-          for (int h = 0; h < 2; h++) {
-            sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
-            sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
-          }
+          float sum[2];
+          head_sum_f32<FOLD>(acc[0], r * (H / 8), (r + 1) * (H / 8), wf, s_wo, t4, sum);
           if (t4 < 2) { // lane 0 of the quad stores slot i0, lane 1 slot i0 + 8
             const int i = i0 + 8 * t4;
             float v = t4 ? sum[1] : sum[0];
@@ -717,35 +583,10 @@ __device__ __forceinline__ void mx_body(const Params &p, const CUtensorMap *kmap
             ev[r] = v;
           }
         } else {
-          // chains: lanes t4 = 0, 2 run (s0, s1), lanes 1, 3 run (s2, s3); lanes 0, 1 keep slot
-          // i0 and lanes 2, 3 slot i0 + 8; each sends the other slot's pair to lane t4 ^ 2
+          // SPEC 3's chains (head_chain_bf16): lanes 0, 1 keep slot i0, lanes 2, 3 slot i0 + 8
           const int keep = t4 >> 1;
-          __nv_bfloat162 ch2 = __floats2bfloat162_rn(0.0f, 0.0f);
-#pragma unroll
-          for (int j = r * (H / 8); j < (r + 1) * (H / 8); j++) {
-            const uint32_t v0 = cvt_relu_bf16x2(acc[0][4 * j], acc[0][4 * j + 1]);     // slot i0
-            const uint32_t v1 = cvt_relu_bf16x2(acc[0][4 * j + 2], acc[0][4 * j + 3]); // i0 + 8
-            const uint32_t mine = keep ? v1 : v0;
-            const uint32_t got = __shfl_xor_sync(0xffffffffu, keep ? v0 : v1, 2);
-            // heads 8 j + {0,1} (+2 for lanes 1, 3) come from lane 0 or 1, 8 j + {4,5} from 2, 3
-            const uint32_t first = keep ? got : mine, second = keep ? mine : got;
-            __nv_bfloat162 w0, w1;
-            if (FOLD) {
-              w0 = wb[2 * j];
-              w1 = wb[2 * j + 1];
-            } else {
-              const int n = 8 * j + 2 * (t4 & 1);
-              w0 = __floats2bfloat162_rn(s_wo[n], s_wo[n + 1]);
-              w1 = __floats2bfloat162_rn(s_wo[n + 4], s_wo[n + 5]);
-            }
-            ch2 = __hfma2(w0, *reinterpret_cast<const __nv_bfloat162 *>(&first), ch2);
-            ch2 = __hfma2(w1, *reinterpret_cast<const __nv_bfloat162 *>(&second), ch2);
-          }
-          const uint32_t cu = *reinterpret_cast<const uint32_t *>(&ch2);
-          const uint32_t ou = __shfl_xor_sync(0xffffffffu, cu, 1);
-          // lane t4 even: (s0 + s2, s1 + s3); then bf16(low + high)
-          const __nv_bfloat162 pair = __hadd2(ch2, *reinterpret_cast<const __nv_bfloat162 *>(&ou));
-          __nv_bfloat16 res = __hadd(__low2bfloat16(pair), __high2bfloat16(pair));
+          __nv_bfloat16 res =
+              head_chain_bf16<FOLD>(acc[0], r * (H / 8), (r + 1) * (H / 8), wb, s_wo, t4);
           if (COMB && FOLD) // the deferred k0: exact (a power of two, in range)
             res = __float2bfloat16_rn(__fmul_rn(__bfloat162float(res), keep ? ck0[1] : ck0[0]));
           if ((t4 & 1) == 0) {
@@ -778,25 +619,11 @@ __device__ __forceinline__ void mx_body(const Params &p, const CUtensorMap *kmap
     } else {
       if (COMB) {
 #pragma unroll
-        for (int h = 0; h < 2; h++)
-#pragma unroll
-          for (int g = 0; g < 4; g++)
-            kf[h][g] = __uint_as_float(((kw[h] >> (8 * g)) & 0xFFu) << 23);
+        for (int h = 0; h < 2; h++) key_pow2(kw[h], kf[h]);
       }
       // the exact dots d: the fast formula times 2^(qc - 127) where it holds, else the CPU's
       const bool pslow[2] = {!ixl_v2mx_fast_word(kw[0]) != 0, !ixl_v2mx_fast_word(kw[1]) != 0};
-#pragma unroll
-      for (int e = 0; e < NC / 2; e++) {
-        const int h = (e >> 1) & 1, c = 2 * (e >> 2) + (e & 1);
-        const int n = 8 * (e >> 2) + 2 * t4 + (e & 1);
-        if (((slow_heads >> c) & 1) || pslow[h]) {
-          acc[0][e] = slow_dot(acc[0][e], acc[1][e], acc[2][e], acc[3][e], s_hq[n], kw[h]);
-        } else {
-          const float t01 = __fmaf_rn(acc[1][e], kf[h][1], __fmul_rn(acc[0][e], kf[h][0]));
-          const float t23 = __fmaf_rn(acc[3][e], kf[h][3], __fmul_rn(acc[2][e], kf[h][2]));
-          acc[0][e] = __fmul_rn(s_hc[n], __fadd_rn(t01, t23));
-        }
-      }
+      slow_branch(acc, kf, kw, pslow, slow_heads, s_hq, s_hc, t4);
       reduce(std::false_type{});
     }
     if constexpr (kEmit) {
@@ -875,8 +702,8 @@ constexpr int kNextH = 32;
 // 0: off; 1: K1 with 4 rows a CTA; 2: K1 with 2 (read once a process).
 int next_mode() {
   static const int v = [] {
-    const char *e = getenv("IXL_LOGITS_V2_MX_NEXT");
-    return e && (e[0] == '1' || e[0] == '2') && e[1] == 0 ? e[0] - '0' : 0;
+    const int c = env_switch("IXL_LOGITS_V2_MX_NEXT", "12", 0);
+    return c ? c - '0' : 0;
   }();
   return v;
 }
@@ -959,16 +786,10 @@ __global__ void __launch_bounds__(NextCfg<MODE, NW>::threads, NextCfg<MODE, NW>:
       int64_t lo = 0, hi = 0, co = 0;
       const int64_t r = row0 + tid;
       if (r < p.R) {
-        const int64_t ksr = clamp64(p.ks[r], 0, p.N), ker = clamp64(p.ke[r], ksr, p.N);
-        if (p.compressed) {
-          co = ksr;
-          lo = ksr + c0;
-          hi = ksr + mn64(ker - ksr, chunk_hi);
-        } else {
-          lo = mx64(ksr, c0);
-          hi = mn64(ker, chunk_hi);
-        }
-        if (hi < lo) hi = lo;
+        const K1Window kwin = k1_window(p.ks[r], p.ke[r], p.N, p.compressed, c0, chunk_hi);
+        lo = kwin.lo;
+        hi = kwin.hi;
+        co = kwin.co;
       }
       s_lo[tid] = lo;
       s_hi[tid] = hi;
@@ -986,24 +807,13 @@ __global__ void __launch_bounds__(NextCfg<MODE, NW>::threads, NextCfg<MODE, NW>:
     const int64_t r = row0 + tid / H;
     uint32_t qw = 0x7F7F7F7Fu;
     if (r < p.R) qw = p.q_scales[r * H + tid % H];
-    int qc, t[4];
-    const int fold = ixl_v2mx_head_fold(qw, &qc, t);
-    int fast = fold;
-    float w = 0.0f;
-    if (r < p.R)
-      w = BF16 ? __uint_as_float((uint32_t)reinterpret_cast<const uint16_t *>(p.w)[r * H + tid % H]
-                                 << 16)
-               : reinterpret_cast<const float *>(p.w)[r * H + tid % H];
-    const float wc = __fmul_rn(w, __uint_as_float((uint32_t)qc << 23));
-    const uint32_t we = (__float_as_uint(wc) >> 23) & 0xFFu;
-    if (fast && w == w && w != 0.0f && (we < 2 || we == 0xFF)) fast = 0;
-    s_wo[tid] = w;
-    s_wq[tid] = fast ? wc : w;
-    s_hf[tid] = (uint8_t)fast;
-    s_hq[tid] = fold ? (uint32_t)qc * 0x01010101u : qw; // the fold's (as the kernel above)
-    s_hc[tid] = fast ? __uint_as_float((uint32_t)qc << 23) : 1.0f;
-    s_ht[tid] = (uint32_t)(t[0] + 8) | (uint32_t)(t[1] + 8) << 8 | (uint32_t)(t[2] + 8) << 16 |
-                (uint32_t)(t[3] + 8) << 24;
+    const ColInfo ci = col_info<false, BF16>(qw, p.w, r * H + tid % H, r < p.R);
+    s_wo[tid] = ci.wo;
+    s_wq[tid] = ci.wq;
+    s_hf[tid] = ci.fast;
+    s_hq[tid] = ci.hq;
+    s_hc[tid] = ci.hc;
+    s_ht[tid] = ci.ht;
   }
   __syncthreads();
 
@@ -1016,18 +826,7 @@ __global__ void __launch_bounds__(NextCfg<MODE, NW>::threads, NextCfg<MODE, NW>:
   }
   // ---- the query tiles: column n's element perm(p) of group g at byte 32 g + p, as e4m3
   // (warpgroup w's tile is columns 32 w .. 32 w + 31, 4 KB at 4096 w: on the swizzle period)
-  for (int i = tid; i < NCT * 32; i += NT) {
-    const int n = i >> 5, g = (i >> 3) & 3, p4 = i & 7;
-    const int64_t r = row0 + n / H;
-    uint32_t o = 0;
-    if (r < p.R) {
-      const uint32_t x = *reinterpret_cast<const uint32_t *>(
-          p.q_codes + (r * H + n % H) * 64 + 16 * g + 4 * (p4 & 3));
-      o = ixl_v2mx_q_word(x, p4, (int)((s_ht[n] >> (8 * g)) & 0xFFu) - 8);
-    }
-    *reinterpret_cast<uint32_t *>(s_q + ixl_sm90_swizzle((uint32_t)(n * 128 + 32 * g + 4 * p4),
-                                                         IXL_SM90_SWIZZLE_128B)) = o;
-  }
+  q_tiles<H, NCT, NT>(s_q, p.q_codes, s_ht, row0, p.R, tid);
   ptx::fence_proxy_async(ptx::space_shared); // the generic stores, visible to wgmma
   __syncthreads();
 
@@ -1042,52 +841,18 @@ __global__ void __launch_bounds__(NextCfg<MODE, NW>::threads, NextCfg<MODE, NW>:
     }
   }
   int64_t hull_lo = 0, hull_hi = 0;
-  if (MODE == K1) {
-    hull_lo = INT64_MAX;
-    hull_hi = INT64_MIN;
-#pragma unroll
-    for (int r = 0; r < NW; r++) {
-      if (row0 + r >= p.R) break;
-      const int64_t lo = s_lo[r], hi = s_hi[r], co = s_co[r];
-      if (hi > lo) {
-        hull_lo = mn64(hull_lo, lo);
-        hull_hi = mx64(hull_hi, hi);
-      }
-      const int64_t a1 = hi > lo ? lo - co : chunk_hi, b0 = hi > lo ? hi - co : chunk_hi;
-      const int64_t base = (row0 + r) * p.out_cols;
-      for (int64_t c = c0 + tid; c < a1; c += NT) store_ninf<BF16>(p.out, base + c);
-      for (int64_t c = b0 + tid; c < chunk_hi; c += NT) store_ninf<BF16>(p.out, base + c);
-    }
-    if (hull_hi <= hull_lo) hull_lo = hull_hi = 0;
-  }
+  if (MODE == K1)
+    k1_fill_hull<BF16, NW, NT>(p.out, p.out_cols, row0, p.R, s_lo, s_hi, s_co, c0, chunk_hi, tid,
+                               &hull_lo, &hull_hi);
   __syncthreads(); // the prefetched bases
 
   // ---- per lane: its columns 8 j + 2 t4 + c of its warpgroup's row, weights, folds
   const int i0 = 16 * warp + (lane >> 2); // this lane's slots: i0, i0 + 8
-  uint32_t slow_heads = 0;
-#pragma unroll
-  for (int j = 0; j < NJ; j++)
-#pragma unroll
-    for (int c = 0; c < 2; c++)
-      slow_heads |= (uint32_t)(s_hf[cb + 8 * j + 2 * t4 + c] == 0) << (2 * j + c);
-  int quad_slow = slow_heads != 0;
-  quad_slow |= __shfl_xor_sync(0xffffffffu, quad_slow, 1);
-  quad_slow |= __shfl_xor_sync(0xffffffffu, quad_slow, 2);
+  uint32_t slow_heads;
+  const int quad_slow = lane_slow<NJ>(s_hf + cb, t4, &slow_heads);
   float wf[BF16 ? 1 : 2 * NJ];
   __nv_bfloat162 wb[BF16 ? 2 * NJ : 1];
-#pragma unroll
-  for (int j = 0; j < NJ; j++) {
-    if (BF16) {
-#pragma unroll
-      for (int k = 0; k < 2; k++) {
-        const int n = cb + 8 * j + 4 * k + 2 * (t4 & 1);
-        wb[2 * j + k] = __floats2bfloat162_rn(s_wq[n], s_wq[n + 1]); // exact: bf16 values
-      }
-    } else {
-#pragma unroll
-      for (int c = 0; c < 2; c++) wf[2 * j + c] = __fmul_rn(s_wq[cb + 8 * j + 2 * t4 + c], 0.5f);
-    }
-  }
+  lane_weights<BF16, NJ>(s_wq + cb, t4, wf, wb);
 
   // ---- tiles: K1 over the hull of the rows' windows, K5 over the chunk
   const int64_t span = MODE == K1 ? hull_hi - hull_lo : chunk_hi - c0;
@@ -1207,9 +972,7 @@ __global__ void __launch_bounds__(NextCfg<MODE, NW>::threads, NextCfg<MODE, NW>:
     const bool qslow = quad_slow || !ixl_v2mx_fast_word(kw[0]) || !ixl_v2mx_fast_word(kw[1]);
     float kf[2][4];
 #pragma unroll
-    for (int h = 0; h < 2; h++)
-#pragma unroll
-      for (int g = 0; g < 4; g++) kf[h][g] = __uint_as_float(((kw[h] >> (8 * g)) & 0xFFu) << 23);
+    for (int h = 0; h < 2; h++) key_pow2(kw[h], kf[h]);
     wgmma_wait<1>();
     fence_operand(acc[0]);
     fence_operand(acc[1]);
@@ -1232,22 +995,8 @@ __global__ void __launch_bounds__(NextCfg<MODE, NW>::threads, NextCfg<MODE, NW>:
       int64_t lo = 0, hi = 0, co = 0;
       if (MODE == K1) lo = s_lo[wg], hi = s_hi[wg], co = s_co[wg];
       if (!BF16) {
-        float sum[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int j = 0; j < NJ; j++)
-#pragma unroll
-          for (int c = 0; c < 2; c++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-              const float x = acc[0][4 * j + 2 * h + c];
-              sum[h] = FOLD ? __fmaf_rn(wf[2 * j + c], __fadd_rn(x, fabsf(x)), sum[h])
-                            : __fmaf_rn(s_wo[cb + 8 * j + 2 * t4 + c], relu(x), sum[h]);
-            }
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-          sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
-          sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
-        }
+        float sum[2];
+        head_sum_f32<FOLD>(acc[0], 0, NJ, wf, s_wo + cb, t4, sum);
         if (t4 < 2) {
           const int i = i0 + 8 * t4;
           const float v = t4 ? sum[1] : sum[0];
@@ -1261,30 +1010,7 @@ __global__ void __launch_bounds__(NextCfg<MODE, NW>::threads, NextCfg<MODE, NW>:
         }
       } else {
         const int keep = t4 >> 1;
-        __nv_bfloat162 ch2 = __floats2bfloat162_rn(0.0f, 0.0f);
-#pragma unroll
-        for (int j = 0; j < NJ; j++) {
-          const uint32_t v0 = cvt_relu_bf16x2(acc[0][4 * j], acc[0][4 * j + 1]);     // slot i0
-          const uint32_t v1 = cvt_relu_bf16x2(acc[0][4 * j + 2], acc[0][4 * j + 3]); // i0 + 8
-          const uint32_t mine2 = keep ? v1 : v0;
-          const uint32_t got = __shfl_xor_sync(0xffffffffu, keep ? v0 : v1, 2);
-          const uint32_t first = keep ? got : mine2, second = keep ? mine2 : got;
-          __nv_bfloat162 w0, w1;
-          if (FOLD) {
-            w0 = wb[2 * j];
-            w1 = wb[2 * j + 1];
-          } else {
-            const int n = cb + 8 * j + 2 * (t4 & 1);
-            w0 = __floats2bfloat162_rn(s_wo[n], s_wo[n + 1]);
-            w1 = __floats2bfloat162_rn(s_wo[n + 4], s_wo[n + 5]);
-          }
-          ch2 = __hfma2(w0, *reinterpret_cast<const __nv_bfloat162 *>(&first), ch2);
-          ch2 = __hfma2(w1, *reinterpret_cast<const __nv_bfloat162 *>(&second), ch2);
-        }
-        const uint32_t cu = *reinterpret_cast<const uint32_t *>(&ch2);
-        const uint32_t ou = __shfl_xor_sync(0xffffffffu, cu, 1);
-        const __nv_bfloat162 pair = __hadd2(ch2, *reinterpret_cast<const __nv_bfloat162 *>(&ou));
-        const __nv_bfloat16 res = __hadd(__low2bfloat16(pair), __high2bfloat16(pair));
+        const __nv_bfloat16 res = head_chain_bf16<FOLD>(acc[0], 0, NJ, wb, s_wo + cb, t4);
         if ((t4 & 1) == 0) {
           const int i = i0 + 8 * keep;
           const int64_t n = tb + i;
@@ -1309,18 +1035,7 @@ __global__ void __launch_bounds__(NextCfg<MODE, NW>::threads, NextCfg<MODE, NW>:
       reduce(std::true_type{});
     } else {
       const bool pslow[2] = {!ixl_v2mx_fast_word(kw[0]) != 0, !ixl_v2mx_fast_word(kw[1]) != 0};
-#pragma unroll
-      for (int e = 0; e < NC / 2; e++) {
-        const int h = (e >> 1) & 1, c = 2 * (e >> 2) + (e & 1);
-        const int n = cb + 8 * (e >> 2) + 2 * t4 + (e & 1);
-        if (((slow_heads >> c) & 1) || pslow[h]) {
-          acc[0][e] = slow_dot(acc[0][e], acc[1][e], acc[2][e], acc[3][e], s_hq[n], kw[h]);
-        } else {
-          const float t01 = __fmaf_rn(acc[1][e], kf[h][1], __fmul_rn(acc[0][e], kf[h][0]));
-          const float t23 = __fmaf_rn(acc[3][e], kf[h][3], __fmul_rn(acc[2][e], kf[h][2]));
-          acc[0][e] = __fmul_rn(s_hc[n], __fadd_rn(t01, t23));
-        }
-      }
+      slow_branch(acc, kf, kw, pslow, slow_heads, s_hq + cb, s_hc + cb, t4);
       reduce(std::false_type{});
     }
   }
@@ -1331,12 +1046,6 @@ __global__ void __launch_bounds__(NextCfg<MODE, NW>::threads, NextCfg<MODE, NW>:
 }
 
 // ------------------------------------------------------------------ host
-int log2_exact(int64_t v) {
-  if (v <= 0 || (v & (v - 1))) return -1;
-  int l = 0;
-  while ((1LL << l) < v) l++;
-  return l;
-}
 
 // 1 when this file's kernels take the call (else v1 runs it).
 bool mx_takes(const ixl_logits_call *c) {
@@ -1359,40 +1068,20 @@ bool mx_takes(const ixl_logits_call *c) {
 }
 
 // Launches `kern` (threads a CTA, alloc bytes of dynamic shared memory) over units x chunks.
+// The chunk: chunk_grid's (tiles of 64, at most `cap` columns, whole waves).
 template <typename Kern>
 ixl_status launch_kern(ixl_ctx *ctx, Kern kern, int threads, int alloc, Params p, int64_t units,
                        int64_t cap, const char *name, const CUtensorMap *maps = nullptr) {
-  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, alloc);
-  int occ = 0;
-  if (e == cudaSuccess)
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, threads, alloc);
-  if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaFuncSetAttribute (logits v2 mxfp4)");
-  int sms = 132;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ixl_ctx_device(ctx)) !=
-          cudaSuccess ||
-      sms <= 0) {
-    cudaGetLastError();
-    sms = 132;
-  }
-  if (occ < 1) occ = 1;
-  // the chunk: tiles of 64, at most `cap` columns; as few chunks per row as fill whole waves
-  // of the resident CTAs (units * nchunks just below a multiple of occ * sms: equal CTAs
-  // finish together, so a last wave a tenth full would cost a whole wave's time)
-  const int64_t tiles = ixl_ceil_div(p.out_cols, kTile);
-  cap = cap / kTile * kTile;
-  if (cap > kMaxChunk) cap = kMaxChunk;
-  if (cap < kTile) cap = kTile;
-  const int64_t slots = (int64_t)occ * sms, nmin = ixl_ceil_div(tiles, cap / kTile);
-  const int64_t waves = ixl_ceil_div(nmin * units, slots);
-  int64_t nch = waves * slots / units;
-  if (nch < nmin) nch = nmin;
-  if (nch > tiles) nch = tiles;
-  p.chunk = ixl_ceil_div(tiles, nch) * kTile;
-  p.nchunks = ixl_ceil_div(p.out_cols, p.chunk);
-  const int64_t blocks = p.nchunks * units;
-  if (blocks > INT32_MAX)
-    return ixl_set_error(ctx, IXL_ERR_UNSUPPORTED, "%s (v2): %lld CTAs: more than a grid holds",
-                         name, (long long)blocks);
+  int occ, sms;
+  ixl_status st = occupancy(ctx, kern, threads, alloc, "cudaFuncSetAttribute (logits v2 mxfp4)",
+                            &occ, &sms);
+  if (st) return st;
+  Grid g;
+  st = chunk_grid(ctx, p.out_cols, units, cap, kMaxChunk, occ, sms, name, "v2", &g);
+  if (st) return st;
+  p.chunk = g.chunk;
+  p.nchunks = g.nchunks;
+  const int64_t blocks = g.blocks;
   if constexpr (std::is_invocable_v<Kern, CUtensorMap, CUtensorMap, Params>)
     kern<<<(unsigned)blocks, threads, alloc, ixl::stream_of(ctx)>>>(maps[0], maps[1], p);
   else
@@ -1412,24 +1101,12 @@ ixl_status launch_kern(ixl_ctx *ctx, Kern kern, int threads, int alloc, Params p
 constexpr int kV3Default = 7; // the value when unset (IXL_LOGITS_V2_MX_V3=0: the kernels above)
 int v3_mask() {
   static const int v = [] {
-    const char *e = getenv("IXL_LOGITS_V2_MX_V3");
-    if (!e) return kV3Default;
-    return e[0] >= '0' && e[0] <= '7' && e[1] == 0 ? e[0] - '0' : 0;
+    const int c = env_switch("IXL_LOGITS_V2_MX_V3", "01234567", '0' + kV3Default);
+    return c ? c - '0' : 0;
   }();
   return v;
 }
 
-// V3 K1: the tensor maps of the key codes and scale words (see mx3_kernel); false when the
-// call does not suit them (then the kernels above run it).
-bool v3_k1_maps(const Params &p, CUtensorMap maps[2]) {
-  if (p.N <= 0 || p.N % 4 || p.N > INT32_MAX - 2 * kMaxChunk) return false;
-  if ((uintptr_t)p.k_codes % 16 || (uintptr_t)p.k_scales % 16) return false;
-  const uint64_t n = (uint64_t)p.N;
-  return tma_map_2d(&maps[0], p.k_codes, CU_TENSOR_MAP_DATA_TYPE_UINT8, 64, n, 64, 64, kTile,
-                    CU_TENSOR_MAP_SWIZZLE_64B, nullptr, 0) == 0 &&
-         tma_map_2d(&maps[1], p.k_scales, CU_TENSOR_MAP_DATA_TYPE_UINT32, 4, n / 4, 16, 4, 17,
-                    CU_TENSOR_MAP_SWIZZLE_NONE, nullptr, 0) == 0;
-}
 
 template <int MODE, int H, int RB, bool BF16>
 ixl_status launch3(ixl_ctx *ctx, Params p, int64_t units, int64_t cap, const char *name,
@@ -1555,7 +1232,9 @@ extern "C" ixl_status ixl_cuda_logits_v2_mx(ixl_ctx *ctx, const ixl_logits_call 
     if (H == 32 && next_mode() == 1 && !p.bs) return launch_next<K1, 4>(ctx, p, bf16, name);
     if (H == 32 && next_mode() == 2 && !p.bs) return launch_next<K1, 2>(ctx, p, bf16, name);
     CUtensorMap maps[2];
-    const bool v3 = (v3_mask() & 1) && v3_k1_maps(p, maps);
+    // V3 K1: the tensor maps of the key codes and scale words (see mx3_kernel); a call that
+    // does not suit them stays on the kernels above
+    const bool v3 = (v3_mask() & 1) && k1_maps(p.k_codes, p.k_scales, p.N, kMaxChunk, maps);
     if (H == 32) {
       p.nrb = ixl_ceil_div(p.R, 2);
       if (v3)
@@ -1573,7 +1252,6 @@ extern "C" ixl_status ixl_cuda_logits_v2_mx(ixl_ctx *ctx, const ixl_logits_call 
     {
       // IXL_LOGITS_V2_MX_K2WS=1: H 32 without K3's block scores on the warp-specialized,
       // persistent kernel (logits_v2_mxk2_sm90.cu), when the call suits it (else it returns 0)
-      int ixl_cuda_logits_v2_mxk2(ixl_ctx *, const ixl_logits_call *, ixl_status *);
       ixl_status ws_st = IXL_OK;
       if (H == 32 && !p.bs && ixl_cuda_logits_v2_mxk2(ctx, c, &ws_st)) return ws_st;
     }
@@ -1596,7 +1274,6 @@ extern "C" ixl_status ixl_cuda_logits_v2_mx(ixl_ctx *ctx, const ixl_logits_call 
     // IXL_LOGITS_V2_MX_K5WS=1|2 (ragged), IXL_LOGITS_V2_MX_K5PWS=1 (paged): K5 at H 32 on the
     // warp-specialized kernel (logits_v2_mxk5_sm90.cu), when the call suits it (else it
     // returns 0 and we go on)
-    int ixl_cuda_logits_v2_mxk5(ixl_ctx *, const ixl_logits_call *, ixl_status *);
     ixl_status ws_st = IXL_OK;
     if (ixl_cuda_logits_v2_mxk5(ctx, c, &ws_st)) return ws_st;
   }

@@ -117,6 +117,26 @@ IXL_V2MX_FN int ixl_v2mx_comb_word(uint32_t w) {
   return (((d + 0x01010101u * (127 - 2 * IXL_V2MX_COMB_E)) | d) & hb) == 0;
 }
 
+// The deferred key factors of scale word kw, as fp32 bit patterns: f[0] = k0 = 2^(ke0 - 127),
+// f[1] = r1 = 2^(ke1 - ke0), f[2] = r2 = 2^(ke2 - ke0), f[3] = r3 = 2^(ke3 - ke2) (meaningful
+// only when ixl_v2mx_comb_word(kw); garbage otherwise, for a caller that never uses them then).
+IXL_V2MX_FN void ixl_v2mx_comb_factors(uint32_t kw, uint32_t f[4]) {
+  const uint32_t e0 = kw & 0xFFu, e1 = (kw >> 8) & 0xFFu, e2 = (kw >> 16) & 0xFFu, e3 = kw >> 24;
+  f[0] = e0 << 23;
+  f[1] = (e1 + 127u - e0) << 23;
+  f[2] = (e2 + 127u - e0) << 23;
+  f[3] = (e3 + 127u - e2) << 23;
+}
+// The same, all 0 when a byte lies outside ixl_v2mx_comb_word's window (k0 = 0 then marks a
+// slot for the exact slow path: inside the window ke0 >= 127 - IXL_V2MX_COMB_E, so k0 != 0);
+// returns ixl_v2mx_comb_word(kw).
+IXL_V2MX_FN int ixl_v2mx_comb_factors_or0(uint32_t kw, uint32_t f[4]) {
+  const int ok = ixl_v2mx_comb_word(kw);
+  ixl_v2mx_comb_factors(kw, f);
+  for (int g = 0; g < 4; g++) f[g] = ok ? f[g] : 0u;
+  return ok;
+}
+
 // A head's fold from its packed query scale word: returns 1 when it folds (then *qc is its
 // largest exponent byte and *t_g = 6 + qe_g - qc), else 0 (then *t_g = 6).
 IXL_V2MX_FN int ixl_v2mx_head_fold(uint32_t qw, int *qc, int t[4]) {

@@ -4,12 +4,14 @@
  * descriptor describes them, the accumulator and RS A-operand fragment maps (bijective, their
  * inverses, spot entries of the PTX ISA figures), the e2m1 -> e4m3 widening for all 16 codes,
  * and an emulated m64nNk32 RS wgmma from the fragment tables: "Q permuted x K widened" gives
- * 2^-6 x the e2m1 dot exactly, for random codes. IXL_TEST_SEED repeats a run. */
+ * 2^-6 x the e2m1 dot exactly, for random codes; and the MXFP4 kernels' deferred key factors
+ * (kernels/logits/v2_mx.cuh). IXL_TEST_SEED repeats a run. */
 #include <math.h>
 #include <stdint.h>
 
 #include "check.h"
 #include "cuda/sm90_layout.h"
+#include "logits/v2_mx.cuh"
 #include "numerics/scalar.h"
 #include "rand.h"
 
@@ -262,6 +264,49 @@ TEST(emulated_rs_wgmma_q_permuted_times_k_widened_is_the_dot) {
   }
 }
 
+/* ixl_v2mx_comb_factors: k0 = 2^(e0 - 127), r1 = 2^(e1 - e0), r2 = 2^(e2 - e0), r3 = 2^(e3 - e2)
+ * exactly inside ixl_v2mx_comb_word's window (so k0 r1 = 2^(e1 - 127), k0 r2 r3 = 2^(e3 - 127));
+ * the _or0 form is the same there and all 0 outside, returning the window test. */
+static float f32_of(uint32_t b) {
+  float f;
+  memcpy(&f, &b, sizeof f);
+  return f;
+}
+TEST(v2mx_comb_factors_are_the_powers_of_two) {
+  rand_seed(RAND_SPLITMIX64, g_seed + 7);
+  int inside = 0, outside = 0;
+  for (int i = 0; i < 200000; i++) {
+    uint32_t kw = (uint32_t)rand_u64();
+    if (i % 2) /* half of them near 127, so both sides of the window's edge show */
+      for (int g = 0; g < 4; g++)
+        kw = (kw & ~(0xFFu << (8 * g))) |
+             (uint32_t)(127 - IXL_V2MX_COMB_E - 2 + (int)rand_range(0, 2 * IXL_V2MX_COMB_E + 4))
+                 << (8 * g);
+    int e[4], in = 1;
+    for (int g = 0; g < 4; g++) {
+      e[g] = (int)((kw >> (8 * g)) & 0xFFu);
+      in &= e[g] >= 127 - IXL_V2MX_COMB_E && e[g] <= 127 + IXL_V2MX_COMB_E;
+    }
+    uint32_t f[4], z[4];
+    ixl_v2mx_comb_factors(kw, f);
+    const int ok = ixl_v2mx_comb_factors_or0(kw, z);
+    CHECK(ok == in && ok == ixl_v2mx_comb_word(kw));
+    if (in) {
+      inside++;
+      CHECK_MSG(f32_of(f[0]) == ldexpf(1.0f, e[0] - 127) &&
+                    f32_of(f[1]) == ldexpf(1.0f, e[1] - e[0]) &&
+                    f32_of(f[2]) == ldexpf(1.0f, e[2] - e[0]) &&
+                    f32_of(f[3]) == ldexpf(1.0f, e[3] - e[2]),
+                "kw 0x%08x", kw);
+      CHECK(memcmp(f, z, sizeof f) == 0);
+    } else {
+      outside++;
+      CHECK(z[0] == 0 && z[1] == 0 && z[2] == 0 && z[3] == 0);
+    }
+  }
+  CHECK(inside > 1000 && outside > 1000);
+}
+
 int main(void) {
   g_seed = test_seed();
   RUN(descriptor_bits);
@@ -271,5 +316,6 @@ int main(void) {
   RUN(rs_a_fragment_is_the_ptx_table);
   RUN(widening_is_exact_for_every_code);
   RUN(emulated_rs_wgmma_q_permuted_times_k_widened_is_the_dot);
+  RUN(v2mx_comb_factors_are_the_powers_of_two);
   DONE();
 }
