@@ -222,9 +222,11 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[
 // producer (constant factors, every slot fast), 8 = the math warps only wait and release each
 // stage (the producer side alone). DEC: the math warps decode their slots' scale words (the
 // producer, on the critical path, stores the words only; the same functions, the same bits).
-// PW: producer warps (tile t from warp t % PW). (A chain-free ablation made ptxas serialize the
-// wgmma, C7518, and spill: not offered.)
-template <bool PAGED, int NP, int STAGES, int MAXREG, int ABL = 0, bool DEC = false, int PW = 1>
+// PW: producer warps (tile t from warp t % PW). PIPE (NP 2): the two passes software-pipelined
+// across tiles (pass 1 of tile t under pass 0's epilogue, pass 0 of t + 1 under pass 1's).
+// (A chain-free ablation made ptxas serialize the wgmma, C7518, and spill: not offered.)
+template <bool PAGED, int NP, int STAGES, int MAXREG, int ABL = 0, bool DEC = false, int PW = 1,
+          bool PIPE = false>
 __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
     mxk5_kernel(const WsParams p) {
 #if IXL_SM90_DEVICE
@@ -483,6 +485,7 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
   if (NP == 1) wbr[0] = wb_src[0], wbr[1] = wb_src[1];
 
   float acc[4][NH / 2];
+  float acc2[PIPE ? 4 : 1][PIPE ? NH / 2 : 1]; // PIPE: the second pass's accumulators
   if constexpr ((ABL & 1) != 0) { // groups 1-3: no wgmma writes them: opaque, nothing folds
 #pragma unroll
     for (int g = 0; g < 4; g++)
@@ -507,161 +510,242 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
   uint16_t *optr = p.out + row * p.out_cols + c0 + i0 + 8 * (t4 >> 1);
   int orem = (int)(chunk_hi - c0 - (i0 + 8 * (t4 >> 1)));
   asm volatile("" : "+r"(lm01), "+r"(fac_a), "+r"(full_a), "+l"(optr), "+r"(orem));
-  for (int t = 0; t < T; t++) {
-    const uint32_t su = (uint32_t)t % S, ph = ((uint32_t)t / S) & 1u;
-    wait32(full_a + 8 * su, ph);
-    if constexpr ((ABL & 8) != 0) { // the producer side alone (one wgmma never run, for the
-      arrive32(full_a + 8 * (S + su)); // SASS rule that every v2 kernel has one)
-      if (orem == -0x40000000) {
-        uint32_t z[4] = {0u, 0u, 0u, 0u};
-        wgmma_fence();
-        wgmma_rs<NH>(acc[0], z, db);
-        wgmma_commit();
-        wgmma_wait<0>();
-        fence_operand(acc[0]);
-        optr[0] = (uint16_t)__float_as_uint(acc[0][0]);
-      }
-      continue;
-    }
-    uint32_t a[4][4];
+  const int keep = t4 >> 1;
+
+  // ---- the pieces of a tile (both loop forms below)
+  // the stage's 8 code words by 2 ldmatrix.x4, widened to the 4 groups' A fragments
+  auto load_codes = [&](uint32_t su, uint32_t (&a)[4][4]) {
     uint32_t w0[4], w1[4];
     const uint32_t la = lm01 + su * (kTile * 64);
     ldsm_x4(la, w0[0], w1[0], w0[1], w1[1]);
     ldsm_x4(la ^ 32u, w0[2], w1[2], w0[3], w1[3]);
-    const uint32_t fa = fac_a + su * (kTile * 16);
-    float4 f0, f1;
-    if (!DEC) {
-      f0 = lds128<0>(fa); // slot i0 + 8: 128 B on
-      f1 = lds128<128>(fa);
-    }
-    uint2 m0 = lds64<kKin>(fa);
-    uint2 m1 = lds64<kKin + 128>(fa);
-    arrive32(full_a + 8 * (S + su)); // empty[s]; release: every read of the stage is above
-    if (DEC) { // the producer's decode (v2_mxk5.cuh), here
-      uint32_t f[2][4];
-      m0.y = ixl_mxk5_decode(m0.x, m0.y & IXL_MXK5_OK, f[0]);
-      m1.y = ixl_mxk5_decode(m1.x, m1.y & IXL_MXK5_OK, f[1]);
-      f0 = make_float4(__uint_as_float(f[0][0]), __uint_as_float(f[0][1]),
-                       __uint_as_float(f[0][2]), __uint_as_float(f[0][3]));
-      f1 = make_float4(__uint_as_float(f[1][0]), __uint_as_float(f[1][1]),
-                       __uint_as_float(f[1][2]), __uint_as_float(f[1][3]));
-    }
 #pragma unroll
     for (int g = 0; g < 4; g++) {
       ixl_sm90_e2m1x8_widen(w0[g], &a[g][0], &a[g][2]);
       ixl_sm90_e2m1x8_widen(w1[g], &a[g][1], &a[g][3]);
     }
-    const uint32_t kw[2] = {m0.x, m1.x};
-    const bool okslot[2] = {(m0.y & IXL_MXK5_OK) != 0, (m1.y & IXL_MXK5_OK) != 0};
-    // the fast path needs every byte of both slots in the window (quad-uniform)
-    const bool qslow = quad_slow || !(m0.y & m1.y & IXL_MXK5_COMB);
-    const float ck0[2] = {f0.x, f1.x}, cr1[2] = {f0.y, f1.y}, cr2[2] = {f0.z, f1.z},
-                cr3[2] = {f0.w, f1.w};
-    const int keep = t4 >> 1;
-    // ---- SPEC 3's bf16 chain (mx_body's bf16 reduce, RB 1), its steps j of this pass: lanes
-    // t4 = 0, 2 run (s0, s1), lanes 1, 3 run (s2, s3); lanes 0, 1 keep slot i0 and lanes 2, 3
-    // slot i0 + 8; each sends the other slot's pair to lane t4 ^ 2
-    __nv_bfloat162 ch2 = __floats2bfloat162_rn(0.0f, 0.0f);
-    auto chain = [&](auto fold_tag, int ps) {
-      constexpr bool FOLD = decltype(fold_tag)::value;
-      uint4 wbt[2];
-      if (FOLD) {
-        if (NP == 1) wbt[0] = wbr[0], wbt[1] = wbr[1];
-        else wbt[0] = wb_src[ps];
-      }
-      const __nv_bfloat162 *wb = reinterpret_cast<const __nv_bfloat162 *>(wbt);
-#pragma unroll
-      for (int jj = 0; jj < NH / 8; jj++) {
-        const uint32_t v0 = cvt_relu_bf16x2(acc[0][4 * jj], acc[0][4 * jj + 1]);     // i0
-        const uint32_t v1 = cvt_relu_bf16x2(acc[0][4 * jj + 2], acc[0][4 * jj + 3]); // i0 + 8
-        const uint32_t mine = keep ? v1 : v0;
-        const uint32_t got = __shfl_xor_sync(0xffffffffu, keep ? v0 : v1, 2);
-        const uint32_t first = keep ? got : mine, second = keep ? mine : got;
-        __nv_bfloat162 x0, x1;
-        if (FOLD) {
-          x0 = wb[2 * jj];
-          x1 = wb[2 * jj + 1];
-        } else {
-          const int n = 8 * (jj + ps * (NH / 8)) + 2 * (t4 & 1);
-          x0 = __floats2bfloat162_rn(s_wo[n], s_wo[n + 1]);
-          x1 = __floats2bfloat162_rn(s_wo[n + 4], s_wo[n + 5]);
-        }
-        ch2 = __hfma2(x0, *reinterpret_cast<const __nv_bfloat162 *>(&first), ch2);
-        ch2 = __hfma2(x1, *reinterpret_cast<const __nv_bfloat162 *>(&second), ch2);
-      }
-    };
-#pragma unroll
-    for (int ps = 0; ps < NP; ps++) {
-      const uint64_t dbp = db + (uint64_t)(ps * NH * 128 / 16); // heads NH ps on: 128 B a head
-      wgmma_fence();
-      // groups 0 and 1, then 2 and 3: the first pair's combine overlaps the second's wgmma
-#pragma unroll
-      for (int g = 0; g < 2; g++)
-        if (!(ABL & 1) || g == 0) wgmma_rs<NH>(acc[g], a[g], dbp + 2 * g);
-      wgmma_commit();
-#pragma unroll
-      for (int g = 2; g < 4; g++)
-        if (!(ABL & 1)) wgmma_rs<NH>(acc[g], a[g], dbp + 2 * g);
-      wgmma_commit();
-      wgmma_wait<1>();
-      fence_operand(acc[0]);
-      fence_operand(acc[1]);
-      if (!qslow) {
-#pragma unroll
-        for (int e = 0; e < NH / 2; e++) {
-          const int h = (e >> 1) & 1;
-          acc[0][e] = __fmaf_rn(acc[1][e], cr1[h], acc[0][e]);
-        }
-      }
-      fence_operand(acc[0]);
-      wgmma_wait<0>();
-#pragma unroll
-      for (int g = 0; g < 4; g++) fence_operand(acc[g]);
-#pragma unroll
-      for (int g = 0; g < 4; g++) fence_operand(a[g]);
-      if (!qslow) {
-#pragma unroll
-        for (int e = 0; e < NH / 2; e++) {
-          const int h = (e >> 1) & 1;
-          acc[0][e] = __fmaf_rn(__fmaf_rn(acc[3][e], cr3[h], acc[2][e]), cr2[h], acc[0][e]);
-        }
-        chain(std::true_type{}, ps);
-      } else {
-        float kf[2][4];
-#pragma unroll
-        for (int h = 0; h < 2; h++)
-#pragma unroll
-          for (int g = 0; g < 4; g++)
-            kf[h][g] = __uint_as_float(((kw[h] >> (8 * g)) & 0xFFu) << 23);
-        // the exact dots d: the fast formula times 2^(qc - 127) where it holds, else the CPU's
-        const bool pslow[2] = {(m0.y & IXL_MXK5_FAST) == 0, (m1.y & IXL_MXK5_FAST) == 0};
-#pragma unroll
-        for (int e = 0; e < NH / 2; e++) {
-          const int eg = e + ps * (NH / 2); // the index in the 32-head accumulator layout
-          const int h = (e >> 1) & 1, c = 2 * (eg >> 2) + (e & 1);
-          const int n = 8 * (eg >> 2) + 2 * t4 + (e & 1);
-          if (((slow_heads >> c) & 1) || pslow[h]) {
-            acc[0][e] = slow_dot(acc[0][e], acc[1][e], acc[2][e], acc[3][e], s_hq[n], kw[h]);
-          } else {
-            const float t01 = __fmaf_rn(acc[1][e], kf[h][1], __fmul_rn(acc[0][e], kf[h][0]));
-            const float t23 = __fmaf_rn(acc[3][e], kf[h][3], __fmul_rn(acc[2][e], kf[h][2]));
-            acc[0][e] = __fmul_rn(s_hc[n], __fadd_rn(t01, t23));
-          }
-        }
-        chain(std::false_type{}, ps);
-      }
+  };
+  // the lane's two slots' factors (f0: slot i0, f1: i0 + 8) and (scale word, info); then the
+  // stage is released (empty[s]; release: every read of the stage is above)
+  struct Sc {
+    float4 f0, f1;
+    uint2 m0, m1;
+  };
+  auto load_scales = [&](uint32_t su, Sc &k) {
+    const uint32_t fa = fac_a + su * (kTile * 16);
+    if (!DEC && !PIPE) {
+      k.f0 = lds128<0>(fa); // slot i0 + 8: 128 B on
+      k.f1 = lds128<128>(fa);
     }
+    k.m0 = lds64<kKin>(fa);
+    k.m1 = lds64<kKin + 128>(fa);
+    arrive32(full_a + 8 * (S + su));
+    if (DEC) { // the producer's decode (v2_mxk5.cuh), here
+      uint32_t f[2][4];
+      k.m0.y = ixl_mxk5_decode(k.m0.x, k.m0.y & IXL_MXK5_OK, f[0]);
+      k.m1.y = ixl_mxk5_decode(k.m1.x, k.m1.y & IXL_MXK5_OK, f[1]);
+      k.f0 = make_float4(__uint_as_float(f[0][0]), __uint_as_float(f[0][1]),
+                         __uint_as_float(f[0][2]), __uint_as_float(f[0][3]));
+      k.f1 = make_float4(__uint_as_float(f[1][0]), __uint_as_float(f[1][1]),
+                         __uint_as_float(f[1][2]), __uint_as_float(f[1][3]));
+    }
+  };
+  // factor g (0: k0, 1: r1, 2: r2, 3: r3) of slot h; PIPE: recomputed from the scale word
+  // (ixl_mxk5_decode's formulas, so the same bits) to keep one tile's factors out of registers
+  auto fac = [&](const Sc &k, int h, int g) -> float {
+    if (!PIPE) {
+      const float4 &v = h ? k.f1 : k.f0;
+      return g == 0 ? v.x : g == 1 ? v.y : g == 2 ? v.z : v.w;
+    }
+    uint32_t f[4];
+    ixl_mxk5_decode(h ? k.m1.x : k.m0.x, 1, f);
+    return __uint_as_float(f[g]);
+  };
+  // the fast path needs every byte of both slots in the window (quad-uniform)
+  auto slow_of = [&](const Sc &k) { return quad_slow || !(k.m0.y & k.m1.y & IXL_MXK5_COMB); };
+  // pass ps's 4 wgmma (heads NH ps on: 128 B a head) in 1 or 2 commit groups: groups 0 and 1,
+  // then 2 and 3, so that the first pair's combine can overlap the second's wgmma
+  auto issue = [&](float (&ac)[4][NH / 2], const uint32_t (&a)[4][4], int ps, bool split) {
+    const uint64_t dbp = db + (uint64_t)(ps * NH * 128 / 16);
+    wgmma_fence();
+#pragma unroll
+    for (int g = 0; g < 2; g++)
+      if (!(ABL & 1) || g == 0) wgmma_rs<NH>(ac[g], a[g], dbp + 2 * g);
+    if (split) wgmma_commit();
+#pragma unroll
+    for (int g = 2; g < 4; g++)
+      if (!(ABL & 1)) wgmma_rs<NH>(ac[g], a[g], dbp + 2 * g);
+    wgmma_commit();
+  };
+  auto comb01 = [&](float (&ac)[4][NH / 2], const Sc &k) {
+    if (!slow_of(k)) {
+      const float cr1[2] = {fac(k, 0, 1), fac(k, 1, 1)};
+#pragma unroll
+      for (int e = 0; e < NH / 2; e++) ac[0][e] = __fmaf_rn(ac[1][e], cr1[(e >> 1) & 1], ac[0][e]);
+    }
+  };
+  // ---- SPEC 3's bf16 chain (mx_body's bf16 reduce, RB 1), its steps j of pass ps: lanes
+  // t4 = 0, 2 run (s0, s1), lanes 1, 3 run (s2, s3); lanes 0, 1 keep slot i0 and lanes 2, 3
+  // slot i0 + 8; each sends the other slot's pair to lane t4 ^ 2
+  // (FOLD a plain bool, constant after inlining: a generic lambda here crashes cicc 13.0)
+  auto chain = [&](bool FOLD, const float (&ac)[4][NH / 2], int ps, __nv_bfloat162 &ch2) {
+    uint4 wbt[2];
+    if (FOLD) {
+      if (NP == 1) wbt[0] = wbr[0], wbt[1] = wbr[1];
+      else wbt[0] = wb_src[ps];
+    }
+    const __nv_bfloat162 *wb = reinterpret_cast<const __nv_bfloat162 *>(wbt);
+#pragma unroll
+    for (int jj = 0; jj < NH / 8; jj++) {
+      const uint32_t v0 = cvt_relu_bf16x2(ac[0][4 * jj], ac[0][4 * jj + 1]);     // i0
+      const uint32_t v1 = cvt_relu_bf16x2(ac[0][4 * jj + 2], ac[0][4 * jj + 3]); // i0 + 8
+      const uint32_t mine = keep ? v1 : v0;
+      const uint32_t got = __shfl_xor_sync(0xffffffffu, keep ? v0 : v1, 2);
+      const uint32_t first = keep ? got : mine, second = keep ? mine : got;
+      __nv_bfloat162 x0, x1;
+      if (FOLD) {
+        x0 = wb[2 * jj];
+        x1 = wb[2 * jj + 1];
+      } else {
+        const int n = 8 * (jj + ps * (NH / 8)) + 2 * (t4 & 1);
+        x0 = __floats2bfloat162_rn(s_wo[n], s_wo[n + 1]);
+        x1 = __floats2bfloat162_rn(s_wo[n + 4], s_wo[n + 5]);
+      }
+      ch2 = __hfma2(x0, *reinterpret_cast<const __nv_bfloat162 *>(&first), ch2);
+      ch2 = __hfma2(x1, *reinterpret_cast<const __nv_bfloat162 *>(&second), ch2);
+    }
+  };
+  // pass ps after its wgmma and comb01: the rest of the combine (or the exact slow dots) and
+  // the pass's chain steps
+  auto finish_pass = [&](float (&ac)[4][NH / 2], const Sc &k, int ps, __nv_bfloat162 &ch2) {
+    if (!slow_of(k)) {
+      const float cr2[2] = {fac(k, 0, 2), fac(k, 1, 2)}, cr3[2] = {fac(k, 0, 3), fac(k, 1, 3)};
+#pragma unroll
+      for (int e = 0; e < NH / 2; e++) {
+        const int h = (e >> 1) & 1;
+        ac[0][e] = __fmaf_rn(__fmaf_rn(ac[3][e], cr3[h], ac[2][e]), cr2[h], ac[0][e]);
+      }
+      chain(true, ac, ps, ch2);
+    } else {
+      const uint32_t kw[2] = {k.m0.x, k.m1.x};
+      float kf[2][4];
+#pragma unroll
+      for (int h = 0; h < 2; h++)
+#pragma unroll
+        for (int g = 0; g < 4; g++) kf[h][g] = __uint_as_float(((kw[h] >> (8 * g)) & 0xFFu) << 23);
+      // the exact dots d: the fast formula times 2^(qc - 127) where it holds, else the CPU's
+      const bool pslow[2] = {(k.m0.y & IXL_MXK5_FAST) == 0, (k.m1.y & IXL_MXK5_FAST) == 0};
+#pragma unroll
+      for (int e = 0; e < NH / 2; e++) {
+        const int eg = e + ps * (NH / 2); // the index in the 32-head accumulator layout
+        const int h = (e >> 1) & 1, c = 2 * (eg >> 2) + (e & 1);
+        const int n = 8 * (eg >> 2) + 2 * t4 + (e & 1);
+        if (((slow_heads >> c) & 1) || pslow[h]) {
+          ac[0][e] = slow_dot(ac[0][e], ac[1][e], ac[2][e], ac[3][e], s_hq[n], kw[h]);
+        } else {
+          const float t01 = __fmaf_rn(ac[1][e], kf[h][1], __fmul_rn(ac[0][e], kf[h][0]));
+          const float t23 = __fmaf_rn(ac[3][e], kf[h][3], __fmul_rn(ac[2][e], kf[h][2]));
+          ac[0][e] = __fmul_rn(s_hc[n], __fadd_rn(t01, t23));
+        }
+      }
+      chain(false, ac, ps, ch2);
+    }
+  };
+  // the chain's end (the quad's two halves), the deferred k0, -inf without a key, the store
+  auto store = [&](const Sc &k, __nv_bfloat162 ch2, int t) {
     const uint32_t cu = *reinterpret_cast<const uint32_t *>(&ch2);
     const uint32_t ou = __shfl_xor_sync(0xffffffffu, cu, 1);
     const __nv_bfloat162 pair = __hadd2(ch2, *reinterpret_cast<const __nv_bfloat162 *>(&ou));
     __nv_bfloat16 res = __hadd(__low2bfloat16(pair), __high2bfloat16(pair));
-    if (!qslow) // the deferred k0: exact (a power of two, in range)
-      res = __float2bfloat16_rn(__fmul_rn(__bfloat162float(res), keep ? ck0[1] : ck0[0]));
+    if (!slow_of(k)) // the deferred k0: exact (a power of two, in range)
+      res = __float2bfloat16_rn(__fmul_rn(__bfloat162float(res), fac(k, keep, 0)));
     if ((t4 & 1) == 0) {
       const uint16_t v = *reinterpret_cast<const uint16_t *>(&res);
-      const uint16_t o = (keep ? okslot[1] : okslot[0]) ? v : (uint16_t)0xFF80u;
+      const bool ok = ((keep ? k.m1.y : k.m0.y) & IXL_MXK5_OK) != 0;
+      const uint16_t o = ok ? v : (uint16_t)0xFF80u;
       if (t * kTile < orem) // st.global: the opaque pointer lost its space (else ST.E)
         asm volatile("st.global.b16 [%0], %1;\n" ::"l"(optr + t * kTile), "h"(o) : "memory");
+    }
+  };
+  auto wait_full = [&](int t) { wait32(full_a + 8 * ((uint32_t)t % S), ((uint32_t)t / S) & 1u); };
+
+  if constexpr (PIPE) {
+    // ---- two passes in flight: pass 1 of tile t runs under pass 0's epilogue, pass 0 of
+    // tile t + 1 under pass 1's (each pass one commit group; the scale words of t + 1 read
+    // after t's last epilogue, so one set is live)
+    static_assert(!PIPE || (NP == 2 && ABL == 0), "PIPE: 2 passes, no ablation");
+    uint32_t a[4][4];
+    Sc k;
+    if (T > 0) {
+      wait_full(0);
+      load_codes(0, a);
+      issue(acc, a, 0, false);
+      load_scales(0, k);
+    }
+    for (int t = 0; t < T; t++) {
+      __nv_bfloat162 ch2 = __floats2bfloat162_rn(0.0f, 0.0f);
+      issue(acc2, a, 1, false);
+      wgmma_wait<1>();
+#pragma unroll
+      for (int g = 0; g < 4; g++) fence_operand(acc[g]);
+      comb01(acc, k);
+      finish_pass(acc, k, 0, ch2);
+      wgmma_wait<0>();
+#pragma unroll
+      for (int g = 0; g < 4; g++) fence_operand(acc2[g]);
+#pragma unroll
+      for (int g = 0; g < 4; g++) fence_operand(a[g]);
+      // tile t + 1's codes and pass 0 (the last tile: one more pass on the same A, never read,
+      // so that no branch encloses a wgmma)
+      if (t + 1 < T) {
+        wait_full(t + 1);
+        load_codes((uint32_t)(t + 1) % S, a);
+      }
+      issue(acc, a, 0, false);
+      comb01(acc2, k);
+      finish_pass(acc2, k, 1, ch2);
+      store(k, ch2, t);
+      if (t + 1 < T) load_scales((uint32_t)(t + 1) % S, k);
+    }
+    wgmma_wait<0>();
+#pragma unroll
+    for (int g = 0; g < 4; g++) fence_operand(acc[g]);
+  } else {
+    for (int t = 0; t < T; t++) {
+      const uint32_t su = (uint32_t)t % S;
+      wait_full(t);
+      if constexpr ((ABL & 8) != 0) { // the producer side alone (one wgmma never run, for the
+        arrive32(full_a + 8 * (S + su)); // SASS rule that every v2 kernel has one)
+        if (orem == -0x40000000) {
+          uint32_t z[4][4] = {};
+          issue(acc, z, 0, false);
+          wgmma_wait<0>();
+          fence_operand(acc[0]);
+          optr[0] = (uint16_t)__float_as_uint(acc[0][0]);
+        }
+        continue;
+      }
+      uint32_t a[4][4];
+      Sc k;
+      load_codes(su, a);
+      load_scales(su, k);
+      __nv_bfloat162 ch2 = __floats2bfloat162_rn(0.0f, 0.0f);
+#pragma unroll
+      for (int ps = 0; ps < NP; ps++) {
+        issue(acc, a, ps, true);
+        wgmma_wait<1>();
+        fence_operand(acc[0]);
+        fence_operand(acc[1]);
+        comb01(acc, k);
+        fence_operand(acc[0]);
+        wgmma_wait<0>();
+#pragma unroll
+        for (int g = 0; g < 4; g++) fence_operand(acc[g]);
+#pragma unroll
+        for (int g = 0; g < 4; g++) fence_operand(a[g]);
+        finish_pass(acc, k, ps, ch2);
+      }
+      store(k, ch2, t);
     }
   }
 #else
@@ -695,7 +779,8 @@ int switch_mode(const char *name, char unset, const char *valid) {
 // the math warps (the producer stores the words only: DEC; 5 with it spills 16 B); e = 2 head
 // passes at 96 registers with 2 producer warps (PW), 8 stages, 3 CTAs an SM; f = 2 passes
 // with a producer warpgroup of 4 warps (setmaxnreg: 80 registers at entry, the producers 40,
-// the math 120; 1 pass needs 126 and the producers spill at 32), 8 stages, 3 CTAs an SM.
+// the math 120; 1 pass needs 126 and the producers spill at 32), 8 stages, 3 CTAs an SM; g = 2
+// passes pipelined across tiles (PIPE) at 128 registers, 8 stages, 3 CTAs an SM.
 // Modes 1, 2 and 4 of the last session (LDS code words; two math warpgroups; 10 stages: all
 // slower than 3 on the H200) are no longer instantiated and read as off.
 // Unset: kK5wsDefault = 3. H200, 2026-12-02 (helper mxk5, visits 2-3): test_cuda_logits [v2]
@@ -705,7 +790,7 @@ int switch_mode(const char *name, char unset, const char *valid) {
 // kernels of logits_v2_mx_sm90.cu.
 constexpr char kK5wsDefault = '3';
 int k5ws_mode() {
-  static const int v = switch_mode("IXL_LOGITS_V2_MX_K5WS", kK5wsDefault, "356789abcef");
+  static const int v = switch_mode("IXL_LOGITS_V2_MX_K5WS", kK5wsDefault, "356789abcefg");
   return v;
 }
 // IXL_LOGITS_V2_MX_K5PWS (paged K5): 2 = 1 head pass, 8 stages (136 registers: 2 CTAs an
@@ -721,9 +806,10 @@ int k5pws_mode() {
   return v;
 }
 
-template <bool PAGED, int NP, int STAGES, int MAXREG, int ABL = 0, bool DEC = false, int PW = 1>
+template <bool PAGED, int NP, int STAGES, int MAXREG, int ABL = 0, bool DEC = false, int PW = 1,
+          bool PIPE = false>
 ixl_status launch_ws(ixl_ctx *ctx, WsParams p, const char *name) {
-  auto kern = mxk5_kernel<PAGED, NP, STAGES, MAXREG, ABL, DEC, PW>;
+  auto kern = mxk5_kernel<PAGED, NP, STAGES, MAXREG, ABL, DEC, PW, PIPE>;
   constexpr int kThr = kThreads<PW>;
   constexpr int alloc = PAGED ? WsSmem<STAGES>::alloc_paged : WsSmem<STAGES>::alloc;
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, alloc);
@@ -829,6 +915,7 @@ extern "C" int ixl_cuda_logits_v2_mxk5(ixl_ctx *ctx, const ixl_logits_call *c, i
   case 'c': *st = launch_ws<false, 1, kStages, 136, 0, true>(ctx, p, name); break;
   case 'e': *st = launch_ws<false, 2, kStages, 96, 0, false, 2>(ctx, p, name); break;
   case 'f': *st = launch_ws<false, 2, kStages, 80, 0, false, 4>(ctx, p, name); break;
+  case 'g': *st = launch_ws<false, 2, kStages, 128, 0, false, 1, true>(ctx, p, name); break;
   default: *st = launch_ws<false, 1, kStages, 136, 6>(ctx, p, name); break; // 'b'
   }
   return 1;
