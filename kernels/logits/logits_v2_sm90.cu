@@ -731,7 +731,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
           for (int m = 0; m < 256 / 32; ++m) {
             const int f = lane + 32 * m, rb = f / H, h = f % H;
-            dw[rb * WROW + ixl_v2::k1_widx<H>(h)] = wv[m];
+            dw[rb * WROW + ixl_v2::k1_widx<H>(h)] = EA == 3 ? __fmul_rn(wv[m], 0.5f) : wv[m];
           }
           if (lane == 0) {
             ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared,
@@ -956,7 +956,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     enter();
     mbar_wait(&qfull[0], 0);
     qfph ^= 1u;
-    if constexpr (EA != 0) wk = *reinterpret_cast<const float4 *>(s_w + t4 * 4);
+    if constexpr (EA == 1 || EA == 2) wk = *reinterpret_cast<const float4 *>(s_w + t4 * 4);
   }
   // PING (IXL_LOGITS_V2_FP8_K1=3): warpgroup wg issues a tile's wgmma after named barrier
   // 1 + wg, which the other warpgroup arrives at once it has issued its own (warpgroup 1 once
@@ -974,7 +974,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       o = 0, qslot ^= 1;
       mbar_wait(&qfull[qslot], (qfph >> qslot) & 1);
       qfph ^= 1u << qslot;
-      if constexpr (EA != 0)
+      if constexpr (EA == 1 || EA == 2)
         wk = *reinterpret_cast<const float4 *>(s_w + qslot * RB * WROW + t4 * 4);
     }
     if ((int)(i & 1) != wg) continue;
@@ -1005,8 +1005,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     const bool fast = __all_sync(0xffffffffu, sc0 >= 0.0f && sc0 <= 3.402823466e38f &&
                                                   sc1 >= 0.0f && sc1 <= 3.402823466e38f);
     float res[RB / 2];
-    if constexpr (EA != 0) ixl_v2::k1_epilogue_abl<H, EA>(acc, sc0, sc1, wk, t4, res);
-    else ixl_v2::k1_epilogue<H>(acc, sc0, sc1, fast, s_w + qslot * RB * WROW, t4, res);
+    if constexpr (EA == 1 || EA == 2) ixl_v2::k1_epilogue_abl<H, EA>(acc, sc0, sc1, wk, t4, res);
+    else ixl_v2::k1_epilogue<H, EA == 3>(acc, sc0, sc1, fast, s_w + qslot * RB * WROW, t4, res);
     const int32_t k0 = (tlo + o) * kTile + r0;
 #pragma unroll
     for (int v = 0; v < RB / 2; ++v) {
@@ -1217,6 +1217,10 @@ static ixl_status launch_cfg(ixl_ctx *ctx, const ixl_logits_call *c, Params &p) 
 // IXL_LOGITS_V2_FP8_K1=3: k1_fp8_kernel<H, false, true, 0>, the ping-pong of the math
 // warpgroups' wgmma (named barriers; see the kernel): parity on 5 seeds, synccheck clean, but
 // slower (H200 2026-12-02: 4096x65536 5591 us against K1=1's 5152), so not the limit.
+// IXL_LOGITS_V2_FP8_K1=6 (development; not run on the GPU yet): the weights halved by the
+// producer and the fast path's relu as x + |x| (k1_epilogue's RELU2: FADD on the FMA pipe
+// instead of FMNMX.NAN on the ALU pipe, the same bits wherever the halving is exact, i.e. no
+// subnormal weight), to test whether the ALU pipe is what the epilogue contends for.
 // IXL_LOGITS_V2_FP8_K1=4 and 5: development ablations of the epilogue (wrong results; timing
 // only): 4 without the 16 LDS.128 of weights a tile, 5 also without the 6 shuffles. On the H200
 // (2026-12-02) 4096x65536 4870 and 4873 us against 5174 (noepi 2927): the loads and shuffles are
@@ -1225,7 +1229,7 @@ static ixl_status launch_cfg(ixl_ctx *ctx, const ixl_logits_call *c, Params &p) 
 static int k1_mode() {
   static const int mode = [] {
     const char *e = getenv("IXL_LOGITS_V2_FP8_K1");
-    if (e && e[0] >= '0' && e[0] <= '5' && e[1] == 0) return e[0] - '0';
+    if (e && e[0] >= '0' && e[0] <= '6' && e[1] == 0) return e[0] - '0';
     return 1;
   }();
   return mode;
@@ -1362,6 +1366,7 @@ ixl_status launch(ixl_ctx *ctx, const ixl_logits_call *c) {
            : k1_mode() == 3 ? launch_k1<H, false, true, 0>(ctx, c)
            : k1_mode() == 4 ? launch_k1<H, false, false, 1>(ctx, c)
            : k1_mode() == 5 ? launch_k1<H, false, false, 2>(ctx, c)
+           : k1_mode() == 6 ? launch_k1<H, false, false, 3>(ctx, c)
                             : launch_k1<H, false, false, 0>(ctx, c);
   return c->reduction == IXL_REDUCE_BF16 ? launch_mode<H, M_K1, true>(ctx, c, p)
                                          : launch_mode<H, M_K1, false>(ctx, c, p);

@@ -371,10 +371,16 @@ __device__ __forceinline__ void named_bar_arrive(int id, int n) {
 // (t4 & 1) RB / 2 + (t4 >> 1) RB / 4 + i / 2, position r0 + 8 (i & 1). The order of every
 // sum is the same for every (row, position), so a logit does not depend on its tile, its rows'
 // grouping or the layout. w: the RB rows' weights (k1_widx layout, 16-B aligned).
-template <int H, int NA>
+// RELU2 (k1_fp8_kernel's IXL_LOGITS_V2_FP8_K1=6): w holds the weights halved (exactly: the
+// producer's w * 0.5), and the fast path's relu(x) w is (x + |x|) (w / 2): one FADD with an
+// |operand| on the FMA pipe instead of FMNMX.NAN on the ALU pipe; x + |x| = 2 relu(x) exactly
+// (+0 for x <= 0, NaN stays NaN), so every product and sum is the same as without RELU2; the
+// slow path's sum of halved terms is doubled at the end (exact: a power of 2).
+template <int H, int NA, bool RELU2 = false>
 __device__ __forceinline__ void k1_epilogue_n(const float (&acc)[NA], float sc0, float sc1,
                                               bool fast, const float *w, int t4,
                                               float (&res)[NA * 2 / H / 2]) {
+  auto rl = [](float x) { return RELU2 ? __fadd_rn(x, fabsf(x)) : relu_nan(x); };
   constexpr int RB = NA * 2 / H, V = 2 * RB, JR = H / 8; // RB rows; JR: j per row
   float v[V];
 #pragma unroll
@@ -386,14 +392,14 @@ __device__ __forceinline__ void k1_epilogue_n(const float (&acc)[NA], float sc0,
       const float4 wj = *reinterpret_cast<const float4 *>(w + rb * k1_wrow<H>() +
                                                           t4 * k1_wq<H>() + 2 * jj);
       float &s0 = v[2 * rb], &s1 = v[2 * rb + 1];
-      s0 = __fmaf_rn(wj.x, relu_nan(acc[4 * j]), s0);
-      s1 = __fmaf_rn(wj.x, relu_nan(acc[4 * j + 2]), s1);
-      s0 = __fmaf_rn(wj.y, relu_nan(acc[4 * j + 1]), s0);
-      s1 = __fmaf_rn(wj.y, relu_nan(acc[4 * j + 3]), s1);
-      s0 = __fmaf_rn(wj.z, relu_nan(acc[4 * j + 4]), s0);
-      s1 = __fmaf_rn(wj.z, relu_nan(acc[4 * j + 6]), s1);
-      s0 = __fmaf_rn(wj.w, relu_nan(acc[4 * j + 5]), s0);
-      s1 = __fmaf_rn(wj.w, relu_nan(acc[4 * j + 7]), s1);
+      s0 = __fmaf_rn(wj.x, rl(acc[4 * j]), s0);
+      s1 = __fmaf_rn(wj.x, rl(acc[4 * j + 2]), s1);
+      s0 = __fmaf_rn(wj.y, rl(acc[4 * j + 1]), s0);
+      s1 = __fmaf_rn(wj.y, rl(acc[4 * j + 3]), s1);
+      s0 = __fmaf_rn(wj.z, rl(acc[4 * j + 4]), s0);
+      s1 = __fmaf_rn(wj.z, rl(acc[4 * j + 6]), s1);
+      s0 = __fmaf_rn(wj.w, rl(acc[4 * j + 5]), s0);
+      s1 = __fmaf_rn(wj.w, rl(acc[4 * j + 7]), s1);
     }
   } else {
 #pragma unroll
@@ -427,13 +433,14 @@ __device__ __forceinline__ void k1_epilogue_n(const float (&acc)[NA], float sc0,
     // whole tile V / 4 is even, so k & 1 = i & 1)
     const int k = (b0 ? V / 2 : 0) + (b1 ? V / 4 : 0) + i;
     if (fast) res[i] = __fmul_rn(res[i], (k & 1) ? sc1 : sc0);
+    else if (RELU2) res[i] = __fmul_rn(res[i], 2.0f);
   }
 }
-template <int H>
+template <int H, bool RELU2 = false>
 __device__ __forceinline__ void k1_epilogue(const float (&acc)[128], float sc0, float sc1,
                                             bool fast, const float *w, int t4,
                                             float (&res)[256 / H / 2]) {
-  k1_epilogue_n<H, 128>(acc, sc0, sc1, fast, w, t4, res);
+  k1_epilogue_n<H, 128, RELU2>(acc, sc0, sc1, fast, w, t4, res);
 }
 
 // Development ablations of k1_epilogue's fast path (IXL_LOGITS_V2_FP8_K1=4 and 5; wrong
