@@ -1,7 +1,8 @@
 // logits/logits_v2_mxk1_sm90.cu - logits v2's MXFP4 K1 (dense ragged prefill) at H 32 on a
 // warp-specialized kernel (issue 13; the kernel brief's section 3.4), behind
-// IXL_LOGITS_V2_MX_WS (read once a process; unset or 0: off, logits_v2_mx_sm90.cu's V3 kernel
-// runs K1 as before). logits_v2_mx_sm90.cu's dense branch calls ixl_cuda_logits_v2_mxk1 first.
+// IXL_LOGITS_V2_MX_WS (read once a process; 0: off, logits_v2_mx_sm90.cu's V3 kernel runs K1;
+// unset: the default variant, see ws_mode). logits_v2_mx_sm90.cu's dense branch calls
+// ixl_cuda_logits_v2_mxk1 first.
 //
 // Why: the V3 kernel (mx3_kernel) is one warpgroup a CTA that waits for its own TMA tile, widens
 // e2m1 in registers, runs 4 RS wgmma, combines and chains, all in one serial chain per tile at 8
@@ -29,9 +30,9 @@
 // test_cuda_logits_mxk1 5/5 (3 seeds) with WS=1 and WS=5, racecheck 0 hazards and memcheck 0
 // errors (test_cuda_logits_mxk1 small); K1 2048x8192 fp32 / bf16 / 4096x65536, V3 -> WS=1 ->
 // WS=5: 578.5 -> 418.4 -> 405.1 us, 574.9 -> 409.0 -> 404.8 us, 9,489 -> 7,081 -> 6,847 us.
-// Still off by default: the visit before (which the default flip needed) found a race, fixed
-// here (the slow path's scale words are read before the stage's release). Without any
-// epilogue (WS=e) it takes 305 us: the skeleton (producer, barriers, wgmma) is most of it.
+// Without any epilogue (WS=e) it takes 305 us: the skeleton (producer, barriers, wgmma) is
+// most of it. Session 7 (ws_mode): WS=6, each producer warp widens whole tiles (four tiles in
+// flight, no producer barrier); PDL (launch_pdl; pdl_wait / pdl_trigger at entry).
 //
 // sass-limits: mxk1_kernel registers 232 shared 1024
 #include "logits/v2_mxk1.cuh"
@@ -58,11 +59,14 @@ constexpr int kRows = 4;         // query rows a CTA (2 a math warpgroup)
 constexpr int kNC = 2 * kH;      // wgmma columns a math warpgroup
 constexpr int kThreads = 384;    // producer + 2 math warpgroups
 constexpr int kMaxChunk = 4096;  // output columns a CTA at most
-constexpr int kSR = 6;           // raw TMA stages
-constexpr int kSW = 4;           // widened stages
 constexpr int kSCW = 96;         // scale words a raw stage (a 17 x 16 B box, 128-aligned)
-constexpr int kProdRegs = 40, kMathRegs = 232; // after setmaxnreg (entry: 168, 65536 / 384)
-static_assert(128 * kProdRegs + 256 * kMathRegs <= 384 * 168, "setmaxnreg: the CTA's pool");
+// registers after setmaxnreg (entry: 168, 65536 / 384): producer / math; the rolling pipeline
+// (two rows' accumulators live across each epilogue) takes 8 more for the math, its producer
+// (the per-warp one, widening in pairs of units) 16 fewer
+template <int VAR> constexpr int prod_regs() { return 40; }
+template <int VAR> constexpr int math_regs() { return 232; }
+static_assert(128 * prod_regs<0>() + 256 * math_regs<0>() <= 384 * 168, "setmaxnreg: the pool");
+static_assert(128 * prod_regs<128>() + 256 * math_regs<128>() <= 384 * 168, "setmaxnreg: pool");
 
 struct Params {
   const uint8_t *q_codes;   // [R, H, 64]
@@ -78,7 +82,8 @@ struct Params {
 
 // Dynamic shared memory (offsets from the 1024-aligned base): query tiles (2 x 8 KB) | widened
 // stages (8 KB) | raw stages (4 KB) | scale words (raw) | key factors (16 B a slot) and scale
-// words (widened) | per column info.
+// words (widened) | per column info. kSR raw and kSW widened stages.
+template <int kSR, int kSW, int kScr>
 struct Smem {
   static constexpr int q = 0;
   static constexpr int w = q + 2 * kNC * 128;
@@ -91,8 +96,11 @@ struct Smem {
   static constexpr int hc = ht + 2 * kNC * 4;     // f32 2^(qc - 127) per column
   static constexpr int wo = hc + 2 * kNC * 4;     // f32 the column's weight (slow path)
   static constexpr int wq = wo + 2 * kNC * 4;     // f32 the weight times 2^(qc - 127) (fast)
-  static constexpr int hf = wq + 2 * kNC * 4;     // u8 fast per column
-  static constexpr int total = hf + 2 * kNC;
+  static constexpr int wh = wq + 2 * kNC * 4;     // f32 wq / 2 (fp32 fold, kVarRoll)
+  static constexpr int wb = wh + 2 * kNC * 4;     // bf16 wq (bf16 fold, kVarRoll)
+  static constexpr int hf = wb + 2 * kNC * 2;     // u8 fast per column
+  static constexpr int scr = (hf + 2 * kNC + 15) / 16 * 16; // f32 [2][64][128] (kVarRoll)
+  static constexpr int total = scr + kScr * 2 * 64 * 128 * 4;
   static constexpr int alloc = total + 1024;
 };
 
@@ -132,19 +140,34 @@ __device__ __forceinline__ float slow_dot(float a0, float a1, float a2, float a3
 __device__ __forceinline__ void producer_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
 #endif
 
-// Kernel variants (IXL_LOGITS_V2_MX_WS's value, see ws_mode): bits of VAR.
-constexpr int kVarPing = 1;   // the math warpgroups take turns issuing their wgmma (ping-pong)
-constexpr int kVarRawBar = 2; // raw stages released by a raw-empty mbarrier, no bar.sync a tile
-constexpr int kVarNoWiden = 4; // timing ablation (WRONG results): the producer does not widen
-constexpr int kVarNoEpi = 8;   // timing ablation (WRONG results): the math does no epilogue
-constexpr int kVarIlp = 16;    // the two rows' reduction chains interleaved (reduce_ilp)
+// Kernel variants (IXL_LOGITS_V2_MX_WS's value, see ws_mode): bits of VAR. Every variant
+// interleaves the two rows' reduction chains (reduce2: 4 fp32 / 2 bf16 chains in flight); the
+// values 1 and 16 of the earlier sessions are that kernel (kVarBase).
+constexpr int kVarNoEpi = 8;     // timing ablation (WRONG results): the math does no epilogue
+constexpr int kVarBase = 16;     // the kernel of session 6 (WS=5): one producer chain a tile
+constexpr int kVarWarpProd = 32; // each producer warp widens whole tiles (t % 4 == its warp)
+constexpr int kVarNoMath = 64;   // timing ablation (WRONG results): no wgmma and no epilogue
+constexpr int kVarRoll = 128;    // rolling pipeline: a row's wgmma overlap the other's epilogue
+#if IXL_SM90_DEVICE
+// NR rows from R0 on (of a math warpgroup's 2): the epilogue's compile-time row set
+template <int R0, int NR> struct Rows {
+  enum { r0 = R0, nr = NR };
+};
+#endif
+// the rings: the per-warp producer needs kSR % 4 == 0 (a warp refills its own raw stages)
+template <int VAR> constexpr int ring_raw() { return VAR & kVarWarpProd ? 8 : 6; }
+template <int VAR> constexpr int ring_wide() { return VAR & kVarWarpProd ? 8 : 4; }
 
 template <bool BF16, int VAR>
 __global__ void __launch_bounds__(kThreads, 1)
     mxk1_kernel(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap smap,
                 const Params p) {
 #if IXL_SM90_DEVICE
-  using L = Smem;
+  constexpr int kSR = ring_raw<VAR>(), kSW = ring_wide<VAR>();
+  using L = Smem<kSR, kSW, (VAR & kVarRoll) != 0>;
+  // PDL (launch.cuh's rule): nothing global is read or written above this
+  ixl::pdl_wait();
+  ixl::pdl_trigger();
   extern __shared__ uint8_t smem_raw[];
   // the 1024-aligned base as an offset of smem_raw: every pointer stays in the shared window
   uint8_t *smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
@@ -157,25 +180,24 @@ __global__ void __launch_bounds__(kThreads, 1)
   float *s_hc = reinterpret_cast<float *>(smem + L::hc);
   float *s_wo = reinterpret_cast<float *>(smem + L::wo);
   float *s_wq = reinterpret_cast<float *>(smem + L::wq);
+  float *s_wh = reinterpret_cast<float *>(smem + L::wh);
+  __nv_bfloat16 *s_wb = reinterpret_cast<__nv_bfloat16 *>(smem + L::wb);
+  float *s_scr = reinterpret_cast<float *>(smem + L::scr);
   __shared__ int64_t s_lo[kRows], s_hi[kRows], s_co[kRows];
-  __shared__ uint64_t s_rfull[kSR], s_wfull[kSW], s_wempty[kSW], s_rempty[kSR], s_turn[2];
-  constexpr bool kPing = VAR & kVarPing, kRawBar = VAR & kVarRawBar;
-  constexpr bool kNoWiden = VAR & kVarNoWiden, kNoEpi = VAR & kVarNoEpi, kIlp = VAR & kVarIlp;
+  __shared__ uint64_t s_rfull[kSR], s_wfull[kSW], s_wempty[kSW];
+  constexpr bool kNoEpi = VAR & kVarNoEpi, kWarpProd = VAR & kVarWarpProd;
+  constexpr bool kNoMath = VAR & kVarNoMath, kRoll = VAR & kVarRoll;
+  static_assert(!kWarpProd || kSR % 4 == 0, "per-warp producer: kSR a multiple of 4");
 
   const int tid = threadIdx.x, wg = tid >> 7;
   if (tid == 0) {
 #pragma unroll
-    for (int s = 0; s < kSR; s++) {
-      ptx::mbarrier_init(&s_rfull[s], 1);
-      ptx::mbarrier_init(&s_rempty[s], 128); // kRawBar: every producer thread
-    }
+    for (int s = 0; s < kSR; s++) ptx::mbarrier_init(&s_rfull[s], 1);
 #pragma unroll
     for (int s = 0; s < kSW; s++) {
-      ptx::mbarrier_init(&s_wfull[s], 128);  // every producer thread
-      ptx::mbarrier_init(&s_wempty[s], 256); // every math thread
+      ptx::mbarrier_init(&s_wfull[s], kWarpProd ? 32 : 128); // every thread that widens it
+      ptx::mbarrier_init(&s_wempty[s], 256);                 // every math thread
     }
-    ptx::mbarrier_init(&s_turn[0], 128); // kPing: the other math warpgroup's threads
-    ptx::mbarrier_init(&s_turn[1], 128);
     ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster); // before the first use
   }
   const int64_t b = blockIdx.x;
@@ -228,6 +250,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     s_wo[tid] = w;
     s_wq[tid] = fast ? wc : w;
+    s_wh[tid] = __fmul_rn(fast ? wc : w, 0.5f);
+    s_wb[tid] = __float2bfloat16_rn(fast ? wc : w); // exact for bf16 weights (the bf16 path's)
     s_hf[tid] = (uint8_t)fast;
     s_hq[tid] = fold ? (uint32_t)qc * 0x01010101u : qw; // the fold's exponents (as mx_body)
     s_hc[tid] = fast ? __uint_as_float((uint32_t)qc << 23) : 1.0f;
@@ -271,10 +295,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (wg == 0) {
     // ================================================================ producer
-    setmaxnreg_dec<kProdRegs>();
-    const int pt = tid;
+    setmaxnreg_dec<prod_regs<VAR>()>();
+    const int pt = tid, pw = tid >> 5, lane = tid & 31;
     const uint32_t bar_raw = smem_u32(s_rfull), bar_full = smem_u32(s_wfull),
-                   bar_empty = smem_u32(s_wempty), bar_rempty = smem_u32(s_rempty);
+                   bar_empty = smem_u32(s_wempty);
     const int sco = (int)(hull_lo & 3); // position n0 + i is word (n0 & 3) + i of its box
     // tile t into raw stage s (every tile of the hull; rows past N arrive as zeros)
     auto issue = [&](int t, int s) {
@@ -287,63 +311,79 @@ __global__ void __launch_bounds__(kThreads, 1)
       ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, s_sc + s * kSCW, &smap, cs,
                                 &s_rfull[s]);
     };
+    // 256 units of 16 B (slot i, group g: raw words q = 0..3) a tile: the even words are one
+    // 16-B chunk of the SS row (ixl_v2mx_ss_off(i, g, 0, 0), the 128B swizzle moves whole
+    // chunks), the odd ones the next; 8 consecutive units (a phase of a 16-B access) read two
+    // slots' 128 B and write their 16 distinct chunks: conflict-free. Then a slot's key factors
+    // and scale word.
+    auto widen = [&](int u, const uint8_t *src, uint8_t *et) {
+      const int i = u >> 2, g = u & 3;
+      const uint4 wv = *reinterpret_cast<const uint4 *>(src + ixl_v2mx_raw_off(i, g));
+      uint4 ev, od;
+      ixl_sm90_e2m1x8_widen(wv.x, &ev.x, &od.x);
+      ixl_sm90_e2m1x8_widen(wv.y, &ev.y, &od.y);
+      ixl_sm90_e2m1x8_widen(wv.z, &ev.z, &od.z);
+      ixl_sm90_e2m1x8_widen(wv.w, &ev.w, &od.w);
+      *reinterpret_cast<uint4 *>(et + ixl_v2mx_ss_off(i, g, 0, 0)) = ev;
+      *reinterpret_cast<uint4 *>(et + ixl_v2mx_ss_off(i, g, 0, 1)) = od;
+    };
+    auto factors = [&](int i, int rs, int ws) {
+      const uint32_t kw = s_sc[rs * kSCW + sco + i];
+      uint32_t f[4];
+      ixl_v2mxk1_factors(kw, f);
+      s_kf[ws * kTile + i] = make_uint4(f[0], f[1], f[2], f[3]);
+      s_kw[ws * kTile + i] = kw;
+    };
+    if (kWarpProd) {
+      // warp pw widens the tiles t = pw (mod 4) whole, in raw stages t % kSR (its own: kSR is
+      // a multiple of 4) and widened stages t % kSW; its lane 0 refills its raw stages. Four
+      // tiles in flight at once, one fence and one arrival per thread a tile (wfull count 32),
+      // no barrier between the producer warps.
+      if (lane == 0)
+        for (int t = pw; t < kSR && t < T; t += 4) issue(t, t);
+      for (int t = pw; t < T; t += 4) {
+        const int rs = t % kSR, ws = t % kSW;
+        ixl_mxk1_wait(bar_raw + 8 * rs, (uint32_t)(t / kSR) & 1u);
+        if (t >= kSW) ixl_mxk1_wait(bar_empty + 8 * ws, (uint32_t)(t / kSW - 1) & 1u);
+        const uint8_t *src = s_raw + rs * (kTile * 64);
+        uint8_t *et = s_w + ws * (kTile * 128);
+#pragma unroll 2
+        for (int k = 0; k < kTile * 4 / 32; k++) widen(lane + 32 * k, src, et);
+#pragma unroll
+        for (int k = 0; k < kTile / 32; k++) factors(lane + 32 * k, rs, ws);
+        ptx::fence_proxy_async(ptx::space_shared); // the widened tile, visible to wgmma
+        ixl_mxk1_arrive(bar_full + 8 * ws);
+        __syncwarp(); // every lane is done reading raw stage rs
+        if (lane == 0 && t + kSR < T) issue(t + kSR, rs);
+      }
+      return;
+    }
     if (pt == 0)
       for (int s = 0; s < kSR && s < T; s++) issue(s, s);
     for (int t = 0; t < T; t++) {
       const int rs = t % kSR, ws = t % kSW;
       ixl_mxk1_wait(bar_raw + 8 * rs, (uint32_t)(t / kSR) & 1u);
       if (t >= kSW) ixl_mxk1_wait(bar_empty + 8 * ws, (uint32_t)(t / kSW - 1) & 1u);
-      // 256 units of 16 B (slot i, group g: raw words q = 0..3), 2 a thread: the even words
-      // are one 16-B chunk of the SS row (ixl_v2mx_ss_off(i, g, 0, 0), the 128B swizzle moves
-      // whole chunks), the odd ones the next; 8 lanes (a phase of a 16-B access) read two
-      // slots' 128 B and write their 16 distinct chunks: conflict-free
       const uint8_t *src = s_raw + rs * (kTile * 64);
       uint8_t *et = s_w + ws * (kTile * 128);
 #pragma unroll
-      for (int k = 0; k < (kNoWiden ? 0 : kTile * 4 / 128); k++) {
-        const int u = pt + 128 * k, i = u >> 2, g = u & 3;
-        const uint4 wv = *reinterpret_cast<const uint4 *>(src + ixl_v2mx_raw_off(i, g));
-        uint4 ev, od;
-        ixl_sm90_e2m1x8_widen(wv.x, &ev.x, &od.x);
-        ixl_sm90_e2m1x8_widen(wv.y, &ev.y, &od.y);
-        ixl_sm90_e2m1x8_widen(wv.z, &ev.z, &od.z);
-        ixl_sm90_e2m1x8_widen(wv.w, &ev.w, &od.w);
-        *reinterpret_cast<uint4 *>(et + ixl_v2mx_ss_off(i, g, 0, 0)) = ev;
-        *reinterpret_cast<uint4 *>(et + ixl_v2mx_ss_off(i, g, 0, 1)) = od;
-      }
-      if (pt < kTile && !kNoWiden) {
-        const uint32_t kw = s_sc[rs * kSCW + sco + pt];
-        uint32_t f[4];
-        ixl_v2mxk1_factors(kw, f);
-        s_kf[ws * kTile + pt] = make_uint4(f[0], f[1], f[2], f[3]);
-        s_kw[ws * kTile + pt] = kw;
-      }
+      for (int k = 0; k < kTile * 4 / 128; k++) widen(pt + 128 * k, src, et);
+      if (pt < kTile) factors(pt, rs, ws);
       ptx::fence_proxy_async(ptx::space_shared); // the widened tile, visible to wgmma
       ixl_mxk1_arrive(bar_full + 8 * ws);
-      if (kRawBar) {
-        // this thread is done reading raw stage rs; thread 0 refills the stage of tile t - 1
-        // (released by every producer thread a tile ago, so it rarely waits)
-        ixl_mxk1_arrive(bar_rempty + 8 * rs);
-        if (pt == 0 && t >= 1 && t - 1 + kSR < T) {
-          const int ps = (t - 1) % kSR;
-          ixl_mxk1_wait(bar_rempty + 8 * ps, (uint32_t)((t - 1) / kSR) & 1u);
-          issue(t - 1 + kSR, ps);
-        }
-      } else {
-        producer_sync(); // every producer thread is done reading raw stage rs
-        if (pt == 0 && t + kSR < T) issue(t + kSR, rs);
-      }
+      producer_sync(); // every producer thread is done reading raw stage rs
+      if (pt == 0 && t + kSR < T) issue(t + kSR, rs);
     }
     return;
   }
-
   // ================================================================ math
-  setmaxnreg_inc<kMathRegs>();
+  setmaxnreg_inc<math_regs<VAR>()>();
   // one instantiation per math warpgroup (mw 0 or 1, a constant): its query tile's address and
   // columns are then constants, so its B descriptors can stay uniform across tiles
   auto math = [&](auto mw_tag) {
   constexpr int mw = decltype(mw_tag)::value;
   constexpr int NJ = kNC / 8; // accumulator column blocks of 8
+  constexpr int JR = kH / 8;  // column blocks a row
   const int mt = tid - 128 * (mw + 1), warp = mt >> 5, lane = tid & 31, t4 = lane & 3;
   const int cb = kNC * mw;         // this warpgroup's columns in the per-column arrays
   const int64_t mrow0 = row0 + 2 * mw; // its rows
@@ -393,26 +433,294 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t kf_addr = ixl_mxk1_keep(smem_u32(s_kf + i0));
   const uint32_t kw_addr = ixl_mxk1_keep(smem_u32(s_kw + i0)); // slot i0 + 8: +32 B
   // the descriptors' low words (start address >> 4, LBO 16 >> 4): a group's k32 slice is 32 B
-  // (+2) further, a widened stage 8 KB (+512); the high word (SBO 1024, 128B swizzle) is the
-  // same for all, so each descriptor is built from a 32-bit add (no 64-bit carry chain)
+  // (+2) further, a widened stage 8 KB (+512), a row's 32 query columns 4 KB (+256); the high
+  // word (SBO 1024, 128B swizzle) is the same for all, so each descriptor is built from a
+  // 32-bit add (no 64-bit carry chain)
   const uint32_t dqlo =
       ixl_mxk1_keep((uint32_t)wgmma_desc(s_q + mw * (kNC * 128), IXL_SM90_SWIZZLE_128B, 16, 1024));
   const uint32_t dwlo = ixl_mxk1_keep((uint32_t)wgmma_desc(s_w, IXL_SM90_SWIZZLE_128B, 16, 1024));
   const uint32_t dhi = (uint32_t)(wgmma_desc(s_w, IXL_SM90_SWIZZLE_128B, 16, 1024) >> 32);
   auto desc = [&](uint32_t lo) { return (uint64_t)dhi << 32 | lo; };
+
+  // ---- a tile's per-slot data: the key factors (k0 = 0: outside the combine window) and the
+  // scale words (slow path), read before the stage is released (read after the arrival they
+  // raced with the producer's next fill: racecheck on the H200, 2026-12-02)
+  struct Slots {
+    float ck0[2], cr1[2], cr2[2], cr3[2];
+    uint32_t kw[2];
+    bool qslow; // quad-uniform
+  };
+  auto load_slots = [&](int s) {
+    Slots d;
+    uint4 f0, f1;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(f0.x), "=r"(f0.y), "=r"(f0.z), "=r"(f0.w)
+                 : "r"(kf_addr + s * (kTile * 16)));
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(f1.x), "=r"(f1.y), "=r"(f1.z), "=r"(f1.w)
+                 : "r"(kf_addr + s * (kTile * 16) + 8 * 16));
+    d.ck0[0] = __uint_as_float(f0.x), d.ck0[1] = __uint_as_float(f1.x);
+    d.cr1[0] = __uint_as_float(f0.y), d.cr1[1] = __uint_as_float(f1.y);
+    d.cr2[0] = __uint_as_float(f0.z), d.cr2[1] = __uint_as_float(f1.z);
+    d.cr3[0] = __uint_as_float(f0.w), d.cr3[1] = __uint_as_float(f1.w);
+    d.qslow = quad_slow || f0.x == 0u || f1.x == 0u;
+    // the rolling pipeline: warp-uniform (the slow path is exact for every element), so no
+    // warp diverges while its other row's wgmma run
+    if (kRoll) d.qslow = __any_sync(0xffffffffu, d.qslow);
+    asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(d.kw[0]) : "r"(kw_addr + s * (kTile * 4)));
+    asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(d.kw[1]) : "r"(kw_addr + s * (kTile * 4) + 32));
+    return d;
+  };
+
+  // ---- the head reduction and the stores (mx_body's, the same operations in the same order)
+  // of NR rows from R0 on, from a[0] (the dots, over their column blocks 4 R0 .. 4 (R0 + NR)),
+  // the rows' chains interleaved and the shuffles and stores batched after them (2 rows: 4
+  // independent fp32 chains / 2 bf16 chains in flight)
+  auto reduce = [&](auto r0_tag, auto fold_tag, const auto &a, const Slots &d, int tb) {
+    constexpr int R0 = decltype(r0_tag)::r0, NR = decltype(r0_tag)::nr;
+    constexpr bool FOLD = decltype(fold_tag)::value;
+    if (!BF16) {
+      float sum[NR][2];
+#pragma unroll
+      for (int r = 0; r < NR; r++) sum[r][0] = sum[r][1] = 0.0f; // [row][slot]
+#pragma unroll
+      for (int jj = 0; jj < JR; jj++)
+#pragma unroll
+        for (int c = 0; c < 2; c++)
+#pragma unroll
+          for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int r = 0; r < NR; r++) {
+              const int jl = r * JR + jj, j = R0 * JR + jl;
+              const float x = a[4 * jl + 2 * h + c];
+              // kRoll: the folded weights from shared memory (their 16 registers spilled)
+              const float wfj = kRoll ? s_wh[cb + 8 * j + 2 * t4 + c] : wf[2 * j + c];
+              sum[r][h] = FOLD ? __fmaf_rn(wfj, __fadd_rn(x, fabsf(x)), sum[r][h])
+                               : __fmaf_rn(s_wo[cb + 8 * j + 2 * t4 + c], relu(x), sum[r][h]);
+            }
+#pragma unroll
+      for (int r = 0; r < NR; r++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) sum[r][h] += __shfl_xor_sync(0xffffffffu, sum[r][h], 1);
+#pragma unroll
+      for (int r = 0; r < NR; r++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) sum[r][h] += __shfl_xor_sync(0xffffffffu, sum[r][h], 2);
+      if (t4 < 2) { // lane 0 of the quad stores slot i0, lane 1 slot i0 + 8
+        const int n = tb + i0 + 8 * t4;
+#pragma unroll
+        for (int r = 0; r < NR; r++) {
+          float v = t4 ? sum[r][1] : sum[r][0];
+          if (FOLD) v = __fmul_rn(v, t4 ? d.ck0[1] : d.ck0[0]); // the deferred k0: exact
+          if (n >= rlo[R0 + r] && n < rhi[R0 + r]) reinterpret_cast<float *>(ob[R0 + r])[n] = v;
+        }
+      }
+    } else {
+      // chains: lanes t4 = 0, 2 run (s0, s1), lanes 1, 3 run (s2, s3); lanes 0, 1 keep slot i0
+      // and lanes 2, 3 slot i0 + 8; each sends the other slot's pair to lane t4 ^ 2
+      const int keep = t4 >> 1;
+      __nv_bfloat162 ch2[NR];
+#pragma unroll
+      for (int r = 0; r < NR; r++) ch2[r] = __floats2bfloat162_rn(0.0f, 0.0f);
+#pragma unroll
+      for (int jj = 0; jj < JR; jj++)
+#pragma unroll
+        for (int r = 0; r < NR; r++) {
+          const int jl = r * JR + jj, j = R0 * JR + jl;
+          const uint32_t v0 = cvt_relu_bf16x2(a[4 * jl], a[4 * jl + 1]);     // slot i0
+          const uint32_t v1 = cvt_relu_bf16x2(a[4 * jl + 2], a[4 * jl + 3]); // i0 + 8
+          const uint32_t mine = keep ? v1 : v0;
+          const uint32_t got = __shfl_xor_sync(0xffffffffu, keep ? v0 : v1, 2);
+          const uint32_t first = keep ? got : mine, second = keep ? mine : got;
+          __nv_bfloat162 w0, w1;
+          if (FOLD) {
+            if (kRoll) {
+              const int n = cb + 8 * j + 2 * (t4 & 1);
+              w0 = *reinterpret_cast<const __nv_bfloat162 *>(&s_wb[n]);
+              w1 = *reinterpret_cast<const __nv_bfloat162 *>(&s_wb[n + 4]);
+            } else {
+              w0 = wb[2 * j];
+              w1 = wb[2 * j + 1];
+            }
+          } else {
+            const int n = cb + 8 * j + 2 * (t4 & 1);
+            w0 = __floats2bfloat162_rn(s_wo[n], s_wo[n + 1]);
+            w1 = __floats2bfloat162_rn(s_wo[n + 4], s_wo[n + 5]);
+          }
+          ch2[r] = __hfma2(w0, *reinterpret_cast<const __nv_bfloat162 *>(&first), ch2[r]);
+          ch2[r] = __hfma2(w1, *reinterpret_cast<const __nv_bfloat162 *>(&second), ch2[r]);
+        }
+      uint32_t ou[NR];
+#pragma unroll
+      for (int r = 0; r < NR; r++)
+        ou[r] = __shfl_xor_sync(0xffffffffu, *reinterpret_cast<const uint32_t *>(&ch2[r]), 1);
+      const int n = tb + i0 + 8 * keep;
+#pragma unroll
+      for (int r = 0; r < NR; r++) {
+        const __nv_bfloat162 pair =
+            __hadd2(ch2[r], *reinterpret_cast<const __nv_bfloat162 *>(&ou[r]));
+        __nv_bfloat16 res = __hadd(__low2bfloat16(pair), __high2bfloat16(pair));
+        if (FOLD) // the deferred k0: exact (a power of two, in range)
+          res = __float2bfloat16_rn(__fmul_rn(__bfloat162float(res), keep ? d.ck0[1] : d.ck0[0]));
+        const uint16_t v = *reinterpret_cast<const uint16_t *>(&res);
+        if ((t4 & 1) == 0 && n >= rlo[R0 + r] && n < rhi[R0 + r])
+          reinterpret_cast<uint16_t *>(ob[R0 + r])[n] = v;
+      }
+    }
+  };
+  // ---- the epilogue of NR rows from R0 on: the dots from the four group accumulators (fast:
+  // the deferred-key-factor combine, its groups 0 + 1 already done when c01; slow: the exact
+  // per element formula), then the reduction
+  auto epilogue = [&](auto r0_tag, auto c01_tag, auto &a, const Slots &d, int tb) {
+    constexpr int R0 = decltype(r0_tag)::r0, NE = JR * 4 * decltype(r0_tag)::nr;
+    if (!d.qslow) {
+#pragma unroll
+      for (int e = 0; e < NE; e++) {
+        const int h = (e >> 1) & 1;
+        if (!decltype(c01_tag)::value) a[0][e] = __fmaf_rn(a[1][e], d.cr1[h], a[0][e]);
+        a[0][e] = __fmaf_rn(__fmaf_rn(a[3][e], d.cr3[h], a[2][e]), d.cr2[h], a[0][e]);
+      }
+      reduce(r0_tag, std::true_type{}, a[0], d, tb);
+    } else if constexpr (kRoll) {
+      // the rolling pipeline's slow path: through this thread's column of a shared scratch
+      // (element (g, e) at word (16 g + e) * 128 + mt), one element at a time, so its double
+      // arithmetic needs few registers while the other row's wgmma (and accumulators) are live
+      float *sc = s_scr + mw * (64 * 128) + mt;
+#pragma unroll
+      for (int g = 0; g < 4; g++)
+#pragma unroll
+        for (int e = 0; e < NE; e++) sc[(16 * g + e) * 128] = a[g][e];
+#pragma unroll 1
+      for (int e = 0; e < NE; e++) {
+        const int h = (e >> 1) & 1, j = R0 * JR + (e >> 2), c = 2 * j + (e & 1);
+        const int n = cb + 8 * j + 2 * t4 + (e & 1);
+        const uint32_t kw = h ? d.kw[1] : d.kw[0];
+        const float a0 = sc[e * 128], a1 = sc[(16 + e) * 128], a2 = sc[(32 + e) * 128],
+                    a3 = sc[(48 + e) * 128];
+        float v;
+        if (((slow_heads >> c) & 1) || !ixl_v2mx_fast_word(kw)) {
+          v = slow_dot(a0, a1, a2, a3, s_hq[n], kw);
+        } else {
+          const float k0 = __uint_as_float((kw & 0xFFu) << 23);
+          const float k1 = __uint_as_float(((kw >> 8) & 0xFFu) << 23);
+          const float k2 = __uint_as_float(((kw >> 16) & 0xFFu) << 23);
+          const float k3 = __uint_as_float((kw >> 24) << 23);
+          const float t01 = __fmaf_rn(a1, k1, __fmul_rn(a0, k0));
+          const float t23 = __fmaf_rn(a3, k3, __fmul_rn(a2, k2));
+          v = __fmul_rn(s_hc[n], __fadd_rn(t01, t23));
+        }
+        sc[e * 128] = v;
+      }
+#pragma unroll
+      for (int e = 0; e < NE; e++) a[0][e] = sc[e * 128];
+      reduce(r0_tag, std::false_type{}, a[0], d, tb);
+    } else {
+      float kf[2][4];
+#pragma unroll
+      for (int h = 0; h < 2; h++)
+#pragma unroll
+        for (int g = 0; g < 4; g++)
+          kf[h][g] = __uint_as_float(((d.kw[h] >> (8 * g)) & 0xFFu) << 23);
+      // the exact dots d: the fast formula times 2^(qc - 127) where it holds, else the CPU's
+      const bool pslow[2] = {!ixl_v2mx_fast_word(d.kw[0]) != 0, !ixl_v2mx_fast_word(d.kw[1]) != 0};
+#pragma unroll
+      for (int e = 0; e < NE; e++) {
+        const int h = (e >> 1) & 1, j = R0 * JR + (e >> 2), c = 2 * j + (e & 1);
+        const int n = cb + 8 * j + 2 * t4 + (e & 1);
+        if (((slow_heads >> c) & 1) || pslow[h]) {
+          a[0][e] = slow_dot(a[0][e], a[1][e], a[2][e], a[3][e], s_hq[n], d.kw[h]);
+        } else {
+          const float t01 = __fmaf_rn(a[1][e], kf[h][1], __fmul_rn(a[0][e], kf[h][0]));
+          const float t23 = __fmaf_rn(a[3][e], kf[h][3], __fmul_rn(a[2][e], kf[h][2]));
+          a[0][e] = __fmul_rn(s_hc[n], __fadd_rn(t01, t23));
+        }
+      }
+      reduce(r0_tag, std::false_type{}, a[0], d, tb);
+    }
+  };
+  // kNoEpi: keep the wgmma alive (ptxas drops them when nothing reads the accumulators): one
+  // element of each group feeds a store no run takes (R is never negative)
+  auto keep_alive = [&](const float (&a)[4][kNC / 2], int t) {
+    const float k = a[0][0] + a[1][0] + a[2][0] + a[3][0];
+    if (p.R < 0) reinterpret_cast<float *>(p.out)[t] = k;
+  };
+
+  if constexpr (kRoll) {
+    // ---- rolling pipeline: each row is its own m64n32 batch (4 wgmma into its own 4 group
+    // accumulators, one commit group); row 0's epilogue of tile t runs while row 1's wgmma
+    // do, and row 1's while tile t + 1's row-0 batch runs. The warpgroup computes the tiles
+    // [tA, tB) of its rows' windows (a tile between two disjoint windows too: its stores are
+    // masked) and passes over the others (waits for them and releases them, in order).
+    float acc0[4][kNC / 4], acc1[4][kNC / 4];
+    static_assert(!kNoEpi && !kNoMath, "the rolling pipeline has no ablations");
+    int tA = T, tB = 0;
+#pragma unroll
+    for (int r = 0; r < 2; r++)
+      if (tr1[r] > tr0[r]) {
+        tA = min(tA, tr0[r]);
+        tB = max(tB, tr1[r]);
+      }
+    if (tA >= tB) tA = tB = T;
+    auto issue_row = [&](float (&a)[4][kNC / 4], int r, int t) {
+      const uint32_t dalo = dwlo + (uint32_t)(t % kSW) * (kTile * 128 / 16);
+      wgmma_fence();
+#pragma unroll
+      for (int g = 0; g < 4; g++)
+        wgmma_e4m3_ss<kNC / 2>(a[g], desc(dalo + 2 * g), desc(dqlo + 2 * g + 256 * r), 0);
+      wgmma_commit();
+    };
+    auto pass = [&](int t) {
+      ixl_mxk1_wait(bar_full + 8 * (t % kSW), (uint32_t)(t / kSW) & 1u);
+      ixl_mxk1_arrive(bar_empty + 8 * (t % kSW));
+    };
+    for (int t = 0; t < tA; t++) pass(t);
+    if (tA >= tB) return; // (then tA = T: every tile passed)
+    // straight-line from here (the last tile peeled off): every wgmma wait has the same depth
+    // on every path, so ptxas need not insert its own (C7518)
+    using R0 = Rows<0, 1>;
+    using R1 = Rows<1, 1>;
+    ixl_mxk1_wait(bar_full + 8 * (tA % kSW), (uint32_t)(tA / kSW) & 1u);
+    issue_row(acc0, 0, tA);
+    issue_row(acc1, 1, tA);
+    for (int t = tA; t < tB - 1; t++) {
+      const int s = t % kSW, tb = t * kTile;
+      const Slots d = load_slots(s);
+      wgmma_wait<1>(); // row 0's batch of tile t
+#pragma unroll
+      for (int g = 0; g < 4; g++) fence_operand(acc0[g]);
+      epilogue(R0{}, std::false_type{}, acc0, d, tb);
+      ixl_mxk1_wait(bar_full + 8 * ((t + 1) % kSW), (uint32_t)((t + 1) / kSW) & 1u);
+      issue_row(acc0, 0, t + 1);
+      wgmma_wait<1>(); // row 1's batch of tile t
+#pragma unroll
+      for (int g = 0; g < 4; g++) fence_operand(acc1[g]);
+      ixl_mxk1_arrive(bar_empty + 8 * s); // this thread's wgmma have read the stage
+      epilogue(R1{}, std::false_type{}, acc1, d, tb);
+      issue_row(acc1, 1, t + 1);
+    }
+    {
+      const int t = tB - 1, s = t % kSW, tb = t * kTile;
+      const Slots d = load_slots(s);
+      wgmma_wait<1>();
+#pragma unroll
+      for (int g = 0; g < 4; g++) fence_operand(acc0[g]);
+      epilogue(R0{}, std::false_type{}, acc0, d, tb);
+      wgmma_wait<0>();
+#pragma unroll
+      for (int g = 0; g < 4; g++) fence_operand(acc1[g]);
+      ixl_mxk1_arrive(bar_empty + 8 * s);
+      epilogue(R1{}, std::false_type{}, acc1, d, tb);
+    }
+    for (int t = tB; t < T; t++) pass(t);
+  } else {
+
   float acc[4][kNC / 2];
-  // kPing: warpgroup mw issues tile t's wgmma on its turn (phase t of s_turn[mw] complete: the
-  // other warpgroup's threads arrived) and then passes the turn (arrives on s_turn[1 - mw]);
-  // warpgroup 1 passes first, so warpgroup 0 starts
-  const uint32_t bar_turn = ixl_mxk1_keep(smem_u32(s_turn));
-  if (kPing && mw == 1) ixl_mxk1_arrive(bar_turn);
+  using RB = Rows<0, 2>;
   for (int t = 0; t < T; t++) {
     const int s = t % kSW;
     ixl_mxk1_wait(bar_full + 8 * s, (uint32_t)(t / kSW) & 1u);
     const bool need = (t >= tr0[0] && t < tr1[0]) || (t >= tr0[1] && t < tr1[1]);
-    if (kPing) ixl_mxk1_wait(bar_turn + 8 * mw, (uint32_t)t & 1u);
-    if (!need) {
-      if (kPing) ixl_mxk1_arrive(bar_turn + 8 * (1 - mw));
+    if (!need || kNoMath) {
       ixl_mxk1_arrive(bar_empty + 8 * s);
       continue;
     }
@@ -428,34 +736,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int g = 2; g < 4; g++)
       wgmma_e4m3_ss<kNC>(acc[g], desc(dalo + 2 * g), desc(dqlo + 2 * g), 0);
     wgmma_commit();
-    if (kPing) ixl_mxk1_arrive(bar_turn + 8 * (1 - mw));
-    // the slots' key factors (k0 = 0: outside the combine window) and scale words
-    uint4 f0, f1;
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(f0.x), "=r"(f0.y), "=r"(f0.z), "=r"(f0.w)
-                 : "r"(kf_addr + s * (kTile * 16)));
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(f1.x), "=r"(f1.y), "=r"(f1.z), "=r"(f1.w)
-                 : "r"(kf_addr + s * (kTile * 16) + 8 * 16));
-    const float ck0[2] = {__uint_as_float(f0.x), __uint_as_float(f1.x)};
-    const float cr1[2] = {__uint_as_float(f0.y), __uint_as_float(f1.y)};
-    const float cr2[2] = {__uint_as_float(f0.z), __uint_as_float(f1.z)};
-    const float cr3[2] = {__uint_as_float(f0.w), __uint_as_float(f1.w)};
-    const bool qslow = quad_slow || f0.x == 0u || f1.x == 0u; // quad-uniform
-    // the scale words (slow path) too, before the stage is released: read after the arrival
-    // below, they raced with the producer's next fill of the stage (racecheck on the H200,
-    // 2026-12-02: wrong bf16 logits in test_cuda_logits_mxk1's causal_3_chunks)
-    uint32_t kw[2];
-    asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(kw[0]) : "r"(kw_addr + s * (kTile * 4)));
-    asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(kw[1]) : "r"(kw_addr + s * (kTile * 4) + 32));
+    const Slots d = load_slots(s);
     wgmma_wait<1>();
     fence_operand(acc[0]);
     fence_operand(acc[1]);
-    if (!qslow) {
+    if (!d.qslow) {
 #pragma unroll
       for (int e = 0; e < kNC / 2; e++) {
         const int h = (e >> 1) & 1;
-        acc[0][e] = __fmaf_rn(acc[1][e], cr1[h], acc[0][e]);
+        acc[0][e] = __fmaf_rn(acc[1][e], d.cr1[h], acc[0][e]);
       }
     }
     fence_operand(acc[0]);
@@ -464,197 +753,23 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int g = 0; g < 4; g++) fence_operand(acc[g]);
     ixl_mxk1_arrive(bar_empty + 8 * s); // this thread's wgmma have read the stage
     if (kNoEpi) {
-      // keep the wgmma alive (ptxas drops them when nothing reads the accumulators): one
-      // element of each group feeds a store no run takes (R is never negative)
-      const float keep = acc[0][0] + acc[1][0] + acc[2][0] + acc[3][0];
-      if (p.R < 0) reinterpret_cast<float *>(p.out)[t] = keep;
+      keep_alive(acc, t);
       continue;
     }
-
-    // ---- kIlp: the same reduction with the two rows' chains interleaved (each row's
-    // operations in the same order, so the same bits) and the shuffles and stores batched after
-    // them: 4 independent fp32 chains (2 bf16 chains) in flight instead of 2 (1)
-    auto reduce_ilp = [&](auto fold_tag) {
-      constexpr bool FOLD = decltype(fold_tag)::value;
-      constexpr int JR = kH / 8; // column blocks a row
-      if (!BF16) {
-        float sum[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}}; // [row][slot]
-#pragma unroll
-        for (int jj = 0; jj < JR; jj++)
-#pragma unroll
-          for (int c = 0; c < 2; c++)
-#pragma unroll
-            for (int h = 0; h < 2; h++)
-#pragma unroll
-              for (int r = 0; r < 2; r++) {
-                const int j = r * JR + jj;
-                const float x = acc[0][4 * j + 2 * h + c];
-                sum[r][h] = FOLD ? __fmaf_rn(wf[2 * j + c], __fadd_rn(x, fabsf(x)), sum[r][h])
-                                 : __fmaf_rn(s_wo[cb + 8 * j + 2 * t4 + c], relu(x), sum[r][h]);
-              }
-#pragma unroll
-        for (int r = 0; r < 2; r++)
-#pragma unroll
-          for (int h = 0; h < 2; h++) sum[r][h] += __shfl_xor_sync(0xffffffffu, sum[r][h], 1);
-#pragma unroll
-        for (int r = 0; r < 2; r++)
-#pragma unroll
-          for (int h = 0; h < 2; h++) sum[r][h] += __shfl_xor_sync(0xffffffffu, sum[r][h], 2);
-        if (t4 < 2) { // lane 0 of the quad stores slot i0, lane 1 slot i0 + 8
-          const int n = tb + i0 + 8 * t4;
-#pragma unroll
-          for (int r = 0; r < 2; r++) {
-            float v = t4 ? sum[r][1] : sum[r][0];
-            if (FOLD) v = __fmul_rn(v, t4 ? ck0[1] : ck0[0]); // the deferred k0: exact
-            if (n >= rlo[r] && n < rhi[r]) reinterpret_cast<float *>(ob[r])[n] = v;
-          }
-        }
-      } else {
-        const int keep = t4 >> 1;
-        __nv_bfloat162 ch2[2] = {__floats2bfloat162_rn(0.0f, 0.0f),
-                                 __floats2bfloat162_rn(0.0f, 0.0f)};
-#pragma unroll
-        for (int jj = 0; jj < JR; jj++)
-#pragma unroll
-          for (int r = 0; r < 2; r++) {
-            const int j = r * JR + jj;
-            const uint32_t v0 = cvt_relu_bf16x2(acc[0][4 * j], acc[0][4 * j + 1]);     // slot i0
-            const uint32_t v1 = cvt_relu_bf16x2(acc[0][4 * j + 2], acc[0][4 * j + 3]); // i0 + 8
-            const uint32_t mine = keep ? v1 : v0;
-            const uint32_t got = __shfl_xor_sync(0xffffffffu, keep ? v0 : v1, 2);
-            const uint32_t first = keep ? got : mine, second = keep ? mine : got;
-            __nv_bfloat162 w0, w1;
-            if (FOLD) {
-              w0 = wb[2 * j];
-              w1 = wb[2 * j + 1];
-            } else {
-              const int n = cb + 8 * j + 2 * (t4 & 1);
-              w0 = __floats2bfloat162_rn(s_wo[n], s_wo[n + 1]);
-              w1 = __floats2bfloat162_rn(s_wo[n + 4], s_wo[n + 5]);
-            }
-            ch2[r] = __hfma2(w0, *reinterpret_cast<const __nv_bfloat162 *>(&first), ch2[r]);
-            ch2[r] = __hfma2(w1, *reinterpret_cast<const __nv_bfloat162 *>(&second), ch2[r]);
-          }
-        uint32_t ou[2];
-#pragma unroll
-        for (int r = 0; r < 2; r++)
-          ou[r] = __shfl_xor_sync(0xffffffffu, *reinterpret_cast<const uint32_t *>(&ch2[r]), 1);
-        const int n = tb + i0 + 8 * keep;
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-          const __nv_bfloat162 pair =
-              __hadd2(ch2[r], *reinterpret_cast<const __nv_bfloat162 *>(&ou[r]));
-          __nv_bfloat16 res = __hadd(__low2bfloat16(pair), __high2bfloat16(pair));
-          if (FOLD) // the deferred k0: exact (a power of two, in range)
-            res = __float2bfloat16_rn(__fmul_rn(__bfloat162float(res), keep ? ck0[1] : ck0[0]));
-          const uint16_t v = *reinterpret_cast<const uint16_t *>(&res);
-          if ((t4 & 1) == 0 && n >= rlo[r] && n < rhi[r])
-            reinterpret_cast<uint16_t *>(ob[r])[n] = v;
-        }
-      }
-    };
-    // ---- the head reduction and the stores (mx_body's, RB 2): 2 rows of H / 8 column blocks
-    auto reduce = [&](auto fold_tag) {
-      if constexpr (kIlp) {
-        reduce_ilp(fold_tag);
-        return;
-      }
-      constexpr bool FOLD = decltype(fold_tag)::value;
-#pragma unroll
-      for (int r = 0; r < 2; r++) {
-        if (!BF16) {
-          float sum[2] = {0.0f, 0.0f};
-#pragma unroll
-          for (int j = r * (kH / 8); j < (r + 1) * (kH / 8); j++)
-#pragma unroll
-            for (int c = 0; c < 2; c++)
-#pragma unroll
-              for (int h = 0; h < 2; h++) {
-                const float x = acc[0][4 * j + 2 * h + c];
-                sum[h] = FOLD ? __fmaf_rn(wf[2 * j + c], __fadd_rn(x, fabsf(x)), sum[h])
-                              : __fmaf_rn(s_wo[cb + 8 * j + 2 * t4 + c], relu(x), sum[h]);
-              }
-#pragma unroll
-          for (int h = 0; h < 2; h++) {
-            sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
-            sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
-          }
-          if (t4 < 2) { // lane 0 of the quad stores slot i0, lane 1 slot i0 + 8
-            const int i = i0 + 8 * t4;
-            float v = t4 ? sum[1] : sum[0];
-            if (FOLD) v = __fmul_rn(v, t4 ? ck0[1] : ck0[0]); // the deferred k0: exact
-            const int n = tb + i;
-            if (n >= rlo[r] && n < rhi[r]) reinterpret_cast<float *>(ob[r])[n] = v;
-          }
-        } else {
-          // chains: lanes t4 = 0, 2 run (s0, s1), lanes 1, 3 run (s2, s3); lanes 0, 1 keep slot
-          // i0 and lanes 2, 3 slot i0 + 8; each sends the other slot's pair to lane t4 ^ 2
-          const int keep = t4 >> 1;
-          __nv_bfloat162 ch2 = __floats2bfloat162_rn(0.0f, 0.0f);
-#pragma unroll
-          for (int j = r * (kH / 8); j < (r + 1) * (kH / 8); j++) {
-            const uint32_t v0 = cvt_relu_bf16x2(acc[0][4 * j], acc[0][4 * j + 1]);     // slot i0
-            const uint32_t v1 = cvt_relu_bf16x2(acc[0][4 * j + 2], acc[0][4 * j + 3]); // i0 + 8
-            const uint32_t mine = keep ? v1 : v0;
-            const uint32_t got = __shfl_xor_sync(0xffffffffu, keep ? v0 : v1, 2);
-            const uint32_t first = keep ? got : mine, second = keep ? mine : got;
-            __nv_bfloat162 w0, w1;
-            if (FOLD) {
-              w0 = wb[2 * j];
-              w1 = wb[2 * j + 1];
-            } else {
-              const int n = cb + 8 * j + 2 * (t4 & 1);
-              w0 = __floats2bfloat162_rn(s_wo[n], s_wo[n + 1]);
-              w1 = __floats2bfloat162_rn(s_wo[n + 4], s_wo[n + 5]);
-            }
-            ch2 = __hfma2(w0, *reinterpret_cast<const __nv_bfloat162 *>(&first), ch2);
-            ch2 = __hfma2(w1, *reinterpret_cast<const __nv_bfloat162 *>(&second), ch2);
-          }
-          const uint32_t cu = *reinterpret_cast<const uint32_t *>(&ch2);
-          const uint32_t ou = __shfl_xor_sync(0xffffffffu, cu, 1);
-          const __nv_bfloat162 pair = __hadd2(ch2, *reinterpret_cast<const __nv_bfloat162 *>(&ou));
-          __nv_bfloat16 res = __hadd(__low2bfloat16(pair), __high2bfloat16(pair));
-          if (FOLD) // the deferred k0: exact (a power of two, in range)
-            res = __float2bfloat16_rn(__fmul_rn(__bfloat162float(res), keep ? ck0[1] : ck0[0]));
-          if ((t4 & 1) == 0) {
-            const int i = i0 + 8 * keep;
-            const int n = tb + i;
-            const uint16_t v = *reinterpret_cast<const uint16_t *>(&res);
-            if (n >= rlo[r] && n < rhi[r]) reinterpret_cast<uint16_t *>(ob[r])[n] = v;
-          }
-        }
-      }
-    };
-    if (!qslow) {
-#pragma unroll
-      for (int e = 0; e < kNC / 2; e++) {
-        const int h = (e >> 1) & 1;
-        acc[0][e] = __fmaf_rn(__fmaf_rn(acc[3][e], cr3[h], acc[2][e]), cr2[h], acc[0][e]);
-      }
-      reduce(std::true_type{});
-    } else {
-      float kf[2][4];
-#pragma unroll
-      for (int h = 0; h < 2; h++)
-#pragma unroll
-        for (int g = 0; g < 4; g++) kf[h][g] = __uint_as_float(((kw[h] >> (8 * g)) & 0xFFu) << 23);
-      // the exact dots d: the fast formula times 2^(qc - 127) where it holds, else the CPU's
-      const bool pslow[2] = {!ixl_v2mx_fast_word(kw[0]) != 0, !ixl_v2mx_fast_word(kw[1]) != 0};
-#pragma unroll
-      for (int e = 0; e < kNC / 2; e++) {
-        const int h = (e >> 1) & 1, c = 2 * (e >> 2) + (e & 1);
-        const int n = cb + 8 * (e >> 2) + 2 * t4 + (e & 1);
-        if (((slow_heads >> c) & 1) || pslow[h]) {
-          acc[0][e] = slow_dot(acc[0][e], acc[1][e], acc[2][e], acc[3][e], s_hq[n], kw[h]);
-        } else {
-          const float t01 = __fmaf_rn(acc[1][e], kf[h][1], __fmul_rn(acc[0][e], kf[h][0]));
-          const float t23 = __fmaf_rn(acc[3][e], kf[h][3], __fmul_rn(acc[2][e], kf[h][2]));
-          acc[0][e] = __fmul_rn(s_hc[n], __fadd_rn(t01, t23));
-        }
-      }
-      reduce(std::false_type{});
-    }
+    epilogue(RB{}, std::true_type{}, acc, d, tb);
   }
+  if (kNoMath && p.R < 0) { // never taken: keeps one wgmma in the ablation's SASS (sass_check)
+    wgmma_fence();
+#pragma unroll
+    for (int g = 0; g < 4; g++)
+      wgmma_e4m3_ss<kNC>(acc[g], desc(dwlo + 2 * g), desc(dqlo + 2 * g), 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+#pragma unroll
+    for (int g = 0; g < 4; g++) fence_operand(acc[g]);
+    keep_alive(acc, 0);
+  }
+  } // kRoll
   };
   if (wg == 1) math(std::integral_constant<int, 0>{});
   else math(std::integral_constant<int, 1>{});
@@ -664,33 +779,41 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // ------------------------------------------------------------------ host
-// IXL_LOGITS_V2_MX_WS, read once a process: 0 (or anything not below): off (-1); 1: the
-// kernel (variant 0); 5: the two rows' reduction chains interleaved (kVarIlp); e: a timing
-// ablation with WRONG results (no math epilogue: wgmma, waits and arrivals only), for the
-// benchmark only. Measured on the H200 and no longer built (2026-12-02, visit 3; K1 2048x8192
-// fp32 / bf16 / 4096x65536, WS=1: 419 / 394 / 7,094 us): kVarPing (the math warpgroups taking
-// turns to issue on two mbarriers; named barriers made ptxas spill) 430 / 405 / 7,299,
-// kVarRawBar (raw stages released by an mbarrier, no producer bar.sync) 424 / 423 / 7,206, both
-// 431 / 424 / 7,308; the ablation kVarNoWiden (no widening, wrong results) 391 / 374 / 6,615.
-// Unset: 5 (kVarIlp), the default since session 6's last H200 visit (/work/.device/5): the
-// whole GPU suite with it unset 654 passed / 0 failed, racecheck 0 hazards and memcheck 0
-// errors on small shapes, quick.lua's step 31.9 -> 26.5 ms, exact; with the switch set (visit
-// 4): test_cuda_logits [v2] 18/18, K1 2048x8192 fp32 578.5 -> 405.1 us, bf16 574.9 -> 404.8,
+// IXL_LOGITS_V2_MX_WS, read once a process: 0 (or anything not below): off (-1), V3 runs K1;
+// 1 or 5: session 6's kernel (kVarBase); 6: the per-warp producer (kVarWarpProd); 7: it and
+// the rolling pipeline (kVarRoll). Timing ablations with WRONG results, for the benchmark
+// only: e (kVarBase, no math epilogue), f (kVarWarpProd, no math epilogue), p (kVarBase, the
+// math warpgroups pass every tile on: no wgmma, no epilogue), q (the same with kVarWarpProd).
+// Measured on the H200 and no longer built (2026-12-02, session 6 visit 3; K1 2048x8192 fp32 /
+// bf16 / 4096x65536, WS=1: 419 / 394 / 7,094 us): the math warpgroups taking turns to issue
+// on two mbarriers 430 / 405 / 7,299, raw stages released by an mbarrier (no producer
+// bar.sync) 424 / 423 / 7,206, both 431 / 424 / 7,308; no widening (wrong results) 391 / 374 /
+// 6,615; WS=1's reduction (the rows' chains one after the other): 418 / 409 / 7,081 against
+// WS=5's 405 / 405 / 6,847 (visit 4), so 1 now runs 5's kernel.
+// Unset: kVarBase, the default since session 6's last H200 visit (/work/.device/5): the whole
+// GPU suite with it unset 654 passed / 0 failed, racecheck 0 hazards and memcheck 0 errors on
+// small shapes, quick.lua's step 31.9 -> 26.5 ms, exact; with the switch set (visit 4):
+// test_cuda_logits [v2] 18/18, K1 2048x8192 fp32 578.5 -> 405.1 us, bf16 574.9 -> 404.8,
 // 4096x65536 9,489 -> 6,847. test_cuda_logits_mxk1's one failure in that visit (seed
 // 1796190516, an fp32 logit -inf where the CPU has NaN) was the test's: no NaN input, the sum
 // of the heads' terms overflows, and the fp32 head order is free (SPEC 3), so +inf + -inf
 // happens in the CPU's order and not in the lanes' (replayed on the CPU; the test now accepts
-// any value where T = +inf). 0: off (V3).
+// any value where T = +inf).
+constexpr int kWsUnset = kVarBase;
 int ws_mode() {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_WS");
-    if (!e) return (int)kVarIlp;
+    if (!e) return kWsUnset;
     if (!e[0] || e[1]) return -1;
     switch (e[0]) {
-      case '1': return 0;
-      case '5': return kVarIlp;
-      case 'w': return kVarNoWiden;
-      case 'e': return kVarNoEpi;
+      case '1':
+      case '5': return kVarBase;
+      case '6': return kVarBase | kVarWarpProd;
+      case '7': return kVarBase | kVarWarpProd | kVarRoll;
+      case 'e': return kVarBase | kVarNoEpi;
+      case 'f': return kVarBase | kVarWarpProd | kVarNoEpi;
+      case 'p': return kVarBase | kVarNoMath;
+      case 'q': return kVarBase | kVarWarpProd | kVarNoMath;
       default: return -1;
     }
   }();
@@ -714,7 +837,8 @@ bool k1_maps(const Params &p, CUtensorMap maps[2]) {
 template <bool BF16, int VAR>
 ixl_status launch(ixl_ctx *ctx, Params p, const CUtensorMap *maps, const char *name) {
   auto kern = mxk1_kernel<BF16, VAR>;
-  constexpr int alloc = Smem::alloc;
+  constexpr int kSR = ring_raw<VAR>(), kSW = ring_wide<VAR>();
+  constexpr int alloc = Smem<kSR, kSW, (VAR & kVarRoll) != 0>::alloc;
   static bool said = false; // one stderr line per configuration a process: the switch took
   if (!said) {
     said = true;
@@ -722,7 +846,7 @@ ixl_status launch(ixl_ctx *ctx, Params p, const CUtensorMap *maps, const char *n
             "ixl logits v2 mxfp4: WS kernel (mxk1), K1, H %d, %d rows a CTA, %s, %d + %d stages, "
             "variant %d%s (IXL_LOGITS_V2_MX_WS=%s)\n",
             kH, kRows, BF16 ? "bf16" : "fp32", kSR, kSW, VAR,
-            VAR & (kVarNoWiden | kVarNoEpi) ? " TIMING ABLATION, WRONG RESULTS" : "",
+            VAR & (kVarNoMath | kVarNoEpi) ? " TIMING ABLATION, WRONG RESULTS" : "",
             getenv("IXL_LOGITS_V2_MX_WS") ? getenv("IXL_LOGITS_V2_MX_WS") : "unset");
   }
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, alloc);
@@ -754,8 +878,8 @@ ixl_status launch(ixl_ctx *ctx, Params p, const CUtensorMap *maps, const char *n
     return ixl_set_error(ctx, IXL_ERR_UNSUPPORTED,
                          "%s (v2 mxk1): %lld CTAs: more than a grid holds", name,
                          (long long)blocks);
-  kern<<<(unsigned)blocks, kThreads, alloc, ixl::stream_of(ctx)>>>(maps[0], maps[1], p);
-  return ixl_cuda_check_launch(ctx, name);
+  return ixl::launch_pdl(ctx, name, kern, dim3((unsigned)blocks), dim3(kThreads), alloc, 1,
+                         maps[0], maps[1], p);
 }
 
 } // namespace
@@ -788,9 +912,13 @@ extern "C" int ixl_cuda_logits_v2_mxk1(ixl_ctx *ctx, const ixl_logits_call *c, i
 #define IXL_MXK1_CASE(V)                                                                         \
   case V: *st = bf16 ? launch<true, V>(ctx, p, maps, name) : launch<false, V>(ctx, p, maps, name); \
     break;
-    IXL_MXK1_CASE(0)
-    IXL_MXK1_CASE(kVarIlp)
-    IXL_MXK1_CASE(kVarNoEpi)
+    IXL_MXK1_CASE(kVarBase)
+    IXL_MXK1_CASE(kVarBase | kVarWarpProd)
+    IXL_MXK1_CASE(kVarBase | kVarWarpProd | kVarRoll)
+    IXL_MXK1_CASE(kVarBase | kVarNoEpi)
+    IXL_MXK1_CASE(kVarBase | kVarWarpProd | kVarNoEpi)
+    IXL_MXK1_CASE(kVarBase | kVarNoMath)
+    IXL_MXK1_CASE(kVarBase | kVarWarpProd | kVarNoMath)
 #undef IXL_MXK1_CASE
     default: return 0;
   }

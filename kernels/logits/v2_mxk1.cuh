@@ -12,10 +12,10 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-// K1 (IXL_LOGITS_DENSE) at H 32 on the warp-specialized kernel when IXL_LOGITS_V2_MX_WS is set
-// (read once a process; unset or 0: off) and the call suits it (no K3 block scores, N % 4 == 0,
-// 16-B aligned keys, the tensor maps encode). Returns 1 when it launched (*st: the launch's
-// status), 0 when the caller's kernels run the call (nothing launched).
+// K1 (IXL_LOGITS_DENSE) at H 32 on the warp-specialized kernel unless IXL_LOGITS_V2_MX_WS is 0
+// (read once a process; unset: the default variant) and when the call suits it (no K3 block
+// scores, N % 4 == 0, 16-B aligned keys, the tensor maps encode). Returns 1 when it launched
+// (*st: the launch's status), 0 when the caller's kernels run the call (nothing launched).
 int ixl_cuda_logits_v2_mxk1(ixl_ctx *ctx, const ixl_logits_call *c, ixl_status *st);
 #ifdef __cplusplus
 }
