@@ -178,7 +178,10 @@ __device__ __forceinline__ void math_sync() {
 // kBox1 (8, page size 64 only) one TMA box a tile for the codes and the scale words together
 // (the page's 68 rows of 64 B: its codes, then its scale words), instead of a box and a bulk
 // copy; the scale words then sit swizzled after the codes in the stage.
-constexpr int kPipe = 1, kProd4 = 2, kArr4 = 4, kBox1 = 8;
+// kRaw1 (16, with kBox1) that page by one 1-D bulk copy instead (no tensor map, no swizzle:
+// the plain layout, slot i at 64 i, group g at 16 g, its scale word at 4096 + 4 i; the A
+// reads then conflict 4 ways): does the box or the copy count bound the copy side?
+constexpr int kPipe = 1, kProd4 = 2, kArr4 = 4, kBox1 = 8, kRaw1 = 16;
 // DIAG (bench-only diagnostics, fp32, the logits are garbage): 1 = math only (the producer
 // copies nothing: the stages hold zero codes and in-window scale words written once, each
 // tile a plain arrival), 2 = copies only (the math warps wait, read the stage and release it,
@@ -190,6 +193,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr int S = kStages;
   constexpr int NPW = (V & kProd4) ? 4 : 1; // producer warps
   constexpr bool PIPE = (V & kPipe) != 0, ARR4 = (V & kArr4) != 0, BOX1 = (V & kBox1) != 0;
+  constexpr bool RAW1 = BOX1 && (V & kRaw1) != 0;
   static_assert(S % NPW == 0, "a producer warp owns the stages w mod NPW");
   constexpr int NC = kH, NJ = NC / 8;
   using L = K2Smem<BOX1>;
@@ -291,7 +295,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             const int64_t sl = pos0 - pi * p.P;
             ok = true;
             crd = (int32_t)(c_pg * p.rows64 + sl);
-            ssrc = p.k_pages + c_pg * p.stride + (int64_t)p.P * 64 + sl * 4;
+            ssrc = p.k_pages + c_pg * p.stride + (RAW1 ? 0 : (int64_t)p.P * 64 + sl * 4);
           }
         }
         vm = __ballot_sync(0xffffffffu, ok);
@@ -318,8 +322,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (DIAG != 1 && ok && (lane >> npclog) == j) {
         const int pc = lane & (npc - 1);
         const int32_t ck[2] = {0, crd};
-        ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global,
-                                  s_raw + s * STB + pc * Pt * 64, &kmap, ck, &s_full[s]);
+        if (RAW1) // the whole page: its codes and scale words, 4352 B
+          ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, s_raw + s * STB, ssrc,
+                             (uint32_t)(kTile * 68), &s_full[s]);
+        else
+          ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global,
+                                    s_raw + s * STB + pc * Pt * 64, &kmap, ck, &s_full[s]);
         if (!BOX1)
           ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, s_sc + s * kTile + pc * Pt,
                              ssrc, (uint32_t)(Pt * 4), &s_full[s]);
@@ -338,12 +346,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   // (through a shfl, which ptxas does not rematerialize: it recomputed them from the thread
   // index in every tile)
   const uint32_t raw_u32 = launder(smem_u32(s_raw));
-  const uint32_t a_off = launder((uint32_t)(i0 * 64 + 16 * sw + 4 * q4));
+  const uint32_t a_off = launder((uint32_t)(i0 * 64 + (RAW1 ? 0 : 16 * sw) + 4 * q4));
   // BOX1: slot i's scale word at 4096 + 4 i of the box, swizzled (SWIZZLE_64B: the 16-B chunk
   // index, bits 4-5, XOR bits 7-8): row 64 + i / 16, chunk ((i / 4) % 4) ^ (i / 32); slot
   // i0 + 8's is in the same row, chunk ^ 2 (i0 % 16 < 8, i0 % 32 < 24): sc_u32 ^ 32
   const uint32_t sc_u32 = launder(
-      BOX1 ? 4096u + 64u * (uint32_t)(i0 >> 4) + 16u * (uint32_t)(((i0 >> 2) & 3) ^ (i0 >> 5)) +
+      RAW1   ? 4096u + 4u * (uint32_t)i0
+      : BOX1 ? 4096u + 64u * (uint32_t)(i0 >> 4) + 16u * (uint32_t)(((i0 >> 2) & 3) ^ (i0 >> 5)) +
                  4u * (uint32_t)(i0 & 3)
            : smem_u32(s_sc) + 4u * (uint32_t)i0);
   const int sh0 = (int)launder((uint32_t)(i0 >> p.ptlog)),
@@ -602,13 +611,13 @@ __global__ void __launch_bounds__(kThreads, 1)
           // 16 (g ^ sw); a_off holds 16 sw in bits 4-5), slot i0 + 8's 512 B further
 #pragma unroll
           for (int g = 0; g < 4; g++) {
-            const uint32_t ad = st + (a_off ^ (16u * g));
+            const uint32_t ad = RAW1 ? st + a_off + 16u * g : st + (a_off ^ (16u * g));
             r[2 * g] = lds_u32(ad);
             r[2 * g + 1] = lds_u32(ad + 512u);
           }
           const uint32_t sa = BOX1 ? st + sc_u32 : sc_u32 + ((uint32_t)s << 8);
           kw[0] = lds_u32(sa);
-          kw[1] = lds_u32(BOX1 ? sa ^ 32u : sa + 32u); // (BOX1: st is 512-aligned)
+          kw[1] = lds_u32(BOX1 && !RAW1 ? sa ^ 32u : sa + 32u); // (BOX1: st is 512-aligned)
         } else { // PIPE: the dummy wgmma's codes (its sums are never read)
 #pragma unroll
           for (int g = 0; g < 8; g++) r[g] = 0u;
@@ -719,14 +728,14 @@ int log2_exact(int64_t v) {
 // calls run switch 4): 8 math only of switch 4, 9 copies only of switch 5 (the same copy side),
 // 7 copies only with one producer warp and 4 arrivals (V = kArr4); 2 switch 4 with kBox1 where
 // the page size is 64 (else switch 4), 3 copies only of it (bf16 calls, or other page sizes:
-// switch 4); unset: kK2wsDefault.
+// switch 4); R switch 2 with kRaw1, r copies only of it; unset: kK2wsDefault.
 constexpr int kK2wsDefault = 0;
 int k2ws_mode() {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_K2WS");
     if (!e) return kK2wsDefault;
-    const int d = e[0] - '0';
-    return d >= 1 && d <= 9 && e[1] == 0 ? d : 0;
+    const int d = e[0] == 'r' ? 10 : e[0] == 'R' ? 11 : e[0] - '0';
+    return d >= 1 && d <= 11 && e[1] == 0 ? d : 0;
   }();
   return v;
 }
@@ -778,7 +787,7 @@ int launch_k2(ixl_ctx *ctx, const CUtensorMap &map, K2Params p, const char *name
             "producer warp%s, %d stages, %s, %d arrivals a stage%s%s (switch %d)%s\n",
             kNWG, (V & kPipe) ? " pipelined" : "", (V & kProd4) ? 4 : 1,
             (V & kProd4) ? "s" : "", kStages, BF16 ? "bf16" : "fp32", (V & kArr4) ? 4 : 128,
-            (V & kBox1) ? ", one TMA box a page" : "",
+            (V & kRaw1) ? ", one bulk copy a page" : (V & kBox1) ? ", one TMA box a page" : "",
             DIAG == 1 ? ", DIAG math only" : DIAG == 2 ? ", DIAG copies only" : "", k2ws_mode(),
             fits ? "" : ": does not fit an SM, mx_kernel runs it");
   }
@@ -833,7 +842,7 @@ extern "C" int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, i
   p.total = p.R * p.ntr;
   // kBox1 (switches 2, 3): pages of 64 only (a page's 68 rows of 64 B, codes then scale words:
   // rows64 >= 68 as the stride holds them)
-  const bool box1 = (mode == 2 || mode == 3) && p.P == 64;
+  const bool box1 = (mode == 2 || mode == 3 || mode >= 10) && p.P == 64;
   CUtensorMap map;
   if (!k2_map(&map, p.k_pages, (uint64_t)(num_pages * rows64), box1 ? 68 : Pt)) return 0;
   const char *name = "dense_logits_paged kernel (v2 mxfp4 K2WS)";
@@ -841,7 +850,13 @@ extern "C" int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, i
   if (box1 && mode == 2)
     return c->reduction == IXL_REDUCE_BF16 ? launch_k2<true, kAll | kBox1>(ctx, map, p, name, st)
                                            : launch_k2<false, kAll | kBox1>(ctx, map, p, name, st);
-  if (box1 && c->reduction != IXL_REDUCE_BF16) // switch 3: copies only
+  if (box1 && mode == 11)
+    return c->reduction == IXL_REDUCE_BF16
+               ? launch_k2<true, kAll | kBox1 | kRaw1>(ctx, map, p, name, st)
+               : launch_k2<false, kAll | kBox1 | kRaw1>(ctx, map, p, name, st);
+  if (box1 && mode == 10 && c->reduction != IXL_REDUCE_BF16) // switch r: copies only
+    return launch_k2<false, kProd4 | kArr4 | kBox1 | kRaw1, 2>(ctx, map, p, name, st);
+  if (box1 && mode == 3 && c->reduction != IXL_REDUCE_BF16) // switch 3: copies only
     return launch_k2<false, kProd4 | kArr4 | kBox1, 2>(ctx, map, p, name, st);
   if (c->reduction == IXL_REDUCE_BF16) {
     if (mode == 1) return launch_k2<true, 0>(ctx, map, p, name, st);
