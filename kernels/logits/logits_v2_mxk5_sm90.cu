@@ -25,27 +25,19 @@
 //   (strictly increasing) prefix of the ids, garbage ids), as before.
 //
 // sass-limits: mxk5_kernel registers 136 shared 1024
-#include "logits/logits.h"
-#include "cuda/launch.cuh"
 #include "cuda/sm80.cuh"
-#include "cuda/sm90.cuh"
-#include "logits/v2_mx.cuh"
+#include "logits/v2_mx_common.cuh"
+#include "logits/v2_mx_ws.h"
 #include "logits/v2_mxk5.cuh"
-#include "numerics/scalar.h"
-
-#include <cuda_bf16.h>
 
 #include <stdio.h>
-#include <stdlib.h>
-
-#include <type_traits>
 
 namespace {
 
 using namespace ixl::sm90;
+using namespace ixl::v2mx; // kTile (64 key slots a tile, the wgmma M) and the shared pieces
 
 constexpr int kH = 32;                  // heads (the wgmma N)
-constexpr int kTile = 64;               // key slots a tile (the wgmma M)
 constexpr int kStages = 8;              // ring depth of the 3-CTA kernels
 constexpr int kMaxChunk = 4096;         // output columns a CTA at most
 constexpr int kPre = kMaxChunk / 4 + 2; // prefetched sparse-block bases a CTA
@@ -69,8 +61,8 @@ struct WsSmem {
   static constexpr int wq = wo + kH * 4;                  // f32 the fast path's weight
   static constexpr int hf = wq + kH * 4;                  // u8 fast per column
   static constexpr int wb = (hf + kH + 15) & ~15;         // bf16x2 [2][8] fast weight pairs
-  static constexpr int pre = wb + 64;                     // int64 block bases
-  static constexpr int total = pre + kPre * 8;
+  static constexpr int pre = wb + 64;                     // int32 block bases
+  static constexpr int total = pre + kPre * 4;
   static constexpr int alloc = total + 1024;
   // paged: + int32 page and slot of each block's first position
   static constexpr int pg = total, sl = pg + kPre * 4, total_paged = sl + kPre * 4;
@@ -93,36 +85,6 @@ struct WsParams {
 };
 
 #if IXL_SM90_DEVICE
-__device__ __forceinline__ int64_t clamp64(int64_t v, int64_t lo, int64_t hi) {
-  return v < lo ? lo : v > hi ? hi : v;
-}
-__device__ __forceinline__ int64_t mn64(int64_t a, int64_t b) { return a < b ? a : b; }
-// x / P (x >= 0) by a shift when P is a power of two (Plog >= 0)
-__device__ __forceinline__ int64_t div_p(int64_t x, int P, int Plog) {
-  return Plog >= 0 ? x >> Plog : x / P;
-}
-
-__device__ __forceinline__ uint32_t cvt_relu_bf16x2(float lo, float hi) {
-  uint32_t d;
-  asm("cvt.rn.relu.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
-  return d;
-}
-
-// SPEC 3's dot from the four exact group sums (slow path: the CPU's formula), as
-// logits_v2_mx_sm90.cu's slow_dot.
-__device__ __forceinline__ float slow_dot(float a0, float a1, float a2, float a3, uint32_t qe,
-                                          uint32_t kw) {
-  const float a[4] = {a0, a1, a2, a3};
-  float pg[4];
-#pragma unroll
-  for (int g = 0; g < 4; g++) {
-    const int qb = (int)((qe >> (8 * g)) & 0xFFu), kb = (int)((kw >> (8 * g)) & 0xFFu);
-    pg[g] = qb == 0xFF || kb == 0xFF ? __uint_as_float(0x7fc00000u)
-                                     : ixl_scale_pow2f(a[g], qb + kb - 254);
-  }
-  return __fadd_rn(__fadd_rn(pg[0], pg[1]), __fadd_rn(pg[2], pg[3]));
-}
-
 // ldmatrix.sync.aligned.m8n8.x4.shared.b16 (PTX ISA): four 8 x 16 B matrices, rows addressed
 // by lanes 8 m .. 8 m + 7 for matrix m; thread l gets bytes 4 (l % 4) .. + 3 of row l / 4 of
 // each, i.e. exactly an RS A fragment's raw word (word l % 4 of slot l / 4's group chunk).
@@ -176,11 +138,33 @@ __device__ __forceinline__ float4 lds128(uint32_t a) {
   return v;
 }
 
-// cp.async.mbarrier.arrive.noinc (PTX ISA, sm_80+): an arrive-on `bar` once every cp.async
-// this thread issued before it has completed; the barrier's count includes it (noinc).
-__device__ __forceinline__ void cp_async_arrive_noinc(uint64_t *bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_u32(bar))
+// The producer's loads and stores, on 32-bit shared addresses.
+__device__ __forceinline__ int lds32(uint32_t a) {
+  int v;
+  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(a) : "memory");
+  return v;
+}
+__device__ __forceinline__ void sts128(uint32_t a, uint4 v) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(v.x), "r"(v.y),
+               "r"(v.z), "r"(v.w)
                : "memory");
+}
+template <int OFF>
+__device__ __forceinline__ void sts64(uint32_t a, uint2 v) {
+  asm volatile("st.shared.v2.u32 [%0+%1], {%2, %3};\n" ::"r"(a), "n"(OFF), "r"(v.x), "r"(v.y)
+               : "memory");
+}
+// cp.async.cg 16 B (sm80.cuh's cp_async16) to a 32-bit shared address: src_bytes of src, the
+// rest zero-filled.
+__device__ __forceinline__ void cp_async16_s(uint32_t dst, const void *src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(src_bytes)
+               : "memory");
+}
+// cp.async.mbarrier.arrive.noinc (PTX ISA, sm_80+): an arrive-on the barrier at `bar` once every
+// cp.async this thread issued before it has completed; the barrier's count includes it (noinc).
+__device__ __forceinline__ void cp_async_arrive_noinc32(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
 
 // wgmma.mma_async m64n16k32 .f32.e4m3.e4m3, A in registers (PTX ISA "wgmma.mma_async"; the
@@ -234,6 +218,8 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
   // 4 producer warps (a warpgroup): setmaxnreg moves registers from them to the math warps
   // (entry MAXREG each; the producers kProdRegs; the math the rest of the CTA's pool)
   constexpr bool SETMAX = PW == 4;
+  // (1 pass or PIPE need 128 for the math, but the producers spill at 32 / the PIPE math with
+  // setmaxnreg spills: 2 passes only, the math at 120)
   constexpr int kProdRegs = 40;
   constexpr int kMathRegs = (MAXREG * NT - kProdRegs * 32 * PW) / 128 / 8 * 8;
   static_assert(!SETMAX || kMathRegs <= 256, "setmaxnreg: at most 256");
@@ -243,13 +229,14 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
   uint8_t *smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   uint8_t *s_q = smem + L::q, *s_raw = smem + L::raw, *s_hf = smem + L::hf;
   float4 *s_fac = reinterpret_cast<float4 *>(smem + L::fac);
-  uint4 *s_kin = reinterpret_cast<uint4 *>(smem + L::kin); // .x scale word, .y info
+  // the (scale word, info) pairs: 16 B a slot at a fixed distance from the factors
+  constexpr int kKinOff = L::kin - L::fac;
   uint32_t *s_hq = reinterpret_cast<uint32_t *>(smem + L::hq);
   uint32_t *s_ht = reinterpret_cast<uint32_t *>(smem + L::ht);
   float *s_hc = reinterpret_cast<float *>(smem + L::hc);
   float *s_wo = reinterpret_cast<float *>(smem + L::wo);
   float *s_wq = reinterpret_cast<float *>(smem + L::wq);
-  int64_t *pre_base = reinterpret_cast<int64_t *>(smem + L::pre);
+  int32_t *pre_base = reinterpret_cast<int32_t *>(smem + L::pre);
   int32_t *pre_pg = reinterpret_cast<int32_t *>(smem + L::pg); // PAGED
   int32_t *pre_sl = reinterpret_cast<int32_t *>(smem + L::sl);
   __nv_bfloat162 *s_wb = reinterpret_cast<__nv_bfloat162 *>(smem + L::wb);
@@ -282,26 +269,13 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
 
   // ---- per column (head): the fold of its query exponents (mx_body's, COMB, bf16 weights)
   if (tid < kH) {
-    const uint32_t qw = p.q_scales[row * kH + tid];
-    int qc, t[4];
-    const int fold = ixl_v2mx_head_fold(qw, &qc, t);
-    int fast = fold;
-    const float w = __uint_as_float((uint32_t)p.w[row * kH + tid] << 16);
-    const float wc = __fmul_rn(w, __uint_as_float((uint32_t)qc << 23));
-    const uint32_t we = (__float_as_uint(wc) >> 23) & 0xFFu;
-    if (fast && w == w && w != 0.0f && (we < 2 || we == 0xFF)) fast = 0;
-    if (fast) { // the deferred key factor's window (v2_mx.cuh, IXL_V2MX_COMB_E)
-      const float aw = fabsf(w);
-      if (aw != 0.0f && aw <= 3.4028235e38f && (aw < 0x1p-25f || aw > 0x1p25f)) fast = 0;
-      if (qc < 127 - IXL_V2MX_COMB_E || qc > 127 + IXL_V2MX_COMB_E) fast = 0;
-    }
-    s_wo[tid] = w;
-    s_wq[tid] = fast ? wc : w;
-    s_hf[tid] = (uint8_t)fast;
-    s_hq[tid] = fold ? (uint32_t)qc * 0x01010101u : qw; // the fold's exponents (not fast's)
-    s_hc[tid] = fast ? __uint_as_float((uint32_t)qc << 23) : 1.0f;
-    s_ht[tid] = (uint32_t)(t[0] + 8) | (uint32_t)(t[1] + 8) << 8 | (uint32_t)(t[2] + 8) << 16 |
-                (uint32_t)(t[3] + 8) << 24;
+    const ColInfo ci = col_info<true, true>(p.q_scales[row * kH + tid], p.w, row * kH + tid, true);
+    s_wo[tid] = ci.wo;
+    s_wq[tid] = ci.wq;
+    s_hf[tid] = ci.fast;
+    s_hq[tid] = ci.hq;
+    s_hc[tid] = ci.hc;
+    s_ht[tid] = ci.ht;
   }
   __syncthreads();
 
@@ -312,21 +286,11 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
     for (int64_t j = 1 + tid; j < jmax; j += NT)
       if (ids[j] <= ids[j - 1]) atomicMin(&s_nvalid, (int)j);
   }
-  // ---- the fast path's bf16 weight pairs (times 2^(qc - 127)) of lanes with t4 & 1 = par:
-  // heads 8 j + 2 par + {0, 1} (entry 2 j) and 8 j + 4 + 2 par + {0, 1} (entry 2 j + 1)
-  if (tid < 16) {
-    const int par = tid >> 3, j = (tid >> 1) & 3, k = tid & 1, n = 8 * j + 4 * k + 2 * par;
-    s_wb[tid] = __floats2bfloat162_rn(s_wq[n], s_wq[n + 1]); // exact: bf16 values
-  }
+  // ---- the fast path's bf16 weight pairs (times 2^(qc - 127)) of the lanes with t4 & 1 =
+  // par, at s_wb + 8 par: entries 2 j + k, heads 8 j + 4 k + 2 par + {0, 1}
+  if (tid < 2) lane_weights<true, kH / 8>(s_wq, tid, nullptr, s_wb + 8 * tid);
   // ---- the query tile: column n's element perm(p) of group g at byte 32 g + p, as e4m3
-  for (int i = tid; i < kH * 32; i += NT) {
-    const int n = i >> 5, g = (i >> 3) & 3, p4 = i & 7;
-    const uint32_t x = *reinterpret_cast<const uint32_t *>(p.q_codes + (row * kH + n) * 64 +
-                                                           16 * g + 4 * (p4 & 3));
-    const uint32_t o = ixl_v2mx_q_word(x, p4, (int)((s_ht[n] >> (8 * g)) & 0xFFu) - 8);
-    *reinterpret_cast<uint32_t *>(s_q + ixl_sm90_swizzle((uint32_t)(n * 128 + 32 * g + 4 * p4),
-                                                         IXL_SM90_SWIZZLE_128B)) = o;
-  }
+  q_tiles<kH, kH, NT>(s_q, p.q_codes, s_ht, row, p.R, tid);
   ptx::fence_proxy_async(ptx::space_shared); // the generic stores, visible to wgmma
   __syncthreads();
 
@@ -337,9 +301,13 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
     const int64_t nb = ((chunk_hi - 1) >> p.sbklog) - pre0 + 1;
     for (int64_t j = tid; j < nb; j += NT) {
       const int64_t jb = pre0 + j;
-      // no key: every slot of the block lies outside the row
-      const int64_t base = jb < nvalid ? (int64_t)ids[jb] * p.sbk + koff : INT64_MIN / 2;
-      pre_base[j] = base;
+      // no key (every slot of the block lies outside the row: the id is past the valid prefix,
+      // or the block ends at or before row_lo or starts at or past row_hi): a base whose slots
+      // all fail the producer's test; otherwise in (row_lo - sbk, row_hi), int32 (the hook
+      // keeps positions below 2^30)
+      int64_t base = jb < nvalid ? (int64_t)ids[jb] * p.sbk + koff : INT32_MIN / 2;
+      if (base <= row_lo - p.sbk || base >= row_hi) base = INT32_MIN / 2;
+      pre_base[j] = (int32_t)base;
       if (PAGED) {
         int32_t pg = -1, sl = 0;
         if (base >= 0 && base < row_hi) {
@@ -371,81 +339,83 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
       bool ok[2];
     };
     constexpr int kLook = PW >= 4 ? 1 : 3;
+    // 32-bit columns from c0 (a chunk holds at most kMaxChunk), positions (below 2^30: the
+    // hook), 16-B units (below 2^32) and shared addresses: half the registers and instructions
+    // of 64-bit ones
+    const int ncols = (int)(chunk_hi - c0), coff = (int)(c0 & (p.sbk - 1));
+    const int rlo = (int)row_lo, rhi = (int)row_hi, sbm = p.sbk - 1, sbl = p.sbklog;
+    const uint32_t pre_a = smem_u32(pre_base); // (paged: pre_pg, pre_sl at fixed distances)
     auto scan = [&](int t, Look &x) {
-      uint32_t *q = x.q;
-      uint32_t *kw = x.kw;
-      bool *ok = x.ok;
 #pragma unroll
       for (int h = 0; h < 2; h++) {
-        const int64_t col = c0 + (int64_t)t * kTile + lane + 32 * h;
+        const int colr = t * kTile + lane + 32 * h;
         bool o = false;
-        int64_t off = 0;
+        uint32_t q = 0;
         const uint32_t *sp = nullptr;
-        if (col < chunk_hi) {
-          const int64_t jl = (col >> p.sbklog) - pre0, oo = col & (p.sbk - 1);
-          const int64_t qq = pre_base[jl] + oo;
-          o = qq >= row_lo && qq < row_hi;
+        if (colr < ncols) {
+          const int cc = coff + colr, jl = cc >> sbl, oo = cc & sbm;
+          const int qq = lds32(pre_a + 4 * jl) + oo;
+          o = qq >= rlo && qq < rhi;
           if (o && PAGED) {
-            int64_t pg = pre_pg[jl], sl = pre_sl[jl] + oo;
+            int pg = lds32(pre_a + (L::pg - L::pre) + 4 * jl);
+            int sl = lds32(pre_a + (L::sl - L::pre) + 4 * jl) + oo;
             if (sl >= p.P) { // a block across a page boundary
-              const int64_t pi = div_p(qq, p.P, p.Plog);
+              const int pi = p.Plog >= 0 ? qq >> p.Plog : qq / p.P;
               const int64_t e = p.bt[row * p.bt_cols + pi];
-              pg = e >= 0 && e < p.num_pages ? e : -1;
+              pg = e >= 0 && e < p.num_pages ? (int)e : -1;
               sl = qq - pi * p.P;
             }
             o = pg >= 0;
-            off = pg * p.stride + sl * 64;
-            sp = reinterpret_cast<const uint32_t *>(p.k_pages + pg * p.stride + (int64_t)p.P * 64) +
+            q = (uint32_t)pg * (uint32_t)(p.stride >> 4) + (uint32_t)sl * 4u;
+            sp = reinterpret_cast<const uint32_t *>(p.k_pages + (int64_t)pg * p.stride +
+                                                    (int64_t)p.P * 64) +
                  sl;
           } else if (o) {
-            off = qq * 64;
+            q = (uint32_t)qq * 4u;
             sp = p.k_scales + qq;
           }
         }
-        ok[h] = o;
-        q[h] = o ? (uint32_t)(off >> 4) : 0u;
-        kw[h] = o ? __ldg(sp) : IXL_MXK5_NOKEY;
+        x.ok[h] = o;
+        x.q[h] = o ? q : 0u;
+        x.kw[h] = o ? __ldg(sp) : IXL_MXK5_NOKEY;
       }
     };
+    const uint32_t raw_a = smem_u32(s_raw), fac0 = smem_u32(s_fac), full0 = smem_u32(s_full);
     auto step = [&](int t, Look &x) {
-      const uint32_t *q = x.q;
-      const uint32_t *kw = x.kw;
-      const bool *ok = x.ok;
-      const int s = t % S;
-      mbar_wait(&s_empty[s], ((uint32_t)(t / S) & 1u) ^ 1u); // the stage's previous tile read
-      const uint32_t b0 = __ballot_sync(0xffffffffu, ok[0]), b1 = __ballot_sync(0xffffffffu, ok[1]);
-      uint8_t *dst = s_raw + s * (kTile * 64);
+      const uint32_t s = (uint32_t)t % S;
+      wait32(full0 + 8 * (S + s), ((uint32_t)t / S & 1u) ^ 1u); // empty[s]: its last tile read
+      const uint32_t b0 = __ballot_sync(0xffffffffu, x.ok[0]);
+      const uint32_t b1 = __ballot_sync(0xffffffffu, x.ok[1]);
+      const uint32_t dst = raw_a + s * (kTile * 64);
 #pragma unroll
       for (int k = 0; k < 8; k++) {
         const int i = 8 * k + (lane >> 2), g = lane & 3;
-        const uint32_t qk = __shfl_sync(0xffffffffu, k < 4 ? q[0] : q[1], i & 31);
+        const uint32_t qk = __shfl_sync(0xffffffffu, k < 4 ? x.q[0] : x.q[1], i & 31);
         const bool okk = (((k < 4 ? b0 : b1) >> (i & 31)) & 1u) != 0;
         // no key: offset 0 (a valid address), 0 bytes read, the 16 B zero-filled
         if (!(ABL & 2))
-          ixl::sm80::cp_async16(dst + ixl_v2mx_raw_off(i, g), kbase + 16 * ((uint64_t)qk + g),
-                                okk ? 16 : 0);
+          cp_async16_s(dst + ixl_v2mx_raw_off(i, g), kbase + 16 * ((uint64_t)qk + g), okk ? 16 : 0);
       }
-      cp_async_arrive_noinc(&s_full[s]);
+      cp_async_arrive_noinc32(full0 + 8 * s);
 #pragma unroll
       for (int h = 0; h < 2; h++) {
         uint32_t f[4];
         uint32_t info;
-        const int i = s * kTile + lane + 32 * h;
+        const uint32_t fa = fac0 + 16 * (s * kTile + lane + 32 * h);
         if (DEC) { // the math warps decode
-          *reinterpret_cast<uint2 *>(&s_kin[i]) = make_uint2(kw[h], ok[h] ? IXL_MXK5_OK : 0u);
+          sts64<kKinOff>(fa, make_uint2(x.kw[h], x.ok[h] ? IXL_MXK5_OK : 0u));
           continue;
         }
         if (ABL & 4) {
           f[0] = f[1] = f[2] = f[3] = 0x3f800000u;
-          info = (ok[h] ? IXL_MXK5_OK : 0u) | IXL_MXK5_COMB | IXL_MXK5_FAST;
+          info = (x.ok[h] ? IXL_MXK5_OK : 0u) | IXL_MXK5_COMB | IXL_MXK5_FAST;
         } else {
-          info = ixl_mxk5_decode(kw[h], ok[h], f);
+          info = ixl_mxk5_decode(x.kw[h], x.ok[h], f);
         }
-        s_fac[i] = make_float4(__uint_as_float(f[0]), __uint_as_float(f[1]),
-                               __uint_as_float(f[2]), __uint_as_float(f[3]));
-        *reinterpret_cast<uint2 *>(&s_kin[i]) = make_uint2(kw[h], info);
+        sts128(fa, make_uint4(f[0], f[1], f[2], f[3]));
+        sts64<kKinOff>(fa, make_uint2(x.kw[h], info));
       }
-      ptx::mbarrier_arrive(&s_full[s]); // release: the stores above
+      arrive32(full0 + 8 * s); // release: the stores above
       if (t + kLook * PW < T) scan(t + kLook * PW, x);
     };
     // producer warp pw: the tiles pw, pw + PW, ... (each stage's tile from one warp: the full
@@ -468,15 +438,8 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
   if constexpr (SETMAX) setmaxnreg_inc<kMathRegs>();
   const int mw = warp;
   const int i0 = 16 * mw + (lane >> 2); // this lane's slots: i0, i0 + 8
-  uint32_t slow_heads = 0;
-#pragma unroll
-  for (int j = 0; j < kH / 8; j++)
-#pragma unroll
-    for (int c = 0; c < 2; c++)
-      slow_heads |= (uint32_t)(s_hf[8 * j + 2 * t4 + c] == 0) << (2 * j + c);
-  int quad_slow = slow_heads != 0;
-  quad_slow |= __shfl_xor_sync(0xffffffffu, quad_slow, 1);
-  quad_slow |= __shfl_xor_sync(0xffffffffu, quad_slow, 2);
+  uint32_t slow_heads;
+  const int quad_slow = lane_slow<kH / 8>(s_hf, t4, &slow_heads);
   // the fast path's bf16 weight pairs (s_wb) of this lane's parity: entries 2 j, 2 j + 1 of
   // chain step j; in registers (NP 1), or the pass's 4 entries (16 B) read each pass (NP 2)
   constexpr int NH = kH / NP; // heads a pass
@@ -503,7 +466,6 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
   uint32_t lm01 = smem_u32(s_raw) + ixl_v2mx_raw_off(lm_slot, lm_g);
   uint32_t fac_a = smem_u32(s_fac + i0);
   uint32_t full_a = smem_u32(s_full);
-  constexpr int kKin = L::kin - L::fac;
   // the lane's store (lanes t4 = 0, 2: slot i0 + 8 (t4 >> 1)) as a pointer and the columns
   // left in the chunk from tile 0's slot; all opaque: kept in registers (ptxas otherwise
   // recomputes them from the thread index a tile)
@@ -537,8 +499,8 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
       k.f0 = lds128<0>(fa); // slot i0 + 8: 128 B on
       k.f1 = lds128<128>(fa);
     }
-    k.m0 = lds64<kKin>(fa);
-    k.m1 = lds64<kKin + 128>(fa);
+    k.m0 = lds64<kKinOff>(fa);
+    k.m1 = lds64<kKinOff + 128>(fa);
     arrive32(full_a + 8 * (S + su));
     if (DEC) { // the producer's decode (v2_mxk5.cuh), here
       uint32_t f[2][4];
@@ -629,25 +591,13 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
     } else {
       const uint32_t kw[2] = {k.m0.x, k.m1.x};
       float kf[2][4];
-#pragma unroll
-      for (int h = 0; h < 2; h++)
-#pragma unroll
-        for (int g = 0; g < 4; g++) kf[h][g] = __uint_as_float(((kw[h] >> (8 * g)) & 0xFFu) << 23);
-      // the exact dots d: the fast formula times 2^(qc - 127) where it holds, else the CPU's
+      key_pow2(kw[0], kf[0]);
+      key_pow2(kw[1], kf[1]);
+      // the exact dots d: the fast formula times 2^(qc - 127) where it holds, else the CPU's;
+      // pass ps's columns from 16 ps on (its slow-head bits from 4 ps)
       const bool pslow[2] = {(k.m0.y & IXL_MXK5_FAST) == 0, (k.m1.y & IXL_MXK5_FAST) == 0};
-#pragma unroll
-      for (int e = 0; e < NH / 2; e++) {
-        const int eg = e + ps * (NH / 2); // the index in the 32-head accumulator layout
-        const int h = (e >> 1) & 1, c = 2 * (eg >> 2) + (e & 1);
-        const int n = 8 * (eg >> 2) + 2 * t4 + (e & 1);
-        if (((slow_heads >> c) & 1) || pslow[h]) {
-          ac[0][e] = slow_dot(ac[0][e], ac[1][e], ac[2][e], ac[3][e], s_hq[n], kw[h]);
-        } else {
-          const float t01 = __fmaf_rn(ac[1][e], kf[h][1], __fmul_rn(ac[0][e], kf[h][0]));
-          const float t23 = __fmaf_rn(ac[3][e], kf[h][3], __fmul_rn(ac[2][e], kf[h][2]));
-          ac[0][e] = __fmul_rn(s_hc[n], __fadd_rn(t01, t23));
-        }
-      }
+      slow_branch<NH / 2>(ac, kf, kw, pslow, slow_heads >> (4 * ps), s_hq + NH * ps,
+                          s_hc + NH * ps, t4);
       chain(false, ac, ps, ch2);
     }
   };
@@ -754,23 +704,8 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
 }
 
 // ------------------------------------------------------------------ host
-int log2_exact(int64_t v) {
-  if (v <= 0 || (v & (v - 1))) return -1;
-  int l = 0;
-  while ((1LL << l) < v) l++;
-  return l;
-}
-
-// The switches, each read once a process, as the character of its value ('3', 'a', ...), or 0
-// (off: logits_v2_mx_sm90.cu's kernels) when it is unset's default 0, or not one of `valid`.
-int switch_mode(const char *name, char unset, const char *valid) {
-  const char *e = getenv(name);
-  if (!e) return unset;
-  if (e[0] == 0 || e[1] != 0) return 0;
-  for (const char *v = valid; *v; v++)
-    if (*v == e[0]) return e[0];
-  return 0;
-}
+// The switches (v2_mx_common.cuh's env_switch, read once a process): the character of the
+// value ('3', 'a', ...), 0 (off: logits_v2_mx_sm90.cu's kernels) for a value not listed.
 // IXL_LOGITS_V2_MX_K5WS (ragged K5): 3 = 1 head pass, 8 stages, 3 CTAs an SM; 5 = 2 head
 // passes at 96 registers, 6 stages, 4 CTAs an SM; 6 = 2 passes at 128 registers, 8 stages, 3
 // CTAs (5's passes without its occupancy); timing ablations of 3 (ABL below; wrong results):
@@ -790,7 +725,7 @@ int switch_mode(const char *name, char unset, const char *valid) {
 // kernels of logits_v2_mx_sm90.cu.
 constexpr char kK5wsDefault = '3';
 int k5ws_mode() {
-  static const int v = switch_mode("IXL_LOGITS_V2_MX_K5WS", kK5wsDefault, "356789abcefg");
+  static const int v = env_switch("IXL_LOGITS_V2_MX_K5WS", "356789abcefg", kK5wsDefault);
   return v;
 }
 // IXL_LOGITS_V2_MX_K5PWS (paged K5): 2 = 1 head pass, 8 stages (136 registers: 2 CTAs an
@@ -802,7 +737,7 @@ int k5ws_mode() {
 // IXL_LOGITS_V2_MX_K5PWS=0: mx_kernel<K5P>.
 constexpr char kK5pwsDefault = '2';
 int k5pws_mode() {
-  static const int v = switch_mode("IXL_LOGITS_V2_MX_K5PWS", kK5pwsDefault, "24");
+  static const int v = env_switch("IXL_LOGITS_V2_MX_K5PWS", "24", kK5pwsDefault);
   return v;
 }
 
@@ -812,18 +747,10 @@ ixl_status launch_ws(ixl_ctx *ctx, WsParams p, const char *name) {
   auto kern = mxk5_kernel<PAGED, NP, STAGES, MAXREG, ABL, DEC, PW, PIPE>;
   constexpr int kThr = kThreads<PW>;
   constexpr int alloc = PAGED ? WsSmem<STAGES>::alloc_paged : WsSmem<STAGES>::alloc;
-  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, alloc);
-  int occ = 0;
-  if (e == cudaSuccess)
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, kThr, alloc);
-  if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaFuncSetAttribute (logits v2 mxk5)");
-  int sms = 132;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ixl_ctx_device(ctx)) !=
-          cudaSuccess ||
-      sms <= 0) {
-    cudaGetLastError();
-    sms = 132;
-  }
+  int occ = 0, sms = 132;
+  const ixl_status ost =
+      occupancy(ctx, kern, kThr, alloc, "cudaFuncSetAttribute (logits v2 mxk5)", &occ, &sms);
+  if (ost) return ost;
   static bool said = false; // one stderr line per configuration a process: the switch took
   if (!said) {
     said = true;
@@ -832,24 +759,15 @@ ixl_status launch_ws(ixl_ctx *ctx, WsParams p, const char *name) {
             "warp, %d head pass(es), %d stages, %d CTAs an SM, bf16 (switch %c)\n",
             PAGED ? "paged" : "ragged", PW, NP, STAGES, occ, PAGED ? k5pws_mode() : k5ws_mode());
   }
-  if (occ < 1) occ = 1;
-  // the chunk (logits_v2_mx_sm90.cu's launch_kern): tiles of 64, at most kMaxChunk columns and
-  // kPre - 2 sparse blocks (sbk 1, 2); as few chunks per row as fill whole waves
-  const int64_t tiles = ixl_ceil_div(p.out_cols, kTile);
-  int64_t cap = kMaxChunk;
-  if ((int64_t)(kPre - 2) * p.sbk < cap) cap = (int64_t)(kPre - 2) * p.sbk / kTile * kTile;
-  if (cap < kTile) cap = kTile;
-  const int64_t slots = (int64_t)occ * sms, nmin = ixl_ceil_div(tiles, cap / kTile);
-  const int64_t waves = ixl_ceil_div(nmin * p.R, slots);
-  int64_t nch = waves * slots / p.R;
-  if (nch < nmin) nch = nmin;
-  if (nch > tiles) nch = tiles;
-  p.chunk = ixl_ceil_div(tiles, nch) * kTile;
-  p.nchunks = ixl_ceil_div(p.out_cols, p.chunk);
-  const int64_t blocks = p.nchunks * p.R;
-  if (blocks > INT32_MAX)
-    return ixl_set_error(ctx, IXL_ERR_UNSUPPORTED, "%s (v2): %lld CTAs: more than a grid holds",
-                         name, (long long)blocks);
+  // the chunk: tiles of 64, at most kMaxChunk columns and kPre - 2 sparse blocks (sbk 1, 2);
+  // as few chunks per row as fill whole waves
+  Grid g;
+  const ixl_status gst = chunk_grid(ctx, p.out_cols, p.R, (int64_t)(kPre - 2) * p.sbk, kMaxChunk,
+                                    occ, sms, name, "v2", &g);
+  if (gst) return gst;
+  p.chunk = g.chunk;
+  p.nchunks = g.nchunks;
+  const int64_t blocks = g.blocks;
   return ixl::launch_pdl(ctx, name, kern, dim3((unsigned)blocks), dim3(kThr), alloc, 1, p);
 }
 
@@ -874,6 +792,8 @@ extern "C" int ixl_cuda_logits_v2_mxk5(ixl_ctx *ctx, const ixl_logits_call *c, i
   const int64_t kbytes = paged ? in->k_pages->shape[0] * in->k_pages->shape[1]
                                : in->k_codes->shape[0] * (int64_t)64;
   if (kbytes > ((int64_t)1 << 36)) return 0;
+  // and its positions int32 with room for a block: below 2^30 (ragged: N, by the line above)
+  if (paged && in->page_size * c->block_table->shape[1] > ((int64_t)1 << 30)) return 0;
   WsParams p = {};
   p.q_codes = (const uint8_t *)in->q_codes->data;
   p.q_scales = (const uint32_t *)in->q_scales->data;
