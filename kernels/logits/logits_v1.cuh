@@ -48,6 +48,7 @@
 
 #include "cuda/sm80.cuh"
 #include "logits/block_scores.cuh"
+#include "logits/k1_window.h"
 #include "logits/plan.cuh"
 #include "numerics/scalar.h"
 
@@ -177,20 +178,13 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
       int64_t lo = 0, hi = 0, coloff = 0;
       const int64_t r = row0 + tid;
       if (r < p.R) {
-        const int64_t ksr = clamp64(p.ks[r], 0, p.N);
-        const int64_t ker = clamp64(p.ke[r], ksr, p.N);
-        if (p.compressed) {
-          coloff = ksr;
-          lo = ksr + c0;
-          hi = ksr + mn64(ker - ksr, chunk_hi);
-        } else {
-          lo = mx64(ksr, c0);
-          hi = mn64(ker, chunk_hi);
-        }
-        if (hi < lo) hi = lo;
+        const ixl_k1_window w = ixl_k1_window_of(p.ks[r], p.ke[r], p.N, p.compressed, c0, chunk_hi);
+        lo = w.lo;
+        hi = w.hi;
+        coloff = w.co;
         if (kEmit) {
           // K3's block scores: the row's len (compressed columns), its block count by chunk 0
-          const int64_t len = mn64(ker - ksr, p.out_cols);
+          const int64_t len = mn64(w.keys, p.out_cols);
           s_len[tid] = len;
           if (p.bs && ch == 0) p.bs_nblocks[r] = (int32_t)((len + p.bs_cbs - 1) / p.bs_cbs);
         }

@@ -263,26 +263,14 @@ __device__ __forceinline__ void mx_body(const Params &p, const CUtensorMap *kmap
 
   // ---- per column (row, head): the fold of its query exponents
   if (tid < NC) {
-    const int64_t r = row0 + tid / H;
-    uint32_t qw = 0x7F7F7F7Fu;
-    if (r < p.R) qw = p.q_scales[r * H + tid % H];
-    const ColInfo ci = col_info<COMB, BF16>(qw, p.w, r * H + tid % H, r < p.R);
-    s_wo[tid] = ci.wo;
-    s_wq[tid] = ci.wq;
-    s_hf[tid] = ci.fast;
-    s_hq[tid] = ci.hq;
-    s_hc[tid] = ci.hc;
-    s_ht[tid] = ci.ht;
+    const ColArrays cols = {s_hq, s_ht, s_hc, s_wo, s_wq, s_hf};
+    col_setup<H, COMB, BF16>(tid, row0, p.R, p.q_scales, p.w, cols);
   }
   __syncthreads();
 
   // ---- K5: n_valid = the strictly increasing prefix of the row's ids (up to this chunk)
   const int32_t *ids = kSparse ? p.ids + row * p.nsb : nullptr;
-  if (kSparse) {
-    const int64_t jmax = mn64(p.nsb, (chunk_hi + p.sbk - 1) >> p.sbklog);
-    for (int64_t j = 1 + tid; j < jmax; j += kThreads)
-      if (ids[j] <= ids[j - 1]) atomicMin(&s_nvalid, (int)j);
-  }
+  if (kSparse) ids_valid_prefix<kThreads>(ids, p.nsb, chunk_hi, p.sbk, p.sbklog, tid, &s_nvalid);
   // ---- the query tile: column n's element perm(p) of group g at byte 32 g + p, as e4m3
   q_tiles<H, NC, kThreads>(s_q, p.q_codes, s_ht, row0, p.R, tid);
   ptx::fence_proxy_async(ptx::space_shared); // the generic stores, visible to wgmma
@@ -518,24 +506,14 @@ __device__ __forceinline__ void mx_body(const Params &p, const CUtensorMap *kmap
       }
     }
     const uint64_t db = wgmma_desc(s_q, IXL_SM90_SWIZZLE_128B, 16, 1024);
-    wgmma_fence();
     // groups 0 and 1, then 2 and 3: the first pair's combine overlaps the second's wgmma
-#pragma unroll
-    for (int g = 0; g < 2; g++) wgmma_e4m3_rs<NC>(acc[g], a[g], db + 2 * g, 0);
-    wgmma_commit();
-#pragma unroll
-    for (int g = 2; g < 4; g++) wgmma_e4m3_rs<NC>(acc[g], a[g], db + 2 * g, 0);
-    wgmma_commit();
+    rs_wgmma_groups<NC>(acc, a, db);
     wgmma_wait<1>();
     fence_operand(acc[0]);
     fence_operand(acc[1]);
     if (!qslow) {
-#pragma unroll
-      for (int e = 0; e < NC / 2; e++) {
-        const int h = (e >> 1) & 1;
-        acc[0][e] = COMB ? __fmaf_rn(acc[1][e], cr1[h], acc[0][e])
-                         : __fmaf_rn(acc[1][e], kf[h][1], __fmul_rn(acc[0][e], kf[h][0]));
-      }
+      if constexpr (COMB) comb01_deferred(acc, cr1);
+      else comb01_scaled(acc, kf);
     }
     fence_operand(acc[0]);
     wgmma_wait<0>();
@@ -605,16 +583,8 @@ __device__ __forceinline__ void mx_body(const Params &p, const CUtensorMap *kmap
       }
     };
     if (!qslow) {
-#pragma unroll
-      for (int e = 0; e < NC / 2; e++) {
-        const int h = (e >> 1) & 1;
-        if (COMB) {
-          acc[0][e] = __fmaf_rn(__fmaf_rn(acc[3][e], cr3[h], acc[2][e]), cr2[h], acc[0][e]);
-        } else {
-          const float t23 = __fmaf_rn(acc[3][e], kf[h][3], __fmul_rn(acc[2][e], kf[h][2]));
-          acc[0][e] = __fadd_rn(acc[0][e], t23);
-        }
-      }
+      if constexpr (COMB) comb23_deferred(acc, cr2, cr3);
+      else comb23_scaled(acc, kf);
       reduce(std::true_type{});
     } else {
       if (COMB) {
@@ -782,19 +752,7 @@ __global__ void __launch_bounds__(NextCfg<MODE, NW>::threads, NextCfg<MODE, NW>:
   // ---- row ranges
   int64_t row_lo = 0, row_hi = 0, koff = 0;
   if (MODE == K1) {
-    if (tid < NW) {
-      int64_t lo = 0, hi = 0, co = 0;
-      const int64_t r = row0 + tid;
-      if (r < p.R) {
-        const K1Window kwin = k1_window(p.ks[r], p.ke[r], p.N, p.compressed, c0, chunk_hi);
-        lo = kwin.lo;
-        hi = kwin.hi;
-        co = kwin.co;
-      }
-      s_lo[tid] = lo;
-      s_hi[tid] = hi;
-      s_co[tid] = co;
-    }
+    k1_windows<NW>(tid, row0, p.R, p.ks, p.ke, p.N, p.compressed, c0, chunk_hi, s_lo, s_hi, s_co);
   } else {
     row_lo = clamp64(p.ks[row], 0, p.N);
     row_hi = clamp64(p.ke[row], row_lo, p.N);
@@ -804,26 +762,14 @@ __global__ void __launch_bounds__(NextCfg<MODE, NW>::threads, NextCfg<MODE, NW>:
 
   // ---- per column (row, head): the fold of its query exponents (as the kernel above)
   if (tid < NCT) {
-    const int64_t r = row0 + tid / H;
-    uint32_t qw = 0x7F7F7F7Fu;
-    if (r < p.R) qw = p.q_scales[r * H + tid % H];
-    const ColInfo ci = col_info<false, BF16>(qw, p.w, r * H + tid % H, r < p.R);
-    s_wo[tid] = ci.wo;
-    s_wq[tid] = ci.wq;
-    s_hf[tid] = ci.fast;
-    s_hq[tid] = ci.hq;
-    s_hc[tid] = ci.hc;
-    s_ht[tid] = ci.ht;
+    const ColArrays cols = {s_hq, s_ht, s_hc, s_wo, s_wq, s_hf};
+    col_setup<H, false, BF16>(tid, row0, p.R, p.q_scales, p.w, cols);
   }
   __syncthreads();
 
   // ---- K5: n_valid = the strictly increasing prefix of the row's ids (up to this chunk)
   const int32_t *ids = kSparse ? p.ids + row * p.nsb : nullptr;
-  if (kSparse) {
-    const int64_t jmax = mn64(p.nsb, (chunk_hi + p.sbk - 1) >> p.sbklog);
-    for (int64_t j = 1 + tid; j < jmax; j += NT)
-      if (ids[j] <= ids[j - 1]) atomicMin(&s_nvalid, (int)j);
-  }
+  if (kSparse) ids_valid_prefix<NT>(ids, p.nsb, chunk_hi, p.sbk, p.sbklog, tid, &s_nvalid);
   // ---- the query tiles: column n's element perm(p) of group g at byte 32 g + p, as e4m3
   // (warpgroup w's tile is columns 32 w .. 32 w + 31, 4 KB at 4096 w: on the swizzle period)
   q_tiles<H, NCT, NT>(s_q, p.q_codes, s_ht, row0, p.R, tid);
@@ -976,13 +922,7 @@ __global__ void __launch_bounds__(NextCfg<MODE, NW>::threads, NextCfg<MODE, NW>:
     wgmma_wait<1>();
     fence_operand(acc[0]);
     fence_operand(acc[1]);
-    if (!qslow) {
-#pragma unroll
-      for (int e = 0; e < NC / 2; e++) {
-        const int h = (e >> 1) & 1;
-        acc[0][e] = __fmaf_rn(acc[1][e], kf[h][1], __fmul_rn(acc[0][e], kf[h][0]));
-      }
-    }
+    if (!qslow) comb01_scaled(acc, kf);
     fence_operand(acc[0]);
     wgmma_wait<0>();
 #pragma unroll
@@ -1026,12 +966,7 @@ __global__ void __launch_bounds__(NextCfg<MODE, NW>::threads, NextCfg<MODE, NW>:
       }
     };
     if (!qslow) {
-#pragma unroll
-      for (int e = 0; e < NC / 2; e++) {
-        const int h = (e >> 1) & 1;
-        const float t23 = __fmaf_rn(acc[3][e], kf[h][3], __fmul_rn(acc[2][e], kf[h][2]));
-        acc[0][e] = __fadd_rn(acc[0][e], t23);
-      }
+      comb23_scaled(acc, kf);
       reduce(std::true_type{});
     } else {
       const bool pslow[2] = {!ixl_v2mx_fast_word(kw[0]) != 0, !ixl_v2mx_fast_word(kw[1]) != 0};

@@ -15,6 +15,7 @@
 #define IXL_LOGITS_V2_MX_COMMON_CUH
 
 #include "logits/logits.h"
+#include "logits/k1_window.h"
 #include "cuda/launch.cuh"
 #include "cuda/sm90.cuh"
 #include "logits/v2_mx.cuh"
@@ -119,6 +120,34 @@ __device__ __forceinline__ ColInfo col_info(uint32_t qw, const void *w_arr, int6
   return ci;
 }
 
+// Where a kernel keeps its per-column info in shared memory (ht may be null: a kernel that
+// widens its query tile from the scale words directly).
+struct ColArrays {
+  uint32_t *hq, *ht;
+  float *hc, *wo, *wq;
+  uint8_t *hf;
+  __device__ __forceinline__ void store(int n, const ColInfo &ci) const {
+    wo[n] = ci.wo;
+    wq[n] = ci.wq;
+    hf[n] = ci.fast;
+    hq[n] = ci.hq;
+    hc[n] = ci.hc;
+    if (ht) ht[n] = ci.ht;
+  }
+};
+
+// Column n (row row0 + n / H, head n % H) of a CTA's columns: its info from the [R, H] query
+// scale words and weights (a row past R: scale words 2^0, weight 0, nothing read) into a.
+template <int H, bool COMB, bool BF16>
+__device__ __forceinline__ void col_setup(int n, int64_t row0, int64_t R,
+                                          const uint32_t *q_scales, const void *w,
+                                          const ColArrays &a) {
+  const int64_t r = row0 + n / H;
+  uint32_t qw = 0x7F7F7F7Fu;
+  if (r < R) qw = q_scales[r * H + n % H];
+  a.store(n, col_info<COMB, BF16>(qw, w, r * H + n % H, r < R));
+}
+
 // Query tile word (column n, group g, word p4) into the 128B-swizzled K-major tile s_q:
 // column n's element perm(p) of group g at byte 32 g + p, as e4m3 (ixl_v2mx_q_word) of the
 // head's 64 code bytes at q_codes + 64 head, each group times 2^(t_g) (ht: pack_t's word);
@@ -150,26 +179,45 @@ __device__ __forceinline__ void q_tiles(uint8_t *s_q, const uint8_t *q_codes,
 // ------------------------------------------------------------------ device: K1's row windows
 // Row r's keys [ks, ke) clamped to [0, N), and its part of the chunk [c0, chunk_hi): the key
 // positions [lo, hi) it reads there, co its output column offset (compressed: output column
-// n - co of key n; else 0); keys = its key count (the compressed row's length).
-struct K1Window {
-  int64_t lo, hi, co, keys;
-};
+// n - co of key n; else 0); keys = its key count (the compressed row's length). The rule is
+// logits/k1_window.h's (logits v1 applies the same).
+using K1Window = ixl_k1_window;
 __device__ __forceinline__ K1Window k1_window(int64_t ks, int64_t ke, int64_t N, int compressed,
                                               int64_t c0, int64_t chunk_hi) {
-  K1Window w;
-  const int64_t ksr = clamp64(ks, 0, N), ker = clamp64(ke, ksr, N);
-  w.keys = ker - ksr;
-  if (compressed) {
-    w.co = ksr;
-    w.lo = ksr + c0;
-    w.hi = ksr + mn64(ker - ksr, chunk_hi);
-  } else {
-    w.co = 0;
-    w.lo = mx64(ksr, c0);
-    w.hi = mn64(ker, chunk_hi);
+  return ixl_k1_window_of(ks, ke, N, compressed, c0, chunk_hi);
+}
+
+// K1: rows row0 + r (r = tid < RB) of the CTA: their windows in the chunk [c0, chunk_hi) into
+// s_lo / s_hi / s_co (k1_window; empty for rows past R).
+template <int RB>
+__device__ __forceinline__ void k1_windows(int tid, int64_t row0, int64_t R, const int32_t *ks,
+                                           const int32_t *ke, int64_t N, int compressed,
+                                           int64_t c0, int64_t chunk_hi, int64_t *s_lo,
+                                           int64_t *s_hi, int64_t *s_co) {
+  if (tid < RB) {
+    int64_t lo = 0, hi = 0, co = 0;
+    const int64_t r = row0 + tid;
+    if (r < R) {
+      const K1Window kwin = k1_window(ks[r], ke[r], N, compressed, c0, chunk_hi);
+      lo = kwin.lo;
+      hi = kwin.hi;
+      co = kwin.co;
+    }
+    s_lo[tid] = lo;
+    s_hi[tid] = hi;
+    s_co[tid] = co;
   }
-  if (w.hi < w.lo) w.hi = w.lo;
-  return w;
+}
+
+// K5: *s_nvalid (preset to min(nsb, 2^31 - 1)) lowered to the length of the strictly increasing
+// prefix of the row's sparse ids (those up to the chunk's end chunk_hi; sbk = 2^sbklog
+// positions a block), by threads tid of NT.
+template <int NT>
+__device__ __forceinline__ void ids_valid_prefix(const int32_t *ids, int64_t nsb, int64_t chunk_hi,
+                                                 int sbk, int sbklog, int tid, int *s_nvalid) {
+  const int64_t jmax = mn64(nsb, (chunk_hi + sbk - 1) >> sbklog);
+  for (int64_t j = 1 + tid; j < jmax; j += NT)
+    if (ids[j] <= ids[j - 1]) atomicMin(s_nvalid, (int)j);
 }
 
 // K1: -inf at the chunk's columns outside each of the RB rows' windows (s_lo / s_hi / s_co, as
@@ -251,6 +299,60 @@ __device__ __forceinline__ void load_widen_a(const uint8_t *st, int i0, int sw, 
         *reinterpret_cast<const uint32_t *>(st + (i0 + 8) * 64 + 16 * (g ^ sw) + 4 * q4);
     ixl_sm90_e2m1x8_widen(w0, &a[g][0], &a[g][2]);
     ixl_sm90_e2m1x8_widen(w1, &a[g][1], &a[g][3]);
+  }
+}
+
+// The tile's four RS wgmma (one k32 scale group each into its own accumulator, scale-d 0; B at
+// descriptor db + 2 g, 32 B a group): groups 0 and 1, commit, then 2 and 3, commit, so the
+// caller's wgmma_wait<1> lets groups 0-1's combine overlap groups 2-3's wgmma.
+template <int NC>
+__device__ __forceinline__ void rs_wgmma_groups(float (&acc)[4][NC / 2], uint32_t (&a)[4][4],
+                                                uint64_t db) {
+  ixl::sm90::wgmma_fence();
+#pragma unroll
+  for (int g = 0; g < 2; g++) ixl::sm90::wgmma_e4m3_rs<NC>(acc[g], a[g], db + 2 * g, 0);
+  ixl::sm90::wgmma_commit();
+#pragma unroll
+  for (int g = 2; g < 4; g++) ixl::sm90::wgmma_e4m3_rs<NC>(acc[g], a[g], db + 2 * g, 0);
+  ixl::sm90::wgmma_commit();
+}
+
+// The fast path's group combine into acc[0] (element e: slot h = (e >> 1) & 1), in SPEC 3's
+// order (p0 + p1) + (p2 + p3), as two halves: 01 while groups 2-3's wgmma run, then 23.
+// Deferred key factor (COMB, v2_mx.cuh): acc0 + acc1 r1, then (acc0 + acc1 r1) + (acc2 +
+// acc3 r3) r2; else (key_pow2's kf): acc0 k0 + acc1 k1, then + (acc2 k2 + acc3 k3).
+template <int NE>
+__device__ __forceinline__ void comb01_deferred(float (&acc)[4][NE], const float cr1[2]) {
+#pragma unroll
+  for (int e = 0; e < NE; e++) {
+    const int h = (e >> 1) & 1;
+    acc[0][e] = __fmaf_rn(acc[1][e], cr1[h], acc[0][e]);
+  }
+}
+template <int NE>
+__device__ __forceinline__ void comb23_deferred(float (&acc)[4][NE], const float cr2[2],
+                                                const float cr3[2]) {
+#pragma unroll
+  for (int e = 0; e < NE; e++) {
+    const int h = (e >> 1) & 1;
+    acc[0][e] = __fmaf_rn(__fmaf_rn(acc[3][e], cr3[h], acc[2][e]), cr2[h], acc[0][e]);
+  }
+}
+template <int NE>
+__device__ __forceinline__ void comb01_scaled(float (&acc)[4][NE], const float (&kf)[2][4]) {
+#pragma unroll
+  for (int e = 0; e < NE; e++) {
+    const int h = (e >> 1) & 1;
+    acc[0][e] = __fmaf_rn(acc[1][e], kf[h][1], __fmul_rn(acc[0][e], kf[h][0]));
+  }
+}
+template <int NE>
+__device__ __forceinline__ void comb23_scaled(float (&acc)[4][NE], const float (&kf)[2][4]) {
+#pragma unroll
+  for (int e = 0; e < NE; e++) {
+    const int h = (e >> 1) & 1;
+    const float t23 = __fmaf_rn(acc[3][e], kf[h][3], __fmul_rn(acc[2][e], kf[h][2]));
+    acc[0][e] = __fadd_rn(acc[0][e], t23);
   }
 }
 

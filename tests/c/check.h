@@ -79,6 +79,27 @@ static inline int test_wanted(const char *name) {
   return 0;
 }
 
+/* The GPU tests' CUDA context (seeded): NULL without a usable GPU ("# no GPU: why" printed,
+ * the GPU tests then skip); NULL with one failure counted when the context cannot be made
+ * ("# CUDA context failed: ..."); else the context, its device named ("# device: NAME"). The
+ * caller frees it. */
+static inline ixl_ctx *test_cuda_ctx(uint64_t seed) {
+  char why[256];
+  ixl_ctx *ctx = NULL;
+  if (!ixl_cuda_available(why, sizeof why)) {
+    printf("# no GPU: %s\n", why);
+    return NULL;
+  }
+  if (ixl_ctx_new(IXL_BACKEND_CUDA, 0, seed, &ctx) != IXL_OK) {
+    printf("# CUDA context failed: %s\n", ixl_last_error(ctx));
+    ixl_ctx_free(ctx);
+    tests_failed_++;
+    return NULL;
+  }
+  printf("# device: %s\n", ixl_ctx_device_name(ctx));
+  return ctx;
+}
+
 #define TEST(name) static void name(void)
 #define RUN(name)                                 \
   do {                                            \

@@ -924,19 +924,7 @@ int main(void) {
   printf("# K3 kernel: %s; PDL by default: %s (IXL_PDL=%s)\n", g_k3_label,
          ixl_pdl_parse(getenv("IXL_PDL")) ? "on" : "off",
          getenv("IXL_PDL") ? getenv("IXL_PDL") : "unset");
-  char why[256];
-  if (ixl_cuda_available(why, sizeof why)) {
-    if (ixl_ctx_new(IXL_BACKEND_CUDA, 0, g_seed, &g_ctx) != IXL_OK) {
-      printf("# CUDA context failed: %s\n", ixl_last_error(g_ctx));
-      ixl_ctx_free(g_ctx);
-      g_ctx = NULL;
-      tests_failed_++;
-    } else {
-      printf("# device: %s\n", ixl_ctx_device_name(g_ctx));
-    }
-  } else {
-    printf("# no GPU: %s\n", why);
-  }
+  g_ctx = test_cuda_ctx(g_seed);
   if (!(bench && (strcmp(bench, "only") == 0 || strcmp(bench, "k3prof") == 0 || g_quick ||
                  g_pdl_only))) {
     RUN(pdl_switch);

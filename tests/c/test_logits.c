@@ -13,6 +13,7 @@
 #include "check.h"
 #include "rand.h"
 #include "logits/engine.h"
+#include "logits/k1_window.h"
 
 static uint64_t seed_;
 
@@ -1178,6 +1179,42 @@ TEST(k5_errors) {
   ixl_ctx_free(ctx);
 }
 
+/* logits/k1_window.h, the CUDA K1 kernels' per-row window in a chunk, against its definition
+ * by enumeration: key n of the row (ks' <= n < ke', the clamped range) is read by the chunk
+ * [c0, chunk_hi) exactly when its output column (n, or n - ks' compressed) lies in the chunk,
+ * and the window is that set as one range (empty: hi == lo). */
+TEST(k1_window_is_the_keys_of_the_chunks_columns) {
+  int nonempty = 0;
+  for (int it = 0; it < 20000; it++) {
+    const int64_t N = rand_range(0, 70), c0 = rand_range(0, 80);
+    const int64_t chunk_hi = c0 + rand_range(0, 40);
+    const int64_t ks = rand_range(-5, N + 5), ke = rand_range(-5, N + 5);
+    const int compressed = (int)rand_range(0, 1);
+    const ixl_k1_window w = ixl_k1_window_of(ks, ke, N, compressed, c0, chunk_hi);
+    const int64_t ksr = ks < 0 ? 0 : ks > N ? N : ks, ker = ke < ksr ? ksr : ke > N ? N : ke;
+    int64_t lo = -1, hi = -1, count = 0;
+    for (int64_t n = ksr; n < ker; n++) {
+      const int64_t col = compressed ? n - ksr : n;
+      if (col < c0 || col >= chunk_hi) continue;
+      if (lo < 0) lo = n;
+      hi = n + 1;
+      count++;
+    }
+    int ok = w.keys == ker - ksr && w.co == (compressed ? ksr : 0) && w.hi >= w.lo;
+    if (count) ok &= w.lo == lo && w.hi == hi && hi - lo == count;
+    else ok &= w.hi == w.lo;
+    nonempty += count > 0;
+    CHECK_MSG(ok,
+              "ks %lld ke %lld N %lld compressed %d chunk [%lld, %lld): lo %lld hi %lld co %lld "
+              "keys %lld (want [%lld, %lld) of %lld)",
+              (long long)ks, (long long)ke, (long long)N, compressed, (long long)c0,
+              (long long)chunk_hi, (long long)w.lo, (long long)w.hi, (long long)w.co,
+              (long long)w.keys, (long long)lo, (long long)hi, (long long)count);
+    if (!ok) break;
+  }
+  CHECK(nonempty > 1000);
+}
+
 int main(void) {
   seed_ = test_seed();
   rand_seed(RAND_XORSHIFT64, seed_ * 0x9E3779B97F4A7C15ull + 1);
@@ -1196,5 +1233,6 @@ int main(void) {
   RUN(k1_errors);
   RUN(k2_errors);
   RUN(k5_errors);
+  RUN(k1_window_is_the_keys_of_the_chunks_columns);
   DONE();
 }
