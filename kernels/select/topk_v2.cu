@@ -1158,8 +1158,18 @@ __device__ __forceinline__ void column_order(const uint32_t *W, const uint32_t *
 // AGG (IXL_TOPK_V2_SPIPE=3, with DH): the buffer slots of a round's vector by one shared
 // atomic per warp (ballots of the lanes' counts), not one atomic with a return per passing
 // vector in divergent code; the buffer's order changes, nothing that depends on it
+// CLS (IXL_TOPK_V2_CSTREAM=N, off by default): a row over a thread-block cluster of cs CTAs
+// (sm_90), for rows too few to fill the GPU one CTA each (64 x 131072 fp32: 64 of 132 SMs).
+// Every CTA takes the same sample of the whole row (from L2 after the first: 32 KB), so every
+// CTA finds the same t0 with no exchange; CTA c streams the c-th contiguous part of the row's
+// whole vectors into its own buffer (CTA 0 also the partial first and last vectors); then one
+// cluster barrier, each CTA reads the cluster's counts (DSMEM) and copies its candidates into
+// CTA 0's buffer after those of the CTAs before it, a second barrier, and CTA 0 alone finishes
+// the row as cs = 1 does (the exact kk-th key from the buffer, or the exact radix over the whole
+// row; the bitmaps, the column order, the store). The same candidates as one CTA (keys >= the
+// same t0), so the same results; the buffer's order is not used.
 template <typename T, int UNR, bool PROF = false, int MINB = 2, bool PIPE = false,
-          bool DH = false, bool AGG = false>
+          bool DH = false, bool AGG = false, bool CLS = false>
 __global__ void __launch_bounds__(NT, MINB)
     topk_v2_stream_kernel(const T *__restrict__ logits, int64_t C,
                           const int32_t *__restrict__ row_start,
@@ -1190,15 +1200,23 @@ __global__ void __launch_bounds__(NT, MINB)
   pdl_wait(); // PDL (launch.cuh): before the first global access
   pdl_trigger();
 
-  const int64_t r = blockIdx.x;
+  int rank = 0, cs = 1; // CLS: this CTA's rank in the row's cluster, the cluster's size
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (CLS) {
+    rank = (int)cg::this_cluster().block_rank();
+    cs = (int)cg::this_cluster().num_blocks();
+  }
+#endif
+  const int64_t r = blockIdx.x / cs;
   int64_t s = row_start ? row_start[r] : 0, e = row_end[r];
   if (s < 0) s = 0;
   if (e > C) e = C;
   const int n = e > s ? (int)(e - s) : 0;
   const int kk = k < n ? k : n;
   int32_t *o = out + r * (int64_t)k;
-  for (int j = kk + threadIdx.x; j < k; j += NT) o[j] = -1;
-  if (kk <= 0) return;
+  if (rank == 0)
+    for (int j = kk + threadIdx.x; j < k; j += NT) o[j] = -1;
+  if (kk <= 0) return; // the whole cluster (same row): no peer access follows
 
   const T *row = logits + r * C;
   const int64_t a0 = s - (int64_t)(((uintptr_t)(row + s) & 15u) / sizeof(T));
@@ -1208,12 +1226,16 @@ __global__ void __launch_bounds__(NT, MINB)
   // stream's first pfv vectors into L2 while the sample is taken, then pfv vectors ahead of
   // thread 0 each round, so a round's loads find L2, not HBM
   const int vlo = a0 < s ? 1 : 0, vhi = (int)((e - a0) / VEC);
+  // this CTA's part of the whole vectors (CLS: the rank-th of cs contiguous parts)
+  const int cper = CLS ? (vhi - vlo + cs - 1) / cs : 0;
+  const int plo = CLS ? min(vhi, vlo + rank * cper) : vlo;
+  const int phi = CLS ? min(vhi, plo + cper) : vhi;
   const uint4 *vp = reinterpret_cast<const uint4 *>(row + a0);
-  auto prefetch = [&](int lo, int cnt) { // vectors [lo, lo + cnt) of the whole ones
-    const int hi = min(lo + cnt, vhi);
+  auto prefetch = [&](int lo, int cnt) { // vectors [lo, lo + cnt) of this part's whole ones
+    const int hi = min(lo + cnt, phi);
     if (lo < hi) l2_prefetch(vp + lo, (uint32_t)(hi - lo) * 16u);
   };
-  if (pfv && threadIdx.x == 0) prefetch(vlo, pfv);
+  if (pfv && threadIdx.x == 0) prefetch(plo, pfv);
   const int warp = threadIdx.x >> 5;
   unsigned *myhist = hist + (warp & 1) * NB;
   const int sh0 = K::shift(0);
@@ -1387,17 +1409,17 @@ __global__ void __launch_bounds__(NT, MINB)
           }
       }
     };
-    int v = vlo + (int)threadIdx.x;
+    int v = plo + (int)threadIdx.x;
     if (PIPE) {
       uint4 cur[UNR];
-      if (v + (UNR - 1) * NT < vhi) {
+      if (v + (UNR - 1) * NT < phi) {
 #pragma unroll
         for (int u = 0; u < UNR; u++) cur[u] = __ldg(vp + v + u * NT);
       }
-      for (; v + (UNR - 1) * NT < vhi; v += UNR * NT) {
+      for (; v + (UNR - 1) * NT < phi; v += UNR * NT) {
         if (pfv && threadIdx.x == 0) prefetch(v + pfv, UNR * NT);
         const int vn = v + UNR * NT;
-        const bool more = vn + (UNR - 1) * NT < vhi;
+        const bool more = vn + (UNR - 1) * NT < phi;
         uint4 nxt[UNR];
 #pragma unroll
         for (int u = 0; u < UNR; u++) nxt[u] = more ? __ldg(vp + vn + u * NT) : cur[u];
@@ -1410,7 +1432,7 @@ __global__ void __launch_bounds__(NT, MINB)
         for (int u = 0; u < UNR; u++) cur[u] = nxt[u];
       }
     } else {
-      for (; v + (UNR - 1) * NT < vhi; v += UNR * NT) {
+      for (; v + (UNR - 1) * NT < phi; v += UNR * NT) {
         if (pfv && threadIdx.x == 0) prefetch(v + pfv, UNR * NT); // the window moves one round
         uint4 w[UNR];
 #pragma unroll
@@ -1419,8 +1441,9 @@ __global__ void __launch_bounds__(NT, MINB)
         for (int u = 0; u < UNR; u++) whole(v + u * NT, w[u]);
       }
     }
-    for (; v < vhi; v += NT) whole(v, __ldg(vp + v));
-    const int part = threadIdx.x == 0 && vlo                         ? 0
+    for (; v < phi; v += NT) whole(v, __ldg(vp + v));
+    const int part = rank != 0                                        ? -1
+                     : threadIdx.x == 0 && vlo                         ? 0
                      : threadIdx.x == 1 && vhi < nv && vhi >= vlo ? vhi
                                                                    : -1;
     if (part >= 0) {
@@ -1432,6 +1455,33 @@ __global__ void __launch_bounds__(NT, MINB)
   __syncthreads();
   if (prof) tc[3] = clock64();
   int nc = (int)ss.ncand;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (CLS && cs > 1) { // the candidates to CTA 0, after those of the lower ranks
+    cg::this_cluster().sync(); // every CTA's buffer and count are final
+    if (threadIdx.x < 32) {
+      const int q = (int)threadIdx.x;
+      const unsigned nq = q < cs ? *peer<true>(&ss.ncand, q) : 0u;
+      unsigned incl = nq;
+#pragma unroll
+      for (int d = 1; d < 32; d <<= 1) {
+        const unsigned y = __shfl_up_sync(0xffffffffu, incl, d);
+        if (q >= d) incl += y;
+      }
+      const unsigned base = __shfl_sync(0xffffffffu, incl - nq, rank);
+      const unsigned total = __shfl_sync(0xffffffffu, incl, 31);
+      if (q == 0) sh.gbase = (int)base, sh.gcount = total;
+    }
+    __syncthreads();
+    const unsigned base = (unsigned)sh.gbase, total = sh.gcount;
+    if (rank > 0 && total <= (unsigned)cap) { // else the exact radix: the buffer is unused
+      uint32_t *ck0 = peer<true>(ck, 0), *cc0 = peer<true>(cc, 0);
+      for (int i = threadIdx.x; i < nc; i += NT) ck0[base + i] = ck[i], cc0[base + i] = cc[i];
+    }
+    cg::this_cluster().sync(); // CTA 0's buffer is complete
+    if (rank > 0) return;
+    nc = (int)min(total, (unsigned)cap + 1u);
+  }
+#endif
   const int nc0 = nc;
   uint32_t prefix = 0, mask = 0;
   int above = 0;
@@ -1827,7 +1877,8 @@ __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 ? 4 : 3) : 2
 // prefetched), 2 a cluster row's first find by atomic_find, 3 both; IXL_TOPK_V2_GRID=N caps
 // the persistent grid at N CTAs (tests: several rows per CTA).
 struct Dev {
-  int cs, profile, flags, next, grid, stream, sunr, smu, sprof, spf, s3, shortk, shmu, spipe, shc;
+  int cs, profile, flags, next, grid, stream, sunr, smu, sprof, spf, s3, shortk, shmu, spipe, shc,
+      cstream;
 };
 Dev g_dev;
 std::atomic<int> g_dev_read{0};
@@ -1952,8 +2003,9 @@ size_t stream_smem(int64_t C, int k, bool stage, int cap = SCAP) {
 // IXL_TOPK_V2_S3=1 (off by default, not yet run on the GPU): three CTAs per SM where a
 // buffer of 2048 entries (k <= 1024) and the bitmaps leave each under a third of the SM's
 // shared memory (rows up to about 190K fp32 columns), at 40 registers, UNR 4.
+// ccs > 1 (IXL_TOPK_V2_CSTREAM): each row over a cluster of ccs CTAs (the CLS instantiation).
 template <typename T>
-ixl_status launch_stream(ixl_ctx *ctx, const Args &a, size_t smem, const Dev &dv) {
+ixl_status launch_stream(ixl_ctx *ctx, const Args &a, size_t smem, const Dev &dv, int ccs = 1) {
   const int64_t R = a.logits->shape[0], C = a.logits->shape[1];
   int P = 1;
   while (P < a.k) P <<= 1;
@@ -1965,7 +2017,8 @@ ixl_status launch_stream(ixl_ctx *ctx, const Args &a, size_t smem, const Dev &dv
               : dv.spipe == 2 ? topk_v2_stream_kernel<T, 4, false, 2, true, true>
               : dv.spipe     ? topk_v2_stream_kernel<T, 4, false, 2, true>
                              : topk_v2_stream_kernel<T, 4>;
-  if (dv.s3 && !dv.sprof) {
+  if (ccs > 1) kern = topk_v2_stream_kernel<T, 4, false, 2, true, true, false, true>;
+  if (dv.s3 && !dv.sprof && ccs == 1) {
     const size_t s3 = stream_smem(C, a.k, a.sorted || a.sparse_ids, 2048);
     if (s3 && s3 <= (size_t)54 * 1024) {
       kern = topk_v2_stream_kernel<T, 4, false, 3>;
@@ -1976,7 +2029,13 @@ ixl_status launch_stream(ixl_ctx *ctx, const Args &a, size_t smem, const Dev &dv
       ctx, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
       "topk v2 stream: cudaFuncSetAttribute");
   if (st) return st;
-  return launch_pdl(ctx, "topk v2 stream", kern, dim3((unsigned)R), dim3(NT), smem, 1u,
+  if (ccs > 8 &&
+      (st = ixl_cuda_status(
+           ctx, cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1),
+           "topk v2 stream: cudaFuncSetAttribute (cluster size)")))
+    return st;
+  return launch_pdl(ctx, "topk v2 stream", kern, dim3((unsigned)(R * ccs)), dim3(NT), smem,
+                    (unsigned)ccs,
                     (const T *)a.logits->data, C,
                     a.row_start ? (const int32_t *)a.row_start->data : (const int32_t *)nullptr,
                     (const int32_t *)a.row_end->data, a.k, a.sorted, (int32_t *)a.out->data, P,
@@ -2086,6 +2145,13 @@ ixl_status dispatch(ixl_ctx *ctx, const Args &a) {
   if (dv.stream && !dv.cs && !dv.profile) {
     const size_t ss = stream_smem(C, a.k, a.sorted || a.sparse_ids);
     const int64_t R = a.logits->shape[0];
+    // rows that need clusters, split over a cluster of up to IXL_TOPK_V2_CSTREAM CTAs each
+    // while the grid stays one wave at two CTAs per SM (64 rows: 4; 1 row: all of it)
+    if (ss && dv.cstream > 1 && cs > 1 && ctx->variant_sm >= 90 && !dv.sprof) {
+      int ccs = dv.cstream;
+      while (ccs > 1 && R * ccs > 2 * sm_count(ctx)) ccs >>= 1;
+      if (ccs > 1) return launch_stream<T>(ctx, a, ss, dv, ccs);
+    }
     if (ss && (dv.stream >= 2 || (cs > 1 && (cs > CSMAX || R * cs > 2 * sm_count(ctx)))))
       return launch_stream<T>(ctx, a, ss, dv);
   }
@@ -2174,6 +2240,10 @@ extern "C" void ixl_topk_v2_dev_reload(void) {
   if (d.shortk < 0 || d.shortk > 5) d.shortk = 1;
   // the short kernel's candidates by bit masks (1; 0 = the unrolled slots), off by default
   d.shc = num("IXL_TOPK_V2_SHC", 0) == 1;
+  // rows that need clusters on the streaming kernel split over a cluster of up to N CTAs (2,
+  // 4, 8, 16; 0 off, the default)
+  d.cstream = num("IXL_TOPK_V2_CSTREAM", 0);
+  if (d.cstream != 2 && d.cstream != 4 && d.cstream != 8 && d.cstream != 16) d.cstream = 0;
   d.shmu = num("IXL_TOPK_V2_SHMU", 64);
   if (d.shmu < 4 || d.shmu > 1024) d.shmu = 64;
   g_dev = d;
