@@ -114,6 +114,19 @@ static inline ixl_ctx *test_cuda_ctx(uint64_t seed) {
     }                                             \
     fflush(stdout);                               \
   } while (0)
+/* RUN(name) when IXL_TEST_ONLY wants it and `ctx` (a GPU context, test_cuda_ctx's) is there;
+ * without one, "ok - NAME # skipped: no GPU", counted as passed. */
+#define RUN_ON_GPU(ctx, name)                       \
+  do {                                              \
+    if (!test_wanted(#name)) {                      \
+      /* not asked for */                           \
+    } else if (ctx) {                               \
+      RUN(name);                                    \
+    } else {                                        \
+      printf("ok - %s # skipped: no GPU\n", #name); \
+      tests_passed_++;                              \
+    }                                               \
+  } while (0)
 #define DONE()                                                          \
   do {                                                                  \
     printf("# %d passed, %d failed\n", tests_passed_, tests_failed_);  \

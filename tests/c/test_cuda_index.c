@@ -897,17 +897,7 @@ TEST(bench_k3_profile) {
 
 /* ---------------------------------------------------------------- main */
 
-#define RUN_GPU(name)                               \
-  do {                                              \
-    if (!test_wanted(#name)) {                      \
-      /* not asked for */                           \
-    } else if (g_ctx) {                             \
-      RUN(name);                                    \
-    } else {                                        \
-      printf("ok - %s # skipped: no GPU\n", #name); \
-      tests_passed_++;                              \
-    }                                               \
-  } while (0)
+#define RUN_GPU(name) RUN_ON_GPU(g_ctx, name)
 
 int main(void) {
   g_seed = test_seed();
