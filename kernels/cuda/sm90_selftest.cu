@@ -75,6 +75,32 @@ __device__ __forceinline__ void store_acc(float *out, const float (&acc)[N / 2],
   }
 }
 
+// The four k32 groups of a tile into two accumulators in turn (poisoned first, scale-d 0):
+// issue(acc, g) puts group g's wgmma into acc; group g - 1's product is stored (at o +
+// (g - 1) 64 N) while group g runs, group 3's after the last wait.
+#if IXL_SM90_DEVICE
+template <int N, typename Issue>
+__device__ __forceinline__ void groups_two_acc(Issue &&issue, float *o, int t) {
+  float acc[2][N / 2];
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) acc[0][i] = acc[1][i] = poison();
+#pragma unroll
+  for (int g = 0; g < 4; ++g) {
+    wgmma_fence(); // orders the last store's reads of acc[g & 1] before the overwrite
+    issue(acc[g & 1], g);
+    wgmma_commit();
+    if (g > 0) {
+      wgmma_wait<1>(); // group g - 1 done, g may still run
+      fence_operand(acc[(g - 1) & 1]);
+      store_acc<N>(o + (g - 1) * 64 * N, acc[(g - 1) & 1], t);
+    }
+  }
+  wgmma_wait<0>();
+  fence_operand(acc[1]);
+  store_acc<N>(o + 3 * 64 * N, acc[1], t);
+}
+#endif
+
 // One warpgroup per tile. A: 64 x 128 B (RS_WIDEN: 64 x 64 B of e2m1 nibbles), B: N x 128 B,
 // both K-major row-major in global memory. Not CHAIN: out[tile][g][64][N] = group g's product
 // (4 groups, scale-d = 0, two accumulators in flight). CHAIN: out[tile][0] = the 4 groups
@@ -142,24 +168,8 @@ __global__ void __launch_bounds__(128, 1)
     fence_operand(acc);
     store_acc<N>(out + (size_t)tile * 64 * N, acc, t);
   } else {
-    float acc[2][N / 2];
-#pragma unroll
-    for (int i = 0; i < N / 2; ++i) acc[0][i] = acc[1][i] = poison();
-    float *o = out + (size_t)tile * 4 * 64 * N;
-#pragma unroll
-    for (int g = 0; g < 4; ++g) {
-      wgmma_fence(); // orders the last store's reads of acc[g & 1] before the overwrite
-      issue(acc[g & 1], g, 0);
-      wgmma_commit();
-      if (g > 0) {
-        wgmma_wait<1>(); // group g - 1 done, g may still run
-        fence_operand(acc[(g - 1) & 1]);
-        store_acc<N>(o + (g - 1) * 64 * N, acc[(g - 1) & 1], t);
-      }
-    }
-    wgmma_wait<0>();
-    fence_operand(acc[1]);
-    store_acc<N>(o + 3 * 64 * N, acc[1], t);
+    groups_two_acc<N>([&](float(&acc)[N / 2], int g) { issue(acc, g, 0); },
+                      out + (size_t)tile * 4 * 64 * N, t);
   }
 #else
   IXL_SM90_TRAP_ELSEWHERE();
@@ -200,26 +210,13 @@ __global__ void __launch_bounds__(384, 1)
     mbar_wait(&full, 0);
     const int t = threadIdx.x & 127;
     const uint8_t *sa = sA[wg - 1];
-    float *o = out + ((size_t)tile * 2 + (wg - 1)) * 4 * 64 * N;
-    float acc[2][N / 2];
-#pragma unroll
-    for (int i = 0; i < N / 2; ++i) acc[0][i] = acc[1][i] = poison();
-#pragma unroll
-    for (int g = 0; g < 4; ++g) {
-      const uint64_t da = wgmma_desc(sa + 32 * g, IXL_SM90_SWIZZLE_128B, 16, 1024);
-      const uint64_t db = wgmma_desc(sB + 32 * g, IXL_SM90_SWIZZLE_128B, 16, 1024);
-      wgmma_fence();
-      wgmma_e4m3_ss<N>(acc[g & 1], da, db, 0);
-      wgmma_commit();
-      if (g > 0) {
-        wgmma_wait<1>();
-        fence_operand(acc[(g - 1) & 1]);
-        store_acc<N>(o + (g - 1) * 64 * N, acc[(g - 1) & 1], t);
-      }
-    }
-    wgmma_wait<0>();
-    fence_operand(acc[1]);
-    store_acc<N>(o + 3 * 64 * N, acc[1], t);
+    groups_two_acc<N>(
+        [&](float(&acc)[N / 2], int g) {
+          const uint64_t da = wgmma_desc(sa + 32 * g, IXL_SM90_SWIZZLE_128B, 16, 1024);
+          const uint64_t db = wgmma_desc(sB + 32 * g, IXL_SM90_SWIZZLE_128B, 16, 1024);
+          wgmma_e4m3_ss<N>(acc, da, db, 0);
+        },
+        out + ((size_t)tile * 2 + (wg - 1)) * 4 * 64 * N, t);
   }
 #else
   IXL_SM90_TRAP_ELSEWHERE();
