@@ -21,7 +21,9 @@
 // aggregated per warp (__match_any_sync: one atomic per distinct bin of a warp's keys; the few
 // busy bins of a top digit otherwise serialise). IXL_K3_NEXT=1 is mode 3 (both of the first,
 // as measured on the H200: decode 47.6 -> 45.3 us, prefill 996 -> 1122 us), 2 is mode 2, 6 is
-// mode 6, 0 is mode 0 (the kernel before the register sort); unset, or any other value: mode 2,
+// mode 6, 8 is mode 10 (the register sort's place taken by CUB's stable block radix sort of
+// the winners, k3_cub_sort), 0 is mode 0 (the kernel before the register sort); unset, or any
+// other value: mode 2,
 // the default since session 6's second H200 visit (/work/.device/2, batch medians, inputs
 // rotated; mode 0 / 2 / 6): decode 64x131072 cbs 8 T 2048 47.4 / 43.3 / 41.8 us, cbs 16 T 1024
 // 32.3 / 30.8 / 32.3, cbs 64 T 256 25.3 / 24.3 / 26.1, 1x131072 40.2 / 36.0 / 36.9, prefill
@@ -40,6 +42,8 @@
 // m)) in double. CUDA's double exp/log may differ from glibc's by an ulp, which can change the
 // order of two blocks only when their scores are within about 1e-7 relative (a near-tie).
 #include <cooperative_groups.h>
+
+#include <cub/block/block_radix_sort.cuh>
 
 #include "cuda/common.cuh"
 
@@ -262,6 +266,36 @@ __device__ void k3_sort(uint64_t *buf, int P) {
   __syncthreads();
 }
 
+// Mode 8's sort of the winners: CUB's stable block radix sort over the composite's key half
+// (bits 32-63, ~key), so the ties keep the compaction's block-id order: the same order as
+// k3_sort's (score descending, block id ascending) in 8 passes of 4 bits, each a rank and an
+// exchange, instead of a bitonic network's 66 compare-exchange steps. Items in CUB's blocked
+// arrangement, K3_CUB_ITEMS(NTH) a thread; taken when P fills at least half of them (the
+// padding ~0 sorts last); else k3_sort.
+template <int NTH> struct K3CubSort {
+  static constexpr int kItems = NTH >= 1024 ? 2 : 4;
+  using Sort = cub::BlockRadixSort<unsigned long long, NTH, kItems>;
+  using Storage = typename Sort::TempStorage;
+};
+
+template <int NTH>
+__device__ void k3_cub_sort(uint64_t *buf, int P, typename K3CubSort<NTH>::Storage &tmp) {
+  constexpr int I = K3CubSort<NTH>::kItems;
+  if (2 * P < NTH * I || P > NTH * I) {
+    k3_sort<NTH>(buf, P);
+    return;
+  }
+  const int t = (int)threadIdx.x;
+  unsigned long long v[I];
+#pragma unroll
+  for (int i = 0; i < I; i++) v[i] = t * I + i < P ? buf[t * I + i] : ~0ull;
+  typename K3CubSort<NTH>::Sort(tmp).Sort(v, 32, 64);
+#pragma unroll
+  for (int i = 0; i < I; i++)
+    if (t * I + i < P) buf[t * I + i] = v[i];
+  __syncthreads();
+}
+
 // Cluster helpers (sm_90): the rank-0 CTA's shared address of a local one, and the cluster
 // barrier. Unused (cs = 1) on older GPUs.
 __device__ __forceinline__ unsigned *k3_leader_smem(unsigned *p, int cs) {
@@ -299,6 +333,7 @@ __global__ void __launch_bounds__(NTH, 1024 / NTH)
   constexpr bool kNext = (kMode & 1) != 0; // the top digit by a counting search
   constexpr bool kRegSort = (kMode & 2) != 0;
   constexpr bool kAgg = !kNext && (kMode & 4) != 0;
+  constexpr bool kCub = (kMode & 8) != 0; // the winners' sort by CUB's block radix sort
   extern __shared__ __align__(16) unsigned char k3_smem[];
   __shared__ K3Shared<NTH> sh;
   long long stamp[kProf ? K3_NSTAMP : 1];
@@ -475,8 +510,14 @@ __global__ void __launch_bounds__(NTH, 1024 / NTH)
   if (kProf) stamp[6] = clock64();
 
   // ---- order the kk winners (score descending, block id ascending), then -1 pads
-  if (kRegSort) k3_sort<NTH>(sbuf, P);
-  else block_bitonic_sort<NTH>(sbuf, P);
+  if constexpr (kCub) {
+    __shared__ typename K3CubSort<NTH>::Storage cub_tmp;
+    k3_cub_sort<NTH>(sbuf, P, cub_tmp);
+  } else if (kRegSort) {
+    k3_sort<NTH>(sbuf, P);
+  } else {
+    block_bitonic_sort<NTH>(sbuf, P);
+  }
   if (kProf) stamp[7] = clock64();
   for (int64_t j = tid; j < T; j += NTH)
     o[j] = j < kk ? (int32_t)(uint32_t)(sbuf[j] & 0xffffffffull) : -1;
@@ -651,11 +692,12 @@ k3_kernel_fn k3_kernel_of(int vec, int big, int prof) {
 }
 
 // IXL_K3_NEXT (see the file's header), read once per process, as the index of its
-// instantiation: 0 -> mode 0, 1 -> mode 3, 6 -> mode 6 (index 3), else (unset too) mode 2.
+// instantiation: 0 -> mode 0, 1 -> mode 3, 6 -> mode 6 (index 3), 8 -> mode 10 (index 4),
+// else (unset too) mode 2.
 int k3_mode_index() {
   static const int index = [] {
     const int v = env_int("IXL_K3_NEXT", 2);
-    return v == 0 ? 0 : v == 1 ? 1 : v == 6 ? 3 : 2;
+    return v == 0 ? 0 : v == 1 ? 1 : v == 6 ? 3 : v == 8 ? 4 : 2;
   }();
   return index;
 }
@@ -680,7 +722,13 @@ extern "C" ixl_status ixl_cuda_candidate_select(ixl_ctx *ctx, const ixl_tensor *
     while (P < kmax) P <<= 1;
     const int64_t region = P * 8 > K3_HIST * 4 ? P * 8 : K3_HIST * 4;
     const int64_t smem = region + (ncap + 4095) / 4096 * 4096 * 4; // keys in whole rounds
-    if (smem <= dev.smem) {
+    // mode 10's sort storage is static shared memory beside K3Shared (the larger of the two
+    // thread counts': IXL_CANDIDATES_NT may pick either)
+    const int64_t cub_bytes =
+        k3_mode_index() != 4 ? 0
+                             : (int64_t)std::max(sizeof(K3CubSort<1024>::Storage),
+                                                 sizeof(K3CubSort<512>::Storage));
+    if (smem + cub_bytes <= dev.smem) {
       // one wave of rows: 1024 threads per row, two CTAs per row on sm_90 where they fit in
       // one wave (the load is the row's cost); more rows: 512 threads, two CTAs per SM (one
       // row's selection overlaps another's load)
@@ -700,8 +748,9 @@ extern "C" ixl_status ixl_cuda_candidate_select(ixl_ctx *ctx, const ixl_tensor *
       const k3_kernel_fn kern = next == 1   ? k3_kernel_of<3>(vec, nt == 1024, prof)
                                 : next == 2 ? k3_kernel_of<2>(vec, nt == 1024, prof)
                                 : next == 3 ? k3_kernel_of<6>(vec, nt == 1024, prof)
+                                : next == 4 ? k3_kernel_of<10>(vec, nt == 1024, prof)
                                             : k3_kernel_of<0>(vec, nt == 1024, prof);
-      static int64_t set_bytes[4][2][2][2]; // the attribute already set, per instantiation
+      static int64_t set_bytes[5][2][2][2]; // the attribute already set, per instantiation
       int64_t &set = set_bytes[next][vec][nt == 1024][prof];
       if (smem > set) {
         ixl_status st = ixl_cuda_status(
