@@ -148,6 +148,8 @@ constexpr int kVarBase = 16;     // the kernel of session 6 (WS=5): one producer
 constexpr int kVarWarpProd = 32; // each producer warp widens whole tiles (t % 4 == its warp)
 constexpr int kVarNoMath = 64;   // timing ablation (WRONG results): no wgmma and no epilogue
 constexpr int kVarRoll = 128;    // rolling pipeline: a row's wgmma overlap the other's epilogue
+constexpr int kVarSplit = 256;   // fp32 head sums in two chains a slot (the order is free)
+constexpr int kVarOneCode = 512; // one math loop for both warpgroups (instruction cache)
 #if IXL_SM90_DEVICE
 // NR rows from R0 on (of a math warpgroup's 2): the epilogue's compile-time row set
 template <int R0, int NR> struct Rows {
@@ -186,7 +188,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ int64_t s_lo[kRows], s_hi[kRows], s_co[kRows];
   __shared__ uint64_t s_rfull[kSR], s_wfull[kSW], s_wempty[kSW];
   constexpr bool kNoEpi = VAR & kVarNoEpi, kWarpProd = VAR & kVarWarpProd;
-  constexpr bool kNoMath = VAR & kVarNoMath, kRoll = VAR & kVarRoll;
+  constexpr bool kNoMath = VAR & kVarNoMath, kRoll = VAR & kVarRoll, kSplit = VAR & kVarSplit;
+  constexpr bool kOneCode = VAR & kVarOneCode;
   static_assert(!kWarpProd || kSR % 4 == 0, "per-warp producer: kSR a multiple of 4");
 
   const int tid = threadIdx.x, wg = tid >> 7;
@@ -381,7 +384,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // one instantiation per math warpgroup (mw 0 or 1, a constant): its query tile's address and
   // columns are then constants, so its B descriptors can stay uniform across tiles
   auto math = [&](auto mw_tag) {
-  constexpr int mw = decltype(mw_tag)::value;
+  // kOneCode: one instantiation for both warpgroups (mw at run time), half the math code
+  const int mw = kOneCode ? wg - 1 : decltype(mw_tag)::value;
   constexpr int NJ = kNC / 8; // accumulator column blocks of 8
   constexpr int JR = kH / 8;  // column blocks a row
   const int mt = tid - 128 * (mw + 1), warp = mt >> 5, lane = tid & 31, t4 = lane & 3;
@@ -480,9 +484,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     constexpr int R0 = decltype(r0_tag)::r0, NR = decltype(r0_tag)::nr;
     constexpr bool FOLD = decltype(fold_tag)::value;
     if (!BF16) {
-      float sum[NR][2];
+      // kSplit: each slot's sum in two chains (column blocks 0-1 and 2-3, added at the end:
+      // fp32's head order is free, SPEC 3), half the dependent depth
+      constexpr int P = kSplit ? 2 : 1;
+      float sum[NR][2], part[NR][2][P];
 #pragma unroll
-      for (int r = 0; r < NR; r++) sum[r][0] = sum[r][1] = 0.0f; // [row][slot]
+      for (int r = 0; r < NR; r++)
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+          for (int q = 0; q < P; q++) part[r][h][q] = 0.0f; // [row][slot][chain]
 #pragma unroll
       for (int jj = 0; jj < JR; jj++)
 #pragma unroll
@@ -491,13 +502,23 @@ __global__ void __launch_bounds__(kThreads, 1)
           for (int h = 0; h < 2; h++)
 #pragma unroll
             for (int r = 0; r < NR; r++) {
-              const int jl = r * JR + jj, j = R0 * JR + jl;
+              const int jl = r * JR + jj, j = R0 * JR + jl, q = kSplit ? jj >> 1 : 0;
               const float x = a[4 * jl + 2 * h + c];
               // kRoll: the folded weights from shared memory (their 16 registers spilled)
-              const float wfj = kRoll ? s_wh[cb + 8 * j + 2 * t4 + c] : wf[2 * j + c];
-              sum[r][h] = FOLD ? __fmaf_rn(wfj, __fadd_rn(x, fabsf(x)), sum[r][h])
-                               : __fmaf_rn(s_wo[cb + 8 * j + 2 * t4 + c], relu(x), sum[r][h]);
+              float wfj = wf[BF16 ? 0 : 2 * j + c];
+              if (kRoll) {
+                const float2 w2 = *reinterpret_cast<const float2 *>(&s_wh[cb + 8 * j + 2 * t4]);
+                wfj = c ? w2.y : w2.x;
+              }
+              part[r][h][q] =
+                  FOLD ? __fmaf_rn(wfj, __fadd_rn(x, fabsf(x)), part[r][h][q])
+                       : __fmaf_rn(s_wo[cb + 8 * j + 2 * t4 + c], relu(x), part[r][h][q]);
             }
+#pragma unroll
+      for (int r = 0; r < NR; r++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) sum[r][h] = kSplit ? part[r][h][0] + part[r][h][P - 1]
+                                                       : part[r][h][0];
 #pragma unroll
       for (int r = 0; r < NR; r++)
 #pragma unroll
@@ -771,7 +792,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   } // kRoll
   };
-  if (wg == 1) math(std::integral_constant<int, 0>{});
+  if (kOneCode || wg == 1) math(std::integral_constant<int, 0>{});
   else math(std::integral_constant<int, 1>{});
 #else
   IXL_SM90_TRAP_ELSEWHERE();
@@ -781,9 +802,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 // ------------------------------------------------------------------ host
 // IXL_LOGITS_V2_MX_WS, read once a process: 0 (or anything not below): off (-1), V3 runs K1;
 // 1 or 5: session 6's kernel (kVarBase); 6: the per-warp producer (kVarWarpProd); 7: it and
-// the rolling pipeline (kVarRoll). Timing ablations with WRONG results, for the benchmark
-// only: e (kVarBase, no math epilogue), f (kVarWarpProd, no math epilogue), p (kVarBase, the
-// math warpgroups pass every tile on: no wgmma, no epilogue), q (the same with kVarWarpProd).
+// the rolling pipeline (kVarRoll); 8: 7 with the fp32 head sums in two chains (kVarSplit);
+// 9, a, b: 6, 8, 5 with one math code path for both warpgroups (kVarOneCode).
+// Timing ablations with WRONG results, for the benchmark only: e (kVarBase, no math epilogue),
+// f (kVarWarpProd, no math epilogue), p (kVarBase, the math warpgroups pass every tile on: no
+// wgmma, no epilogue), q (the same with kVarWarpProd).
 // Measured on the H200 and no longer built (2026-12-02, session 6 visit 3; K1 2048x8192 fp32 /
 // bf16 / 4096x65536, WS=1: 419 / 394 / 7,094 us): the math warpgroups taking turns to issue
 // on two mbarriers 430 / 405 / 7,299, raw stages released by an mbarrier (no producer
@@ -810,6 +833,10 @@ int ws_mode() {
       case '5': return kVarBase;
       case '6': return kVarBase | kVarWarpProd;
       case '7': return kVarBase | kVarWarpProd | kVarRoll;
+      case '8': return kVarBase | kVarWarpProd | kVarRoll | kVarSplit;
+      case '9': return kVarBase | kVarWarpProd | kVarOneCode;
+      case 'a': return kVarBase | kVarWarpProd | kVarRoll | kVarSplit | kVarOneCode;
+      case 'b': return kVarBase | kVarOneCode;
       case 'e': return kVarBase | kVarNoEpi;
       case 'f': return kVarBase | kVarWarpProd | kVarNoEpi;
       case 'p': return kVarBase | kVarNoMath;
@@ -915,6 +942,10 @@ extern "C" int ixl_cuda_logits_v2_mxk1(ixl_ctx *ctx, const ixl_logits_call *c, i
     IXL_MXK1_CASE(kVarBase)
     IXL_MXK1_CASE(kVarBase | kVarWarpProd)
     IXL_MXK1_CASE(kVarBase | kVarWarpProd | kVarRoll)
+    IXL_MXK1_CASE(kVarBase | kVarWarpProd | kVarRoll | kVarSplit)
+    IXL_MXK1_CASE(kVarBase | kVarWarpProd | kVarOneCode)
+    IXL_MXK1_CASE(kVarBase | kVarWarpProd | kVarRoll | kVarSplit | kVarOneCode)
+    IXL_MXK1_CASE(kVarBase | kVarOneCode)
     IXL_MXK1_CASE(kVarBase | kVarNoEpi)
     IXL_MXK1_CASE(kVarBase | kVarWarpProd | kVarNoEpi)
     IXL_MXK1_CASE(kVarBase | kVarNoMath)
