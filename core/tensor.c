@@ -374,12 +374,24 @@ static bool overlaps_f64_buffer(const ixl_tensor *t, const double *buf, int64_t 
   return ixl_tensors_overlap(t, &b);
 }
 
-static ixl_status check_fill(ixl_ctx *ctx, const ixl_tensor *t, int64_t n, const char *what) {
+/* What both directions check first (`what`: "fill" or "read"): t is a valid tensor of n
+ * elements, and the host buffer (`buf_name`: src or dst) is given when n > 0 and does not
+ * overlap t (`overlap`: the message's words for that). */
+static ixl_status check_f64_io(ixl_ctx *ctx, const ixl_tensor *t, const double *buf, int64_t n,
+                               const char *what, const char *buf_name, const char *overlap) {
   ixl_status st = ixl_check_tensor(ctx, t, what, -1, -1);
   if (st) return st;
   if (n != ixl_tensor_numel(t))
     return ixl_set_error(ctx, IXL_ERR_SHAPE, "%s: %lld values given for a tensor of %lld elements",
                          what, (long long)n, (long long)ixl_tensor_numel(t));
+  if (!buf && n > 0)
+    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "%s: %s is NULL for %lld values", what,
+                         buf_name, (long long)n);
+  if (overlaps_f64_buffer(t, buf, n))
+    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
+                         "%s: %s: an output must not share memory with an input (pass a separate "
+                         "buffer)",
+                         what, overlap);
   return IXL_OK;
 }
 
@@ -395,15 +407,8 @@ static ixl_status range_check(ixl_ctx *ctx, int dtype, double v, int64_t i) {
 }
 
 ixl_status ixl_tensor_from_f64(ixl_ctx *ctx, ixl_tensor *t, const double *src, int64_t n) {
-  ixl_status st = check_fill(ctx, t, n, "fill");
+  ixl_status st = check_f64_io(ctx, t, src, n, "fill", "src", "tensor overlaps src");
   if (st) return st;
-  if (!src && n > 0)
-    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "fill: src is NULL for %lld values",
-                         (long long)n);
-  if (overlaps_f64_buffer(t, src, n))
-    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
-                         "fill: tensor overlaps src: an output must not share memory with an "
-                         "input (pass a separate buffer)");
   for (int64_t i = 0; i < n; i++)
     if ((st = range_check(ctx, t->dtype, src[i], i))) return st;
   if (t->device == IXL_HOST) {
@@ -420,15 +425,8 @@ ixl_status ixl_tensor_from_f64(ixl_ctx *ctx, ixl_tensor *t, const double *src, i
 }
 
 ixl_status ixl_tensor_to_f64(ixl_ctx *ctx, const ixl_tensor *t, double *dst, int64_t n) {
-  ixl_status st = check_fill(ctx, t, n, "read");
+  ixl_status st = check_f64_io(ctx, t, dst, n, "read", "dst", "dst overlaps tensor");
   if (st) return st;
-  if (!dst && n > 0)
-    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG, "read: dst is NULL for %lld values",
-                         (long long)n);
-  if (overlaps_f64_buffer(t, dst, n))
-    return ixl_set_error(ctx, IXL_ERR_INVALID_ARG,
-                         "read: dst overlaps tensor: an output must not share memory with an "
-                         "input (pass a separate buffer)");
   if (t->device == IXL_HOST) {
     for (int64_t i = 0; i < n; i++) dst[i] = load_f64(t->data, t->dtype, i);
     return IXL_OK;
