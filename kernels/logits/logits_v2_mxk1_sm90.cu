@@ -150,6 +150,9 @@ constexpr int kVarNoMath = 64;   // timing ablation (WRONG results): no wgmma an
 constexpr int kVarRoll = 128;    // rolling pipeline: a row's wgmma overlap the other's epilogue
 constexpr int kVarSplit = 256;   // fp32 head sums in two chains a slot (the order is free)
 constexpr int kVarOneCode = 512; // one math loop for both warpgroups (instruction cache)
+constexpr int kVarNoMma = 1024;  // timing ablation (WRONG results): no wgmma in the tile loop
+constexpr int kVarNoWiden = 4;   // timing ablation (WRONG results): kVarWarpProd, no widening
+constexpr int kVarAblations = kVarNoEpi | kVarNoMath | kVarNoMma | kVarNoWiden;
 #if IXL_SM90_DEVICE
 // NR rows from R0 on (of a math warpgroup's 2): the epilogue's compile-time row set
 template <int R0, int NR> struct Rows {
@@ -189,7 +192,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ uint64_t s_rfull[kSR], s_wfull[kSW], s_wempty[kSW];
   constexpr bool kNoEpi = VAR & kVarNoEpi, kWarpProd = VAR & kVarWarpProd;
   constexpr bool kNoMath = VAR & kVarNoMath, kRoll = VAR & kVarRoll, kSplit = VAR & kVarSplit;
-  constexpr bool kOneCode = VAR & kVarOneCode;
+  constexpr bool kOneCode = VAR & kVarOneCode, kNoMma = VAR & kVarNoMma;
+  constexpr bool kNoWiden = VAR & kVarNoWiden;
   static_assert(!kWarpProd || kSR % 4 == 0, "per-warp producer: kSR a multiple of 4");
 
   const int tid = threadIdx.x, wg = tid >> 7;
@@ -351,9 +355,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         const uint8_t *src = s_raw + rs * (kTile * 64);
         uint8_t *et = s_w + ws * (kTile * 128);
 #pragma unroll 2
-        for (int k = 0; k < kTile * 4 / 32; k++) widen(lane + 32 * k, src, et);
+        for (int k = 0; k < (kNoWiden ? 0 : kTile * 4 / 32); k++) widen(lane + 32 * k, src, et);
 #pragma unroll
-        for (int k = 0; k < kTile / 32; k++) factors(lane + 32 * k, rs, ws);
+        for (int k = 0; k < (kNoWiden ? 0 : kTile / 32); k++) factors(lane + 32 * k, rs, ws);
         ptx::fence_proxy_async(ptx::space_shared); // the widened tile, visible to wgmma
         ixl_mxk1_arrive(bar_full + 8 * ws);
         __syncwarp(); // every lane is done reading raw stage rs
@@ -737,6 +741,16 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   float acc[4][kNC / 2];
   using RB = Rows<0, 2>;
+  if (kNoMma) { // the ablation's accumulators: one set of wgmma on stage 0's contents, once
+    wgmma_fence();
+#pragma unroll
+    for (int g = 0; g < 4; g++)
+      wgmma_e4m3_ss<kNC>(acc[g], desc(dwlo + 2 * g), desc(dqlo + 2 * g), 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+#pragma unroll
+    for (int g = 0; g < 4; g++) fence_operand(acc[g]);
+  }
   for (int t = 0; t < T; t++) {
     const int s = t % kSW;
     ixl_mxk1_wait(bar_full + 8 * s, (uint32_t)(t / kSW) & 1u);
@@ -747,18 +761,20 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     const int tb = t * kTile; // the tile's first position, relative to the hull
     const uint32_t dalo = dwlo + (uint32_t)s * (kTile * 128 / 16);
-    wgmma_fence();
-    // groups 0 and 1, then 2 and 3: the first pair's combine overlaps the second's wgmma
+    if (!kNoMma) {
+      wgmma_fence();
+      // groups 0 and 1, then 2 and 3: the first pair's combine overlaps the second's wgmma
 #pragma unroll
-    for (int g = 0; g < 2; g++)
-      wgmma_e4m3_ss<kNC>(acc[g], desc(dalo + 2 * g), desc(dqlo + 2 * g), 0);
-    wgmma_commit();
+      for (int g = 0; g < 2; g++)
+        wgmma_e4m3_ss<kNC>(acc[g], desc(dalo + 2 * g), desc(dqlo + 2 * g), 0);
+      wgmma_commit();
 #pragma unroll
-    for (int g = 2; g < 4; g++)
-      wgmma_e4m3_ss<kNC>(acc[g], desc(dalo + 2 * g), desc(dqlo + 2 * g), 0);
-    wgmma_commit();
+      for (int g = 2; g < 4; g++)
+        wgmma_e4m3_ss<kNC>(acc[g], desc(dalo + 2 * g), desc(dqlo + 2 * g), 0);
+      wgmma_commit();
+    }
     const Slots d = load_slots(s);
-    wgmma_wait<1>();
+    if (!kNoMma) wgmma_wait<1>();
     fence_operand(acc[0]);
     fence_operand(acc[1]);
     if (!d.qslow) {
@@ -769,7 +785,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
     fence_operand(acc[0]);
-    wgmma_wait<0>();
+    if (!kNoMma) wgmma_wait<0>();
 #pragma unroll
     for (int g = 0; g < 4; g++) fence_operand(acc[g]);
     ixl_mxk1_arrive(bar_empty + 8 * s); // this thread's wgmma have read the stage
@@ -806,7 +822,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 // 9, a, b: 6, 8, 5 with one math code path for both warpgroups (kVarOneCode).
 // Timing ablations with WRONG results, for the benchmark only: e (kVarBase, no math epilogue),
 // f (kVarWarpProd, no math epilogue), p (kVarBase, the math warpgroups pass every tile on: no
-// wgmma, no epilogue), q (the same with kVarWarpProd).
+// wgmma, no epilogue), q (the same with kVarWarpProd), m (6 without the tile loop's wgmma:
+// kVarNoMma), w (6 without the producer's widening: kVarNoWiden).
 // Measured on the H200 and no longer built (2026-12-02, session 6 visit 3; K1 2048x8192 fp32 /
 // bf16 / 4096x65536, WS=1: 419 / 394 / 7,094 us): the math warpgroups taking turns to issue
 // on two mbarriers 430 / 405 / 7,299, raw stages released by an mbarrier (no producer
@@ -837,6 +854,8 @@ int ws_mode() {
       case '9': return kVarBase | kVarWarpProd | kVarOneCode;
       case 'a': return kVarBase | kVarWarpProd | kVarRoll | kVarSplit | kVarOneCode;
       case 'b': return kVarBase | kVarOneCode;
+      case 'm': return kVarBase | kVarWarpProd | kVarNoMma;
+      case 'w': return kVarBase | kVarWarpProd | kVarNoWiden;
       case 'e': return kVarBase | kVarNoEpi;
       case 'f': return kVarBase | kVarWarpProd | kVarNoEpi;
       case 'p': return kVarBase | kVarNoMath;
@@ -873,7 +892,7 @@ ixl_status launch(ixl_ctx *ctx, Params p, const CUtensorMap *maps, const char *n
             "ixl logits v2 mxfp4: WS kernel (mxk1), K1, H %d, %d rows a CTA, %s, %d + %d stages, "
             "variant %d%s (IXL_LOGITS_V2_MX_WS=%s)\n",
             kH, kRows, BF16 ? "bf16" : "fp32", kSR, kSW, VAR,
-            VAR & (kVarNoMath | kVarNoEpi) ? " TIMING ABLATION, WRONG RESULTS" : "",
+            VAR & kVarAblations ? " TIMING ABLATION, WRONG RESULTS" : "",
             getenv("IXL_LOGITS_V2_MX_WS") ? getenv("IXL_LOGITS_V2_MX_WS") : "unset");
   }
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, alloc);
@@ -946,6 +965,8 @@ extern "C" int ixl_cuda_logits_v2_mxk1(ixl_ctx *ctx, const ixl_logits_call *c, i
     IXL_MXK1_CASE(kVarBase | kVarWarpProd | kVarOneCode)
     IXL_MXK1_CASE(kVarBase | kVarWarpProd | kVarRoll | kVarSplit | kVarOneCode)
     IXL_MXK1_CASE(kVarBase | kVarOneCode)
+    IXL_MXK1_CASE(kVarBase | kVarWarpProd | kVarNoMma)
+    IXL_MXK1_CASE(kVarBase | kVarWarpProd | kVarNoWiden)
     IXL_MXK1_CASE(kVarBase | kVarNoEpi)
     IXL_MXK1_CASE(kVarBase | kVarWarpProd | kVarNoEpi)
     IXL_MXK1_CASE(kVarBase | kVarNoMath)
