@@ -185,7 +185,9 @@ constexpr int kPipe = 1, kProd4 = 2, kArr4 = 4, kBox1 = 8, kRaw1 = 16;
 // DIAG (bench-only diagnostics, fp32, the logits are garbage): 1 = math only (the producer
 // copies nothing: the stages hold zero codes and in-window scale words written once, each
 // tile a plain arrival), 2 = copies only (the math warps wait, read the stage and release it,
-// nothing else): which side bounds the kernel.
+// nothing else): which side bounds the kernel; 3 = the math alone (as 1, but the stages are
+// filled and signalled once, and the math warps never wait or release after the first round:
+// no producer in the loop at all).
 template <bool BF16, int V, int DIAG = 0>
 __global__ void __launch_bounds__(kThreads, 1)
     mxk2_kernel(const __grid_constant__ CUtensorMap kmap, const K2Params p) {
@@ -230,7 +232,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     setmaxnreg_dec<kProdRegs>(); // the whole warpgroup; then the warps past NPW leave
     const int pw = warp - 4 * kNWG;
     if (pw >= NPW) return;
-    if (DIAG == 1) { // math only: this warp's stages once, zero codes, scale words 2^0
+    if (DIAG == 1 || DIAG == 3) { // math only: this warp's stages once, zero codes, 2^0 scales
       for (int s = pw; s < S; s += NPW) {
         uint32_t *r32 = reinterpret_cast<uint32_t *>(s_raw + s * STB);
         for (int i = lane; i < kTile * 16; i += 32) r32[i] = 0u;
@@ -246,10 +248,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int64_t np = nw << npclog;                          // and pieces
     // local piece lp: its unit, row, first position and page index
     auto where = [&](int64_t lp, int64_t &row, int64_t &pos0, int64_t &pi) {
-      const int64_t u = u0 + pw + NPW * (lp >> npclog);
-      row = u / p.ntr;
-      pos0 = (u - row * p.ntr) * kTile + ((lp & (npc - 1)) << p.ptlog);
-      pi = p.Plog >= 0 ? pos0 >> p.Plog : pos0 / p.P;
+      // 32-bit divisions: units below 2^31 (the host's check), positions below out_cols < 2^31
+      const int u = (int)(u0 + pw + NPW * (lp >> npclog)), nt = (int)p.ntr;
+      const int r = u / nt;
+      const int ps0 = (u - r * nt) * kTile + (int)((lp & (npc - 1)) << p.ptlog);
+      row = r;
+      pos0 = ps0;
+      pi = p.Plog >= 0 ? ps0 >> p.Plog : ps0 / p.P;
     };
     // piece lp's loads (the context length and the page id), with no dependence between them
     auto fetch = [&](int64_t lp, int32_t &len, int32_t &pg) {
@@ -302,6 +307,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       const int j = (int)((pk - b0) >> npclog);
       const int s = ps;
+      if (DIAG == 3 && k >= S) break; // every stage signalled once
       // every lane: the stage's last tile (k - S) has been read
       if (k >= S) mbar_wait(&s_empty[s], pq ^ 1u);
       ps += NPW;
@@ -309,17 +315,18 @@ __global__ void __launch_bounds__(kThreads, 1)
         ps -= S;
         pq ^= 1u;
       }
-      const uint32_t m = DIAG == 1 ? (1u << npc) - 1u : (vm >> (j << npclog)) & ((1u << npc) - 1u);
+      const uint32_t m = DIAG == 1 || DIAG == 3 ? (1u << npc) - 1u
+                                                : (vm >> (j << npclog)) & ((1u << npc) - 1u);
       if (lane == 0) {
         s_meta[s] = m; // published by the arrival below (release)
-        if (m && DIAG != 1)
+        if (m && DIAG != 1 && DIAG != 3)
           ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared,
                                          &s_full[s], (uint32_t)(__popc(m) * Pt * 68));
         else
           (void)ptx::mbarrier_arrive(&s_full[s]);
       }
       __syncwarp();
-      if (DIAG != 1 && ok && (lane >> npclog) == j) {
+      if (DIAG != 1 && DIAG != 3 && ok && (lane >> npclog) == j) {
         const int pc = lane & (npc - 1);
         const int32_t ck[2] = {0, crd};
         if (RAW1) // the whole page: its codes and scale words, 4352 B
@@ -440,7 +447,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     // fewer than 2^31 tiles (the host's check)
     const int row_hi = (int)clamp64(p.lens[row], 0, rmax), ocols = (int)p.out_cols;
     // (the descriptor and the row's output through launder: ptxas rebuilt them every tile)
-    const uint64_t db = launder64(wgmma_desc(s_q, IXL_SM90_SWIZZLE_128B, 16, 1024));
+    // (the low word through launder; the high word holds no address bits, a constant; group g's
+    // B is 2 g further in the 14-bit address field, which cannot carry: s_q + 96 < 256 KB)
+    const uint64_t dq = wgmma_desc(s_q, IXL_SM90_SWIZZLE_128B, 16, 1024);
+    const uint32_t db_lo = launder((uint32_t)dq), db_hi = (uint32_t)(dq >> 32);
+    auto dbg = [&](int g) { return (uint64_t)db_hi << 32 | (uint64_t)(db_lo + 2u * (uint32_t)g); };
     // (the row's first logit: row * out_cols elements of 2 (bf16) or 4 (fp32) bytes in)
     uint8_t *const orow = reinterpret_cast<uint8_t *>(launder64(
         (uint64_t)(reinterpret_cast<uint8_t *>(p.out) + row * p.out_cols * (BF16 ? 2 : 4))));
@@ -602,9 +613,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       uint32_t m = 0, r[8], kw[2] = {0u, 0u};
       if (!cur) {
 #pragma unroll
-        for (int g = 0; g < 8; g++) r[g] = 0u;
+        for (int g = 0; g < 8; g++) r[g] = 0u; // (PIPE's dummy; else this pass breaks above)
       } else {
-        mbar_wait(&s_full[s], kq); // the codes (and the mask) have landed
+        if (DIAG != 3 || k < S) mbar_wait(&s_full[s], kq); // the codes (and mask) have landed
         m = s_meta[s];
         if (m) {
           // slot i0's group g word is at st + (a_off ^ 16 g) (ixl_v2mx_raw_off: group g at
@@ -618,12 +629,13 @@ __global__ void __launch_bounds__(kThreads, 1)
           const uint32_t sa = BOX1 ? st + sc_u32 : sc_u32 + ((uint32_t)s << 8);
           kw[0] = lds_u32(sa);
           kw[1] = lds_u32(BOX1 && !RAW1 ? sa ^ 32u : sa + 32u); // (BOX1: st is 512-aligned)
-        } else { // PIPE: the dummy wgmma's codes (its sums are never read)
+        } else if (PIPE) { // the dummy wgmma's codes (its sums are never read)
 #pragma unroll
           for (int g = 0; g < 8; g++) r[g] = 0u;
         }
         // release: every read of the stage is above
-        if (ARR4) {
+        if (DIAG == 3) {
+        } else if (ARR4) {
           __syncwarp();
           if (lane == 0) (void)ptx::mbarrier_arrive(&s_empty[s]);
         } else {
@@ -647,7 +659,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       const bool ok0 = ((m >> sh0) & 1u) && tb + i0 < row_hi,
                  ok1 = ((m >> sh1) & 1u) && tb + i0 + 8 < row_hi;
       // the slots' key exponents: the fast path needs every byte in the window (quad-uniform)
-      const bool qs = quad_slow || !ixl_v2mx_comb_word(kw[0]) || !ixl_v2mx_comb_word(kw[1]);
+      const bool qs0 = quad_slow || !ixl_v2mx_comb_word(kw[0]) || !ixl_v2mx_comb_word(kw[1]);
+      // the math alone: the fast path only, so the slow path (its registers spilled there)
+      // compiles out; the test itself stays (a store keeps it)
+      if (DIAG == 3 && qs0 && wt == 0) stg_u32(out_f + tb, 0u);
+      const bool qs = DIAG == 3 ? false : qs0;
       if (PIPE) {
 #pragma unroll
         for (int g = 0; g < 4; g++) {
@@ -656,7 +672,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         wgmma_fence();
 #pragma unroll
-        for (int g = 0; g < 4; g++) wgmma_e4m3_rs<NC>(acc[g], a[g], db + 2 * g, 0);
+        for (int g = 0; g < 4; g++) wgmma_e4m3_rs<NC>(acc[g], a[g], dbg(g), 0);
         wgmma_commit();
         if (p_fl & 8u) // under the new wgmma; the last pass's tile began kNWG tiles earlier
           finish(tb - kNWG * kTile, p_fl & 1u, (p_fl & 2u) != 0, p_kwa, p_kwb, (p_fl & 4u) != 0);
@@ -675,10 +691,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_fence();
       // groups 0 and 1, then 2 and 3: the first pair's combine overlaps the second's wgmma
 #pragma unroll
-      for (int g = 0; g < 2; g++) wgmma_e4m3_rs<NC>(acc[g], a[g], db + 2 * g, 0);
+      for (int g = 0; g < 2; g++) wgmma_e4m3_rs<NC>(acc[g], a[g], dbg(g), 0);
       wgmma_commit();
 #pragma unroll
-      for (int g = 2; g < 4; g++) wgmma_e4m3_rs<NC>(acc[g], a[g], db + 2 * g, 0);
+      for (int g = 2; g < 4; g++) wgmma_e4m3_rs<NC>(acc[g], a[g], dbg(g), 0);
       wgmma_commit();
       wgmma_wait<1>();
       fence_operand(acc[0]);
@@ -721,21 +737,24 @@ int log2_exact(int64_t v) {
   return l;
 }
 
-// IXL_LOGITS_V2_MX_K2WS, read once a process (one digit; 0 or anything else: off, mx_kernel):
-// 1 the kernel of session 6 (V = 0: one producer warp, 128 arrivals a stage, no pipelining);
-// 4 V = kPipe | kProd4 | kArr4; 5 V = kProd4 | kArr4 (the copy side only); 6 V = kPipe | kArr4
-// (the math side only); bench-only diagnostics on fp32 calls (DIAG above, garbage logits; bf16
-// calls run switch 4): 8 math only of switch 4, 9 copies only of switch 5 (the same copy side),
-// 7 copies only with one producer warp and 4 arrivals (V = kArr4); 2 switch 4 with kBox1 where
-// the page size is 64 (else switch 4), 3 copies only of it (bf16 calls, or other page sizes:
-// switch 4); R switch 2 with kRaw1, r copies only of it; unset: kK2wsDefault.
-constexpr int kK2wsDefault = 0;
+// IXL_LOGITS_V2_MX_K2WS, read once a process: one character (0, unset-but-empty or anything
+// else: off, mx_kernel; unset: kK2wsDefault):
+//   1 V = 0 (session 6's kernel: one producer warp, 128 arrivals a stage, no pipelining);
+//   p kProd4 (4 producer warps); b kProd4 | kBox1 (page size 64, else p); R kProd4 | kBox1 |
+//   kRaw1 (page size 64, else p); 4 kPipe | kProd4 | kArr4; 5 kProd4 | kArr4;
+//   bench-only diagnostics (DIAG above, fp32 calls; garbage logits; bf16 calls run p): M math
+//   only of p, m the math alone of p, C copies only of p, c copies only of b, r copies only of
+//   R, 7 copies only with one producer warp and 4 arrivals.
+// (H200 visit 1 of session 7: 2, 3, 6, 8, 9 measured and dropped; see bench_mxk2.md.)
+constexpr char kK2wsDefault = 0;
 int k2ws_mode() {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_K2WS");
-    if (!e) return kK2wsDefault;
-    const int d = e[0] == 'r' ? 10 : e[0] == 'R' ? 11 : e[0] - '0';
-    return d >= 1 && d <= 11 && e[1] == 0 ? d : 0;
+    if (!e) return (int)kK2wsDefault;
+    static const char known[] = "1pbR45MmCcr7";
+    for (const char *k = known; *k; k++)
+      if (e[0] == *k && e[1] == 0) return (int)*k;
+    return 0;
   }();
   return v;
 }
@@ -784,11 +803,15 @@ int launch_k2(ixl_ctx *ctx, const CUtensorMap &map, K2Params p, const char *name
     fits = occ >= 1;
     fprintf(stderr,
             "ixl logits v2 mxfp4: K2WS kernel, paged K2, H 32, %d math warpgroups%s + %d "
-            "producer warp%s, %d stages, %s, %d arrivals a stage%s%s (switch %d)%s\n",
+            "producer warp%s, %d stages, %s, %d arrivals a stage%s%s (switch %c)%s\n",
             kNWG, (V & kPipe) ? " pipelined" : "", (V & kProd4) ? 4 : 1,
             (V & kProd4) ? "s" : "", kStages, BF16 ? "bf16" : "fp32", (V & kArr4) ? 4 : 128,
             (V & kRaw1) ? ", one bulk copy a page" : (V & kBox1) ? ", one TMA box a page" : "",
-            DIAG == 1 ? ", DIAG math only" : DIAG == 2 ? ", DIAG copies only" : "", k2ws_mode(),
+            DIAG == 1   ? ", DIAG math only"
+            : DIAG == 2 ? ", DIAG copies only"
+            : DIAG == 3 ? ", DIAG the math alone"
+                        : "",
+            (char)k2ws_mode(),
             fits ? "" : ": does not fit an SM, mx_kernel runs it");
   }
   if (!fits) return 0;
@@ -840,35 +863,38 @@ extern "C" int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, i
   p.ntr = (p.out_cols + kTile - 1) / kTile;
   if (p.R > ((int64_t)1 << 31) / p.ntr) return 0; // tile counters are int32
   p.total = p.R * p.ntr;
-  // kBox1 (switches 2, 3): pages of 64 only (a page's 68 rows of 64 B, codes then scale words:
-  // rows64 >= 68 as the stride holds them)
-  const bool box1 = (mode == 2 || mode == 3 || mode >= 10) && p.P == 64;
+  // kBox1 (switches b, R, c, r): pages of 64 only (a page's 68 rows of 64 B, codes then scale
+  // words: rows64 >= 68 as the stride holds them)
+  const bool box1 = (mode == 'b' || mode == 'R' || mode == 'c' || mode == 'r') && p.P == 64;
   CUtensorMap map;
   if (!k2_map(&map, p.k_pages, (uint64_t)(num_pages * rows64), box1 ? 68 : Pt)) return 0;
   const char *name = "dense_logits_paged kernel (v2 mxfp4 K2WS)";
-  constexpr int kAll = kPipe | kProd4 | kArr4;
-  if (box1 && mode == 2)
-    return c->reduction == IXL_REDUCE_BF16 ? launch_k2<true, kAll | kBox1>(ctx, map, p, name, st)
-                                           : launch_k2<false, kAll | kBox1>(ctx, map, p, name, st);
-  if (box1 && mode == 11)
-    return c->reduction == IXL_REDUCE_BF16
-               ? launch_k2<true, kAll | kBox1 | kRaw1>(ctx, map, p, name, st)
-               : launch_k2<false, kAll | kBox1 | kRaw1>(ctx, map, p, name, st);
-  if (box1 && mode == 10 && c->reduction != IXL_REDUCE_BF16) // switch r: copies only
-    return launch_k2<false, kProd4 | kArr4 | kBox1 | kRaw1, 2>(ctx, map, p, name, st);
-  if (box1 && mode == 3 && c->reduction != IXL_REDUCE_BF16) // switch 3: copies only
-    return launch_k2<false, kProd4 | kArr4 | kBox1, 2>(ctx, map, p, name, st);
-  if (c->reduction == IXL_REDUCE_BF16) {
-    if (mode == 1) return launch_k2<true, 0>(ctx, map, p, name, st);
-    if (mode == 5) return launch_k2<true, kProd4 | kArr4>(ctx, map, p, name, st);
-    if (mode == 6) return launch_k2<true, kPipe | kArr4>(ctx, map, p, name, st);
-    return launch_k2<true, kAll>(ctx, map, p, name, st);
+  const bool bf16 = c->reduction == IXL_REDUCE_BF16;
+  constexpr int kB = kProd4 | kBox1, kR = kProd4 | kBox1 | kRaw1;
+  if (bf16) {
+    switch (mode) {
+      case '1': return launch_k2<true, 0>(ctx, map, p, name, st);
+      case '4': return launch_k2<true, kPipe | kProd4 | kArr4>(ctx, map, p, name, st);
+      case '5': return launch_k2<true, kProd4 | kArr4>(ctx, map, p, name, st);
+      case 'b': if (box1) return launch_k2<true, kB>(ctx, map, p, name, st); break;
+      case 'R': if (box1) return launch_k2<true, kR>(ctx, map, p, name, st); break;
+      default: break;
+    }
+    return launch_k2<true, kProd4>(ctx, map, p, name, st);
   }
-  if (mode == 1) return launch_k2<false, 0>(ctx, map, p, name, st);
-  if (mode == 5) return launch_k2<false, kProd4 | kArr4>(ctx, map, p, name, st);
-  if (mode == 6) return launch_k2<false, kPipe | kArr4>(ctx, map, p, name, st);
-  if (mode == 8) return launch_k2<false, kAll, 1>(ctx, map, p, name, st);
-  if (mode == 9) return launch_k2<false, kProd4 | kArr4, 2>(ctx, map, p, name, st);
-  if (mode == 7) return launch_k2<false, kArr4, 2>(ctx, map, p, name, st);
-  return launch_k2<false, kAll>(ctx, map, p, name, st);
+  switch (mode) {
+    case '1': return launch_k2<false, 0>(ctx, map, p, name, st);
+    case '4': return launch_k2<false, kPipe | kProd4 | kArr4>(ctx, map, p, name, st);
+    case '5': return launch_k2<false, kProd4 | kArr4>(ctx, map, p, name, st);
+    case 'b': if (box1) return launch_k2<false, kB>(ctx, map, p, name, st); break;
+    case 'R': if (box1) return launch_k2<false, kR>(ctx, map, p, name, st); break;
+    case 'M': return launch_k2<false, kProd4, 1>(ctx, map, p, name, st);
+    case 'm': return launch_k2<false, kProd4, 3>(ctx, map, p, name, st);
+    case 'C': return launch_k2<false, kProd4, 2>(ctx, map, p, name, st);
+    case 'c': if (box1) return launch_k2<false, kB, 2>(ctx, map, p, name, st); break;
+    case 'r': if (box1) return launch_k2<false, kR, 2>(ctx, map, p, name, st); break;
+    case '7': return launch_k2<false, kArr4, 2>(ctx, map, p, name, st);
+    default: break;
+  }
+  return launch_k2<false, kProd4>(ctx, map, p, name, st);
 }
