@@ -67,11 +67,7 @@
 namespace {
 
 using namespace ixl::sm90;
-using ixl_v2::kTile;
-using ixl_v2::kTileBytes;
-
-constexpr int kMath = 128;           // the math warpgroup
-constexpr int kThreads = kMath + 32; // + the producer warp
+using namespace ixl_v2; // the tile math; kTile, kTileBytes, kMath (threads) + a producer warp
 
 // The modes one kernel template runs (the walk is over each row's 64-column output tiles in
 // every mode; only where a tile's keys come from and which columns are valid differ).
@@ -113,7 +109,7 @@ struct Smem {
   static constexpr int mask = scales + S * kTile * 4;
   static constexpr int bars = mask + S * 8;
   static constexpr int total = bars + (2 * S + 4) * 8;
-  static constexpr int alloc = total + 1024; // the base is aligned up to 1024 in the kernel
+  static constexpr int alloc = total + 1024; // room for a base aligned up to 1024 (unused)
 };
 
 #if IXL_SM90_DEVICE
@@ -172,9 +168,11 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
                   const __grid_constant__ CUtensorMap smap,
                   const __grid_constant__ CUtensorMap qmap, const Params p) {
 #if IXL_SM90_DEVICE
-  extern __shared__ uint8_t smem_raw[];
-  uint8_t *smem = reinterpret_cast<uint8_t *>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  // 1024-B aligned (the 128B swizzle's period), as k1_fp8_kernel's: indexing the array itself
+  // keeps the shared address space, so the epilogue's weight and scale reads are LDS (a pointer
+  // rounded up through uintptr_t made them generic LD.E with 64-bit addresses)
+  extern __shared__ __align__(1024) uint8_t v2_smem[];
+  uint8_t *smem = v2_smem;
   using L = Smem<H, S>;
   constexpr int kWB = BF16 ? 2 : 4; // bytes per weight
   constexpr bool kSparse = MODE == M_K5P || MODE == M_K5R;
@@ -199,16 +197,8 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
     }
     ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster);
   }
-  if (tid == kMath) { // the producer's maps: their descriptors fetched while the CTA sets up
-    ixl_v2::prefetch_tensormap(&kmap);
-    ixl_v2::prefetch_tensormap(&qmap);
-  }
-  __syncthreads();
-  // PDL (cuda/launch.cuh's rule): no global access above this line
-  ixl::pdl_wait();
-  ixl::pdl_trigger();
-  const int64_t u0 = (int64_t)blockIdx.x * p.per_cta;
-  const int64_t u1 = u0 + p.per_cta < p.units ? u0 + p.per_cta : p.units;
+  int64_t u0, u1; // PDL's wait and trigger in there: no global access above this line
+  ixl_v2::cta_start(tid, kMath, &kmap, &qmap, p.per_cta, p.units, u0, u1);
   long long t_wait = 0, t_mma = 0; // profile: clocks waiting (IXL_LOGITS_V2_PROF)
   const long long t_start = p.prof ? clock64() : 0;
   uint64_t ns0 = 0;
@@ -353,23 +343,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
       uint8_t *dst = s_codes + stage * kTileBytes;
       float *sdst = s_scales + stage * kTile;
       if (MODE == M_K2) {
-        if (lane == 0)
-          ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared,
-                                         &full[stage], (uint32_t)(kTileBytes + kTile * 4));
-        for (int b = 0; b < per; ++b) {
-          int32_t pg = __shfl_sync(0xffffffffu, cache, (int)(pi + b - cb));
-          pg = pg < 0 ? 0 : pg >= p.num_pages ? p.num_pages - 1 : pg; // device data: clamped
-          const int32_t slot = sub * kTile;
-          if (lane == 0) {
-            const int32_t c[2] = {0, pg * p.rpp + slot};
-            ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global,
-                                      dst + b * p.PB * 128, &kmap, c, &full[stage]);
-            const uint8_t *src =
-                p.pages + (int64_t)pg * p.stride + (int64_t)p.P * 128 + slot * 4;
-            ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, sdst + b * p.PB, src,
-                               (uint32_t)(p.PB * 4), &full[stage]);
-          }
-        }
+        k2_copy_tile(p, &kmap, lane, per, cache, pi, cb, sub, dst, sdst, &full[stage]);
       } else if (MODE == M_K1) {
         sdst[lane] = sc_lo, sdst[lane + 32] = sc_hi;
         if (lane == 0) {
@@ -607,7 +581,7 @@ __device__ __forceinline__ int32_t block_tiles(const Params &p, int64_t b, int32
 }
 #endif
 
-template <int H, bool HALVES, bool PING, int EA>
+template <int H, bool HALVES, bool PING, bool RELU2>
 __global__ void __launch_bounds__(kThreads, 1)
     k1_fp8_kernel(const __grid_constant__ CUtensorMap kmap,
                   const __grid_constant__ CUtensorMap qmap, const Params p) {
@@ -728,11 +702,25 @@ __global__ void __launch_bounds__(kThreads, 1)
           mbar_wait(&qempty[qslot], (qeph >> qslot) & 1);
           qeph ^= 1u << qslot;
           float *dw = s_w + qslot * RB * WROW;
+          // RELU2: the block's weights halved when every one halves exactly (w / 2 * 2 == w:
+          // not a subnormal; NaN and inf give the same results either way), flagged in row 0's
+          // first spare slot (k1_widx leaves 4 a quad); else as they are, the plain epilogue
+          bool halve = false;
+          if constexpr (RELU2) {
+            bool ok = true;
+#pragma unroll
+            for (int m = 0; m < 256 / 32; ++m) {
+              const float h2 = __fmul_rn(wv[m], 0.5f);
+              ok = ok && (__fmul_rn(h2, 2.0f) == wv[m] || wv[m] != wv[m]);
+            }
+            halve = __all_sync(0xffffffffu, ok);
+          }
 #pragma unroll
           for (int m = 0; m < 256 / 32; ++m) {
             const int f = lane + 32 * m, rb = f / H, h = f % H;
-            dw[rb * WROW + ixl_v2::k1_widx<H>(h)] = EA == 3 ? __fmul_rn(wv[m], 0.5f) : wv[m];
+            dw[rb * WROW + ixl_v2::k1_widx<H>(h)] = halve ? __fmul_rn(wv[m], 0.5f) : wv[m];
           }
+          if (RELU2 && lane == 0) dw[H / 4] = halve ? 1.0f : 0.0f;
           if (lane == 0) {
             ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared,
                                            &qfull[qslot], (uint32_t)kQBytes);
@@ -947,7 +935,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   int qslot = 0;
   float acc[128];
-  float4 wk = make_float4(0.0f, 0.0f, 0.0f, 0.0f); // EA: 4 weights of the block, in registers
   const long long t_start = PING && p.prof ? clock64() : 0;
   uint64_t ns0 = 0;
   if (PING && p.prof && tid == 0 && blockIdx.x == 0)
@@ -956,7 +943,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     enter();
     mbar_wait(&qfull[0], 0);
     qfph ^= 1u;
-    if constexpr (EA == 1 || EA == 2) wk = *reinterpret_cast<const float4 *>(s_w + t4 * 4);
   }
   // PING (IXL_LOGITS_V2_FP8_K1=3): warpgroup wg issues a tile's wgmma after named barrier
   // 1 + wg, which the other warpgroup arrives at once it has issued its own (warpgroup 1 once
@@ -974,8 +960,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       o = 0, qslot ^= 1;
       mbar_wait(&qfull[qslot], (qfph >> qslot) & 1);
       qfph ^= 1u << qslot;
-      if constexpr (EA == 1 || EA == 2)
-        wk = *reinterpret_cast<const float4 *>(s_w + qslot * RB * WROW + t4 * 4);
     }
     if ((int)(i & 1) != wg) continue;
     const bool pr = PING && p.prof && lane == 0; // PING only: the default kernel is unchanged
@@ -1005,8 +989,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     const bool fast = __all_sync(0xffffffffu, sc0 >= 0.0f && sc0 <= 3.402823466e38f &&
                                                   sc1 >= 0.0f && sc1 <= 3.402823466e38f);
     float res[RB / 2];
-    if constexpr (EA == 1 || EA == 2) ixl_v2::k1_epilogue_abl<H, EA>(acc, sc0, sc1, wk, t4, res);
-    else ixl_v2::k1_epilogue<H, EA == 3>(acc, sc0, sc1, fast, s_w + qslot * RB * WROW, t4, res);
+    if (RELU2 && s_w[qslot * RB * WROW + H / 4] != 0.0f) // the producer halved this block's
+      ixl_v2::k1_epilogue<H, true>(acc, sc0, sc1, fast, s_w + qslot * RB * WROW, t4, res);
+    else
+      ixl_v2::k1_epilogue<H, false>(acc, sc0, sc1, fast, s_w + qslot * RB * WROW, t4, res);
     const int32_t k0 = (tlo + o) * kTile + r0;
 #pragma unroll
     for (int v = 0; v < RB / 2; ++v) {
@@ -1111,31 +1097,9 @@ static bool prof_on() {
 template <int H, int S, int M, int MODE, bool BF16>
 static int occupancy(ixl_ctx *ctx, cudaError_t *err) {
   static std::atomic<int> cached[64];
-  const int dev = ixl_ctx_device(ctx);
-  const bool slot = dev >= 0 && dev < 64;
-  int occ = slot ? cached[dev].load(std::memory_order_relaxed) : 0;
-  if (occ > 0) return occ;
-  auto kern = v2_fp8_kernel<H, S, M, MODE, BF16>;
-  // the whole shared-memory carveout, else the driver may fit fewer CTAs per SM than the
-  // grid assumes and run the persistent grid in two waves
-  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       Smem<H, S>::alloc);
-  if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
-                             (int)cudaSharedmemCarveoutMaxShared);
-  if (e == cudaSuccess)
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, kThreads, Smem<H, S>::alloc);
-  if (e != cudaSuccess) {
-    *err = e;
-    return 0;
-  }
-  if (occ < 1) occ = 1;
-  if (occ > M) occ = M;
-  if (prof_on())
-    fprintf(stderr, "logits v2 fp8<H %d, %d stages, mode %d>: %d CTAs per SM (designed for %d), "
-            "%d B smem\n", H, S, MODE, occ, M, Smem<H, S>::alloc);
-  if (slot) cached[dev].store(occ, std::memory_order_relaxed);
-  return occ;
+  return ixl_v2_k2::cached_occupancy(ctx, cached, v2_fp8_kernel<H, S, M, MODE, BF16>, kThreads,
+                                     Smem<H, S>::alloc, M, prof_on(), "fp8", "mode", H, S, MODE,
+                                     err);
 }
 
 static const char *mode_op(int mode) {
@@ -1217,15 +1181,16 @@ static ixl_status launch_cfg(ixl_ctx *ctx, const ixl_logits_call *c, Params &p) 
 // IXL_LOGITS_V2_FP8_K1=3: k1_fp8_kernel<H, false, true, 0>, the ping-pong of the math
 // warpgroups' wgmma (named barriers; see the kernel): parity on 5 seeds, synccheck clean, but
 // slower (H200 2026-12-02: 4096x65536 5591 us against K1=1's 5152), so not the limit.
-// IXL_LOGITS_V2_FP8_K1=6 (development; not run on the GPU yet): the weights halved by the
-// producer and the fast path's relu as x + |x| (k1_epilogue's RELU2: FADD on the FMA pipe
-// instead of FMNMX.NAN on the ALU pipe, the same bits wherever the halving is exact, i.e. no
-// subnormal weight), to test whether the ALU pipe is what the epilogue contends for.
-// IXL_LOGITS_V2_FP8_K1=4 and 5: development ablations of the epilogue (wrong results; timing
-// only): 4 without the 16 LDS.128 of weights a tile, 5 also without the 6 shuffles. On the H200
-// (2026-12-02) 4096x65536 4870 and 4873 us against 5174 (noepi 2927): the loads and shuffles are
-// 6 % of it; the epilogue's FP work itself (128 FMNMX + 128 FFMA a tile and thread) costs about
-// as much as the wgmma, overlapped or not.
+// IXL_LOGITS_V2_FP8_K1=6: the weights halved by the producer and the fast path's relu as x + |x|
+// (k1_epilogue's RELU2: FADD on the FMA pipe instead of FMNMX.NAN on the ALU pipe; the same bits:
+// a block whose weights do not all halve exactly (subnormals) keeps them and the plain
+// epilogue). H200 (2026-12-02, session 7 visit 1, before the flag): 4096x65536 4983 us against
+// K1=1's 5137 (-3 %), test_cuda_logits_fp8v2's dense tests pass.
+// IXL_LOGITS_V2_FP8_K1=4 and 5 were timing ablations of the epilogue (no weight loads; also no
+// shuffles): on the H200 (2026-12-02) 4096x65536 4870 and 4873 us against 5174 (noepi 2927): the
+// loads and shuffles are 6 % of it; the epilogue's FP work itself (128 FMNMX + 128 FFMA a tile
+// and thread) costs about as much as the wgmma, overlapped or not. Measured, no longer built
+// (4 and 5 now run the default).
 static int k1_mode() {
   static const int mode = [] {
     const char *e = getenv("IXL_LOGITS_V2_FP8_K1");
@@ -1235,7 +1200,7 @@ static int k1_mode() {
   return mode;
 }
 static bool k1_on() { return k1_mode() != 0; }
-template <int H, bool HALVES, bool PING, int EA>
+template <int H, bool HALVES, bool PING, bool RELU2>
 static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
   using L = k1::Smem<H>;
   const ixl_qk *in = c->in;
@@ -1243,7 +1208,7 @@ static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
   const int dev = ixl_ctx_device(ctx);
   const bool slot = dev >= 0 && dev < 64;
   if (!slot || !ready[dev].load(std::memory_order_relaxed)) {
-    cudaError_t e = cudaFuncSetAttribute(k1::k1_fp8_kernel<H, HALVES, PING, EA>,
+    cudaError_t e = cudaFuncSetAttribute(k1::k1_fp8_kernel<H, HALVES, PING, RELU2>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, L::alloc);
     if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaFuncSetAttribute (logits v2 K1)");
     if (slot) ready[dev].store(1, std::memory_order_relaxed);
@@ -1280,7 +1245,7 @@ static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
     cudaGetSymbolAddress((void **)&p.prof, g_prof);
   }
   ixl_status st = ixl::launch_pdl(ctx, "logits v2 fp8 K1 kernel",
-                                  k1::k1_fp8_kernel<H, HALVES, PING, EA>, dim3((unsigned)grid),
+                                  k1::k1_fp8_kernel<H, HALVES, PING, RELU2>, dim3((unsigned)grid),
                                   dim3(k1::kThreads), L::alloc, 1, kmap, qmap, p);
   if (prof && st == IXL_OK) { // per math warp and tile, in SM clocks
     unsigned long long v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -1362,12 +1327,10 @@ ixl_status launch(ixl_ctx *ctx, const ixl_logits_call *c) {
   if (sparse) return launch_mode<H, M_K5R, true>(ctx, c, p); // K5: always the bf16 reduction
   // K1 (fp8_takes lets it through unless IXL_LOGITS_V2_FP8_RAGGED=0)
   if (k1_takes(c))
-    return k1_mode() == 2   ? launch_k1<H, true, false, 0>(ctx, c)
-           : k1_mode() == 3 ? launch_k1<H, false, true, 0>(ctx, c)
-           : k1_mode() == 4 ? launch_k1<H, false, false, 1>(ctx, c)
-           : k1_mode() == 5 ? launch_k1<H, false, false, 2>(ctx, c)
-           : k1_mode() == 6 ? launch_k1<H, false, false, 3>(ctx, c)
-                            : launch_k1<H, false, false, 0>(ctx, c);
+    return k1_mode() == 2   ? launch_k1<H, true, false, false>(ctx, c)
+           : k1_mode() == 3 ? launch_k1<H, false, true, false>(ctx, c)
+           : k1_mode() == 6 ? launch_k1<H, false, false, true>(ctx, c)
+                            : launch_k1<H, false, false, false>(ctx, c);
   return c->reduction == IXL_REDUCE_BF16 ? launch_mode<H, M_K1, true>(ctx, c, p)
                                          : launch_mode<H, M_K1, false>(ctx, c, p);
 }

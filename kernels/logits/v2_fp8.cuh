@@ -20,6 +20,7 @@
 
 #include <cuda_bf16.h>
 
+#include "cuda/launch.cuh"
 #include "cuda/sm90.cuh"
 
 namespace ixl_v2 {
@@ -28,6 +29,8 @@ using namespace ixl::sm90;
 
 constexpr int kTile = 64;               // positions per tile (the wgmma M)
 constexpr int kTileBytes = kTile * 128; // fp8 codes of one tile
+constexpr int kMath = 128;              // the K2/K5 kernels' math warpgroup
+constexpr int kThreads = kMath + 32;    // + their producer warp
 
 // Weights of one query row in shared memory as k1_epilogue reads them: lane quad t4's 2 H / 8
 // weights (heads 8 jj + 2 t4 + c, jj = 0 .. H / 8 - 1, c = 0, 1) contiguous at t4 * kWQ(H),
@@ -57,17 +60,44 @@ __device__ __forceinline__ void prefetch_tensormap(const void *map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }
 
-// Issues (does not wait for) the tile's four wgmma into acc; the caller commits and waits.
-template <int H>
-__device__ __forceinline__ void tile_mma(float (&acc)[H / 2], const uint8_t *a,
-                                         const uint8_t *q) {
+// The end of a K2/K5 kernel's set-up (v2_fp8_kernel, k2_fp8_kernel), after thread 0 initialized
+// the barriers: thread `producer` prefetches both tensor maps, the CTA syncs, then PDL's wait and
+// trigger (cuda/launch.cuh's rule: no global access above them); [u0, u1): the CTA's units.
+__device__ __forceinline__ void cta_start(int tid, int producer, const void *kmap,
+                                          const void *qmap, int64_t per_cta, int64_t units,
+                                          int64_t &u0, int64_t &u1) {
+  if (tid == producer) { // the descriptors fetched while the CTA sets up
+    prefetch_tensormap(kmap);
+    prefetch_tensormap(qmap);
+  }
+  __syncthreads();
+  ixl::pdl_wait();
+  ixl::pdl_trigger();
+  u0 = (int64_t)blockIdx.x * per_cta;
+  u1 = u0 + per_cta < units ? u0 + per_cta : units;
+}
+
+// The four k32 groups of a tile as four wgmma (mma(acc, A descriptor, B descriptor, scale_d))
+// chained into acc, A = the 64 x 128 B key tile and B = the queries, both 128B-swizzled K-major;
+// one commit group. Issued, not waited.
+template <int NA, typename Mma>
+__device__ __forceinline__ void tile_mma_k4(float (&acc)[NA], const uint8_t *a, const uint8_t *q,
+                                            Mma &&mma) {
   fence_operand(acc);
   wgmma_fence();
 #pragma unroll
   for (int g = 0; g < 4; ++g)
-    wgmma_e4m3_ss<H>(acc, wgmma_desc(a + 32 * g, IXL_SM90_SWIZZLE_128B, 16, 1024),
-                     wgmma_desc(q + 32 * g, IXL_SM90_SWIZZLE_128B, 16, 1024), g > 0);
+    mma(acc, wgmma_desc(a + 32 * g, IXL_SM90_SWIZZLE_128B, 16, 1024),
+        wgmma_desc(q + 32 * g, IXL_SM90_SWIZZLE_128B, 16, 1024), g > 0);
   wgmma_commit();
+}
+// Issues (does not wait for) the tile's four m64nHk32 wgmma into acc.
+template <int H>
+__device__ __forceinline__ void tile_mma(float (&acc)[H / 2], const uint8_t *a,
+                                         const uint8_t *q) {
+  tile_mma_k4(acc, a, q, [](float(&d)[H / 2], uint64_t da, uint64_t db, int sd) {
+    wgmma_e4m3_ss<H>(d, da, db, sd);
+  });
 }
 
 // fp32 reduction of a finished accumulator: s0, s1 = the logits of the lane's positions r0 and
@@ -160,6 +190,33 @@ __device__ __forceinline__ bool next_tile(UnitWalk &wk, int64_t &row, OnRow &&on
     return true;
   }
   return false;
+}
+
+// A K2 tile's copies into one stage, by the producer warp (v2_fp8_kernel's K2 mode and
+// k2_fp8_kernel): lane 0's arrive.expect_tx for the whole tile, then per box b < per the page
+// (block-table entry pi + b, from lane pi + b - cb's `cache`, clamped into the pool: device data)
+// and lane 0's TMA box of codes (kmap rows pg rpp + sub 64) and bulk copy of its PB scales.
+template <typename P_>
+__device__ __forceinline__ void k2_copy_tile(const P_ &p, const CUtensorMap *kmap, int lane,
+                                             int per, int32_t cache, int64_t pi, int64_t cb,
+                                             int32_t sub, uint8_t *dst, float *sdst,
+                                             uint64_t *full) {
+  if (lane == 0)
+    ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared, full,
+                                   (uint32_t)(kTileBytes + kTile * 4));
+  for (int b = 0; b < per; ++b) {
+    int32_t pg = __shfl_sync(0xffffffffu, cache, (int)(pi + b - cb));
+    pg = pg < 0 ? 0 : pg >= p.num_pages ? p.num_pages - 1 : pg;
+    const int32_t slot = sub * kTile;
+    if (lane == 0) {
+      const int32_t c[2] = {0, pg * p.rpp + slot};
+      ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, dst + b * p.PB * 128, kmap,
+                                c, full);
+      const uint8_t *src = p.pages + (int64_t)pg * p.stride + (int64_t)p.P * 128 + slot * 4;
+      ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, sdst + b * p.PB, src,
+                         (uint32_t)(p.PB * 4), full);
+    }
+  }
 }
 
 // The math warpgroup's place in the stage ring and its Q slots (two; k2_fp8_kernel's kV_Q1:
@@ -324,13 +381,9 @@ __device__ __forceinline__ void wgmma_m64n256k32_e4m3_ss(float (&d)[128], uint64
 // swizzle), B = the RB rows' queries (256 x 128 B, the same swizzle). Issued, not waited.
 __device__ __forceinline__ void tile_mma256(float (&acc)[128], const uint8_t *a,
                                             const uint8_t *q) {
-  fence_operand(acc);
-  wgmma_fence();
-#pragma unroll
-  for (int g = 0; g < 4; ++g)
-    wgmma_m64n256k32_e4m3_ss(acc, wgmma_desc(a + 32 * g, IXL_SM90_SWIZZLE_128B, 16, 1024),
-                             wgmma_desc(q + 32 * g, IXL_SM90_SWIZZLE_128B, 16, 1024), g > 0);
-  wgmma_commit();
+  tile_mma_k4(acc, a, q, [](float(&d)[128], uint64_t da, uint64_t db, int sd) {
+    wgmma_m64n256k32_e4m3_ss(d, da, db, sd);
+  });
 }
 
 // cp.async.ca.shared.global 4 B with src-size (PTX ISA "cp.async"): src_bytes 0 zero-fills
@@ -443,59 +496,15 @@ __device__ __forceinline__ void k1_epilogue(const float (&acc)[128], float sc0, 
   k1_epilogue_n<H, 128, RELU2>(acc, sc0, sc1, fast, w, t4, res);
 }
 
-// Development ablations of k1_epilogue's fast path (IXL_LOGITS_V2_FP8_K1=4 and 5; wrong
-// results, for timing only): EA 1 reads no weights from shared memory (every head uses wk, 4
-// weights held in registers), EA 2 also skips the quad reduction's 6 shuffles. The rest (128
-// FMNMX, 128 FFMA, the stores) as in k1_epilogue.
-template <int H, int EA>
-__device__ __forceinline__ void k1_epilogue_abl(const float (&acc)[128], float sc0, float sc1,
-                                                float4 wk, int t4, float (&res)[256 / H / 2]) {
-  constexpr int RB = 256 / H, V = 2 * RB, JR = H / 8;
-  float v[V];
-#pragma unroll
-  for (int i = 0; i < V; ++i) v[i] = 0.0f;
-#pragma unroll
-  for (int j = 0; j < 32; j += 2) {
-    const int rb = j / JR;
-    const float4 wj = wk;
-    float &s0 = v[2 * rb], &s1 = v[2 * rb + 1];
-    s0 = __fmaf_rn(wj.x, relu_nan(acc[4 * j]), s0);
-    s1 = __fmaf_rn(wj.x, relu_nan(acc[4 * j + 2]), s1);
-    s0 = __fmaf_rn(wj.y, relu_nan(acc[4 * j + 1]), s0);
-    s1 = __fmaf_rn(wj.y, relu_nan(acc[4 * j + 3]), s1);
-    s0 = __fmaf_rn(wj.z, relu_nan(acc[4 * j + 4]), s0);
-    s1 = __fmaf_rn(wj.z, relu_nan(acc[4 * j + 6]), s1);
-    s0 = __fmaf_rn(wj.w, relu_nan(acc[4 * j + 5]), s0);
-    s1 = __fmaf_rn(wj.w, relu_nan(acc[4 * j + 7]), s1);
-  }
-  const bool b0 = t4 & 1, b1 = t4 & 2;
-  float u[V / 2];
-#pragma unroll
-  for (int i = 0; i < V / 2; ++i) {
-    const float keep = b0 ? v[V / 2 + i] : v[i], send = b0 ? v[i] : v[V / 2 + i];
-    u[i] = keep + (EA == 2 ? send : __shfl_xor_sync(0xffffffffu, send, 1));
-  }
-#pragma unroll
-  for (int i = 0; i < V / 4; ++i) {
-    const float keep = b1 ? u[V / 4 + i] : u[i], send = b1 ? u[i] : u[V / 4 + i];
-    res[i] = keep + (EA == 2 ? send : __shfl_xor_sync(0xffffffffu, send, 2));
-    res[i] = __fmul_rn(res[i], (i & 1) ? sc1 : sc0);
-  }
-}
-
 // k1_fp8_kernel's pipelined form (IXL_LOGITS_V2_FP8_K1=2): the 64 x 256 tile as two halves of
 // RB / 2 rows, each four m64n128k32 (B = the half's 128 query columns) into its own 64-register
 // accumulator and its own commit group, so one half's epilogue runs under the other half's
 // wgmma of the same warpgroup. Issued, not waited.
 __device__ __forceinline__ void tile_mma128(float (&acc)[64], const uint8_t *a,
                                             const uint8_t *q) {
-  fence_operand(acc);
-  wgmma_fence();
-#pragma unroll
-  for (int g = 0; g < 4; ++g)
-    wgmma_m64n128k32_e4m3_ss(acc, wgmma_desc(a + 32 * g, IXL_SM90_SWIZZLE_128B, 16, 1024),
-                             wgmma_desc(q + 32 * g, IXL_SM90_SWIZZLE_128B, 16, 1024), g > 0);
-  wgmma_commit();
+  tile_mma_k4(acc, a, q, [](float(&d)[64], uint64_t da, uint64_t db, int sd) {
+    wgmma_m64n128k32_e4m3_ss(d, da, db, sd);
+  });
 }
 // k1_epilogue for one half (RH = 128 / H rows, w: the half's weights): the same sums in the same
 // order; the lane ends with RH / 2 logits (H 64: 1, H 32: 2): value i is k = (t4 & 1) RH +

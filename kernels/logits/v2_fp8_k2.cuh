@@ -24,11 +24,7 @@
 namespace ixl_v2_k2 {
 
 using namespace ixl::sm90;
-using ixl_v2::kTile;
-using ixl_v2::kTileBytes;
-
-constexpr int kMath = 128;              // the math warpgroup
-constexpr int kThreads = kMath + 32;    // + the producer warp
+using namespace ixl_v2; // the tile math; kTile, kTileBytes, kMath (threads) + a producer warp
 
 struct K2Params {
   const uint8_t *pages;     // [num_pages, stride]: P x 128 B codes, then P fp32 scales
@@ -51,7 +47,7 @@ struct K2Smem {
   static constexpr int scales = w + NQ * H * 4;
   static constexpr int bars = scales + S * kTile * 4;
   static constexpr int total = bars + (2 * S + 4) * 8;
-  static constexpr int alloc = total + 1024; // the base is aligned up to 1024 in the kernel
+  static constexpr int alloc = total + 1024; // room for a base aligned up to 1024 (unused)
 };
 
 #if IXL_SM90_DEVICE
@@ -73,7 +69,9 @@ __device__ __forceinline__ int32_t row_len(const K2Params &p, int64_t row) {
 // kV_Q1 (with kV_SINGLE only: a double-buffered math warpgroup would wait for the next row's Q
 // before releasing the slot it needs): one Q slot, so 5 CTAs of 4 stages fit an SM at H 64; the
 // producer loads a row's Q once the math warpgroup has finished the previous row.
-enum : int { kV_SINGLE = 1, kV_FAST = 2, kV_COPY = 4, kV_Q1 = 8 };
+// kV_NOLOAD: timing ablation, the producer loads no keys (each stage's scales set to 1, the
+// stage marked full at once; wrong results): the math side's limit.
+enum : int { kV_SINGLE = 1, kV_FAST = 2, kV_COPY = 4, kV_Q1 = 8, kV_NOLOAD = 16 };
 template <int V>
 constexpr int k2_nq() { return (V & kV_Q1) ? 1 : 2; }
 
@@ -85,10 +83,13 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
     k2_fp8_kernel(const __grid_constant__ CUtensorMap kmap,
                   const __grid_constant__ CUtensorMap qmap, const K2Params p) {
 #if IXL_SM90_DEVICE
-  extern __shared__ uint8_t smem_raw[];
-  uint8_t *smem = reinterpret_cast<uint8_t *>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  // 1024-B aligned (the 128B swizzle's period), as k1_fp8_kernel's: indexing the array itself
+  // keeps the shared address space, so the epilogue's weight and scale reads are LDS (a pointer
+  // rounded up through uintptr_t made them generic LD.E with 64-bit addresses)
+  extern __shared__ __align__(1024) uint8_t k2_smem[];
+  uint8_t *smem = k2_smem;
   constexpr int NQ = k2_nq<V>();
+  constexpr bool kProf = V == 0; // the profile (IXL_LOGITS_V2_PROF) in the default kernel only
   static_assert(NQ == 2 || (V & kV_SINGLE), "one Q slot needs the one-accumulator loop");
   using L = K2Smem<H, S, NQ>;
   uint8_t *s_codes = smem + L::codes;
@@ -109,18 +110,10 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
     }
     ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster);
   }
-  if (tid == kMath) { // the producer's maps: their descriptors fetched while the CTA sets up
-    ixl_v2::prefetch_tensormap(&kmap);
-    ixl_v2::prefetch_tensormap(&qmap);
-  }
-  __syncthreads();
-  // PDL (cuda/launch.cuh's rule): no global access above this line
-  ixl::pdl_wait();
-  ixl::pdl_trigger();
-  const int64_t u0 = (int64_t)blockIdx.x * p.per_cta;
-  const int64_t u1 = u0 + p.per_cta < p.units ? u0 + p.per_cta : p.units;
+  int64_t u0, u1; // PDL's wait and trigger in there: no global access above this line
+  ixl_v2::cta_start(tid, kMath, &kmap, &qmap, p.per_cta, p.units, u0, u1);
   long long t_wait = 0; // profile: clocks spent waiting (IXL_LOGITS_V2_PROF)
-  const long long t_start = p.prof ? clock64() : 0;
+  const long long t_start = (kProf && p.prof) ? clock64() : 0;
 
   if (tid >= kMath) {
     // ---------------------------------------------------------------- producer warp
@@ -158,9 +151,9 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
       if (row != qrow) {
         qrow = row;
         qslot = NQ == 2 ? qslot ^ 1 : 0;
-        const long long w0 = p.prof ? clock64() : 0;
+        const long long w0 = (kProf && p.prof) ? clock64() : 0;
         mbar_wait(&qempty[qslot], (qephase >> qslot) & 1);
-        if (p.prof) t_wait += clock64() - w0;
+        if (kProf && p.prof) t_wait += clock64() - w0;
         qephase ^= 1u << qslot;
         if (lane == 0) {
           ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared,
@@ -178,30 +171,20 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
         cache = nextc;
         nextc = bt_at(cb + 32 + lane);
       }
-      const long long w0 = p.prof ? clock64() : 0;
+      const long long w0 = (kProf && p.prof) ? clock64() : 0;
       mbar_wait(&empty[stage], ephase);
-      if (p.prof) t_wait += clock64() - w0;
-      if (lane == 0)
-        ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared,
-                                       &full[stage], (uint32_t)(kTileBytes + kTile * 4));
-      for (int b = 0; b < per; ++b) {
-        int32_t pg = __shfl_sync(0xffffffffu, cache, (int)(pi + b - cb));
-        pg = pg < 0 ? 0 : pg >= p.num_pages ? p.num_pages - 1 : pg; // device data: clamped
-        const int32_t slot = sub * kTile;
-        if (lane == 0) {
-          const int32_t c[2] = {0, pg * p.rpp + slot};
-          ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global,
-                                    s_codes + stage * kTileBytes + b * p.PB * 128, &kmap, c,
-                                    &full[stage]);
-          const uint8_t *src = p.pages + (int64_t)pg * p.stride + (int64_t)p.P * 128 + slot * 4;
-          ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global,
-                             s_scales + stage * kTile + b * p.PB, src, (uint32_t)(p.PB * 4),
-                             &full[stage]);
-        }
+      if (kProf && p.prof) t_wait += clock64() - w0;
+      if constexpr (V & kV_NOLOAD) {
+        s_scales[stage * kTile + lane] = 1.0f, s_scales[stage * kTile + 32 + lane] = 1.0f;
+        __syncwarp();
+        if (lane == 0) ptx::mbarrier_arrive(&full[stage]);
+      } else {
+        k2_copy_tile(p, &kmap, lane, per, cache, pi, cb, sub, s_codes + stage * kTileBytes,
+                     s_scales + stage * kTile, &full[stage]);
       }
       if (++stage == S) stage = 0, ephase ^= 1;
     }
-    if (p.prof && lane == 0) {
+    if (kProf && p.prof && lane == 0) {
       atomicAdd(&p.prof[2], (unsigned long long)t_wait);
       atomicAdd(&p.prof[3], (unsigned long long)(clock64() - t_start));
     }
@@ -237,8 +220,8 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
   // but kept in the code: make sass wants a QGMMA in every v2 kernel)
   auto issue = [&](Tile &c, float(&acc)[H / 2]) {
     ixl_v2::ring_issue<H, S, NQ>(ring, c.row, full, qfull, s_codes, s_q,
-                             !(V & kV_COPY) || p.out_cols < 0, acc, p.prof != nullptr, t_wait,
-                             c.stage, c.qslot);
+                                 !(V & kV_COPY) || p.out_cols < 0, acc,
+                                 kProf && p.prof != nullptr, t_wait, c.stage, c.qslot);
     c.sc0 = s_scales[c.stage * kTile + r0], c.sc1 = s_scales[c.stage * kTile + r0 + 8];
   };
   // tile c's wgmma are done (the caller waited): release its stage, reduce, store; release its
@@ -260,18 +243,20 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
   };
   if constexpr (V & kV_SINGLE) { // one accumulator: each tile waited before its epilogue
     float acc[H / 2];
-    Tile a, b;
+    Tile a;
     for (bool have = next(a); have;) {
       issue(a, acc);
       wgmma_wait<0>();
-      have = next(b); // the next tile's row says whether a's Q slot is released
-      finish(a, acc, !have || b.row != a.row, a.qslot);
-      a = b;
+      finish(a, acc, false, a.qslot); // the Q slot: below, once the next tile's row is known
+      const int64_t arow = a.row;
+      const int aq = a.qslot;
+      have = next(a);
+      if (!have || a.row != arow) ptx::mbarrier_arrive(&qempty[aq]); // after its reads above
     }
   } else {
     ixl_v2::walk_double<H, Tile>(next, issue, [] { wgmma_wait<1>(); }, finish);
   }
-  if (p.prof && tid == 0) {
+  if (kProf && p.prof && tid == 0) {
     atomicAdd(&p.prof[0], (unsigned long long)t_wait);
     atomicAdd(&p.prof[1], (unsigned long long)(clock64() - t_start));
   }
@@ -302,10 +287,11 @@ inline bool k2_takes(const ixl_logits_call *c) {
 // development switch IXL_LOGITS_V2_K2 picks another, read once per process: 8x2, 6x3, 4x4 (H 32
 // only), and at H 64 (else the default): 4x4s (kV_SINGLE: 4 stages x 4 CTAs, one accumulator),
 // 6x3f and 4x4sf (kV_FAST), 4x5s and 4x5sf (kV_Q1: 4 stages x 5 CTAs, one accumulator, one Q
-// slot), copy, copy4 and copy5 (kV_COPY ablations of 6x3, 4x4s and 4x5s; wrong results).
+// slot), copy, copy4 and copy5 (kV_COPY ablations of 6x3, 4x4s and 4x5s), noload5 (kV_NOLOAD
+// of 4x5sf) (the ablations: wrong results). 3 stages x 6 CTAs (64 registers) spilled 4 bytes.
 enum K2Cfg {
   K2_8x2 = 0, K2_6x3, K2_4x4, K2_4x4s, K2_6x3f, K2_4x4sf, K2_copy, K2_copy4, K2_4x5s, K2_4x5sf,
-  K2_copy5
+  K2_copy5, K2_noload5
 };
 constexpr K2Cfg kK2Default = K2_6x3;
 
@@ -314,7 +300,7 @@ static K2Cfg k2_cfg() {
     const char *e = getenv("IXL_LOGITS_V2_K2");
     if (!e) return kK2Default;
     static const char *const names[] = {"8x2",  "6x3",   "4x4",  "4x4s", "6x3f",  "4x4sf",
-                                        "copy", "copy4", "4x5s", "4x5sf", "copy5"};
+                                        "copy", "copy4", "4x5s", "4x5sf", "copy5", "noload5"};
     for (int i = 0; i < (int)(sizeof names / sizeof names[0]); ++i)
       if (!strcmp(e, names[i])) return (K2Cfg)i;
     return kK2Default;
@@ -331,38 +317,46 @@ static bool k2_prof_on() {
   return on;
 }
 
-// The kernel's shared-memory attributes set and its occupancy asked once per device and
-// process (they do not change; asking costs driver calls on every launch otherwise). <= 0
-// with *err set when the driver refused.
-template <int H, int S, int M, int V>
-static int k2_occupancy(ixl_ctx *ctx, cudaError_t *err) {
-  static std::atomic<int> cached[64];
+// A persistent kernel's shared-memory attributes set and its occupancy asked once per device
+// and process (they do not change; asking costs driver calls on every launch otherwise), at
+// most M CTAs an SM; `cached` is the kernel's own (one per instantiation). <= 0 with *err set
+// when the driver refused. print: the result on stderr (the profile switch), the kernel named
+// as `what`<H h, s stages, `tag` v>.
+template <typename Kern>
+static int cached_occupancy(ixl_ctx *ctx, std::atomic<int> (&cached)[64], Kern kern, int threads,
+                            int smem, int M, bool print, const char *what, const char *tag,
+                            int h, int s, int v, cudaError_t *err) {
   const int dev = ixl_ctx_device(ctx);
   const bool slot = dev >= 0 && dev < 64;
   int occ = slot ? cached[dev].load(std::memory_order_relaxed) : 0;
   if (occ > 0) return occ;
-  auto kern = k2_fp8_kernel<H, S, M, V>;
   // the whole shared-memory carveout, else the driver may fit fewer CTAs per SM than the
   // grid assumes and run the persistent grid in two waves
-  constexpr int smem = K2Smem<H, S, k2_nq<V>()>::alloc;
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e == cudaSuccess)
     e = cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
                              (int)cudaSharedmemCarveoutMaxShared);
   if (e == cudaSuccess)
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, kThreads, smem);
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, threads, smem);
   if (e != cudaSuccess) {
     *err = e;
     return 0;
   }
   if (occ < 1) occ = 1;
   if (occ > M) occ = M;
-  if (k2_prof_on())
-    fprintf(stderr,
-            "logits v2 K2<H %d, %d stages, variant %d>: %d CTAs per SM (designed for %d), %d B "
-            "smem\n", H, S, V, occ, M, smem);
+  if (print)
+    fprintf(stderr, "logits v2 %s<H %d, %d stages, %s %d>: %d CTAs per SM (designed for %d), %d B "
+            "smem\n", what, h, s, tag, v, occ, M, smem);
   if (slot) cached[dev].store(occ, std::memory_order_relaxed);
   return occ;
+}
+
+template <int H, int S, int M, int V>
+static int k2_occupancy(ixl_ctx *ctx, cudaError_t *err) {
+  static std::atomic<int> cached[64];
+  return cached_occupancy(ctx, cached, k2_fp8_kernel<H, S, M, V>, kThreads,
+                          K2Smem<H, S, k2_nq<V>()>::alloc, M, k2_prof_on(), "K2", "variant", H, S,
+                          V, err);
 }
 
 template <int H, int S, int M, int V = 0>
@@ -444,6 +438,8 @@ ixl_status launch_k2(ixl_ctx *ctx, const ixl_logits_call *c) {
     case K2_4x5s: return launch_k2_cfg<H, 4, 5, kV_SINGLE | kV_Q1>(ctx, c, p);
     case K2_4x5sf: return launch_k2_cfg<H, 4, 5, kV_SINGLE | kV_Q1 | kV_FAST>(ctx, c, p);
     case K2_copy5: return launch_k2_cfg<H, 4, 5, kV_SINGLE | kV_Q1 | kV_COPY>(ctx, c, p);
+    case K2_noload5:
+      return launch_k2_cfg<H, 4, 5, kV_SINGLE | kV_Q1 | kV_FAST | kV_NOLOAD>(ctx, c, p);
     default: break;
     }
   }
