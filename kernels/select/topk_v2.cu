@@ -414,6 +414,11 @@ __device__ __forceinline__ unsigned smid() {
   asm volatile("mov.u32 %0, %%smid;" : "=r"(v));
   return v;
 }
+// the profiles' stamping thread: thread 0 of the first, middle and last CTA
+__device__ __forceinline__ bool prof_thread() {
+  return threadIdx.x == 0 &&
+         (blockIdx.x == 0 || blockIdx.x == gridDim.x / 2 || blockIdx.x == gridDim.x - 1);
+}
 __device__ __noinline__ void prof_print(const long long (&tc)[NSTAMP], unsigned long long g0,
                                         unsigned long long g1, int L, int cs, int path) {
   long long d[NSTAMP], prev = tc[0]; // a phase the row does not run has no stamp (0)
@@ -425,6 +430,105 @@ __device__ __noinline__ void prof_print(const long long (&tc)[NSTAMP], unsigned 
          "d0 %lld d1 %lld d2 %lld count %lld store %lld end %lld total %lld\n",
          blockIdx.x, gridDim.x, smid(), L, cs, path, g0, g1, g1 - g0, d[1], d[2], d[3], d[4],
          d[5], d[6], d[7], tc[NSTAMP - 1] - tc[0]);
+}
+
+// The steps the resident and the persistent kernels share, over a thread's run of RV key
+// vectors in shared memory (`run`, K::pack's layout; key 0 outside the row).
+
+// A loaded vector's keys into the run layout (*dst), the first digit's histogram beside: w its
+// 16 bytes at column g when wholly inside [s, e), else its keys one by one (0 outside)
+template <typename K, typename T>
+__device__ __forceinline__ void put_vector(const uint4 &w, int64_t g, int64_t s, int64_t e,
+                                           const T *row, unsigned *myhist, int sh0, uint4 *dst) {
+  using KS = typename K::KS;
+  KS kv[K::VEC];
+  if (g >= s && g + K::VEC <= e) {
+    K::unpack(w, kv);
+  } else {
+#pragma unroll
+    for (int j = 0; j < K::VEC; j++) kv[j] = (g + j >= s && g + j < e) ? K::key(row[g + j]) : (KS)0;
+  }
+#pragma unroll
+  for (int j = 0; j < K::VEC; j++)
+    if (kv[j]) atomicAdd(&myhist[kv[j] >> sh0], 1u);
+  *dst = K::pack(kv);
+}
+
+// the next digit's histogram of the run's keys under (mask, prefix)
+template <typename K>
+__device__ __forceinline__ void run_digit_hist(const uint4 *run, int RV, uint32_t mask,
+                                               uint32_t prefix, int shift, int nb,
+                                               unsigned *myhist) {
+  using KS = typename K::KS;
+  for (int j = 0; j < RV; j++) {
+    KS kv[K::VEC];
+    K::from(run[j], kv);
+#pragma unroll
+    for (int q = 0; q < K::VEC; q++)
+      if (((uint32_t)kv[q] & mask) == prefix && kv[q])
+        atomicAdd(&myhist[((uint32_t)kv[q] >> shift) & (unsigned)(nb - 1)], 1u);
+  }
+}
+
+// the run's keys > t (low 16 bits) and == t (high 16 bits)
+template <typename K> __device__ __forceinline__ unsigned run_counts(const uint4 *run, int RV,
+                                                                      uint32_t t) {
+  using KS = typename K::KS;
+  unsigned cnt = 0;
+  for (int j = 0; j < RV; j++) {
+    KS kv[K::VEC];
+    K::from(run[j], kv);
+#pragma unroll
+    for (int q = 0; q < K::VEC; q++)
+      cnt += ((uint32_t)kv[q] > t ? 1u : 0u) + ((uint32_t)kv[q] == t ? 0x10000u : 0u);
+  }
+  return cnt;
+}
+
+// The run's winners in column order: gtb / eqb the keys > t and == t before the run (over the
+// row); a key > t takes slot gtb + min(eqb, need), the first `need` keys == t slot gtb + eqb.
+// Staged (dst): (~key << 32 | column) for CTA 0's sort / remap; else the column to o.
+template <typename K>
+__device__ __forceinline__ void run_emit(const uint4 *run, int RV, uint32_t t, int need,
+                                         int gtb, int eqb, int64_t col0, uint64_t *dst,
+                                         int32_t *o) {
+  using KS = typename K::KS;
+  for (int j = 0; j < RV; j++) {
+    KS kv[K::VEC];
+    K::from(run[j], kv);
+#pragma unroll
+    for (int q = 0; q < K::VEC; q++) {
+      const uint32_t key = kv[q];
+      int slot = -1;
+      if (key > t) {
+        slot = gtb + min(eqb, need);
+        gtb++;
+      } else if (key == t) {
+        if (eqb < need) slot = gtb + eqb;
+        eqb++;
+      }
+      if (slot >= 0) {
+        const int col = (int)(col0 + j * K::VEC + q);
+        if (dst) dst[slot] = ((uint64_t)(~(key << (32 - K::KB))) << 32) | (uint32_t)col;
+        else o[slot] = col;
+      }
+    }
+  }
+}
+
+// The staged winners (kk of them in sbuf, P a power of two >= kk) sorted when asked (value
+// desc, column asc), then written out through the remap; every thread of the CTA calls it
+// after the barrier that completes sbuf.
+template <int NTH>
+__device__ __forceinline__ void stage_store(uint64_t *sbuf, int kk, int P, int sorted,
+                                            const Remap &m, int64_t r, int32_t *o) {
+  if (sorted) {
+    for (int j = kk + (int)threadIdx.x; j < P; j += NTH) sbuf[j] = ~0ull;
+    __syncthreads();
+    block_bitonic_sort<NTH>(sbuf, P);
+  }
+  for (int j = threadIdx.x; j < kk; j += NTH)
+    o[j] = store_value(m, r, (int64_t)(uint32_t)(sbuf[j] & 0xffffffffu));
 }
 
 template <typename T, bool CL, bool PROF, bool AF = false> // AF: atomic_find (NEXT=2)
@@ -444,8 +548,7 @@ __global__ void __launch_bounds__(NT, 2)
   long long tc[NSTAMP] = {};
   unsigned long long g_in = 0;
   int path = 0; // profile: 1 gathered into CTA 0
-  const bool prof = PROF && threadIdx.x == 0 &&
-                    (blockIdx.x == 0 || blockIdx.x == gridDim.x / 2 || blockIdx.x == gridDim.x - 1);
+  const bool prof = PROF && prof_thread();
   if (prof) tc[0] = clock64(), g_in = global_ns();
   auto stamp = [&](int i) {
     if (prof) tc[i] = clock64();
@@ -525,19 +628,8 @@ __global__ void __launch_bounds__(NT, 2)
       for (int u = 0; u < UNR; u++) {
         const int v = v0 + u * NT;
         if (v >= nvec) break;
-        const int64_t g = g0 + (int64_t)v * VEC;
-        KS kv[VEC];
-        if (g >= s && g + VEC <= e) {
-          K::unpack(w[u], kv);
-        } else {
-#pragma unroll
-          for (int j = 0; j < VEC; j++)
-            kv[j] = (g + j >= s && g + j < e) ? K::key(row[g + j]) : (KS)0;
-        }
-#pragma unroll
-        for (int j = 0; j < VEC; j++)
-          if (kv[j]) atomicAdd(&myhist[kv[j] >> sh0], 1u);
-        keys[(v / RV) * S + v % RV] = K::pack(kv);
+        put_vector<K>(w[u], g0 + (int64_t)v * VEC, s, e, row, myhist, sh0,
+                      &keys[(v / RV) * S + v % RV]);
       }
     }
   }
@@ -615,14 +707,7 @@ __global__ void __launch_bounds__(NT, 2)
   } else {
     for (int p = 1; p < K::NP; p++) {
       const int shift = K::shift(p), nb = 1 << K::bits(p);
-      for (int j = 0; j < RV; j++) {
-        KS kv[VEC];
-        K::from(run[j], kv);
-#pragma unroll
-        for (int q = 0; q < VEC; q++)
-          if (((uint32_t)kv[q] & mask) == prefix && kv[q])
-            atomicAdd(&myhist[((uint32_t)kv[q] >> shift) & (unsigned)(nb - 1)], 1u);
-      }
+      run_digit_hist<K>(run, RV, mask, prefix, shift, nb, myhist);
       if (!CL) __syncthreads();
       if (CL) f = cluster_find<CL>(0, nb, 0, kk - above, rank, cs, hist, merged, res, sh);
       else f = local_find(0, nb, 0, kk - above, hist, res, sh);
@@ -636,14 +721,7 @@ __global__ void __launch_bounds__(NT, 2)
   // compaction in column order
   const uint32_t t = prefix;
   const int need = kk - above;
-  unsigned cnt = 0; // gt | eq << 16 of this thread's run
-  for (int j = 0; j < RV; j++) {
-    KS kv[VEC];
-    K::from(run[j], kv);
-#pragma unroll
-    for (int q = 0; q < VEC; q++)
-      cnt += ((uint32_t)kv[q] > t ? 1u : 0u) + ((uint32_t)kv[q] == t ? 0x10000u : 0u);
-  }
+  const unsigned cnt = run_counts<K>(run, RV, t); // gt | eq << 16 of this thread's run
   unsigned cta_tot;
   unsigned before = block_exclusive_scan<NT, unsigned>(cnt, &cta_tot, sh.wsu);
   int gtb = 0, eqb = 0;
@@ -664,47 +742,15 @@ __global__ void __launch_bounds__(NT, 2)
   stamp(5);
   const bool stage = sorted || m.on; // winners to CTA 0's buffer, written out from there
   uint64_t *dst = stage ? peer<CL>(sbuf, 0) : nullptr;
-  if ((cnt & 0xffffu) || ((cnt >> 16) && eqb < need)) {
-    const int64_t col0 = g0 - s + (int64_t)threadIdx.x * RV * VEC;
-    for (int j = 0; j < RV; j++) {
-      KS kv[VEC];
-      K::from(run[j], kv);
-#pragma unroll
-      for (int q = 0; q < VEC; q++) {
-        const uint32_t key = kv[q];
-        int slot = -1;
-        if (key > t) {
-          slot = gtb + min(eqb, need);
-          gtb++;
-        } else if (key == t) {
-          if (eqb < need) slot = gtb + eqb;
-          eqb++;
-        }
-        if (slot >= 0) {
-          const int col = (int)(col0 + j * VEC + q);
-          if (stage)
-            dst[slot] = ((uint64_t)(~(key << (32 - K::KB))) << 32) | (uint32_t)col;
-          else
-            o[slot] = col;
-        }
-      }
-    }
-  }
+  if ((cnt & 0xffffu) || ((cnt >> 16) && eqb < need))
+    run_emit<K>(run, RV, t, need, gtb, eqb, g0 - s + (int64_t)threadIdx.x * RV * VEC, dst, o);
   if (PROF) {
     __syncthreads();
     stamp(6);
   }
   if (stage) {
     csync<CL>(); // every winner is in CTA 0's buffer
-    if (rank == 0) {
-      if (sorted) {
-        for (int j = kk + threadIdx.x; j < P; j += NT) sbuf[j] = ~0ull;
-        __syncthreads();
-        block_bitonic_sort<NT>(sbuf, P);
-      }
-      for (int j = threadIdx.x; j < kk; j += NT)
-        o[j] = store_value(m, r, (int64_t)(uint32_t)(sbuf[j] & 0xffffffffu));
-    }
+    if (rank == 0) stage_store<NT>(sbuf, kk, P, sorted, m, r, o);
   } else if (CL) {
     csync<CL>(); // no CTA leaves while a later one may read its counts
   }
@@ -820,19 +866,7 @@ __global__ void __launch_bounds__(NT, 2)
         for (int u = 0; u < UNR; u++) {
           const int v = v0 + u * NT;
           if (v >= nvec) break;
-          const int g = g0 + v * VEC;
-          KS kv[VEC];
-          if (g >= s && g + VEC <= e) {
-            K::unpack(x[u], kv);
-          } else {
-#pragma unroll
-            for (int j = 0; j < VEC; j++)
-              kv[j] = (g + j >= s && g + j < e) ? K::key(row[g + j]) : (KS)0;
-          }
-#pragma unroll
-          for (int j = 0; j < VEC; j++)
-            if (kv[j]) atomicAdd(&myhist[kv[j] >> sh0], 1u);
-          keys[(v / RV) * S + v % RV] = K::pack(kv);
+          put_vector<K>(x[u], g0 + v * VEC, s, e, row, myhist, sh0, &keys[(v / RV) * S + v % RV]);
         }
       };
       {
@@ -875,14 +909,7 @@ __global__ void __launch_bounds__(NT, 2)
       int above = f.above;
       for (int p = 1; p < K::NP; p++) {
         const int shift = K::shift(p), nb = 1 << K::bits(p);
-        for (int j = 0; j < RV; j++) {
-          KS kv[VEC];
-          K::from(run[j], kv);
-#pragma unroll
-          for (int q = 0; q < VEC; q++)
-            if (((uint32_t)kv[q] & mask) == prefix && kv[q])
-              atomicAdd(&myhist[((uint32_t)kv[q] >> shift) & (unsigned)(nb - 1)], 1u);
-        }
+        run_digit_hist<K>(run, RV, mask, prefix, shift, nb, myhist);
         __syncthreads();
         f = local_find(0, nb, 0, kk - above, hist, res, sh);
         prefix |= (uint32_t)f.bin << shift;
@@ -893,53 +920,17 @@ __global__ void __launch_bounds__(NT, 2)
       // compaction in column order (the default kernel's, one CTA)
       const uint32_t t = prefix;
       const int need = kk - above;
-      unsigned cnt = 0; // gt | eq << 16 of this thread's run
-      for (int j = 0; j < RV; j++) {
-        KS kv[VEC];
-        K::from(run[j], kv);
-#pragma unroll
-        for (int q = 0; q < VEC; q++)
-          cnt += ((uint32_t)kv[q] > t ? 1u : 0u) + ((uint32_t)kv[q] == t ? 0x10000u : 0u);
-      }
+      const unsigned cnt = run_counts<K>(run, RV, t); // gt | eq << 16 of this thread's run
       unsigned cta_tot;
       const unsigned before = block_exclusive_scan<NT, unsigned>(cnt, &cta_tot, sh.wsu);
       int gtb = (int)(before & 0xffffu), eqb = (int)(before >> 16);
       const bool stage = sorted || m.on;
-      if ((cnt & 0xffffu) || ((cnt >> 16) && eqb < need)) {
-        const int col0 = g0 - s + (int)threadIdx.x * RV * VEC;
-        for (int j = 0; j < RV; j++) {
-          KS kv[VEC];
-          K::from(run[j], kv);
-#pragma unroll
-          for (int q = 0; q < VEC; q++) {
-            const uint32_t key = kv[q];
-            int slot = -1;
-            if (key > t) {
-              slot = gtb + min(eqb, need);
-              gtb++;
-            } else if (key == t) {
-              if (eqb < need) slot = gtb + eqb;
-              eqb++;
-            }
-            if (slot >= 0) {
-              const int col = (int)(col0 + j * VEC + q);
-              if (stage)
-                sbuf[slot] = ((uint64_t)(~(key << (32 - K::KB))) << 32) | (uint32_t)col;
-              else
-                o[slot] = col;
-            }
-          }
-        }
-      }
+      if ((cnt & 0xffffu) || ((cnt >> 16) && eqb < need))
+        run_emit<K>(run, RV, t, need, gtb, eqb, (int64_t)(g0 - s + (int)threadIdx.x * RV * VEC),
+                    stage ? sbuf : nullptr, o);
       if (stage) {
         __syncthreads(); // every winner is in the buffer
-        if (sorted) {
-          for (int j = kk + threadIdx.x; j < P; j += NT) sbuf[j] = ~0ull;
-          __syncthreads();
-          block_bitonic_sort<NT>(sbuf, P);
-        }
-        for (int j = threadIdx.x; j < kk; j += NT)
-          o[j] = store_value(m, r, (int64_t)(uint32_t)(sbuf[j] & 0xffffffffu));
+        stage_store<NT>(sbuf, kk, P, sorted, m, r, o);
       }
     }
     __syncthreads(); // every read of this row's keys and staged winners is done
@@ -991,6 +982,30 @@ __device__ __forceinline__ void l2_prefetch(const void *p, uint32_t bytes) {
 #else
   (void)p, (void)bytes;
 #endif
+}
+
+// The streaming and short kernels' dynamic shared memory: cap candidate keys (ck) and their
+// columns from row_start (cc), bitmaps of the row's columns (W: keys > t, Q: keys == t; nwp
+// words each), the P staged winners (sbuf)
+struct CandLayout {
+  uint32_t *ck, *cc, *W, *Q;
+  uint64_t *sbuf;
+  __device__ CandLayout(uint4 *smem, int cap, int nwp) {
+    ck = reinterpret_cast<uint32_t *>(smem);
+    cc = ck + cap;
+    W = cc + cap;
+    Q = W + nwp;
+    sbuf = reinterpret_cast<uint64_t *>(Q + nwp);
+  }
+};
+
+// The sampled threshold's rank: of ms sampled keys out of n, the j-th largest, j = mu + 5
+// sqrt(mu) + 2 for mu = kk ms / n (five standard deviations past kk's expected share); ms + 1
+// when that is past the sample (then every key is a candidate)
+__device__ __forceinline__ int sample_rank(int kk, int ms, int n) {
+  const float mu = (float)kk * (float)ms / (float)n;
+  const float jf = ceilf(mu + 5.0f * sqrtf(mu) + 2.0f);
+  return jf < (float)ms ? (int)jf : ms + 1;
 }
 
 struct StreamShared {
@@ -1138,13 +1153,7 @@ __device__ __forceinline__ void column_order(const uint32_t *W, const uint32_t *
   }
   if (stage) {
     __syncthreads(); // every winner is in the buffer
-    if (sorted) {
-      for (int j = kk + tid; j < P; j += NTH) sbuf[j] = ~0ull;
-      __syncthreads();
-      block_bitonic_sort<NTH>(sbuf, P);
-    }
-    for (int j = tid; j < kk; j += NTH)
-      o[j] = store_value(m, r, (int64_t)(uint32_t)(sbuf[j] & 0xffffffffu));
+    stage_store<NTH>(sbuf, kk, P, sorted, m, r, o);
   }
 }
 
@@ -1184,16 +1193,15 @@ __global__ void __launch_bounds__(NT, MINB)
   __shared__ StreamShared ss;
   __shared__ unsigned hist[2 * NB];
   __shared__ int res[3];
-  // cap: the buffer's entries (4096, or 2048 for IXL_TOPK_V2_S3), k <= cap / 2
-  uint32_t *ck = reinterpret_cast<uint32_t *>(smem4); // [cap] keys; the sample: [2 cap]
-  uint32_t *cc = ck + cap;                             // [cap] columns (from row_start)
-  uint32_t *W = cc + cap, *Q = W + nwp;                // bitmaps of the row's columns
-  uint64_t *sbuf = reinterpret_cast<uint64_t *>(Q + nwp); // [P] staged winners
+  // cap: the buffer's entries (4096, or 2048 for IXL_TOPK_V2_S3), k <= cap / 2; the sample's
+  // keys in ck first: [2 cap]
+  const CandLayout cl(smem4, cap, nwp);
+  uint32_t *ck = cl.ck, *cc = cl.cc, *W = cl.W, *Q = cl.Q;
+  uint64_t *sbuf = cl.sbuf;
   // IXL_TOPK_V2_SPROF=1 (the PROF instantiation: a printf costs the timed kernels a stack
   // frame and spills): thread 0 of the first, middle and last CTA stamps clock64 after each
   // phase's barrier and prints the cycles
-  const bool prof = PROF && threadIdx.x == 0 &&
-                    (blockIdx.x == 0 || blockIdx.x == gridDim.x / 2 || blockIdx.x == gridDim.x - 1);
+  const bool prof = PROF && prof_thread();
   long long tc[7] = {};
   unsigned long long gin = 0;
   if (prof) tc[0] = clock64(), gin = global_ns();
@@ -1322,9 +1330,7 @@ __global__ void __launch_bounds__(NT, MINB)
   const int ms = (int)ss.nsample;
   uint32_t t0 = 1; // every key (a key is never 0)
   {
-    const float mu = (float)kk * (float)ms / (float)n;
-    const float jf = ceilf(mu + 5.0f * sqrtf(mu) + 2.0f);
-    const int j = jf < (float)ms ? (int)jf : ms + 1;
+    const int j = sample_rank(kk, ms, n);
     if (j <= ms) { // uniform: ms is shared
       const Found f0 = local_find(0, NB, 0, j, hist, res, sh);
       const int sh1 = K::shift(1), nb1 = 1 << K::bits(1);
@@ -1630,12 +1636,10 @@ __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 ? 4 : 3) : 2
   __shared__ __align__(16) unsigned hist[2 * NB];
   __shared__ int res[3];
   __shared__ ShortShared<NTH> ss;
-  uint32_t *ck = reinterpret_cast<uint32_t *>(smem4); // [cap] candidate keys
-  uint32_t *cc = ck + cap;                             // [cap] their columns (from s)
-  uint32_t *W = cc + cap, *Q = W + nwp;                // bitmaps of the row's columns
-  uint64_t *sbuf = reinterpret_cast<uint64_t *>(Q + nwp); // [P] staged winners
-  const bool prof = PROF && threadIdx.x == 0 &&
-                    (blockIdx.x == 0 || blockIdx.x == gridDim.x / 2 || blockIdx.x == gridDim.x - 1);
+  const CandLayout cl(smem4, cap, nwp);
+  uint32_t *ck = cl.ck, *cc = cl.cc, *W = cl.W, *Q = cl.Q;
+  uint64_t *sbuf = cl.sbuf;
+  const bool prof = PROF && prof_thread();
   long long tc[7] = {};
   unsigned long long gin = 0;
   if (prof) tc[0] = clock64(), gin = global_ns();
@@ -1735,9 +1739,7 @@ __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 ? 4 : 3) : 2
   const int ms = (int)ss.nsample;
   uint32_t t0 = 1; // every key (a key is never 0)
   {
-    const float mu = (float)kk * (float)ms / (float)n;
-    const float jf = ceilf(mu + 5.0f * sqrtf(mu) + 2.0f);
-    const int j = jf < (float)ms ? (int)jf : ms + 1;
+    const int j = sample_rank(kk, ms, n);
     // one digit: t0 is the lower edge of the j-th sampled key's first-digit bin (a second
     // digit's pass and find cost more than the bin's extra candidates: visit 2's profile)
     if (j <= ms) { // uniform: ms is shared
