@@ -128,6 +128,11 @@ __device__ __forceinline__ uint2 lds64(uint32_t a) {
                : "memory");
   return v;
 }
+__device__ __forceinline__ int lds32(uint32_t a) {
+  int v;
+  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(a) : "memory");
+  return v;
+}
 template <int OFF>
 __device__ __forceinline__ float4 lds128(uint32_t a) {
   float4 v;
@@ -138,12 +143,7 @@ __device__ __forceinline__ float4 lds128(uint32_t a) {
   return v;
 }
 
-// The producer's loads and stores, on 32-bit shared addresses.
-__device__ __forceinline__ int lds32(uint32_t a) {
-  int v;
-  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(a) : "memory");
-  return v;
-}
+// The producer's stores, on 32-bit shared addresses.
 __device__ __forceinline__ void sts128(uint32_t a, uint4 v) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(v.x), "r"(v.y),
                "r"(v.z), "r"(v.w)
@@ -492,10 +492,11 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
   struct Sc {
     float4 f0, f1;
     uint2 m0, m1;
+    uint32_t fa; // PIPE: the stage's factors (read where used)
   };
   auto load_scales = [&](uint32_t su, Sc &k) {
     const uint32_t fa = fac_a + su * (kTile * 16);
-    if (!DEC && !PIPE) {
+    if (!DEC) {
       k.f0 = lds128<0>(fa); // slot i0 + 8: 128 B on
       k.f1 = lds128<128>(fa);
     }
@@ -512,16 +513,20 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
                          __uint_as_float(f[1][2]), __uint_as_float(f[1][3]));
     }
   };
-  // factor g (0: k0, 1: r1, 2: r2, 3: r3) of slot h; PIPE: recomputed from the scale word
-  // (ixl_mxk5_decode's formulas, so the same bits) to keep one tile's factors out of registers
+  // factor g (0: k0, 1: r1, 2: r2, 3: r3) of slot h; PIPE: read from the stage where used (the
+  // stage is held until the tile's store), to keep a tile's factors out of registers
   auto fac = [&](const Sc &k, int h, int g) -> float {
     if (!PIPE) {
       const float4 &v = h ? k.f1 : k.f0;
       return g == 0 ? v.x : g == 1 ? v.y : g == 2 ? v.z : v.w;
     }
-    uint32_t f[4];
-    ixl_mxk5_decode(h ? k.m1.x : k.m0.x, 1, f);
-    return __uint_as_float(f[g]);
+    return __int_as_float(lds32(k.fa + 128 * h + 4 * g));
+  };
+  // PIPE: the lane's (scale word, info) pairs of stage su, the stage kept (no arrive)
+  auto peek_scales = [&](uint32_t su, Sc &k) {
+    k.fa = fac_a + su * (kTile * 16);
+    k.m0 = lds64<kKinOff>(k.fa);
+    k.m1 = lds64<kKinOff + 128>(k.fa);
   };
   // the fast path needs every byte of both slots in the window (quad-uniform)
   auto slow_of = [&](const Sc &k) { return quad_slow || !(k.m0.y & k.m1.y & IXL_MXK5_COMB); };
@@ -625,21 +630,24 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
     // after t's last epilogue, so one set is live)
     static_assert(!PIPE || (NP == 2 && ABL == 0), "PIPE: 2 passes, no ablation");
     uint32_t a[4][4];
-    Sc k;
     if (T > 0) {
       wait_full(0);
       load_codes(0, a);
       issue(acc, a, 0, false);
-      load_scales(0, k);
     }
     for (int t = 0; t < T; t++) {
+      const uint32_t su = (uint32_t)t % S;
       __nv_bfloat162 ch2 = __floats2bfloat162_rn(0.0f, 0.0f);
       issue(acc2, a, 1, false);
       wgmma_wait<1>();
 #pragma unroll
       for (int g = 0; g < 4; g++) fence_operand(acc[g]);
-      comb01(acc, k);
-      finish_pass(acc, k, 0, ch2);
+      {
+        Sc k;
+        peek_scales(su, k);
+        comb01(acc, k);
+        finish_pass(acc, k, 0, ch2);
+      }
       wgmma_wait<0>();
 #pragma unroll
       for (int g = 0; g < 4; g++) fence_operand(acc2[g]);
@@ -652,10 +660,12 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
         load_codes((uint32_t)(t + 1) % S, a);
       }
       issue(acc, a, 0, false);
+      Sc k;
+      peek_scales(su, k);
       comb01(acc2, k);
       finish_pass(acc2, k, 1, ch2);
       store(k, ch2, t);
-      if (t + 1 < T) load_scales((uint32_t)(t + 1) % S, k);
+      arrive32(full_a + 8 * (S + su)); // empty[su]: every read of the stage is above
     }
     wgmma_wait<0>();
 #pragma unroll
@@ -715,7 +725,9 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
 // passes at 96 registers with 2 producer warps (PW), 8 stages, 3 CTAs an SM; f = 2 passes
 // with a producer warpgroup of 4 warps (setmaxnreg: 80 registers at entry, the producers 40,
 // the math 120; 1 pass needs 126 and the producers spill at 32), 8 stages, 3 CTAs an SM; g = 2
-// passes pipelined across tiles (PIPE) at 128 registers, 8 stages, 3 CTAs an SM.
+// passes pipelined across tiles (PIPE) at 128 registers, 8 stages, 3 CTAs an SM (the factors
+// read from the held stage where used: visit 1's form, recomputing them from the scale word,
+// cost +21 % against 6).
 // Modes 1, 2 and 4 of the last session (LDS code words; two math warpgroups; 10 stages: all
 // slower than 3 on the H200) are no longer instantiated and read as off.
 // Unset: kK5wsDefault = 3. H200, 2026-12-02 (helper mxk5, visits 2-3): test_cuda_logits [v2]
@@ -733,9 +745,12 @@ int k5ws_mode() {
 // at 96 registers for 4 CTAs (36 B); 4 with ragged f's producer warpgroup (a register across
 // the setmaxnreg, 80 -> 48 / 112).
 // Mode 1 of the last session (LDS code words, slower) reads as off.
-// Unset: kK5pwsDefault = 2 (the same H200 checks; paged K5 64x16K page 128: 72.0 -> 67.5 us);
-// IXL_LOGITS_V2_MX_K5PWS=0: mx_kernel<K5P>.
-constexpr char kK5pwsDefault = '2';
+// Unset: kK5pwsDefault = 4 since session 7's visit 1 (H200, 2026-12-02, snapshot 2f62110):
+// test_cuda_logits [v2] 18/18 (every test) with K5PWS=4 (and with IXL_PDL=1), racecheck and
+// memcheck small clean on test_cuda_logits sparse + mxfp4_page_sizes with K5PWS=4 IXL_PDL=1;
+// paged K5 64x16K page 128: 67.7 (mode 2, the default before, session 6: 72.0 -> 67.5) ->
+// 58.5 us (-13.5 %). IXL_LOGITS_V2_MX_K5PWS=0: mx_kernel<K5P>.
+constexpr char kK5pwsDefault = '4';
 int k5pws_mode() {
   static const int v = env_switch("IXL_LOGITS_V2_MX_K5PWS", "24", kK5pwsDefault);
   return v;
