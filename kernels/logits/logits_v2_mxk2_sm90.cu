@@ -181,7 +181,10 @@ __device__ __forceinline__ void math_sync() {
 // kRaw1 (16, with kBox1) that page by one 1-D bulk copy instead (no tensor map, no swizzle:
 // the plain layout, slot i at 64 i, group g at 16 g, its scale word at 4096 + 4 i; the A
 // reads then conflict 4 ways): does the box or the copy count bound the copy side?
-constexpr int kPipe = 1, kProd4 = 2, kArr4 = 4, kBox1 = 8, kRaw1 = 16;
+// kFull (32): a tile whose every piece was loaded and whose 64 columns all lie below the
+// context and out_cols (warpgroup-uniform) takes a fast path's reduction with unconditional
+// stores (no per-slot validity, no column bound).
+constexpr int kPipe = 1, kProd4 = 2, kArr4 = 4, kBox1 = 8, kRaw1 = 16, kFull = 32;
 // DIAG (bench-only diagnostics, fp32, the logits are garbage): 1 = math only (the producer
 // copies nothing: the stages hold zero codes and in-window scale words written once, each
 // tile a plain arrival), 2 = copies only (the math warps wait, read the stage and release it,
@@ -195,7 +198,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr int S = kStages;
   constexpr int NPW = (V & kProd4) ? 4 : 1; // producer warps
   constexpr bool PIPE = (V & kPipe) != 0, ARR4 = (V & kArr4) != 0, BOX1 = (V & kBox1) != 0;
-  constexpr bool RAW1 = BOX1 && (V & kRaw1) != 0;
+  constexpr bool RAW1 = BOX1 && (V & kRaw1) != 0, FULL = !PIPE && (V & kFull) != 0;
   static_assert(S % NPW == 0, "a producer warp owns the stages w mod NPW");
   constexpr int NC = kH, NJ = NC / 8;
   using L = K2Smem<BOX1>;
@@ -515,8 +518,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     // ---- the head reduction of cd and the stores. FOLD: the dots are d / (2^(qc - 127) k0)
     // and the weights carry 2^(qc - 127), k0 multiplied last; else the dots are d and the
     // weights the stored ones.
-    auto reduce = [&](auto fold_tag, int tb, bool ok0, bool ok1, uint32_t kwa, uint32_t kwb) {
-      constexpr bool FOLD = decltype(fold_tag)::value;
+    auto reduce = [&](auto fold_tag, auto full_tag, int tb, bool ok0, bool ok1, uint32_t kwa,
+                      uint32_t kwb) {
+      constexpr bool FOLD = decltype(fold_tag)::value, ALL = decltype(full_tag)::value;
       const float ck0[2] = {__uint_as_float((kwa & 0xFFu) << 23),
                             __uint_as_float((kwb & 0xFFu) << 23)};
       if (!BF16) {
@@ -541,7 +545,9 @@ __global__ void __launch_bounds__(kThreads, 1)
           float v = t4 ? sum[1] : sum[0];
           if (FOLD) v = __fmul_rn(v, t4 ? ck0[1] : ck0[0]); // the deferred k0: exact
           const int nn = tb + i;
-          if (nn < ocols) stg_u32(out_f + nn, (t4 ? ok1 : ok0) ? __float_as_uint(v) : 0xff800000u);
+          if (ALL) stg_u32(out_f + nn, __float_as_uint(v));
+          else if (nn < ocols)
+            stg_u32(out_f + nn, (t4 ? ok1 : ok0) ? __float_as_uint(v) : 0xff800000u);
         }
       } else {
         // chains: lanes t4 = 0, 2 run (s0, s1), lanes 1, 3 run (s2, s3); lanes 0, 1 keep slot
@@ -577,14 +583,16 @@ __global__ void __launch_bounds__(kThreads, 1)
           const int i = i0 + 8 * keep;
           const int nn = tb + i;
           const uint16_t v = *reinterpret_cast<const uint16_t *>(&res);
-          if (nn < ocols) stg_u16(out_h + nn, (keep ? ok1 : ok0) ? v : (uint16_t)0xFF80u);
+          if (ALL) stg_u16(out_h + nn, v);
+          else if (nn < ocols) stg_u16(out_h + nn, (keep ? ok1 : ok0) ? v : (uint16_t)0xFF80u);
         }
       }
     };
     auto finish = [&](int tb, bool ok0, bool ok1, uint32_t kwa, uint32_t kwb, bool qs) {
-      if (!qs) reduce(std::true_type{}, tb, ok0, ok1, kwa, kwb);
-      else reduce(std::false_type{}, tb, ok0, ok1, kwa, kwb);
+      if (!qs) reduce(std::true_type{}, std::false_type{}, tb, ok0, ok1, kwa, kwb);
+      else reduce(std::false_type{}, std::false_type{}, tb, ok0, ok1, kwa, kwb);
     };
+    const uint32_t mfull = (1u << npc) - 1u; // every piece of a tile
     // the tile whose wgmma is in flight (PIPE): its scale words; flags: 1, 2 its slots i0,
     // i0 + 8 valid, 4 slow path, 8 there is one
     uint32_t p_fl = 0, p_kwa = 0, p_kwb = 0;
@@ -714,7 +722,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int g = 0; g < 4; g++) fence_operand(a[g]);
       combine(kw[0], kw[1], qs, true);
-      finish(tb, ok0, ok1, kw[0], kw[1], qs);
+      if (FULL && !qs && m == mfull && tb + kTile <= row_hi && tb + kTile <= ocols)
+        reduce(std::true_type{}, std::true_type{}, tb, true, true, kw[0], kw[1]);
+      else
+        finish(tb, ok0, ok1, kw[0], kw[1], qs);
     }
     if (PIPE) { // the last pass's dummy
       wgmma_wait<0>();
@@ -740,7 +751,7 @@ int log2_exact(int64_t v) {
 // IXL_LOGITS_V2_MX_K2WS, read once a process: one character (0, unset-but-empty or anything
 // else: off, mx_kernel; unset: kK2wsDefault):
 //   1 V = 0 (session 6's kernel: one producer warp, 128 arrivals a stage, no pipelining);
-//   p kProd4 (4 producer warps); b kProd4 | kBox1 (page size 64, else p); R kProd4 | kBox1 |
+//   p kProd4 (4 producer warps); q kProd4 | kFull; b kProd4 | kBox1 (page size 64, else p); R kProd4 | kBox1 |
 //   kRaw1 (page size 64, else p); 4 kPipe | kProd4 | kArr4; 5 kProd4 | kArr4;
 //   bench-only diagnostics (DIAG above, fp32 calls; garbage logits; bf16 calls run p): M math
 //   only of p, m the math alone of p, C copies only of p, c copies only of b, r copies only of
@@ -751,7 +762,7 @@ int k2ws_mode() {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_K2WS");
     if (!e) return (int)kK2wsDefault;
-    static const char known[] = "1pbR45MmCcr7";
+    static const char known[] = "1pqbR45MmCcr7";
     for (const char *k = known; *k; k++)
       if (e[0] == *k && e[1] == 0) return (int)*k;
     return 0;
@@ -806,7 +817,10 @@ int launch_k2(ixl_ctx *ctx, const CUtensorMap &map, K2Params p, const char *name
             "producer warp%s, %d stages, %s, %d arrivals a stage%s%s (switch %c)%s\n",
             kNWG, (V & kPipe) ? " pipelined" : "", (V & kProd4) ? 4 : 1,
             (V & kProd4) ? "s" : "", kStages, BF16 ? "bf16" : "fp32", (V & kArr4) ? 4 : 128,
-            (V & kRaw1) ? ", one bulk copy a page" : (V & kBox1) ? ", one TMA box a page" : "",
+            (V & kRaw1)   ? ", one bulk copy a page"
+            : (V & kBox1) ? ", one TMA box a page"
+            : (V & kFull) ? ", full tiles' own reduction"
+                          : "",
             DIAG == 1   ? ", DIAG math only"
             : DIAG == 2 ? ", DIAG copies only"
             : DIAG == 3 ? ", DIAG the math alone"
@@ -876,6 +890,7 @@ extern "C" int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, i
       case '1': return launch_k2<true, 0>(ctx, map, p, name, st);
       case '4': return launch_k2<true, kPipe | kProd4 | kArr4>(ctx, map, p, name, st);
       case '5': return launch_k2<true, kProd4 | kArr4>(ctx, map, p, name, st);
+      case 'q': return launch_k2<true, kProd4 | kFull>(ctx, map, p, name, st);
       case 'b': if (box1) return launch_k2<true, kB>(ctx, map, p, name, st); break;
       case 'R': if (box1) return launch_k2<true, kR>(ctx, map, p, name, st); break;
       default: break;
@@ -886,6 +901,7 @@ extern "C" int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, i
     case '1': return launch_k2<false, 0>(ctx, map, p, name, st);
     case '4': return launch_k2<false, kPipe | kProd4 | kArr4>(ctx, map, p, name, st);
     case '5': return launch_k2<false, kProd4 | kArr4>(ctx, map, p, name, st);
+    case 'q': return launch_k2<false, kProd4 | kFull>(ctx, map, p, name, st);
     case 'b': if (box1) return launch_k2<false, kB>(ctx, map, p, name, st); break;
     case 'R': if (box1) return launch_k2<false, kR>(ctx, map, p, name, st); break;
     case 'M': return launch_k2<false, kProd4, 1>(ctx, map, p, name, st);
