@@ -43,6 +43,7 @@
 // sass-limits: k2_fp8_kernelILi32ELi4ELi4 registers 96 shared 1024
 // sass-limits: k2_fp8_kernelILi64ELi4ELi4 registers 96 shared 1024
 // sass-limits: k2_fp8_kernelILi64ELi4ELi5 registers 80 shared 1024
+// sass-limits: k2_fp8_kernelILi64ELi3ELi6 registers 64 shared 1024
 // sass-limits: k2_fp8_kernelILi64ELi6ELi3 registers 128 shared 1024
 // sass-limits: k2_fp8_kernelILi32ELi6ELi3 registers 128 shared 1024
 // sass-limits: k2_fp8_kernel registers 200 shared 1024
@@ -420,7 +421,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
   };
   // wait for tile c's stage (and its row's Q), then issue its wgmma into acc
   auto issue = [&](Tile &c, float(&acc)[H / 2]) {
-    ixl_v2::ring_issue<H, S>(ring, c.row, full, qfull, s_codes, s_q, p.abl != 1, acc,
+    ixl_v2::ring_issue<H, S>(ring, (int32_t)c.row, full, qfull, s_codes, s_q, p.abl != 1, acc,
                              p.prof != nullptr, t_wait, c.stage, c.qslot);
     c.sc0 = s_scales[c.stage * kTile + r0], c.sc1 = s_scales[c.stage * kTile + r0 + 8];
     if (kSparse) c.m0 = s_mask[2 * c.stage], c.m1 = s_mask[2 * c.stage + 1];

@@ -156,11 +156,12 @@ __device__ __forceinline__ void epilogue_fp32_post(const float (&acc)[H / 2], fl
 
 // The (row, tile) walk over a CTA's units [u0, u1) both roles of both K2/K5 kernels share: no
 // division per step.
+// (Rows fit int32: both kernels take calls with R H < 2^31 only.)
 struct UnitWalk {
-  int64_t u, u1, r;
-  int32_t t, ntile;
+  int64_t u, u1;
+  int32_t r, t, ntile;
   __device__ __forceinline__ UnitWalk(int64_t u0, int64_t u1_, int32_t ntile_)
-      : u(u0), u1(u1_), r(u0 / ntile_), t((int32_t)(u0 - (u0 / ntile_) * ntile_)),
+      : u(u0), u1(u1_), r((int32_t)(u0 / ntile_)), t((int32_t)(u0 - (u0 / ntile_) * ntile_)),
         ntile(ntile_) {}
   __device__ __forceinline__ bool more() const { return u < u1; }
   __device__ __forceinline__ void step() {
@@ -172,8 +173,8 @@ struct UnitWalk {
 // A math warpgroup's next tile with keys along its walk (false at the end): on_row(row) when
 // the row changes, empty(row, col0) says a tile has no key (then ninf(row, col0) writes its
 // -inf columns and the walk goes on), take(row, col0) records the tile found.
-template <typename OnRow, typename Empty, typename Ninf, typename Take>
-__device__ __forceinline__ bool next_tile(UnitWalk &wk, int64_t &row, OnRow &&on_row,
+template <typename Row, typename OnRow, typename Empty, typename Ninf, typename Take>
+__device__ __forceinline__ bool next_tile(UnitWalk &wk, Row &row, OnRow &&on_row,
                                           Empty &&empty, Ninf &&ninf, Take &&take) {
   for (; wk.more(); wk.step()) {
     if (wk.r != row) {
@@ -224,13 +225,13 @@ __device__ __forceinline__ void k2_copy_tile(const P_ &p, const CUtensorMap *kma
 struct MathRing {
   int stage = 0, qslot = 1;
   uint32_t fphase = 0, qfphase = 0;
-  int64_t qrow = -1;
+  int32_t qrow = -1;
 };
 // Waits for the ring's next stage (and, when `row` is not the current Q slot's, for the other
 // Q slot), then issues the stage's four wgmma into acc unless !mma; stage and qslot get what
 // the tile uses. prof: the clocks waiting added to t_wait.
 template <int H, int S, int NQ = 2>
-__device__ __forceinline__ void ring_issue(MathRing &m, int64_t row, uint64_t *full,
+__device__ __forceinline__ void ring_issue(MathRing &m, int32_t row, uint64_t *full,
                                            uint64_t *qfull, const uint8_t *s_codes,
                                            const uint8_t *s_q, bool mma, float (&acc)[H / 2],
                                            bool prof, long long &t_wait, int &stage,

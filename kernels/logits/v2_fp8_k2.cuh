@@ -203,7 +203,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
   };
   ixl_v2::MathRing ring;
   ring.qslot = NQ - 1;
-  int64_t row = -1;
+  int32_t row = -1;
   int32_t len = 0;
   ixl_v2::UnitWalk wk(u0, u1, p.ntile);
   // the next tile that has keys (empty ones get their -inf stores on the way); false at the end
@@ -219,7 +219,8 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
   // wait for tile c's stage (and its row's Q), then issue its wgmma into acc (kV_COPY: never,
   // but kept in the code: make sass wants a QGMMA in every v2 kernel)
   auto issue = [&](Tile &c, float(&acc)[H / 2]) {
-    ixl_v2::ring_issue<H, S, NQ>(ring, c.row, full, qfull, s_codes, s_q,
+    ixl_v2::ring_issue<H, S, NQ>(ring, (V & kV_SINGLE) ? row : (int32_t)c.row, full, qfull,
+                                 s_codes, s_q,
                                  !(V & kV_COPY) || p.out_cols < 0, acc,
                                  kProf && p.prof != nullptr, t_wait, c.stage, c.qslot);
     c.sc0 = s_scales[c.stage * kTile + r0], c.sc1 = s_scales[c.stage * kTile + r0 + 8];
@@ -236,9 +237,13 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
       ixl_v2::epilogue_fp32<H>(acc, c.sc0, c.sc1, s_w + c.qslot * H, t4, s0, s1);
     if (last || next_qslot != c.qslot) ptx::mbarrier_arrive(&qempty[c.qslot]);
     if ((V & kV_COPY) && p.out_cols < 0) p.out[tid] = acc[0]; // never: keeps the wgmma
+    // the one-accumulator loop finishes a tile before it looks for the next: the walk's row
+    // and length are still the tile's (fewer registers live)
+    const int64_t crow = (V & kV_SINGLE) ? row : c.row;
+    const int32_t clen = (V & kV_SINGLE) ? len : c.len;
     if (!(V & kV_COPY) && t4 < 2) { // lane 0 of the quad stores position r0, lane 1 r0 + 8
       const int32_t pos = c.pos0 + r0 + 8 * t4;
-      if (pos < p.out_cols) p.out[c.row * p.out_cols + pos] = pos < c.len ? (t4 ? s1 : s0) : ninf;
+      if (pos < p.out_cols) p.out[crow * p.out_cols + pos] = pos < clen ? (t4 ? s1 : s0) : ninf;
     }
   };
   if constexpr (V & kV_SINGLE) { // one accumulator: each tile waited before its epilogue
@@ -248,7 +253,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
       issue(a, acc);
       wgmma_wait<0>();
       finish(a, acc, false, a.qslot); // the Q slot: below, once the next tile's row is known
-      const int64_t arow = a.row;
+      const int32_t arow = (int32_t)a.row;
       const int aq = a.qslot;
       have = next(a);
       if (!have || a.row != arow) ptx::mbarrier_arrive(&qempty[aq]); // after its reads above
@@ -288,10 +293,10 @@ inline bool k2_takes(const ixl_logits_call *c) {
 // only), and at H 64 (else the default): 4x4s (kV_SINGLE: 4 stages x 4 CTAs, one accumulator),
 // 6x3f and 4x4sf (kV_FAST), 4x5s and 4x5sf (kV_Q1: 4 stages x 5 CTAs, one accumulator, one Q
 // slot), copy, copy4 and copy5 (kV_COPY ablations of 6x3, 4x4s and 4x5s), noload5 (kV_NOLOAD
-// of 4x5sf) (the ablations: wrong results). 3 stages x 6 CTAs (64 registers) spilled 4 bytes.
+// of 4x5sf) (the ablations: wrong results), 3x6sf (3 stages x 6 CTAs, 64 registers).
 enum K2Cfg {
   K2_8x2 = 0, K2_6x3, K2_4x4, K2_4x4s, K2_6x3f, K2_4x4sf, K2_copy, K2_copy4, K2_4x5s, K2_4x5sf,
-  K2_copy5, K2_noload5
+  K2_copy5, K2_noload5, K2_3x6sf
 };
 constexpr K2Cfg kK2Default = K2_6x3;
 
@@ -299,8 +304,9 @@ static K2Cfg k2_cfg() {
   static const K2Cfg cfg = [] {
     const char *e = getenv("IXL_LOGITS_V2_K2");
     if (!e) return kK2Default;
-    static const char *const names[] = {"8x2",  "6x3",   "4x4",  "4x4s", "6x3f",  "4x4sf",
-                                        "copy", "copy4", "4x5s", "4x5sf", "copy5", "noload5"};
+    static const char *const names[] = {"8x2",   "6x3",  "4x4",   "4x4s",  "6x3f",
+                                        "4x4sf", "copy", "copy4", "4x5s",  "4x5sf",
+                                        "copy5", "noload5", "3x6sf"};
     for (int i = 0; i < (int)(sizeof names / sizeof names[0]); ++i)
       if (!strcmp(e, names[i])) return (K2Cfg)i;
     return kK2Default;
@@ -438,6 +444,7 @@ ixl_status launch_k2(ixl_ctx *ctx, const ixl_logits_call *c) {
     case K2_4x5s: return launch_k2_cfg<H, 4, 5, kV_SINGLE | kV_Q1>(ctx, c, p);
     case K2_4x5sf: return launch_k2_cfg<H, 4, 5, kV_SINGLE | kV_Q1 | kV_FAST>(ctx, c, p);
     case K2_copy5: return launch_k2_cfg<H, 4, 5, kV_SINGLE | kV_Q1 | kV_COPY>(ctx, c, p);
+    case K2_3x6sf: return launch_k2_cfg<H, 3, 6, kV_SINGLE | kV_Q1 | kV_FAST>(ctx, c, p);
     case K2_noload5:
       return launch_k2_cfg<H, 4, 5, kV_SINGLE | kV_Q1 | kV_FAST | kV_NOLOAD>(ctx, c, p);
     default: break;
