@@ -153,6 +153,9 @@ constexpr int kVarOneCode = 512; // one math loop for both warpgroups (instructi
 constexpr int kVarNoMma = 1024;  // timing ablation (WRONG results): no wgmma in the tile loop
 constexpr int kVarNoWiden = 4;   // timing ablation (WRONG results): kVarWarpProd, no widening
 constexpr int kVarAblations = kVarNoEpi | kVarNoMath | kVarNoMma | kVarNoWiden;
+// the prologue's global loads issued together (session 6's query-tile loop waited on one load
+// per iteration, ~11 round trips a CTA), the first kSR tiles' copies issued before the tiles
+constexpr int kVarEarly = 2048;
 #if IXL_SM90_DEVICE
 // NR rows from R0 on (of a math warpgroup's 2): the epilogue's compile-time row set
 template <int R0, int NR> struct Rows {
@@ -194,6 +197,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr bool kNoMath = VAR & kVarNoMath, kRoll = VAR & kVarRoll, kSplit = VAR & kVarSplit;
   constexpr bool kOneCode = VAR & kVarOneCode, kNoMma = VAR & kVarNoMma;
   constexpr bool kNoWiden = VAR & kVarNoWiden;
+  constexpr bool kEarly = VAR & kVarEarly;
   static_assert(!kWarpProd || kSR % 4 == 0, "per-warp producer: kSR a multiple of 4");
 
   const int tid = threadIdx.x, wg = tid >> 7;
@@ -234,6 +238,20 @@ __global__ void __launch_bounds__(kThreads, 1)
     s_hi[tid] = hi;
     s_co[tid] = co;
   }
+  // ---- kEarly (the per-warp producer's variants): this thread's query code words loaded now,
+  // beside the column info's loads (their use needs the column info, after the barrier)
+  constexpr int kQW = kRows * kH * 32, kQI = (kQW + kThreads - 1) / kThreads;
+  uint32_t qx[kEarly ? kQI : 1];
+  if (kEarly) {
+#pragma unroll
+    for (int k = 0; k < kQI; k++) {
+      const int i = tid + k * kThreads, n = i >> 5, g = (i >> 3) & 3, p4 = i & 7;
+      const int64_t r = row0 + n / kH;
+      qx[k] = i < kQW && r < p.R ? *reinterpret_cast<const uint32_t *>(
+                                       p.q_codes + (r * kH + n % kH) * 64 + 16 * g + 4 * (p4 & 3))
+                                 : 0u;
+    }
+  }
   // ---- per column (row, head): the fold of its query exponents (mx_body's, COMB)
   if (tid < kRows * kH) {
     const int64_t r = row0 + tid / kH;
@@ -266,39 +284,73 @@ __global__ void __launch_bounds__(kThreads, 1)
                 (uint32_t)(t[3] + 8) << 24;
   }
   __syncthreads();
-  // ---- the query tiles: column n's element perm(p) of group g at byte 32 g + p, as e4m3;
-  // math warpgroup m's tile is columns 64 m .. 64 m + 63 (8 KB at 8192 m: on the swizzle period)
-  for (int i = tid; i < kRows * kH * 32; i += kThreads) {
-    const int n = i >> 5, g = (i >> 3) & 3, p4 = i & 7;
-    const int64_t r = row0 + n / kH;
-    uint32_t o = 0;
-    if (r < p.R) {
-      const uint32_t x = *reinterpret_cast<const uint32_t *>(
-          p.q_codes + (r * kH + n % kH) * 64 + 16 * g + 4 * (p4 & 3));
-      o = ixl_v2mx_q_word(x, p4, (int)((s_ht[n] >> (8 * g)) & 0xFFu) - 8);
-    }
-    *reinterpret_cast<uint32_t *>(s_q + ixl_sm90_swizzle((uint32_t)(n * 128 + 32 * g + 4 * p4),
-                                                         IXL_SM90_SWIZZLE_128B)) = o;
-  }
-  ptx::fence_proxy_async(ptx::space_shared); // the generic stores, visible to wgmma
-  // ---- -inf at the chunk's columns outside each row's window; the hull of the windows
+  // ---- the hull of the rows' windows, and its tile count
   int64_t hull_lo = INT64_MAX, hull_hi = INT64_MIN;
 #pragma unroll
   for (int r = 0; r < kRows; r++) {
     if (row0 + r >= p.R) break;
-    const int64_t lo = s_lo[r], hi = s_hi[r], co = s_co[r];
-    if (hi > lo) {
-      hull_lo = mn64(hull_lo, lo);
-      hull_hi = mx64(hull_hi, hi);
+    if (s_hi[r] > s_lo[r]) {
+      hull_lo = mn64(hull_lo, s_lo[r]);
+      hull_hi = mx64(hull_hi, s_hi[r]);
     }
+  }
+  if (hull_hi <= hull_lo) hull_lo = hull_hi = 0;
+  const int T = (int)((hull_hi - hull_lo + kTile - 1) / kTile);
+  // tile t of the hull into raw stage s (rows past N arrive as zeros)
+  auto issue = [&](int t, int s) {
+    const int32_t n0 = (int32_t)(hull_lo + (int64_t)t * kTile);
+    ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared,
+                                   &s_rfull[s], (uint32_t)(kTile * 64 + 17 * 16));
+    const int32_t ck[2] = {0, n0}, cs[2] = {0, n0 >> 2};
+    ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, s_raw + s * (kTile * 64),
+                              &kmap, ck, &s_rfull[s]);
+    ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, s_sc + s * kSCW, &smap, cs,
+                              &s_rfull[s]);
+  };
+  // kEarly: the first kSR tiles' copies start now, under the query tiles' set-up
+  if (kEarly && tid == 0) {
+#pragma unroll 1
+    for (int s = 0; s < kSR && s < T; s++) issue(s, s);
+  }
+  // ---- the query tiles: column n's element perm(p) of group g at byte 32 g + p, as e4m3;
+  // math warpgroup m's tile is columns 64 m .. 64 m + 63 (8 KB at 8192 m: on the swizzle period)
+  if (kEarly) {
+#pragma unroll
+    for (int k = 0; k < kQI; k++) {
+      const int i = tid + k * kThreads, n = i >> 5, g = (i >> 3) & 3, p4 = i & 7;
+      if (i >= kQW) break;
+      const uint32_t o = row0 + n / kH < p.R
+                             ? ixl_v2mx_q_word(qx[k], p4, (int)((s_ht[n] >> (8 * g)) & 0xFFu) - 8)
+                             : 0u;
+      *reinterpret_cast<uint32_t *>(
+          s_q + ixl_sm90_swizzle((uint32_t)(n * 128 + 32 * g + 4 * p4), IXL_SM90_SWIZZLE_128B)) = o;
+    }
+  } else {
+    for (int i = tid; i < kRows * kH * 32; i += kThreads) {
+      const int n = i >> 5, g = (i >> 3) & 3, p4 = i & 7;
+      const int64_t r = row0 + n / kH;
+      uint32_t o = 0;
+      if (r < p.R) {
+        const uint32_t x = *reinterpret_cast<const uint32_t *>(
+            p.q_codes + (r * kH + n % kH) * 64 + 16 * g + 4 * (p4 & 3));
+        o = ixl_v2mx_q_word(x, p4, (int)((s_ht[n] >> (8 * g)) & 0xFFu) - 8);
+      }
+      *reinterpret_cast<uint32_t *>(
+          s_q + ixl_sm90_swizzle((uint32_t)(n * 128 + 32 * g + 4 * p4), IXL_SM90_SWIZZLE_128B)) = o;
+    }
+  }
+  ptx::fence_proxy_async(ptx::space_shared); // the generic stores, visible to wgmma
+  // ---- -inf at the chunk's columns outside each row's window
+#pragma unroll
+  for (int r = 0; r < kRows; r++) {
+    if (row0 + r >= p.R) break;
+    const int64_t lo = s_lo[r], hi = s_hi[r], co = s_co[r];
     const int64_t a1 = hi > lo ? lo - co : chunk_hi, b0 = hi > lo ? hi - co : chunk_hi;
     const int64_t base = (row0 + r) * p.out_cols;
     for (int64_t c = c0 + tid; c < a1; c += kThreads) store_ninf<BF16>(p.out, base + c);
     for (int64_t c = b0 + tid; c < chunk_hi; c += kThreads) store_ninf<BF16>(p.out, base + c);
   }
-  if (hull_hi <= hull_lo) hull_lo = hull_hi = 0;
   __syncthreads(); // the query tiles, the column info and the barriers' init
-  const int T = (int)((hull_hi - hull_lo + kTile - 1) / kTile);
 
   if (wg == 0) {
     // ================================================================ producer
@@ -307,17 +359,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     const uint32_t bar_raw = smem_u32(s_rfull), bar_full = smem_u32(s_wfull),
                    bar_empty = smem_u32(s_wempty);
     const int sco = (int)(hull_lo & 3); // position n0 + i is word (n0 & 3) + i of its box
-    // tile t into raw stage s (every tile of the hull; rows past N arrive as zeros)
-    auto issue = [&](int t, int s) {
-      const int32_t n0 = (int32_t)(hull_lo + (int64_t)t * kTile);
-      ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared,
-                                     &s_rfull[s], (uint32_t)(kTile * 64 + 17 * 16));
-      const int32_t ck[2] = {0, n0}, cs[2] = {0, n0 >> 2};
-      ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, s_raw + s * (kTile * 64),
-                                &kmap, ck, &s_rfull[s]);
-      ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global, s_sc + s * kSCW, &smap, cs,
-                                &s_rfull[s]);
-    };
     // 256 units of 16 B (slot i, group g: raw words q = 0..3) a tile: the even words are one
     // 16-B chunk of the SS row (ixl_v2mx_ss_off(i, g, 0, 0), the 128B swizzle moves whole
     // chunks), the odd ones the next; 8 consecutive units (a phase of a 16-B access) read two
@@ -346,8 +387,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       // a multiple of 4) and widened stages t % kSW; its lane 0 refills its raw stages. Four
       // tiles in flight at once, one fence and one arrival per thread a tile (wfull count 32),
       // no barrier between the producer warps.
-      if (lane == 0)
-        for (int t = pw; t < kSR && t < T; t += 4) issue(t, t);
+      static_assert(!kWarpProd || kEarly, "the per-warp producer relies on kEarly's first copies");
       for (int t = pw; t < T; t += 4) {
         const int rs = t % kSR, ws = t % kSW;
         ixl_mxk1_wait(bar_raw + 8 * rs, (uint32_t)(t / kSR) & 1u);
@@ -365,7 +405,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       return;
     }
-    if (pt == 0)
+    if (pt == 0 && !kEarly)
       for (int s = 0; s < kSR && s < T; s++) issue(s, s);
     for (int t = 0; t < T; t++) {
       const int rs = t % kSR, ws = t % kSW;
@@ -819,7 +859,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 // IXL_LOGITS_V2_MX_WS, read once a process: 0 (or anything not below): off (-1), V3 runs K1;
 // 1 or 5: session 6's kernel (kVarBase); 6: the per-warp producer (kVarWarpProd); 7: it and
 // the rolling pipeline (kVarRoll); 8: 7 with the fp32 head sums in two chains (kVarSplit);
-// 9, a, b: 6, 8, 5 with one math code path for both warpgroups (kVarOneCode).
+// 9, a, b: 6, 8, 5 with one math code path for both warpgroups (kVarOneCode); c: 5 with the
+// prologue's loads together (kVarEarly, also in 6..b and the ablations on the per-warp producer).
 // Timing ablations with WRONG results, for the benchmark only: e (kVarBase, no math epilogue),
 // f (kVarWarpProd, no math epilogue), p (kVarBase, the math warpgroups pass every tile on: no
 // wgmma, no epilogue), q (the same with kVarWarpProd), m (6 without the tile loop's wgmma:
@@ -848,18 +889,19 @@ int ws_mode() {
     switch (e[0]) {
       case '1':
       case '5': return kVarBase;
-      case '6': return kVarBase | kVarWarpProd;
-      case '7': return kVarBase | kVarWarpProd | kVarRoll;
-      case '8': return kVarBase | kVarWarpProd | kVarRoll | kVarSplit;
-      case '9': return kVarBase | kVarWarpProd | kVarOneCode;
-      case 'a': return kVarBase | kVarWarpProd | kVarRoll | kVarSplit | kVarOneCode;
-      case 'b': return kVarBase | kVarOneCode;
-      case 'm': return kVarBase | kVarWarpProd | kVarNoMma;
-      case 'w': return kVarBase | kVarWarpProd | kVarNoWiden;
+      case '6': return kVarBase | kVarEarly | kVarWarpProd;
+      case '7': return kVarBase | kVarEarly | kVarWarpProd | kVarRoll;
+      case '8': return kVarBase | kVarEarly | kVarWarpProd | kVarRoll | kVarSplit;
+      case '9': return kVarBase | kVarEarly | kVarWarpProd | kVarOneCode;
+      case 'a': return kVarBase | kVarEarly | kVarWarpProd | kVarRoll | kVarSplit | kVarOneCode;
+      case 'b': return kVarBase | kVarEarly | kVarOneCode;
+      case 'c': return kVarBase | kVarEarly;
+      case 'm': return kVarBase | kVarEarly | kVarWarpProd | kVarNoMma;
+      case 'w': return kVarBase | kVarEarly | kVarWarpProd | kVarNoWiden;
       case 'e': return kVarBase | kVarNoEpi;
-      case 'f': return kVarBase | kVarWarpProd | kVarNoEpi;
+      case 'f': return kVarBase | kVarEarly | kVarWarpProd | kVarNoEpi;
       case 'p': return kVarBase | kVarNoMath;
-      case 'q': return kVarBase | kVarWarpProd | kVarNoMath;
+      case 'q': return kVarBase | kVarEarly | kVarWarpProd | kVarNoMath;
       default: return -1;
     }
   }();
@@ -959,18 +1001,19 @@ extern "C" int ixl_cuda_logits_v2_mxk1(ixl_ctx *ctx, const ixl_logits_call *c, i
   case V: *st = bf16 ? launch<true, V>(ctx, p, maps, name) : launch<false, V>(ctx, p, maps, name); \
     break;
     IXL_MXK1_CASE(kVarBase)
-    IXL_MXK1_CASE(kVarBase | kVarWarpProd)
-    IXL_MXK1_CASE(kVarBase | kVarWarpProd | kVarRoll)
-    IXL_MXK1_CASE(kVarBase | kVarWarpProd | kVarRoll | kVarSplit)
-    IXL_MXK1_CASE(kVarBase | kVarWarpProd | kVarOneCode)
-    IXL_MXK1_CASE(kVarBase | kVarWarpProd | kVarRoll | kVarSplit | kVarOneCode)
-    IXL_MXK1_CASE(kVarBase | kVarOneCode)
-    IXL_MXK1_CASE(kVarBase | kVarWarpProd | kVarNoMma)
-    IXL_MXK1_CASE(kVarBase | kVarWarpProd | kVarNoWiden)
+    IXL_MXK1_CASE(kVarBase | kVarEarly | kVarWarpProd)
+    IXL_MXK1_CASE(kVarBase | kVarEarly | kVarWarpProd | kVarRoll)
+    IXL_MXK1_CASE(kVarBase | kVarEarly | kVarWarpProd | kVarRoll | kVarSplit)
+    IXL_MXK1_CASE(kVarBase | kVarEarly | kVarWarpProd | kVarOneCode)
+    IXL_MXK1_CASE(kVarBase | kVarEarly | kVarWarpProd | kVarRoll | kVarSplit | kVarOneCode)
+    IXL_MXK1_CASE(kVarBase | kVarEarly | kVarOneCode)
+    IXL_MXK1_CASE(kVarBase | kVarEarly)
+    IXL_MXK1_CASE(kVarBase | kVarEarly | kVarWarpProd | kVarNoMma)
+    IXL_MXK1_CASE(kVarBase | kVarEarly | kVarWarpProd | kVarNoWiden)
     IXL_MXK1_CASE(kVarBase | kVarNoEpi)
-    IXL_MXK1_CASE(kVarBase | kVarWarpProd | kVarNoEpi)
+    IXL_MXK1_CASE(kVarBase | kVarEarly | kVarWarpProd | kVarNoEpi)
     IXL_MXK1_CASE(kVarBase | kVarNoMath)
-    IXL_MXK1_CASE(kVarBase | kVarWarpProd | kVarNoMath)
+    IXL_MXK1_CASE(kVarBase | kVarEarly | kVarWarpProd | kVarNoMath)
 #undef IXL_MXK1_CASE
     default: return 0;
   }
