@@ -43,4 +43,38 @@ IXL_K1W_FN ixl_k1_window ixl_k1_window_of(int64_t ks, int64_t ke, int64_t N, int
   return w;
 }
 
+#if defined(__CUDACC__) && defined(__cplusplus)
+/* K1: the windows of rows row0 + tid of a CTA (tid < nrows; rows past R empty) in the chunk
+ * [c0, chunk_hi) into s_lo / s_hi / s_co. EMIT (K3's fused block scores): also s_len[tid], the
+ * row's length in output columns (at most out_cols; 0 past R), and, where nblocks is given (the
+ * chunk-0 CTAs of a call with block scores), nblocks[r] = its number of blocks of cbs. */
+template <bool EMIT>
+__device__ __forceinline__ void ixl_k1_row_windows(int tid, int nrows, int64_t row0, int64_t R,
+                                                   const int32_t *ks, const int32_t *ke,
+                                                   int64_t N, int compressed, int64_t c0,
+                                                   int64_t chunk_hi, int64_t *s_lo,
+                                                   int64_t *s_hi, int64_t *s_co, int64_t *s_len,
+                                                   int32_t *nblocks, int64_t out_cols, int cbs) {
+  if (tid >= nrows) return;
+  int64_t lo = 0, hi = 0, co = 0;
+  const int64_t r = row0 + tid;
+  if (r < R) {
+    const ixl_k1_window w = ixl_k1_window_of(ks[r], ke[r], N, compressed, c0, chunk_hi);
+    lo = w.lo;
+    hi = w.hi;
+    co = w.co;
+    if (EMIT) {
+      const int64_t len = w.keys < out_cols ? w.keys : out_cols;
+      s_len[tid] = len;
+      if (nblocks) nblocks[r] = (int32_t)((len + cbs - 1) / cbs);
+    }
+  } else if (EMIT) {
+    s_len[tid] = 0;
+  }
+  s_lo[tid] = lo;
+  s_hi[tid] = hi;
+  s_co[tid] = co;
+}
+#endif
+
 #endif

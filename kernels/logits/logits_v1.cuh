@@ -174,27 +174,10 @@ __global__ void __launch_bounds__(kThreads, 2) logits_kernel(const Params p) {
   int64_t hull_lo = 0, hull_hi = 0, row_lo = 0, row_hi = 0, koff = 0;
   const int64_t row = row0; // K2, K5
   if (MODE == DENSE_RAGGED) {
-    if (tid < RB) {
-      int64_t lo = 0, hi = 0, coloff = 0;
-      const int64_t r = row0 + tid;
-      if (r < p.R) {
-        const ixl_k1_window w = ixl_k1_window_of(p.ks[r], p.ke[r], p.N, p.compressed, c0, chunk_hi);
-        lo = w.lo;
-        hi = w.hi;
-        coloff = w.co;
-        if (kEmit) {
-          // K3's block scores: the row's len (compressed columns), its block count by chunk 0
-          const int64_t len = mn64(w.keys, p.out_cols);
-          s_len[tid] = len;
-          if (p.bs && ch == 0) p.bs_nblocks[r] = (int32_t)((len + p.bs_cbs - 1) / p.bs_cbs);
-        }
-      } else if (kEmit) {
-        s_len[tid] = 0;
-      }
-      s_lo[tid] = lo;
-      s_hi[tid] = hi;
-      s_coloff[tid] = coloff;
-    }
+    // (kEmit, K3's block scores: the rows' len in compressed columns, block counts by chunk 0)
+    ixl_k1_row_windows<kEmit>(tid, RB, row0, p.R, p.ks, p.ke, p.N, p.compressed, c0, chunk_hi,
+                              s_lo, s_hi, s_coloff, s_len,
+                              p.bs && ch == 0 ? p.bs_nblocks : nullptr, p.out_cols, p.bs_cbs);
   } else if (kPaged) {
     row_lo = 0;
     row_hi = clamp64(p.ke[row], 0, p.bt_cols * (int64_t)p.page_size);

@@ -230,26 +230,10 @@ __device__ __forceinline__ void mx_body(const Params &p, const CUtensorMap *kmap
   // ---- row ranges
   int64_t row_lo = 0, row_hi = 0, koff = 0;
   if (MODE == K1) {
-    if (tid < RB) {
-      int64_t lo = 0, hi = 0, co = 0;
-      const int64_t r = row0 + tid;
-      if (r < p.R) {
-        const K1Window kwin = k1_window(p.ks[r], p.ke[r], p.N, p.compressed, c0, chunk_hi);
-        lo = kwin.lo;
-        hi = kwin.hi;
-        co = kwin.co;
-        if (kEmit) { // K3's block scores: the row's len (compressed columns), nblocks by chunk 0
-          const int64_t len = mn64(kwin.keys, p.out_cols);
-          s_len[tid] = len;
-          if (ch == 0) p.bs_nblocks[r] = (int32_t)((len + p.bs_cbs - 1) / p.bs_cbs);
-        }
-      } else if (kEmit) {
-        s_len[tid] = 0;
-      }
-      s_lo[tid] = lo;
-      s_hi[tid] = hi;
-      s_co[tid] = co;
-    }
+    // (kEmit, K3's block scores: the rows' len in compressed columns, nblocks by chunk 0)
+    ixl_k1_row_windows<kEmit>(tid, RB, row0, p.R, p.ks, p.ke, p.N, p.compressed, c0, chunk_hi,
+                              s_lo, s_hi, s_co, s_len, ch == 0 ? p.bs_nblocks : nullptr,
+                              p.out_cols, p.bs_cbs);
   } else if (kPaged) {
     row_hi = clamp64(p.ke[row], 0, p.bt_cols * (int64_t)p.P);
     if (kEmit && ch == 0 && tid == 0)

@@ -194,19 +194,8 @@ __device__ __forceinline__ void k1_windows(int tid, int64_t row0, int64_t R, con
                                            const int32_t *ke, int64_t N, int compressed,
                                            int64_t c0, int64_t chunk_hi, int64_t *s_lo,
                                            int64_t *s_hi, int64_t *s_co) {
-  if (tid < RB) {
-    int64_t lo = 0, hi = 0, co = 0;
-    const int64_t r = row0 + tid;
-    if (r < R) {
-      const K1Window kwin = k1_window(ks[r], ke[r], N, compressed, c0, chunk_hi);
-      lo = kwin.lo;
-      hi = kwin.hi;
-      co = kwin.co;
-    }
-    s_lo[tid] = lo;
-    s_hi[tid] = hi;
-    s_co[tid] = co;
-  }
+  ixl_k1_row_windows<false>(tid, RB, row0, R, ks, ke, N, compressed, c0, chunk_hi, s_lo, s_hi,
+                            s_co, nullptr, nullptr, 0, 1);
 }
 
 // K5: *s_nvalid (preset to min(nsb, 2^31 - 1)) lowered to the length of the strictly increasing
