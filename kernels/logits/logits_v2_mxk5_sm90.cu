@@ -730,12 +730,13 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
 // cost +21 % against 6).
 // Modes 1, 2 and 4 of the last session (LDS code words; two math warpgroups; 10 stages: all
 // slower than 3 on the H200) are no longer instantiated and read as off.
-// Unset: kK5wsDefault = 3. H200, 2026-12-02 (helper mxk5, visits 2-3): test_cuda_logits [v2]
-// 18/18 (every test) with K5WS=3 K5PWS=2, test_cuda_logits_mxk5 8/8 (modes 1-4), racecheck and
-// memcheck small clean (both programs, ragged and paged routed); ragged K5 4096x16K mxfp4 H32
-// 2563 -> 2226 us (-13 %); quick.lua's step with it exact. IXL_LOGITS_V2_MX_K5WS=0: the
-// kernels of logits_v2_mx_sm90.cu.
-constexpr char kK5wsDefault = '3';
+// Unset: kK5wsDefault = 5 since session 7's visit 1 (H200, 2026-12-02, snapshot 2f62110):
+// test_cuda_logits [v2] 18/18 (every test) with K5WS=5 (also with IXL_PDL=1),
+// test_cuda_logits_mxk5 8/8, racecheck 0 hazards (mxk5 test and test_cuda_logits sparse +
+// mxfp4_page_sizes, IXL_PDL=1) and memcheck 0 errors small; ragged K5 4096x16K mxfp4 H32
+// 2,310 (mode 3, the default before: session 6 2,563 -> 2,226) -> 2,213 us (-4.2 %).
+// IXL_LOGITS_V2_MX_K5WS=0: the kernels of logits_v2_mx_sm90.cu.
+constexpr char kK5wsDefault = '5';
 int k5ws_mode() {
   static const int v = env_switch("IXL_LOGITS_V2_MX_K5WS", "356789abcefg", kK5wsDefault);
   return v;
