@@ -8,54 +8,14 @@
  *
  * IXL_LOGITS_V2_MX_K5WS as the environment sets it (unset: the library's default, 5 since
  * session 7's H200 checks; the exact modes in logits_v2_mxk5_sm90.cu's k5ws_mode; 0: the
- * kernels before, as a control); pins logits v2. Skips (passes) without a CUDA GPU of sm_90 or newer.
- * IXL_TEST_SMALL=1 (the compute-sanitizer runs) keeps tiny shapes;
- * IXL_TEST_SEED sets the seed; IXL_TEST_ONLY=WORD,... the cases whose names contain one. */
+ * kernels before, as a control); pins logits v2. Skips (passes) without a CUDA GPU of sm_90
+ * or newer. IXL_TEST_SMALL=1 (the compute-sanitizer runs) keeps tiny shapes; IXL_TEST_SEED
+ * sets the seed; IXL_TEST_ONLY=WORD,... the cases whose names contain one. The frame (main's
+ * start and end, the tensors, the scale fill, bf16 equality) is tests/c/mx_test.h's. */
 #include <math.h>
 #include <stdint.h>
 
-#include "check.h"
-#include "rand.h"
-
-#ifdef IXL_WITH_CUDA
-#include <cuda_runtime_api.h>
-#endif
-
-static ixl_ctx *g;
-static int g_small;
-static int g_fake; /* IXL_TEST_HOST_AS_DEVICE=1: "device" tensors are host ones (the CPU checks
-                      this file's own logic: positions, comparisons), no GPU needed */
-static uint64_t g_seed;
-
-static ixl_tensor *tn(ixl_dtype dt, int nd, int64_t a, int64_t b, int64_t c, ixl_device_kind d) {
-  int64_t shape[3] = {a, b, c};
-  ixl_tensor *t = NULL;
-  if (g_fake) d = IXL_HOST;
-  if (ixl_tensor_new(g, dt, nd, shape, d, &t) != IXL_OK) {
-    fprintf(stderr, "  tensor_new: %s\n", ixl_last_error(g));
-    exit(1);
-  }
-  return t;
-}
-static ixl_tensor *to_dev(const ixl_tensor *h) {
-  ixl_tensor *d =
-      tn((ixl_dtype)h->dtype, h->ndim, h->shape[0], h->shape[1], h->shape[2], IXL_DEVICE);
-  CHECK_OK(g, ixl_tensor_copy(g, d, h));
-  return d;
-}
-
-/* Packed UE8M0 words, bytes in [lo, hi], a share nan_pct / 100 of them 0xFF. */
-static void fill_scales(int32_t *p, int64_t n, int lo, int hi, int nan_pct) {
-  for (int64_t i = 0; i < n; i++) {
-    uint32_t w = 0;
-    for (int b = 0; b < 4; b++) {
-      uint32_t e = (uint32_t)rand_range(lo, hi);
-      if (nan_pct && rand_range(0, 99) < nan_pct) e = 0xFF;
-      w |= e << (8 * b);
-    }
-    p[i] = (int32_t)w;
-  }
-}
+#include "mx_test.h"
 
 /* test_cuda_logits.c's gen_ids: K4's ids for [ks, ke) (sorted distinct blocks + ks / sbk, then
  * the last repeated), or garbage (negative, past the end, out of order). */
@@ -84,13 +44,8 @@ typedef struct {
   int tiny_w;         /* odd rows: weights of magnitude 2^-100 .. 2^-81 (the slow weight path) */
 } k5c;
 
-static int same(uint16_t a, uint16_t b) {
-  const int na = (a & 0x7F80) == 0x7F80 && (a & 0x7F), nb = (b & 0x7F80) == 0x7F80 && (b & 0x7F);
-  if (na || nb) return na && nb;
-  return a == b || ((a | b) & 0x7FFF) == 0; /* +0 == -0 */
-}
-
-static void run_case(const k5c *c) {
+static void run_case(const void *cv) {
+  const k5c *c = (const k5c *)cv;
   const int H = 32, sbk = c->sbk;
   const int64_t R = c->R, N = c->N, nsb = c->nsb, C = nsb * sbk;
   ixl_tensor *qc = tn(IXL_U8, 3, R, H, 64, IXL_HOST), *qs = tn(IXL_I32, 2, R, H, 0, IXL_HOST);
@@ -138,14 +93,14 @@ static void run_case(const k5c *c) {
   for (int64_t r = 0; r < R; r++)
     for (int64_t col = 0; col < C; col++) {
       const int64_t i = r * C + col;
-      if (!same(gp[i], cp[i]) && bad++ < 4)
+      if (!same16(gp[i], cp[i]) && bad++ < 4)
         fprintf(stderr, "  %s: row %lld col %lld: GPU 0x%04x CPU 0x%04x (seed %llu)\n", c->name,
                 (long long)r, (long long)col, gp[i], cp[i], (unsigned long long)g_seed);
       if (cp[i] == 0xFF80) continue; /* -inf: no key */
       defined++;
       const int64_t pos = (int64_t)idp[r * nsb + col / sbk] * sbk +
                           (c->aligned ? 0 : ksp[r] % sbk) + col % sbk;
-      if (pos >= 0 && pos < N && !same(gp[i], dp[r * N + pos]) && dbad++ < 4)
+      if (pos >= 0 && pos < N && !same16(gp[i], dp[r * N + pos]) && dbad++ < 4)
         fprintf(stderr, "  %s: row %lld col %lld pos %lld: K5 0x%04x K1 0x%04x (seed %llu)\n",
                 c->name, (long long)r, (long long)col, (long long)pos, gp[i], dp[r * N + pos],
                 (unsigned long long)g_seed);
@@ -163,8 +118,9 @@ static void run_case(const k5c *c) {
 }
 
 int main(void) {
-  char why[256] = "";
-  g_small = getenv("IXL_TEST_SMALL") && getenv("IXL_TEST_SMALL")[0] == '1';
+  /* the switch as the environment sets it (unset: the library's default) */
+  const int st = mx_test_start("mxk5", "IXL_LOGITS_V2_MX_K5WS", NULL);
+  if (st <= 0) return st < 0;
   static const k5c big[] = {
       /* name, R, N, nsb, sbk, aligned, garbage, keys lo hi nan, query lo hi nan, tiny w */
       {"ring_wraps_16k_cols", 20, 60000, 2048, 8, 0, 0, 119, 135, 0, 119, 135, 0, 0},
@@ -181,52 +137,9 @@ int main(void) {
       {"small_slow_paths", 3, 900, 60, 8, 0, 0, 40, 215, 3, 60, 200, 2, 1},
       {"small_sbk128_aligned", 2, 900, 6, 128, 1, 0, 119, 135, 0, 119, 135, 0, 0},
   };
-  g_fake = getenv("IXL_TEST_HOST_AS_DEVICE") && getenv("IXL_TEST_HOST_AS_DEVICE")[0] == '1';
   const k5c *cs = g_small ? small : big;
   const int n = g_small ? (int)(sizeof small / sizeof small[0]) : (int)(sizeof big / sizeof big[0]);
-  if (!g_fake && !ixl_cuda_available(why, sizeof why)) {
-    printf("ok - mxk5 # skipped: no GPU (%s)\n", why);
-    tests_passed_++;
-    DONE();
-  }
-#ifdef IXL_WITH_CUDA
-  int major = 9;
-  if (!g_fake) cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
-  if (major < 9) {
-    printf("ok - mxk5 # skipped: sm_%d0 device, the kernel needs sm_90\n", major);
-    tests_passed_++;
-    DONE();
-  }
-#endif
-  const char *env = getenv("IXL_TEST_SEED");
-  g_seed = env && *env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL);
-  printf("# seed %llu%s (IXL_TEST_SEED reproduces a run), IXL_LOGITS_V2_MX_K5WS=%s\n",
-         (unsigned long long)g_seed, g_small ? ", small shapes" : "",
-         getenv("IXL_LOGITS_V2_MX_K5WS") ? getenv("IXL_LOGITS_V2_MX_K5WS") : "(unset: default)");
-  if (ixl_ctx_new(g_fake ? IXL_BACKEND_CPU : IXL_BACKEND_CUDA, 0, g_seed, &g) != IXL_OK) {
-    printf("not ok - cuda context: %s\n", ixl_last_error(g));
-    return 1;
-  }
-  if (!g_fake && ixl_ctx_set_variant(g, "logits", "v2") != IXL_OK) {
-    printf("not ok - pin logits v2: %s\n", ixl_last_error(g));
-    ixl_ctx_free(g);
-    return 1;
-  }
-  for (int i = 0; i < n; i++) {
-    if (!test_wanted(cs[i].name)) continue;
-    rand_seed(RAND_SPLITMIX64, g_seed * 1000003ull + (uint64_t)i);
-    check_failed_ = 0;
-    run_case(&cs[i]);
-    if (check_failed_) {
-      tests_failed_++;
-      printf("not ok - %s\n", cs[i].name);
-    } else {
-      tests_passed_++;
-      printf("ok - %s\n", cs[i].name);
-    }
-    fflush(stdout);
-  }
-  ixl_ctx_set_variant(g, "logits", NULL);
-  ixl_ctx_free(g);
-  DONE();
+  for (int i = 0; i < n; i++)
+    if (test_wanted(cs[i].name)) mx_test_case(cs[i].name, i, run_case, &cs[i]);
+  return mx_test_end();
 }
