@@ -1234,7 +1234,8 @@ TEST(bench_topk) {
    * same fused, v2:shmu32 with its sample's mu 32 (IXL_TOPK_V2_SHMU), v2:short512 its
    * 512-thread instantiation (IXL_TOPK_V2_SHORT=4), v2:short256 its 256-thread one (=5;
    * v2:short takes 512 threads while R <= SMs, else 256); v2:shc the short kernel's
-   * candidates by bit masks (IXL_TOPK_V2_SHC=1), v2:shcf fused, v2:shc256 on 256 threads;
+   * candidates by bit masks (IXL_TOPK_V2_SHC=1), v2:shcf fused, v2:shc256 on 256 threads,
+   * v2:shc0 by the unrolled slots (SHC=0);
    * v2:cstN rows that need clusters streamed by a cluster of up to N CTAs each
    * (IXL_TOPK_V2_CSTREAM=N), v2:cst16f the same fused;
    * v2:old = every round-4 switch off
@@ -1250,7 +1251,8 @@ TEST(bench_topk) {
                                       "v2:sppm",  "v2:sppm8", "v2:short512", "v2:short256",
                                       "v2:old",   "v2:sp2",   "v2:sp2pm",  "v2:sp3",
                                       "v2:shc",   "v2:shcf",  "v2:shc256", "v2:cst2",
-                                      "v2:cst4",  "v2:cst8",  "v2:cst16",  "v2:cst16f"};
+                                      "v2:cst4",  "v2:cst8",  "v2:cst16",  "v2:cst16f",
+                                      "v2:shc0"};
   const char *only_modes = getenv("IXL_TOPK_BENCH_MODES");
   const char *only_shapes = getenv("IXL_TOPK_BENCH_SHAPES"); /* WORD,...: shapes naming one */
   const int nmodes = (int)(sizeof modes / sizeof modes[0]);
@@ -1342,13 +1344,16 @@ TEST(bench_topk) {
                                      : !strncmp(mode, "v2:sh", 5)   ? "1"
                                                                     : NULL);
       v2_switch("IXL_TOPK_V2_SHMU", !strcmp(mode, "v2:shmu32") ? "32" : NULL);
-      v2_switch("IXL_TOPK_V2_SHC", !strncmp(mode, "v2:shc", 6) ? "1" : NULL);
+      v2_switch("IXL_TOPK_V2_SHC", !strcmp(mode, "v2:shc0")       ? "0"
+                                   : !strncmp(mode, "v2:shc", 6) ? "1"
+                                                                 : NULL);
       if (!strcmp(mode, "v2:shc256")) v2_switch("IXL_TOPK_V2_SHORT", "5");
       v2_switch("IXL_TOPK_V2_CSTREAM", !strncmp(mode, "v2:cst16", 8) ? "16"
                                        : !strncmp(mode, "v2:cst", 6) ? mode + 6
                                                                       : NULL);
       if (!strcmp(mode, "v2:old")) {
         v2_switch("IXL_TOPK_V2_SHORT", "0");
+        v2_switch("IXL_TOPK_V2_SHC", "0");
         v2_switch("IXL_TOPK_V2_SPIPE", "0");
         v2_switch("IXL_TOPK_V2_SPF", "0");
         v2_switch("IXL_TOPK_V2_SMU", "64");
@@ -1398,6 +1403,8 @@ TEST(bench_topk) {
     v2_switch("IXL_TOPK_V2_SHORT", NULL);
     v2_switch("IXL_TOPK_V2_SHMU", NULL);
     v2_switch("IXL_TOPK_V2_SPIPE", NULL);
+    v2_switch("IXL_TOPK_V2_SHC", NULL);
+    v2_switch("IXL_TOPK_V2_CSTREAM", NULL);
     CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", NULL));
     for (int b = 0; b < nbuf; b++) ixl_tensor_free(buf[b]);
     ixl_tensor *all[] = {h, re, ids, dre, out, pos, dids};
