@@ -14,7 +14,7 @@
 //   same tensor maps as V3) into a ring of kSR stages ("raw-full" mbarriers); all 128 threads
 //   widen the tile ONCE into the 128B-swizzled SS layout of ixl_v2mx_ss_off (the layout the
 //   NEXT kernel's widening wrote, host-tested by test_cuda_logits's next_ss_tile_layout_host)
-//   in a ring of kSW stages, with each slot's deferred key factors (ixl_v2mxk1_factors) and
+//   in a ring of kSW stages, with each slot's deferred key factors (ixl_v2mx_comb_factors_or0) and
 //   scale word beside it, then fence.proxy.async and arrive on the stage's "widened-full";
 // - warpgroups 1 and 2, the math (setmaxnreg.inc), own 2 rows each (N = 64 columns, the V3
 //   kernel's per-CTA shape): per tile 4 SS m64n64k32 wgmma (A = the widened tile at +32 B per
@@ -40,6 +40,8 @@
 #include "cuda/launch.cuh"
 #include "cuda/sm90.cuh"
 #include "logits/v2_mx.cuh"
+#include "logits/v2_mx_common.cuh"
+#include "logits/v2_mx_ws.h"
 #include "numerics/scalar.h"
 
 #include <cuda_bf16.h>
@@ -52,8 +54,7 @@
 namespace {
 
 using namespace ixl::sm90;
-
-constexpr int kTile = 64;        // key slots per tile (the wgmma M)
+using namespace ixl::v2mx; // kTile (64 key slots a tile, the wgmma M) and the shared pieces
 constexpr int kH = 32;           // heads
 constexpr int kRows = 4;         // query rows a CTA (2 a math warpgroup)
 constexpr int kNC = 2 * kH;      // wgmma columns a math warpgroup
@@ -105,37 +106,6 @@ struct Smem {
 };
 
 #if IXL_SM90_DEVICE
-__device__ __forceinline__ int64_t clamp64(int64_t v, int64_t lo, int64_t hi) {
-  return v < lo ? lo : v > hi ? hi : v;
-}
-__device__ __forceinline__ int64_t mn64(int64_t a, int64_t b) { return a < b ? a : b; }
-__device__ __forceinline__ int64_t mx64(int64_t a, int64_t b) { return a > b ? a : b; }
-__device__ __forceinline__ float relu(float x) { return x < 0.0f ? 0.0f : x; } // NaN stays NaN
-
-template <bool BF16>
-__device__ __forceinline__ void store_ninf(void *out, int64_t i) {
-  if (BF16) reinterpret_cast<uint16_t *>(out)[i] = 0xFF80u;
-  else reinterpret_cast<float *>(out)[i] = __uint_as_float(0xff800000u);
-}
-// bf16x2 of relu(lo), relu(hi), rounded to nearest even (as logits_v2_mx_sm90.cu).
-__device__ __forceinline__ uint32_t cvt_relu_bf16x2(float lo, float hi) {
-  uint32_t d;
-  asm("cvt.rn.relu.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
-  return d;
-}
-// SPEC 3's dot from the four exact group sums (slow path: the CPU's formula).
-__device__ __forceinline__ float slow_dot(float a0, float a1, float a2, float a3, uint32_t qe,
-                                          uint32_t kw) {
-  const float a[4] = {a0, a1, a2, a3};
-  float pg[4];
-#pragma unroll
-  for (int g = 0; g < 4; g++) {
-    const int qb = (int)((qe >> (8 * g)) & 0xFFu), kb = (int)((kw >> (8 * g)) & 0xFFu);
-    pg[g] = qb == 0xFF || kb == 0xFF ? __uint_as_float(0x7fc00000u)
-                                     : ixl_scale_pow2f(a[g], qb + kb - 254);
-  }
-  return __fadd_rn(__fadd_rn(pg[0], pg[1]), __fadd_rn(pg[2], pg[3]));
-}
 // bar.sync on a named barrier of the producer warpgroup only (barrier 0 is __syncthreads').
 __device__ __forceinline__ void producer_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
 #endif
@@ -218,26 +188,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t row0 = rb * kRows;
   const int64_t c0 = ch * p.chunk, chunk_hi = mn64(c0 + p.chunk, p.out_cols);
 
-  // ---- row ranges (as mx_body's K1)
-  if (tid < kRows) {
-    int64_t lo = 0, hi = 0, co = 0;
-    const int64_t r = row0 + tid;
-    if (r < p.R) {
-      const int64_t ksr = clamp64(p.ks[r], 0, p.N), ker = clamp64(p.ke[r], ksr, p.N);
-      if (p.compressed) {
-        co = ksr;
-        lo = ksr + c0;
-        hi = ksr + mn64(ker - ksr, chunk_hi);
-      } else {
-        lo = mx64(ksr, c0);
-        hi = mn64(ker, chunk_hi);
-      }
-      if (hi < lo) hi = lo;
-    }
-    s_lo[tid] = lo;
-    s_hi[tid] = hi;
-    s_co[tid] = co;
-  }
+  // ---- row ranges (k1_window.h's rule)
+  k1_windows<kRows>(tid, row0, p.R, p.ks, p.ke, p.N, p.compressed, c0, chunk_hi, s_lo, s_hi,
+                    s_co);
   // ---- kEarly (the per-warp producer's variants): this thread's query code words loaded now,
   // beside the column info's loads (their use needs the column info, after the barrier)
   constexpr int kQW = kRows * kH * 32, kQI = (kQW + kThreads - 1) / kThreads;
@@ -252,36 +205,15 @@ __global__ void __launch_bounds__(kThreads, 1)
                                  : 0u;
     }
   }
-  // ---- per column (row, head): the fold of its query exponents (mx_body's, COMB)
+  // ---- per column (row, head): the fold of its query exponents (v2_mx_common's, COMB)
   if (tid < kRows * kH) {
     const int64_t r = row0 + tid / kH;
-    uint32_t qw = 0x7F7F7F7Fu;
-    if (r < p.R) qw = p.q_scales[r * kH + tid % kH];
-    int qc, t[4];
-    const int fold = ixl_v2mx_head_fold(qw, &qc, t);
-    int fast = fold;
-    float w = 0.0f;
-    if (r < p.R)
-      w = BF16 ? __uint_as_float(
-                     (uint32_t)reinterpret_cast<const uint16_t *>(p.w)[r * kH + tid % kH] << 16)
-               : reinterpret_cast<const float *>(p.w)[r * kH + tid % kH];
-    const float wc = __fmul_rn(w, __uint_as_float((uint32_t)qc << 23));
-    const uint32_t we = (__float_as_uint(wc) >> 23) & 0xFFu;
-    if (fast && w == w && w != 0.0f && (we < 2 || we == 0xFF)) fast = 0;
-    if (fast) { // the deferred key factor's window (v2_mx.cuh, IXL_V2MX_COMB_E)
-      const float aw = fabsf(w);
-      if (aw != 0.0f && aw <= 3.4028235e38f && (aw < 0x1p-25f || aw > 0x1p25f)) fast = 0;
-      if (qc < 127 - IXL_V2MX_COMB_E || qc > 127 + IXL_V2MX_COMB_E) fast = 0;
-    }
-    s_wo[tid] = w;
-    s_wq[tid] = fast ? wc : w;
-    s_wh[tid] = __fmul_rn(fast ? wc : w, 0.5f);
-    s_wb[tid] = __float2bfloat16_rn(fast ? wc : w); // exact for bf16 weights (the bf16 path's)
-    s_hf[tid] = (uint8_t)fast;
-    s_hq[tid] = fold ? (uint32_t)qc * 0x01010101u : qw; // the fold's exponents (as mx_body)
-    s_hc[tid] = fast ? __uint_as_float((uint32_t)qc << 23) : 1.0f;
-    s_ht[tid] = (uint32_t)(t[0] + 8) | (uint32_t)(t[1] + 8) << 8 | (uint32_t)(t[2] + 8) << 16 |
-                (uint32_t)(t[3] + 8) << 24;
+    const ColInfo ci = col_info<true, BF16>(r < p.R ? p.q_scales[r * kH + tid % kH] : 0x7F7F7F7Fu,
+                                            p.w, r * kH + tid % kH, r < p.R);
+    const ColArrays ca = {s_hq, s_ht, s_hc, s_wo, s_wq, s_hf};
+    ca.store(tid, ci);
+    s_wh[tid] = __fmul_rn(ci.wq, 0.5f);
+    s_wb[tid] = __float2bfloat16_rn(ci.wq); // exact for bf16 weights (the bf16 path's)
   }
   __syncthreads();
   // ---- the hull of the rows' windows, and its tile count
@@ -327,28 +259,17 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   } else {
     for (int i = tid; i < kRows * kH * 32; i += kThreads) {
-      const int n = i >> 5, g = (i >> 3) & 3, p4 = i & 7;
-      const int64_t r = row0 + n / kH;
-      uint32_t o = 0;
-      if (r < p.R) {
-        const uint32_t x = *reinterpret_cast<const uint32_t *>(
-            p.q_codes + (r * kH + n % kH) * 64 + 16 * g + 4 * (p4 & 3));
-        o = ixl_v2mx_q_word(x, p4, (int)((s_ht[n] >> (8 * g)) & 0xFFu) - 8);
-      }
-      *reinterpret_cast<uint32_t *>(
-          s_q + ixl_sm90_swizzle((uint32_t)(n * 128 + 32 * g + 4 * p4), IXL_SM90_SWIZZLE_128B)) = o;
+      const int n = i >> 5;
+      q_tile_word(s_q, p.q_codes, row0 * kH + n, row0 + n / kH < p.R, n, (i >> 3) & 3, i & 7,
+                  s_ht[n]);
     }
   }
   ptx::fence_proxy_async(ptx::space_shared); // the generic stores, visible to wgmma
-  // ---- -inf at the chunk's columns outside each row's window
-#pragma unroll
-  for (int r = 0; r < kRows; r++) {
-    if (row0 + r >= p.R) break;
-    const int64_t lo = s_lo[r], hi = s_hi[r], co = s_co[r];
-    const int64_t a1 = hi > lo ? lo - co : chunk_hi, b0 = hi > lo ? hi - co : chunk_hi;
-    const int64_t base = (row0 + r) * p.out_cols;
-    for (int64_t c = c0 + tid; c < a1; c += kThreads) store_ninf<BF16>(p.out, base + c);
-    for (int64_t c = b0 + tid; c < chunk_hi; c += kThreads) store_ninf<BF16>(p.out, base + c);
+  // ---- -inf at the chunk's columns outside each row's window (its hull is the one above)
+  {
+    int64_t hl, hh;
+    k1_fill_hull<BF16, kRows, kThreads>(p.out, p.out_cols, row0, p.R, s_lo, s_hi, s_co, c0,
+                                        chunk_hi, tid, &hl, &hh);
   }
   __syncthreads(); // the query tiles, the column info and the barriers' init
 
@@ -378,7 +299,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     auto factors = [&](int i, int rs, int ws) {
       const uint32_t kw = s_sc[rs * kSCW + sco + i];
       uint32_t f[4];
-      ixl_v2mxk1_factors(kw, f);
+      ixl_v2mx_comb_factors_or0(kw, f); // k0 = 0: outside the combine window (slow slot)
       s_kf[ws * kTile + i] = make_uint4(f[0], f[1], f[2], f[3]);
       s_kw[ws * kTile + i] = kw;
     };
@@ -781,7 +702,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   float acc[4][kNC / 2];
   using RB = Rows<0, 2>;
-  if (kNoMma) { // the ablation's accumulators: one set of wgmma on stage 0's contents, once
+  // the ablations' one set of wgmma on stage 0's contents, waited for
+  auto mma_once = [&]() {
     wgmma_fence();
 #pragma unroll
     for (int g = 0; g < 4; g++)
@@ -790,7 +712,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_wait<0>();
 #pragma unroll
     for (int g = 0; g < 4; g++) fence_operand(acc[g]);
-  }
+  };
+  if (kNoMma) mma_once(); // the accumulators the tile loop then reads
   for (int t = 0; t < T; t++) {
     const int s = t % kSW;
     ixl_mxk1_wait(bar_full + 8 * s, (uint32_t)(t / kSW) & 1u);
@@ -836,14 +759,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     epilogue(RB{}, std::true_type{}, acc, d, tb);
   }
   if (kNoMath && p.R < 0) { // never taken: keeps one wgmma in the ablation's SASS (sass_check)
-    wgmma_fence();
-#pragma unroll
-    for (int g = 0; g < 4; g++)
-      wgmma_e4m3_ss<kNC>(acc[g], desc(dwlo + 2 * g), desc(dqlo + 2 * g), 0);
-    wgmma_commit();
-    wgmma_wait<0>();
-#pragma unroll
-    for (int g = 0; g < 4; g++) fence_operand(acc[g]);
+    mma_once();
     keep_alive(acc, 0);
   }
   } // kRoll
@@ -883,10 +799,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 constexpr int kWsUnset = kVarBase;
 int ws_mode() {
   static const int v = [] {
-    const char *e = getenv("IXL_LOGITS_V2_MX_WS");
-    if (!e) return kWsUnset;
-    if (!e[0] || e[1]) return -1;
-    switch (e[0]) {
+    switch (env_switch("IXL_LOGITS_V2_MX_WS", "156789abcmwefpq", 'u')) {
+      case 'u': return kWsUnset;
       case '1':
       case '5': return kVarBase;
       case '6': return kVarBase | kVarEarly | kVarWarpProd;
@@ -902,24 +816,10 @@ int ws_mode() {
       case 'f': return kVarBase | kVarEarly | kVarWarpProd | kVarNoEpi;
       case 'p': return kVarBase | kVarNoMath;
       case 'q': return kVarBase | kVarEarly | kVarWarpProd | kVarNoMath;
-      default: return -1;
+      default: return -1; // 0 and anything else: off
     }
   }();
   return v;
-}
-
-// The tensor maps of the key codes and scale words (V3's, logits_v2_mx_sm90.cu's v3_k1_maps):
-// codes [N][64] B, box 64 x 64 B, SWIZZLE_64B (lands as ixl_v2mx_raw_off's layout); scale
-// words viewed as [N / 4][4], box 17 x 4 at inner coordinate 0. False when the call does not
-// suit them.
-bool k1_maps(const Params &p, CUtensorMap maps[2]) {
-  if (p.N <= 0 || p.N % 4 || p.N > INT32_MAX - 2 * kMaxChunk) return false;
-  if ((uintptr_t)p.k_codes % 16 || (uintptr_t)p.k_scales % 16) return false;
-  const uint64_t n = (uint64_t)p.N;
-  return tma_map_2d(&maps[0], p.k_codes, CU_TENSOR_MAP_DATA_TYPE_UINT8, 64, n, 64, 64, kTile,
-                    CU_TENSOR_MAP_SWIZZLE_64B, nullptr, 0) == 0 &&
-         tma_map_2d(&maps[1], p.k_scales, CU_TENSOR_MAP_DATA_TYPE_UINT32, 4, n / 4, 16, 4, 17,
-                    CU_TENSOR_MAP_SWIZZLE_NONE, nullptr, 0) == 0;
 }
 
 template <bool BF16, int VAR>
@@ -937,35 +837,18 @@ ixl_status launch(ixl_ctx *ctx, Params p, const CUtensorMap *maps, const char *n
             VAR & kVarAblations ? " TIMING ABLATION, WRONG RESULTS" : "",
             getenv("IXL_LOGITS_V2_MX_WS") ? getenv("IXL_LOGITS_V2_MX_WS") : "unset");
   }
-  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, alloc);
-  int occ = 0;
-  if (e == cudaSuccess)
-    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, kThreads, alloc);
-  if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaFuncSetAttribute (logits v2 mxk1)");
-  int sms = 132;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ixl_ctx_device(ctx)) !=
-          cudaSuccess ||
-      sms <= 0) {
-    cudaGetLastError();
-    sms = 132;
-  }
-  if (occ < 1) occ = 1;
+  int occ = 0, sms = 132;
+  ixl_status st = occupancy(ctx, kern, kThreads, alloc, "cudaFuncSetAttribute (logits v2 mxk1)",
+                            &occ, &sms);
+  if (st) return st;
   // the chunk (as logits_v2_mx_sm90.cu's launch_kern): tiles of 64, at most kMaxChunk columns,
   // as few chunks per row block as fill whole waves of the resident CTAs
-  const int64_t units = p.nrb;
-  const int64_t tiles = ixl_ceil_div(p.out_cols, kTile), cap = kMaxChunk;
-  const int64_t slots = (int64_t)occ * sms, nmin = ixl_ceil_div(tiles, cap / kTile);
-  const int64_t waves = ixl_ceil_div(nmin * units, slots);
-  int64_t nch = waves * slots / units;
-  if (nch < nmin) nch = nmin;
-  if (nch > tiles) nch = tiles;
-  p.chunk = ixl_ceil_div(tiles, nch) * kTile;
-  p.nchunks = ixl_ceil_div(p.out_cols, p.chunk);
-  const int64_t blocks = p.nchunks * units;
-  if (blocks > INT32_MAX)
-    return ixl_set_error(ctx, IXL_ERR_UNSUPPORTED,
-                         "%s (v2 mxk1): %lld CTAs: more than a grid holds", name,
-                         (long long)blocks);
+  Grid g;
+  st = chunk_grid(ctx, p.out_cols, p.nrb, kMaxChunk, kMaxChunk, occ, sms, name, "v2 mxk1", &g);
+  if (st) return st;
+  p.chunk = g.chunk;
+  p.nchunks = g.nchunks;
+  const int64_t blocks = g.blocks;
   return ixl::launch_pdl(ctx, name, kern, dim3((unsigned)blocks), dim3(kThreads), alloc, 1,
                          maps[0], maps[1], p);
 }
@@ -992,7 +875,7 @@ extern "C" int ixl_cuda_logits_v2_mxk1(ixl_ctx *ctx, const ixl_logits_call *c, i
   p.compressed = c->layout == IXL_LAYOUT_COMPRESSED;
   if (p.R <= 0 || p.out_cols <= 0 || !p.ks) return 0;
   CUtensorMap maps[2];
-  if (!k1_maps(p, maps)) return 0;
+  if (!k1_maps(p.k_codes, p.k_scales, p.N, kMaxChunk, maps)) return 0;
   p.nrb = ixl_ceil_div(p.R, kRows);
   const char *name = "dense_logits kernel (v2 mxfp4, WS)";
   const bool bf16 = c->reduction == IXL_REDUCE_BF16;

@@ -8,57 +8,15 @@
  * 2 (H - 1) 2^-24 T (T: the same logits on |q|, |k|, |w|; only the head sum's order differs), NaN
  * where the CPU has NaN, -inf masks exact. Every output is poisoned first (0xFF: NaN).
  *
- * Sets IXL_LOGITS_V2_MX_WS=1 unless the environment sets it (=0: the kernels before, as a
- * control); pins logits v2. Skips (passes) without a CUDA GPU of sm_90 or newer;
- * IXL_TEST_HOST_AS_DEVICE=1 runs the CPU against itself (this file's logic, no GPU).
- * IXL_TEST_SMALL=1 (the compute-sanitizer runs) keeps tiny shapes; IXL_TEST_SEED sets the seed;
- * IXL_TEST_ONLY=WORD,... the cases whose names contain one. */
+ * IXL_LOGITS_V2_MX_WS as the environment sets it (unset: the default variant; 0: the kernels
+ * before, as a control); pins logits v2 (tests/c/mx_test.h's harness). Skips (passes) without a
+ * CUDA GPU of sm_90 or newer; IXL_TEST_HOST_AS_DEVICE=1 runs the CPU against itself (this
+ * file's logic, no GPU). IXL_TEST_SMALL=1 (the compute-sanitizer runs) keeps tiny shapes;
+ * IXL_TEST_SEED sets the seed; IXL_TEST_ONLY=WORD,... the cases whose names contain one. */
 #include <math.h>
 #include <stdint.h>
-#include <time.h>
 
-#include "check.h"
-#include "rand.h"
-
-#ifdef IXL_WITH_CUDA
-#include <cuda_runtime_api.h>
-#endif
-
-static ixl_ctx *g;
-static int g_small;
-static int g_fake; /* IXL_TEST_HOST_AS_DEVICE=1: "device" tensors are host ones (the CPU checks
-                      this file's own logic: inputs, comparisons, tolerances), no GPU needed */
-static uint64_t g_seed;
-
-static ixl_tensor *tn(ixl_dtype dt, int nd, int64_t a, int64_t b, int64_t c, ixl_device_kind d) {
-  int64_t shape[3] = {a, b, c};
-  ixl_tensor *t = NULL;
-  if (g_fake) d = IXL_HOST;
-  if (ixl_tensor_new(g, dt, nd, shape, d, &t) != IXL_OK) {
-    fprintf(stderr, "  tensor_new: %s\n", ixl_last_error(g));
-    exit(1);
-  }
-  return t;
-}
-static ixl_tensor *to_dev(const ixl_tensor *h) {
-  ixl_tensor *d =
-      tn((ixl_dtype)h->dtype, h->ndim, h->shape[0], h->shape[1], h->shape[2], IXL_DEVICE);
-  CHECK_OK(g, ixl_tensor_copy(g, d, h));
-  return d;
-}
-
-/* Packed UE8M0 words, bytes in [lo, hi], a share nan_pct / 100 of them 0xFF. */
-static void fill_scales(int32_t *p, int64_t n, int lo, int hi, int nan_pct) {
-  for (int64_t i = 0; i < n; i++) {
-    uint32_t w = 0;
-    for (int b = 0; b < 4; b++) {
-      uint32_t e = (uint32_t)rand_range(lo, hi);
-      if (nan_pct && rand_range(0, 99) < nan_pct) e = 0xFF;
-      w |= e << (8 * b);
-    }
-    p[i] = (int32_t)w;
-  }
-}
+#include "mx_test.h"
 
 typedef struct {
   const char *name;
@@ -68,12 +26,6 @@ typedef struct {
   int qlo, qhi, qnan; /* query */
   int tiny_w;         /* odd rows: weights of magnitude 2^-100 .. 2^-81 (the slow weight path) */
 } k1c;
-
-static int same16(uint16_t a, uint16_t b) {
-  const int na = (a & 0x7F80) == 0x7F80 && (a & 0x7F), nb = (b & 0x7F80) == 0x7F80 && (b & 0x7F);
-  if (na || nb) return na && nb;
-  return a == b || ((a | b) & 0x7FFF) == 0; /* +0 == -0 */
-}
 
 static void run_case(const k1c *c) {
   const int H = 32;
@@ -194,11 +146,12 @@ static void run_case(const k1c *c) {
   for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) ixl_tensor_free(ts[k]);
 }
 
+static void run_one(const void *c) { run_case((const k1c *)c); }
+
 int main(void) {
-  char why[256] = "";
-  /* the switch is read once a process, at the first K1 call: set it before any */
-  if (!getenv("IXL_LOGITS_V2_MX_WS")) setenv("IXL_LOGITS_V2_MX_WS", "1", 1);
-  g_small = getenv("IXL_TEST_SMALL") && getenv("IXL_TEST_SMALL")[0] == '1';
+  /* the switch is read once a process, at the first K1 call: unset here runs the default */
+  const int st = mx_test_start("mxk1", "IXL_LOGITS_V2_MX_WS", NULL);
+  if (st <= 0) return st < 0;
   static const k1c big[] = {
       /* name, R, N, ranges, keys lo hi nan, query lo hi nan, tiny w */
       {"causal_3_chunks", 37, 12288, 1, 119, 135, 0, 119, 135, 0, 0},
@@ -211,52 +164,9 @@ int main(void) {
       {"small_cta_mix", 6, 700, 2, 119, 135, 0, 119, 135, 0, 0},
       {"small_slow_paths", 5, 400, 0, 40, 215, 3, 60, 200, 2, 1},
   };
-  g_fake = getenv("IXL_TEST_HOST_AS_DEVICE") && getenv("IXL_TEST_HOST_AS_DEVICE")[0] == '1';
   const k1c *cs = g_small ? small : big;
   const int n = g_small ? (int)(sizeof small / sizeof small[0]) : (int)(sizeof big / sizeof big[0]);
-  if (!g_fake && !ixl_cuda_available(why, sizeof why)) {
-    printf("ok - mxk1 # skipped: no GPU (%s)\n", why);
-    tests_passed_++;
-    DONE();
-  }
-#ifdef IXL_WITH_CUDA
-  int major = 9;
-  if (!g_fake) cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
-  if (major < 9) {
-    printf("ok - mxk1 # skipped: sm_%d0 device, the kernel needs sm_90\n", major);
-    tests_passed_++;
-    DONE();
-  }
-#endif
-  const char *env = getenv("IXL_TEST_SEED");
-  g_seed = env && *env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL);
-  printf("# seed %llu%s (IXL_TEST_SEED reproduces a run), IXL_LOGITS_V2_MX_WS=%s\n",
-         (unsigned long long)g_seed, g_small ? ", small shapes" : "",
-         getenv("IXL_LOGITS_V2_MX_WS"));
-  if (ixl_ctx_new(g_fake ? IXL_BACKEND_CPU : IXL_BACKEND_CUDA, 0, g_seed, &g) != IXL_OK) {
-    printf("not ok - cuda context: %s\n", ixl_last_error(g));
-    return 1;
-  }
-  if (!g_fake && ixl_ctx_set_variant(g, "logits", "v2") != IXL_OK) {
-    printf("not ok - pin logits v2: %s\n", ixl_last_error(g));
-    ixl_ctx_free(g);
-    return 1;
-  }
-  for (int i = 0; i < n; i++) {
-    if (!test_wanted(cs[i].name)) continue;
-    rand_seed(RAND_SPLITMIX64, g_seed * 1000003ull + (uint64_t)i);
-    check_failed_ = 0;
-    run_case(&cs[i]);
-    if (check_failed_) {
-      tests_failed_++;
-      printf("not ok - %s\n", cs[i].name);
-    } else {
-      tests_passed_++;
-      printf("ok - %s\n", cs[i].name);
-    }
-    fflush(stdout);
-  }
-  ixl_ctx_set_variant(g, "logits", NULL);
-  ixl_ctx_free(g);
-  DONE();
+  for (int i = 0; i < n; i++)
+    if (test_wanted(cs[i].name)) mx_test_case(cs[i].name, i, run_one, &cs[i]);
+  return mx_test_end();
 }
