@@ -190,9 +190,8 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[
 // ldmatrix.x4 (8 matrices: 4 groups x the two 8-slot halves of the warp's 16 slots), and wait /
 // load / arrive on 32-bit addresses computed once and kept in registers (ptxas otherwise
 // recomputes ~30 instructions of them a tile).
-// PAGED: paged K5 (K2's page pool; logits_v2_mx_sm90.cu's K5P addressing: the block's page
-// and first slot prefetched with its base; sbk divides the page size, SPEC 4, so a block never
-// crosses a page: the hook checks it).
+// PAGED: paged K5 (K2's page pool; logits_v2_mx_sm90.cu's K5P addressing: the block's first
+// page and slot prefetched with its base, a block across a page boundary looked up per slot).
 // NP: the heads in NP passes of 32 / NP (1: 4 m64n32k32 a tile, 64 accumulators; 2: twice 4
 // m64n16k32 on the same A registers, heads 0-15 then 16-31, 32 accumulators, so that the
 // kernel fits MAXREG 96 and 4 CTAs an SM). The group sums are exact either way and each head's
@@ -260,10 +259,8 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
     s_nvalid = (int)mn64(p.nsb, 0x7fffffff);
   }
   const int64_t b = blockIdx.x;
-  const int64_t row = b / p.nchunks;
-  // the chunk's output columns [c0, chunk_hi): int32 (the hook keeps out_cols below 2^30)
-  const int c0 = (int)(b % p.nchunks) * (int)p.chunk;
-  const int chunk_hi = (int)mn64(c0 + p.chunk, p.out_cols);
+  const int64_t row = b / p.nchunks, ch = b % p.nchunks;
+  const int64_t c0 = ch * p.chunk, chunk_hi = mn64(c0 + p.chunk, p.out_cols);
   // the row's keys: ragged [row_ks, row_ke) of K; paged [0, context_len) of its pages
   const int64_t row_lo = PAGED ? 0 : clamp64(p.ks[row], 0, p.N);
   const int64_t row_hi = PAGED ? clamp64(p.ke[row], 0, p.bt_cols * (int64_t)p.P)
@@ -326,7 +323,7 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
   }
   __syncthreads();
 
-  const int T = (chunk_hi - c0 + kTile - 1) / kTile;
+  const int T = (int)((chunk_hi - c0 + kTile - 1) / kTile);
   if (warp >= 4) {
     // ================================================================ the producer warp(s)
     if constexpr (SETMAX) setmaxnreg_dec<kProdRegs>();
@@ -345,7 +342,7 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
     // 32-bit columns from c0 (a chunk holds at most kMaxChunk), positions (below 2^30: the
     // hook), 16-B units (below 2^32) and shared addresses: half the registers and instructions
     // of 64-bit ones
-    const int ncols = chunk_hi - c0, coff = c0 & (p.sbk - 1);
+    const int ncols = (int)(chunk_hi - c0), coff = (int)(c0 & (p.sbk - 1));
     const int rlo = (int)row_lo, rhi = (int)row_hi, sbm = p.sbk - 1, sbl = p.sbklog;
     const uint32_t pre_a = smem_u32(pre_base); // (paged: pre_pg, pre_sl at fixed distances)
     auto scan = [&](int t, Look &x) {
@@ -360,9 +357,14 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
           const int qq = lds32(pre_a + 4 * jl) + oo;
           o = qq >= rlo && qq < rhi;
           if (o && PAGED) {
-            // (a block never crosses a page: the hook takes page sizes that sbk divides)
-            const int pg = lds32(pre_a + (L::pg - L::pre) + 4 * jl);
-            const int sl = lds32(pre_a + (L::sl - L::pre) + 4 * jl) + oo;
+            int pg = lds32(pre_a + (L::pg - L::pre) + 4 * jl);
+            int sl = lds32(pre_a + (L::sl - L::pre) + 4 * jl) + oo;
+            if (sl >= p.P) { // a block across a page boundary
+              const int pi = p.Plog >= 0 ? qq >> p.Plog : qq / p.P;
+              const int64_t e = p.bt[row * p.bt_cols + pi];
+              pg = e >= 0 && e < p.num_pages ? (int)e : -1;
+              sl = qq - pi * p.P;
+            }
             o = pg >= 0;
             q = (uint32_t)pg * (uint32_t)(p.stride >> 4) + (uint32_t)sl * 4u;
             sp = reinterpret_cast<const uint32_t *>(p.k_pages + (int64_t)pg * p.stride +
@@ -438,7 +440,6 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
   const int i0 = 16 * mw + (lane >> 2); // this lane's slots: i0, i0 + 8
   uint32_t slow_heads;
   const int quad_slow = lane_slow<kH / 8>(s_hf, t4, &slow_heads);
-  (void)slow_heads;
   // the fast path's bf16 weight pairs (s_wb) of this lane's parity: entries 2 j, 2 j + 1 of
   // chain step j; in registers (NP 1), or the pass's 4 entries (16 B) read each pass (NP 2)
   constexpr int NH = kH / NP; // heads a pass
@@ -469,7 +470,7 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
   // left in the chunk from tile 0's slot; all opaque: kept in registers (ptxas otherwise
   // recomputes them from the thread index a tile)
   uint16_t *optr = p.out + row * p.out_cols + c0 + i0 + 8 * (t4 >> 1);
-  int orem = chunk_hi - c0 - (i0 + 8 * (t4 >> 1));
+  int orem = (int)(chunk_hi - c0 - (i0 + 8 * (t4 >> 1)));
   asm volatile("" : "+r"(lm01), "+r"(fac_a), "+r"(full_a), "+l"(optr), "+r"(orem));
   const int keep = t4 >> 1;
 
@@ -600,14 +601,8 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
       // the exact dots d: the fast formula times 2^(qc - 127) where it holds, else the CPU's;
       // pass ps's columns from 16 ps on (its slow-head bits from 4 ps)
       const bool pslow[2] = {(k.m0.y & IXL_MXK5_FAST) == 0, (k.m1.y & IXL_MXK5_FAST) == 0};
-      // (the lane's slow-head mask read again here, in the rare slow branch, rather than held
-      // in a register over the loop)
-      uint32_t sh = 0;
-#pragma unroll
-      for (int j = 0; j < kH / 8; j++)
-#pragma unroll
-        for (int c = 0; c < 2; c++) sh |= (uint32_t)(s_hf[8 * j + 2 * t4 + c] == 0) << (2 * j + c);
-      slow_branch<NH / 2>(ac, kf, kw, pslow, sh >> (4 * ps), s_hq + NH * ps, s_hc + NH * ps, t4);
+      slow_branch<NH / 2>(ac, kf, kw, pslow, slow_heads >> (4 * ps), s_hq + NH * ps,
+                          s_hc + NH * ps, t4);
       chain(false, ac, ps, ch2);
     }
   };
@@ -747,9 +742,9 @@ int k5ws_mode() {
   return v;
 }
 // IXL_LOGITS_V2_MX_K5PWS (paged K5): 2 = 1 head pass, 8 stages (136 registers: 2 CTAs an
-// SM before 32-bit columns and no page-crossing path: now 128, 3 CTAs); 3 = 2 passes at 96
-// registers, 6 stages, 4 CTAs an SM; 4 = 2 passes at 128 (110 used), 8 stages, 3 CTAs. (4 with
-// ragged f's producer warpgroup spilled a register across the setmaxnreg: not offered.)
+// SM); 4 = 2 passes at 128 (110 used), 8 stages, 3 CTAs. Not offered, they spill: 2 passes
+// at 96 registers for 4 CTAs (36 B); 4 with ragged f's producer warpgroup (a register across
+// the setmaxnreg, 80 -> 48 / 112).
 // Mode 1 of the last session (LDS code words, slower) reads as off.
 // Unset: kK5pwsDefault = 4 since session 7's visit 1 (H200, 2026-12-02, snapshot 2f62110):
 // test_cuda_logits [v2] 18/18 (every test) with K5PWS=4 (and with IXL_PDL=1), racecheck and
@@ -758,7 +753,7 @@ int k5ws_mode() {
 // 58.5 us (-13.5 %). IXL_LOGITS_V2_MX_K5PWS=0: mx_kernel<K5P>.
 constexpr char kK5pwsDefault = '4';
 int k5pws_mode() {
-  static const int v = env_switch("IXL_LOGITS_V2_MX_K5PWS", "234", kK5pwsDefault);
+  static const int v = env_switch("IXL_LOGITS_V2_MX_K5PWS", "24", kK5pwsDefault);
   return v;
 }
 
@@ -807,15 +802,12 @@ extern "C" int ixl_cuda_logits_v2_mxk5(ixl_ctx *ctx, const ixl_logits_call *c, i
   const int sbklog = log2_exact(c->sparse_block_kv);
   if (sbklog < 0 || c->R == 0 || c->out->shape[1] == 0) return 0;
   if (paged && (in->page_size <= 0 || !c->block_table)) return 0;
-  // paged: whole blocks in a page (the builder's rule, SPEC 4: sbk divides the page size)
-  if (paged && in->page_size % c->sparse_block_kv) return 0;
   // the producer's code offsets are 32-bit in 16-B units: the key bytes below 64 GiB, pages
   // 16-B aligned (the cp.async need it anyway: page sizes are multiples of sbk >= 4, SPEC 4)
   if (paged && in->k_pages->shape[1] % 16) return 0;
   const int64_t kbytes = paged ? in->k_pages->shape[0] * in->k_pages->shape[1]
                                : in->k_codes->shape[0] * (int64_t)64;
   if (kbytes > ((int64_t)1 << 36)) return 0;
-  if (c->out->shape[1] > ((int64_t)1 << 30)) return 0; // the kernel's columns are int32
   // and its positions int32 with room for a block: below 2^30 (ragged: N, by the line above)
   if (paged && in->page_size * c->block_table->shape[1] > ((int64_t)1 << 30)) return 0;
   WsParams p = {};
@@ -848,10 +840,7 @@ extern "C" int ixl_cuda_logits_v2_mxk5(ixl_ctx *ctx, const ixl_logits_call *c, i
   const char *name = "sparse_logits kernel (v2 mxfp4 K5WS)";
   switch (mode) { // (paged: 2, 4; ragged: the others; 0 returned above)
   case '2': *st = launch_ws<true, 1, kStages, 136>(ctx, p, name); break;
-  case '3':
-    *st = paged ? launch_ws<true, 2, 6, 96>(ctx, p, name)
-                : launch_ws<false, 1, kStages, 136>(ctx, p, name);
-    break;
+  case '3': *st = launch_ws<false, 1, kStages, 136>(ctx, p, name); break;
   case '4': *st = launch_ws<true, 2, kStages, 128>(ctx, p, name); break;
   case '5': *st = launch_ws<false, 2, 6, 96>(ctx, p, name); break;
   case '6': *st = launch_ws<false, 2, kStages, 128>(ctx, p, name); break;
