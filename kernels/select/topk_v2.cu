@@ -254,18 +254,26 @@ __device__ __forceinline__ Found find_n(int lo, int hi, int base, int need, unsi
 template <int NTH>
 __device__ __forceinline__ Found find_fast(int base, int need, unsigned *hist, int *res, int *ws) {
   constexpr int PER = NB / NTH;
-  static_assert(PER == 4 || PER == 8, "find_fast: 4 or 8 bins a thread");
+  static_assert(PER == 2 || PER == 4 || PER == 8, "find_fast: 2, 4 or 8 bins a thread");
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int blo = NB - ((int)threadIdx.x + 1) * PER;
-  uint4 *h0 = reinterpret_cast<uint4 *>(hist + blo);
-  uint4 *h1 = reinterpret_cast<uint4 *>(hist + NB + blo);
   int c[PER];
+  if (PER == 2) { // 1024 threads: 8-byte loads
+    uint2 *h0 = reinterpret_cast<uint2 *>(hist + blo);
+    uint2 *h1 = reinterpret_cast<uint2 *>(hist + NB + blo);
+    const uint2 a = h0[0], b = h1[0];
+    c[0] = (int)(a.x + b.x), c[PER - 1] = (int)(a.y + b.y);
+    h0[0] = make_uint2(0, 0), h1[0] = make_uint2(0, 0);
+  } else {
+    uint4 *h0 = reinterpret_cast<uint4 *>(hist + blo);
+    uint4 *h1 = reinterpret_cast<uint4 *>(hist + NB + blo);
 #pragma unroll
-  for (int q = 0; q < PER / 4; q++) {
-    const uint4 a = h0[q], b = h1[q];
-    c[4 * q] = (int)(a.x + b.x), c[4 * q + 1] = (int)(a.y + b.y);
-    c[4 * q + 2] = (int)(a.z + b.z), c[4 * q + 3] = (int)(a.w + b.w);
-    h0[q] = make_uint4(0, 0, 0, 0), h1[q] = make_uint4(0, 0, 0, 0);
+    for (int q = 0; q < PER / 4; q++) {
+      const uint4 a = h0[q], b = h1[q];
+      c[(4 * q) % PER] = (int)(a.x + b.x), c[(4 * q + 1) % PER] = (int)(a.y + b.y);
+      c[(4 * q + 2) % PER] = (int)(a.z + b.z), c[(4 * q + 3) % PER] = (int)(a.w + b.w);
+      h0[q] = make_uint4(0, 0, 0, 0), h1[q] = make_uint4(0, 0, 0, 0);
+    }
   }
   int s = 0;
 #pragma unroll
@@ -1623,7 +1631,7 @@ template <> __device__ __forceinline__ unsigned ge_mask<uint16_t>(const uint4 &w
 // of the row's 24 K), and no bound per store: a thread whose slots pass cap stores nothing
 // (the buffer is used only when every candidate fits, nc <= cap)
 template <typename T, int UV, bool PROF = false, int NTH = NTS, bool SB = false>
-__global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 ? 4 : 3) : 2)
+__global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 ? 4 : 3) : NTH == 1024 ? 1 : 2)
     topk_v2_short_kernel(const T *__restrict__ logits, int64_t C,
                          const int32_t *__restrict__ row_start,
                          const int32_t *__restrict__ row_end, int k, int sorted,
@@ -2046,7 +2054,8 @@ ixl_status launch_stream(ixl_ctx *ctx, const Args &a, size_t smem, const Dev &dv
 
 // Rows of one CTA on topk_v2_short_kernel (IXL_TOPK_V2_SHORT: 1 on, 2 the same on its exact
 // radix over the row, for tests, 3 its profile instantiation (256 threads), 4 always on 512
-// threads with 4 vectors each (two CTAs per SM), 5 always on 256): the host's rule is that every
+// threads with 4 vectors each (two CTAs per SM), 5 always on 256, 6 always on 1024 threads with
+// 2 vectors each, bit-mask candidates; off by default): the host's rule is that every
 // row's aligned span fits NTS * SUV vectors and k <= SHCAP / 2; the buffer holds SHCAP
 // candidates for k <= SHCAP / 4, twice that above.
 template <typename T>
@@ -2061,9 +2070,10 @@ ixl_status launch_short(ixl_ctx *ctx, const Args &a, const Dev &dv) {
   // 512 threads (two CTAs per SM) while every row has an SM of its own (a row's latency is
   // the time), 256 (four per SM: rows hide each other's latency) past that
   const bool wide = dv.shortk == 4 || ((dv.shortk == 1 || dv.shortk == 2) && R <= sm_count(ctx));
-  const int nth = wide ? 512 : NTS;
-  auto kern = dv.shortk == 3 ? (dv.shc ? topk_v2_short_kernel<T, SUV, true, NTS, true>
-                                       : topk_v2_short_kernel<T, SUV, true>)
+  const int nth = dv.shortk == 6 ? 1024 : wide ? 512 : NTS;
+  auto kern = dv.shortk == 6 ? topk_v2_short_kernel<T, SUV * NTS / 1024, false, 1024, true>
+              : dv.shortk == 3 ? (dv.shc ? topk_v2_short_kernel<T, SUV, true, NTS, true>
+                                         : topk_v2_short_kernel<T, SUV, true>)
               : wide ? (dv.shc ? topk_v2_short_kernel<T, SUV * NTS / 512, false, 512, true>
                                : topk_v2_short_kernel<T, SUV * NTS / 512, false, 512>)
               : dv.shc ? topk_v2_short_kernel<T, SUV, false, NTS, true>
@@ -2239,7 +2249,7 @@ extern "C" void ixl_topk_v2_dev_reload(void) {
   d.spipe = num("IXL_TOPK_V2_SPIPE", 2);
   if (d.spipe < 0 || d.spipe > 3) d.spipe = 2;
   d.shortk = num("IXL_TOPK_V2_SHORT", 1);
-  if (d.shortk < 0 || d.shortk > 5) d.shortk = 1;
+  if (d.shortk < 0 || d.shortk > 6) d.shortk = 1;
   // the short kernel's candidates by bit masks (1, the default since session 7's visit 1 on
   // the H200: every select-v2 top-k test bitwise with it, memcheck 0 errors and racecheck 0
   // hazards small (PDL on), 4096x16384 bf16 k512 143.8 -> 127.8 us, 64x16384 11.1 -> 10.4);

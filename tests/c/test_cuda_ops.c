@@ -628,11 +628,12 @@ TEST(topk_v2_cstream_match_cpu) {
  * periodic row whose sampled keys hold its largest values (the count falls short). Shapes
  * past its span or k run the other kernels: the same results either way. */
 TEST(topk_v2_short_match_cpu) {
-  /* 1: 512 threads while R <= SMs (so here), 2 its fallback, 5 the 256-thread kernel */
-  static const char *const modes[] = {"1", "2", "5"};
+  /* 1: 512 threads while R <= SMs (so here), 2 its fallback, 5 the 256-thread kernel, 6 the
+   * 1024-thread one */
+  static const char *const modes[] = {"1", "2", "5", "6"};
   for (int dist = 0; dist < (g_small ? 3 : 8); dist++)
     for (int dt = 0; dt < 2; dt++)
-      for (int mi = 0; mi < 3; mi++) {
+      for (int mi = 0; mi < 4; mi++) {
         v2_switch("IXL_TOPK_V2_SHORT", modes[mi]);
         /* the candidates by bit masks (IXL_TOPK_V2_SHC=1) and by unrolled slots, in turn */
         v2_switch("IXL_TOPK_V2_SHC", (dist + dt + mi) % 2 ? "1" : "0");
@@ -1235,7 +1236,7 @@ TEST(bench_topk) {
    * 512-thread instantiation (IXL_TOPK_V2_SHORT=4), v2:short256 its 256-thread one (=5;
    * v2:short takes 512 threads while R <= SMs, else 256); v2:shc the short kernel's
    * candidates by bit masks (IXL_TOPK_V2_SHC=1), v2:shcf fused, v2:shc256 on 256 threads,
-   * v2:shc0 by the unrolled slots (SHC=0);
+   * v2:shc0 by the unrolled slots (SHC=0), v2:short1024 on 1024 threads (SHORT=6);
    * v2:cstN rows that need clusters streamed by a cluster of up to N CTAs each
    * (IXL_TOPK_V2_CSTREAM=N), v2:cst16f the same fused;
    * v2:old = every round-4 switch off
@@ -1252,7 +1253,7 @@ TEST(bench_topk) {
                                       "v2:old",   "v2:sp2",   "v2:sp2pm",  "v2:sp3",
                                       "v2:shc",   "v2:shcf",  "v2:shc256", "v2:cst2",
                                       "v2:cst4",  "v2:cst8",  "v2:cst16",  "v2:cst16f",
-                                      "v2:shc0"};
+                                      "v2:shc0",  "v2:short1024"};
   const char *only_modes = getenv("IXL_TOPK_BENCH_MODES");
   const char *only_shapes = getenv("IXL_TOPK_BENCH_SHAPES"); /* WORD,...: shapes naming one */
   const int nmodes = (int)(sizeof modes / sizeof modes[0]);
@@ -1339,7 +1340,8 @@ TEST(bench_topk) {
                                      : !strncmp(mode, "v2:sp2", 6) ? "2"
                                      : sp                          ? "1"
                                                                    : NULL);
-      v2_switch("IXL_TOPK_V2_SHORT", !strcmp(mode, "v2:short512")   ? "4"
+      v2_switch("IXL_TOPK_V2_SHORT", !strcmp(mode, "v2:short1024") ? "6"
+                                     : !strcmp(mode, "v2:short512") ? "4"
                                      : !strcmp(mode, "v2:short256") ? "5"
                                      : !strncmp(mode, "v2:sh", 5)   ? "1"
                                                                     : NULL);
