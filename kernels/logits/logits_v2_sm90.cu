@@ -1,7 +1,8 @@
 // logits/logits_v2_sm90.cu - variant v2 of the logits family, fp8 (pin only: v1 is its default) on
 // Hopper's wgmma and TMA (MXFP4 calls go to logits_v2_mx_sm90.cu first). What runs where:
-// - K2 (dense paged), fp32 reduction: logits/v2_fp8_k2.cuh's kernel (the one timed in
-//   BENCHMARKS.md: 64x128K 338 us against v1's 1151 on the H200);
+// - K2 (dense paged), fp32 reduction: logits/v2_fp8_k2.cuh's kernel (H 64 by default in its
+//   4x5sf form: 64x128K 296 us on the H200 against v1's 1151; IXL_LOGITS_V2_K2=6x3 the
+//   session-6 form, 322 us);
 // - K2 with the bf16 reduction and paged K5: this file's v2_fp8_kernel, one template for every
 //   mode, so a K5 column and the K2 bf16 logit at its position come from the same instructions
 //   (SPEC 3: bitwise equal, checked on the H200 for pages 16-128 and sbk 4-128);
@@ -35,7 +36,10 @@
 // Numerics: the dot is the tensor core's fp8 accumulation, within the fp8 tolerance of the CPU,
 // not bitwise (and not v1's bits); SPEC 3 fixes the bf16 reduction's order, which both kernels
 // keep.
-// Development switches: IXL_LOGITS_V2_K2=SxM (fp32 K2's configuration), IXL_LOGITS_V2_PROF=1
+// PDL (issue 15): every kernel here waits and triggers at entry (griddepcontrol, after the
+// barriers' init; nothing global before) and launches through ixl::launch_pdl, so IXL_PDL=1
+// puts the attribute on them (H200, session 7: parity, racecheck and memcheck with it on).
+// Development switches: IXL_LOGITS_V2_K2 (fp32 K2's configuration), IXL_LOGITS_V2_PROF=1
 // (barrier and wgmma wait profile per launch; synchronizes), IXL_LOGITS_V2_ABL=nomma|noload
 // (v2_fp8_kernel without its wgmma or its loads: the limits of each side; wrong results).
 //
@@ -703,25 +707,11 @@ __global__ void __launch_bounds__(kThreads, 1)
           mbar_wait(&qempty[qslot], (qeph >> qslot) & 1);
           qeph ^= 1u << qslot;
           float *dw = s_w + qslot * RB * WROW;
-          // RELU2: the block's weights halved when every one halves exactly (w / 2 * 2 == w:
-          // not a subnormal; NaN and inf give the same results either way), flagged in row 0's
-          // first spare slot (k1_widx leaves 4 a quad); else as they are, the plain epilogue
-          bool halve = false;
-          if constexpr (RELU2) {
-            bool ok = true;
-#pragma unroll
-            for (int m = 0; m < 256 / 32; ++m) {
-              const float h2 = __fmul_rn(wv[m], 0.5f);
-              ok = ok && (__fmul_rn(h2, 2.0f) == wv[m] || wv[m] != wv[m]);
-            }
-            halve = __all_sync(0xffffffffu, ok);
-          }
 #pragma unroll
           for (int m = 0; m < 256 / 32; ++m) {
             const int f = lane + 32 * m, rb = f / H, h = f % H;
-            dw[rb * WROW + ixl_v2::k1_widx<H>(h)] = halve ? __fmul_rn(wv[m], 0.5f) : wv[m];
+            dw[rb * WROW + ixl_v2::k1_widx<H>(h)] = wv[m];
           }
-          if (RELU2 && lane == 0) dw[H / 4] = halve ? 1.0f : 0.0f;
           if (lane == 0) {
             ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared,
                                            &qfull[qslot], (uint32_t)kQBytes);
@@ -990,10 +980,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const bool fast = __all_sync(0xffffffffu, sc0 >= 0.0f && sc0 <= 3.402823466e38f &&
                                                   sc1 >= 0.0f && sc1 <= 3.402823466e38f);
     float res[RB / 2];
-    if (RELU2 && s_w[qslot * RB * WROW + H / 4] != 0.0f) // the producer halved this block's
-      ixl_v2::k1_epilogue<H, true>(acc, sc0, sc1, fast, s_w + qslot * RB * WROW, t4, res);
-    else
-      ixl_v2::k1_epilogue<H, false>(acc, sc0, sc1, fast, s_w + qslot * RB * WROW, t4, res);
+    ixl_v2::k1_epilogue<H, RELU2>(acc, sc0, sc1, fast, s_w + qslot * RB * WROW, t4, res);
     const int32_t k0 = (tlo + o) * kTile + r0;
 #pragma unroll
     for (int v = 0; v < RB / 2; ++v) {
@@ -1182,11 +1169,13 @@ static ixl_status launch_cfg(ixl_ctx *ctx, const ixl_logits_call *c, Params &p) 
 // IXL_LOGITS_V2_FP8_K1=3: k1_fp8_kernel<H, false, true, 0>, the ping-pong of the math
 // warpgroups' wgmma (named barriers; see the kernel): parity on 5 seeds, synccheck clean, but
 // slower (H200 2026-12-02: 4096x65536 5591 us against K1=1's 5152), so not the limit.
-// IXL_LOGITS_V2_FP8_K1=6: the weights halved by the producer and the fast path's relu as x + |x|
-// (k1_epilogue's RELU2: FADD on the FMA pipe instead of FMNMX.NAN on the ALU pipe; the same bits:
-// a block whose weights do not all halve exactly (subnormals) keeps them and the plain
-// epilogue). H200 (2026-12-02, session 7 visit 1, before the flag): 4096x65536 4983 us against
-// K1=1's 5137 (-3 %), test_cuda_logits_fp8v2's dense tests pass.
+// IXL_LOGITS_V2_FP8_K1=6 (development): the fast path's relu(x) w as (x + |x|) w, the doubled
+// sum halved at the end (k1_epilogue's RELU2: FADD |x| on the FMA pipe instead of FMNMX.NAN on
+// the ALU pipe; the same bits as K1=1 unless a partial sum is subnormal or above 2^127). H200
+// (2026-12-02, session 7): visit 1's form (the producer halving the weights) 4096x65536 4983 us
+// against K1=1's 5137 (-3 %), fp8v2's dense tests pass; visit 2's (the halving only where exact,
+// two epilogues in the kernel) 5364 against 5132, parity and racecheck clean; this form (one
+// epilogue, no halving) not yet run.
 // IXL_LOGITS_V2_FP8_K1=4 and 5 were timing ablations of the epilogue (no weight loads; also no
 // shuffles): on the H200 (2026-12-02) 4096x65536 4870 and 4873 us against 5174 (noepi 2927): the
 // loads and shuffles are 6 % of it; the epilogue's FP work itself (128 FMNMX + 128 FFMA a tile

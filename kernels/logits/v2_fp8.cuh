@@ -425,11 +425,11 @@ __device__ __forceinline__ void named_bar_arrive(int id, int n) {
 // (t4 & 1) RB / 2 + (t4 >> 1) RB / 4 + i / 2, position r0 + 8 (i & 1). The order of every
 // sum is the same for every (row, position), so a logit does not depend on its tile, its rows'
 // grouping or the layout. w: the RB rows' weights (k1_widx layout, 16-B aligned).
-// RELU2 (k1_fp8_kernel's IXL_LOGITS_V2_FP8_K1=6): w holds the weights halved (exactly: the
-// producer's w * 0.5), and the fast path's relu(x) w is (x + |x|) (w / 2): one FADD with an
-// |operand| on the FMA pipe instead of FMNMX.NAN on the ALU pipe; x + |x| = 2 relu(x) exactly
-// (+0 for x <= 0, NaN stays NaN), so every product and sum is the same as without RELU2; the
-// slow path's sum of halved terms is doubled at the end (exact: a power of 2).
+// RELU2 (k1_fp8_kernel's IXL_LOGITS_V2_FP8_K1=6): the fast path's relu(x) w is (x + |x|) w, one
+// FADD with an |operand| on the FMA pipe instead of FMNMX.NAN on the ALU pipe; x + |x| = 2 relu(x)
+// exactly (+0 for x <= 0, NaN stays NaN), so the chains hold twice the plain sums, rounded the
+// same way (a power of 2) unless a partial sum is subnormal or above 2^127, and the doubled sum
+// is halved before the scale. The slow path is the plain one.
 template <int H, int NA, bool RELU2 = false>
 __device__ __forceinline__ void k1_epilogue_n(const float (&acc)[NA], float sc0, float sc1,
                                               bool fast, const float *w, int t4,
@@ -486,8 +486,8 @@ __device__ __forceinline__ void k1_epilogue_n(const float (&acc)[NA], float sc0,
     // value i is pair k of the lane's (row, position) pairs, position r0 + 8 (k & 1) (for the
     // whole tile V / 4 is even, so k & 1 = i & 1)
     const int k = (b0 ? V / 2 : 0) + (b1 ? V / 4 : 0) + i;
+    if (fast && RELU2) res[i] = __fmul_rn(res[i], 0.5f);
     if (fast) res[i] = __fmul_rn(res[i], (k & 1) ? sc1 : sc0);
-    else if (RELU2) res[i] = __fmul_rn(res[i], 2.0f);
   }
 }
 template <int H, bool RELU2 = false>

@@ -1,11 +1,14 @@
-// logits/v2_fp8_k2.cuh - logits v2's K2 fp8 kernel with the fp32 reduction, as measured on the
-// H200 (BENCHMARKS.md, "Step 1 of issue 13's K2 work"): one math warpgroup and one producer
-// warp per CTA, 6 stages x 3 CTAs per SM by default, the accumulator double-buffered
-// (wgmma.wait_group 1), a division-free producer with block-table prefetch, weights with Q by
-// bulk copy. logits_v2_sm90.cu includes it once and sends fp32 K2 here; its v2_fp8_kernel (the
-// same tile math, logits/v2_fp8.cuh) runs bf16 K2 and paged K5. The two have not been timed
-// against each other on one build: the general kernel's fp32 K2 measured 10 % slower at 8x2
-// (399 against 362 us, 64x128K) on the second visit, so fp32 K2 keeps this one.
+// logits/v2_fp8_k2.cuh - logits v2's K2 fp8 kernel with the fp32 reduction (BENCHMARKS.md, "Step
+// 1 of issue 13's K2 work" and session 7's fp8 section): one math warpgroup and one producer
+// warp per CTA, persistent (the (row, 64-position tile) units split evenly over one wave), an
+// mbarrier ring of TMA-loaded tiles, a division-free producer with block-table prefetch, weights
+// with Q by bulk copy. By default (IXL_LOGITS_V2_K2 unset): at H 64 the 4x5sf form (4 stages x
+// 5 CTAs an SM, one accumulator waited before each epilogue, one Q slot, the key scale applied
+// after the head sum), at H 32 the 6x3 form (6 stages x 3 CTAs, the accumulator double-buffered
+// by wgmma.wait_group 1). On the H200 (2026-12-02, session 7 visit 2, bench_logits, L2 flushed):
+// 64x128K 321.7 -> 296.3 us, 16x128K 90.1 -> 86.1, 256x8K 90.4 -> 86.2, 1x128K 13.4 -> 12.6;
+// the copies alone 276, the math alone 248. logits_v2_sm90.cu includes it once and sends fp32 K2
+// here; its v2_fp8_kernel (the same tile math, logits/v2_fp8.cuh) runs bf16 K2 and paged K5.
 #ifndef IXL_LOGITS_V2_FP8_K2_CUH
 #define IXL_LOGITS_V2_FP8_K2_CUH
 
@@ -296,9 +299,11 @@ inline bool k2_takes(const ixl_logits_call *c) {
 // of 4x5sf) (the ablations: wrong results), 3x6sf (3 stages x 6 CTAs, 64 registers).
 enum K2Cfg {
   K2_8x2 = 0, K2_6x3, K2_4x4, K2_4x4s, K2_6x3f, K2_4x4sf, K2_copy, K2_copy4, K2_4x5s, K2_4x5sf,
-  K2_copy5, K2_noload5, K2_3x6sf
+  K2_copy5, K2_noload5, K2_3x6sf, K2_auto
 };
-constexpr K2Cfg kK2Default = K2_6x3;
+// Unset (K2_auto): H 64 on 4x5sf (BENCHMARKS.md, session 7: the fastest measured, parity and
+// sanitizers clean on the H200), H 32 on 6x3 (the development variants are built for H 64 only).
+constexpr K2Cfg kK2Default = K2_auto;
 
 static K2Cfg k2_cfg() {
   static const K2Cfg cfg = [] {
@@ -316,7 +321,8 @@ static K2Cfg k2_cfg() {
 
 // Development profile (IXL_LOGITS_V2_PROF=1, never in tests or graphs: it synchronizes): the
 // math warpgroups' and producers' clocks waiting on barriers against their total, summed
-// over CTAs, printed to stderr after each launch.
+// over CTAs, printed to stderr after each launch; counted by the variant-0 kernels only
+// (IXL_LOGITS_V2_K2=6x3, 8x2, 4x4), the others print zeros.
 __device__ unsigned long long g_k2_prof[4];
 static bool k2_prof_on() {
   static const bool on = getenv("IXL_LOGITS_V2_PROF") && getenv("IXL_LOGITS_V2_PROF")[0] == '1';
@@ -435,7 +441,7 @@ ixl_status launch_k2(ixl_ctx *ctx, const ixl_logits_call *c) {
     return ixl_cuda_logits_v1_dense(ctx, c, 4096);
   }
   if constexpr (H == 64) { // the development variants (H 64: the benchmark's cases)
-    switch (k2_cfg()) {
+    switch (k2_cfg() == kK2Default ? K2_4x5sf : k2_cfg()) {
     case K2_4x4s: return launch_k2_cfg<H, 4, 4, kV_SINGLE>(ctx, c, p);
     case K2_6x3f: return launch_k2_cfg<H, 6, 3, kV_FAST>(ctx, c, p);
     case K2_4x4sf: return launch_k2_cfg<H, 4, 4, kV_SINGLE | kV_FAST>(ctx, c, p);
@@ -450,7 +456,7 @@ ixl_status launch_k2(ixl_ctx *ctx, const ixl_logits_call *c) {
     default: break;
     }
   }
-  switch (k2_cfg()) {
+  switch (k2_cfg() == kK2Default ? (H == 64 ? K2_4x5sf : K2_6x3) : k2_cfg()) {
   case K2_8x2: return launch_k2_cfg<H, 8, 2>(ctx, c, p);
   case K2_4x4: // H 64's two accumulators do not fit 4 CTAs' registers (96): 6x3 instead
     if constexpr (H == 32) return launch_k2_cfg<H, 4, 4>(ctx, c, p);
