@@ -31,8 +31,10 @@
 // errors (test_cuda_logits_mxk1 small); K1 2048x8192 fp32 / bf16 / 4096x65536, V3 -> WS=1 ->
 // WS=5: 578.5 -> 418.4 -> 405.1 us, 574.9 -> 409.0 -> 404.8 us, 9,489 -> 7,081 -> 6,847 us.
 // Without any epilogue (WS=e) it takes 305 us: the skeleton (producer, barriers, wgmma) is
-// most of it. Session 7 (ws_mode): WS=6, each producer warp widens whole tiles (four tiles in
-// flight, no producer barrier); PDL (launch_pdl; pdl_wait / pdl_trigger at entry).
+// most of it. Session 7 (ws_mode; H200 visit 2): the default is c, session 6's kernel with
+// its prologue's global loads issued together (kVarEarly; -5 %: 2048x8192 fp32 380 us,
+// 4096x65536 6,376 us); PDL (launch_pdl; pdl_wait / pdl_trigger at entry); the other variants
+// (per-warp producer, rolling pipeline, one math code path) measured no faster.
 //
 // sass-limits: mxk1_kernel registers 232 shared 1024
 #include "logits/v2_mxk1.cuh"
@@ -59,7 +61,8 @@ constexpr int kH = 32;           // heads
 constexpr int kRows = 4;         // query rows a CTA (2 a math warpgroup)
 constexpr int kNC = 2 * kH;      // wgmma columns a math warpgroup
 constexpr int kThreads = 384;    // producer + 2 math warpgroups
-constexpr int kMaxChunk = 4096;  // output columns a CTA at most
+constexpr int kMaxChunk = 4096;  // output columns a CTA at most (kVarBigChunk: kMaxChunk2)
+constexpr int kMaxChunk2 = 8192;
 constexpr int kSCW = 96;         // scale words a raw stage (a 17 x 16 B box, 128-aligned)
 // registers after setmaxnreg (entry: 168, 65536 / 384): producer / math; the rolling pipeline
 // (two rows' accumulators live across each epilogue) takes 8 more for the math, its producer
@@ -126,6 +129,8 @@ constexpr int kVarAblations = kVarNoEpi | kVarNoMath | kVarNoMma | kVarNoWiden;
 // the prologue's global loads issued together (session 6's query-tile loop waited on one load
 // per iteration, ~11 round trips a CTA), the first kSR tiles' copies issued before the tiles
 constexpr int kVarEarly = 2048;
+constexpr int kVarSleep = 4096;    // the producer sleeps between polls of a full widened ring
+constexpr int kVarBigChunk = 8192; // chunks of up to 8192 columns (half the CTAs, prologues)
 #if IXL_SM90_DEVICE
 // NR rows from R0 on (of a math warpgroup's 2): the epilogue's compile-time row set
 template <int R0, int NR> struct Rows {
@@ -167,7 +172,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr bool kNoMath = VAR & kVarNoMath, kRoll = VAR & kVarRoll, kSplit = VAR & kVarSplit;
   constexpr bool kOneCode = VAR & kVarOneCode, kNoMma = VAR & kVarNoMma;
   constexpr bool kNoWiden = VAR & kVarNoWiden;
-  constexpr bool kEarly = VAR & kVarEarly;
+  constexpr bool kEarly = VAR & kVarEarly, kSleep = VAR & kVarSleep;
   static_assert(!kWarpProd || kSR % 4 == 0, "per-warp producer: kSR a multiple of 4");
 
   const int tid = threadIdx.x, wg = tid >> 7;
@@ -280,6 +285,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     const uint32_t bar_raw = smem_u32(s_rfull), bar_full = smem_u32(s_wfull),
                    bar_empty = smem_u32(s_wempty);
     const int sco = (int)(hull_lo & 3); // position n0 + i is word (n0 & 3) + i of its box
+    // widened stage ws free again for tile t (the math released tile t - kSW); kSleep: polled
+    // with sleeps (the producer is up to kSW tiles ahead: it has slack)
+    auto wait_empty = [&](int ws, int t) {
+      const uint32_t a = bar_empty + 8 * ws, par = (uint32_t)(t / kSW - 1) & 1u;
+      if (kSleep) ixl_mxk1_wait_sleep(a, par, 100);
+      else ixl_mxk1_wait(a, par);
+    };
     // 256 units of 16 B (slot i, group g: raw words q = 0..3) a tile: the even words are one
     // 16-B chunk of the SS row (ixl_v2mx_ss_off(i, g, 0, 0), the 128B swizzle moves whole
     // chunks), the odd ones the next; 8 consecutive units (a phase of a 16-B access) read two
@@ -312,7 +324,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int t = pw; t < T; t += 4) {
         const int rs = t % kSR, ws = t % kSW;
         ixl_mxk1_wait(bar_raw + 8 * rs, (uint32_t)(t / kSR) & 1u);
-        if (t >= kSW) ixl_mxk1_wait(bar_empty + 8 * ws, (uint32_t)(t / kSW - 1) & 1u);
+        if (t >= kSW) wait_empty(ws, t);
         const uint8_t *src = s_raw + rs * (kTile * 64);
         uint8_t *et = s_w + ws * (kTile * 128);
 #pragma unroll 2
@@ -331,7 +343,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int t = 0; t < T; t++) {
       const int rs = t % kSR, ws = t % kSW;
       ixl_mxk1_wait(bar_raw + 8 * rs, (uint32_t)(t / kSR) & 1u);
-      if (t >= kSW) ixl_mxk1_wait(bar_empty + 8 * ws, (uint32_t)(t / kSW - 1) & 1u);
+      if (t >= kSW) wait_empty(ws, t);
       const uint8_t *src = s_raw + rs * (kTile * 64);
       uint8_t *et = s_w + ws * (kTile * 128);
 #pragma unroll
@@ -787,19 +799,20 @@ __global__ void __launch_bounds__(kThreads, 1)
 // bar.sync) 424 / 423 / 7,206, both 431 / 424 / 7,308; no widening (wrong results) 391 / 374 /
 // 6,615; WS=1's reduction (the rows' chains one after the other): 418 / 409 / 7,081 against
 // WS=5's 405 / 405 / 6,847 (visit 4), so 1 now runs 5's kernel.
-// Unset: kVarBase, the default since session 6's last H200 visit (/work/.device/5): the whole
-// GPU suite with it unset 654 passed / 0 failed, racecheck 0 hazards and memcheck 0 errors on
-// small shapes, quick.lua's step 31.9 -> 26.5 ms, exact; with the switch set (visit 4):
-// test_cuda_logits [v2] 18/18, K1 2048x8192 fp32 578.5 -> 405.1 us, bf16 574.9 -> 404.8,
-// 4096x65536 9,489 -> 6,847. test_cuda_logits_mxk1's one failure in that visit (seed
-// 1796190516, an fp32 logit -inf where the CPU has NaN) was the test's: no NaN input, the sum
-// of the heads' terms overflows, and the fp32 head order is free (SPEC 3), so +inf + -inf
-// happens in the CPU's order and not in the lanes' (replayed on the CPU; the test now accepts
-// any value where T = +inf).
-constexpr int kWsUnset = kVarBase;
+// Unset: c (kVarBase | kVarEarly) since session 7's visit 2 (H200, 2026-12-02): there with
+// the switch set to c, test_cuda_logits_mxk1 5/5 (PDL on), racecheck 0 hazards and memcheck 0
+// errors (small shapes, PDL on), K1 2048x8192 fp32 398.8 -> 380.2 us, bf16 408.5 -> 395.8,
+// 4096x65536 6,731 -> 6,376 against 5 in the same run. Before: 5 (kVarBase), the default
+// since session 6's last visit (the whole GPU suite with it unset 654 passed / 0 failed,
+// quick.lua's step 31.9 -> 26.5 ms, exact). test_cuda_logits_mxk1's one failure in that visit
+// (seed 1796190516, an fp32 logit -inf where the CPU has NaN) was the test's: no NaN input,
+// the sum of the heads' terms overflows, and the fp32 head order is free (SPEC 3), so
+// +inf + -inf happens in the CPU's order and not in the lanes' (the test accepts any value
+// where T = +inf).
+constexpr int kWsUnset = kVarBase | kVarEarly;
 int ws_mode() {
   static const int v = [] {
-    switch (env_switch("IXL_LOGITS_V2_MX_WS", "156789abcmwefpq", 'u')) {
+    switch (env_switch("IXL_LOGITS_V2_MX_WS", "156789abcdghmwefpq", 'u')) {
       case 'u': return kWsUnset;
       case '1':
       case '5': return kVarBase;
@@ -810,6 +823,9 @@ int ws_mode() {
       case 'a': return kVarBase | kVarEarly | kVarWarpProd | kVarRoll | kVarSplit | kVarOneCode;
       case 'b': return kVarBase | kVarEarly | kVarOneCode;
       case 'c': return kVarBase | kVarEarly;
+      case 'd': return kVarBase | kVarEarly | kVarSleep;
+      case 'g': return kVarBase | kVarEarly | kVarSleep | kVarBigChunk;
+      case 'h': return kVarBase | kVarEarly | kVarBigChunk;
       case 'm': return kVarBase | kVarEarly | kVarWarpProd | kVarNoMma;
       case 'w': return kVarBase | kVarEarly | kVarWarpProd | kVarNoWiden;
       case 'e': return kVarBase | kVarNoEpi;
@@ -844,7 +860,8 @@ ixl_status launch(ixl_ctx *ctx, Params p, const CUtensorMap *maps, const char *n
   // the chunk (as logits_v2_mx_sm90.cu's launch_kern): tiles of 64, at most kMaxChunk columns,
   // as few chunks per row block as fill whole waves of the resident CTAs
   Grid g;
-  st = chunk_grid(ctx, p.out_cols, p.nrb, kMaxChunk, kMaxChunk, occ, sms, name, "v2 mxk1", &g);
+  constexpr int mc = VAR & kVarBigChunk ? kMaxChunk2 : kMaxChunk;
+  st = chunk_grid(ctx, p.out_cols, p.nrb, mc, mc, occ, sms, name, "v2 mxk1", &g);
   if (st) return st;
   p.chunk = g.chunk;
   p.nchunks = g.nchunks;
@@ -875,7 +892,7 @@ extern "C" int ixl_cuda_logits_v2_mxk1(ixl_ctx *ctx, const ixl_logits_call *c, i
   p.compressed = c->layout == IXL_LAYOUT_COMPRESSED;
   if (p.R <= 0 || p.out_cols <= 0 || !p.ks) return 0;
   CUtensorMap maps[2];
-  if (!k1_maps(p.k_codes, p.k_scales, p.N, kMaxChunk, maps)) return 0;
+  if (!k1_maps(p.k_codes, p.k_scales, p.N, kMaxChunk2, maps)) return 0;
   p.nrb = ixl_ceil_div(p.R, kRows);
   const char *name = "dense_logits kernel (v2 mxfp4, WS)";
   const bool bf16 = c->reduction == IXL_REDUCE_BF16;
@@ -891,6 +908,9 @@ extern "C" int ixl_cuda_logits_v2_mxk1(ixl_ctx *ctx, const ixl_logits_call *c, i
     IXL_MXK1_CASE(kVarBase | kVarEarly | kVarWarpProd | kVarRoll | kVarSplit | kVarOneCode)
     IXL_MXK1_CASE(kVarBase | kVarEarly | kVarOneCode)
     IXL_MXK1_CASE(kVarBase | kVarEarly)
+    IXL_MXK1_CASE(kVarBase | kVarEarly | kVarSleep)
+    IXL_MXK1_CASE(kVarBase | kVarEarly | kVarSleep | kVarBigChunk)
+    IXL_MXK1_CASE(kVarBase | kVarEarly | kVarBigChunk)
     IXL_MXK1_CASE(kVarBase | kVarEarly | kVarWarpProd | kVarNoMma)
     IXL_MXK1_CASE(kVarBase | kVarEarly | kVarWarpProd | kVarNoWiden)
     IXL_MXK1_CASE(kVarBase | kVarNoEpi)
