@@ -100,20 +100,34 @@ __device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t &r0, uint32_t &r
 // 32-bit shared-window forms of the math warps' per-tile waits, arrives and loads (LDSM
 // kernels), on addresses computed once. Volatile with memory clobbers: never moved across the
 // barrier operations.
+// HINT: mbarrier.try_wait's suspendTimeHint (PTX ISA "mbarrier.test_wait / try_wait"): the
+// thread may be suspended until the phase completes or that many ns pass, instead of the
+// system-dependent limit. Session 7's visit 2 (ncu, mode 3) counted ~10.6 polls of the full
+// barrier a tile and math warp (8 instructions each: 21 % of all issued instructions), taken
+// from the producer warp that shares their scheduler; with a long hint a waiting warp sleeps.
+template <bool HINT>
 __device__ __forceinline__ bool try_wait32(uint32_t bar, uint32_t parity) {
   uint32_t ok;
-  asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-               "selp.b32 %0, 1, 0, p;\n}\n"
-               : "=r"(ok)
-               : "r"(bar), "r"(parity)
-               : "memory");
+  if (HINT)
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\n"
+                 "selp.b32 %0, 1, 0, p;\n}\n"
+                 : "=r"(ok)
+                 : "r"(bar), "r"(parity), "r"(10000000u) // 10 ms
+                 : "memory");
+  else
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.b32 %0, 1, 0, p;\n}\n"
+                 : "=r"(ok)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
   return ok != 0;
 }
 // mbar_wait's bounded wait (sm90.cuh) on a 32-bit address
+template <bool HINT = false>
 __device__ __forceinline__ void wait32(uint32_t bar, uint32_t parity) {
-  if (try_wait32(bar, parity)) return;
+  if (try_wait32<HINT>(bar, parity)) return;
   const long long t0 = clock64();
-  while (!try_wait32(bar, parity))
+  while (!try_wait32<HINT>(bar, parity))
     if (clock64() - t0 > 60000000000LL) __trap();
 }
 __device__ __forceinline__ void arrive32(uint32_t bar) {
@@ -204,17 +218,19 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[
 // instead of 4 (groups 1-3's accumulators keep whatever they hold), 2 = no key copies (the
 // producer arrives without copying; the math reads stale stages), 4 = no scale decode in the
 // producer (constant factors, every slot fast), 8 = the math warps only wait and release each
-// stage (the producer side alone). DEC: the math warps decode their slots' scale words (the
-// producer, on the critical path, stores the words only; the same functions, the same bits).
+// stage (the producer side alone). OPT bits: 1 (DEC) the math warps decode their slots' scale
+// words (the producer stores the words only; the same functions, the same bits); 2 (HINT) the
+// ring's waits suspend (try_wait32's hint) instead of polling.
 // PW: producer warps (tile t from warp t % PW). PIPE (NP 2): the two passes software-pipelined
 // across tiles (pass 1 of tile t under pass 0's epilogue, pass 0 of t + 1 under pass 1's).
 // (A chain-free ablation made ptxas serialize the wgmma, C7518, and spill: not offered.)
-template <bool PAGED, int NP, int STAGES, int MAXREG, int ABL = 0, bool DEC = false, int PW = 1,
+template <bool PAGED, int NP, int STAGES, int MAXREG, int ABL = 0, int OPT = 0, int PW = 1,
           bool PIPE = false>
 __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
     mxk5_kernel(const WsParams p) {
 #if IXL_SM90_DEVICE
   constexpr int NT = kThreads<PW>;
+  constexpr bool DEC = (OPT & 1) != 0, HINT = (OPT & 2) != 0;
   // 4 producer warps (a warpgroup): setmaxnreg moves registers from them to the math warps
   // (entry MAXREG each; the producers kProdRegs; the math the rest of the CTA's pool)
   constexpr bool SETMAX = PW == 4;
@@ -383,7 +399,7 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
     const uint32_t raw_a = smem_u32(s_raw), fac0 = smem_u32(s_fac), full0 = smem_u32(s_full);
     auto step = [&](int t, Look &x) {
       const uint32_t s = (uint32_t)t % S;
-      wait32(full0 + 8 * (S + s), ((uint32_t)t / S & 1u) ^ 1u); // empty[s]: its last tile read
+      wait32<HINT>(full0 + 8 * (S + s), ((uint32_t)t / S & 1u) ^ 1u); // empty[s]: last tile read
       const uint32_t b0 = __ballot_sync(0xffffffffu, x.ok[0]);
       const uint32_t b1 = __ballot_sync(0xffffffffu, x.ok[1]);
       const uint32_t dst = raw_a + s * (kTile * 64);
@@ -622,7 +638,9 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
         asm volatile("st.global.b16 [%0], %1;\n" ::"l"(optr + t * kTile), "h"(o) : "memory");
     }
   };
-  auto wait_full = [&](int t) { wait32(full_a + 8 * ((uint32_t)t % S), ((uint32_t)t / S) & 1u); };
+  auto wait_full = [&](int t) {
+    wait32<HINT>(full_a + 8 * ((uint32_t)t % S), ((uint32_t)t / S) & 1u);
+  };
 
   if constexpr (PIPE) {
     // ---- two passes in flight: pass 1 of tile t runs under pass 0's epilogue, pass 0 of
@@ -727,7 +745,7 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
 // the math 120; 1 pass needs 126 and the producers spill at 32), 8 stages, 3 CTAs an SM; g = 2
 // passes pipelined across tiles (PIPE) at 128 registers, 8 stages, 3 CTAs an SM (the factors
 // read from the held stage where used: visit 1's form, recomputing them from the scale word,
-// cost +21 % against 6).
+// cost +21 % against 6); h = 5 and i = 3 with the ring's waits suspending (OPT 2, HINT).
 // Modes 1, 2 and 4 of the last session (LDS code words; two math warpgroups; 10 stages: all
 // slower than 3 on the H200) are no longer instantiated and read as off.
 // Unset: kK5wsDefault = 5 since session 7's visit 1 (H200, 2026-12-02, snapshot 2f62110):
@@ -738,13 +756,13 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
 // IXL_LOGITS_V2_MX_K5WS=0: the kernels of logits_v2_mx_sm90.cu.
 constexpr char kK5wsDefault = '5';
 int k5ws_mode() {
-  static const int v = env_switch("IXL_LOGITS_V2_MX_K5WS", "356789abcefg", kK5wsDefault);
+  static const int v = env_switch("IXL_LOGITS_V2_MX_K5WS", "356789abcefghi", kK5wsDefault);
   return v;
 }
 // IXL_LOGITS_V2_MX_K5PWS (paged K5): 2 = 1 head pass, 8 stages (136 registers: 2 CTAs an
-// SM); 4 = 2 passes at 128 (110 used), 8 stages, 3 CTAs. Not offered, they spill: 2 passes
-// at 96 registers for 4 CTAs (36 B); 4 with ragged f's producer warpgroup (a register across
-// the setmaxnreg, 80 -> 48 / 112).
+// SM); 4 = 2 passes at 128 (110 used), 8 stages, 3 CTAs; 5 = 4 with suspending waits (HINT).
+// Not offered, they spill: 2 passes at 96 registers for 4 CTAs (36 B); 4 with ragged f's
+// producer warpgroup (a register across the setmaxnreg, 80 -> 48 / 112).
 // Mode 1 of the last session (LDS code words, slower) reads as off.
 // Unset: kK5pwsDefault = 4 since session 7's visit 1 (H200, 2026-12-02, snapshot 2f62110):
 // test_cuda_logits [v2] 18/18 (every test) with K5PWS=4 (and with IXL_PDL=1), racecheck and
@@ -753,14 +771,14 @@ int k5ws_mode() {
 // 58.5 us (-13.5 %). IXL_LOGITS_V2_MX_K5PWS=0: mx_kernel<K5P>.
 constexpr char kK5pwsDefault = '4';
 int k5pws_mode() {
-  static const int v = env_switch("IXL_LOGITS_V2_MX_K5PWS", "24", kK5pwsDefault);
+  static const int v = env_switch("IXL_LOGITS_V2_MX_K5PWS", "245", kK5pwsDefault);
   return v;
 }
 
-template <bool PAGED, int NP, int STAGES, int MAXREG, int ABL = 0, bool DEC = false, int PW = 1,
+template <bool PAGED, int NP, int STAGES, int MAXREG, int ABL = 0, int OPT = 0, int PW = 1,
           bool PIPE = false>
 ixl_status launch_ws(ixl_ctx *ctx, WsParams p, const char *name) {
-  auto kern = mxk5_kernel<PAGED, NP, STAGES, MAXREG, ABL, DEC, PW, PIPE>;
+  auto kern = mxk5_kernel<PAGED, NP, STAGES, MAXREG, ABL, OPT, PW, PIPE>;
   constexpr int kThr = kThreads<PW>;
   constexpr int alloc = PAGED ? WsSmem<STAGES>::alloc_paged : WsSmem<STAGES>::alloc;
   int occ = 0, sms = 132;
@@ -838,21 +856,29 @@ extern "C" int ixl_cuda_logits_v2_mxk5(ixl_ctx *ctx, const ixl_logits_call *c, i
   p.sbklog = sbklog;
   p.aligned = c->ks_mode == IXL_KS_ALIGNED;
   const char *name = "sparse_logits kernel (v2 mxfp4 K5WS)";
-  switch (mode) { // (paged: 2, 4; ragged: the others; 0 returned above)
-  case '2': *st = launch_ws<true, 1, kStages, 136>(ctx, p, name); break;
+  if (paged) {
+    switch (mode) { // 2, 4, 5 (0 returned above)
+    case '2': *st = launch_ws<true, 1, kStages, 136>(ctx, p, name); break;
+    case '4': *st = launch_ws<true, 2, kStages, 128>(ctx, p, name); break;
+    default: *st = launch_ws<true, 2, kStages, 128, 0, 2>(ctx, p, name); break; // '5'
+    }
+    return 1;
+  }
+  switch (mode) {
   case '3': *st = launch_ws<false, 1, kStages, 136>(ctx, p, name); break;
-  case '4': *st = launch_ws<true, 2, kStages, 128>(ctx, p, name); break;
   case '5': *st = launch_ws<false, 2, 6, 96>(ctx, p, name); break;
   case '6': *st = launch_ws<false, 2, kStages, 128>(ctx, p, name); break;
   case '7': *st = launch_ws<false, 1, kStages, 136, 4>(ctx, p, name); break;
   case '8': *st = launch_ws<false, 1, kStages, 136, 1>(ctx, p, name); break;
   case '9': *st = launch_ws<false, 1, kStages, 136, 2>(ctx, p, name); break;
   case 'a': *st = launch_ws<false, 1, kStages, 136, 8>(ctx, p, name); break;
-  case 'c': *st = launch_ws<false, 1, kStages, 136, 0, true>(ctx, p, name); break;
-  case 'e': *st = launch_ws<false, 2, kStages, 96, 0, false, 2>(ctx, p, name); break;
-  case 'f': *st = launch_ws<false, 2, kStages, 80, 0, false, 4>(ctx, p, name); break;
-  case 'g': *st = launch_ws<false, 2, kStages, 128, 0, false, 1, true>(ctx, p, name); break;
-  default: *st = launch_ws<false, 1, kStages, 136, 6>(ctx, p, name); break; // 'b'
+  case 'b': *st = launch_ws<false, 1, kStages, 136, 6>(ctx, p, name); break;
+  case 'c': *st = launch_ws<false, 1, kStages, 136, 0, 1>(ctx, p, name); break;
+  case 'e': *st = launch_ws<false, 2, kStages, 96, 0, 0, 2>(ctx, p, name); break;
+  case 'f': *st = launch_ws<false, 2, kStages, 80, 0, 0, 4>(ctx, p, name); break;
+  case 'g': *st = launch_ws<false, 2, kStages, 128, 0, 0, 1, true>(ctx, p, name); break;
+  case 'h': *st = launch_ws<false, 2, 6, 96, 0, 2>(ctx, p, name); break;
+  default: *st = launch_ws<false, 1, kStages, 136, 0, 2>(ctx, p, name); break; // 'i'
   }
   return 1;
 }
