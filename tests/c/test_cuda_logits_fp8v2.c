@@ -426,6 +426,13 @@ typedef struct {
   ixl_reduction red;
   int clean;
 } k1_args;
+/* A K1 case's tensors: its 7 device copies, the host ks / ke and the inputs. */
+static void k1_case_free(ixl_tensor **dq, ixl_tensor *ks, ixl_tensor *ke, inputs *in) {
+  tfree(dq, 7);
+  ixl_tensor *ts[] = {ks, ke};
+  tfree(ts, 2);
+  free_inputs(in);
+}
 static ixl_status k1_op(void *a, ixl_tensor *out) {
   k1_args *k = a;
   return ixl_dense_logits(g, &k->qk, k->w, k->ks, k->ke, k->layout, k->clean, k->red, out);
@@ -531,10 +538,7 @@ TEST(dense_ragged_ranges_layouts_and_clean) {
       }
       ixl_tensor_free(full_gpu);
     }
-    tfree(dq, 7);
-    ixl_tensor *ts[] = {ks, ke};
-    tfree(ts, 2);
-    free_inputs(&in);
+    k1_case_free(dq, ks, ke, &in);
   }
 }
 
@@ -577,10 +581,7 @@ TEST(dense_ragged_long_rows_compressed) {
       ixl_tensor *ts[] = {cpu, dout, gpu};
       tfree(ts, 3);
     }
-    tfree(dq, 7);
-    ixl_tensor *ts[] = {ks, ke};
-    tfree(ts, 2);
-    free_inputs(&in);
+    k1_case_free(dq, ks, ke, &in);
   }
 }
 
@@ -728,10 +729,7 @@ TEST(dense_one_position_rows_equal_full_rows) {
         tfree(ts, 3);
       }
     }
-    tfree(dq, 7);
-    ixl_tensor *ts[] = {ks, ke};
-    tfree(ts, 2);
-    free_inputs(&in);
+    k1_case_free(dq, ks, ke, &in);
   }
 }
 
