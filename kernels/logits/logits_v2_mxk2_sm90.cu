@@ -1,9 +1,9 @@
 // logits/logits_v2_mxk2_sm90.cu - K2 (dense paged decode) for MXFP4 keys at H 32 on a
 // warp-specialized, persistent kernel (issue 13), behind IXL_LOGITS_V2_MX_K2WS (read once a
-// process, k2ws_mode below; unset: kK2wsDefault; 0: logits_v2_mx_sm90.cu's mx_kernel<K2>,
-// unchanged; 1, 4, 5, 6: this kernel's variants V). The hook is the paged branch of
-// ixl_cuda_logits_v2_mx, after its own checks (mx_takes); calls with K3's block scores, H 64
-// or a page size this kernel does not take stay there.
+// process, k2ws_mode below; unset: kK2wsDefault = q; 0: logits_v2_mx_sm90.cu's mx_kernel<K2>,
+// unchanged; the other letters and digits: this kernel's variants V). The hook is the paged
+// branch of ixl_cuda_logits_v2_mx, after its own checks (mx_takes); calls with K3's block
+// scores, H 64 or a page size this kernel does not take stay there.
 //
 // Why: mx_kernel<K2> is one warpgroup a CTA in which every thread issues its part of each
 // tile's cp.async copies (page lookup, 64-bit address math, flags, a vote and a barrier a tile)
@@ -35,15 +35,20 @@
 //   pointer pass through a shfl once (launder): ptxas recomputed them from the thread index
 //   in every tile (~40 of ~316 SASS instructions a tile and thread).
 //
-// H200, 2026-12-02 (session 6, visit 4, V = 0, fp32, medians of 20): 64 x 128K 450 us
-// (mx_kernel<K2> 439), 1 x 128K 13.2 us (18.2); test_cuda_logits v2 18/18 and
-// test_cuda_logits_mxk2 exact, memcheck and racecheck clean; the diagnostics: math only 268 us,
-// copies only 370 us (1.5 TB/s, one producer warp's serial issue loop): both sides slow, which
-// kProd4 / kArr4 (copies) and kPipe (math) address. The fp32 "+-inf where the CPU has NaN" of
-// dots that overflow (test case slow_paths_overflow_to_inf) is SPEC 3's free fp32 head order
-// (the lead's replay for K1's WS kernel): the test accepts any value where T = +inf.
-// Session 6's variants 2 (FAC: the producer decoding the key factors, 620 us, not exact) and
-// 3 (RAW: the codes by 1-D bulk copies, 459 us) are gone.
+// H200, 2026-12-02 (session 7, visit 2, snapshot 60a46d4, medians of 20, L2 flushed), switch q
+// (the default): 64 x 128K fp32 309.7 us (mx_kernel<K2> 438.7), bf16 312.4 (432.7), 16 x 128K
+// 88.9 (119.3), 1 x 128K 15.0 (18.3); test_cuda_logits_mxk2 14/14 (slow_paths_overflow_to_inf
+// under the T = +inf rule), test_cuda_logits v2 18/18, IXL_PDL=1 small 4/4, memcheck and
+// racecheck small clean. p 301.5 us (q without the full-tile path, not sanitizer-checked yet);
+// the math alone (m) 269.7, math only (M) 289.9: the math bounds the kernel; copies only by one
+// bulk copy a page (r) 148.2 (bytes floor ~140). Open: copies only with TMA boxes and 4
+// producer warps (C; visit 1's 9 and 3 too) faults at 64 x 128K ("unspecified launch
+// failure"), the bulk-copy version (r) does not; no full kernel faulted in any test or bench.
+// Session 6: the kernel with one producer warp (switch 1) 450 us; its variants 2 (FAC: the
+// producer decoding the key factors, 620 us) and 3 (RAW: the codes by 1-D bulk copies, 459 us)
+// are gone. The fp32 "+-inf where the CPU has NaN" of dots that overflow (test case
+// slow_paths_overflow_to_inf) is SPEC 3's free fp32 head order (the lead's replay for K1's WS
+// kernel): the test accepts any value where T = +inf.
 //
 // sass-limits: mxk2_kernel registers 152 shared 1024
 #include "logits/logits.h"
@@ -239,7 +244,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int s = pw; s < S; s += NPW) {
         uint32_t *r32 = reinterpret_cast<uint32_t *>(s_raw + s * STB);
         for (int i = lane; i < kTile * 16; i += 32) r32[i] = 0u;
-        for (int i = lane; i < kTile; i += 32) (BOX1 ? r32 + kTile * 16 : s_sc + s * kTile)[i] = 0x7F7F7F7Fu;
+        uint32_t *sc = BOX1 ? r32 + kTile * 16 : s_sc + s * kTile;
+        for (int i = lane; i < kTile; i += 32) sc[i] = 0x7F7F7F7Fu;
       }
       __syncwarp();
     }
@@ -751,13 +757,13 @@ int log2_exact(int64_t v) {
 // IXL_LOGITS_V2_MX_K2WS, read once a process: one character (0, unset-but-empty or anything
 // else: off, mx_kernel; unset: kK2wsDefault):
 //   1 V = 0 (session 6's kernel: one producer warp, 128 arrivals a stage, no pipelining);
-//   p kProd4 (4 producer warps); q kProd4 | kFull; b kProd4 | kBox1 (page size 64, else p); R kProd4 | kBox1 |
-//   kRaw1 (page size 64, else p); 4 kPipe | kProd4 | kArr4; 5 kProd4 | kArr4;
+//   p kProd4 (4 producer warps); q kProd4 | kFull; b kProd4 | kBox1 (page size 64, else p);
+//   R kProd4 | kBox1 | kRaw1 (page size 64, else p); 4 kPipe | kProd4 | kArr4; 5 kProd4 | kArr4;
 //   bench-only diagnostics (DIAG above, fp32 calls; garbage logits; bf16 calls run p): M math
 //   only of p, m the math alone of p, C copies only of p, c copies only of b, r copies only of
 //   R, 7 copies only with one producer warp and 4 arrivals.
 // (H200 visit 1 of session 7: 2, 3, 6, 8, 9 measured and dropped; see bench_mxk2.md.)
-constexpr char kK2wsDefault = 0;
+constexpr char kK2wsDefault = 'q'; // H200 session 7 visit 2: parity, sanitizers clean, faster
 int k2ws_mode() {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_K2WS");
