@@ -2089,11 +2089,9 @@ ixl_status launch_short(ixl_ctx *ctx, const Args &a, const Dev &dv) {
                     nwp, dv.shortk == 2 ? 1 : 0, dv.shmu, cap, remap_of(a));
 }
 
-// The largest cluster the device runs for this kernel and shared memory, at most `want`;
-// the last answer per dtype is kept (the query costs more than a launch).
-template <typename T>
-int cluster_fits_query(int want, size_t smem) {
-  auto kern = topk_v2_kernel<T, true, false>;
+// The largest cluster the device runs for kernel `kern` and this shared memory, at most
+// `want` (0: none).
+template <typename K> int cluster_fits_kern(K kern, int want, size_t smem) {
   if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) ||
       cudaFuncSetAttribute(kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1)) {
     cudaGetLastError();
@@ -2116,12 +2114,18 @@ int cluster_fits_query(int want, size_t smem) {
   }
   return 0;
 }
-template <typename T>
+// The same for the resident kernel (STREAM false) or the streaming kernel's CLS instantiation
+// (IXL_TOPK_V2_CSTREAM); the last answer per dtype and kernel is kept (the query costs more
+// than a launch).
+template <typename T, bool STREAM = false>
 int cluster_fits(int dev, int want, size_t smem) {
   static int last_want, last_fit, last_dev = -1;
   static size_t last_smem;
   if (dev == last_dev && want == last_want && smem == last_smem) return last_fit;
-  const int fit = cluster_fits_query<T>(want, smem);
+  const int fit =
+      STREAM ? cluster_fits_kern(topk_v2_stream_kernel<T, 4, false, 2, true, true, false, true>,
+                                 want, smem)
+             : cluster_fits_kern(topk_v2_kernel<T, true, false>, want, smem);
   last_dev = dev, last_want = want, last_smem = smem, last_fit = fit;
   return fit;
 }
@@ -2162,6 +2166,7 @@ ixl_status dispatch(ixl_ctx *ctx, const Args &a) {
     if (ss && dv.cstream > 1 && cs > 1 && ctx->variant_sm >= 90 && !dv.sprof) {
       int ccs = dv.cstream;
       while (ccs > 1 && R * ccs > 2 * sm_count(ctx)) ccs >>= 1;
+      if (ccs > 1) ccs = cluster_fits<T, true>(ixl_ctx_device(ctx), ccs, ss);
       if (ccs > 1) return launch_stream<T>(ctx, a, ss, dv, ccs);
     }
     if (ss && (dv.stream >= 2 || (cs > 1 && (cs > CSMAX || R * cs > 2 * sm_count(ctx)))))
