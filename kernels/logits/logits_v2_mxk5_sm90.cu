@@ -39,15 +39,15 @@ using namespace ixl::v2mx; // kTile (64 key slots a tile, the wgmma M) and the s
 
 constexpr int kH = 32;                  // heads (the wgmma N)
 constexpr int kStages = 8;              // ring depth of the 3-CTA kernels
-constexpr int kMaxChunk = 4096;         // output columns a CTA at most
-constexpr int kPre = kMaxChunk / 4 + 2; // prefetched sparse-block bases a CTA
+constexpr int kMaxChunk = 4096;         // output columns a CTA at most (MC: 8192, 16384 too)
+constexpr int kPre = kMaxChunk / 4 + 2; // prefetched sparse-block bases a CTA (sbk >= 4)
 // one math warpgroup, then PW producer warps
 template <int PW>
 constexpr int kThreads = 128 + 32 * PW;
 
 // Dynamic shared memory (1024-aligned base): q tile | raw stages | factors | scale words +
-// info | per column | block bases.
-template <int kStages>
+// info | per column | block bases (kPreN of them: MC / 4 + 2).
+template <int kStages, int kPreN = kPre>
 struct WsSmem {
   static constexpr int q = 0;
   static constexpr int raw = q + kH * 128;
@@ -62,10 +62,10 @@ struct WsSmem {
   static constexpr int hf = wq + kH * 4;                  // u8 fast per column
   static constexpr int wb = (hf + kH + 15) & ~15;         // bf16x2 [2][8] fast weight pairs
   static constexpr int pre = wb + 64;                     // int32 block bases
-  static constexpr int total = pre + kPre * 4;
+  static constexpr int total = pre + kPreN * 4;
   static constexpr int alloc = total + 1024;
   // paged: + int32 page and slot of each block's first position
-  static constexpr int pg = total, sl = pg + kPre * 4, total_paged = sl + kPre * 4;
+  static constexpr int pg = total, sl = pg + kPreN * 4, total_paged = sl + kPreN * 4;
   static constexpr int alloc_paged = total_paged + 1024;
 };
 
@@ -225,7 +225,7 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[
 // across tiles (pass 1 of tile t under pass 0's epilogue, pass 0 of t + 1 under pass 1's).
 // (A chain-free ablation made ptxas serialize the wgmma, C7518, and spill: not offered.)
 template <bool PAGED, int NP, int STAGES, int MAXREG, int ABL = 0, int OPT = 0, int PW = 1,
-          bool PIPE = false>
+          bool PIPE = false, int MC = kMaxChunk>
 __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
     mxk5_kernel(const WsParams p) {
 #if IXL_SM90_DEVICE
@@ -240,7 +240,7 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
   constexpr int kMathRegs = (MAXREG * NT - kProdRegs * 32 * PW) / 128 / 8 * 8;
   static_assert(!SETMAX || kMathRegs <= 256, "setmaxnreg: at most 256");
   constexpr int S = STAGES;
-  using L = WsSmem<S>;
+  using L = WsSmem<S, MC / 4 + 2>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t *smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   uint8_t *s_q = smem + L::q, *s_raw = smem + L::raw, *s_hf = smem + L::hf;
@@ -745,7 +745,10 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
 // the math 120; 1 pass needs 126 and the producers spill at 32), 8 stages, 3 CTAs an SM; g = 2
 // passes pipelined across tiles (PIPE) at 128 registers, 8 stages, 3 CTAs an SM (the factors
 // read from the held stage where used: visit 1's form, recomputing them from the scale word,
-// cost +21 % against 6); h = 5 and i = 3 with the ring's waits suspending (OPT 2, HINT).
+// cost +21 % against 6); h = 5 and i = 3 with the ring's waits suspending (OPT 2, HINT);
+// j = 5 and k = 3 with chunks of up to 8192 columns (MC; visit 2's ncu: the CTA set-up, the
+// ids prefix scan and the query tile above all, took ~20 % of the warps' samples: fewer, longer
+// CTAs amortize it), l = 5 with chunks of up to 16384 columns (a whole row here) and 5 stages.
 // Modes 1, 2 and 4 of the last session (LDS code words; two math warpgroups; 10 stages: all
 // slower than 3 on the H200) are no longer instantiated and read as off.
 // Unset: kK5wsDefault = 5 since session 7's visit 1 (H200, 2026-12-02, snapshot 2f62110):
@@ -756,7 +759,7 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
 // IXL_LOGITS_V2_MX_K5WS=0: the kernels of logits_v2_mx_sm90.cu.
 constexpr char kK5wsDefault = '5';
 int k5ws_mode() {
-  static const int v = env_switch("IXL_LOGITS_V2_MX_K5WS", "356789abcefghi", kK5wsDefault);
+  static const int v = env_switch("IXL_LOGITS_V2_MX_K5WS", "356789abcefghijkl", kK5wsDefault);
   return v;
 }
 // IXL_LOGITS_V2_MX_K5PWS (paged K5): 2 = 1 head pass, 8 stages (136 registers: 2 CTAs an
@@ -776,11 +779,12 @@ int k5pws_mode() {
 }
 
 template <bool PAGED, int NP, int STAGES, int MAXREG, int ABL = 0, int OPT = 0, int PW = 1,
-          bool PIPE = false>
+          bool PIPE = false, int MC = kMaxChunk>
 ixl_status launch_ws(ixl_ctx *ctx, WsParams p, const char *name) {
-  auto kern = mxk5_kernel<PAGED, NP, STAGES, MAXREG, ABL, OPT, PW, PIPE>;
+  auto kern = mxk5_kernel<PAGED, NP, STAGES, MAXREG, ABL, OPT, PW, PIPE, MC>;
+  using L = WsSmem<STAGES, MC / 4 + 2>;
   constexpr int kThr = kThreads<PW>;
-  constexpr int alloc = PAGED ? WsSmem<STAGES>::alloc_paged : WsSmem<STAGES>::alloc;
+  constexpr int alloc = PAGED ? L::alloc_paged : L::alloc;
   int occ = 0, sms = 132;
   const ixl_status ost =
       occupancy(ctx, kern, kThr, alloc, "cudaFuncSetAttribute (logits v2 mxk5)", &occ, &sms);
@@ -793,10 +797,10 @@ ixl_status launch_ws(ixl_ctx *ctx, WsParams p, const char *name) {
             "warp, %d head pass(es), %d stages, %d CTAs an SM, bf16 (switch %c)\n",
             PAGED ? "paged" : "ragged", PW, NP, STAGES, occ, PAGED ? k5pws_mode() : k5ws_mode());
   }
-  // the chunk: tiles of 64, at most kMaxChunk columns and kPre - 2 sparse blocks (sbk 1, 2);
-  // as few chunks per row as fill whole waves
+  // the chunk: tiles of 64, at most MC columns and MC / 4 sparse blocks (sbk 1, 2); as few
+  // chunks per row as fill whole waves
   Grid g;
-  const ixl_status gst = chunk_grid(ctx, p.out_cols, p.R, (int64_t)(kPre - 2) * p.sbk, kMaxChunk,
+  const ixl_status gst = chunk_grid(ctx, p.out_cols, p.R, (int64_t)(MC / 4) * p.sbk, MC,
                                     occ, sms, name, "v2", &g);
   if (gst) return gst;
   p.chunk = g.chunk;
@@ -878,6 +882,9 @@ extern "C" int ixl_cuda_logits_v2_mxk5(ixl_ctx *ctx, const ixl_logits_call *c, i
   case 'f': *st = launch_ws<false, 2, kStages, 80, 0, 0, 4>(ctx, p, name); break;
   case 'g': *st = launch_ws<false, 2, kStages, 128, 0, 0, 1, true>(ctx, p, name); break;
   case 'h': *st = launch_ws<false, 2, 6, 96, 0, 2>(ctx, p, name); break;
+  case 'j': *st = launch_ws<false, 2, 6, 96, 0, 0, 1, false, 8192>(ctx, p, name); break;
+  case 'k': *st = launch_ws<false, 1, kStages, 136, 0, 0, 1, false, 8192>(ctx, p, name); break;
+  case 'l': *st = launch_ws<false, 2, 5, 96, 0, 0, 1, false, 16384>(ctx, p, name); break;
   default: *st = launch_ws<false, 1, kStages, 136, 0, 2>(ctx, p, name); break; // 'i'
   }
   return 1;
