@@ -14,22 +14,23 @@
 // callable for comparison) use the per-row radix select of cuda/radix_select.cuh with the block
 // scores as keys, recomputed from the logits at every pass.
 //
-// IXL_K3_NEXT (off by default, read once per process) picks a next-step instantiation, a mode
-// of three bits: 1 = no histogram atomics in the load (the top 11 bits come from a bit-by-bit
-// count over the shared keys), 2 = the sort of the winners in registers (shuffles below a
-// warp's chunk, shared memory only for the larger strides), 4 = the load's histogram atomics
-// aggregated per warp (__match_any_sync: one atomic per distinct bin of a warp's keys; the few
-// busy bins of a top digit otherwise serialise). IXL_K3_NEXT=1 is mode 3 (both of the first,
-// as measured on the H200: decode 47.6 -> 45.3 us, prefill 996 -> 1122 us), 2 is mode 2, 6 is
-// mode 6, 8 is mode 10 (the register sort's place taken by CUB's stable block radix sort of
-// the winners, k3_cub_sort), 0 is mode 0 (the kernel before the register sort); unset, or any
-// other value: mode 2,
-// the default since session 6's second H200 visit (/work/.device/2, batch medians, inputs
-// rotated; mode 0 / 2 / 6): decode 64x131072 cbs 8 T 2048 47.4 / 43.3 / 41.8 us, cbs 16 T 1024
-// 32.3 / 30.8 / 32.3, cbs 64 T 256 25.3 / 24.3 / 26.1, 1x131072 40.2 / 36.0 / 36.9, prefill
-// 4096x131072 995 / 991 / 1102, 64x4096 T 512 14.5 / 13.4 / 13.9; test_cuda_index 9/9 under
-// modes 2 and 6, racecheck of mode 6 (the same sort) clean. Mode 6's aggregated atomics win
-// on decode but lose 11 % on prefill, so 2.
+// IXL_K3_NEXT (read once per process) picks an instantiation, a mode of four bits: 1 = no
+// histogram atomics in the load (the top 11 bits come from a bit-by-bit count over the shared
+// keys), 2 = the sort of the winners in registers (shuffles below a warp's chunk, shared
+// memory only for the larger strides), 4 = the load's histogram atomics aggregated per warp
+// (__match_any_sync: one atomic per distinct bin of a warp's keys), 8 = the winners sorted by
+// CUB's stable block radix sort where they fill its items exactly (k3_cub_sort; mode 2's
+// register sort otherwise). IXL_K3_NEXT=1 is mode 3, 2 is mode 2, 6 is mode 6, 0 is mode 0
+// (the kernel before the register sort); unset, or any other value: mode 10, the default
+// since session 7's second H200 visit (/work/.device/5, batch medians, inputs rotated; mode 2
+// / 10 with CUB at half-filled items too): prefill 4096x131072 cbs 8 T 2048 989 / 838 us
+// (the prefill row's sort 37.5 -> 20.5 thousand cycles), decode 64x131072 cbs 8 T 2048 43.0 /
+// 40.7, 1x131072 36.0 / 33.6, cbs 16 T 1024 30.6 / 34.7 (the half-filled case, hence the rule
+// above: k3_sort there), cbs 64 T 256 24.3 / 24.4, 64x4096 T 512 13.5 / 13.4;
+// test_cuda_index 9/9 and test_cuda_ops' K3 tests 3/3 under mode 10, racecheck clean. Before
+// (session 6, /work/.device/2, mode 0 / 2 / 6): decode 64x131072 cbs 8 47.4 / 43.3 / 41.8 us,
+// prefill 995 / 991 / 1102; mode 6's aggregated atomics win on decode but lose 11 % on
+// prefill.
 //
 // PDL (cuda/launch.cuh, IXL_PDL): every kernel here opens with pdl_wait() (the logits, lengths
 // and candidates are previous kernels' outputs; the outputs may still be read by one), then
@@ -270,8 +271,9 @@ __device__ void k3_sort(uint64_t *buf, int P) {
 // (bits 32-63, ~key), so the ties keep the compaction's block-id order: the same order as
 // k3_sort's (score descending, block id ascending) in 8 passes of 4 bits, each a rank and an
 // exchange, instead of a bitonic network's 66 compare-exchange steps. Items in CUB's blocked
-// arrangement, K3_CUB_ITEMS(NTH) a thread; taken when P fills at least half of them (the
-// padding ~0 sorts last); else k3_sort.
+// arrangement, kItems a thread; taken when P fills them exactly (at half of them the
+// padding costs more than the bitonic sort: H200, decode 64x131072 cbs 16 T 1024, 30.6 ->
+// 34.7 us), else k3_sort.
 template <int NTH> struct K3CubSort {
   static constexpr int kItems = NTH >= 1024 ? 2 : 4;
   using Sort = cub::BlockRadixSort<unsigned long long, NTH, kItems>;
@@ -281,7 +283,7 @@ template <int NTH> struct K3CubSort {
 template <int NTH>
 __device__ void k3_cub_sort(uint64_t *buf, int P, typename K3CubSort<NTH>::Storage &tmp) {
   constexpr int I = K3CubSort<NTH>::kItems;
-  if (2 * P < NTH * I || P > NTH * I) {
+  if (P != NTH * I) {
     k3_sort<NTH>(buf, P);
     return;
   }
@@ -692,12 +694,12 @@ k3_kernel_fn k3_kernel_of(int vec, int big, int prof) {
 }
 
 // IXL_K3_NEXT (see the file's header), read once per process, as the index of its
-// instantiation: 0 -> mode 0, 1 -> mode 3, 6 -> mode 6 (index 3), 8 -> mode 10 (index 4),
-// else (unset too) mode 2.
+// instantiation: 0 -> mode 0, 1 -> mode 3, 2 -> mode 2, 6 -> mode 6 (index 3), else (unset
+// too) mode 10 (index 4).
 int k3_mode_index() {
   static const int index = [] {
-    const int v = env_int("IXL_K3_NEXT", 2);
-    return v == 0 ? 0 : v == 1 ? 1 : v == 6 ? 3 : v == 8 ? 4 : 2;
+    const int v = env_int("IXL_K3_NEXT", 8);
+    return v == 0 ? 0 : v == 1 ? 1 : v == 2 ? 2 : v == 6 ? 3 : 4;
   }();
   return index;
 }
