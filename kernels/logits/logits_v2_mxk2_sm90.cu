@@ -55,6 +55,7 @@
 #include "cuda/launch.cuh"
 #include "cuda/sm90.cuh"
 #include "logits/v2_mx.cuh"
+#include "logits/v2_mx_common.cuh"
 #include "logits/v2_mxk2.cuh"
 #include "numerics/scalar.h"
 
@@ -120,28 +121,7 @@ __device__ __forceinline__ int64_t mn64(int64_t a, int64_t b) { return a < b ? a
 __device__ __forceinline__ int64_t mx64(int64_t a, int64_t b) { return a > b ? a : b; }
 __device__ __forceinline__ float relu(float x) { return x < 0.0f ? 0.0f : x; } // NaN stays NaN
 
-// bf16x2 of relu(lo), relu(hi) rounded to nearest even, lo in the low half (as
-// logits_v2_mx_sm90.cu's cvt_relu_bf16x2).
-__device__ __forceinline__ uint32_t cvt_relu_bf16x2(float lo, float hi) {
-  uint32_t d;
-  asm("cvt.rn.relu.bf16x2.f32 %0, %1, %2;\n" : "=r"(d) : "f"(hi), "f"(lo));
-  return d;
-}
-
-// SPEC 3's dot from the four exact group sums (slow path: the CPU's formula), as
-// logits_v2_mx_sm90.cu's slow_dot.
-__device__ __forceinline__ float slow_dot(float a0, float a1, float a2, float a3, uint32_t qe,
-                                          uint32_t kw) {
-  const float a[4] = {a0, a1, a2, a3};
-  float pg[4];
-#pragma unroll
-  for (int g = 0; g < 4; g++) {
-    const int qb = (int)((qe >> (8 * g)) & 0xFFu), kb = (int)((kw >> (8 * g)) & 0xFFu);
-    pg[g] = qb == 0xFF || kb == 0xFF ? __uint_as_float(0x7fc00000u)
-                                     : ixl_scale_pow2f(a[g], qb + kb - 254);
-  }
-  return __fadd_rn(__fadd_rn(pg[0], pg[1]), __fadd_rn(pg[2], pg[3]));
-}
+// cvt_relu_bf16x2, slow_dot, lane_weights and head_chain_bf16: v2_mx_common.cuh (ixl::v2mx).
 
 // ld.shared.u32 at a shared-window byte address (volatile: it stays between the stage's full
 // wait and its empty arrival).
@@ -439,19 +419,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     quad_slow |= __shfl_xor_sync(0xffffffffu, quad_slow, 2);
     float wf[BF16 ? 1 : 2 * NJ];
     __nv_bfloat162 wb[BF16 ? 2 * NJ : 1];
-#pragma unroll
-    for (int j = 0; j < NJ; j++) {
-      if (BF16) {
-#pragma unroll
-        for (int k = 0; k < 2; k++) {
-          const int nn = 8 * j + 4 * k + 2 * (t4 & 1);
-          wb[2 * j + k] = __floats2bfloat162_rn(s_wq[nn], s_wq[nn + 1]); // exact: bf16 values
-        }
-      } else {
-#pragma unroll
-        for (int c = 0; c < 2; c++) wf[2 * j + c] = __fmul_rn(s_wq[8 * j + 2 * t4 + c], 0.5f);
-      }
-    }
+    ixl::v2mx::lane_weights<BF16, NJ>(s_wq, t4, wf, wb);
     // 32-bit from here: a context length is an int32, out_cols < 2^31 (mx_takes) and a CTA has
     // fewer than 2^31 tiles (the host's check)
     const int row_hi = (int)clamp64(p.lens[row], 0, rmax), ocols = (int)p.out_cols;
@@ -512,7 +480,8 @@ __global__ void __launch_bounds__(kThreads, 1)
           const int h = (e >> 1) & 1, c = 2 * (e >> 2) + (e & 1);
           const int nn = 8 * (e >> 2) + 2 * t4 + (e & 1);
           if (((slow_heads >> c) & 1) || pslow[h]) {
-            cd[e] = slow_dot(acc[0][e], acc[1][e], acc[2][e], acc[3][e], s_hq[nn], kw[h]);
+            cd[e] = ixl::v2mx::slow_dot(acc[0][e], acc[1][e], acc[2][e], acc[3][e], s_hq[nn],
+                                        kw[h]);
           } else {
             const float t01 = __fmaf_rn(acc[1][e], kf[h][1], __fmul_rn(acc[0][e], kf[h][0]));
             const float t23 = __fmaf_rn(acc[3][e], kf[h][3], __fmul_rn(acc[2][e], kf[h][2]));
@@ -556,33 +525,10 @@ __global__ void __launch_bounds__(kThreads, 1)
             stg_u32(out_f + nn, (t4 ? ok1 : ok0) ? __float_as_uint(v) : 0xff800000u);
         }
       } else {
-        // chains: lanes t4 = 0, 2 run (s0, s1), lanes 1, 3 run (s2, s3); lanes 0, 1 keep slot
-        // i0 and lanes 2, 3 slot i0 + 8; each sends the other slot's pair to lane t4 ^ 2
+        // SPEC 3's bf16 chain (v2mx::head_chain_bf16): lanes t4 = 0 and 2 hold slots i0 and
+        // i0 + 8 (keep = t4 >> 1)
         const int keep = t4 >> 1;
-        __nv_bfloat162 ch2 = __floats2bfloat162_rn(0.0f, 0.0f);
-#pragma unroll
-        for (int j = 0; j < NJ; j++) {
-          const uint32_t v0 = cvt_relu_bf16x2(cd[4 * j], cd[4 * j + 1]);     // slot i0
-          const uint32_t v1 = cvt_relu_bf16x2(cd[4 * j + 2], cd[4 * j + 3]); // i0 + 8
-          const uint32_t mine = keep ? v1 : v0;
-          const uint32_t got = __shfl_xor_sync(0xffffffffu, keep ? v0 : v1, 2);
-          const uint32_t first = keep ? got : mine, second = keep ? mine : got;
-          __nv_bfloat162 w0, w1;
-          if (FOLD) {
-            w0 = wb[2 * j];
-            w1 = wb[2 * j + 1];
-          } else {
-            const int nn = 8 * j + 2 * (t4 & 1);
-            w0 = __floats2bfloat162_rn(s_wo[nn], s_wo[nn + 1]);
-            w1 = __floats2bfloat162_rn(s_wo[nn + 4], s_wo[nn + 5]);
-          }
-          ch2 = __hfma2(w0, *reinterpret_cast<const __nv_bfloat162 *>(&first), ch2);
-          ch2 = __hfma2(w1, *reinterpret_cast<const __nv_bfloat162 *>(&second), ch2);
-        }
-        const uint32_t cu = *reinterpret_cast<const uint32_t *>(&ch2);
-        const uint32_t ou = __shfl_xor_sync(0xffffffffu, cu, 1);
-        const __nv_bfloat162 pair = __hadd2(ch2, *reinterpret_cast<const __nv_bfloat162 *>(&ou));
-        __nv_bfloat16 res = __hadd(__low2bfloat16(pair), __high2bfloat16(pair));
+        __nv_bfloat16 res = ixl::v2mx::head_chain_bf16<FOLD>(cd, 0, NJ, wb, s_wo, t4);
         if (FOLD) // the deferred k0: exact (a power of two, in range)
           res = __float2bfloat16_rn(__fmul_rn(__bfloat162float(res), keep ? ck0[1] : ck0[0]));
         if ((t4 & 1) == 0) {
