@@ -25,49 +25,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "check.h"
 #include "logits/v2_mxk2.cuh"
-#include "rand.h"
-
-#ifdef IXL_WITH_CUDA
-#include <cuda_runtime_api.h>
-#endif
-
-static ixl_ctx *g;
-static int g_small;
-static int g_fake; /* IXL_TEST_HOST_AS_DEVICE=1: "device" tensors are host ones (the CPU checks
-                      this file's own logic), no GPU needed */
-static uint64_t g_seed;
-
-static ixl_tensor *tn(ixl_dtype dt, int nd, int64_t a, int64_t b, int64_t c, ixl_device_kind d) {
-  int64_t shape[3] = {a, b, c};
-  ixl_tensor *t = NULL;
-  if (g_fake) d = IXL_HOST;
-  if (ixl_tensor_new(g, dt, nd, shape, d, &t) != IXL_OK) {
-    fprintf(stderr, "  tensor_new: %s\n", ixl_last_error(g));
-    exit(1);
-  }
-  return t;
-}
-static ixl_tensor *to_dev(const ixl_tensor *h) {
-  ixl_tensor *d =
-      tn((ixl_dtype)h->dtype, h->ndim, h->shape[0], h->shape[1], h->shape[2], IXL_DEVICE);
-  CHECK_OK(g, ixl_tensor_copy(g, d, h));
-  return d;
-}
-
-/* Packed UE8M0 words, bytes in [lo, hi], a share nan_pct / 100 of them 0xFF. */
-static void fill_scales(uint32_t *p, int64_t n, int lo, int hi, int nan_pct) {
-  for (int64_t i = 0; i < n; i++) {
-    uint32_t w = 0;
-    for (int b = 0; b < 4; b++) {
-      uint32_t e = (uint32_t)rand_range(lo, hi);
-      if (nan_pct && rand_range(0, 99) < nan_pct) e = 0xFF;
-      w |= e << (8 * b);
-    }
-    p[i] = w;
-  }
-}
+#include "mx_test.h"
 
 typedef struct {
   const char *name;
@@ -78,12 +37,6 @@ typedef struct {
   int tiny_w;                /* odd rows: weights of magnitude 2^-100 .. 2^-81 */
   int opt_in;                /* runs only when IXL_TEST_ONLY names it (a known failure) */
 } k2c;
-
-static int bf16_same(uint16_t a, uint16_t b) {
-  const int na = (a & 0x7F80) == 0x7F80 && (a & 0x7F), nb = (b & 0x7F80) == 0x7F80 && (b & 0x7F);
-  if (na || nb) return na && nb;
-  return a == b || ((a | b) & 0x7FFF) == 0; /* +0 == -0 */
-}
 
 static void run_case(const k2c *c) {
   const int H = 32, P = c->P;
@@ -163,7 +116,7 @@ static void run_case(const k2c *c) {
         continue;
       }
       defined++;
-      if (!bf16_same(gbp[i], cbp[i]) && bad++ < 4)
+      if (!same16(gbp[i], cbp[i]) && bad++ < 4)
         fprintf(stderr, "  %s: row %lld col %lld: bf16 GPU 0x%04x CPU 0x%04x (seed %llu)\n",
                 c->name, (long long)r, (long long)col, gbp[i], cbp[i],
                 (unsigned long long)g_seed);
@@ -215,11 +168,21 @@ static int host_rules(void) {
   return bad == 0;
 }
 
+/* mx_test_case's entry */
+static void run_one(const void *c) { run_case((const k2c *)c); }
+
 int main(void) {
-  char why[256] = "";
-  /* the switch is read once a process, at the first paged call: set it before any */
-  if (!getenv("IXL_LOGITS_V2_MX_K2WS")) setenv("IXL_LOGITS_V2_MX_K2WS", "q", 1);
-  g_small = getenv("IXL_TEST_SMALL") && getenv("IXL_TEST_SMALL")[0] == '1';
+  /* the host rules first: they need no GPU, so they run (and count) on every machine */
+  rand_seed(RAND_SPLITMIX64, 12345);
+  if (host_rules()) {
+    tests_passed_++;
+    printf("ok - host_rules\n");
+  } else {
+    tests_failed_++;
+    printf("not ok - host_rules\n");
+  }
+  const int st = mx_test_start("mxk2", "IXL_LOGITS_V2_MX_K2WS", "q");
+  if (st <= 0) return st < 0;
   static const k2c big[] = {
       /* name, R, max_pages, P, extra stride, ctas, keys lo hi nan, query lo hi nan, tiny w,
        * opt-in */
@@ -247,45 +210,8 @@ int main(void) {
       {"small_p8_slow_paths", 3, 100, 8, 1, 2, 40, 180, 2, 60, 180, 0, 1, 0},
       {"small_p192", 2, 6, 192, 0, 1, 119, 135, 0, 119, 135, 0, 0, 0},
   };
-  g_fake = getenv("IXL_TEST_HOST_AS_DEVICE") && getenv("IXL_TEST_HOST_AS_DEVICE")[0] == '1';
-  rand_seed(RAND_SPLITMIX64, 12345);
-  if (host_rules()) {
-    tests_passed_++;
-    printf("ok - host_rules\n");
-  } else {
-    tests_failed_++;
-    printf("not ok - host_rules\n");
-  }
   const k2c *cs = g_small ? small : big;
   const int n = g_small ? (int)(sizeof small / sizeof small[0]) : (int)(sizeof big / sizeof big[0]);
-  if (!g_fake && !ixl_cuda_available(why, sizeof why)) {
-    printf("ok - mxk2 # skipped: no GPU (%s)\n", why);
-    tests_passed_++;
-    DONE();
-  }
-#ifdef IXL_WITH_CUDA
-  int major = 9;
-  if (!g_fake) cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
-  if (major < 9) {
-    printf("ok - mxk2 # skipped: sm_%d0 device, the kernel needs sm_90\n", major);
-    tests_passed_++;
-    DONE();
-  }
-#endif
-  const char *env = getenv("IXL_TEST_SEED");
-  g_seed = env && *env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL);
-  printf("# seed %llu%s (IXL_TEST_SEED reproduces a run), IXL_LOGITS_V2_MX_K2WS=%s\n",
-         (unsigned long long)g_seed, g_small ? ", small shapes" : "",
-         getenv("IXL_LOGITS_V2_MX_K2WS"));
-  if (ixl_ctx_new(g_fake ? IXL_BACKEND_CPU : IXL_BACKEND_CUDA, 0, g_seed, &g) != IXL_OK) {
-    printf("not ok - cuda context: %s\n", ixl_last_error(g));
-    return 1;
-  }
-  if (!g_fake && ixl_ctx_set_variant(g, "logits", "v2") != IXL_OK) {
-    printf("not ok - pin logits v2: %s\n", ixl_last_error(g));
-    ixl_ctx_free(g);
-    return 1;
-  }
   for (int i = 0; i < n; i++) {
     if (!test_wanted(cs[i].name)) continue;
     if (cs[i].opt_in && !(getenv("IXL_TEST_ONLY") && *getenv("IXL_TEST_ONLY"))) {
@@ -294,19 +220,7 @@ int main(void) {
       tests_passed_++;
       continue;
     }
-    rand_seed(RAND_SPLITMIX64, g_seed * 1000003ull + (uint64_t)i);
-    check_failed_ = 0;
-    run_case(&cs[i]);
-    if (check_failed_) {
-      tests_failed_++;
-      printf("not ok - %s\n", cs[i].name);
-    } else {
-      tests_passed_++;
-      printf("ok - %s\n", cs[i].name);
-    }
-    fflush(stdout);
+    mx_test_case(cs[i].name, i, run_one, &cs[i]);
   }
-  ixl_ctx_set_variant(g, "logits", NULL);
-  ixl_ctx_free(g);
-  DONE();
+  return mx_test_end();
 }
