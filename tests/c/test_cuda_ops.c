@@ -12,7 +12,8 @@
  * the V4.1-Flash and V3.2 shapes and print a table) or IXL_BENCH=only (just that),
  * IXL_TEST_ONLY=WORD,... (only the tests whose names contain one of the words, e.g. topk),
  * IXL_TEST_SELECT=v2 (the top-k cases on select v2 only, not v1 too), IXL_TEST_MAX_CASES=N
- * (only the first N top-k cases of each test); select v2's own switches (select/topk_v2.h) are
+ * (only the first N top-k cases of each test), IXL_TEST_CSTREAM=N (every cluster-stream case at
+ * cluster size N); select v2's own switches (select/topk_v2.h) are
  * read from the environment too, e.g. IXL_TOPK_V2_NEXT=3 (its round-2 kernels; off by default).
  * IXL_BENCH=topk times the modes in IXL_TOPK_BENCH_MODES=M1,... when set (e.g. v2,v2:next),
  * else all of them, on the shapes whose names contain a word of IXL_TOPK_BENCH_SHAPES=W1,...
@@ -590,12 +591,17 @@ TEST(topk_v2_stream_match_cpu) {
  * 1-2048, both orders, the fused remap, ties, plateaus, NaN/inf mixes, all-equal, all-NaN and
  * +-0 rows, short rows, and a periodic row (the count falls short: the fallback). Without
  * sm_90 the same cases run the other kernels: the same results. */
+/* IXL_TEST_CSTREAM=N pins every case's cluster size (a sanitizer run of one size) */
+static const char *cst_size(const char *size) {
+  const char *pin = getenv("IXL_TEST_CSTREAM");
+  return pin && *pin ? pin : size;
+}
 TEST(topk_v2_cstream_match_cpu) {
   static const char *const sizes[] = {"2", "4", "16"};
   for (int dist = 0; dist < (g_small ? 3 : 8); dist++)
     for (int dt = 0; dt < 2; dt++)
       for (int mi = 0; mi < 2; mi++) {
-        v2_switch("IXL_TOPK_V2_CSTREAM", sizes[(dist + dt + mi) % 3]);
+        v2_switch("IXL_TOPK_V2_CSTREAM", cst_size(sizes[(dist + dt + mi) % 3]));
         v2_switch("IXL_TOPK_V2_STREAM", mi ? "3" : "1");
         const int64_t C = g_small ? 33000 + 37 * dist : (dist % 2 ? 131072 : 70001 + dist);
         const int k = dist == 2 ? 2048 : 1 + (64 << (dist % 4)) - dist % 2;
@@ -603,17 +609,17 @@ TEST(topk_v2_cstream_match_cpu) {
                   dist, (dist + dt) % 2);
       }
   v2_switch("IXL_TOPK_V2_STREAM", "1");
-  v2_switch("IXL_TOPK_V2_CSTREAM", "16");
+  v2_switch("IXL_TOPK_V2_CSTREAM", cst_size("16"));
   g_periodic = 1;
   for (int dt = 0; dt < 2; dt++)
     topk_case(dt ? IXL_BF16 : IXL_F32, g_small ? 2 : 3, g_small ? 40000 : 131072,
               dt ? 512 : 2048, dt, 0, dt);
   g_periodic = 0;
   if (!g_small) { /* the benchmark's shapes */
-    v2_switch("IXL_TOPK_V2_CSTREAM", "4");
+    v2_switch("IXL_TOPK_V2_CSTREAM", cst_size("4"));
     topk_case(IXL_F32, 64, 131072, 2048, 0, 0, 0);
     topk_case(IXL_F32, 64, 131072, 512, 1, 2, 0);
-    v2_switch("IXL_TOPK_V2_CSTREAM", "16");
+    v2_switch("IXL_TOPK_V2_CSTREAM", cst_size("16"));
     topk_case(IXL_F32, 1, 131072, 2048, 1, 1, 1);
   }
   v2_switch("IXL_TOPK_V2_STREAM", NULL);
