@@ -468,26 +468,19 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       } else {
         float kf[2][4];
-#pragma unroll
-        for (int h = 0; h < 2; h++)
-#pragma unroll
-          for (int g = 0; g < 4; g++)
-            kf[h][g] = __uint_as_float(((kw[h] >> (8 * g)) & 0xFFu) << 23);
-        // the exact dots d: the fast formula times 2^(qc - 127) where it holds, else the CPU's
+        ixl::v2mx::key_pow2(kw[0], kf[0]);
+        ixl::v2mx::key_pow2(kw[1], kf[1]);
         const bool pslow[2] = {!ixl_v2mx_fast_word(kw[0]) != 0, !ixl_v2mx_fast_word(kw[1]) != 0};
+        // the exact dots d (v2mx::slow_branch: the fast formula times 2^(qc - 127) where it
+        // holds, else the CPU's) into cd, through a copy of acc (acc itself stays as it is)
+        float t[4][NC / 2];
 #pragma unroll
-        for (int e = 0; e < NC / 2; e++) {
-          const int h = (e >> 1) & 1, c = 2 * (e >> 2) + (e & 1);
-          const int nn = 8 * (e >> 2) + 2 * t4 + (e & 1);
-          if (((slow_heads >> c) & 1) || pslow[h]) {
-            cd[e] = ixl::v2mx::slow_dot(acc[0][e], acc[1][e], acc[2][e], acc[3][e], s_hq[nn],
-                                        kw[h]);
-          } else {
-            const float t01 = __fmaf_rn(acc[1][e], kf[h][1], __fmul_rn(acc[0][e], kf[h][0]));
-            const float t23 = __fmaf_rn(acc[3][e], kf[h][3], __fmul_rn(acc[2][e], kf[h][2]));
-            cd[e] = __fmul_rn(s_hc[nn], __fadd_rn(t01, t23));
-          }
-        }
+        for (int g = 0; g < 4; g++)
+#pragma unroll
+          for (int e = 0; e < NC / 2; e++) t[g][e] = acc[g][e];
+        ixl::v2mx::slow_branch(t, kf, kw, pslow, slow_heads, s_hq, s_hc, t4);
+#pragma unroll
+        for (int e = 0; e < NC / 2; e++) cd[e] = t[0][e];
       }
     };
     // ---- the head reduction of cd and the stores. FOLD: the dots are d / (2^(qc - 127) k0)
