@@ -14,14 +14,20 @@
 // callable for comparison) use the per-row radix select of cuda/radix_select.cuh with the block
 // scores as keys, recomputed from the logits at every pass.
 //
-// IXL_K3_NEXT (read once per process) picks an instantiation, a mode of four bits: 1 = no
+// IXL_K3_NEXT (read once per process) picks an instantiation, a mode of five bits: 1 = no
 // histogram atomics in the load (the top 11 bits come from a bit-by-bit count over the shared
 // keys), 2 = the sort of the winners in registers (shuffles below a warp's chunk, shared
 // memory only for the larger strides), 4 = the load's histogram atomics aggregated per warp
 // (__match_any_sync: one atomic per distinct bin of a warp's keys), 8 = the winners sorted by
 // CUB's stable block radix sort where they fill its items exactly (k3_cub_sort; mode 2's
-// register sort otherwise). IXL_K3_NEXT=1 is mode 3, 2 is mode 2, 6 is mode 6, 0 is mode 0
-// (the kernel before the register sort); unset, or any other value: mode 10, the default
+// register sort otherwise), 16 = a staggered first wave (rows past two waves of 512-thread
+// CTAs: the CTAs [SMs, 2 SMs) wait IXL_K3_STAGGER_NS, default 19000, before they start, so an
+// SM's two CTAs load and select out of phase instead of both loading at the copy ceiling and
+// then both selecting while nothing loads; the same work in the same order after the wait),
+// and with IXL_K3_PF=D (1-4; 0, the default, none) thread 0 prefetches the vector load's
+// rounds D ahead into L2 (cp.async.bulk.prefetch.L2, any row count: a hint, never a result).
+// IXL_K3_NEXT=1 is mode 3, 2 is mode 2, 6 is mode 6, 0 is mode 0 (the kernel before the
+// register sort), 16 is mode 26 (off by default); unset, or any other value: mode 10, the default
 // since session 7's second H200 visit (/work/.device/5, batch medians, inputs rotated; mode 2
 // / 10 with CUB at half-filled items too): prefill 4096x131072 cbs 8 T 2048 989 / 838 us
 // (the prefill row's sort 37.5 -> 20.5 thousand cycles), decode 64x131072 cbs 8 T 2048 43.0 /
@@ -298,6 +304,19 @@ __device__ void k3_cub_sort(uint64_t *buf, int P, typename K3CubSort<NTH>::Stora
   __syncthreads();
 }
 
+// Mode 26's hint: vectors [lo, min(lo + cnt, hi)) of p into L2 by the bulk-copy engine
+// (cp.async.bulk.prefetch.L2, sm_90; nothing before). Never changes a result.
+__device__ __forceinline__ void k3_l2_prefetch(const float4 *p, int lo, int hi, int cnt) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const int e = lo + cnt < hi ? lo + cnt : hi;
+  if (lo < e)
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + lo),
+                 "r"((unsigned)(e - lo) * 16u));
+#else
+  (void)p, (void)lo, (void)hi, (void)cnt;
+#endif
+}
+
 // Cluster helpers (sm_90): the rank-0 CTA's shared address of a local one, and the cluster
 // barrier. Unused (cs = 1) on older GPUs.
 __device__ __forceinline__ unsigned *k3_leader_smem(unsigned *p, int cs) {
@@ -329,18 +348,32 @@ template <bool kVec, int NTH, bool kProf, int kMode>
 __global__ void __launch_bounds__(NTH, 1024 / NTH)
     candidate_select_smem_kernel(const float *__restrict__ logits, int64_t C,
                                  const int32_t *__restrict__ lens, int cbs, int how, int64_t T,
-                                 int32_t *__restrict__ out, int P, int lq, int cs) {
+                                 int32_t *__restrict__ out, int P, int lq, int cs, int stg_lo,
+                                 int stg_ns, int pfd) {
   constexpr int RK = 4 * NTH; // keys per round of the passes (one uint4 per thread)
   constexpr int NW = NTH / 32;
   constexpr bool kNext = (kMode & 1) != 0; // the top digit by a counting search
   constexpr bool kRegSort = (kMode & 2) != 0;
   constexpr bool kAgg = !kNext && (kMode & 4) != 0;
   constexpr bool kCub = (kMode & 8) != 0; // the winners' sort by CUB's block radix sort
+  // mode 26: the first wave's second half starts stg_ns late; the vector load's rounds
+  // prefetched into L2 pfd rounds ahead (0: not)
+  constexpr bool kStg = (kMode & 16) != 0;
   extern __shared__ __align__(16) unsigned char k3_smem[];
   __shared__ K3Shared<NTH> sh;
   long long stamp[kProf ? K3_NSTAMP : 1];
   pdl_wait();    // before the first global access (cuda/launch.cuh's rule)
   pdl_trigger(); // safe anywhere: a dependent waits for this grid's end, not for this
+  if constexpr (kStg) { // CTAs [stg_lo, 2 stg_lo) wait stg_ns first (no memory is touched)
+    if (stg_ns > 0 && blockIdx.x - (unsigned)stg_lo < (unsigned)stg_lo) {
+      unsigned long long t0, t;
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+      do {
+        __nanosleep(256);
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+      } while (t - t0 < (unsigned long long)stg_ns);
+    }
+  }
   if (kProf) stamp[0] = clock64();
   const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int64_t r = blockIdx.x / cs;
@@ -377,7 +410,11 @@ __global__ void __launch_bounds__(NTH, 1024 / NTH)
     const int q = 1 << lq, ilen = (int)len; // len < 2^31 (an int32 length)
     const float4 *row4 = reinterpret_cast<const float4 *>(row);
     const int vlo = blo << lq, vhi = bhi << lq; // vectors of the slice's blocks (< 2^21)
-    for (int v0 = vlo; v0 < vhi; v0 += NTH * K3_U) {
+    constexpr int RV = NTH * K3_U;              // vectors a round
+    if (kStg && pfd > 0 && tid == 0) // the rounds after the first, pfd of them
+      for (int d = 1; d <= pfd; d++) k3_l2_prefetch(row4, vlo + d * RV, vhi, RV);
+    for (int v0 = vlo; v0 < vhi; v0 += RV) {
+      if (kStg && pfd > 0 && tid == 0) k3_l2_prefetch(row4, v0 + (pfd + 1) * RV, vhi, RV);
       float4 x[K3_U];
 #pragma unroll
       for (int u = 0; u < K3_U; u++) {
@@ -676,7 +713,7 @@ const DeviceFacts &device_facts() {
 }
 
 typedef void (*k3_kernel_fn)(const float *, int64_t, const int32_t *, int, int, int64_t,
-                             int32_t *, int, int, int);
+                             int32_t *, int, int, int, int, int, int);
 
 // [vec][nt == 1024][profile]
 template <int kMode>
@@ -694,14 +731,25 @@ k3_kernel_fn k3_kernel_of(int vec, int big, int prof) {
 }
 
 // IXL_K3_NEXT (see the file's header), read once per process, as the index of its
-// instantiation: 0 -> mode 0, 1 -> mode 3, 2 -> mode 2, 6 -> mode 6 (index 3), else (unset
-// too) mode 10 (index 4).
+// instantiation: 0 -> mode 0, 1 -> mode 3, 2 -> mode 2, 6 -> mode 6 (index 3), 16 -> mode 26
+// (index 5: mode 10 with the staggered first wave), else (unset too) mode 10 (index 4).
 int k3_mode_index() {
   static const int index = [] {
     const int v = env_int("IXL_K3_NEXT", 8);
-    return v == 0 ? 0 : v == 1 ? 1 : v == 2 ? 2 : v == 6 ? 3 : 4;
+    return v == 0 ? 0 : v == 1 ? 1 : v == 2 ? 2 : v == 6 ? 3 : v == 16 ? 5 : 4;
   }();
   return index;
+}
+
+// Mode 26's delay of the first wave's second half (IXL_K3_STAGGER_NS, read once; 0 = none)
+// and its L2 prefetch distance in load rounds (IXL_K3_PF, read once; 0 = none, at most 4)
+int k3_stagger_ns() {
+  static const int ns = env_int("IXL_K3_STAGGER_NS", 19000);
+  return ns;
+}
+int k3_pf_rounds() {
+  static const int d = std::min(std::max(env_int("IXL_K3_PF", 0), 0), 4);
+  return d;
 }
 
 } // namespace
@@ -727,7 +775,7 @@ extern "C" ixl_status ixl_cuda_candidate_select(ixl_ctx *ctx, const ixl_tensor *
     // mode 10's sort storage is static shared memory beside K3Shared (the larger of the two
     // thread counts': IXL_CANDIDATES_NT may pick either)
     const int64_t cub_bytes =
-        k3_mode_index() != 4 ? 0
+        k3_mode_index() < 4 ? 0
                              : (int64_t)std::max(sizeof(K3CubSort<1024>::Storage),
                                                  sizeof(K3CubSort<512>::Storage));
     if (smem + cub_bytes <= dev.smem) {
@@ -751,8 +799,15 @@ extern "C" ixl_status ixl_cuda_candidate_select(ixl_ctx *ctx, const ixl_tensor *
                                 : next == 2 ? k3_kernel_of<2>(vec, nt == 1024, prof)
                                 : next == 3 ? k3_kernel_of<6>(vec, nt == 1024, prof)
                                 : next == 4 ? k3_kernel_of<10>(vec, nt == 1024, prof)
+                                : next == 5 ? k3_kernel_of<26>(vec, nt == 1024, prof)
                                             : k3_kernel_of<0>(vec, nt == 1024, prof);
-      static int64_t set_bytes[5][2][2][2]; // the attribute already set, per instantiation
+      // mode 26: more rows than one wave of 512-thread CTAs holds (two an SM): the CTAs
+      // [SMs, 2 SMs) start IXL_K3_STAGGER_NS late, so each SM's second CTA loads while its
+      // first selects, and the CTAs that replace them keep that phase
+      const int stg = next == 5 && nt == 512 && cs == 1 && R > 2 * (int64_t)dev.sms
+                          ? k3_stagger_ns()
+                          : 0;
+      static int64_t set_bytes[6][2][2][2]; // the attribute already set, per instantiation
       int64_t &set = set_bytes[next][vec][nt == 1024][prof];
       if (smem > set) {
         ixl_status st = ixl_cuda_status(
@@ -765,7 +820,7 @@ extern "C" ixl_status ixl_cuda_candidate_select(ixl_ctx *ctx, const ixl_tensor *
       return launch_pdl(ctx, "candidate_select", kern, dim3((unsigned)(R * cs)), dim3(nt),
                         (size_t)smem, (unsigned)cs, (const float *)logits->data, C,
                         (const int32_t *)lens->data, cbs, (int)score, T, (int32_t *)out->data,
-                        (int)P, lq, cs);
+                        (int)P, lq, cs, dev.sms, stg, next == 5 ? k3_pf_rounds() : 0);
     }
   }
   return candidate_select_v1(ctx, logits, lens, cbs, score, out);
