@@ -518,6 +518,15 @@ namespace k1 {
 
 constexpr int kMathWG = 2;
 constexpr int kThreads = 128 * (kMathWG + 1);
+// PAIRS (IXL_LOGITS_V2_FP8_K1=7, development): 4 math warpgroups in 2 pairs; the pair of tile
+// i % 2 shares its stage, each warpgroup one m64n128 half (RB / 2 rows) into a 64-register
+// accumulator, so 4 math warps a scheduler (2 in their epilogue while the other pair's wgmma
+// run) against 2; one producer warp and one -inf fill warp (no setmaxnreg: 576 threads at
+// ptxas's 112 registers).
+constexpr int kMathWGPairs = 4;
+constexpr int kThreadsPairs = 128 * kMathWGPairs + 64;
+template <bool PAIRS>
+constexpr int k1_threads() { return PAIRS ? kThreadsPairs : kThreads; }
 constexpr int kStages = 12; // even: stage i % kStages belongs to warpgroup i % 2
 constexpr int kQBytes = 256 * 128;
 
@@ -547,7 +556,7 @@ struct Smem {
   static constexpr int dummy = (info + 48 + 1023) / 1024 * 1024; // 16 KB nothing writes
   static constexpr int total = dummy + 16384;
   static constexpr int alloc = total + 1024;
-  static_assert(kThreads * 8 <= kStages * kTileBytes, "prologue scratch fits the codes");
+  static_assert(kThreadsPairs * 8 <= kStages * kTileBytes, "prologue scratch fits the codes");
   static_assert(bars % 8 == 0 && w % 16 == 0, "alignment");
 };
 
@@ -586,12 +595,14 @@ __device__ __forceinline__ int32_t block_tiles(const Params &p, int64_t b, int32
 }
 #endif
 
-template <int H, bool HALVES, bool PING, bool RELU2>
-__global__ void __launch_bounds__(kThreads, 1)
+template <int H, bool HALVES, bool PING, bool RELU2, bool PAIRS = false>
+__global__ void __launch_bounds__(k1_threads<PAIRS>(), 1)
     k1_fp8_kernel(const __grid_constant__ CUtensorMap kmap,
                   const __grid_constant__ CUtensorMap qmap, const Params p) {
 #if IXL_SM90_DEVICE
   constexpr int RB = 256 / H, WROW = ixl_v2::k1_wrow<H>();
+  constexpr int NT = k1_threads<PAIRS>(), MWG = PAIRS ? kMathWGPairs : kMathWG;
+  static_assert(!PAIRS || (!HALVES && !PING && !RELU2), "PAIRS: the plain epilogue only");
   using L = Smem<H>;
   // 1024-B aligned (the 128B swizzle's period; DeepGEMM's form): every buffer is the window's
   // base + a constant, so nothing but the prologue's results lives across the setmaxnreg
@@ -609,11 +620,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
       ptx::mbarrier_init(&full[s], 33); // 32 lanes' cp.async arrivals + lane 0's expect_tx
-      ptx::mbarrier_init(&empty[s], 4);         // the consuming warpgroup's warps
+      ptx::mbarrier_init(&empty[s], PAIRS ? 8 : 4); // the consuming warpgroup's (pair's) warps
     }
     for (int s = 0; s < 2; ++s) {
-      ptx::mbarrier_init(&qfull[s], 32);          // the producer's lanes (weights; lane 0: + tx)
-      ptx::mbarrier_init(&qempty[s], 4 * kMathWG); // every math warp, once per block
+      ptx::mbarrier_init(&qfull[s], 32);       // the producer's lanes (weights; lane 0: + tx)
+      ptx::mbarrier_init(&qempty[s], 4 * MWG); // every math warp, once per block
     }
     ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster);
   }
@@ -622,7 +633,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   ixl::pdl_wait();
   ixl::pdl_trigger();
   // ---- the CTA's share of the units: counts per thread's chunk of blocks, a scan by warp 0
-  const int64_t chunk = (p.nb + kThreads - 1) / kThreads;
+  const int64_t chunk = (p.nb + NT - 1) / NT;
   const int64_t c0 = tid * chunk < p.nb ? tid * chunk : p.nb;
   const int64_t c1 = c0 + chunk < p.nb ? c0 + chunk : p.nb;
   int64_t cnt = 0;
@@ -633,7 +644,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   scratch[tid] = cnt;
   __syncthreads();
   if (tid < 32) {
-    constexpr int per = kThreads / 32;
+    constexpr int per = NT / 32;
     int64_t loc[per], sum = 0;
 #pragma unroll
     for (int i = 0; i < per; ++i) loc[i] = scratch[tid * per + i], sum += loc[i];
@@ -678,9 +689,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   ptx::fence_proxy_async(ptx::space_shared);
   __syncthreads();
 
-  if (threadIdx.x >= 128 * kMathWG) {
-    setmaxnreg_dec<96>();
-    const int tid = threadIdx.x, lane = tid & 31, pw = (tid - 128 * kMathWG) >> 5;
+  if (threadIdx.x >= 128 * MWG) {
+    if constexpr (!PAIRS) setmaxnreg_dec<96>();
+    const int tid = threadIdx.x, lane = tid & 31, pw = (tid - 128 * MWG) >> 5;
     const int64_t b0 = info[0], nunits = info[2];
     const int32_t o0 = (int32_t)info[1];
     if (pw == 0) {
@@ -742,7 +753,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     } else {
       // ------------------------------------------------------------ -inf fill (warps 1-3)
-      const int ft = tid - 128 * kMathWG - 32, nf = 96;
+      const int ft = tid - 128 * MWG - 32, nf = NT - 128 * MWG - 32;
       const float ninf = __uint_as_float(0xff800000u);
       for (int64_t b = blockIdx.x; b < p.nb; b += gridDim.x)
         for (int rb = 0; rb < RB; ++rb) {
@@ -757,7 +768,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   } else {
   // ---------------------------------------------------------------- math warpgroups
-  setmaxnreg_inc<200>();
+  if constexpr (!PAIRS) setmaxnreg_inc<200>();
   const int tid = threadIdx.x, lane = tid & 31;
   const int64_t b0 = info[0], nunits = info[2];
   const int32_t o0 = (int32_t)info[1];
@@ -765,9 +776,81 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int wg = tid >> 7, warp = (tid >> 5) & 3, t4 = lane & 3;
   const int r0 = 16 * warp + (lane >> 2);
   const int rb_lane = (t4 & 1) * (RB / 2) + (t4 >> 1) * (RB / 4); // + q, q < NQ
-  int stage = wg;
+  int stage = PAIRS ? wg >> 1 : wg;
   uint32_t fph = 0, qfph = 0; // bit s: Q slot s's parity
-  if constexpr (HALVES) {
+  if constexpr (PAIRS) {
+    // -------------------------------------------------------------- pairs of warpgroups
+    // Tile i of the walk belongs to pair i % 2 (stage i % 12, as a warpgroup's in the default
+    // form); warpgroup 2 pair + half computes the tile against the block's rows
+    // [half RH, half RH + RH) (one m64n128k32 chain, B = those rows' 128 query columns) and
+    // reduces them as the pipelined form's half does (k1_epilogue_half: the same sums in the
+    // same order as k1_epilogue's, so the same bits as the default form). The stage is released
+    // by both warpgroups' 8 warps; every math warp passes every block (qfull wait, qempty
+    // arrival) as in the default form.
+    constexpr int RH = RB / 2, NV = RH / 2;               // rows a half, logits a lane
+    const int pair = wg >> 1, half = wg & 1;
+    const int kl = (t4 & 1) * RH + (t4 >> 1) * (RH / 2); // the lane's first (row, pos) pair
+    const int rb_h = half * RH + (kl >> 1);               // its row in the block
+    // int32 walk (96 registers: 576 threads are 5 warps on some scheduler; nb < 2^31 as R H is)
+    // (the block's key tile kt, its end kend: one register fewer than an offset, a count
+    // and a base)
+    int32_t b = (int32_t)b0, kt = 0, kend = 0;
+    const int32_t nu = (int32_t)nunits;
+    RowK my = {0, 0, 0};
+    auto enter = [&]() { // kt: the block's first tile; kend == kt: an empty block
+      int32_t tlo;
+      const int32_t nt = block_tiles<RB>(p, (int64_t)b, tlo);
+      kt = tlo, kend = tlo + nt;
+      my = row_k(p, (int64_t)b * RB + rb_h);
+    };
+    int qslot = 0;
+    float acc[64];
+    if (nunits) {
+      enter();
+      kt += o0;
+      mbar_wait(&qfull[0], 0);
+      qfph ^= 1u;
+    }
+    for (int32_t i = 0; i < nu; ++i) {
+      if (i > 0 && ++kt == kend) { // the block is done for both pairs' reads of this warp
+        __syncwarp();
+        if (lane == 0) ptx::mbarrier_arrive(&qempty[qslot]);
+        do ++b, enter();
+        while (kt == kend);
+        qslot ^= 1;
+        mbar_wait(&qfull[qslot], (qfph >> qslot) & 1);
+        qfph ^= 1u << qslot;
+      }
+      if ((int)(i & 1) != pair) continue;
+      mbar_wait(&full[stage], fph);
+      const float sc0 = s_sc[stage * kTile + r0], sc1 = s_sc[stage * kTile + r0 + 8];
+      ixl_v2::tile_mma128(acc, s_codes + stage * kTileBytes,
+                          s_q + qslot * kQBytes + half * RH * H * 128);
+      wgmma_wait<0>();
+      fence_operand(acc);
+      __syncwarp();
+      if (lane == 0) ptx::mbarrier_arrive(&empty[stage]);
+      stage += 2;
+      if (stage >= kStages) stage -= kStages, fph ^= 1;
+      if (p.abl == 3) continue;
+      const bool fast = __all_sync(0xffffffffu, sc0 >= 0.0f && sc0 <= 3.402823466e38f &&
+                                                    sc1 >= 0.0f && sc1 <= 3.402823466e38f);
+      float res[NV];
+      ixl_v2::k1_epilogue_half<H>(acc, sc0, sc1, fast, s_w + qslot * RB * WROW + half * RH * WROW,
+                                  t4, res);
+      const int32_t k0 = kt * kTile + r0;
+      float *orow = p.out + ((int64_t)b * RB + rb_h) * p.out_cols - my.base;
+#pragma unroll
+      for (int v = 0; v < NV; ++v) {
+        const int32_t k = k0 + 8 * ((kl + v) & 1); // the value's position
+        if (k >= my.a && k < my.e) orow[k] = res[v];
+      }
+    }
+    if (nunits) {
+      __syncwarp();
+      if (lane == 0) ptx::mbarrier_arrive(&qempty[qslot]);
+    }
+  } else if constexpr (HALVES) {
     // -------------------------------------------------------------- pipelined halves
     // Each warpgroup keeps one half-tile wgmma of its own in flight during every epilogue:
     // issue A(t), B(t); then per tile: wait A(t), epilogue A(t), issue A(next); wait B(t),
@@ -1184,13 +1267,13 @@ static ixl_status launch_cfg(ixl_ctx *ctx, const ixl_logits_call *c, Params &p) 
 static int k1_mode() {
   static const int mode = [] {
     const char *e = getenv("IXL_LOGITS_V2_FP8_K1");
-    if (e && e[0] >= '0' && e[0] <= '6' && e[1] == 0) return e[0] - '0';
+    if (e && e[0] >= '0' && e[0] <= '7' && e[1] == 0) return e[0] - '0';
     return 1;
   }();
   return mode;
 }
 static bool k1_on() { return k1_mode() != 0; }
-template <int H, bool HALVES, bool PING, bool RELU2>
+template <int H, bool HALVES, bool PING, bool RELU2, bool PAIRS = false>
 static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
   using L = k1::Smem<H>;
   const ixl_qk *in = c->in;
@@ -1198,7 +1281,7 @@ static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
   const int dev = ixl_ctx_device(ctx);
   const bool slot = dev >= 0 && dev < 64;
   if (!slot || !ready[dev].load(std::memory_order_relaxed)) {
-    cudaError_t e = cudaFuncSetAttribute(k1::k1_fp8_kernel<H, HALVES, PING, RELU2>,
+    cudaError_t e = cudaFuncSetAttribute(k1::k1_fp8_kernel<H, HALVES, PING, RELU2, PAIRS>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, L::alloc);
     if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaFuncSetAttribute (logits v2 K1)");
     if (slot) ready[dev].store(1, std::memory_order_relaxed);
@@ -1235,8 +1318,9 @@ static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
     cudaGetSymbolAddress((void **)&p.prof, g_prof);
   }
   ixl_status st = ixl::launch_pdl(ctx, "logits v2 fp8 K1 kernel",
-                                  k1::k1_fp8_kernel<H, HALVES, PING, RELU2>, dim3((unsigned)grid),
-                                  dim3(k1::kThreads), L::alloc, 1, kmap, qmap, p);
+                                  k1::k1_fp8_kernel<H, HALVES, PING, RELU2, PAIRS>,
+                                  dim3((unsigned)grid), dim3(k1::k1_threads<PAIRS>()), L::alloc,
+                                  1, kmap, qmap, p);
   if (prof && st == IXL_OK) { // per math warp and tile, in SM clocks
     unsigned long long v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     cudaMemcpyFromSymbolAsync(v, g_prof, sizeof v, 0, cudaMemcpyDeviceToHost,
@@ -1320,6 +1404,7 @@ ixl_status launch(ixl_ctx *ctx, const ixl_logits_call *c) {
     return k1_mode() == 2   ? launch_k1<H, true, false, false>(ctx, c)
            : k1_mode() == 3 ? launch_k1<H, false, true, false>(ctx, c)
            : k1_mode() == 6 ? launch_k1<H, false, false, true>(ctx, c)
+           : k1_mode() == 7 ? launch_k1<H, false, false, false, true>(ctx, c)
                             : launch_k1<H, false, false, false>(ctx, c);
   return c->reduction == IXL_REDUCE_BF16 ? launch_mode<H, M_K1, true>(ctx, c, p)
                                          : launch_mode<H, M_K1, false>(ctx, c, p);

@@ -151,13 +151,22 @@ static void gen_ids(int32_t *ids, int64_t nsb, int64_t ks, int64_t ke, int sbk, 
 
 /* Two GPU runs (poisons 0xFF and 0x7F) of `op`; the first run's result on the host, and the
  * count of elements that differ between the runs (only where def[i] is set, when def is not
- * NULL: the others are unspecified). */
+ * NULL: the others are unspecified). IXL_TEST_HASH=1 prints each first result's FNV-1a hash
+ * ("# hash H BYTES"), so two runs with one seed and different kernel switches (e.g.
+ * IXL_LOGITS_V2_FP8_K1=1 and 7) can be compared bit for bit by their hash lines. */
+static int g_hash;
 typedef ixl_status (*op_fn)(void *arg, ixl_tensor *out);
 static ixl_tensor *run_twice(op_fn op, void *arg, ixl_tensor *dout, int64_t *nondet,
                              const uint8_t *def) {
   CHECK_OK(g, ixl_tensor_fill_bytes(g, dout, 0xFF));
   CHECK_OK(g, op(arg, dout));
   ixl_tensor *h1 = to_host(dout);
+  if (g_hash) {
+    const size_t nb = (size_t)ixl_tensor_numel(dout) * (dout->dtype == IXL_F32 ? 4 : 2);
+    uint64_t hv = 14695981039346656037ull;
+    for (size_t i = 0; i < nb; i++) hv = (hv ^ ((const uint8_t *)h1->data)[i]) * 1099511628211ull;
+    printf("# hash %016llx %llu\n", (unsigned long long)hv, (unsigned long long)nb);
+  }
   CHECK_OK(g, ixl_tensor_fill_bytes(g, dout, 0x7F));
   CHECK_OK(g, op(arg, dout));
   ixl_tensor *h2 = to_host(dout);
@@ -1035,6 +1044,7 @@ int main(void) {
     DONE();
   }
   g_small = getenv("IXL_TEST_SMALL") && getenv("IXL_TEST_SMALL")[0] == '1';
+  g_hash = getenv("IXL_TEST_HASH") && getenv("IXL_TEST_HASH")[0] == '1';
   {
     const char *e = getenv("IXL_LOGITS_V2_FP8_RAGGED");
     g_v2_ragged = !(e && e[0] == '0' && e[1] == 0); /* the library's rule (logits_v2_sm90.cu) */
