@@ -220,7 +220,9 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[
 // producer (constant factors, every slot fast), 8 = the math warps only wait and release each
 // stage (the producer side alone). OPT bits: 1 (DEC) the math warps decode their slots' scale
 // words (the producer stores the words only; the same functions, the same bits); 2 (HINT) the
-// ring's waits suspend (try_wait32's hint) instead of polling.
+// ring's waits suspend (try_wait32's hint) instead of polling; 4 (PRE) the set-up's global
+// loads batched (the query words and 16 contiguous ids a thread issued before the column fold,
+// the block bases' ids and page entries 4 a thread at once; the same values, the same bits).
 // PW: producer warps (tile t from warp t % PW). PIPE (NP 2): the two passes software-pipelined
 // across tiles (pass 1 of tile t under pass 0's epilogue, pass 0 of t + 1 under pass 1's).
 // (A chain-free ablation made ptxas serialize the wgmma, C7518, and spill: not offered.)
@@ -230,7 +232,7 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
     mxk5_kernel(const WsParams p) {
 #if IXL_SM90_DEVICE
   constexpr int NT = kThreads<PW>;
-  constexpr bool DEC = (OPT & 1) != 0, HINT = (OPT & 2) != 0;
+  constexpr bool DEC = (OPT & 1) != 0, HINT = (OPT & 2) != 0, PRE = (OPT & 4) != 0;
   // 4 producer warps (a warpgroup): setmaxnreg moves registers from them to the math warps
   // (entry MAXREG each; the producers kProdRegs; the math the rest of the CTA's pool)
   constexpr bool SETMAX = PW == 4;
@@ -283,6 +285,47 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
                                : clamp64(p.ke[row], row_lo, p.N);
   const int64_t koff = PAGED || p.aligned ? 0 : row_lo & (p.sbk - 1);
 
+  // PRE: the row's ids up to this chunk's end (the valid prefix's scan)
+  const int32_t *ids_r = p.ids + row * p.nsb;
+  const int64_t jmax_r = mn64(p.nsb, (chunk_hi + p.sbk - 1) >> p.sbklog);
+  // PRE: the set-up's global loads in flight together (visit 2's SASS of session 7: the query
+  // tile's loop one LDG an iteration, 7 serial round trips; the ids scan 4 rounds; paged block
+  // bases 4 x (ids, then the page table): ~11 (ragged) / ~19 (paged) serial round trips a CTA
+  // before its first tile): the query words and the first kIdU ids a thread loaded before the
+  // column fold, consumed after it
+  constexpr int kQW = (kH * 32 + NT - 1) / NT; // query words a thread (q_tiles's loop)
+  constexpr int kIdU = 16;                     // ids a thread and round
+  uint32_t qx[PRE ? kQW : 1];
+  int idx[PRE ? kIdU + 1 : 1];
+  auto ids_round = [&](int64_t j0) {
+#pragma unroll
+    for (int u = 0; u <= kIdU; u++) {
+      const int64_t j = j0 - 1 + u;
+      idx[u] = j < jmax_r ? __ldg(ids_r + j) : 0x7fffffff; // past jmax: no break
+    }
+  };
+  // the first break of the round at j0 (0x7fffffff: none)
+  auto ids_break = [&](int64_t j0) {
+    int f = 0x7fffffff;
+#pragma unroll
+    for (int u = kIdU - 1; u >= 0; u--)
+      if (idx[u + 1] <= idx[u] && j0 + u < jmax_r) f = (int)(j0 + u);
+    return f;
+  };
+  if constexpr (PRE) {
+#pragma unroll
+    for (int u = 0; u < kQW; u++) { // q_tile_word's word: head n, group g, word p4 & 3
+      const int i = tid + u * NT, n = i >> 5, g = (i >> 3) & 3, p4 = i & 7;
+      qx[u] = 0;
+      if (i < kH * 32)
+        qx[u] = __ldg(reinterpret_cast<const uint32_t *>(p.q_codes + (row * kH + n) * 64 +
+                                                         16 * g + 4 * (p4 & 3)));
+    }
+    // round 0: the thread's kIdU ids j = j0 .. j0 + kIdU - 1 (j0 = 1 + kIdU tid) and the one
+    // before (a break at j: ids[j] <= ids[j - 1]); contiguous, so kIdU + 1 registers
+    ids_round(1 + (int64_t)kIdU * tid);
+  }
+
   // ---- per column (head): the fold of its query exponents (mx_body's, COMB, bf16 weights)
   if (tid < kH) {
     const ColInfo ci = col_info<true, true>(p.q_scales[row * kH + tid], p.w, row * kH + tid, true);
@@ -293,11 +336,24 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
     s_hc[tid] = ci.hc;
     s_ht[tid] = ci.ht;
   }
+  // PRE: the thread's first break (the smallest j), its later rounds (rows of more than
+  // 1 + NT kIdU ids) only while none is found
+  int id_first = 0x7fffffff;
+  if constexpr (PRE) {
+    id_first = ids_break(1 + (int64_t)kIdU * tid);
+    for (int64_t j0 = 1 + (int64_t)kIdU * (tid + NT); j0 < jmax_r && id_first == 0x7fffffff;
+         j0 += (int64_t)kIdU * NT) {
+      ids_round(j0);
+      id_first = ids_break(j0);
+    }
+  }
   __syncthreads();
 
   // ---- n_valid: the strictly increasing prefix of the row's ids (up to this chunk)
   const int32_t *ids = p.ids + row * p.nsb;
-  {
+  if constexpr (PRE) {
+    if (id_first != 0x7fffffff) atomicMin(&s_nvalid, id_first);
+  } else {
     const int64_t jmax = mn64(p.nsb, (chunk_hi + p.sbk - 1) >> p.sbklog);
     for (int64_t j = 1 + tid; j < jmax; j += NT)
       if (ids[j] <= ids[j - 1]) atomicMin(&s_nvalid, (int)j);
@@ -306,7 +362,20 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
   // par, at s_wb + 8 par: entries 2 j + k, heads 8 j + 4 k + 2 par + {0, 1}
   if (tid < 2) lane_weights<true, kH / 8>(s_wq, tid, nullptr, s_wb + 8 * tid);
   // ---- the query tile: column n's element perm(p) of group g at byte 32 g + p, as e4m3
-  q_tiles<kH, kH, NT>(s_q, p.q_codes, s_ht, row, p.R, tid);
+  if constexpr (PRE) { // q_tile_word's conversion and place, of the words loaded above
+#pragma unroll
+    for (int u = 0; u < kQW; u++) {
+      const int i = tid + u * NT, n = i >> 5, g = (i >> 3) & 3, p4 = i & 7;
+      if (i < kH * 32) {
+        const uint32_t o = ixl_v2mx_q_word(qx[u], p4, (int)((s_ht[n] >> (8 * g)) & 0xFFu) - 8);
+        *reinterpret_cast<uint32_t *>(
+            s_q + ixl_sm90_swizzle((uint32_t)(n * 128 + 32 * g + 4 * p4), IXL_SM90_SWIZZLE_128B)) =
+            o;
+      }
+    }
+  } else {
+    q_tiles<kH, kH, NT>(s_q, p.q_codes, s_ht, row, p.R, tid);
+  }
   ptx::fence_proxy_async(ptx::space_shared); // the generic stores, visible to wgmma
   __syncthreads();
 
@@ -315,25 +384,69 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
   const int64_t pre0 = c0 >> p.sbklog;
   {
     const int64_t nb = ((chunk_hi - 1) >> p.sbklog) - pre0 + 1;
-    for (int64_t j = tid; j < nb; j += NT) {
-      const int64_t jb = pre0 + j;
-      // no key (every slot of the block lies outside the row: the id is past the valid prefix,
-      // or the block ends at or before row_lo or starts at or past row_hi): a base whose slots
-      // all fail the producer's test; otherwise in (row_lo - sbk, row_hi), int32 (the hook
-      // keeps positions below 2^30)
-      int64_t base = jb < nvalid ? (int64_t)ids[jb] * p.sbk + koff : INT32_MIN / 2;
-      if (base <= row_lo - p.sbk || base >= row_hi) base = INT32_MIN / 2;
-      pre_base[j] = (int32_t)base;
-      if (PAGED) {
-        int32_t pg = -1, sl = 0;
-        if (base >= 0 && base < row_hi) {
-          const int64_t pi = div_p(base, p.P, p.Plog);
-          const int64_t e = p.bt[row * p.bt_cols + pi];
-          if (e >= 0 && e < p.num_pages) pg = (int32_t)e;
-          sl = (int32_t)(base - pi * p.P);
+    if constexpr (PRE) { // kBU blocks a thread and round: their ids, then their page entries
+      // (base_of: the loop's base below)
+      auto base_of = [&](int64_t j) {
+        const int64_t jb = pre0 + j;
+        int64_t base = jb < nvalid ? (int64_t)ids[jb] * p.sbk + koff : INT32_MIN / 2;
+        if (base <= row_lo - p.sbk || base >= row_hi) base = INT32_MIN / 2;
+        return base;
+      };
+      constexpr int kBU = 4;
+      for (int64_t j0 = tid; j0 < nb; j0 += (int64_t)NT * kBU) {
+        int64_t base[kBU];
+        int32_t e[kBU];
+#pragma unroll
+        for (int u = 0; u < kBU; u++) {
+          const int64_t j = j0 + (int64_t)NT * u;
+          base[u] = j < nb ? base_of(j) : (int64_t)(INT32_MIN / 2);
         }
-        pre_pg[j] = pg;
-        pre_sl[j] = sl;
+        if (PAGED) {
+#pragma unroll
+          for (int u = 0; u < kBU; u++) {
+            e[u] = -1;
+            if (base[u] >= 0 && base[u] < row_hi)
+              e[u] = __ldg(p.bt + row * p.bt_cols + div_p(base[u], p.P, p.Plog));
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < kBU; u++) {
+          const int64_t j = j0 + (int64_t)NT * u;
+          if (j >= nb) continue;
+          pre_base[j] = (int32_t)base[u];
+          if (PAGED) {
+            int32_t pg = -1, sl = 0;
+            if (base[u] >= 0 && base[u] < row_hi) {
+              const int64_t pi = div_p(base[u], p.P, p.Plog);
+              if (e[u] >= 0 && e[u] < p.num_pages) pg = e[u];
+              sl = (int32_t)(base[u] - pi * p.P);
+            }
+            pre_pg[j] = pg;
+            pre_sl[j] = sl;
+          }
+        }
+      }
+    } else {
+      for (int64_t j = tid; j < nb; j += NT) {
+        const int64_t jb = pre0 + j;
+        // no key (every slot of the block lies outside the row: the id is past the valid
+        // prefix, or the block ends at or before row_lo or starts at or past row_hi): a base
+        // whose slots all fail the producer's test; otherwise in (row_lo - sbk, row_hi), int32
+        // (the hook keeps positions below 2^30)
+        int64_t base = jb < nvalid ? (int64_t)ids[jb] * p.sbk + koff : INT32_MIN / 2;
+        if (base <= row_lo - p.sbk || base >= row_hi) base = INT32_MIN / 2;
+        pre_base[j] = (int32_t)base;
+        if (PAGED) {
+          int32_t pg = -1, sl = 0;
+          if (base >= 0 && base < row_hi) {
+            const int64_t pi = div_p(base, p.P, p.Plog);
+            const int64_t e = p.bt[row * p.bt_cols + pi];
+            if (e >= 0 && e < p.num_pages) pg = (int32_t)e;
+            sl = (int32_t)(base - pi * p.P);
+          }
+          pre_pg[j] = pg;
+          pre_sl[j] = sl;
+        }
       }
     }
   }
@@ -748,7 +861,8 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
 // cost +21 % against 6); h = 5 and i = 3 with the ring's waits suspending (OPT 2, HINT);
 // j = 5 and k = 3 with chunks of up to 8192 columns (MC; visit 2's ncu: the CTA set-up, the
 // ids prefix scan and the query tile above all, took ~20 % of the warps' samples: fewer, longer
-// CTAs amortize it), l = 5 with chunks of up to 16384 columns (a whole row here) and 5 stages.
+// CTAs amortize it), l = 5 with chunks of up to 16384 columns (a whole row here) and 5 stages;
+// m = 5 with the set-up's loads batched (PRE), n = m with suspending waits, o = j with PRE.
 // Modes 1, 2 and 4 of the last session (LDS code words; two math warpgroups; 10 stages: all
 // slower than 3 on the H200) are no longer instantiated and read as off.
 // Unset: kK5wsDefault = 5 since session 7's visit 1 (H200, 2026-12-02, snapshot 2f62110):
@@ -759,11 +873,13 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
 // IXL_LOGITS_V2_MX_K5WS=0: the kernels of logits_v2_mx_sm90.cu.
 constexpr char kK5wsDefault = '5';
 int k5ws_mode() {
-  static const int v = env_switch("IXL_LOGITS_V2_MX_K5WS", "356789abcefghijkl", kK5wsDefault);
+  static const int v = env_switch("IXL_LOGITS_V2_MX_K5WS", "356789abcefghijklmno", kK5wsDefault);
   return v;
 }
 // IXL_LOGITS_V2_MX_K5PWS (paged K5): 2 = 1 head pass, 8 stages (136 registers: 2 CTAs an
-// SM); 4 = 2 passes at 128 (110 used), 8 stages, 3 CTAs; 5 = 4 with suspending waits (HINT).
+// SM); 4 = 2 passes at 128 (110 used), 8 stages, 3 CTAs; 5 = 4 with suspending waits (HINT);
+// 6 = 4 with the set-up's loads batched (PRE: ~19 serial round trips a CTA before its first
+// tile -> ~4, on the paged launch's one wave's critical path), 7 = 6 with suspending waits.
 // Not offered, they spill: 2 passes at 96 registers for 4 CTAs (36 B); 4 with ragged f's
 // producer warpgroup (a register across the setmaxnreg, 80 -> 48 / 112).
 // Mode 1 of the last session (LDS code words, slower) reads as off.
@@ -774,7 +890,7 @@ int k5ws_mode() {
 // 58.5 us (-13.5 %). IXL_LOGITS_V2_MX_K5PWS=0: mx_kernel<K5P>.
 constexpr char kK5pwsDefault = '4';
 int k5pws_mode() {
-  static const int v = env_switch("IXL_LOGITS_V2_MX_K5PWS", "245", kK5pwsDefault);
+  static const int v = env_switch("IXL_LOGITS_V2_MX_K5PWS", "24567", kK5pwsDefault);
   return v;
 }
 
@@ -861,9 +977,11 @@ extern "C" int ixl_cuda_logits_v2_mxk5(ixl_ctx *ctx, const ixl_logits_call *c, i
   p.aligned = c->ks_mode == IXL_KS_ALIGNED;
   const char *name = "sparse_logits kernel (v2 mxfp4 K5WS)";
   if (paged) {
-    switch (mode) { // 2, 4, 5 (0 returned above)
+    switch (mode) { // 2, 4, 5, 6, 7 (0 returned above)
     case '2': *st = launch_ws<true, 1, kStages, 136>(ctx, p, name); break;
     case '4': *st = launch_ws<true, 2, kStages, 128>(ctx, p, name); break;
+    case '6': *st = launch_ws<true, 2, kStages, 128, 0, 4>(ctx, p, name); break;
+    case '7': *st = launch_ws<true, 2, kStages, 128, 0, 6>(ctx, p, name); break;
     default: *st = launch_ws<true, 2, kStages, 128, 0, 2>(ctx, p, name); break; // '5'
     }
     return 1;
@@ -885,6 +1003,9 @@ extern "C" int ixl_cuda_logits_v2_mxk5(ixl_ctx *ctx, const ixl_logits_call *c, i
   case 'j': *st = launch_ws<false, 2, 6, 96, 0, 0, 1, false, 8192>(ctx, p, name); break;
   case 'k': *st = launch_ws<false, 1, kStages, 136, 0, 0, 1, false, 8192>(ctx, p, name); break;
   case 'l': *st = launch_ws<false, 2, 5, 96, 0, 0, 1, false, 16384>(ctx, p, name); break;
+  case 'm': *st = launch_ws<false, 2, 6, 96, 0, 4>(ctx, p, name); break;
+  case 'n': *st = launch_ws<false, 2, 6, 96, 0, 6>(ctx, p, name); break;
+  case 'o': *st = launch_ws<false, 2, 6, 96, 0, 4, 1, false, 8192>(ctx, p, name); break;
   default: *st = launch_ws<false, 1, kStages, 136, 0, 2>(ctx, p, name); break; // 'i'
   }
   return 1;
