@@ -31,6 +31,7 @@
 #include "logits/v2_mxk5.cuh"
 
 #include <stdio.h>
+#include <type_traits>
 
 namespace {
 
@@ -222,7 +223,10 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[
 // words (the producer stores the words only; the same functions, the same bits); 2 (HINT) the
 // ring's waits suspend (try_wait32's hint) instead of polling; 4 (PRE) the set-up's global
 // loads batched (the query words and 16 contiguous ids a thread issued before the column fold,
-// the block bases' ids and page entries 4 a thread at once; the same values, the same bits).
+// the block bases' ids and page entries 4 a thread at once; the same values, the same bits);
+// 8 (NOX) int32 chunk columns, no page-crossing path (the hook takes only page sizes that sbk
+// divides: SPEC 4's builder rule), the slow-head mask re-read in the slow branch (session 7's
+// reverted 1141f1e, here behind its bit): so that paged 2 passes fit 96 registers, 4 CTAs.
 // PW: producer warps (tile t from warp t % PW). PIPE (NP 2): the two passes software-pipelined
 // across tiles (pass 1 of tile t under pass 0's epilogue, pass 0 of t + 1 under pass 1's).
 // (A chain-free ablation made ptxas serialize the wgmma, C7518, and spill: not offered.)
@@ -233,6 +237,7 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
 #if IXL_SM90_DEVICE
   constexpr int NT = kThreads<PW>;
   constexpr bool DEC = (OPT & 1) != 0, HINT = (OPT & 2) != 0, PRE = (OPT & 4) != 0;
+  constexpr bool NOX = (OPT & 8) != 0;
   // 4 producer warps (a warpgroup): setmaxnreg moves registers from them to the math warps
   // (entry MAXREG each; the producers kProdRegs; the math the rest of the CTA's pool)
   constexpr bool SETMAX = PW == 4;
@@ -278,7 +283,9 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
   }
   const int64_t b = blockIdx.x;
   const int64_t row = b / p.nchunks, ch = b % p.nchunks;
-  const int64_t c0 = ch * p.chunk, chunk_hi = mn64(c0 + p.chunk, p.out_cols);
+  // the chunk's output columns [c0, chunk_hi) (NOX: int32, the hook keeps out_cols below 2^30)
+  using CI = typename std::conditional<NOX, int, int64_t>::type;
+  const CI c0 = (CI)(ch * p.chunk), chunk_hi = (CI)mn64(c0 + p.chunk, p.out_cols);
   // the row's keys: ragged [row_ks, row_ke) of K; paged [0, context_len) of its pages
   const int64_t row_lo = PAGED ? 0 : clamp64(p.ks[row], 0, p.N);
   const int64_t row_hi = PAGED ? clamp64(p.ke[row], 0, p.bt_cols * (int64_t)p.P)
@@ -488,7 +495,7 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
           if (o && PAGED) {
             int pg = lds32(pre_a + (L::pg - L::pre) + 4 * jl);
             int sl = lds32(pre_a + (L::sl - L::pre) + 4 * jl) + oo;
-            if (sl >= p.P) { // a block across a page boundary
+            if (!NOX && sl >= p.P) { // a block across a page boundary (NOX: never, the hook)
               const int pi = p.Plog >= 0 ? qq >> p.Plog : qq / p.P;
               const int64_t e = p.bt[row * p.bt_cols + pi];
               pg = e >= 0 && e < p.num_pages ? (int)e : -1;
@@ -730,8 +737,19 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
       // the exact dots d: the fast formula times 2^(qc - 127) where it holds, else the CPU's;
       // pass ps's columns from 16 ps on (its slow-head bits from 4 ps)
       const bool pslow[2] = {(k.m0.y & IXL_MXK5_FAST) == 0, (k.m1.y & IXL_MXK5_FAST) == 0};
-      slow_branch<NH / 2>(ac, kf, kw, pslow, slow_heads >> (4 * ps), s_hq + NH * ps,
-                          s_hc + NH * ps, t4);
+      // (NOX: the lane's slow-head mask, lane_slow's, read again here in the rare slow
+      // branch rather than held in a register over the loop)
+      uint32_t sh = slow_heads;
+      if constexpr (NOX) {
+        sh = 0;
+#pragma unroll
+        for (int j = 0; j < kH / 8; j++)
+#pragma unroll
+          for (int c = 0; c < 2; c++)
+            sh |= (uint32_t)(s_hf[8 * j + 2 * t4 + c] == 0) << (2 * j + c);
+      }
+      slow_branch<NH / 2>(ac, kf, kw, pslow, sh >> (4 * ps), s_hq + NH * ps, s_hc + NH * ps,
+                          t4);
       chain(false, ac, ps, ch2);
     }
   };
@@ -879,9 +897,11 @@ int k5ws_mode() {
 // IXL_LOGITS_V2_MX_K5PWS (paged K5): 2 = 1 head pass, 8 stages (136 registers: 2 CTAs an
 // SM); 4 = 2 passes at 128 (110 used), 8 stages, 3 CTAs; 5 = 4 with suspending waits (HINT);
 // 6 = 4 with the set-up's loads batched (PRE: ~19 serial round trips a CTA before its first
-// tile -> ~4, on the paged launch's one wave's critical path), 7 = 6 with suspending waits.
-// Not offered, they spill: 2 passes at 96 registers for 4 CTAs (36 B); 4 with ragged f's
-// producer warpgroup (a register across the setmaxnreg, 80 -> 48 / 112).
+// tile -> ~4, on the paged launch's one wave's critical path), 7 = 6 with suspending waits;
+// 8 = 6 with NOX at 96 registers, 6 stages, 4 CTAs an SM (pages that sbk does not divide or
+// more than 2^30 output columns: mode 6), 9 = 8 with suspending waits.
+// Not offered, they spill: 2 passes at 96 registers for 4 CTAs without NOX (36 B); 4 with f's
+// producer warpgroup (ragged f's; a register across the setmaxnreg, 80 -> 48 / 112).
 // Mode 1 of the last session (LDS code words, slower) reads as off.
 // Unset: kK5pwsDefault = 4 since session 7's visit 1 (H200, 2026-12-02, snapshot 2f62110):
 // test_cuda_logits [v2] 18/18 (every test) with K5PWS=4 (and with IXL_PDL=1), racecheck and
@@ -890,7 +910,7 @@ int k5ws_mode() {
 // 58.5 us (-13.5 %). IXL_LOGITS_V2_MX_K5PWS=0: mx_kernel<K5P>.
 constexpr char kK5pwsDefault = '4';
 int k5pws_mode() {
-  static const int v = env_switch("IXL_LOGITS_V2_MX_K5PWS", "24567", kK5pwsDefault);
+  static const int v = env_switch("IXL_LOGITS_V2_MX_K5PWS", "2456789", kK5pwsDefault);
   return v;
 }
 
@@ -977,11 +997,22 @@ extern "C" int ixl_cuda_logits_v2_mxk5(ixl_ctx *ctx, const ixl_logits_call *c, i
   p.aligned = c->ks_mode == IXL_KS_ALIGNED;
   const char *name = "sparse_logits kernel (v2 mxfp4 K5WS)";
   if (paged) {
-    switch (mode) { // 2, 4, 5, 6, 7 (0 returned above)
+    // NOX (modes 8, 9): whole blocks in a page (the builder's rule, SPEC 4: sbk divides the
+    // page size) and int32 output columns
+    const bool nox = p.P % p.sbk == 0 && p.out_cols <= ((int64_t)1 << 30);
+    switch (mode) { // 2, 4, 5, 6, 7, 8, 9 (0 returned above)
     case '2': *st = launch_ws<true, 1, kStages, 136>(ctx, p, name); break;
     case '4': *st = launch_ws<true, 2, kStages, 128>(ctx, p, name); break;
     case '6': *st = launch_ws<true, 2, kStages, 128, 0, 4>(ctx, p, name); break;
     case '7': *st = launch_ws<true, 2, kStages, 128, 0, 6>(ctx, p, name); break;
+    case '8': // NOX's conditions, else mode 6
+      *st = nox ? launch_ws<true, 2, 6, 96, 0, 12>(ctx, p, name)
+                : launch_ws<true, 2, kStages, 128, 0, 4>(ctx, p, name);
+      break;
+    case '9':
+      *st = nox ? launch_ws<true, 2, 6, 96, 0, 14>(ctx, p, name)
+                : launch_ws<true, 2, kStages, 128, 0, 6>(ctx, p, name);
+      break;
     default: *st = launch_ws<true, 2, kStages, 128, 0, 2>(ctx, p, name); break; // '5'
     }
     return 1;
