@@ -521,8 +521,8 @@ constexpr int kThreads = 128 * (kMathWG + 1);
 // PAIRS (IXL_LOGITS_V2_FP8_K1=7, development): 4 math warpgroups in 2 pairs; the pair of tile
 // i % 2 shares its stage, each warpgroup one m64n128 half (RB / 2 rows) into a 64-register
 // accumulator, so 4 math warps a scheduler (2 in their epilogue while the other pair's wgmma
-// run) against 2; one producer warp and one -inf fill warp (no setmaxnreg: 576 threads at
-// ptxas's 112 registers).
+// run) against 2; one producer warp and one -inf fill warp (no setmaxnreg; 576 threads at
+// ptxas's 96 registers: 18 warps put 5 on some scheduler, whose file holds 5 x 32 x 102).
 constexpr int kMathWGPairs = 4;
 constexpr int kThreadsPairs = 128 * kMathWGPairs + 64;
 template <bool PAIRS>
@@ -595,7 +595,10 @@ __device__ __forceinline__ int32_t block_tiles(const Params &p, int64_t b, int32
 }
 #endif
 
-template <int H, bool HALVES, bool PING, bool RELU2, bool PAIRS = false>
+// NOMMA (IXL_LOGITS_V2_FP8_K1=8: K1=1's, 9: K1=7's; timing ablations, wrong results): the
+// math warpgroups skip their wgmma (a never-true runtime condition keeps one in the code) and
+// reduce a zeroed accumulator: the epilogue's and the walk's time without the tensor pipe.
+template <int H, bool HALVES, bool PING, bool RELU2, bool PAIRS = false, bool NOMMA = false>
 __global__ void __launch_bounds__(k1_threads<PAIRS>(), 1)
     k1_fp8_kernel(const __grid_constant__ CUtensorMap kmap,
                   const __grid_constant__ CUtensorMap qmap, const Params p) {
@@ -805,6 +808,9 @@ __global__ void __launch_bounds__(k1_threads<PAIRS>(), 1)
     };
     int qslot = 0;
     float acc[64];
+    if constexpr (NOMMA)
+#pragma unroll
+      for (int k = 0; k < 64; ++k) acc[k] = 0.0f;
     if (nunits) {
       enter();
       kt += o0;
@@ -824,8 +830,9 @@ __global__ void __launch_bounds__(k1_threads<PAIRS>(), 1)
       if ((int)(i & 1) != pair) continue;
       mbar_wait(&full[stage], fph);
       const float sc0 = s_sc[stage * kTile + r0], sc1 = s_sc[stage * kTile + r0 + 8];
-      ixl_v2::tile_mma128(acc, s_codes + stage * kTileBytes,
-                          s_q + qslot * kQBytes + half * RH * H * 128);
+      if (!NOMMA || p.out_cols < 0)
+        ixl_v2::tile_mma128(acc, s_codes + stage * kTileBytes,
+                            s_q + qslot * kQBytes + half * RH * H * 128);
       wgmma_wait<0>();
       fence_operand(acc);
       __syncwarp();
@@ -1009,6 +1016,9 @@ __global__ void __launch_bounds__(k1_threads<PAIRS>(), 1)
   };
   int qslot = 0;
   float acc[128];
+  if constexpr (NOMMA)
+#pragma unroll
+    for (int k = 0; k < 128; ++k) acc[k] = 0.0f;
   const long long t_start = PING && p.prof ? clock64() : 0;
   uint64_t ns0 = 0;
   if (PING && p.prof && tid == 0 && blockIdx.x == 0)
@@ -1050,7 +1060,8 @@ __global__ void __launch_bounds__(k1_threads<PAIRS>(), 1)
     const float sc0 = s_sc[stage * kTile + r0], sc1 = s_sc[stage * kTile + r0 + 8];
     if (PING) ixl_v2::named_bar_sync(1 + wg, 256);
     lap(1);
-    ixl_v2::tile_mma256(acc, s_codes + stage * kTileBytes, s_q + qslot * kQBytes);
+    if (!NOMMA || p.out_cols < 0)
+      ixl_v2::tile_mma256(acc, s_codes + stage * kTileBytes, s_q + qslot * kQBytes);
     if (PING) ixl_v2::named_bar_arrive(2 - wg, 256);
     wgmma_wait<0>();
     fence_operand(acc);
@@ -1259,6 +1270,11 @@ static ixl_status launch_cfg(ixl_ctx *ctx, const ixl_logits_call *c, Params &p) 
 // against K1=1's 5137 (-3 %), fp8v2's dense tests pass; visit 2's (the halving only where exact,
 // two epilogues in the kernel) 5364 against 5132, parity and racecheck clean; this form (one
 // epilogue, no halving) not yet run.
+// IXL_LOGITS_V2_FP8_K1=7 (development, session 8): k1_fp8_kernel<H, false, false, false, true>,
+// the pairs form: 4 math warpgroups (2 pairs, each warpgroup an m64n128 half of the pair's
+// tile), 576 threads at 96 registers, so 4 math warps a scheduler; the same sums as K1=1.
+// IXL_LOGITS_V2_FP8_K1=8 and 9 (timing ablations, wrong results): K1=1 and K1=7 without their
+// wgmma (NOMMA): the epilogue's time alone, against noepi's (the wgmma's alone).
 // IXL_LOGITS_V2_FP8_K1=4 and 5 were timing ablations of the epilogue (no weight loads; also no
 // shuffles): on the H200 (2026-12-02) 4096x65536 4870 and 4873 us against 5174 (noepi 2927): the
 // loads and shuffles are 6 % of it; the epilogue's FP work itself (128 FMNMX + 128 FFMA a tile
@@ -1267,13 +1283,13 @@ static ixl_status launch_cfg(ixl_ctx *ctx, const ixl_logits_call *c, Params &p) 
 static int k1_mode() {
   static const int mode = [] {
     const char *e = getenv("IXL_LOGITS_V2_FP8_K1");
-    if (e && e[0] >= '0' && e[0] <= '7' && e[1] == 0) return e[0] - '0';
+    if (e && e[0] >= '0' && e[0] <= '9' && e[1] == 0) return e[0] - '0';
     return 1;
   }();
   return mode;
 }
 static bool k1_on() { return k1_mode() != 0; }
-template <int H, bool HALVES, bool PING, bool RELU2, bool PAIRS = false>
+template <int H, bool HALVES, bool PING, bool RELU2, bool PAIRS = false, bool NOMMA = false>
 static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
   using L = k1::Smem<H>;
   const ixl_qk *in = c->in;
@@ -1281,7 +1297,7 @@ static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
   const int dev = ixl_ctx_device(ctx);
   const bool slot = dev >= 0 && dev < 64;
   if (!slot || !ready[dev].load(std::memory_order_relaxed)) {
-    cudaError_t e = cudaFuncSetAttribute(k1::k1_fp8_kernel<H, HALVES, PING, RELU2, PAIRS>,
+    cudaError_t e = cudaFuncSetAttribute(k1::k1_fp8_kernel<H, HALVES, PING, RELU2, PAIRS, NOMMA>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, L::alloc);
     if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaFuncSetAttribute (logits v2 K1)");
     if (slot) ready[dev].store(1, std::memory_order_relaxed);
@@ -1318,7 +1334,7 @@ static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
     cudaGetSymbolAddress((void **)&p.prof, g_prof);
   }
   ixl_status st = ixl::launch_pdl(ctx, "logits v2 fp8 K1 kernel",
-                                  k1::k1_fp8_kernel<H, HALVES, PING, RELU2, PAIRS>,
+                                  k1::k1_fp8_kernel<H, HALVES, PING, RELU2, PAIRS, NOMMA>,
                                   dim3((unsigned)grid), dim3(k1::k1_threads<PAIRS>()), L::alloc,
                                   1, kmap, qmap, p);
   if (prof && st == IXL_OK) { // per math warp and tile, in SM clocks
@@ -1405,6 +1421,9 @@ ixl_status launch(ixl_ctx *ctx, const ixl_logits_call *c) {
            : k1_mode() == 3 ? launch_k1<H, false, true, false>(ctx, c)
            : k1_mode() == 6 ? launch_k1<H, false, false, true>(ctx, c)
            : k1_mode() == 7 ? launch_k1<H, false, false, false, true>(ctx, c)
+           // the ablations at H 64 only (the benchmark's; H 32's spill): else K1=1 / K1=7
+           : k1_mode() == 8 ? launch_k1<H, false, false, false, false, H == 64>(ctx, c)
+           : k1_mode() == 9 ? launch_k1<H, false, false, false, true, H == 64>(ctx, c)
                             : launch_k1<H, false, false, false>(ctx, c);
   return c->reduction == IXL_REDUCE_BF16 ? launch_mode<H, M_K1, true>(ctx, c, p)
                                          : launch_mode<H, M_K1, false>(ctx, c, p);
