@@ -1185,14 +1185,18 @@ __device__ __forceinline__ void column_order(const uint32_t *W, const uint32_t *
 // the row as cs = 1 does (the exact kk-th key from the buffer, or the exact radix over the whole
 // row; the bitmaps, the column order, the store). The same candidates as one CTA (keys >= the
 // same t0), so the same results; the buffer's order is not used.
+// STG (IXL_TOPK_V2_SSTG=ns, off by default): the CTAs [stg_lo, 2 stg_lo) (the first wave's
+// second half, stg_lo = the SMs) wait stg_ns before they start, so an SM's two CTAs stream and
+// finish (sample, tail) out of phase; the CTAs that replace them keep the phase. Nothing else
+// changes (a timing change only).
 template <typename T, int UNR, bool PROF = false, int MINB = 2, bool PIPE = false,
-          bool DH = false, bool AGG = false, bool CLS = false>
+          bool DH = false, bool AGG = false, bool CLS = false, bool STG = false>
 __global__ void __launch_bounds__(NT, MINB)
     topk_v2_stream_kernel(const T *__restrict__ logits, int64_t C,
                           const int32_t *__restrict__ row_start,
                           const int32_t *__restrict__ row_end, int k, int sorted,
                           int32_t *__restrict__ out, int P, int nwp, int force_fb, int mu_t,
-                          int pfv, int cap, Remap m) {
+                          int pfv, int cap, Remap m, int stg_lo, int stg_ns) {
   using K = KeyOf<T>;
   using KS = typename K::KS;
   constexpr int VEC = K::VEC;
@@ -1215,6 +1219,13 @@ __global__ void __launch_bounds__(NT, MINB)
   if (prof) tc[0] = clock64(), gin = global_ns();
   pdl_wait(); // PDL (launch.cuh): before the first global access
   pdl_trigger();
+  if constexpr (STG) {
+    if (stg_ns > 0 && blockIdx.x - (unsigned)stg_lo < (unsigned)stg_lo) {
+      const unsigned long long t0 = global_ns();
+      do __nanosleep(256);
+      while (global_ns() - t0 < (unsigned long long)stg_ns);
+    }
+  }
 
   int rank = 0, cs = 1; // CLS: this CTA's rank in the row's cluster, the cluster's size
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -1888,7 +1899,7 @@ __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 ? 4 : 3) : N
 // the persistent grid at N CTAs (tests: several rows per CTA).
 struct Dev {
   int cs, profile, flags, next, grid, stream, sunr, smu, sprof, spf, s3, shortk, shmu, spipe, shc,
-      cstream;
+      cstream, sstg;
 };
 Dev g_dev;
 std::atomic<int> g_dev_read{0};
@@ -2028,7 +2039,14 @@ ixl_status launch_stream(ixl_ctx *ctx, const Args &a, size_t smem, const Dev &dv
               : dv.spipe     ? topk_v2_stream_kernel<T, 4, false, 2, true>
                              : topk_v2_stream_kernel<T, 4>;
   if (ccs > 1) kern = topk_v2_stream_kernel<T, 4, false, 2, true, true, false, true>;
-  if (dv.s3 && !dv.sprof && ccs == 1) {
+  // IXL_TOPK_V2_SSTG: the default kernel (SPIPE 2, UNR 4) with the staggered first wave, where
+  // the rows fill more than one wave of two CTAs per SM
+  const int stg = dv.sstg > 0 && ccs == 1 && !dv.sprof && dv.sunr == 4 && dv.spipe == 2 &&
+                          R > 2 * (int64_t)sm_count(ctx)
+                      ? dv.sstg
+                      : 0;
+  if (stg) kern = topk_v2_stream_kernel<T, 4, false, 2, true, true, false, false, true>;
+  if (dv.s3 && !dv.sprof && ccs == 1 && !stg) {
     const size_t s3 = stream_smem(C, a.k, a.sorted || a.sparse_ids, 2048);
     if (s3 && s3 <= (size_t)54 * 1024) {
       kern = topk_v2_stream_kernel<T, 4, false, 3>;
@@ -2049,7 +2067,8 @@ ixl_status launch_stream(ixl_ctx *ctx, const Args &a, size_t smem, const Dev &dv
                     (const T *)a.logits->data, C,
                     a.row_start ? (const int32_t *)a.row_start->data : (const int32_t *)nullptr,
                     (const int32_t *)a.row_end->data, a.k, a.sorted, (int32_t *)a.out->data, P,
-                    nwp, dv.stream == 3 ? 1 : 0, dv.smu, dv.spf * 64, cap, remap_of(a));
+                    nwp, dv.stream == 3 ? 1 : 0, dv.smu, dv.spf * 64, cap, remap_of(a),
+                    sm_count(ctx), stg);
 }
 
 // Rows of one CTA on topk_v2_short_kernel (IXL_TOPK_V2_SHORT: 1 on, 2 the same on its exact
@@ -2264,6 +2283,9 @@ extern "C" void ixl_topk_v2_dev_reload(void) {
   // 4, 8, 16; 0 off, the default)
   d.cstream = num("IXL_TOPK_V2_CSTREAM", 0);
   if (d.cstream != 2 && d.cstream != 4 && d.cstream != 8 && d.cstream != 16) d.cstream = 0;
+  // the streaming kernel's staggered first wave (ns; 0, the default: off)
+  d.sstg = num("IXL_TOPK_V2_SSTG", 0);
+  if (d.sstg < 0 || d.sstg > 1000000) d.sstg = 0;
   d.shmu = num("IXL_TOPK_V2_SHMU", 64);
   if (d.shmu < 4 || d.shmu > 1024) d.shmu = 64;
   g_dev = d;

@@ -1244,7 +1244,8 @@ TEST(bench_topk) {
    * candidates by bit masks (IXL_TOPK_V2_SHC=1), v2:shcf fused, v2:shc256 on 256 threads,
    * v2:shc0 by the unrolled slots (SHC=0), v2:short1024 on 1024 threads (SHORT=6);
    * v2:cstN rows that need clusters streamed by a cluster of up to N CTAs each
-   * (IXL_TOPK_V2_CSTREAM=N), v2:cst16f the same fused;
+   * (IXL_TOPK_V2_CSTREAM=N), v2:cst16f the same fused; v2:sstgN the streaming kernel's first
+   * wave's second half N us late (IXL_TOPK_V2_SSTG=N000);
    * v2:old = every round-4 switch off
    * (SHORT=0, SPIPE=0, SPF=0, SMU=64: the defaults before this round, whatever they are now) */
   static const char *const modes[] = {"v1",       "v2",       "v2:cs1",    "v2:cs2",
@@ -1259,7 +1260,8 @@ TEST(bench_topk) {
                                       "v2:old",   "v2:sp2",   "v2:sp2pm",  "v2:sp3",
                                       "v2:shc",   "v2:shcf",  "v2:shc256", "v2:cst2",
                                       "v2:cst4",  "v2:cst8",  "v2:cst16",  "v2:cst16f",
-                                      "v2:shc0",  "v2:short1024"};
+                                      "v2:shc0",  "v2:short1024", "v2:sstg12", "v2:sstg18",
+                                      "v2:sstg24"};
   const char *only_modes = getenv("IXL_TOPK_BENCH_MODES");
   const char *only_shapes = getenv("IXL_TOPK_BENCH_SHAPES"); /* WORD,...: shapes naming one */
   const int nmodes = (int)(sizeof modes / sizeof modes[0]);
@@ -1366,6 +1368,9 @@ TEST(bench_topk) {
         v2_switch("IXL_TOPK_V2_SPF", "0");
         v2_switch("IXL_TOPK_V2_SMU", "64");
       }
+      char sstg[16] = "";
+      if (!strncmp(mode, "v2:sstg", 7)) snprintf(sstg, sizeof sstg, "%s000", mode + 7);
+      v2_switch("IXL_TOPK_V2_SSTG", sstg[0] ? sstg : NULL);
       v2_switch("IXL_TOPK_V2_S3", !strncmp(mode, "v2:s3", 5) ? "1" : NULL);
       v2_switch("IXL_TOPK_V2_SUNR", !strcmp(mode, "v2:s8")   ? "8"
                                     : !strcmp(mode, "v2:s4") ? "4"
@@ -1413,6 +1418,7 @@ TEST(bench_topk) {
     v2_switch("IXL_TOPK_V2_SPIPE", NULL);
     v2_switch("IXL_TOPK_V2_SHC", NULL);
     v2_switch("IXL_TOPK_V2_CSTREAM", NULL);
+    v2_switch("IXL_TOPK_V2_SSTG", NULL);
     CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", NULL));
     for (int b = 0; b < nbuf; b++) ixl_tensor_free(buf[b]);
     ixl_tensor *all[] = {h, re, ids, dre, out, pos, dids};
