@@ -38,9 +38,12 @@
 
 // ---- plain C from here to IXL_LAUNCH_SWITCH_ONLY: tests/c/test_cuda_index.c includes this part
 // alone (no CUDA header) to test the parsing on any build.
-// Off by default: on the H200 (2026-12-02) PDL was exact and sanitizer-clean, but the step
-// gained 1 % at most (only K3 and K4 launch so; BENCHMARKS.md, "Programmatic dependent launch").
-#define IXL_PDL_DEFAULT 0
+// On by default (issue 15: every launch with PDL where the kernel supports it; K3, K4, K7,
+// select v2 and the v2 logits launch so). On the H200 (2026-12-02, session 8 visit 1) the step
+// was exact with it and within noise of PDL off (25,640 against 25,552 us graph replay), and
+// select v2's short launches gained ~1 us (64x16384 k512 10.47 -> 9.36 us); the kernels' own
+// parity and sanitizer runs with IXL_PDL=1 are in BENCHMARKS.md. IXL_PDL=0 turns it off.
+#define IXL_PDL_DEFAULT 1
 static inline int ixl_pdl_parse(const char *v) { // 1 on, 0 off
   if (v && v[0] == '0' && v[1] == '\0') return 0;
   if (v && v[0] == '1' && v[1] == '\0') return 1;
