@@ -883,13 +883,13 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
 // m = 5 with the set-up's loads batched (PRE), n = m with suspending waits, o = j with PRE.
 // Modes 1, 2 and 4 of the last session (LDS code words; two math warpgroups; 10 stages: all
 // slower than 3 on the H200) are no longer instantiated and read as off.
-// Unset: kK5wsDefault = 5 since session 7's visit 1 (H200, 2026-12-02, snapshot 2f62110):
-// test_cuda_logits [v2] 18/18 (every test) with K5WS=5 (also with IXL_PDL=1),
-// test_cuda_logits_mxk5 8/8, racecheck 0 hazards (mxk5 test and test_cuda_logits sparse +
-// mxfp4_page_sizes, IXL_PDL=1) and memcheck 0 errors small; ragged K5 4096x16K mxfp4 H32
-// 2,310 (mode 3, the default before: session 6 2,563 -> 2,226) -> 2,213 us (-4.2 %).
+// Unset: kK5wsDefault = j since session 8's visit 1 (H200, 2026-12-02): test_cuda_logits_mxk5
+// 8/8 and test_cuda_logits [v2] sparse + mxfp4_page_sizes 17/17 with K5WS=j, racecheck 0
+// hazards and memcheck 0 errors small (mxk5 test, IXL_PDL=1); ragged K5 4096x16K mxfp4 H32
+// 2,194 (5, three runs within 0.2 us) -> 2,121 us (-3.3 %, two runs). (5 before, since session
+// 7's visit 1: 2,310 (3) -> 2,213 us; 3 before that.)
 // IXL_LOGITS_V2_MX_K5WS=0: the kernels of logits_v2_mx_sm90.cu.
-constexpr char kK5wsDefault = '5';
+constexpr char kK5wsDefault = 'j';
 int k5ws_mode() {
   static const int v = env_switch("IXL_LOGITS_V2_MX_K5WS", "356789abcefghijklmno", kK5wsDefault);
   return v;
