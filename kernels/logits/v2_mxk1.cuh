@@ -13,6 +13,104 @@
 // The entry point, ixl_cuda_logits_v2_mxk1 (K1 at H 32 unless IXL_LOGITS_V2_MX_WS is 0), is
 // declared in v2_mx_ws.h beside the dispatcher's other hooks.
 
+
+// ------------------------------------------------------------------ s8 path (kVarS8, WS=s)
+// Session 8 (issue 13): MXFP4 K1 on s8 IGMMA with ONE accumulator a tile, where the group
+// exponents allow it, so the epilogue converts one integer per head-logit (I2FP) instead of
+// combining four group partials (3 FFMA). The rules, host-testable:
+// - values: 2 e2m1 in {0, 1, 2, 3, 4, 6, 8, 12} times 2^a (a in [0, 3]) as s8, at most 96;
+// - a key slot (scale word kw) folds when its exponents lie in V3's combine window
+//   (ixl_v2mx_comb_word) and, after the CTA's per-group offsets G_g (byte g of G, 0 or 1),
+//   within a window of 4: a_g = ke_g - G_g - kb in [0, 4], kb = min_g (ke_g - G_g). An a_g of
+//   4 is written as 3 into the main k block and once more into an "overflow" k block (the same
+//   query values there), so the tensor core sums q k 2^3 twice;
+// - a query head (scale word qw) folds when no byte is 0xFF and b_g = qe_g - qmin + G_g <= 3;
+// - then one s32 accumulator of 8 chained k32 IGMMA holds I = sum_g 4 s_g 2^(a_g + b_g) (s_g:
+//   SPEC 3's unscaled group partial, a multiple of 1/4, |s_g| <= 1152), so |I| < 2^22 and the
+//   dot is I 2^(qmin - 129) 2^(kb - 127) EXACTLY: a_g + b_g = (qe_g + ke_g) - (qmin + kb), the
+//   exponent sums' spread is <= 7, and the CPU's fp32 (p0 + p1) + (p2 + p3) of those p_g is
+//   exact (every partial a multiple of 2^(qmin + kb - 256) below 2^24 of them), so it equals
+//   the integer sum scaled. The kernel folds 2^(qmin - 129) into the weight and defers
+//   2^(kb - 127) (k0) to the head sum's end, as V3's deferred key factor (v2_mx.cuh): every
+//   scaled value stays a normal number (the windows), so the bf16 chain rounds alike.
+// A tile any of whose 64 slots does not fold, and a CTA any of whose 128 heads does not (or is
+// not V3-fast), takes the e4m3 QGMMA path as before (the producer widens that tile so).
+#ifdef __CUDACC__
+#define IXL_MXK1_FN static __host__ __device__ __forceinline__
+#else
+#define IXL_MXK1_FN static inline
+#endif
+
+// PTX prmt.b32's default mode: byte i of the result is byte c[4i+2:4i] of {b, a} (a: bytes
+// 0..3), or that byte's sign replicated when c[4i+3] is set (c's low 16 bits).
+IXL_MXK1_FN uint32_t ixl_mxk1_prmt(uint32_t a, uint32_t b, uint32_t c) {
+#if defined(__CUDACC__) && defined(__CUDA_ARCH__)
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+#else
+  const uint64_t ab = (uint64_t)b << 32 | a;
+  uint32_t d = 0;
+  for (int i = 0; i < 4; i++) {
+    const uint32_t sel = (c >> (4 * i)) & 15u;
+    uint32_t byte = (uint32_t)(ab >> (8 * (sel & 7u))) & 0xFFu;
+    if (sel & 8u) byte = byte & 0x80u ? 0xFFu : 0u;
+    d |= byte << (8 * i);
+  }
+  return d;
+#endif
+}
+
+// One raw word x (8 e2m1 codes, element e in nibble e) as s8 values 2 e2m1 2^a (a in 0..3):
+// *lo = elements 0..3 (byte j: element j), *hi = elements 4..7. Two lookups a half: the
+// positive codes' magnitudes (a negative code's selector has its sign bit, which gives 0 from
+// a table of bytes <= 96) and the negative codes' (the same on x ^ 0x8888); then per byte
+// p - n + 128 never borrows (|p - n| <= 96) and ^ 0x80 makes it two's complement (-0: 0).
+IXL_MXK1_FN void ixl_mxk1_s8_widen(uint32_t x, int a, uint32_t *lo, uint32_t *hi) {
+  const uint32_t tl = 0x03020100u << a, th = 0x0C080604u << a, xf = x ^ 0x88888888u;
+  const uint32_t pa = ixl_mxk1_prmt(tl, th, x), pb = ixl_mxk1_prmt(tl, th, x >> 16);
+  const uint32_t na = ixl_mxk1_prmt(tl, th, xf), nb = ixl_mxk1_prmt(tl, th, xf >> 16);
+  *lo = (pa + 0x80808080u - na) ^ 0x80808080u;
+  *hi = (pb + 0x80808080u - nb) ^ 0x80808080u;
+}
+
+// A key slot's fold (scale word kw, offsets G): returns 1 when it folds; then *sh = the packed
+// a_g (byte g, 0..4) and *k0 = the fp32 bits of 2^(kb - 127); else *sh = *k0 = 0.
+IXL_MXK1_FN int ixl_mxk1_slot_s8(uint32_t kw, uint32_t G, uint32_t *sh, uint32_t *k0) {
+  int e[4], lo = 1 << 20, hi = -(1 << 20);
+  for (int g = 0; g < 4; g++) {
+    e[g] = (int)((kw >> (8 * g)) & 0xFFu) - (int)((G >> (8 * g)) & 0xFFu);
+    lo = e[g] < lo ? e[g] : lo;
+    hi = e[g] > hi ? e[g] : hi;
+  }
+  const int ok = ixl_v2mx_comb_word(kw) && hi - lo <= 4 && lo >= 1;
+  uint32_t s = 0;
+  for (int g = 0; g < 4; g++) s |= (uint32_t)(e[g] - lo) << (8 * g);
+  *sh = ok ? s : 0u;
+  *k0 = ok ? (uint32_t)lo << 23 : 0u;
+  return ok;
+}
+
+// A query head's fold (scale word qw, offsets G): returns 1 when it folds; then *sh = the packed
+// b_g (byte g, 0..3) and *qmin its smallest exponent byte; else *sh = 0.
+IXL_MXK1_FN int ixl_mxk1_col_s8(uint32_t qw, uint32_t G, uint32_t *sh, int *qmin) {
+  int lo = 255, ok = 1;
+  for (int g = 0; g < 4; g++) {
+    const int b = (int)((qw >> (8 * g)) & 0xFFu);
+    lo = b < lo ? b : lo;
+    ok &= b != 0xFF;
+  }
+  uint32_t s = 0;
+  for (int g = 0; g < 4; g++) {
+    const int d = (int)((qw >> (8 * g)) & 0xFFu) - lo + (int)((G >> (8 * g)) & 0xFFu);
+    ok &= d <= 3;
+    s |= (uint32_t)(d & 0xFF) << (8 * g);
+  }
+  *sh = ok ? s : 0u;
+  *qmin = lo;
+  return ok;
+}
+
 #if defined(__CUDACC__) && defined(__CUDA_ARCH__)
 // mbarrier operations on a 32-bit shared-window address (PTX ISA "mbarrier"): the kernel keeps
 // its barriers' base address in one register, so a wait or an arrival costs an add, not the

@@ -15,8 +15,11 @@
  * IXL_TEST_SEED sets the seed; IXL_TEST_ONLY=WORD,... the cases whose names contain one. */
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
+#include "logits/v2_mxk1.cuh"
 #include "mx_test.h"
+#include "numerics/scalar.h"
 
 typedef struct {
   const char *name;
@@ -146,9 +149,131 @@ static void run_case(const k1c *c) {
   for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) ixl_tensor_free(ts[k]);
 }
 
+
+/* ---------------------------------------------------------------- host rules of the s8 path
+ * (v2_mxk1.cuh, WS=s; no GPU needed). (1) ixl_mxk1_s8_widen against the value of every code:
+ * all 2^16 halves of a word, every shift. (2) The exact-dot claim: for pairs of a query head
+ * and a key slot (random and adversarial codes: all +-6, cancellations; exponents at the
+ * folds' edges, G in {0, 1}^4), whenever both fold, I 2^(qmin - 129) 2^(kb - 127) from the
+ * emulated IGMMA (8 chained k32 blocks: main with min(a, 3), overflow where a = 4) is bit for
+ * bit the CPU's (p0 + p1) + (p2 + p3), and |I| < 2^22; the folds' own rules too. */
+static float e2m1v(uint32_t nib) { return ixl_cvt_e2m1_to_f32((uint8_t)(nib & 15u)); }
+
+static int s8_pair(const uint8_t *qc, uint32_t qw, const uint8_t *kc, uint32_t kw, uint32_t G,
+                   int *folded) {
+  /* the CPU's dot (SPEC 3) */
+  float p[4];
+  for (int g = 0; g < 4; g++) {
+    float sg = 0.0f;
+    for (int e = 0; e < 32; e++) {
+      const int i = 32 * g + e;
+      sg += e2m1v(qc[i / 2] >> (4 * (i & 1))) * e2m1v(kc[i / 2] >> (4 * (i & 1)));
+    }
+    const int qb = (int)((qw >> (8 * g)) & 0xFFu), kb = (int)((kw >> (8 * g)) & 0xFFu);
+    p[g] = qb == 0xFF || kb == 0xFF ? NAN : ixl_scale_pow2f(sg, qb + kb - 254);
+  }
+  const float cpu = (p[0] + p[1]) + (p[2] + p[3]);
+  uint32_t ksh, k0, qsh;
+  int qmin;
+  const int kf = ixl_mxk1_slot_s8(kw, G, &ksh, &k0), qf = ixl_mxk1_col_s8(qw, G, &qsh, &qmin);
+  *folded = kf && qf;
+  int bad = 0;
+  /* the folds' rules: shifts in range, and exactly the exponents' offsets */
+  for (int g = 0; g < 4 && kf; g++) {
+    const int a = (int)((ksh >> (8 * g)) & 0xFFu);
+    bad += a > 4 || (int)((kw >> (8 * g)) & 0xFFu) - (int)((G >> (8 * g)) & 0xFFu) !=
+                        (int)(k0 >> 23) + a;
+  }
+  for (int g = 0; g < 4 && qf; g++) {
+    const int b = (int)((qsh >> (8 * g)) & 0xFFu);
+    bad += b > 3 || (int)((qw >> (8 * g)) & 0xFFu) + (int)((G >> (8 * g)) & 0xFFu) != qmin + b;
+  }
+  if (!*folded) return bad;
+  int64_t I = 0;
+  for (int g = 0; g < 4; g++) {
+    const int a = (int)((ksh >> (8 * g)) & 0xFFu), b = (int)((qsh >> (8 * g)) & 0xFFu);
+    for (int w = 0; w < 4; w++) {
+      uint32_t x, y, kl, kh, ql, qh;
+      memcpy(&x, kc + 16 * g + 4 * w, 4);
+      memcpy(&y, qc + 16 * g + 4 * w, 4);
+      ixl_mxk1_s8_widen(x, a < 3 ? a : 3, &kl, &kh);
+      ixl_mxk1_s8_widen(y, b, &ql, &qh);
+      for (int j = 0; j < 4; j++) {
+        const int64_t t = (int64_t)(int8_t)(kl >> (8 * j)) * (int8_t)(ql >> (8 * j)) +
+                          (int64_t)(int8_t)(kh >> (8 * j)) * (int8_t)(qh >> (8 * j));
+        I += a == 4 ? 2 * t : t; /* main block, plus the overflow block's copy */
+      }
+    }
+  }
+  bad += I >= (1 << 22) || I <= -(1 << 22);
+  const float hc = ixl_scale_pow2f(1.0f, qmin - 129);
+  const float dot = ((float)I * hc) * ixl_bits_f32(k0);
+  if (!(dot == cpu || (isnan(dot) && isnan(cpu)))) {
+    if (bad < 4)
+      fprintf(stderr, "  s8 dot: qw %08x kw %08x G %08x: %a, CPU %a\n", qw, kw, G, dot, cpu);
+    bad++;
+  }
+  return bad;
+}
+
+static int host_rules(void) {
+  int bad = 0;
+  /* (1) the widening, exhaustively */
+  for (int a = 0; a < 4; a++)
+    for (uint32_t x = 0; x < 65536u; x++) {
+      uint32_t lo, hi;
+      ixl_mxk1_s8_widen(x | (x << 16), a, &lo, &hi);
+      for (int j = 0; j < 4; j++) {
+        const int want = (int)(2.0f * e2m1v(x >> (4 * j)) * (float)(1 << a));
+        bad += (int8_t)(lo >> (8 * j)) != want || (int8_t)(hi >> (8 * j)) != want;
+      }
+    }
+  printf("# host_rules: s8 widening %d mismatches\n", bad);
+  /* (2) pairs */
+  int64_t pairs = 0, folded = 0;
+  uint8_t qc[64], kc[64];
+  for (int it = 0; it < 200000; it++) {
+    const int mode = it % 5;
+    for (int i = 0; i < 64; i++) {
+      uint32_t r = (uint32_t)rand_u64();
+      if (mode == 1) r = 0x77; /* every value +6 */
+      if (mode == 2) r = (r & 0x88) | 0x77; /* every value +-6 */
+      if (mode == 3) r = (r & 0x88) | (r & 0x77 ? 0x77 : 0x11); /* +-6 and +-0.5 */
+      qc[i] = (uint8_t)r;
+      kc[i] = (uint8_t)(mode == 4 ? r ^ 0x88 : (uint32_t)rand_u64()); /* 4: cancellations */
+      if (mode >= 1 && mode <= 3) kc[i] = (uint8_t)((rand_u64() & 0x88) | 0x77);
+    }
+    const uint32_t G = (uint32_t)(rand_u64() & 0x01010101u);
+    /* exponents: a base in (or at the edge of) the combine window, group offsets 0..5 */
+    const int qb0 = (int)rand_range(98, 156), kb0 = (int)rand_range(98, 156);
+    uint32_t qw = 0, kw = 0;
+    for (int g = 0; g < 4; g++) {
+      qw |= (uint32_t)(qb0 + (int)rand_range(0, it % 3 ? 3 : 5)) << (8 * g);
+      kw |= (uint32_t)(kb0 + (int)rand_range(0, it % 3 ? 5 : 7)) << (8 * g);
+    }
+    if (it % 97 == 0) kw |= 0xFFu << (8 * (it % 4)); /* NaN key scale: never folds */
+    int f;
+    bad += s8_pair(qc, qw, kc, kw, G, &f);
+    pairs++;
+    folded += f;
+  }
+  printf("# host_rules: %lld pairs, %lld folded (s8 path), %d mismatches in all\n",
+         (long long)pairs, (long long)folded, bad);
+  return bad == 0 && folded > pairs / 10;
+}
+
 static void run_one(const void *c) { run_case((const k1c *)c); }
 
 int main(void) {
+  /* the host rules first: they need no GPU, so they run (and count) on every machine */
+  rand_seed(RAND_SPLITMIX64, 12345);
+  if (host_rules()) {
+    tests_passed_++;
+    printf("ok - host_rules\n");
+  } else {
+    tests_failed_++;
+    printf("not ok - host_rules\n");
+  }
   /* the switch is read once a process, at the first K1 call: unset here runs the default */
   const int st = mx_test_start("mxk1", "IXL_LOGITS_V2_MX_WS", NULL);
   if (st <= 0) return st < 0;
