@@ -880,7 +880,8 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
 // j = 5 and k = 3 with chunks of up to 8192 columns (MC; visit 2's ncu: the CTA set-up, the
 // ids prefix scan and the query tile above all, took ~20 % of the warps' samples: fewer, longer
 // CTAs amortize it), l = 5 with chunks of up to 16384 columns (a whole row here) and 5 stages;
-// m = 5 with the set-up's loads batched (PRE), n = m with suspending waits, o = j with PRE.
+// m = 5 with the set-up's loads batched (PRE), n = m with suspending waits, o = j with PRE,
+// p = k with PRE, q = l with PRE.
 // Modes 1, 2 and 4 of the last session (LDS code words; two math warpgroups; 10 stages: all
 // slower than 3 on the H200) are no longer instantiated and read as off.
 // Unset: kK5wsDefault = j since session 8's visit 1 (H200, 2026-12-02): test_cuda_logits_mxk5
@@ -891,7 +892,7 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
 // IXL_LOGITS_V2_MX_K5WS=0: the kernels of logits_v2_mx_sm90.cu.
 constexpr char kK5wsDefault = 'j';
 int k5ws_mode() {
-  static const int v = env_switch("IXL_LOGITS_V2_MX_K5WS", "356789abcefghijklmno", kK5wsDefault);
+  static const int v = env_switch("IXL_LOGITS_V2_MX_K5WS", "356789abcefghijklmnopq", kK5wsDefault);
   return v;
 }
 // IXL_LOGITS_V2_MX_K5PWS (paged K5): 2 = 1 head pass, 8 stages (136 registers: 2 CTAs an
@@ -1037,6 +1038,8 @@ extern "C" int ixl_cuda_logits_v2_mxk5(ixl_ctx *ctx, const ixl_logits_call *c, i
   case 'm': *st = launch_ws<false, 2, 6, 96, 0, 4>(ctx, p, name); break;
   case 'n': *st = launch_ws<false, 2, 6, 96, 0, 6>(ctx, p, name); break;
   case 'o': *st = launch_ws<false, 2, 6, 96, 0, 4, 1, false, 8192>(ctx, p, name); break;
+  case 'p': *st = launch_ws<false, 1, kStages, 136, 0, 4, 1, false, 8192>(ctx, p, name); break;
+  case 'q': *st = launch_ws<false, 2, 5, 96, 0, 4, 1, false, 16384>(ctx, p, name); break;
   default: *st = launch_ws<false, 1, kStages, 136, 0, 2>(ctx, p, name); break; // 'i'
   }
   return 1;
