@@ -1,7 +1,7 @@
 -- bench/step.lua -- issue 15's benchmark, in ONE command: what does a whole V4.1 step cost,
 -- sparse against dense, and against plain PyTorch?
 --
---   bin/idxlab script bench/step.lua [out=DIR] [torch=0] [scaling=0] [iters=N]
+--   bin/idxlab script bench/step.lua [out=DIR] [torch=0] [consumers=0] [scaling=0] [iters=N]
 --     [baseline=BENCHMARKS.md] [quick=FILE] [scaling_file=FILE] [quick_set="k=v;..."]
 --     [scaling_set="k=v;..."] [python=python3] [gnuplot=none] [progress=plain|off]
 --
@@ -11,6 +11,8 @@
 --    over the consumer layers, and speedup_sparse), with the exactness metrics.
 -- 2. The PyTorch twin, bench/torch/step.py, at quick.lua's shape (GPU only; torch=0 skips it):
 --    its median and the ratio PyTorch / idxlab.
+-- 2b. quick.lua's decode group alone (--set workload.prefill=false; consumers=0 skips it): the
+--    consumer part, expansion + every consumer layer's sparse logits, top-k and remap.
 -- 3. context_scaling.lua (scaling=0 skips it): on a GPU at GPU scale (64 decode rows, 4K to 1M
 --    positions: GPU_SCALING below, the --set line in the file's header), else at the file's
 --    CPU scale; its plot time_vs_context (the step, the source's dense logits, the consumers'
@@ -190,6 +192,30 @@ function M.main(opts)
     figure(gpu and "quick_gpu" or "quick", f, q[f])
   end
   figure("torch_twin", "median_us", torch_us)
+
+  -- 2b. the consumer part alone (issue 15's target: the expansion + every consumer's sparse
+  -- logits, top-k and remap for the decode group alone, <= 150 us at 64 rows x 128K): quick.lua
+  -- again with no prefill request (consumers=0 skips it)
+  if opts.consumers ~= 0 and opts.consumers ~= false then
+    local sets = split_sets(opts.quick_set)
+    sets[#sets + 1] = "workload.prefill=false"
+    local cres = run_exp(experiment, opts.quick or (root .. "/experiments/quick.lua"), sets,
+      out .. "/quick_decode", opts)
+    local c = cres.rows[#cres.rows]
+    local cw = (c.workload or {}).decode or {}
+    local part = (c.time_expand_us or 0) + (c.time_sparse_logits_us or 0)
+      + (c.time_topk_us or 0) + (c.time_remap_us or 0)
+    result.consumers = { row = c, us = part }
+    say("")
+    say("consumer part, decode group alone (%s rows at %s, %s consumer layers; "
+      .. "quick.lua --set workload.prefill=false): expand %s + sparse logits %s + top-k %s + "
+      .. "remap %s = %s us (issue 15's target: <= 150 us); its step %s us", tostring(cw.rows),
+      tostring(cw.context), tostring((c.workload or {}).consumer_layers),
+      fmt_us(c.time_expand_us), fmt_us(c.time_sparse_logits_us), fmt_us(c.time_topk_us),
+      fmt_us(c.time_remap_us), fmt_us(part), fmt_us(c.time_step_us))
+    figure(gpu and "quick_gpu_decode" or "quick_decode", "consumer_us", part)
+    figure(gpu and "quick_gpu_decode" or "quick_decode", "time_step_us", c.time_step_us)
+  end
 
   -- 3. context_scaling and the warm-up check
   if opts.scaling ~= 0 and opts.scaling ~= false then

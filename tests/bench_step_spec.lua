@@ -59,6 +59,14 @@ describe("bench/step.lua at CPU scale", function()
     assert.is_true(q.time_masked_dense_us > 0)
     assert.is_number(q.speedup_sparse)
     assert.is_nil(res.torch_us)
+    -- the consumer part: the decode group alone (no prefill request), its own results folder
+    local c = res.consumers.row
+    assert.is_false(c.workload.prefill)
+    assert.equals(2, c.workload.decode.rows)
+    assert.equals(0, c.logit_mismatches)
+    assert.near(c.time_expand_us + c.time_sparse_logits_us + c.time_topk_us + c.time_remap_us,
+      res.consumers.us, 1e-9)
+    assert.is_true(fs.exists(dir .. "/out/quick_decode/results.jsonl"))
     -- two contexts, two repeats each: four rows, each recorded once
     assert.equals(2, #res.scaling)
     assert.equals(2048, res.scaling[1].context)
@@ -76,10 +84,13 @@ describe("bench/step.lua at CPU scale", function()
     local figs = read(dir .. "/out/figures.txt")
     assert.truthy(figs:find("\nstep%-cpu/quick/time_step_us [%d.]+\n"))
     assert.truthy(figs:find("\nstep%-cpu/context_scaling_8192/time_sparse_logits_us [%d.]+\n"))
+    assert.truthy(figs:find("\nstep%-cpu/quick_decode/consumer_us [%d.]+\n"))
     assert.equals(1, #res.regress.rows)
     assert.equals("step-cpu/quick/time_step_us", res.regress.slower[1].name)
     local all = table.concat(text)
     assert.truthy(all:find("PyTorch twin: skipped (no GPU", 1, true))
+    assert.truthy(all:find("consumer part, decode group alone (2 rows at 4096, 2 consumer", 1,
+      true))
     assert.truthy(all:find("warm-up check: point 0 (context 2048, seed 1) re-run last", 1, true))
     assert.truthy(all:find("SLOWER step-cpu/quick/time_step_us", 1, true))
     assert.equals(all, read(dir .. "/out/table.txt"))

@@ -600,6 +600,29 @@ describe("runs", function()
       err_of(experiment.run, e, quiet({ out = d, resume = true })))
   end)
 
+  it("applies a --set workload or timing value where on_backend replaces them, too", function()
+    local d = tmpdir()
+    local e = base_exp()
+    e.sweep = nil
+    e.plots = nil
+    e.timing = { warmup = 0, iters = 1 }
+    e.on_backend = { cpu = { workload = { decode = { rows = 2, context = 4096 }, prefill = false,
+      consumer_layers = 1 }, timing = { warmup = 1, iters = 5 } } }
+    local seen = {}
+    local res = experiment.run(e, quiet({ out = d, set = { "workload.decode.rows=3",
+      "timing.iters=2" }, measure = function(ctx, pt)
+      seen[#seen + 1] = pt
+      return fake_measure(ctx, pt)
+    end }))
+    assert.equals(0, res.status)
+    assert.equals(3, seen[1].workload.decode.rows) -- not on_backend's 2, silently
+    assert.equals(4096, seen[1].workload.decode.context)
+    assert.equals(2, seen[1].timing.iters)
+    assert.equals(1, seen[1].timing.warmup)
+    local rows = results.read_jsonl(d .. "/unit/results.jsonl")
+    assert.equals(3, rows[1].workload.decode.rows)
+  end)
+
   it("runs a point once when two sweep values resolve to the same config", function()
     local e = base_exp()
     e.sweep = { sparse_block_kv = { "auto", 8 } }

@@ -85,6 +85,18 @@ end
 -- (the --set key is "<field>.<name>").
 local NESTED = { variant = "variant", cpsim = "context_parallel_sim" }
 
+-- fn(t) on each on_backend[<backend>][field] table (those a backend replaces the experiment's
+-- field with), in a stable order.
+local function for_backends(e, field, fn)
+  if type(e.on_backend) ~= "table" then return end
+  local names = {}
+  for b, ob in pairs(e.on_backend) do
+    if type(ob) == "table" and type(ob[field]) == "table" then names[#names + 1] = b end
+  end
+  table.sort(names)
+  for _, b in ipairs(names) do fn(e.on_backend[b][field]) end
+end
+
 local function table_field(e, k)
   if type(e[k]) ~= "table" then e[k] = {} end
   return e[k]
@@ -153,6 +165,7 @@ local function set_one(e, key, value, full)
   elseif key:match("^timing%.") then
     if listy then fail(("--set %s: %s takes one value"):format(full, key)) end
     table_field(e, "timing")[key:sub(8)] = value
+    for_backends(e, "timing", function(t) t[key:sub(8)] = value end)
   elseif key == "metrics" then
     e.metrics = listy and value or { value }
   elseif ONE_VALUE[key] then
@@ -187,6 +200,9 @@ function M.apply(exp, sets, src)
       set_sweep(e, sweep_key, value, full)
     elseif key:match("^workload%.") then
       set_path(table_field(e, "workload"), key:sub(10), value, full)
+      -- an on_backend workload replaces the experiment's where that backend runs: the value
+      -- fixes the knob there too, or a GPU run would silently keep the file's value
+      for_backends(e, "workload", function(w) set_path(w, key:sub(10), value, full) end)
       if type(e.sweep) == "table" then e.sweep[key] = nil end
       unsweep(e, key)
     else
