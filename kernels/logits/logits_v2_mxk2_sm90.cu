@@ -30,6 +30,9 @@
 //   the same fp32 sum or SPEC 3 bf16 chain, so the bits are mx_kernel's and the CPU's. kPipe:
 //   a tile's reduction and stores run under the next tile's wgmma;
 // - -inf at columns past the context and where the page id is outside the pool;
+// - kWide (switch w, session 8, not yet run on a GPU): the producer warps widen each landed
+//   tile into shared memory (private raw stages, 12 shared wide stages) and the math
+//   warpgroups run SS wgmma on it: no code reads, no widening and no A registers there;
 // - programmatic dependent launch (ixl::launch_pdl; pdl_wait and pdl_trigger at entry);
 // - the math threads' shared-memory addresses, the wgmma descriptor and the row's output
 //   pointer pass through a shfl once (launder): ptxas recomputed them from the thread index
@@ -81,6 +84,9 @@ constexpr int kThreads = kMath + 128; // then the producer warpgroup (one workin
 // lone producer warp at 150 registers did not launch: one sub-partition then holds 4 warps.)
 constexpr int kProdRegs = 56, kMathRegs = 152;
 static_assert(128 * kProdRegs + kMath * kMathRegs <= 65536, "setmaxnreg: the CTA's pool");
+// kWide (below): the producers widen (80 registers), the math warps hold no A registers (144)
+constexpr int kProdRegsW = 80, kMathRegsW = 144;
+static_assert(128 * kProdRegsW + kMath * kMathRegsW <= 65536, "setmaxnreg: the CTA's pool");
 
 // Dynamic shared memory (1024-aligned base): raw code stages | 2 query tiles | scale words |
 // 2 x per column | stage masks.
@@ -99,6 +105,28 @@ struct K2Smem {
   static constexpr int meta = (col + 2 * col_bytes + 15) & ~15;
   static constexpr int total = meta + kStages * 4;
   static constexpr int alloc = total + 1024;
+};
+
+// WIDE (kWide below): the producer warps widen each landed tile into shared memory (wgmma's SS
+// A layout, v2_mx.cuh's ixl_v2mx_ss_off: 64 rows of 128 B, 128B-swizzled) and the math
+// warpgroups run SS wgmma on it. Raw stages: kRawW a producer warp, private (warp w: raw stages
+// w kRawW ..), each a TMA box of codes (SWIZZLE_64B, as above) + a bulk copy of scale words;
+// wide stages: kWideS shared in tile order (tile k: k % kWideS), each 8 KB of e4m3 codes, the
+// 64 scale words (copied by the producer) and the tile's piece mask.
+constexpr int kRawW = 6, kWideS = 12;
+struct K2SmemW {
+  static constexpr int stage = kTile * 128; // a wide stage's codes
+  static constexpr int raw = 0;             // 4 kRawW raw stages of 4 KB
+  static constexpr int rsc = raw + 4 * kRawW * kTile * 64;
+  static constexpr int wide = rsc + 4 * kRawW * kTile * 4; // 1024-aligned
+  static constexpr int sc = wide + kWideS * stage;         // the wide stages' scale words
+  static constexpr int q = sc + kWideS * kTile * 4;        // 1024-aligned
+  static constexpr int col = q + 2 * kH * 128;
+  static constexpr int col_bytes = 4 * kH * 4 + kH;
+  static constexpr int meta = (col + 2 * col_bytes + 15) & ~15;
+  static constexpr int total = meta + kWideS * 4;
+  static constexpr int alloc = total + 1024;
+  static_assert(wide % 1024 == 0 && q % 1024 == 0, "the 128B-swizzled tiles");
 };
 
 struct K2Params {
@@ -169,7 +197,11 @@ __device__ __forceinline__ void math_sync() {
 // kFull (32): a tile whose every piece was loaded and whose 64 columns all lie below the
 // context and out_cols (warpgroup-uniform) takes a fast path's reduction with unconditional
 // stores (no per-slot validity, no column bound).
-constexpr int kPipe = 1, kProd4 = 2, kArr4 = 4, kBox1 = 8, kRaw1 = 16, kFull = 32;
+// kWide (64, with kProd4; not with kPipe, kArr4, kBox1, DIAG): the producer warps widen the
+// codes into shared memory and the math warpgroups run SS wgmma (K2SmemW above): no code reads
+// and no widening in the math warps (~70 of ~335 SASS instructions a tile and thread), the
+// stage released after the tile's wgmma completed.
+constexpr int kPipe = 1, kProd4 = 2, kArr4 = 4, kBox1 = 8, kRaw1 = 16, kFull = 32, kWide = 64;
 // DIAG (bench-only diagnostics, fp32, the logits are garbage): 1 = math only (the producer
 // copies nothing: the stages hold zero codes and in-window scale words written once, each
 // tile a plain arrival), 2 = copies only (the math warps wait, read the stage and release it,
@@ -180,13 +212,15 @@ template <bool BF16, int V, int DIAG = 0>
 __global__ void __launch_bounds__(kThreads, 1)
     mxk2_kernel(const __grid_constant__ CUtensorMap kmap, const K2Params p) {
 #if IXL_SM90_DEVICE
-  constexpr int S = kStages;
-  constexpr int NPW = (V & kProd4) ? 4 : 1; // producer warps
+  constexpr bool WIDE = (V & kWide) != 0;
+  constexpr int S = WIDE ? kWideS : kStages; // the math warps' ring (WIDE: the wide stages)
+  constexpr int NPW = (V & kProd4) ? 4 : 1;  // producer warps
   constexpr bool PIPE = (V & kPipe) != 0, ARR4 = (V & kArr4) != 0, BOX1 = (V & kBox1) != 0;
   constexpr bool RAW1 = BOX1 && (V & kRaw1) != 0, FULL = !PIPE && (V & kFull) != 0;
   static_assert(S % NPW == 0, "a producer warp owns the stages w mod NPW");
+  static_assert(!WIDE || (NPW == 4 && !PIPE && !ARR4 && !BOX1 && DIAG == 0), "WIDE: with p");
   constexpr int NC = kH, NJ = NC / 8;
-  using L = K2Smem<BOX1>;
+  using L = std::conditional_t<WIDE, K2SmemW, K2Smem<BOX1>>;
   constexpr int STB = L::stage;
   extern __shared__ uint8_t smem_raw[];
   // the 1024-aligned base as an offset of smem_raw: every pointer stays in the shared window
@@ -195,13 +229,20 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint32_t *s_sc = reinterpret_cast<uint32_t *>(smem + L::sc);
   uint32_t *s_meta = reinterpret_cast<uint32_t *>(smem + L::meta);
   __shared__ uint64_t s_full[S], s_empty[S];
+  // WIDE: the raw stages' barriers (1 arrival + the bytes); s_full then counts the producer
+  // warp's 32 lanes (each arrives after its own stores of the widened tile)
+  __shared__ uint64_t s_rfull[WIDE ? 4 * kRawW : 1];
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   if (tid == 0) {
 #pragma unroll
     for (int s = 0; s < S; s++) {
-      ptx::mbarrier_init(&s_full[s], 1);
+      ptx::mbarrier_init(&s_full[s], WIDE ? 32 : 1);
       ptx::mbarrier_init(&s_empty[s], ARR4 ? 4 : 128);
+    }
+    if constexpr (WIDE) {
+#pragma unroll
+      for (int s = 0; s < 4 * kRawW; s++) ptx::mbarrier_init(&s_rfull[s], 1);
     }
     ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster); // before the first use
   }
@@ -217,7 +258,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t rmax = p.bt_cols * (int64_t)p.P;
 
   if (warp >= 4 * kNWG) {
-    setmaxnreg_dec<kProdRegs>(); // the whole warpgroup; then the warps past NPW leave
+    // the whole warpgroup; then the warps past NPW leave (WIDE: the widening needs more)
+    setmaxnreg_dec<WIDE ? kProdRegsW : kProdRegs>();
     const int pw = warp - 4 * kNWG;
     if (pw >= NPW) return;
     if (DIAG == 1 || DIAG == 3) { // math only: this warp's stages once, zero codes, 2^0 scales
@@ -266,6 +308,114 @@ __global__ void __launch_bounds__(kThreads, 1)
     const uint8_t *ssrc = nullptr;
     uint32_t vm = 0;
     int64_t b0 = -32;
+    if constexpr (WIDE) {
+      // The raw stages of this warp (pw kRawW + 0 .. kRawW - 1) and their scale words; lane r
+      // holds the piece mask of the tile in raw stage r (m_ring). Tile i is issued into raw
+      // stage i % kRawW after the widening of tile i - kRawW (the same stage: program order,
+      // the warp's own reads) and widened kRawW tiles later into wide stage k % S.
+      uint8_t *const w_raw = s_raw + pw * kRawW * (kTile * 64);
+      uint32_t *const w_rsc =
+          reinterpret_cast<uint32_t *>(smem + K2SmemW::rsc) + pw * kRawW * kTile;
+      uint32_t m_ring = 0, wr_q = 0, ww_q = 0;
+      int wr = 0, ww = pw;
+      int64_t wk = pw;
+      // widens the warp's next tile (wk, raw stage wr, wide stage ww) once its raw stage has
+      // landed and the math warps released the wide stage's last tile (wk - S); then the 32
+      // lanes arrive on the wide stage's full barrier (each after its own stores)
+      auto widen_next = [&]() {
+        const uint32_t m = __shfl_sync(0xffffffffu, m_ring, wr);
+        if (wk >= S) mbar_wait(&s_empty[ww], ww_q ^ 1u);
+        mbar_wait(&s_rfull[pw * kRawW + wr], wr_q);
+        if (m) {
+          const uint8_t *src = w_raw + wr * (kTile * 64);
+          uint8_t *dst = smem + K2SmemW::wide + ww * K2SmemW::stage;
+#pragma unroll
+          for (int h = 0; h < 2; h++) {
+            const int i = lane + 32 * h; // slot i: its 4 groups of 16 raw bytes, conflict-free
+#pragma unroll
+            for (int g = 0; g < 4; g++) {
+              const uint4 w = *reinterpret_cast<const uint4 *>(src + ixl_v2mx_raw_off(i, g));
+              uint4 ev, od;
+              ixl_sm90_e2m1x8_widen(w.x, &ev.x, &od.x);
+              ixl_sm90_e2m1x8_widen(w.y, &ev.y, &od.y);
+              ixl_sm90_e2m1x8_widen(w.z, &ev.z, &od.z);
+              ixl_sm90_e2m1x8_widen(w.w, &ev.w, &od.w);
+              *reinterpret_cast<uint4 *>(dst + ixl_v2mx_ss_off(i, g, 0, 0)) = ev;
+              *reinterpret_cast<uint4 *>(dst + ixl_v2mx_ss_off(i, g, 0, 1)) = od;
+            }
+            s_sc[ww * kTile + i] = w_rsc[wr * kTile + i];
+          }
+          // the stores, visible to wgmma (async proxy); the raw stage's reads before its next
+          // TMA
+          ptx::fence_proxy_async(ptx::space_shared);
+        }
+        if (lane == 0) s_meta[ww] = m;
+        (void)ptx::mbarrier_arrive(&s_full[ww]);
+        if (++wr == kRawW) {
+          wr = 0;
+          wr_q ^= 1u;
+        }
+        ww += NPW;
+        if (ww >= S) {
+          ww -= S;
+          ww_q ^= 1u;
+        }
+        wk += NPW;
+      };
+      int rs = 0; // tile i's raw stage
+      for (int64_t i = 0; i < nw; i++) {
+        if (i >= kRawW) widen_next(); // tile i - kRawW: frees raw stage rs
+        __syncwarp();
+        const int64_t pk = i << npclog;
+        if (pk >= b0 + 32) { // a new batch (as below)
+          if (b0 >= 0) {
+            c_len = n_len;
+            c_pg = n_pg;
+            fetch(pk + 32 + lane, n_len, n_pg);
+          }
+          b0 = pk;
+          const int64_t lp = b0 + lane;
+          ok = false;
+          crd = 0;
+          ssrc = nullptr;
+          if (lp < np) {
+            int64_t row, pos0, pi;
+            where(lp, row, pos0, pi);
+            const int64_t row_hi = clamp64(c_len, 0, rmax);
+            if (pos0 < row_hi && pos0 < p.out_cols && c_pg >= 0 && c_pg < p.num_pages) {
+              const int64_t sl = pos0 - pi * p.P;
+              ok = true;
+              crd = (int32_t)(c_pg * p.rows64 + sl);
+              ssrc = p.k_pages + c_pg * p.stride + (int64_t)p.P * 64 + sl * 4;
+            }
+          }
+          vm = __ballot_sync(0xffffffffu, ok);
+        }
+        const int j = (int)((pk - b0) >> npclog);
+        const uint32_t m = (vm >> (j << npclog)) & ((1u << npc) - 1u);
+        uint64_t *const rb = &s_rfull[pw * kRawW + rs];
+        if (lane == rs) m_ring = m;
+        if (lane == 0) {
+          if (m)
+            ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared,
+                                           rb, (uint32_t)(__popc(m) * Pt * 68));
+          else
+            (void)ptx::mbarrier_arrive(rb);
+        }
+        __syncwarp();
+        if (ok && (lane >> npclog) == j) {
+          const int pc = lane & (npc - 1);
+          const int32_t ck[2] = {0, crd};
+          ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global,
+                                    w_raw + rs * (kTile * 64) + pc * Pt * 64, &kmap, ck, rb);
+          ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, w_rsc + rs * kTile + pc * Pt,
+                             ssrc, (uint32_t)(Pt * 4), rb);
+        }
+        if (++rs == kRawW) rs = 0;
+      }
+      for (int64_t i = nw > kRawW ? nw - kRawW : 0; i < nw; i++) widen_next(); // the last ones
+      return;
+    }
     for (int64_t i = 0; i < nw; i++) {
       const int64_t k = pw + NPW * i;
       const int64_t pk = i << npclog; // the tile's first local piece (npc divides 32: a batch
@@ -333,7 +483,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   // ------------------------------------------------------------------ the math warpgroups
-  setmaxnreg_inc<kMathRegs>();
+  setmaxnreg_inc<WIDE ? kMathRegsW : kMathRegs>();
   const int mt = tid, wg = tid >> 7, wt = tid & 127, wwarp = wt >> 5, t4 = lane & 3;
   const int i0 = 16 * wwarp + (lane >> 2); // this lane's slots: i0, i0 + 8
   const int q4 = lane & 3, sw = (i0 >> 1) & 3;
@@ -342,6 +492,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   // (through a shfl, which ptxas does not rematerialize: it recomputed them from the thread
   // index in every tile)
   const uint32_t raw_u32 = launder(smem_u32(s_raw));
+  // WIDE: the wide stages' wgmma descriptor, low word (stage s: + s 512, group g: + 2 g; the
+  // high word is the query's, the same LBO, SBO and swizzle)
+  const uint32_t wa_lo =
+      WIDE ? launder((uint32_t)wgmma_desc(smem + K2SmemW::wide, IXL_SM90_SWIZZLE_128B, 16, 1024))
+           : 0u;
   const uint32_t a_off = launder((uint32_t)(i0 * 64 + (RAW1 ? 0 : 16 * sw) + 4 * q4));
   // BOX1: slot i's scale word at 4096 + 4 i of the box, swizzled (SWIZZLE_64B: the 16-B chunk
   // index, bits 4-5, XOR bits 7-8): row 64 + i / 16, chunk ((i / 4) % 4) ^ (i / 32); slot
@@ -573,11 +728,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (m) {
           // slot i0's group g word is at st + (a_off ^ 16 g) (ixl_v2mx_raw_off: group g at
           // 16 (g ^ sw); a_off holds 16 sw in bits 4-5), slot i0 + 8's 512 B further
+          if constexpr (!WIDE) {
 #pragma unroll
-          for (int g = 0; g < 4; g++) {
-            const uint32_t ad = RAW1 ? st + a_off + 16u * g : st + (a_off ^ (16u * g));
-            r[2 * g] = lds_u32(ad);
-            r[2 * g + 1] = lds_u32(ad + 512u);
+            for (int g = 0; g < 4; g++) {
+              const uint32_t ad = RAW1 ? st + a_off + 16u * g : st + (a_off ^ (16u * g));
+              r[2 * g] = lds_u32(ad);
+              r[2 * g + 1] = lds_u32(ad + 512u);
+            }
           }
           const uint32_t sa = BOX1 ? st + sc_u32 : sc_u32 + ((uint32_t)s << 8);
           kw[0] = lds_u32(sa);
@@ -587,11 +744,12 @@ __global__ void __launch_bounds__(kThreads, 1)
           for (int g = 0; g < 8; g++) r[g] = 0u;
         }
         // release: every read of the stage is above
+        // (WIDE: a tile with keys after its wgmma, below: they read the stage)
         if (DIAG == 3) {
         } else if (ARR4) {
           __syncwarp();
           if (lane == 0) (void)ptx::mbarrier_arrive(&s_empty[s]);
-        } else {
+        } else if (!WIDE || m == 0) {
           (void)ptx::mbarrier_arrive(&s_empty[s]);
         }
         if (m == 0 && wt < kTile && tb + wt < ocols) { // no key loaded: -inf
@@ -636,18 +794,31 @@ __global__ void __launch_bounds__(kThreads, 1)
         continue;
       }
       if (m == 0) continue;
+      // WIDE: the stage's widened tile (A by descriptor)
+      const uint32_t da_lo = wa_lo + (uint32_t)s * (uint32_t)(K2SmemW::stage >> 4);
+      auto dag = [&](int g) {
+        return (uint64_t)db_hi << 32 | (uint64_t)(da_lo + 2u * (uint32_t)g);
+      };
+      if constexpr (!WIDE) {
 #pragma unroll
-      for (int g = 0; g < 4; g++) {
-        ixl_sm90_e2m1x8_widen(r[2 * g], &a[g][0], &a[g][2]);
-        ixl_sm90_e2m1x8_widen(r[2 * g + 1], &a[g][1], &a[g][3]);
+        for (int g = 0; g < 4; g++) {
+          ixl_sm90_e2m1x8_widen(r[2 * g], &a[g][0], &a[g][2]);
+          ixl_sm90_e2m1x8_widen(r[2 * g + 1], &a[g][1], &a[g][3]);
+        }
       }
       wgmma_fence();
       // groups 0 and 1, then 2 and 3: the first pair's combine overlaps the second's wgmma
 #pragma unroll
-      for (int g = 0; g < 2; g++) wgmma_e4m3_rs<NC>(acc[g], a[g], dbg(g), 0);
+      for (int g = 0; g < 2; g++) {
+        if constexpr (WIDE) wgmma_e4m3_ss<NC>(acc[g], dag(g), dbg(g), 0);
+        else wgmma_e4m3_rs<NC>(acc[g], a[g], dbg(g), 0);
+      }
       wgmma_commit();
 #pragma unroll
-      for (int g = 2; g < 4; g++) wgmma_e4m3_rs<NC>(acc[g], a[g], dbg(g), 0);
+      for (int g = 2; g < 4; g++) {
+        if constexpr (WIDE) wgmma_e4m3_ss<NC>(acc[g], dag(g), dbg(g), 0);
+        else wgmma_e4m3_rs<NC>(acc[g], a[g], dbg(g), 0);
+      }
       wgmma_commit();
       wgmma_wait<1>();
       fence_operand(acc[0]);
@@ -664,8 +835,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_wait<0>();
 #pragma unroll
       for (int g = 0; g < 4; g++) fence_operand(acc[g]);
+      if constexpr (!WIDE) {
 #pragma unroll
-      for (int g = 0; g < 4; g++) fence_operand(a[g]);
+        for (int g = 0; g < 4; g++) fence_operand(a[g]);
+      } else {
+        (void)ptx::mbarrier_arrive(&s_empty[s]); // the wgmma have read the stage
+      }
       combine(kw[0], kw[1], qs, true);
       if (FULL && !qs && m == mfull && tb + kTile <= row_hi && tb + kTile <= ocols)
         reduce(std::true_type{}, std::true_type{}, tb, true, true, kw[0], kw[1]);
@@ -698,6 +873,7 @@ int log2_exact(int64_t v) {
 //   1 V = 0 (session 6's kernel: one producer warp, 128 arrivals a stage, no pipelining);
 //   p kProd4 (4 producer warps); q kProd4 | kFull; b kProd4 | kBox1 (page size 64, else p);
 //   R kProd4 | kBox1 | kRaw1 (page size 64, else p); 4 kPipe | kProd4 | kArr4; 5 kProd4 | kArr4;
+//   w kProd4 | kWide (the producers widen, SS wgmma; session 8, not yet run on a GPU);
 //   bench-only diagnostics (DIAG above, fp32 calls; garbage logits; bf16 calls run p): M math
 //   only of p, m the math alone of p, C copies only of p, c copies only of b, r copies only of
 //   R, 7 copies only with one producer warp and 4 arrivals.
@@ -707,7 +883,7 @@ int k2ws_mode() {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_K2WS");
     if (!e) return (int)kK2wsDefault;
-    static const char known[] = "1pqbR45MmCcr7";
+    static const char known[] = "1pqbR45MmCcr7w";
     for (const char *k = known; *k; k++)
       if (e[0] == *k && e[1] == 0) return (int)*k;
     return 0;
@@ -745,7 +921,8 @@ template <bool BF16, int V, int DIAG = 0>
 int launch_k2(ixl_ctx *ctx, const CUtensorMap &map, K2Params p, const char *name,
               ixl_status *st) {
   auto kern = mxk2_kernel<BF16, V, DIAG>;
-  constexpr int alloc = K2Smem<(V & kBox1) != 0>::alloc;
+  constexpr int alloc =
+      (V & kWide) ? K2SmemW::alloc : K2Smem<(V & kBox1) != 0>::alloc;
   static int fits = -1; // one check and one stderr line per configuration a process
   if (fits < 0) {
     int occ = 0;
@@ -761,10 +938,12 @@ int launch_k2(ixl_ctx *ctx, const CUtensorMap &map, K2Params p, const char *name
             "ixl logits v2 mxfp4: K2WS kernel, paged K2, H 32, %d math warpgroups%s + %d "
             "producer warp%s, %d stages, %s, %d arrivals a stage%s%s (switch %c)%s\n",
             kNWG, (V & kPipe) ? " pipelined" : "", (V & kProd4) ? 4 : 1,
-            (V & kProd4) ? "s" : "", kStages, BF16 ? "bf16" : "fp32", (V & kArr4) ? 4 : 128,
+            (V & kProd4) ? "s" : "", (V & kWide) ? kWideS : kStages, BF16 ? "bf16" : "fp32",
+            (V & kArr4) ? 4 : 128,
             (V & kRaw1)   ? ", one bulk copy a page"
             : (V & kBox1) ? ", one TMA box a page"
             : (V & kFull) ? ", full tiles' own reduction"
+            : (V & kWide) ? ", codes widened by the producers into SS A (6 raw stages a warp)"
                           : "",
             DIAG == 1   ? ", DIAG math only"
             : DIAG == 2 ? ", DIAG copies only"
@@ -836,6 +1015,7 @@ extern "C" int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, i
       case '4': return launch_k2<true, kPipe | kProd4 | kArr4>(ctx, map, p, name, st);
       case '5': return launch_k2<true, kProd4 | kArr4>(ctx, map, p, name, st);
       case 'q': return launch_k2<true, kProd4 | kFull>(ctx, map, p, name, st);
+      case 'w': return launch_k2<true, kProd4 | kWide>(ctx, map, p, name, st);
       case 'b': if (box1) return launch_k2<true, kB>(ctx, map, p, name, st); break;
       case 'R': if (box1) return launch_k2<true, kR>(ctx, map, p, name, st); break;
       default: break;
@@ -847,6 +1027,7 @@ extern "C" int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, i
     case '4': return launch_k2<false, kPipe | kProd4 | kArr4>(ctx, map, p, name, st);
     case '5': return launch_k2<false, kProd4 | kArr4>(ctx, map, p, name, st);
     case 'q': return launch_k2<false, kProd4 | kFull>(ctx, map, p, name, st);
+    case 'w': return launch_k2<false, kProd4 | kWide>(ctx, map, p, name, st);
     case 'b': if (box1) return launch_k2<false, kB>(ctx, map, p, name, st); break;
     case 'R': if (box1) return launch_k2<false, kR>(ctx, map, p, name, st); break;
     case 'M': return launch_k2<false, kProd4, 1>(ctx, map, p, name, st);
