@@ -1175,7 +1175,8 @@ __device__ __forceinline__ void column_order(const uint32_t *W, const uint32_t *
 // AGG (IXL_TOPK_V2_SPIPE=3, with DH): the buffer slots of a round's vector by one shared
 // atomic per warp (ballots of the lanes' counts), not one atomic with a return per passing
 // vector in divergent code; the buffer's order changes, nothing that depends on it
-// CLS (IXL_TOPK_V2_CSTREAM=N, off by default): a row over a thread-block cluster of cs CTAs
+// CLS (IXL_TOPK_V2_CSTREAM=N; unset: 2 where rows stream anyway and fit one wave): a row over a
+// thread-block cluster of cs CTAs
 // (sm_90), for rows too few to fill the GPU one CTA each (64 x 131072 fp32: 64 of 132 SMs).
 // Every CTA takes the same sample of the whole row (from L2 after the first: 32 KB), so every
 // CTA finds the same t0 with no exchange; CTA c streams the c-th contiguous part of the row's
@@ -2181,9 +2182,13 @@ ixl_status dispatch(ixl_ctx *ctx, const Args &a) {
     const size_t ss = stream_smem(C, a.k, a.sorted || a.sparse_ids);
     const int64_t R = a.logits->shape[0];
     // rows that need clusters, split over a cluster of up to IXL_TOPK_V2_CSTREAM CTAs each
-    // while the grid stays one wave at two CTAs per SM (64 rows: 4; 1 row: all of it)
-    if (ss && dv.cstream > 1 && cs > 1 && ctx->variant_sm >= 90 && !dv.sprof) {
-      int ccs = dv.cstream;
+    // while the grid stays one wave at two CTAs per SM (64 rows: 4; 1 row: all of it); unset
+    // (-1): clusters of 2 where the rows stream anyway (more clusters than one wave holds, as
+    // 64 x 131072 fp32 at cs 8) and 2 CTAs a row still fit one wave (R <= SMs)
+    const bool streams = cs > 1 && cs <= CSMAX && R * cs > 2 * sm_count(ctx);
+    const int want = dv.cstream >= 0 ? dv.cstream : streams && dv.stream == 1 ? 2 : 0;
+    if (ss && want > 1 && cs > 1 && ctx->variant_sm >= 90 && !dv.sprof) {
+      int ccs = want;
       while (ccs > 1 && R * ccs > 2 * sm_count(ctx)) ccs >>= 1;
       if (ccs > 1) ccs = cluster_fits<T, true>(ixl_ctx_device(ctx), ccs, ss);
       if (ccs > 1) return launch_stream<T>(ctx, a, ss, dv, ccs);
@@ -2280,9 +2285,16 @@ extern "C" void ixl_topk_v2_dev_reload(void) {
   // 0 = the unrolled predicated slots
   d.shc = num("IXL_TOPK_V2_SHC", 1) != 0;
   // rows that need clusters on the streaming kernel split over a cluster of up to N CTAs (2,
-  // 4, 8, 16; 0 off, the default)
-  d.cstream = num("IXL_TOPK_V2_CSTREAM", 0);
-  if (d.cstream != 2 && d.cstream != 4 && d.cstream != 8 && d.cstream != 16) d.cstream = 0;
+  // 4, 8, 16, any such rows; 0 off). Unset (-1, any other value too): 2 where the rows stream
+  // anyway and two CTAs a row fit one wave, the default since session 8's visit 1 (H200,
+  // snapshot bb3ea3a, CSTREAM=2 set: topk_matches, v2_stream and v2_cstream bitwise at full
+  // size with every cluster-stream case at size 2 (IXL_TEST_CSTREAM=2), racecheck small 0
+  // hazards (PDL on); session 7 visit 2: memcheck 0 errors; batch us 64 x 131072 fp32 k2048
+  // 46.4 -> 39.3, source 64 x 131072 k512 39.4 -> 33.8, PDL on 45.1 -> 38.1 and 38.5 -> 32.8;
+  // 1 x 131072 slower at size 2 (19.0 -> 35.9), so rows that fit the resident clusters keep them)
+  d.cstream = num("IXL_TOPK_V2_CSTREAM", -1);
+  if (d.cstream != 0 && d.cstream != 2 && d.cstream != 4 && d.cstream != 8 && d.cstream != 16)
+    d.cstream = -1;
   // the streaming kernel's staggered first wave (ns; 0, the default: off)
   d.sstg = num("IXL_TOPK_V2_SSTG", 0);
   if (d.sstg < 0 || d.sstg > 1000000) d.sstg = 0;

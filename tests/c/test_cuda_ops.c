@@ -550,6 +550,8 @@ TEST(topk_v2_stream_match_cpu) {
   /* each shape on both paths in turn (a sanitizer run's first IXL_TEST_MAX_CASES = 4 cases
    * cover the sampled and the exact path of both dtypes) */
   static const char *const modes[] = {"2", "3"};
+  /* one CTA a row (the cluster form, on by default where it applies: topk_v2_cstream) */
+  v2_switch("IXL_TOPK_V2_CSTREAM", "0");
   for (int dist = 0; dist < (g_small ? 3 : 8); dist++)
     for (int dt = 0; dt < 2; dt++)
       for (int mi = 0; mi < 2; mi++) {
@@ -582,11 +584,13 @@ TEST(topk_v2_stream_match_cpu) {
   }
   v2_switch("IXL_TOPK_V2_STREAM", NULL);
   v2_switch("IXL_TOPK_V2_SUNR", NULL);
+  v2_switch("IXL_TOPK_V2_CSTREAM", NULL);
 }
 
-/* select v2's streaming kernel with each row over a cluster (IXL_TOPK_V2_CSTREAM=N, off by
- * default; sm_90): rows that need clusters (over 32768 columns), few enough that the cluster
- * size stays (R * N <= two CTAs per SM): the sampled threshold (STREAM 1) and CTA 0's exact
+/* select v2's streaming kernel with each row over a cluster (IXL_TOPK_V2_CSTREAM=N; unset:
+ * clusters of 2 where rows stream anyway and fit one wave, as the last cases; sm_90): rows
+ * that need clusters (over 32768 columns), few enough that the cluster size stays (R * N <=
+ * two CTAs per SM): the sampled threshold (STREAM 1) and CTA 0's exact
  * radix over the whole row (STREAM 3), cluster sizes 2, 4, 16, with and without starts, k
  * 1-2048, both orders, the fused remap, ties, plateaus, NaN/inf mixes, all-equal, all-NaN and
  * +-0 rows, short rows, and a periodic row (the count falls short: the fallback). Without
@@ -621,6 +625,10 @@ TEST(topk_v2_cstream_match_cpu) {
     topk_case(IXL_F32, 64, 131072, 512, 1, 2, 0);
     v2_switch("IXL_TOPK_V2_CSTREAM", cst_size("16"));
     topk_case(IXL_F32, 1, 131072, 2048, 1, 1, 1);
+    /* the default (CSTREAM unset: clusters of 2 where rows stream and fit one wave) */
+    v2_switch("IXL_TOPK_V2_CSTREAM", NULL);
+    topk_case(IXL_F32, 64, 131072, 2048, 1, 3, 1);
+    topk_case(IXL_BF16, 100, 131072, 512, 0, 1, 0);
   }
   v2_switch("IXL_TOPK_V2_STREAM", NULL);
   v2_switch("IXL_TOPK_V2_CSTREAM", NULL);
@@ -1244,7 +1252,8 @@ TEST(bench_topk) {
    * candidates by bit masks (IXL_TOPK_V2_SHC=1), v2:shcf fused, v2:shc256 on 256 threads,
    * v2:shc0 by the unrolled slots (SHC=0), v2:short1024 on 1024 threads (SHORT=6);
    * v2:cstN rows that need clusters streamed by a cluster of up to N CTAs each
-   * (IXL_TOPK_V2_CSTREAM=N), v2:cst16f the same fused; v2:sstgN the streaming kernel's first
+   * (IXL_TOPK_V2_CSTREAM=N; v2:cst0 never, v2 where the rows stream and two CTAs a row fit
+   * one wave), v2:cst16f the same fused; v2:sstgN the streaming kernel's first
    * wave's second half N us late (IXL_TOPK_V2_SSTG=N000);
    * v2:old = every round-4 switch off
    * (SHORT=0, SPIPE=0, SPF=0, SMU=64: the defaults before this round, whatever they are now) */
@@ -1261,7 +1270,7 @@ TEST(bench_topk) {
                                       "v2:shc",   "v2:shcf",  "v2:shc256", "v2:cst2",
                                       "v2:cst4",  "v2:cst8",  "v2:cst16",  "v2:cst16f",
                                       "v2:shc0",  "v2:short1024", "v2:sstg12", "v2:sstg18",
-                                      "v2:sstg24"};
+                                      "v2:sstg24", "v2:cst0"};
   const char *only_modes = getenv("IXL_TOPK_BENCH_MODES");
   const char *only_shapes = getenv("IXL_TOPK_BENCH_SHAPES"); /* WORD,...: shapes naming one */
   const int nmodes = (int)(sizeof modes / sizeof modes[0]);
