@@ -605,7 +605,7 @@ __global__ void __launch_bounds__(k1_threads<PAIRS>(), 1)
 #if IXL_SM90_DEVICE
   constexpr int RB = 256 / H, WROW = ixl_v2::k1_wrow<H>();
   constexpr int NT = k1_threads<PAIRS>(), MWG = PAIRS ? kMathWGPairs : kMathWG;
-  static_assert(!PAIRS || (!HALVES && !PING && !RELU2), "PAIRS: the plain epilogue only");
+  static_assert(!PAIRS || (!HALVES && !PING), "PAIRS: the plain loop only");
   using L = Smem<H>;
   // 1024-B aligned (the 128B swizzle's period; DeepGEMM's form): every buffer is the window's
   // base + a constant, so nothing but the prologue's results lives across the setmaxnreg
@@ -843,8 +843,8 @@ __global__ void __launch_bounds__(k1_threads<PAIRS>(), 1)
       const bool fast = __all_sync(0xffffffffu, sc0 >= 0.0f && sc0 <= 3.402823466e38f &&
                                                     sc1 >= 0.0f && sc1 <= 3.402823466e38f);
       float res[NV];
-      ixl_v2::k1_epilogue_half<H>(acc, sc0, sc1, fast, s_w + qslot * RB * WROW + half * RH * WROW,
-                                  t4, res);
+      ixl_v2::k1_epilogue_n<H, 64, RELU2>(acc, sc0, sc1, fast,
+                                          s_w + qslot * RB * WROW + half * RH * WROW, t4, res);
       const int32_t k0 = kt * kTile + r0;
       float *orow = p.out + ((int64_t)b * RB + rb_h) * p.out_cols - my.base;
 #pragma unroll
@@ -1273,6 +1273,9 @@ static ixl_status launch_cfg(ixl_ctx *ctx, const ixl_logits_call *c, Params &p) 
 // IXL_LOGITS_V2_FP8_K1=7 (development, session 8): k1_fp8_kernel<H, false, false, false, true>,
 // the pairs form: 4 math warpgroups (2 pairs, each warpgroup an m64n128 half of the pair's
 // tile), 576 threads at 96 registers, so 4 math warps a scheduler; the same sums as K1=1.
+// IXL_LOGITS_V2_FP8_K1=a (development): K1=7 with K1=6's relu, (x + |x|) w and the doubled sum
+// halved (the FMA pipe instead of the ALU pipe for relu; the same bits as K1=7 unless a partial
+// sum is subnormal or above 2^127).
 // IXL_LOGITS_V2_FP8_K1=8 and 9 (timing ablations, wrong results): K1=1 and K1=7 without their
 // wgmma (NOMMA): the epilogue's time alone, against noepi's (the wgmma's alone).
 // IXL_LOGITS_V2_FP8_K1=4 and 5 were timing ablations of the epilogue (no weight loads; also no
@@ -1284,6 +1287,7 @@ static int k1_mode() {
   static const int mode = [] {
     const char *e = getenv("IXL_LOGITS_V2_FP8_K1");
     if (e && e[0] >= '0' && e[0] <= '9' && e[1] == 0) return e[0] - '0';
+    if (e && e[0] == 'a' && e[1] == 0) return 10;
     return 1;
   }();
   return mode;
@@ -1424,6 +1428,7 @@ ixl_status launch(ixl_ctx *ctx, const ixl_logits_call *c) {
            // the ablations at H 64 only (the benchmark's; H 32's spill): else K1=1 / K1=7
            : k1_mode() == 8 ? launch_k1<H, false, false, false, false, H == 64>(ctx, c)
            : k1_mode() == 9 ? launch_k1<H, false, false, false, true, H == 64>(ctx, c)
+           : k1_mode() == 10 ? launch_k1<H, false, false, true, true>(ctx, c)
                             : launch_k1<H, false, false, false>(ctx, c);
   return c->reduction == IXL_REDUCE_BF16 ? launch_mode<H, M_K1, true>(ctx, c, p)
                                          : launch_mode<H, M_K1, false>(ctx, c, p);
