@@ -87,11 +87,11 @@ struct Params {
 // Dynamic shared memory (offsets from the 1024-aligned base): query tiles (2 x 8 KB) | widened
 // stages (8 KB) | raw stages (4 KB) | scale words (raw) | key factors (16 B a slot) and scale
 // words (widened) | per column info. kSR raw and kSW widened stages.
-template <int kSR, int kSW, int kScr>
+template <int kSR, int kSW, int kScr, int kS8 = 0>
 struct Smem {
   static constexpr int q = 0;
   static constexpr int w = q + 2 * kNC * 128;
-  static constexpr int raw = w + kSW * kTile * 128;
+  static constexpr int raw = w + kSW * kTile * 128 * (kS8 ? 2 : 1); // kS8: + an overflow block
   static constexpr int sc = raw + kSR * kTile * 64;
   static constexpr int kf = sc + kSR * kSCW * 4;
   static constexpr int kw = kf + kSW * kTile * 16;
@@ -104,7 +104,17 @@ struct Smem {
   static constexpr int wb = wh + 2 * kNC * 4;     // bf16 wq (bf16 fold, kVarRoll)
   static constexpr int hf = wb + 2 * kNC * 2;     // u8 fast per column
   static constexpr int scr = (hf + 2 * kNC + 15) / 16 * 16; // f32 [2][64][128] (kVarRoll)
-  static constexpr int total = scr + kScr * 2 * 64 * 128 * 4;
+  // kS8 (the s8 path): its query tiles (a math warpgroup's 8 KB main block + 8 KB overflow
+  // block, 1024-aligned for the 128B swizzle) and per-slot / per-column / per-stage words
+  static constexpr int q8 = (scr + kScr * 2 * 64 * 128 * 4 + 1023) / 1024 * 1024;
+  static constexpr int k8 = q8 + 2 * 2 * kNC * 128;  // u32 fp32 bits of k0 = 2^(kb - 127)
+  static constexpr int sh = k8 + kSW * kTile * 4;    // u32 packed a_g of the tile's slots
+  static constexpr int hb8 = sh + kTile * 4;         // u32 packed b_g per column
+  static constexpr int wq8 = hb8 + 2 * kNC * 4;      // f32 the weight times 2^(qmin - 129)
+  static constexpr int tf = wq8 + 2 * kNC * 4;       // u32 per widened stage: 1 = s8 tile
+  static constexpr int bad = tf + kSW * 4;           // u32 [2]: the factor warps' votes
+  static constexpr int gc = bad + 2 * 4;             // u32 [8]: the G sample's counts
+  static constexpr int total = kS8 ? gc + 8 * 4 : scr + kScr * 2 * 64 * 128 * 4;
   static constexpr int alloc = total + 1024;
 };
 
@@ -125,12 +135,16 @@ constexpr int kVarSplit = 256;   // fp32 head sums in two chains a slot (the ord
 constexpr int kVarOneCode = 512; // one math loop for both warpgroups (instruction cache)
 constexpr int kVarNoMma = 1024;  // timing ablation (WRONG results): no wgmma in the tile loop
 constexpr int kVarNoWiden = 4;   // timing ablation (WRONG results): kVarWarpProd, no widening
-constexpr int kVarAblations = kVarNoEpi | kVarNoMath | kVarNoMma | kVarNoWiden;
+constexpr int kVarAblations = kVarNoEpi | kVarNoMath | kVarNoMma | kVarNoWiden | 32768;
 // the prologue's global loads issued together (session 6's query-tile loop waited on one load
 // per iteration, ~11 round trips a CTA), the first kSR tiles' copies issued before the tiles
 constexpr int kVarEarly = 2048;
 constexpr int kVarSleep = 4096;    // the producer sleeps between polls of a full widened ring
 constexpr int kVarBigChunk = 8192; // chunks of up to 8192 columns (half the CTAs, prologues)
+// session 8: the s8 single-accumulator path (v2_mxk1.cuh's rules) on the tiles whose exponents
+// fold, the e4m3 QGMMA path on the others
+constexpr int kVarS8 = 16384;
+constexpr int kVarS8All = 32768; // timing ablation (WRONG results): every tile on the s8 path
 #if IXL_SM90_DEVICE
 // NR rows from R0 on (of a math warpgroup's 2): the epilogue's compile-time row set
 template <int R0, int NR> struct Rows {
@@ -147,7 +161,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                 const Params p) {
 #if IXL_SM90_DEVICE
   constexpr int kSR = ring_raw<VAR>(), kSW = ring_wide<VAR>();
-  using L = Smem<kSR, kSW, (VAR & kVarRoll) != 0>;
+  constexpr bool kS8 = VAR & kVarS8, kS8All = VAR & kVarS8All;
+  using L = Smem<kSR, kSW, (VAR & kVarRoll) != 0, kS8>;
+  constexpr int kWStage = kTile * 128 * (kS8 ? 2 : 1); // a widened stage's bytes
+  static_assert(!kS8 || !(VAR & (kVarWarpProd | kVarRoll)), "s8: on the kernel of c only");
   // PDL (launch.cuh's rule): nothing global is read or written above this
   ixl::pdl_wait();
   ixl::pdl_trigger();
@@ -166,6 +183,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   float *s_wh = reinterpret_cast<float *>(smem + L::wh);
   __nv_bfloat16 *s_wb = reinterpret_cast<__nv_bfloat16 *>(smem + L::wb);
   float *s_scr = reinterpret_cast<float *>(smem + L::scr);
+  uint8_t *s_q8 = smem + L::q8;
+  uint32_t *s_k8 = reinterpret_cast<uint32_t *>(smem + L::k8);
+  uint32_t *s_sh = reinterpret_cast<uint32_t *>(smem + L::sh);
+  uint32_t *s_hb8 = reinterpret_cast<uint32_t *>(smem + L::hb8);
+  float *s_wq8 = reinterpret_cast<float *>(smem + L::wq8);
+  uint32_t *s_tf = reinterpret_cast<uint32_t *>(smem + L::tf);
+  uint32_t *s_bad = reinterpret_cast<uint32_t *>(smem + L::bad);
+  uint32_t *s_gc = reinterpret_cast<uint32_t *>(smem + L::gc);
   __shared__ int64_t s_lo[kRows], s_hi[kRows], s_co[kRows];
   __shared__ uint64_t s_rfull[kSR], s_wfull[kSW], s_wempty[kSW];
   constexpr bool kNoEpi = VAR & kVarNoEpi, kWarpProd = VAR & kVarWarpProd;
@@ -249,6 +274,59 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll 1
     for (int s = 0; s < kSR && s < T; s++) issue(s, s);
   }
+  // ---- kS8: the CTA's per-group key offsets G (byte g = 1 when most of the hull's first 64
+  // keys have ke_g >= 2 above their smallest exponent: quick.lua's outlier channels lift whole
+  // groups), the columns' s8 folds (v2_mxk1.cuh), and when all 128 fold and are V3-fast, the
+  // s8 query tiles (column n's element p of group g at byte 32 g + p; the overflow block a copy)
+  uint32_t G8 = 0;
+  int all8 = 0;
+  if constexpr (kS8) {
+    const int nsamp = (int)mn64(64, hull_hi - hull_lo);
+    if (tid < 64) {
+      const bool have = tid < nsamp;
+      const uint32_t kw = have ? p.k_scales[hull_lo + tid] : 0u;
+      int mn = 255;
+#pragma unroll
+      for (int g = 0; g < 4; g++) mn = min(mn, (int)((kw >> (8 * g)) & 0xFFu));
+#pragma unroll
+      for (int g = 0; g < 4; g++) {
+        const unsigned bal =
+            __ballot_sync(0xffffffffu, have && (int)((kw >> (8 * g)) & 0xFFu) - mn >= 2);
+        if ((tid & 31) == 0) s_gc[4 * (tid >> 5) + g] = (uint32_t)__popc(bal);
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int g = 0; g < 4; g++)
+      G8 |= (uint32_t)(2 * (int)(s_gc[g] + s_gc[4 + g]) > nsamp) << (8 * g);
+    int ok = 1;
+    if (tid < kRows * kH) {
+      const int64_t r = row0 + tid / kH;
+      const uint32_t qw = r < p.R ? p.q_scales[r * kH + tid % kH] : 0x7F7F7F7Fu;
+      uint32_t sh;
+      int qmin;
+      ok = ixl_mxk1_col_s8(qw, G8, &sh, &qmin) && s_hf[tid];
+      s_hb8[tid] = sh;
+      // 2^(qmin - 129) (qmin >= 99 where the column is fast): exact, a normal product
+      s_wq8[tid] = ok ? __fmul_rn(s_wo[tid], __uint_as_float((uint32_t)(qmin - 2) << 23)) : 0.0f;
+    }
+    all8 = __syncthreads_and(ok) || kS8All;
+    if (all8) {
+#pragma unroll
+      for (int k = 0; k < kQI; k++) {
+        const int i = tid + k * kThreads, n = i >> 5, g = (i >> 3) & 3, p4 = i & 7;
+        if (i >= kQW) break;
+        if (p4 >= 4) continue; // raw word p4 & 3 is also thread i - 4's
+        uint2 o;
+        ixl_mxk1_s8_widen(qx[k], (int)((s_hb8[n] >> (8 * g)) & 0xFFu), &o.x, &o.y);
+        uint8_t *dst = s_q8 + (n >> 6) * (2 * kNC * 128) +
+                       ixl_sm90_swizzle((uint32_t)((n & 63) * 128 + 32 * g + 8 * p4),
+                                        IXL_SM90_SWIZZLE_128B);
+        *reinterpret_cast<uint2 *>(dst) = o;
+        *reinterpret_cast<uint2 *>(dst + kNC * 128) = o; // the overflow block
+      }
+    }
+  }
   // ---- the query tiles: column n's element perm(p) of group g at byte 32 g + p, as e4m3;
   // math warpgroup m's tile is columns 64 m .. 64 m + 63 (8 KB at 8192 m: on the swizzle period)
   if (kEarly) {
@@ -326,7 +404,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         ixl_mxk1_wait(bar_raw + 8 * rs, (uint32_t)(t / kSR) & 1u);
         if (t >= kSW) wait_empty(ws, t);
         const uint8_t *src = s_raw + rs * (kTile * 64);
-        uint8_t *et = s_w + ws * (kTile * 128);
+        uint8_t *et = s_w + ws * kWStage;
 #pragma unroll 2
         for (int k = 0; k < (kNoWiden ? 0 : kTile * 4 / 32); k++) widen(lane + 32 * k, src, et);
 #pragma unroll
@@ -338,6 +416,26 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       return;
     }
+    // kS8: unit u (slot i, group g) as s8 values 2 e2m1 2^min(a_g, 3) (v2_mxk1.cuh) at byte
+    // 32 g + p of the slot's 128-B row (element p), and into the overflow block (+8 KB) the
+    // same where a_g = 4, else zeros
+    auto widen8 = [&](int u, const uint8_t *src, uint8_t *et) {
+      const int i = u >> 2, g = u & 3;
+      const uint4 wv = *reinterpret_cast<const uint4 *>(src + ixl_v2mx_raw_off(i, g));
+      const int a = (int)((s_sh[i] >> (8 * g)) & 0xFFu), am = min(a, 3);
+      uint4 c0, c1;
+      ixl_mxk1_s8_widen(wv.x, am, &c0.x, &c0.y);
+      ixl_mxk1_s8_widen(wv.y, am, &c0.z, &c0.w);
+      ixl_mxk1_s8_widen(wv.z, am, &c1.x, &c1.y);
+      ixl_mxk1_s8_widen(wv.w, am, &c1.z, &c1.w);
+      uint4 *m0 = reinterpret_cast<uint4 *>(et + ixl_v2mx_ss_off(i, g, 0, 0));
+      uint4 *m1 = reinterpret_cast<uint4 *>(et + ixl_v2mx_ss_off(i, g, 0, 1));
+      *m0 = c0;
+      *m1 = c1;
+      const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+      m0[kTile * 128 / 16] = a == 4 ? c0 : z;
+      m1[kTile * 128 / 16] = a == 4 ? c1 : z;
+    };
     if (pt == 0 && !kEarly)
       for (int s = 0; s < kSR && s < T; s++) issue(s, s);
     for (int t = 0; t < T; t++) {
@@ -345,10 +443,33 @@ __global__ void __launch_bounds__(kThreads, 1)
       ixl_mxk1_wait(bar_raw + 8 * rs, (uint32_t)(t / kSR) & 1u);
       if (t >= kSW) wait_empty(ws, t);
       const uint8_t *src = s_raw + rs * (kTile * 64);
-      uint8_t *et = s_w + ws * (kTile * 128);
+      uint8_t *et = s_w + ws * kWStage;
+      if constexpr (kS8) {
+        // the slots' s8 folds first (their shifts are the widening's), and the tile's vote
+        if (pt < kTile) {
+          factors(pt, rs, ws);
+          uint32_t sh, k0;
+          const int ok = ixl_mxk1_slot_s8(s_sc[rs * kSCW + sco + pt], G8, &sh, &k0);
+          s_sh[pt] = sh;
+          s_k8[ws * kTile + pt] = k0;
+          const unsigned bal = __ballot_sync(0xffffffffu, !ok);
+          if (lane == 0) s_bad[pw] = bal;
+        }
+        producer_sync(); // the shifts and the votes
+        const bool use8 = kS8All || (all8 && (s_bad[0] | s_bad[1]) == 0u);
+        if (use8) {
 #pragma unroll
-      for (int k = 0; k < kTile * 4 / 128; k++) widen(pt + 128 * k, src, et);
-      if (pt < kTile) factors(pt, rs, ws);
+          for (int k = 0; k < kTile * 4 / 128; k++) widen8(pt + 128 * k, src, et);
+        } else {
+#pragma unroll
+          for (int k = 0; k < kTile * 4 / 128; k++) widen(pt + 128 * k, src, et);
+        }
+        if (pt == 0) s_tf[ws] = use8 ? 1u : 0u;
+      } else {
+#pragma unroll
+        for (int k = 0; k < kTile * 4 / 128; k++) widen(pt + 128 * k, src, et);
+        if (pt < kTile) factors(pt, rs, ws);
+      }
       ptx::fence_proxy_async(ptx::space_shared); // the widened tile, visible to wgmma
       ixl_mxk1_arrive(bar_full + 8 * ws);
       producer_sync(); // every producer thread is done reading raw stage rs
@@ -393,6 +514,25 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int c = 0; c < 2; c++) wf[2 * j + c] = __fmul_rn(s_wq[cb + 8 * j + 2 * t4 + c], 0.5f);
     }
   }
+  // kS8: the s8 path's folded weights (2^(qmin - 129) instead of 2^(qc - 127))
+  float wf8[kS8 && !BF16 ? 2 * NJ : 1];
+  __nv_bfloat162 wb8[kS8 && BF16 ? 2 * NJ : 1];
+  if constexpr (kS8) {
+#pragma unroll
+    for (int j = 0; j < NJ; j++) {
+      if (BF16) {
+#pragma unroll
+        for (int k = 0; k < 2; k++) {
+          const int n = cb + 8 * j + 4 * k + 2 * (t4 & 1);
+          wb8[2 * j + k] = __floats2bfloat162_rn(s_wq8[n], s_wq8[n + 1]); // exact: bf16 values
+        }
+      } else {
+#pragma unroll
+        for (int c = 0; c < 2; c++)
+          wf8[2 * j + c] = __fmul_rn(s_wq8[cb + 8 * j + 2 * t4 + c], 0.5f);
+      }
+    }
+  }
   // row r (of 2): its window [rlo, rhi) relative to the hull's first position (empty for rows
   // past R), so it needs the tiles [tr0, tr1); ob[r] + n is its output of hull position n
   using OutT = typename std::conditional<BF16, uint16_t, float>::type;
@@ -422,6 +562,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t dwlo = ixl_mxk1_keep((uint32_t)wgmma_desc(s_w, IXL_SM90_SWIZZLE_128B, 16, 1024));
   const uint32_t dhi = (uint32_t)(wgmma_desc(s_w, IXL_SM90_SWIZZLE_128B, 16, 1024) >> 32);
   auto desc = [&](uint32_t lo) { return (uint64_t)dhi << 32 | lo; };
+  // kS8: the s8 query tile's descriptor (main block; the overflow block +8 KB = +512), the
+  // slots' k0 (slot i0 of stage 0; slot i0 + 8: +32 B, a stage: +256 B), the stages' flags
+  [[maybe_unused]] const uint32_t dq8lo = kS8 ? ixl_mxk1_keep((uint32_t)wgmma_desc(
+                                   s_q8 + mw * (2 * kNC * 128), IXL_SM90_SWIZZLE_128B, 16, 1024))
+                             : 0u;
+  [[maybe_unused]] const uint32_t k8_addr = kS8 ? ixl_mxk1_keep(smem_u32(s_k8 + i0)) : 0u;
+  [[maybe_unused]] const uint32_t tf_addr = kS8 ? ixl_mxk1_keep(smem_u32(s_tf)) : 0u;
 
   // ---- a tile's per-slot data: the key factors (k0 = 0: outside the combine window) and the
   // scale words (slow path), read before the stage is released (read after the arrival they
@@ -457,9 +604,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   // of NR rows from R0 on, from a[0] (the dots, over their column blocks 4 R0 .. 4 (R0 + NR)),
   // the rows' chains interleaved and the shuffles and stores batched after them (2 rows: 4
   // independent fp32 chains / 2 bf16 chains in flight)
-  auto reduce = [&](auto r0_tag, auto fold_tag, const auto &a, const Slots &d, int tb) {
+  auto reduce = [&](auto r0_tag, auto fold_tag, const auto &a, const Slots &d, int tb,
+                    auto w8_tag) {
     constexpr int R0 = decltype(r0_tag)::r0, NR = decltype(r0_tag)::nr;
     constexpr bool FOLD = decltype(fold_tag)::value;
+    constexpr bool W8 = decltype(w8_tag)::value; // the s8 path's weights (wf8, wb8)
     if (!BF16) {
       // kSplit: each slot's sum in two chains (column blocks 0-1 and 2-3, added at the end:
       // fp32's head order is free, SPEC 3), half the dependent depth
@@ -482,7 +631,7 @@ __global__ void __launch_bounds__(kThreads, 1)
               const int jl = r * JR + jj, j = R0 * JR + jl, q = kSplit ? jj >> 1 : 0;
               const float x = a[4 * jl + 2 * h + c];
               // kRoll: the folded weights from shared memory (their 16 registers spilled)
-              float wfj = wf[BF16 ? 0 : 2 * j + c];
+              float wfj = W8 ? wf8[BF16 || !kS8 ? 0 : 2 * j + c] : wf[BF16 ? 0 : 2 * j + c];
               if (kRoll) {
                 const float2 w2 = *reinterpret_cast<const float2 *>(&s_wh[cb + 8 * j + 2 * t4]);
                 wfj = c ? w2.y : w2.x;
@@ -536,6 +685,9 @@ __global__ void __launch_bounds__(kThreads, 1)
               const int n = cb + 8 * j + 2 * (t4 & 1);
               w0 = *reinterpret_cast<const __nv_bfloat162 *>(&s_wb[n]);
               w1 = *reinterpret_cast<const __nv_bfloat162 *>(&s_wb[n + 4]);
+            } else if (W8) {
+              w0 = wb8[BF16 && kS8 ? 2 * j : 0];
+              w1 = wb8[BF16 && kS8 ? 2 * j + 1 : 0];
             } else {
               w0 = wb[2 * j];
               w1 = wb[2 * j + 1];
@@ -578,7 +730,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (!decltype(c01_tag)::value) a[0][e] = __fmaf_rn(a[1][e], d.cr1[h], a[0][e]);
         a[0][e] = __fmaf_rn(__fmaf_rn(a[3][e], d.cr3[h], a[2][e]), d.cr2[h], a[0][e]);
       }
-      reduce(r0_tag, std::true_type{}, a[0], d, tb);
+      reduce(r0_tag, std::true_type{}, a[0], d, tb, std::false_type{});
     } else if constexpr (kRoll) {
       // the rolling pipeline's slow path: through this thread's column of a shared scratch
       // (element (g, e) at word (16 g + e) * 128 + mt), one element at a time, so its double
@@ -611,7 +763,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
 #pragma unroll
       for (int e = 0; e < NE; e++) a[0][e] = sc[e * 128];
-      reduce(r0_tag, std::false_type{}, a[0], d, tb);
+      reduce(r0_tag, std::false_type{}, a[0], d, tb, std::false_type{});
     } else {
       float kf[2][4];
 #pragma unroll
@@ -633,7 +785,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           a[0][e] = __fmul_rn(s_hc[n], __fadd_rn(t01, t23));
         }
       }
-      reduce(r0_tag, std::false_type{}, a[0], d, tb);
+      reduce(r0_tag, std::false_type{}, a[0], d, tb, std::false_type{});
     }
   };
   // kNoEpi: keep the wgmma alive (ptxas drops them when nothing reads the accumulators): one
@@ -660,7 +812,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     if (tA >= tB) tA = tB = T;
     auto issue_row = [&](float (&a)[4][kNC / 4], int r, int t) {
-      const uint32_t dalo = dwlo + (uint32_t)(t % kSW) * (kTile * 128 / 16);
+      const uint32_t dalo = dwlo + (uint32_t)(t % kSW) * (kWStage / 16);
       wgmma_fence();
 #pragma unroll
       for (int g = 0; g < 4; g++)
@@ -735,7 +887,39 @@ __global__ void __launch_bounds__(kThreads, 1)
       continue;
     }
     const int tb = t * kTile; // the tile's first position, relative to the hull
-    const uint32_t dalo = dwlo + (uint32_t)s * (kTile * 128 / 16);
+    const uint32_t dalo = dwlo + (uint32_t)s * (kWStage / 16);
+    if constexpr (kS8) {
+      uint32_t use8;
+      asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(use8) : "r"(tf_addr + 4 * s));
+      if (use8) {
+        // one s32 accumulator: the 4 groups' main blocks, then their overflow blocks (+8 KB
+        // on both sides), chained: I = sum_g 4 s_g 2^(a_g + b_g), exact (v2_mxk1.cuh)
+        uint32_t acc8[kNC / 2];
+        wgmma_fence();
+#pragma unroll
+        for (int g = 0; g < 4; g++)
+          ixl_mxk1_igmma_n64(acc8, desc(dalo + 2 * g), desc(dq8lo + 2 * g), g);
+#pragma unroll
+        for (int g = 0; g < 4; g++)
+          ixl_mxk1_igmma_n64(acc8, desc(dalo + 512 + 2 * g), desc(dq8lo + 512 + 2 * g), 1);
+        wgmma_commit();
+        Slots d = {};
+        uint32_t k0a, k0b;
+        asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(k0a) : "r"(k8_addr + s * (kTile * 4)));
+        asm volatile("ld.shared.u32 %0, [%1];\n"
+                     : "=r"(k0b)
+                     : "r"(k8_addr + s * (kTile * 4) + 32));
+        d.ck0[0] = __uint_as_float(k0a), d.ck0[1] = __uint_as_float(k0b);
+        wgmma_wait<0>();
+        fence_operand(acc8);
+        ixl_mxk1_arrive(bar_empty + 8 * s); // this thread's wgmma have read the stage
+        float x[kNC / 2];
+#pragma unroll
+        for (int e = 0; e < kNC / 2; e++) x[e] = __int2float_rn((int)acc8[e]); // exact: < 2^22
+        reduce(RB{}, std::true_type{}, x, d, tb, std::true_type{});
+        continue;
+      }
+    }
     if (!kNoMma) {
       wgmma_fence();
       // groups 0 and 1, then 2 and 3: the first pair's combine overlaps the second's wgmma
@@ -812,7 +996,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 constexpr int kWsUnset = kVarBase | kVarEarly;
 int ws_mode() {
   static const int v = [] {
-    switch (env_switch("IXL_LOGITS_V2_MX_WS", "156789abcdghmwefpq", 'u')) {
+    switch (env_switch("IXL_LOGITS_V2_MX_WS", "156789abcdghmwefpqst", 'u')) {
       case 'u': return kWsUnset;
       case '1':
       case '5': return kVarBase;
@@ -826,6 +1010,8 @@ int ws_mode() {
       case 'd': return kVarBase | kVarEarly | kVarSleep;
       case 'g': return kVarBase | kVarEarly | kVarSleep | kVarBigChunk;
       case 'h': return kVarBase | kVarEarly | kVarBigChunk;
+      case 's': return kVarBase | kVarEarly | kVarS8;
+      case 't': return kVarBase | kVarEarly | kVarS8 | kVarS8All;
       case 'm': return kVarBase | kVarEarly | kVarWarpProd | kVarNoMma;
       case 'w': return kVarBase | kVarEarly | kVarWarpProd | kVarNoWiden;
       case 'e': return kVarBase | kVarNoEpi;
@@ -842,7 +1028,7 @@ template <bool BF16, int VAR>
 ixl_status launch(ixl_ctx *ctx, Params p, const CUtensorMap *maps, const char *name) {
   auto kern = mxk1_kernel<BF16, VAR>;
   constexpr int kSR = ring_raw<VAR>(), kSW = ring_wide<VAR>();
-  constexpr int alloc = Smem<kSR, kSW, (VAR & kVarRoll) != 0>::alloc;
+  constexpr int alloc = Smem<kSR, kSW, (VAR & kVarRoll) != 0, (VAR & kVarS8) != 0>::alloc;
   static bool said = false; // one stderr line per configuration a process: the switch took
   if (!said) {
     said = true;
@@ -911,6 +1097,8 @@ extern "C" int ixl_cuda_logits_v2_mxk1(ixl_ctx *ctx, const ixl_logits_call *c, i
     IXL_MXK1_CASE(kVarBase | kVarEarly | kVarSleep)
     IXL_MXK1_CASE(kVarBase | kVarEarly | kVarSleep | kVarBigChunk)
     IXL_MXK1_CASE(kVarBase | kVarEarly | kVarBigChunk)
+    IXL_MXK1_CASE(kVarBase | kVarEarly | kVarS8)
+    IXL_MXK1_CASE(kVarBase | kVarEarly | kVarS8 | kVarS8All)
     IXL_MXK1_CASE(kVarBase | kVarEarly | kVarWarpProd | kVarNoMma)
     IXL_MXK1_CASE(kVarBase | kVarEarly | kVarWarpProd | kVarNoWiden)
     IXL_MXK1_CASE(kVarBase | kVarNoEpi)

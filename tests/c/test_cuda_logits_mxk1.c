@@ -284,10 +284,16 @@ int main(void) {
       {"random_rows_20k", 14, 20000, 0, 121, 133, 0, 121, 133, 0, 0},
       {"slow_paths_keys_queries_nan", 13, 4000, 0, 40, 215, 3, 60, 200, 2, 1},
       {"fold_edges", 10, 4000, 2, 95, 160, 0, 98, 156, 0, 1},
+      /* narrow exponents: WS=s's s8 path on the tiles whose 64 keys fold (keys 125..129
+       * with the CTA's offsets: most do, some not, so both paths meet in one CTA) */
+      {"s8_fold_causal", 37, 12288, 1, 125, 129, 0, 126, 128, 0, 0},
+      {"s8_fold_random_rows", 14, 20000, 0, 124, 129, 0, 126, 128, 0, 0},
+      {"s8_fold_cta_mix", 23, 9000, 2, 126, 129, 0, 127, 128, 0, 0},
   };
   static const k1c small[] = {
       {"small_cta_mix", 6, 700, 2, 119, 135, 0, 119, 135, 0, 0},
       {"small_slow_paths", 5, 400, 0, 40, 215, 3, 60, 200, 2, 1},
+      {"small_s8_fold", 6, 700, 2, 125, 129, 0, 126, 128, 0, 0},
   };
   const k1c *cs = g_small ? small : big;
   const int n = g_small ? (int)(sizeof small / sizeof small[0]) : (int)(sizeof big / sizeof big[0]);
