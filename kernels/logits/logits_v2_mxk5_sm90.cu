@@ -194,9 +194,19 @@ __device__ __forceinline__ void wgmma_m64n16k32_e4m3_rs(float (&d)[8], const uin
                  "+f"(d[6]), "+f"(d[7])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(0));
 }
+// The same at N 8 (4 passes of 8 heads): D[64][8].
+__device__ __forceinline__ void wgmma_m64n8k32_e4m3_rs(float (&d)[4], const uint32_t (&a)[4],
+                                                       uint64_t db) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 "
+               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(0));
+}
 template <int N>
 __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db) {
-  if constexpr (N == 16) wgmma_m64n16k32_e4m3_rs(d, a, db);
+  if constexpr (N == 8) wgmma_m64n8k32_e4m3_rs(d, a, db);
+  else if constexpr (N == 16) wgmma_m64n16k32_e4m3_rs(d, a, db);
   else wgmma_e4m3_rs<N>(d, a, db, 0);
 }
 #endif
@@ -209,9 +219,10 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[
 // page and slot prefetched with its base, a block across a page boundary looked up per slot).
 // NP: the heads in NP passes of 32 / NP (1: 4 m64n32k32 a tile, 64 accumulators; 2: twice 4
 // m64n16k32 on the same A registers, heads 0-15 then 16-31, 32 accumulators, so that the
-// kernel fits MAXREG 96 and 4 CTAs an SM). The group sums are exact either way and each head's
-// combine and SPEC 3's bf16 chain run in the same order (the chain's steps j = 0, 1 in the
-// first pass, 2, 3 in the second, one chain register carried), so the bits are the same.
+// kernel fits MAXREG 96 and 4 CTAs an SM; 4: 4 m64n8k32 a pass, 16 accumulators, 80 registers,
+// 5 CTAs). The group sums are exact either way and each head's combine and SPEC 3's bf16 chain
+// run in the same order (the chain's steps j = 0, 1 in the first pass, 2, 3 in the second, or
+// step j in pass j; one chain register carried), so the bits are the same.
 // MAXREG: 136 (125 used ragged, 136 paged) -> 3 CTAs an SM ragged, 2 paged (above 128 a
 // scheduler's 16K registers hold only 3 warps); 128 (NP 2: 109 used) -> 3; 96 (ragged NP 2) ->
 // 4 with STAGES <= 6 (4 CTAs' shared memory).
@@ -695,7 +706,12 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
     uint4 wbt[2];
     if (FOLD) {
       if (NP == 1) wbt[0] = wbr[0], wbt[1] = wbr[1];
-      else wbt[0] = wb_src[ps];
+      else if (NP == 2) wbt[0] = wb_src[ps];
+      else { // NP 4: the pass's 2 entries (8 B)
+        const uint2 v = reinterpret_cast<const uint2 *>(wb_src)[ps];
+        wbt[0].x = v.x;
+        wbt[0].y = v.y;
+      }
     }
     const __nv_bfloat162 *wb = reinterpret_cast<const __nv_bfloat162 *>(wbt);
 #pragma unroll
@@ -735,11 +751,12 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
       key_pow2(kw[0], kf[0]);
       key_pow2(kw[1], kf[1]);
       // the exact dots d: the fast formula times 2^(qc - 127) where it holds, else the CPU's;
-      // pass ps's columns from 16 ps on (its slow-head bits from 4 ps)
+      // pass ps's columns from NH ps on (its slow-head bits from NH / 4 ps: 2 a block of 8)
       const bool pslow[2] = {(k.m0.y & IXL_MXK5_FAST) == 0, (k.m1.y & IXL_MXK5_FAST) == 0};
       // (NOX: the lane's slow-head mask, lane_slow's, read again here in the rare slow
       // branch rather than held in a register over the loop)
       uint32_t sh = slow_heads;
+      constexpr int kShb = NH / 4; // slow-head bits a pass
       if constexpr (NOX) {
         sh = 0;
 #pragma unroll
@@ -748,8 +765,8 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
           for (int c = 0; c < 2; c++)
             sh |= (uint32_t)(s_hf[8 * j + 2 * t4 + c] == 0) << (2 * j + c);
       }
-      slow_branch<NH / 2>(ac, kf, kw, pslow, sh >> (4 * ps), s_hq + NH * ps, s_hc + NH * ps,
-                          t4);
+      slow_branch<NH / 2>(ac, kf, kw, pslow, sh >> (kShb * ps), s_hq + NH * ps,
+                          s_hc + NH * ps, t4);
       chain(false, ac, ps, ch2);
     }
   };
@@ -881,7 +898,9 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
 // ids prefix scan and the query tile above all, took ~20 % of the warps' samples: fewer, longer
 // CTAs amortize it), l = 5 with chunks of up to 16384 columns (a whole row here) and 5 stages;
 // m = 5 with the set-up's loads batched (PRE), n = m with suspending waits, o = j with PRE,
-// p = k with PRE, q = l with PRE.
+// p = k with PRE, q = l with PRE; r = the heads in 4 passes of 8 (NP 4: 4 m64n8k32 a pass, 16
+// accumulators) at 80 registers, 5 stages, 5 CTAs an SM, with PRE; s = r with chunks of up to
+// 8192 columns and 4 stages (5 CTAs' shared memory).
 // Modes 1, 2 and 4 of the last session (LDS code words; two math warpgroups; 10 stages: all
 // slower than 3 on the H200) are no longer instantiated and read as off.
 // Unset: kK5wsDefault = j since session 8's visit 1 (H200, 2026-12-02): test_cuda_logits_mxk5
@@ -892,7 +911,8 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
 // IXL_LOGITS_V2_MX_K5WS=0: the kernels of logits_v2_mx_sm90.cu.
 constexpr char kK5wsDefault = 'j';
 int k5ws_mode() {
-  static const int v = env_switch("IXL_LOGITS_V2_MX_K5WS", "356789abcefghijklmnopq", kK5wsDefault);
+  static const int v =
+      env_switch("IXL_LOGITS_V2_MX_K5WS", "356789abcefghijklmnopqrs", kK5wsDefault);
   return v;
 }
 // IXL_LOGITS_V2_MX_K5PWS (paged K5): 2 = 1 head pass, 8 stages (136 registers: 2 CTAs an
@@ -900,7 +920,8 @@ int k5ws_mode() {
 // 6 = 4 with the set-up's loads batched (PRE: ~19 serial round trips a CTA before its first
 // tile -> ~4, on the paged launch's one wave's critical path), 7 = 6 with suspending waits;
 // 8 = 6 with NOX at 96 registers, 6 stages, 4 CTAs an SM (pages that sbk does not divide or
-// more than 2^30 output columns: mode 6), 9 = 8 with suspending waits.
+// more than 2^30 output columns: mode 6), 9 = 8 with suspending waits; a = 8 with the heads in
+// 4 passes of 8 (m64n8k32) at 80 registers, 4 stages, 5 CTAs an SM (else mode 6).
 // Not offered, they spill: 2 passes at 96 registers for 4 CTAs without NOX (36 B); 4 with f's
 // producer warpgroup (ragged f's; a register across the setmaxnreg, 80 -> 48 / 112).
 // Mode 1 of the last session (LDS code words, slower) reads as off.
@@ -911,7 +932,7 @@ int k5ws_mode() {
 // 58.5 us (-13.5 %). IXL_LOGITS_V2_MX_K5PWS=0: mx_kernel<K5P>.
 constexpr char kK5pwsDefault = '4';
 int k5pws_mode() {
-  static const int v = env_switch("IXL_LOGITS_V2_MX_K5PWS", "2456789", kK5pwsDefault);
+  static const int v = env_switch("IXL_LOGITS_V2_MX_K5PWS", "2456789a", kK5pwsDefault);
   return v;
 }
 
@@ -1001,7 +1022,7 @@ extern "C" int ixl_cuda_logits_v2_mxk5(ixl_ctx *ctx, const ixl_logits_call *c, i
     // NOX (modes 8, 9): whole blocks in a page (the builder's rule, SPEC 4: sbk divides the
     // page size) and int32 output columns
     const bool nox = p.P % p.sbk == 0 && p.out_cols <= ((int64_t)1 << 30);
-    switch (mode) { // 2, 4, 5, 6, 7, 8, 9 (0 returned above)
+    switch (mode) { // 2, 4, 5, 6, 7, 8, 9, a (0 returned above)
     case '2': *st = launch_ws<true, 1, kStages, 136>(ctx, p, name); break;
     case '4': *st = launch_ws<true, 2, kStages, 128>(ctx, p, name); break;
     case '6': *st = launch_ws<true, 2, kStages, 128, 0, 4>(ctx, p, name); break;
@@ -1013,6 +1034,10 @@ extern "C" int ixl_cuda_logits_v2_mxk5(ixl_ctx *ctx, const ixl_logits_call *c, i
     case '9':
       *st = nox ? launch_ws<true, 2, 6, 96, 0, 14>(ctx, p, name)
                 : launch_ws<true, 2, kStages, 128, 0, 6>(ctx, p, name);
+      break;
+    case 'a':
+      *st = nox ? launch_ws<true, 4, 4, 80, 0, 12>(ctx, p, name)
+                : launch_ws<true, 2, kStages, 128, 0, 4>(ctx, p, name);
       break;
     default: *st = launch_ws<true, 2, kStages, 128, 0, 2>(ctx, p, name); break; // '5'
     }
@@ -1040,6 +1065,8 @@ extern "C" int ixl_cuda_logits_v2_mxk5(ixl_ctx *ctx, const ixl_logits_call *c, i
   case 'o': *st = launch_ws<false, 2, 6, 96, 0, 4, 1, false, 8192>(ctx, p, name); break;
   case 'p': *st = launch_ws<false, 1, kStages, 136, 0, 4, 1, false, 8192>(ctx, p, name); break;
   case 'q': *st = launch_ws<false, 2, 5, 96, 0, 4, 1, false, 16384>(ctx, p, name); break;
+  case 'r': *st = launch_ws<false, 4, 5, 80, 0, 4>(ctx, p, name); break;
+  case 's': *st = launch_ws<false, 4, 4, 80, 0, 4, 1, false, 8192>(ctx, p, name); break;
   default: *st = launch_ws<false, 1, kStages, 136, 0, 2>(ctx, p, name); break; // 'i'
   }
   return 1;
