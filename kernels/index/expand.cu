@@ -16,7 +16,8 @@
 // The candidates are read once per window, straight into registers; the first ones are
 // requested before the row's range, so the two loads' latencies overlap. IXL_EXPAND_V1=1
 // (test-only) runs the previous kernel (a min/max pass, then windows from the smallest valid
-// id), kept for comparison.
+// id), kept for comparison; IXL_EXPAND_NARROW=1 (off until the H200 shows it faster) the same
+// kernel in a 128-thread shape (expand_v2_kernel's comment).
 //
 // PDL (cuda/launch.cuh, IXL_PDL): both kernels open with pdl_wait() (the candidates and the
 // row ranges are a previous kernel's output, and the ids and ends may still be read by one),
@@ -134,17 +135,20 @@ __global__ void __launch_bounds__(NT) expand_kernel(const int32_t *__restrict__ 
 }
 
 // ---------------------------------------------------------------- K4
-constexpr int NT2 = 512;
-constexpr int WWORDS = 4096;                          // bitmap words per window (16 KiB)
-constexpr int64_t WBITS = (int64_t)WWORDS * 32;       // candidate ids per window
-constexpr int WPT2 = WWORDS / NT2;                    // words per thread at most
-constexpr int STAGE = 4096;                           // staged slots (16 KiB)
-constexpr int CREG = 8;                               // candidates per thread per load round
+// One CTA a row, NT2 threads, a bitmap window of WWORDS words and STAGE staged slots. The wide
+// shape (512 threads, 16 KiB + 16 KiB, 59 registers: 2 CTAs an SM) holds a 1M-position row in
+// one window; the narrow one (IXL_EXPAND_NARROW=1: 128 threads, 8 KiB + 8 KiB, held to 48
+// registers by MINB, no spills) runs 10 rows at once on an SM for the many rows of a prefill
+// chunk, and takes two windows (the candidates read twice) only past 65536 candidate blocks.
+constexpr int CREG = 8; // candidates per thread per load round
 
-__global__ void __launch_bounds__(NT2) expand_v2_kernel(
+template <int NT2, int WWORDS, int STAGE, int MINB>
+__global__ void __launch_bounds__(NT2, MINB) expand_v2_kernel(
     const int32_t *__restrict__ cand, int64_t T, const int32_t *__restrict__ row_ks,
     const int32_t *__restrict__ row_ke, int ratio, int sbk, int32_t *__restrict__ ids,
     int64_t nsb, int32_t *__restrict__ end) {
+  constexpr int64_t WBITS = (int64_t)WWORDS * 32; // candidate ids per window
+  constexpr int WPT2 = WWORDS / NT2;              // words per thread at most
   __shared__ uint32_t bits[WWORDS];
   __shared__ int32_t stage[STAGE];
   __shared__ int ws[NT2 / 32 + 1];
@@ -256,8 +260,8 @@ __global__ void __launch_bounds__(NT2) expand_v2_kernel(
   }
 }
 
-bool expand_v1_forced() {
-  const char *e = getenv("IXL_EXPAND_V1");
+bool env_on(const char *name) { // read at each launch: the tests switch it in one process
+  const char *e = getenv(name);
   return e && e[0] == '1';
 }
 
@@ -281,9 +285,12 @@ extern "C" ixl_status ixl_cuda_expand(ixl_ctx *ctx, const ixl_tensor *cand,
   int32_t *idd = nsb ? (int32_t *)sparse_ids->data : nullptr;
   const int32_t *ked = (const int32_t *)row_ke->data;
   int32_t *endd = (int32_t *)end->data;
-  if (!expand_v1_forced())
-    return launch_pdl(ctx, "expand", expand_v2_kernel, dim3((unsigned)R), dim3(NT2), 0, 1, cd,
-                      T, ksd, ked, ratio, sparse_block_kv, idd, nsb, endd);
+  if (env_on("IXL_EXPAND_NARROW"))
+    return launch_pdl(ctx, "expand", expand_v2_kernel<128, 2048, 2048, 10>, dim3((unsigned)R),
+                      dim3(128), 0, 1, cd, T, ksd, ked, ratio, sparse_block_kv, idd, nsb, endd);
+  if (!env_on("IXL_EXPAND_V1"))
+    return launch_pdl(ctx, "expand", expand_v2_kernel<512, 4096, 4096, 0>, dim3((unsigned)R),
+                      dim3(512), 0, 1, cd, T, ksd, ked, ratio, sparse_block_kv, idd, nsb, endd);
   return launch_pdl(ctx, "expand", expand_kernel, dim3((unsigned)R), dim3(NT), 0, 1, cd, T, ksd,
                     ked, ratio, sparse_block_kv, idd, nsb, endd);
 }
