@@ -523,10 +523,15 @@ constexpr int kThreads = 128 * (kMathWG + 1);
 // accumulator, so 4 math warps a scheduler (2 in their epilogue while the other pair's wgmma
 // run) against 2; one producer warp and one -inf fill warp (no setmaxnreg; 576 threads at
 // ptxas's 96 registers: 18 warps put 5 on some scheduler, whose file holds 5 x 32 x 102).
+// TRIO (IXL_LOGITS_V2_FP8_K1=b, development): 3 math warpgroups; half-tile j (tile j / 2, half
+// j % 2, counted from the CTA's first unit) belongs to warpgroup j % 3, each an m64n128 half as
+// in PAIRS; with a whole producer warpgroup (1 producer warp, 3 -inf fill warps) 512 threads,
+// so ptxas allocates 128 registers (no setmaxnreg): 3 math warps a scheduler.
+// MW: the math warpgroups (2: the default form; 3: TRIO; 4: PAIRS).
 constexpr int kMathWGPairs = 4;
 constexpr int kThreadsPairs = 128 * kMathWGPairs + 64;
-template <bool PAIRS>
-constexpr int k1_threads() { return PAIRS ? kThreadsPairs : kThreads; }
+template <int MW>
+constexpr int k1_threads() { return MW == 4 ? kThreadsPairs : MW == 2 ? kThreads : 128 * (MW + 1); }
 constexpr int kStages = 12; // even: stage i % kStages belongs to warpgroup i % 2
 constexpr int kQBytes = 256 * 128;
 
@@ -598,14 +603,16 @@ __device__ __forceinline__ int32_t block_tiles(const Params &p, int64_t b, int32
 // NOMMA (IXL_LOGITS_V2_FP8_K1=8: K1=1's, 9: K1=7's; timing ablations, wrong results): the
 // math warpgroups skip their wgmma (a never-true runtime condition keeps one in the code) and
 // reduce a zeroed accumulator: the epilogue's and the walk's time without the tensor pipe.
-template <int H, bool HALVES, bool PING, bool RELU2, bool PAIRS = false, bool NOMMA = false>
-__global__ void __launch_bounds__(k1_threads<PAIRS>(), 1)
+template <int H, bool HALVES, bool PING, bool RELU2, int MW = 2, bool NOMMA = false>
+__global__ void __launch_bounds__(k1_threads<MW>(), 1)
     k1_fp8_kernel(const __grid_constant__ CUtensorMap kmap,
                   const __grid_constant__ CUtensorMap qmap, const Params p) {
 #if IXL_SM90_DEVICE
   constexpr int RB = 256 / H, WROW = ixl_v2::k1_wrow<H>();
-  constexpr int NT = k1_threads<PAIRS>(), MWG = PAIRS ? kMathWGPairs : kMathWG;
-  static_assert(!PAIRS || (!HALVES && !PING), "PAIRS: the plain loop only");
+  constexpr int NT = k1_threads<MW>(), MWG = MW;
+  constexpr bool PAIRS = MW == 4, TRIO = MW == 3;
+  static_assert(MW == 2 || (!HALVES && !PING), "PAIRS, TRIO: the plain loop only");
+  static_assert(MW >= 2 && MW <= 4, "2, 3 or 4 math warpgroups");
   using L = Smem<H>;
   // 1024-B aligned (the 128B swizzle's period; DeepGEMM's form): every buffer is the window's
   // base + a constant, so nothing but the prologue's results lives across the setmaxnreg
@@ -623,7 +630,7 @@ __global__ void __launch_bounds__(k1_threads<PAIRS>(), 1)
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
       ptx::mbarrier_init(&full[s], 33); // 32 lanes' cp.async arrivals + lane 0's expect_tx
-      ptx::mbarrier_init(&empty[s], PAIRS ? 8 : 4); // the consuming warpgroup's (pair's) warps
+      ptx::mbarrier_init(&empty[s], MW > 2 ? 8 : 4); // the consumers' warps (both halves')
     }
     for (int s = 0; s < 2; ++s) {
       ptx::mbarrier_init(&qfull[s], 32);       // the producer's lanes (weights; lane 0: + tx)
@@ -693,7 +700,7 @@ __global__ void __launch_bounds__(k1_threads<PAIRS>(), 1)
   __syncthreads();
 
   if (threadIdx.x >= 128 * MWG) {
-    if constexpr (!PAIRS) setmaxnreg_dec<96>();
+    if constexpr (MW == 2) setmaxnreg_dec<96>();
     const int tid = threadIdx.x, lane = tid & 31, pw = (tid - 128 * MWG) >> 5;
     const int64_t b0 = info[0], nunits = info[2];
     const int32_t o0 = (int32_t)info[1];
@@ -771,7 +778,7 @@ __global__ void __launch_bounds__(k1_threads<PAIRS>(), 1)
     }
   } else {
   // ---------------------------------------------------------------- math warpgroups
-  if constexpr (!PAIRS) setmaxnreg_inc<200>();
+  if constexpr (MW == 2) setmaxnreg_inc<200>();
   const int tid = threadIdx.x, lane = tid & 31;
   const int64_t b0 = info[0], nunits = info[2];
   const int32_t o0 = (int32_t)info[1];
@@ -779,7 +786,7 @@ __global__ void __launch_bounds__(k1_threads<PAIRS>(), 1)
   const int wg = tid >> 7, warp = (tid >> 5) & 3, t4 = lane & 3;
   const int r0 = 16 * warp + (lane >> 2);
   const int rb_lane = (t4 & 1) * (RB / 2) + (t4 >> 1) * (RB / 4); // + q, q < NQ
-  int stage = PAIRS ? wg >> 1 : wg;
+  int stage = PAIRS ? wg >> 1 : TRIO ? 0 : wg;
   uint32_t fph = 0, qfph = 0; // bit s: Q slot s's parity
   if constexpr (PAIRS) {
     // -------------------------------------------------------------- pairs of warpgroups
@@ -847,6 +854,77 @@ __global__ void __launch_bounds__(k1_threads<PAIRS>(), 1)
                                           s_w + qslot * RB * WROW + half * RH * WROW, t4, res);
       const int32_t k0 = kt * kTile + r0;
       float *orow = p.out + ((int64_t)b * RB + rb_h) * p.out_cols - my.base;
+#pragma unroll
+      for (int v = 0; v < NV; ++v) {
+        const int32_t k = k0 + 8 * ((kl + v) & 1); // the value's position
+        if (k >= my.a && k < my.e) orow[k] = res[v];
+      }
+    }
+    if (nunits) {
+      __syncwarp();
+      if (lane == 0) ptx::mbarrier_arrive(&qempty[qslot]);
+    }
+  } else if constexpr (TRIO) {
+    // -------------------------------------------------------------- three warpgroups
+    // Every warpgroup walks every tile (the stage ring, the blocks' Q slots), and computes the
+    // half h = (wg - 2 i) mod 3 of tile i when h < 2 (as PAIRS's halves: the same bits).
+    constexpr int RH = RB / 2, NV = RH / 2;
+    const int kl = (t4 & 1) * RH + (t4 >> 1) * (RH / 2);
+    int32_t b = (int32_t)b0, kt = 0, kend = 0;
+    const int32_t nu = (int32_t)nunits;
+    RowK my0 = {0, 0, 0}, my1 = {0, 0, 0}; // the lane's rows in halves 0 and 1
+    auto enter = [&]() {
+      int32_t tlo;
+      const int32_t nt = block_tiles<RB>(p, (int64_t)b, tlo);
+      kt = tlo, kend = tlo + nt;
+      my0 = row_k(p, (int64_t)b * RB + (kl >> 1));
+      my1 = row_k(p, (int64_t)b * RB + RH + (kl >> 1));
+    };
+    int qslot = 0, j0 = 0; // j0 = 2 i mod 3
+    float acc[64];
+    if constexpr (NOMMA)
+#pragma unroll
+      for (int k = 0; k < 64; ++k) acc[k] = 0.0f;
+    if (nunits) {
+      enter();
+      kt += o0;
+      mbar_wait(&qfull[0], 0);
+      qfph ^= 1u;
+    }
+    for (int32_t i = 0; i < nu; ++i) {
+      if (i > 0 && ++kt == kend) { // the block is done for every warpgroup's reads of this warp
+        __syncwarp();
+        if (lane == 0) ptx::mbarrier_arrive(&qempty[qslot]);
+        do ++b, enter();
+        while (kt == kend);
+        qslot ^= 1;
+        mbar_wait(&qfull[qslot], (qfph >> qslot) & 1);
+        qfph ^= 1u << qslot;
+      }
+      const int h = wg >= j0 ? wg - j0 : wg - j0 + 3;
+      j0 = j0 == 0 ? 2 : j0 - 1; // (j0 + 2) mod 3
+      const int st = stage;
+      const uint32_t ph = fph;
+      if (++stage == kStages) stage = 0, fph ^= 1;
+      if (h > 1) continue;
+      mbar_wait(&full[st], ph);
+      const float sc0 = s_sc[st * kTile + r0], sc1 = s_sc[st * kTile + r0 + 8];
+      if (!NOMMA || p.out_cols < 0)
+        ixl_v2::tile_mma128(acc, s_codes + st * kTileBytes,
+                            s_q + qslot * kQBytes + h * RH * H * 128);
+      wgmma_wait<0>();
+      fence_operand(acc);
+      __syncwarp();
+      if (lane == 0) ptx::mbarrier_arrive(&empty[st]);
+      if (p.abl == 3) continue;
+      const bool fast = __all_sync(0xffffffffu, sc0 >= 0.0f && sc0 <= 3.402823466e38f &&
+                                                    sc1 >= 0.0f && sc1 <= 3.402823466e38f);
+      float res[NV];
+      ixl_v2::k1_epilogue_n<H, 64, RELU2>(acc, sc0, sc1, fast,
+                                          s_w + qslot * RB * WROW + h * RH * WROW, t4, res);
+      const int32_t k0 = kt * kTile + r0;
+      const RowK my = h ? my1 : my0;
+      float *orow = p.out + ((int64_t)b * RB + h * RH + (kl >> 1)) * p.out_cols - my.base;
 #pragma unroll
       for (int v = 0; v < NV; ++v) {
         const int32_t k = k0 + 8 * ((kl + v) & 1); // the value's position
@@ -1270,12 +1348,14 @@ static ixl_status launch_cfg(ixl_ctx *ctx, const ixl_logits_call *c, Params &p) 
 // against K1=1's 5137 (-3 %), fp8v2's dense tests pass; visit 2's (the halving only where exact,
 // two epilogues in the kernel) 5364 against 5132, parity and racecheck clean; this form (one
 // epilogue, no halving) not yet run.
-// IXL_LOGITS_V2_FP8_K1=7 (development, session 8): k1_fp8_kernel<H, false, false, false, true>,
+// IXL_LOGITS_V2_FP8_K1=7 (development, session 8): k1_fp8_kernel<H, false, false, false, 4>,
 // the pairs form: 4 math warpgroups (2 pairs, each warpgroup an m64n128 half of the pair's
 // tile), 576 threads at 96 registers, so 4 math warps a scheduler; the same sums as K1=1.
 // IXL_LOGITS_V2_FP8_K1=a (development): K1=7 with K1=6's relu, (x + |x|) w and the doubled sum
 // halved (the FMA pipe instead of the ALU pipe for relu; the same bits as K1=7 unless a partial
 // sum is subnormal or above 2^127).
+// IXL_LOGITS_V2_FP8_K1=b (development): the trio form (TRIO, k1_fp8_kernel<H, .., 3>): 3 math
+// warpgroups taking the half-tiles in turn, 512 threads at 128 registers; the same sums as K1=1.
 // IXL_LOGITS_V2_FP8_K1=8 and 9 (timing ablations, wrong results): K1=1 and K1=7 without their
 // wgmma (NOMMA): the epilogue's time alone, against noepi's (the wgmma's alone).
 // IXL_LOGITS_V2_FP8_K1=4 and 5 were timing ablations of the epilogue (no weight loads; also no
@@ -1287,13 +1367,13 @@ static int k1_mode() {
   static const int mode = [] {
     const char *e = getenv("IXL_LOGITS_V2_FP8_K1");
     if (e && e[0] >= '0' && e[0] <= '9' && e[1] == 0) return e[0] - '0';
-    if (e && e[0] == 'a' && e[1] == 0) return 10;
+    if (e && e[0] >= 'a' && e[0] <= 'b' && e[1] == 0) return 10 + e[0] - 'a';
     return 1;
   }();
   return mode;
 }
 static bool k1_on() { return k1_mode() != 0; }
-template <int H, bool HALVES, bool PING, bool RELU2, bool PAIRS = false, bool NOMMA = false>
+template <int H, bool HALVES, bool PING, bool RELU2, int MW = 2, bool NOMMA = false>
 static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
   using L = k1::Smem<H>;
   const ixl_qk *in = c->in;
@@ -1301,7 +1381,7 @@ static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
   const int dev = ixl_ctx_device(ctx);
   const bool slot = dev >= 0 && dev < 64;
   if (!slot || !ready[dev].load(std::memory_order_relaxed)) {
-    cudaError_t e = cudaFuncSetAttribute(k1::k1_fp8_kernel<H, HALVES, PING, RELU2, PAIRS, NOMMA>,
+    cudaError_t e = cudaFuncSetAttribute(k1::k1_fp8_kernel<H, HALVES, PING, RELU2, MW, NOMMA>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, L::alloc);
     if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaFuncSetAttribute (logits v2 K1)");
     if (slot) ready[dev].store(1, std::memory_order_relaxed);
@@ -1338,8 +1418,8 @@ static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
     cudaGetSymbolAddress((void **)&p.prof, g_prof);
   }
   ixl_status st = ixl::launch_pdl(ctx, "logits v2 fp8 K1 kernel",
-                                  k1::k1_fp8_kernel<H, HALVES, PING, RELU2, PAIRS, NOMMA>,
-                                  dim3((unsigned)grid), dim3(k1::k1_threads<PAIRS>()), L::alloc,
+                                  k1::k1_fp8_kernel<H, HALVES, PING, RELU2, MW, NOMMA>,
+                                  dim3((unsigned)grid), dim3(k1::k1_threads<MW>()), L::alloc,
                                   1, kmap, qmap, p);
   if (prof && st == IXL_OK) { // per math warp and tile, in SM clocks
     unsigned long long v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -1424,11 +1504,12 @@ ixl_status launch(ixl_ctx *ctx, const ixl_logits_call *c) {
     return k1_mode() == 2   ? launch_k1<H, true, false, false>(ctx, c)
            : k1_mode() == 3 ? launch_k1<H, false, true, false>(ctx, c)
            : k1_mode() == 6 ? launch_k1<H, false, false, true>(ctx, c)
-           : k1_mode() == 7 ? launch_k1<H, false, false, false, true>(ctx, c)
+           : k1_mode() == 7 ? launch_k1<H, false, false, false, 4>(ctx, c)
            // the ablations at H 64 only (the benchmark's; H 32's spill): else K1=1 / K1=7
-           : k1_mode() == 8 ? launch_k1<H, false, false, false, false, H == 64>(ctx, c)
-           : k1_mode() == 9 ? launch_k1<H, false, false, false, true, H == 64>(ctx, c)
-           : k1_mode() == 10 ? launch_k1<H, false, false, true, true>(ctx, c)
+           : k1_mode() == 8 ? launch_k1<H, false, false, false, 2, H == 64>(ctx, c)
+           : k1_mode() == 9 ? launch_k1<H, false, false, false, 4, H == 64>(ctx, c)
+           : k1_mode() == 10 ? launch_k1<H, false, false, true, 4>(ctx, c)
+           : k1_mode() == 11 ? launch_k1<H, false, false, false, 3>(ctx, c)
                             : launch_k1<H, false, false, false>(ctx, c);
   return c->reduction == IXL_REDUCE_BF16 ? launch_mode<H, M_K1, true>(ctx, c, p)
                                          : launch_mode<H, M_K1, false>(ctx, c, p);
