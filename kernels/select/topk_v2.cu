@@ -2039,7 +2039,10 @@ ixl_status launch_stream(ixl_ctx *ctx, const Args &a, size_t smem, const Dev &dv
               : dv.spipe == 2 ? topk_v2_stream_kernel<T, 4, false, 2, true, true>
               : dv.spipe     ? topk_v2_stream_kernel<T, 4, false, 2, true>
                              : topk_v2_stream_kernel<T, 4>;
-  if (ccs > 1) kern = topk_v2_stream_kernel<T, 4, false, 2, true, true, false, true>;
+  // (IXL_TOPK_V2_SPROF: the profile of the cluster form, CTA 0 of a cluster printing)
+  if (ccs > 1)
+    kern = dv.sprof ? topk_v2_stream_kernel<T, 4, true, 2, true, true, false, true>
+                    : topk_v2_stream_kernel<T, 4, false, 2, true, true, false, true>;
   // IXL_TOPK_V2_SSTG: the default kernel (SPIPE 2, UNR 4) with the staggered first wave, where
   // the rows fill more than one wave of two CTAs per SM
   const int stg = dv.sstg > 0 && ccs == 1 && !dv.sprof && dv.sunr == 4 && dv.spipe == 2 &&
@@ -2187,7 +2190,7 @@ ixl_status dispatch(ixl_ctx *ctx, const Args &a) {
     // 64 x 131072 fp32 at cs 8) and 2 CTAs a row still fit one wave (R <= SMs)
     const bool streams = cs > 1 && cs <= CSMAX && R * cs > 2 * sm_count(ctx);
     const int want = dv.cstream >= 0 ? dv.cstream : streams && dv.stream == 1 ? 2 : 0;
-    if (ss && want > 1 && cs > 1 && ctx->variant_sm >= 90 && !dv.sprof) {
+    if (ss && want > 1 && cs > 1 && ctx->variant_sm >= 90) {
       int ccs = want;
       while (ccs > 1 && R * ccs > 2 * sm_count(ctx)) ccs >>= 1;
       if (ccs > 1) ccs = cluster_fits<T, true>(ixl_ctx_device(ctx), ccs, ss);

@@ -1483,16 +1483,17 @@ TEST(bench_topk_short_profile) {
 }
 
 /* The streaming kernel's phases (IXL_BENCH=topksprof): IXL_TOPK_V2_SPROF=1 prints clock64
- * cycles per phase (sample, t0, stream, select, scan, emit) of three CTAs per launch, at the
- * source top-k's shapes and 64 x 131072 k=2048, the sample's mu target 64 (default) and 16
- * (IXL_TOPK_V2_SMU), each launch on a copy not in L2. */
+ * cycles per phase (sample, t0, stream, select, scan, emit) of three CTAs per launch (CTA 0 of
+ * a cluster in the cluster form), at the source top-k's shapes and 64 x 131072 k=2048, one CTA
+ * a row (IXL_TOPK_V2_CSTREAM=0, launches 0-1) and the default (launches 2-3: clusters of 2 on
+ * the 64-row shapes), each launch on a copy not in L2. */
 TEST(bench_topk_stream_profile) {
   struct { int64_t R, C; int k, causal; const char *name; } tk[] = {
       {64, 131072, 512, 0, "src_64x131072_f32_k512"},
       {1024, 131072, 512, 1, "src_1024x131072c_f32_k512"},
       {64, 131072, 2048, 0, "64x131072_f32_k2048"},
   };
-  static const char *const mus[] = {"64", "64", "16", "16"};
+  static const char *const csts[] = {"0", "0", NULL, NULL};
   for (size_t i = 0; i < sizeof tk / sizeof tk[0]; i++) {
     const int64_t R = tk[i].R, C = tk[i].C, k = tk[i].k;
     int64_t s2[2] = {R, C}, s1[1] = {R}, so[2] = {R, k};
@@ -1518,21 +1519,21 @@ TEST(bench_topk_stream_profile) {
     CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", "v2"));
     v2_switch("IXL_TOPK_V2_SPROF", "1");
     for (int b = 0; b < 4; b++) {
-      v2_switch("IXL_TOPK_V2_SMU", mus[b]);
+      v2_switch("IXL_TOPK_V2_CSTREAM", csts[b]);
       CHECK_OK(g_ctx, ixl_tensor_fill_bytes(g_ctx, flush, (uint8_t)b));
       CHECK_OK(g_ctx, ixl_ctx_sync(g_ctx));
-      printf("# topksprof %s launch %d mu %s\n", tk[i].name, b, mus[b]);
+      printf("# topksprof %s launch %d cstream %s\n", tk[i].name, b, csts[b] ? csts[b] : "default");
       fflush(stdout);
       CHECK_OK(g_ctx, ixl_timer_record(g_ctx, 0));
       CHECK_OK(g_ctx, ixl_topk(g_ctx, buf[b], NULL, dre, (int)k, 0, out));
       CHECK_OK(g_ctx, ixl_timer_record(g_ctx, 1));
       double us = 0;
       CHECK_OK(g_ctx, ixl_timer_elapsed_us(g_ctx, 0, 1, &us));
-      printf("# topksprof %s launch %d mu %s: %.1f us\n", tk[i].name, b, mus[b], us);
+      printf("# topksprof %s launch %d: %.1f us\n", tk[i].name, b, us);
       fflush(stdout);
     }
     v2_switch("IXL_TOPK_V2_SPROF", NULL);
-    v2_switch("IXL_TOPK_V2_SMU", NULL);
+    v2_switch("IXL_TOPK_V2_CSTREAM", NULL);
     CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", NULL));
     for (int b = 0; b < 4; b++) ixl_tensor_free(buf[b]);
     ixl_tensor *all[] = {h, h64, re, dre, out, flush};
