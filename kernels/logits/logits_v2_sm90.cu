@@ -1356,6 +1356,7 @@ static ixl_status launch_cfg(ixl_ctx *ctx, const ixl_logits_call *c, Params &p) 
 // sum is subnormal or above 2^127).
 // IXL_LOGITS_V2_FP8_K1=b (development): the trio form (TRIO, k1_fp8_kernel<H, .., 3>): 3 math
 // warpgroups taking the half-tiles in turn, 512 threads at 128 registers; the same sums as K1=1.
+// IXL_LOGITS_V2_FP8_K1=c (development): K1=b with K1=6's relu (the same sums as K1=6).
 // IXL_LOGITS_V2_FP8_K1=8 and 9 (timing ablations, wrong results): K1=1 and K1=7 without their
 // wgmma (NOMMA): the epilogue's time alone, against noepi's (the wgmma's alone).
 // IXL_LOGITS_V2_FP8_K1=4 and 5 were timing ablations of the epilogue (no weight loads; also no
@@ -1367,7 +1368,7 @@ static int k1_mode() {
   static const int mode = [] {
     const char *e = getenv("IXL_LOGITS_V2_FP8_K1");
     if (e && e[0] >= '0' && e[0] <= '9' && e[1] == 0) return e[0] - '0';
-    if (e && e[0] >= 'a' && e[0] <= 'b' && e[1] == 0) return 10 + e[0] - 'a';
+    if (e && e[0] >= 'a' && e[0] <= 'c' && e[1] == 0) return 10 + e[0] - 'a';
     return 1;
   }();
   return mode;
@@ -1510,6 +1511,7 @@ ixl_status launch(ixl_ctx *ctx, const ixl_logits_call *c) {
            : k1_mode() == 9 ? launch_k1<H, false, false, false, 4, H == 64>(ctx, c)
            : k1_mode() == 10 ? launch_k1<H, false, false, true, 4>(ctx, c)
            : k1_mode() == 11 ? launch_k1<H, false, false, false, 3>(ctx, c)
+           : k1_mode() == 12 ? launch_k1<H, false, false, true, 3>(ctx, c)
                             : launch_k1<H, false, false, false>(ctx, c);
   return c->reduction == IXL_REDUCE_BF16 ? launch_mode<H, M_K1, true>(ctx, c, p)
                                          : launch_mode<H, M_K1, false>(ctx, c, p);
