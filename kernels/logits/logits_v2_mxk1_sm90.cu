@@ -34,7 +34,10 @@
 // most of it. Session 7 (ws_mode; H200 visit 2): the default is c, session 6's kernel with
 // its prologue's global loads issued together (kVarEarly; -5 %: 2048x8192 fp32 380 us,
 // 4096x65536 6,376 us); PDL (launch_pdl; pdl_wait / pdl_trigger at entry); the other variants
-// (per-warp producer, rolling pipeline, one math code path) measured no faster.
+// (per-warp producer, rolling pipeline, one math code path) measured no faster. Session 8
+// (visit 1): the default is g (c + chunks of up to 8192 columns + the producer sleeping between
+// polls; 2048x8192 fp32 348 us, 4096x65536 5,876 us). WS=s (off): the s8 single-accumulator
+// path (v2_mxk1.cuh) on the tiles whose exponents fold, the e4m3 path on the others.
 //
 // sass-limits: mxk1_kernel registers 232 shared 1024
 #include "logits/v2_mxk1.cuh"
@@ -135,7 +138,8 @@ constexpr int kVarSplit = 256;   // fp32 head sums in two chains a slot (the ord
 constexpr int kVarOneCode = 512; // one math loop for both warpgroups (instruction cache)
 constexpr int kVarNoMma = 1024;  // timing ablation (WRONG results): no wgmma in the tile loop
 constexpr int kVarNoWiden = 4;   // timing ablation (WRONG results): kVarWarpProd, no widening
-constexpr int kVarAblations = kVarNoEpi | kVarNoMath | kVarNoMma | kVarNoWiden | 32768;
+constexpr int kVarAblations =
+    kVarNoEpi | kVarNoMath | kVarNoMma | kVarNoWiden | 32768; // 32768: kVarS8All (below)
 // the prologue's global loads issued together (session 6's query-tile loop waited on one load
 // per iteration, ~11 round trips a CTA), the first kSR tiles' copies issued before the tiles
 constexpr int kVarEarly = 2048;
@@ -972,11 +976,15 @@ __global__ void __launch_bounds__(kThreads, 1)
 // 1 or 5: session 6's kernel (kVarBase); 6: the per-warp producer (kVarWarpProd); 7: it and
 // the rolling pipeline (kVarRoll); 8: 7 with the fp32 head sums in two chains (kVarSplit);
 // 9, a, b: 6, 8, 5 with one math code path for both warpgroups (kVarOneCode); c: 5 with the
-// prologue's loads together (kVarEarly, also in 6..b and the ablations on the per-warp producer).
+// prologue's loads together (kVarEarly, also in 6..b and the ablations on the per-warp producer);
+// d: c + the producer sleeping between polls of a full ring (kVarSleep); h: c + chunks of up to
+// 8192 columns (kVarBigChunk); g: both (the default since session 8); s: g + the s8
+// single-accumulator path where the exponents fold (kVarS8, v2_mxk1.cuh; session 8).
 // Timing ablations with WRONG results, for the benchmark only: e (kVarBase, no math epilogue),
 // f (kVarWarpProd, no math epilogue), p (kVarBase, the math warpgroups pass every tile on: no
 // wgmma, no epilogue), q (the same with kVarWarpProd), m (6 without the tile loop's wgmma:
-// kVarNoMma), w (6 without the producer's widening: kVarNoWiden).
+// kVarNoMma), w (6 without the producer's widening: kVarNoWiden), t (s with every tile on the s8
+// path, folded or not: kVarS8All).
 // Measured on the H200 and no longer built (2026-12-02, session 6 visit 3; K1 2048x8192 fp32 /
 // bf16 / 4096x65536, WS=1: 419 / 394 / 7,094 us): the math warpgroups taking turns to issue
 // on two mbarriers 430 / 405 / 7,299, raw stages released by an mbarrier (no producer
@@ -993,11 +1001,15 @@ __global__ void __launch_bounds__(kThreads, 1)
 // the sum of the heads' terms overflows, and the fp32 head order is free (SPEC 3), so
 // +inf + -inf happens in the CPU's order and not in the lanes' (the test accepts any value
 // where T = +inf).
-constexpr int kWsUnset = kVarBase | kVarEarly;
+// Unset: g (c + kVarSleep + kVarBigChunk) since session 8's visit 1 (H200, 2026-12-02): with the
+// switch set to g, test_cuda_logits_mxk1 5/5, racecheck 0 hazards and memcheck 0 errors (small,
+// PDL on), K1 2048x8192 fp32 380.0 -> 348.4 us, bf16 398.7 -> 371.0, 4096x65536 6,365 -> 5,876
+// against c in the same run (h alone: 350.5 / 371.2 / 5,904; d alone: 377.9 / 398.8 / 6,348).
+constexpr int kWsUnset = kVarBase | kVarEarly | kVarSleep | kVarBigChunk;
 int ws_mode() {
   static const int v = [] {
     switch (env_switch("IXL_LOGITS_V2_MX_WS", "156789abcdghmwefpqst", 'u')) {
-      case 'u': return kWsUnset;
+      case 'u': return kWsUnset; // g
       case '1':
       case '5': return kVarBase;
       case '6': return kVarBase | kVarEarly | kVarWarpProd;
@@ -1010,8 +1022,8 @@ int ws_mode() {
       case 'd': return kVarBase | kVarEarly | kVarSleep;
       case 'g': return kVarBase | kVarEarly | kVarSleep | kVarBigChunk;
       case 'h': return kVarBase | kVarEarly | kVarBigChunk;
-      case 's': return kVarBase | kVarEarly | kVarS8;
-      case 't': return kVarBase | kVarEarly | kVarS8 | kVarS8All;
+      case 's': return kVarBase | kVarEarly | kVarSleep | kVarBigChunk | kVarS8;
+      case 't': return kVarBase | kVarEarly | kVarSleep | kVarBigChunk | kVarS8 | kVarS8All;
       case 'm': return kVarBase | kVarEarly | kVarWarpProd | kVarNoMma;
       case 'w': return kVarBase | kVarEarly | kVarWarpProd | kVarNoWiden;
       case 'e': return kVarBase | kVarNoEpi;
@@ -1097,8 +1109,8 @@ extern "C" int ixl_cuda_logits_v2_mxk1(ixl_ctx *ctx, const ixl_logits_call *c, i
     IXL_MXK1_CASE(kVarBase | kVarEarly | kVarSleep)
     IXL_MXK1_CASE(kVarBase | kVarEarly | kVarSleep | kVarBigChunk)
     IXL_MXK1_CASE(kVarBase | kVarEarly | kVarBigChunk)
-    IXL_MXK1_CASE(kVarBase | kVarEarly | kVarS8)
-    IXL_MXK1_CASE(kVarBase | kVarEarly | kVarS8 | kVarS8All)
+    IXL_MXK1_CASE(kVarBase | kVarEarly | kVarSleep | kVarBigChunk | kVarS8)
+    IXL_MXK1_CASE(kVarBase | kVarEarly | kVarSleep | kVarBigChunk | kVarS8 | kVarS8All)
     IXL_MXK1_CASE(kVarBase | kVarEarly | kVarWarpProd | kVarNoMma)
     IXL_MXK1_CASE(kVarBase | kVarEarly | kVarWarpProd | kVarNoWiden)
     IXL_MXK1_CASE(kVarBase | kVarNoEpi)
