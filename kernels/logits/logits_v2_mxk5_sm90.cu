@@ -900,7 +900,8 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
 // m = 5 with the set-up's loads batched (PRE), n = m with suspending waits, o = j with PRE,
 // p = k with PRE, q = l with PRE; r = the heads in 4 passes of 8 (NP 4: 4 m64n8k32 a pass, 16
 // accumulators) at 80 registers, 5 stages, 5 CTAs an SM, with PRE; s = r with chunks of up to
-// 8192 columns and 4 stages (5 CTAs' shared memory).
+// 8192 columns and 4 stages (5 CTAs' shared memory); u = r at 96 registers, 6 stages, 4 CTAs (m's
+// occupancy: what the 2 extra passes cost; timing only). (NP 4 at 64 registers for 6 CTAs spills.)
 // Modes 1, 2 and 4 of the last session (LDS code words; two math warpgroups; 10 stages: all
 // slower than 3 on the H200) are no longer instantiated and read as off.
 // Unset: kK5wsDefault = j since session 8's visit 1 (H200, 2026-12-02): test_cuda_logits_mxk5
@@ -912,7 +913,7 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
 constexpr char kK5wsDefault = 'j';
 int k5ws_mode() {
   static const int v =
-      env_switch("IXL_LOGITS_V2_MX_K5WS", "356789abcefghijklmnopqrs", kK5wsDefault);
+      env_switch("IXL_LOGITS_V2_MX_K5WS", "356789abcefghijklmnopqrsu", kK5wsDefault);
   return v;
 }
 // IXL_LOGITS_V2_MX_K5PWS (paged K5): 2 = 1 head pass, 8 stages (136 registers: 2 CTAs an
@@ -1067,6 +1068,7 @@ extern "C" int ixl_cuda_logits_v2_mxk5(ixl_ctx *ctx, const ixl_logits_call *c, i
   case 'q': *st = launch_ws<false, 2, 5, 96, 0, 4, 1, false, 16384>(ctx, p, name); break;
   case 'r': *st = launch_ws<false, 4, 5, 80, 0, 4>(ctx, p, name); break;
   case 's': *st = launch_ws<false, 4, 4, 80, 0, 4, 1, false, 8192>(ctx, p, name); break;
+  case 'u': *st = launch_ws<false, 4, 6, 96, 0, 4>(ctx, p, name); break;
   default: *st = launch_ws<false, 1, kStages, 136, 0, 2>(ctx, p, name); break; // 'i'
   }
   return 1;
