@@ -1642,13 +1642,17 @@ template <> __device__ __forceinline__ unsigned ge_mask<uint16_t>(const uint4 &w
 // SASS: 64 divergent branches of two STS, a reload of cap and a reconvergence each, 8 K cycles
 // of the row's 24 K), and no bound per store: a thread whose slots pass cap stores nothing
 // (the buffer is used only when every candidate fits, nc <= cap)
-template <typename T, int UV, bool PROF = false, int NTH = NTS, bool SB = false>
+// STG (IXL_TOPK_V2_SHSTG=ns, off by default): the first wave's CTAs of SM slot j (blocks
+// [j stg_lo, (j + 1) stg_lo), j < the CTAs an SM holds, stg_lo = the SMs) wait j stg_ns before
+// they start, so an SM's rows load and select out of phase; the CTAs that replace them keep
+// the phase. A timing change only.
+template <typename T, int UV, bool PROF = false, int NTH = NTS, bool SB = false, bool STG = false>
 __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 ? 4 : 3) : NTH == 1024 ? 1 : 2)
     topk_v2_short_kernel(const T *__restrict__ logits, int64_t C,
                          const int32_t *__restrict__ row_start,
                          const int32_t *__restrict__ row_end, int k, int sorted,
                          int32_t *__restrict__ out, int P, int nwp, int force_fb, int mu_t,
-                         int cap, Remap m) {
+                         int cap, Remap m, int stg_lo, int stg_ns) {
   using K = KeyOf<T>;
   using KS = typename K::KS;
   constexpr int VEC = K::VEC;
@@ -1665,6 +1669,15 @@ __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 ? 4 : 3) : N
   if (prof) tc[0] = clock64(), gin = global_ns();
   pdl_wait(); // PDL (launch.cuh): before the first global access (the early loads too)
   pdl_trigger();
+  if constexpr (STG) {
+    constexpr unsigned SLOTS = NTH == NTS ? (sizeof(T) == 2 ? 4 : 3) : NTH == 1024 ? 1 : 2;
+    const unsigned j = blockIdx.x / (unsigned)stg_lo;
+    if (stg_ns > 0 && j > 0 && j < SLOTS) {
+      const unsigned long long t0 = global_ns();
+      do __nanosleep(256);
+      while (global_ns() - t0 < (unsigned long long)stg_ns * j);
+    }
+  }
 
   const int64_t r = blockIdx.x;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -1900,7 +1913,7 @@ __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 ? 4 : 3) : N
 // the persistent grid at N CTAs (tests: several rows per CTA).
 struct Dev {
   int cs, profile, flags, next, grid, stream, sunr, smu, sprof, spf, s3, shortk, shmu, spipe, shc,
-      cstream, sstg;
+      cstream, sstg, shstg;
 };
 Dev g_dev;
 std::atomic<int> g_dev_read{0};
@@ -2101,6 +2114,14 @@ ixl_status launch_short(ixl_ctx *ctx, const Args &a, const Dev &dv) {
                                : topk_v2_short_kernel<T, SUV * NTS / 512, false, 512>)
               : dv.shc ? topk_v2_short_kernel<T, SUV, false, NTS, true>
                        : topk_v2_short_kernel<T, SUV>;
+  // IXL_TOPK_V2_SHSTG: the default 256-thread kernel (SHC) with the staggered first wave,
+  // where the rows fill more than one wave (four CTAs an SM for bf16, three for fp32)
+  const int slots = sizeof(T) == 2 ? 4 : 3;
+  const int stg = dv.shstg > 0 && dv.shortk == 1 && !wide && dv.shc &&
+                          R > (int64_t)slots * sm_count(ctx)
+                      ? dv.shstg
+                      : 0;
+  if (stg) kern = topk_v2_short_kernel<T, SUV, false, NTS, true, true>;
   ixl_status st = ixl_cuda_status(
       ctx, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
       "topk v2 short: cudaFuncSetAttribute");
@@ -2109,7 +2130,7 @@ ixl_status launch_short(ixl_ctx *ctx, const Args &a, const Dev &dv) {
                     1u, (const T *)a.logits->data, C,
                     a.row_start ? (const int32_t *)a.row_start->data : (const int32_t *)nullptr,
                     (const int32_t *)a.row_end->data, a.k, a.sorted, (int32_t *)a.out->data, P,
-                    nwp, dv.shortk == 2 ? 1 : 0, dv.shmu, cap, remap_of(a));
+                    nwp, dv.shortk == 2 ? 1 : 0, dv.shmu, cap, remap_of(a), sm_count(ctx), stg);
 }
 
 // The largest cluster the device runs for kernel `kern` and this shared memory, at most
@@ -2301,6 +2322,9 @@ extern "C" void ixl_topk_v2_dev_reload(void) {
   // the streaming kernel's staggered first wave (ns; 0, the default: off)
   d.sstg = num("IXL_TOPK_V2_SSTG", 0);
   if (d.sstg < 0 || d.sstg > 1000000) d.sstg = 0;
+  // the short kernel's staggered first wave (ns a slot; 0, the default: off)
+  d.shstg = num("IXL_TOPK_V2_SHSTG", 0);
+  if (d.shstg < 0 || d.shstg > 1000000) d.shstg = 0;
   d.shmu = num("IXL_TOPK_V2_SHMU", 64);
   if (d.shmu < 4 || d.shmu > 1024) d.shmu = 64;
   g_dev = d;

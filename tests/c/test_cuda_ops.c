@@ -1254,7 +1254,8 @@ TEST(bench_topk) {
    * v2:cstN rows that need clusters streamed by a cluster of up to N CTAs each
    * (IXL_TOPK_V2_CSTREAM=N; v2:cst0 never, v2 where the rows stream and two CTAs a row fit
    * one wave), v2:cst16f the same fused; v2:sstgN the streaming kernel's first
-   * wave's second half N us late (IXL_TOPK_V2_SSTG=N000);
+   * wave's second half N us late (IXL_TOPK_V2_SSTG=N000); v2:shstgN the short kernel's first
+   * wave's SM slot j j N us late (IXL_TOPK_V2_SHSTG=N000);
    * v2:old = every round-4 switch off
    * (SHORT=0, SPIPE=0, SPF=0, SMU=64: the defaults before this round, whatever they are now) */
   static const char *const modes[] = {"v1",       "v2",       "v2:cs1",    "v2:cs2",
@@ -1270,7 +1271,8 @@ TEST(bench_topk) {
                                       "v2:shc",   "v2:shcf",  "v2:shc256", "v2:cst2",
                                       "v2:cst4",  "v2:cst8",  "v2:cst16",  "v2:cst16f",
                                       "v2:shc0",  "v2:short1024", "v2:sstg12", "v2:sstg18",
-                                      "v2:sstg24", "v2:cst0"};
+                                      "v2:sstg24", "v2:cst0",  "v2:shstg2", "v2:shstg4",
+                                      "v2:shstg6"};
   const char *only_modes = getenv("IXL_TOPK_BENCH_MODES");
   const char *only_shapes = getenv("IXL_TOPK_BENCH_SHAPES"); /* WORD,...: shapes naming one */
   const int nmodes = (int)(sizeof modes / sizeof modes[0]);
@@ -1377,9 +1379,11 @@ TEST(bench_topk) {
         v2_switch("IXL_TOPK_V2_SPF", "0");
         v2_switch("IXL_TOPK_V2_SMU", "64");
       }
-      char sstg[16] = "";
+      char sstg[16] = "", shstg[16] = "";
       if (!strncmp(mode, "v2:sstg", 7)) snprintf(sstg, sizeof sstg, "%s000", mode + 7);
+      if (!strncmp(mode, "v2:shstg", 8)) snprintf(shstg, sizeof shstg, "%s000", mode + 8);
       v2_switch("IXL_TOPK_V2_SSTG", sstg[0] ? sstg : NULL);
+      v2_switch("IXL_TOPK_V2_SHSTG", shstg[0] ? shstg : NULL);
       v2_switch("IXL_TOPK_V2_S3", !strncmp(mode, "v2:s3", 5) ? "1" : NULL);
       v2_switch("IXL_TOPK_V2_SUNR", !strcmp(mode, "v2:s8")   ? "8"
                                     : !strcmp(mode, "v2:s4") ? "4"
@@ -1428,6 +1432,7 @@ TEST(bench_topk) {
     v2_switch("IXL_TOPK_V2_SHC", NULL);
     v2_switch("IXL_TOPK_V2_CSTREAM", NULL);
     v2_switch("IXL_TOPK_V2_SSTG", NULL);
+    v2_switch("IXL_TOPK_V2_SHSTG", NULL);
     CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", NULL));
     for (int b = 0; b < nbuf; b++) ixl_tensor_free(buf[b]);
     ixl_tensor *all[] = {h, re, ids, dre, out, pos, dids};
