@@ -1165,6 +1165,19 @@ TEST(large_topk_shapes_match_cpu_on_sampled_rows) {
   large_topk(64, 131072, 512, 1, 4);
 }
 
+/* select v2's staggered first waves (off by default): the streaming kernel's
+ * (IXL_TOPK_V2_SSTG, more than two waves of rows that need clusters) and the short kernel's
+ * (IXL_TOPK_V2_SHSTG, more than one wave of short rows: three fp32 CTAs an SM) */
+TEST(topk_v2_staggered_match_cpu) {
+  v2_switch("IXL_TOPK_V2_SSTG", "18000");
+  large_topk(600, 131072, 512, 1, 4);
+  v2_switch("IXL_TOPK_V2_SSTG", NULL);
+  v2_switch("IXL_TOPK_V2_SHSTG", "4000");
+  large_topk(1000, 8192, 512, 0, 4);
+  large_topk(800, 6000, 100, 1, 4);
+  v2_switch("IXL_TOPK_V2_SHSTG", NULL);
+}
+
 TEST(large_candidate_shapes_match_cpu_on_sampled_rows) {
   large_candidates(256, 131072, 8, 2048, 4);
   large_candidates(64, 1048576, 8, 2048, 2);
@@ -1762,6 +1775,7 @@ int main(void) {
   RUN_GPU(empty_decode_rows_match_cpu);
   RUN_GPU(selection_stages_replay_in_a_graph);
   if (!g_small) RUN_GPU(large_topk_shapes_match_cpu_on_sampled_rows);
+  if (!g_small) RUN_GPU(topk_v2_staggered_match_cpu);
   if (!g_small) RUN_GPU(large_candidate_shapes_match_cpu_on_sampled_rows);
   if (g_bench) RUN_GPU(bench_ops);
   ixl_ctx_free(g_ctx);
