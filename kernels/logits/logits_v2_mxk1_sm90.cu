@@ -139,7 +139,7 @@ constexpr int kVarOneCode = 512; // one math loop for both warpgroups (instructi
 constexpr int kVarNoMma = 1024;  // timing ablation (WRONG results): no wgmma in the tile loop
 constexpr int kVarNoWiden = 4;   // timing ablation (WRONG results): kVarWarpProd, no widening
 constexpr int kVarAblations =
-    kVarNoEpi | kVarNoMath | kVarNoMma | kVarNoWiden | 32768; // 32768: kVarS8All (below)
+    kVarNoEpi | kVarNoMath | kVarNoMma | kVarNoWiden | 32768 | 65536; // kVarS8All, kVarS8NoWiden
 // the prologue's global loads issued together (session 6's query-tile loop waited on one load
 // per iteration, ~11 round trips a CTA), the first kSR tiles' copies issued before the tiles
 constexpr int kVarEarly = 2048;
@@ -149,6 +149,9 @@ constexpr int kVarBigChunk = 8192; // chunks of up to 8192 columns (half the CTA
 // fold, the e4m3 QGMMA path on the others
 constexpr int kVarS8 = 16384;
 constexpr int kVarS8All = 32768; // timing ablation (WRONG results): every tile on the s8 path
+// timing ablation (WRONG results) on kVarS8All: the producer widens every tile as e4m3 (the s8
+// widening's cost, priced by the difference)
+constexpr int kVarS8NoWiden = 65536;
 #if IXL_SM90_DEVICE
 // NR rows from R0 on (of a math warpgroup's 2): the epilogue's compile-time row set
 template <int R0, int NR> struct Rows {
@@ -461,7 +464,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         producer_sync(); // the shifts and the votes
         const bool use8 = kS8All || (all8 && (s_bad[0] | s_bad[1]) == 0u);
-        if (use8) {
+        if (use8 && !(VAR & kVarS8NoWiden)) {
 #pragma unroll
           for (int k = 0; k < kTile * 4 / 128; k++) widen8(pt + 128 * k, src, et);
         } else {
@@ -984,7 +987,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 // f (kVarWarpProd, no math epilogue), p (kVarBase, the math warpgroups pass every tile on: no
 // wgmma, no epilogue), q (the same with kVarWarpProd), m (6 without the tile loop's wgmma:
 // kVarNoMma), w (6 without the producer's widening: kVarNoWiden), t (s with every tile on the s8
-// path, folded or not: kVarS8All).
+// path, folded or not: kVarS8All), x (t with the producer's e4m3 widening: kVarS8NoWiden).
 // Measured on the H200 and no longer built (2026-12-02, session 6 visit 3; K1 2048x8192 fp32 /
 // bf16 / 4096x65536, WS=1: 419 / 394 / 7,094 us): the math warpgroups taking turns to issue
 // on two mbarriers 430 / 405 / 7,299, raw stages released by an mbarrier (no producer
@@ -1008,7 +1011,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 constexpr int kWsUnset = kVarBase | kVarEarly | kVarSleep | kVarBigChunk;
 int ws_mode() {
   static const int v = [] {
-    switch (env_switch("IXL_LOGITS_V2_MX_WS", "156789abcdghmwefpqst", 'u')) {
+    switch (env_switch("IXL_LOGITS_V2_MX_WS", "156789abcdghmwefpqstx", 'u')) {
       case 'u': return kWsUnset; // g
       case '1':
       case '5': return kVarBase;
@@ -1024,6 +1027,8 @@ int ws_mode() {
       case 'h': return kVarBase | kVarEarly | kVarBigChunk;
       case 's': return kVarBase | kVarEarly | kVarSleep | kVarBigChunk | kVarS8;
       case 't': return kVarBase | kVarEarly | kVarSleep | kVarBigChunk | kVarS8 | kVarS8All;
+      case 'x': return kVarBase | kVarEarly | kVarSleep | kVarBigChunk | kVarS8 | kVarS8All |
+                       kVarS8NoWiden;
       case 'm': return kVarBase | kVarEarly | kVarWarpProd | kVarNoMma;
       case 'w': return kVarBase | kVarEarly | kVarWarpProd | kVarNoWiden;
       case 'e': return kVarBase | kVarNoEpi;
@@ -1111,6 +1116,8 @@ extern "C" int ixl_cuda_logits_v2_mxk1(ixl_ctx *ctx, const ixl_logits_call *c, i
     IXL_MXK1_CASE(kVarBase | kVarEarly | kVarBigChunk)
     IXL_MXK1_CASE(kVarBase | kVarEarly | kVarSleep | kVarBigChunk | kVarS8)
     IXL_MXK1_CASE(kVarBase | kVarEarly | kVarSleep | kVarBigChunk | kVarS8 | kVarS8All)
+    IXL_MXK1_CASE(kVarBase | kVarEarly | kVarSleep | kVarBigChunk | kVarS8 | kVarS8All |
+                  kVarS8NoWiden)
     IXL_MXK1_CASE(kVarBase | kVarEarly | kVarWarpProd | kVarNoMma)
     IXL_MXK1_CASE(kVarBase | kVarEarly | kVarWarpProd | kVarNoWiden)
     IXL_MXK1_CASE(kVarBase | kVarNoEpi)
