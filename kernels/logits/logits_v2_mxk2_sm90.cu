@@ -176,6 +176,29 @@ __device__ __forceinline__ uint64_t launder64(uint64_t x) {
   return (uint64_t)launder((uint32_t)x) | (uint64_t)launder((uint32_t)(x >> 32)) << 32;
 }
 
+// mbarrier try_wait (acquire) / arrive (release) at a shared-window address (kLean): ptx::'s
+// generic-pointer forms convert the address at every call (S2UR SR_CgaCtaId + ULEA; session
+// 8 visit 1's ncu of q: ~5 % of the math warps' stall samples on those two).
+__device__ __forceinline__ uint32_t try_wait_u32(uint32_t bar, uint32_t parity) {
+  uint32_t ok;
+  asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+               "selp.u32 %0, 1, 0, p;\n}\n"
+               : "=r"(ok)
+               : "r"(bar), "r"(parity)
+               : "memory");
+  return ok;
+}
+// as mbar_wait (cuda/sm90.cuh): bounded by clock64, ~30 s
+__device__ __forceinline__ void wait_u32(uint32_t bar, uint32_t parity) {
+  if (try_wait_u32(bar, parity)) return;
+  const long long t0 = clock64();
+  while (!try_wait_u32(bar, parity))
+    if (clock64() - t0 > 60000000000LL) __trap();
+}
+__device__ __forceinline__ void arrive_u32(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
 // bar.sync on named barrier 1 over the math warpgroups only (the producer warp never joins).
 __device__ __forceinline__ void math_sync() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(kMath) : "memory");
@@ -201,7 +224,11 @@ __device__ __forceinline__ void math_sync() {
 // codes into shared memory and the math warpgroups run SS wgmma (K2SmemW above): no code reads
 // and no widening in the math warps (~70 of ~335 SASS instructions a tile and thread), the
 // stage released after the tile's wgmma completed.
-constexpr int kPipe = 1, kProd4 = 2, kArr4 = 4, kBox1 = 8, kRaw1 = 16, kFull = 32, kWide = 64;
+// kLean (128, with kWide): the mbarrier waits and arrivals at laundered shared-window addresses
+// (try_wait_u32 above), the lane's slot / column indices and the descriptors' high word
+// laundered once (ptxas re-read SR_TID.X and rebuilt them in every tile).
+constexpr int kPipe = 1, kProd4 = 2, kArr4 = 4, kBox1 = 8, kRaw1 = 16, kFull = 32, kWide = 64,
+              kLean = 128;
 // DIAG (bench-only diagnostics, fp32, the logits are garbage): 1 = math only (the producer
 // copies nothing: the stages hold zero codes and in-window scale words written once, each
 // tile a plain arrival), 2 = copies only (the math warps wait, read the stage and release it,
@@ -219,6 +246,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr bool RAW1 = BOX1 && (V & kRaw1) != 0, FULL = !PIPE && (V & kFull) != 0;
   static_assert(S % NPW == 0, "a producer warp owns the stages w mod NPW");
   static_assert(!WIDE || (NPW == 4 && !PIPE && !ARR4 && !BOX1 && DIAG == 0), "WIDE: with p");
+  constexpr bool LEAN = (V & kLean) != 0;
+  static_assert(!LEAN || WIDE, "kLean: with kWide");
   constexpr int NC = kH, NJ = NC / 8;
   using L = std::conditional_t<WIDE, K2SmemW, K2Smem<BOX1>>;
   constexpr int STB = L::stage;
@@ -318,14 +347,23 @@ __global__ void __launch_bounds__(kThreads, 1)
           reinterpret_cast<uint32_t *>(smem + K2SmemW::rsc) + pw * kRawW * kTile;
       uint32_t m_ring = 0, wr_q = 0, ww_q = 0;
       int wr = 0, ww = pw;
+      // (kLean: the barriers' shared-window addresses; this warp's raw stages' at b_rfull)
+      const uint32_t b_full = LEAN ? launder(smem_u32(s_full)) : 0u,
+                     b_empty = LEAN ? launder(smem_u32(s_empty)) : 0u,
+                     b_rfull = LEAN ? launder(smem_u32(s_rfull + pw * kRawW)) : 0u;
       int64_t wk = pw;
       // widens the warp's next tile (wk, raw stage wr, wide stage ww) once its raw stage has
       // landed and the math warps released the wide stage's last tile (wk - S); then the 32
       // lanes arrive on the wide stage's full barrier (each after its own stores)
       auto widen_next = [&]() {
         const uint32_t m = __shfl_sync(0xffffffffu, m_ring, wr);
-        if (wk >= S) mbar_wait(&s_empty[ww], ww_q ^ 1u);
-        mbar_wait(&s_rfull[pw * kRawW + wr], wr_q);
+        if constexpr (LEAN) {
+          if (wk >= S) wait_u32(b_empty + 8u * (uint32_t)ww, ww_q ^ 1u);
+          wait_u32(b_rfull + 8u * (uint32_t)wr, wr_q);
+        } else {
+          if (wk >= S) mbar_wait(&s_empty[ww], ww_q ^ 1u);
+          mbar_wait(&s_rfull[pw * kRawW + wr], wr_q);
+        }
         if (m) {
           const uint8_t *src = w_raw + wr * (kTile * 64);
           uint8_t *dst = smem + K2SmemW::wide + ww * K2SmemW::stage;
@@ -350,7 +388,8 @@ __global__ void __launch_bounds__(kThreads, 1)
           ptx::fence_proxy_async(ptx::space_shared);
         }
         if (lane == 0) s_meta[ww] = m;
-        (void)ptx::mbarrier_arrive(&s_full[ww]);
+        if constexpr (LEAN) arrive_u32(b_full + 8u * (uint32_t)ww);
+        else (void)ptx::mbarrier_arrive(&s_full[ww]);
         if (++wr == kRawW) {
           wr = 0;
           wr_q ^= 1u;
@@ -414,69 +453,69 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (++rs == kRawW) rs = 0;
       }
       for (int64_t i = nw > kRawW ? nw - kRawW : 0; i < nw; i++) widen_next(); // the last ones
-      return;
-    }
-    for (int64_t i = 0; i < nw; i++) {
-      const int64_t k = pw + NPW * i;
-      const int64_t pk = i << npclog; // the tile's first local piece (npc divides 32: a batch
-                                      // holds whole tiles)
-      if (pk >= b0 + 32) {            // a new batch: local piece b0 + lane's addresses
-        if (b0 >= 0) {
-          c_len = n_len;
-          c_pg = n_pg;
-          fetch(pk + 32 + lane, n_len, n_pg);
-        }
-        b0 = pk;
-        const int64_t lp = b0 + lane;
-        ok = false;
-        crd = 0;
-        ssrc = nullptr;
-        if (lp < np) {
-          int64_t row, pos0, pi;
-          where(lp, row, pos0, pi);
-          const int64_t row_hi = clamp64(c_len, 0, rmax);
-          if (pos0 < row_hi && pos0 < p.out_cols && c_pg >= 0 && c_pg < p.num_pages) {
-            const int64_t sl = pos0 - pi * p.P;
-            ok = true;
-            crd = (int32_t)(c_pg * p.rows64 + sl);
-            ssrc = p.k_pages + c_pg * p.stride + (RAW1 ? 0 : (int64_t)p.P * 64 + sl * 4);
+    } else {
+      for (int64_t i = 0; i < nw; i++) {
+        const int64_t k = pw + NPW * i;
+        const int64_t pk = i << npclog; // the tile's first local piece (npc divides 32: a batch
+                                        // holds whole tiles)
+        if (pk >= b0 + 32) {            // a new batch: local piece b0 + lane's addresses
+          if (b0 >= 0) {
+            c_len = n_len;
+            c_pg = n_pg;
+            fetch(pk + 32 + lane, n_len, n_pg);
           }
+          b0 = pk;
+          const int64_t lp = b0 + lane;
+          ok = false;
+          crd = 0;
+          ssrc = nullptr;
+          if (lp < np) {
+            int64_t row, pos0, pi;
+            where(lp, row, pos0, pi);
+            const int64_t row_hi = clamp64(c_len, 0, rmax);
+            if (pos0 < row_hi && pos0 < p.out_cols && c_pg >= 0 && c_pg < p.num_pages) {
+              const int64_t sl = pos0 - pi * p.P;
+              ok = true;
+              crd = (int32_t)(c_pg * p.rows64 + sl);
+              ssrc = p.k_pages + c_pg * p.stride + (RAW1 ? 0 : (int64_t)p.P * 64 + sl * 4);
+            }
+          }
+          vm = __ballot_sync(0xffffffffu, ok);
         }
-        vm = __ballot_sync(0xffffffffu, ok);
-      }
-      const int j = (int)((pk - b0) >> npclog);
-      const int s = ps;
-      if (DIAG == 3 && k >= S) break; // every stage signalled once
-      // every lane: the stage's last tile (k - S) has been read
-      if (k >= S) mbar_wait(&s_empty[s], pq ^ 1u);
-      ps += NPW;
-      if (ps >= S) {
-        ps -= S;
-        pq ^= 1u;
-      }
-      const uint32_t m = DIAG == 1 || DIAG == 3 ? (1u << npc) - 1u
-                                                : (vm >> (j << npclog)) & ((1u << npc) - 1u);
-      if (lane == 0) {
-        s_meta[s] = m; // published by the arrival below (release)
-        if (m && DIAG != 1 && DIAG != 3)
-          ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared,
-                                         &s_full[s], (uint32_t)(__popc(m) * Pt * 68));
-        else
-          (void)ptx::mbarrier_arrive(&s_full[s]);
-      }
-      __syncwarp();
-      if (DIAG != 1 && DIAG != 3 && ok && (lane >> npclog) == j) {
-        const int pc = lane & (npc - 1);
-        const int32_t ck[2] = {0, crd};
-        if (RAW1) // the whole page: its codes and scale words, 4352 B
-          ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, s_raw + s * STB, ssrc,
-                             (uint32_t)(kTile * 68), &s_full[s]);
-        else
-          ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global,
-                                    s_raw + s * STB + pc * Pt * 64, &kmap, ck, &s_full[s]);
-        if (!BOX1)
-          ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, s_sc + s * kTile + pc * Pt,
-                             ssrc, (uint32_t)(Pt * 4), &s_full[s]);
+        const int j = (int)((pk - b0) >> npclog);
+        const int s = ps;
+        if (DIAG == 3 && k >= S) break; // every stage signalled once
+        // every lane: the stage's last tile (k - S) has been read
+        if (k >= S) mbar_wait(&s_empty[s], pq ^ 1u);
+        ps += NPW;
+        if (ps >= S) {
+          ps -= S;
+          pq ^= 1u;
+        }
+        const uint32_t m = DIAG == 1 || DIAG == 3 ? (1u << npc) - 1u
+                                                  : (vm >> (j << npclog)) & ((1u << npc) - 1u);
+        if (lane == 0) {
+          s_meta[s] = m; // published by the arrival below (release)
+          if (m && DIAG != 1 && DIAG != 3)
+            ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared,
+                                           &s_full[s], (uint32_t)(__popc(m) * Pt * 68));
+          else
+            (void)ptx::mbarrier_arrive(&s_full[s]);
+        }
+        __syncwarp();
+        if (DIAG != 1 && DIAG != 3 && ok && (lane >> npclog) == j) {
+          const int pc = lane & (npc - 1);
+          const int32_t ck[2] = {0, crd};
+          if (RAW1) // the whole page: its codes and scale words, 4352 B
+            ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, s_raw + s * STB, ssrc,
+                               (uint32_t)(kTile * 68), &s_full[s]);
+          else
+            ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global,
+                                      s_raw + s * STB + pc * Pt * 64, &kmap, ck, &s_full[s]);
+          if (!BOX1)
+            ptx::cp_async_bulk(ptx::space_cluster, ptx::space_global, s_sc + s * kTile + pc * Pt,
+                               ssrc, (uint32_t)(Pt * 4), &s_full[s]);
+        }
       }
     }
     return;
@@ -484,8 +523,15 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // ------------------------------------------------------------------ the math warpgroups
   setmaxnreg_inc<WIDE ? kMathRegsW : kMathRegs>();
-  const int mt = tid, wg = tid >> 7, wt = tid & 127, wwarp = wt >> 5, t4 = lane & 3;
-  const int i0 = 16 * wwarp + (lane >> 2); // this lane's slots: i0, i0 + 8
+  const int mt = tid, wg = tid >> 7, wwarp = (tid & 127) >> 5;
+  // (kLean: through launder, which ptxas keeps in registers: it re-read SR_TID.X every tile)
+  const int wt = LEAN ? (int)launder((uint32_t)(tid & 127)) : tid & 127;
+  const int t4 = LEAN ? (int)launder((uint32_t)(lane & 3)) : lane & 3;
+  // this lane's slots: i0, i0 + 8
+  const int i0_ = 16 * wwarp + (lane >> 2);
+  const int i0 = LEAN ? (int)launder((uint32_t)i0_) : i0_;
+  const uint32_t b_full = LEAN ? launder(smem_u32(s_full)) : 0u,
+                 b_empty = LEAN ? launder(smem_u32(s_empty)) : 0u;
   const int q4 = lane & 3, sw = (i0 >> 1) & 3;
   // shared-window byte addresses: the code stages (1024-aligned), this lane's word of slot i0
   // group 0 within a stage (group g: a_off ^ 16 g), its scale word; the pieces of its slots
@@ -582,7 +628,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     // (the low word through launder; the high word holds no address bits, a constant; group g's
     // B is 2 g further in the 14-bit address field, which cannot carry: s_q + 96 < 256 KB)
     const uint64_t dq = wgmma_desc(s_q, IXL_SM90_SWIZZLE_128B, 16, 1024);
-    const uint32_t db_lo = launder((uint32_t)dq), db_hi = (uint32_t)(dq >> 32);
+    const uint32_t db_lo = launder((uint32_t)dq),
+                   db_hi = LEAN ? launder((uint32_t)(dq >> 32)) : (uint32_t)(dq >> 32);
     auto dbg = [&](int g) { return (uint64_t)db_hi << 32 | (uint64_t)(db_lo + 2u * (uint32_t)g); };
     // (the row's first logit: row * out_cols elements of 2 (bf16) or 4 (fp32) bytes in)
     uint8_t *const orow = reinterpret_cast<uint8_t *>(launder64(
@@ -723,7 +770,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int g = 0; g < 8; g++) r[g] = 0u; // (PIPE's dummy; else this pass breaks above)
       } else {
-        if (DIAG != 3 || k < S) mbar_wait(&s_full[s], kq); // the codes (and mask) have landed
+        if constexpr (LEAN) wait_u32(b_full + 8u * (uint32_t)s, kq);
+        else if (DIAG != 3 || k < S) mbar_wait(&s_full[s], kq); // the codes (and mask) landed
         m = s_meta[s];
         if (m) {
           // slot i0's group g word is at st + (a_off ^ 16 g) (ixl_v2mx_raw_off: group g at
@@ -749,6 +797,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         } else if (ARR4) {
           __syncwarp();
           if (lane == 0) (void)ptx::mbarrier_arrive(&s_empty[s]);
+        } else if (LEAN) {
+          if (m == 0) arrive_u32(b_empty + 8u * (uint32_t)s);
         } else if (!WIDE || m == 0) {
           (void)ptx::mbarrier_arrive(&s_empty[s]);
         }
@@ -839,7 +889,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int g = 0; g < 4; g++) fence_operand(a[g]);
       } else {
-        (void)ptx::mbarrier_arrive(&s_empty[s]); // the wgmma have read the stage
+        if constexpr (LEAN) arrive_u32(b_empty + 8u * (uint32_t)s); // the wgmma read the stage
+        else (void)ptx::mbarrier_arrive(&s_empty[s]);
       }
       combine(kw[0], kw[1], qs, true);
       if (FULL && !qs && m == mfull && tb + kTile <= row_hi && tb + kTile <= ocols)
@@ -874,6 +925,7 @@ int log2_exact(int64_t v) {
 //   p kProd4 (4 producer warps); q kProd4 | kFull; b kProd4 | kBox1 (page size 64, else p);
 //   R kProd4 | kBox1 | kRaw1 (page size 64, else p); 4 kPipe | kProd4 | kArr4; 5 kProd4 | kArr4;
 //   w kProd4 | kWide (the producers widen, SS wgmma; session 8, not yet run on a GPU);
+//   x kProd4 | kWide | kLean (w with laundered barrier addresses and lane indices);
 //   bench-only diagnostics (DIAG above, fp32 calls; garbage logits; bf16 calls run p): M math
 //   only of p, m the math alone of p, C copies only of p, c copies only of b, r copies only of
 //   R, 7 copies only with one producer warp and 4 arrivals.
@@ -883,7 +935,7 @@ int k2ws_mode() {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_K2WS");
     if (!e) return (int)kK2wsDefault;
-    static const char known[] = "1pqbR45MmCcr7w";
+    static const char known[] = "1pqbR45MmCcr7wx";
     for (const char *k = known; *k; k++)
       if (e[0] == *k && e[1] == 0) return (int)*k;
     return 0;
@@ -943,7 +995,10 @@ int launch_k2(ixl_ctx *ctx, const CUtensorMap &map, K2Params p, const char *name
             (V & kRaw1)   ? ", one bulk copy a page"
             : (V & kBox1) ? ", one TMA box a page"
             : (V & kFull) ? ", full tiles' own reduction"
-            : (V & kWide) ? ", codes widened by the producers into SS A (6 raw stages a warp)"
+            : (V & kWide) ? ((V & kLean) ? ", codes widened by the producers into SS A (6 raw "
+                                           "stages a warp), lean barriers"
+                                         : ", codes widened by the producers into SS A (6 raw "
+                                           "stages a warp)")
                           : "",
             DIAG == 1   ? ", DIAG math only"
             : DIAG == 2 ? ", DIAG copies only"
@@ -1016,6 +1071,7 @@ extern "C" int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, i
       case '5': return launch_k2<true, kProd4 | kArr4>(ctx, map, p, name, st);
       case 'q': return launch_k2<true, kProd4 | kFull>(ctx, map, p, name, st);
       case 'w': return launch_k2<true, kProd4 | kWide>(ctx, map, p, name, st);
+      case 'x': return launch_k2<true, kProd4 | kWide | kLean>(ctx, map, p, name, st);
       case 'b': if (box1) return launch_k2<true, kB>(ctx, map, p, name, st); break;
       case 'R': if (box1) return launch_k2<true, kR>(ctx, map, p, name, st); break;
       default: break;
@@ -1028,6 +1084,7 @@ extern "C" int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, i
     case '5': return launch_k2<false, kProd4 | kArr4>(ctx, map, p, name, st);
     case 'q': return launch_k2<false, kProd4 | kFull>(ctx, map, p, name, st);
     case 'w': return launch_k2<false, kProd4 | kWide>(ctx, map, p, name, st);
+    case 'x': return launch_k2<false, kProd4 | kWide | kLean>(ctx, map, p, name, st);
     case 'b': if (box1) return launch_k2<false, kB>(ctx, map, p, name, st); break;
     case 'R': if (box1) return launch_k2<false, kR>(ctx, map, p, name, st); break;
     case 'M': return launch_k2<false, kProd4, 1>(ctx, map, p, name, st);
