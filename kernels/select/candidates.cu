@@ -14,7 +14,7 @@
 // callable for comparison) use the per-row radix select of cuda/radix_select.cuh with the block
 // scores as keys, recomputed from the logits at every pass.
 //
-// IXL_K3_NEXT (read once per process) picks an instantiation, a mode of five bits: 1 = no
+// IXL_K3_NEXT (read once per process) picks an instantiation, a mode of six bits: 1 = no
 // histogram atomics in the load (the top 11 bits come from a bit-by-bit count over the shared
 // keys), 2 = the sort of the winners in registers (shuffles below a warp's chunk, shared
 // memory only for the larger strides), 4 = the load's histogram atomics aggregated per warp
@@ -25,9 +25,12 @@
 // SM's two CTAs load and select out of phase instead of both loading at the copy ceiling and
 // then both selecting while nothing loads; the same work in the same order after the wait),
 // and with IXL_K3_PF=D (1-4; 0, the default, none) thread 0 prefetches the vector load's
-// rounds D ahead into L2 (cp.async.bulk.prefetch.L2, any row count: a hint, never a result).
+// rounds D ahead into L2 (cp.async.bulk.prefetch.L2, any row count: a hint, never a result);
+// 32 (with 8) = CUB's sort over an order code of fewer bits (k3_cub_sort's kNarrow: about 24
+// bits of a prefill row's winners, 6 passes instead of 8; the same order, so the same output).
 // IXL_K3_NEXT=1 is mode 3, 2 is mode 2, 6 is mode 6, 0 is mode 0 (the kernel before the
-// register sort), 16 is mode 26 (off by default); unset, or any other value: mode 10, the default
+// register sort), 16 is mode 26, 48 is mode 58 (both off by default); unset, or any other
+// value: mode 10, the default
 // since session 7's second H200 visit (/work/.device/5, batch medians, inputs rotated; mode 2
 // / 10 with CUB at half-filled items too): prefill 4096x131072 cbs 8 T 2048 989 / 838 us
 // (the prefill row's sort 37.5 -> 20.5 thousand cycles), decode 64x131072 cbs 8 T 2048 43.0 /
@@ -286,8 +289,16 @@ template <int NTH> struct K3CubSort {
   using Storage = typename Sort::TempStorage;
 };
 
-template <int NTH>
-__device__ void k3_cub_sort(uint64_t *buf, int P, typename K3CubSort<NTH>::Storage &tmp) {
+// kNarrow (mode 58): the key half replaced by an order code of fewer bits first: 0 for NaN,
+// 1 for +inf, kmax - key + 2 for the rest (kmax: the largest winner below +inf, lo the
+// smallest winner's key), the pads (~0) all ones in nb bits, nb the fewest bits above every
+// real code; CUB then sorts bits [32, 32 + nb) only: ceil(nb / 4) passes instead of 8 (a
+// prefill row's winners span about 24 bits: 6). The same order (the codes order the keys
+// descending, ties kept stable), so the same output; nb = 32 (the composites as they are)
+// where the span needs it.
+template <int NTH, bool kNarrow = false>
+__device__ void k3_cub_sort(uint64_t *buf, int P, typename K3CubSort<NTH>::Storage &tmp,
+                            unsigned kmax = 0, unsigned lo = 0) {
   constexpr int I = K3CubSort<NTH>::kItems;
   if (P != NTH * I) {
     k3_sort<NTH>(buf, P);
@@ -297,7 +308,26 @@ __device__ void k3_cub_sort(uint64_t *buf, int P, typename K3CubSort<NTH>::Stora
   unsigned long long v[I];
 #pragma unroll
   for (int i = 0; i < I; i++) v[i] = t * I + i < P ? buf[t * I + i] : ~0ull;
-  typename K3CubSort<NTH>::Sort(tmp).Sort(v, 32, 64);
+  int nb = 32;
+  if (kNarrow) {
+    // the largest real code: kmax - lo + 2 (or 1: only NaN / +inf winners)
+    const unsigned long long top = kmax >= lo ? (unsigned long long)(kmax - lo) + 2ull : 1ull;
+    if (top < 0x7fffffffull) {
+      nb = 1;
+      while ((1ull << nb) - 1ull <= top) nb++; // all ones (the pads) above every real code
+      const unsigned pad = (unsigned)((1ull << nb) - 1ull);
+#pragma unroll
+      for (int i = 0; i < I; i++) {
+        const unsigned key = ~(unsigned)(v[i] >> 32), id = (unsigned)v[i];
+        const unsigned code = v[i] == ~0ull          ? pad
+                              : key == IXL_KEY_NAN     ? 0u
+                              : key == IXL_KEY_POS_INF ? 1u
+                                                       : kmax - key + 2u;
+        v[i] = ((unsigned long long)code << 32) | id;
+      }
+    }
+  }
+  typename K3CubSort<NTH>::Sort(tmp).Sort(v, 32, 32 + nb);
 #pragma unroll
   for (int i = 0; i < I; i++)
     if (t * I + i < P) buf[t * I + i] = v[i];
@@ -315,6 +345,12 @@ __device__ __forceinline__ void k3_l2_prefetch(const float4 *p, int lo, int hi, 
 #else
   (void)p, (void)lo, (void)hi, (void)cnt;
 #endif
+}
+
+// Mode 58's largest key below +inf of the row (the leader's, block-reduced in the compaction)
+__device__ __forceinline__ unsigned &k3_kmax_slot() {
+  __shared__ unsigned v;
+  return v;
 }
 
 // Cluster helpers (sm_90): the rank-0 CTA's shared address of a local one, and the cluster
@@ -359,6 +395,7 @@ __global__ void __launch_bounds__(NTH, 1024 / NTH)
   // mode 26: the first wave's second half starts stg_ns late; the vector load's rounds
   // prefetched into L2 pfd rounds ahead (0: not)
   constexpr bool kStg = (kMode & 16) != 0;
+  constexpr bool kNarrow = kCub && (kMode & 32) != 0; // mode 58: the sort over fewer bits
   extern __shared__ __align__(16) unsigned char k3_smem[];
   __shared__ K3Shared<NTH> sh;
   long long stamp[kProf ? K3_NSTAMP : 1];
@@ -398,6 +435,8 @@ __global__ void __launch_bounds__(NTH, 1024 / NTH)
   const uint4 *keys4 = reinterpret_cast<const uint4 *>(keys);
   if (rank == 0) // (next: the top digit takes no histogram)
     for (int i = (kNext ? 2048 : 0) + tid; i < K3_HIST; i += NTH) hist[i] = 0;
+  if constexpr (kNarrow)
+    if (tid == 0) k3_kmax_slot() = 0;
   unsigned *keys_to = k3_leader_smem(keys, cs);
   unsigned *hist_to = kNext ? hist : k3_leader_smem(hist, cs);
   k3_cluster_sync(cs);
@@ -499,6 +538,14 @@ __global__ void __launch_bounds__(NTH, 1024 / NTH)
     const unsigned k4[4] = {kv.x, kv.y, kv.z, kv.w};
     const unsigned wt = __reduce_add_sync(0xffffffffu, k3_counts(k4, 4 * v, n, all, thr));
     if (lane == 0) sh.wtot[rr * NW + warp] = wt;
+    if constexpr (kNarrow) { // the largest key below +inf
+      unsigned mx = 0;
+#pragma unroll
+      for (int e = 0; e < 4; e++)
+        if (4 * v + e < n && k4[e] < IXL_KEY_POS_INF && k4[e] > mx) mx = k4[e];
+      mx = __reduce_max_sync(0xffffffffu, mx);
+      if (lane == 0 && mx) atomicMax(&k3_kmax_slot(), mx);
+    }
   }
   __syncthreads();
   if (warp == 0) { // exclusive scan of the (round, warp) totals, in index order
@@ -551,7 +598,8 @@ __global__ void __launch_bounds__(NTH, 1024 / NTH)
   // ---- order the kk winners (score descending, block id ascending), then -1 pads
   if constexpr (kCub) {
     __shared__ typename K3CubSort<NTH>::Storage cub_tmp;
-    k3_cub_sort<NTH>(sbuf, P, cub_tmp);
+    if constexpr (kNarrow) k3_cub_sort<NTH, true>(sbuf, P, cub_tmp, k3_kmax_slot(), all ? 0u : thr);
+    else k3_cub_sort<NTH>(sbuf, P, cub_tmp);
   } else if (kRegSort) {
     k3_sort<NTH>(sbuf, P);
   } else {
@@ -732,11 +780,12 @@ k3_kernel_fn k3_kernel_of(int vec, int big, int prof) {
 
 // IXL_K3_NEXT (see the file's header), read once per process, as the index of its
 // instantiation: 0 -> mode 0, 1 -> mode 3, 2 -> mode 2, 6 -> mode 6 (index 3), 16 -> mode 26
-// (index 5: mode 10 with the staggered first wave), else (unset too) mode 10 (index 4).
+// (index 5: mode 10 with the staggered first wave), 48 -> mode 58 (index 6: mode 26 with the
+// sort over fewer bits), else (unset too) mode 10 (index 4).
 int k3_mode_index() {
   static const int index = [] {
     const int v = env_int("IXL_K3_NEXT", 8);
-    return v == 0 ? 0 : v == 1 ? 1 : v == 2 ? 2 : v == 6 ? 3 : v == 16 ? 5 : 4;
+    return v == 0 ? 0 : v == 1 ? 1 : v == 2 ? 2 : v == 6 ? 3 : v == 16 ? 5 : v == 48 ? 6 : 4;
   }();
   return index;
 }
@@ -800,14 +849,15 @@ extern "C" ixl_status ixl_cuda_candidate_select(ixl_ctx *ctx, const ixl_tensor *
                                 : next == 3 ? k3_kernel_of<6>(vec, nt == 1024, prof)
                                 : next == 4 ? k3_kernel_of<10>(vec, nt == 1024, prof)
                                 : next == 5 ? k3_kernel_of<26>(vec, nt == 1024, prof)
+                                : next == 6 ? k3_kernel_of<58>(vec, nt == 1024, prof)
                                             : k3_kernel_of<0>(vec, nt == 1024, prof);
       // mode 26: more rows than one wave of 512-thread CTAs holds (two an SM): the CTAs
       // [SMs, 2 SMs) start IXL_K3_STAGGER_NS late, so each SM's second CTA loads while its
       // first selects, and the CTAs that replace them keep that phase
-      const int stg = next == 5 && nt == 512 && cs == 1 && R > 2 * (int64_t)dev.sms
+      const int stg = next >= 5 && nt == 512 && cs == 1 && R > 2 * (int64_t)dev.sms
                           ? k3_stagger_ns()
                           : 0;
-      static int64_t set_bytes[6][2][2][2]; // the attribute already set, per instantiation
+      static int64_t set_bytes[7][2][2][2]; // the attribute already set, per instantiation
       int64_t &set = set_bytes[next][vec][nt == 1024][prof];
       if (smem > set) {
         ixl_status st = ixl_cuda_status(
@@ -820,7 +870,7 @@ extern "C" ixl_status ixl_cuda_candidate_select(ixl_ctx *ctx, const ixl_tensor *
       return launch_pdl(ctx, "candidate_select", kern, dim3((unsigned)(R * cs)), dim3(nt),
                         (size_t)smem, (unsigned)cs, (const float *)logits->data, C,
                         (const int32_t *)lens->data, cbs, (int)score, T, (int32_t *)out->data,
-                        (int)P, lq, cs, dev.sms, stg, next == 5 ? k3_pf_rounds() : 0);
+                        (int)P, lq, cs, dev.sms, stg, next >= 5 ? k3_pf_rounds() : 0);
     }
   }
   return candidate_select_v1(ctx, logits, lens, cbs, score, out);
