@@ -114,6 +114,9 @@ struct K2Smem {
 // wide stages: kWideS shared in tile order (tile k: k % kWideS), each 8 KB of e4m3 codes, the
 // 64 scale words (copied by the producer) and the tile's piece mask.
 constexpr int kRawW = 6, kWideS = 12;
+// FAC (kFac): after the stage masks, each wide stage's deferred key factors, a float4 a slot
+// (r1, r2, r3, k0 of v2_mx.cuh's COMB; k0's sign bit set where the slot is off the fast path)
+template <bool FAC>
 struct K2SmemW {
   static constexpr int stage = kTile * 128; // a wide stage's codes
   static constexpr int raw = 0;             // 4 kRawW raw stages of 4 KB
@@ -124,7 +127,8 @@ struct K2SmemW {
   static constexpr int col = q + 2 * kH * 128;
   static constexpr int col_bytes = 4 * kH * 4 + kH;
   static constexpr int meta = (col + 2 * col_bytes + 15) & ~15;
-  static constexpr int total = meta + kWideS * 4;
+  static constexpr int fac = (meta + kWideS * 4 + 15) & ~15;
+  static constexpr int total = fac + (FAC ? kWideS * kTile * 16 : 0);
   static constexpr int alloc = total + 1024;
   static_assert(wide % 1024 == 0 && q % 1024 == 0, "the 128B-swizzled tiles");
 };
@@ -156,6 +160,15 @@ __device__ __forceinline__ float relu(float x) { return x < 0.0f ? 0.0f : x; } /
 __device__ __forceinline__ uint32_t lds_u32(uint32_t addr) {
   uint32_t v;
   asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr));
+  return v;
+}
+
+// ld.shared.v4.f32 (volatile, as lds_u32)
+__device__ __forceinline__ float4 lds_f4(uint32_t addr) {
+  float4 v;
+  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(addr));
   return v;
 }
 
@@ -227,8 +240,12 @@ __device__ __forceinline__ void math_sync() {
 // kLean (128, with kWide): the mbarrier waits and arrivals at laundered shared-window addresses
 // (try_wait_u32 above), the lane's slot / column indices and the descriptors' high word
 // laundered once (ptxas re-read SR_TID.X and rebuilt them in every tile).
+// kFac (256, with kLean): the producer decodes each slot's scale word into the deferred key
+// factors while it widens (K2SmemW's fac: one 16-B load a slot in the math warps instead of
+// two bytes-to-float decodes and the window test in each of the quad's 4 lanes); the scale
+// words themselves are read only on the slow path.
 constexpr int kPipe = 1, kProd4 = 2, kArr4 = 4, kBox1 = 8, kRaw1 = 16, kFull = 32, kWide = 64,
-              kLean = 128;
+              kLean = 128, kFac = 256;
 // DIAG (bench-only diagnostics, fp32, the logits are garbage): 1 = math only (the producer
 // copies nothing: the stages hold zero codes and in-window scale words written once, each
 // tile a plain arrival), 2 = copies only (the math warps wait, read the stage and release it,
@@ -239,7 +256,7 @@ template <bool BF16, int V, int DIAG = 0>
 __global__ void __launch_bounds__(kThreads, 1)
     mxk2_kernel(const __grid_constant__ CUtensorMap kmap, const K2Params p) {
 #if IXL_SM90_DEVICE
-  constexpr bool WIDE = (V & kWide) != 0;
+  constexpr bool WIDE = (V & kWide) != 0, FAC = (V & kFac) != 0;
   constexpr int S = WIDE ? kWideS : kStages; // the math warps' ring (WIDE: the wide stages)
   constexpr int NPW = (V & kProd4) ? 4 : 1;  // producer warps
   constexpr bool PIPE = (V & kPipe) != 0, ARR4 = (V & kArr4) != 0, BOX1 = (V & kBox1) != 0;
@@ -248,8 +265,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   static_assert(!WIDE || (NPW == 4 && !PIPE && !ARR4 && !BOX1 && DIAG == 0), "WIDE: with p");
   constexpr bool LEAN = (V & kLean) != 0;
   static_assert(!LEAN || WIDE, "kLean: with kWide");
+  static_assert(!FAC || LEAN, "kFac: with kLean");
   constexpr int NC = kH, NJ = NC / 8;
-  using L = std::conditional_t<WIDE, K2SmemW, K2Smem<BOX1>>;
+  using LW = K2SmemW<FAC>;
+  using L = std::conditional_t<WIDE, LW, K2Smem<BOX1>>;
   constexpr int STB = L::stage;
   extern __shared__ uint8_t smem_raw[];
   // the 1024-aligned base as an offset of smem_raw: every pointer stays in the shared window
@@ -344,7 +363,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       // the warp's own reads) and widened kRawW tiles later into wide stage k % S.
       uint8_t *const w_raw = s_raw + pw * kRawW * (kTile * 64);
       uint32_t *const w_rsc =
-          reinterpret_cast<uint32_t *>(smem + K2SmemW::rsc) + pw * kRawW * kTile;
+          reinterpret_cast<uint32_t *>(smem + LW::rsc) + pw * kRawW * kTile;
       uint32_t m_ring = 0, wr_q = 0, ww_q = 0;
       int wr = 0, ww = pw;
       // (kLean: the barriers' shared-window addresses; this warp's raw stages' at b_rfull)
@@ -366,7 +385,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         if (m) {
           const uint8_t *src = w_raw + wr * (kTile * 64);
-          uint8_t *dst = smem + K2SmemW::wide + ww * K2SmemW::stage;
+          uint8_t *dst = smem + LW::wide + ww * LW::stage;
 #pragma unroll
           for (int h = 0; h < 2; h++) {
             const int i = lane + 32 * h; // slot i: its 4 groups of 16 raw bytes, conflict-free
@@ -381,7 +400,18 @@ __global__ void __launch_bounds__(kThreads, 1)
               *reinterpret_cast<uint4 *>(dst + ixl_v2mx_ss_off(i, g, 0, 0)) = ev;
               *reinterpret_cast<uint4 *>(dst + ixl_v2mx_ss_off(i, g, 0, 1)) = od;
             }
-            s_sc[ww * kTile + i] = w_rsc[wr * kTile + i];
+            const uint32_t kwv = w_rsc[wr * kTile + i];
+            s_sc[ww * kTile + i] = kwv;
+            if constexpr (FAC) { // the math warps' COMB factors of this slot (their formulas)
+              const uint32_t e0 = kwv & 0xFFu, e1 = (kwv >> 8) & 0xFFu, e2 = (kwv >> 16) & 0xFFu,
+                             e3 = kwv >> 24;
+              float4 f;
+              f.x = __uint_as_float((e1 + 127u - e0) << 23);
+              f.y = __uint_as_float((e2 + 127u - e0) << 23);
+              f.z = __uint_as_float((e3 + 127u - e2) << 23);
+              f.w = __uint_as_float(e0 << 23 | (ixl_v2mx_comb_word(kwv) ? 0u : 0x80000000u));
+              *reinterpret_cast<float4 *>(smem + LW::fac + (ww * kTile + i) * 16) = f;
+            }
           }
           // the stores, visible to wgmma (async proxy); the raw stage's reads before its next
           // TMA
@@ -532,6 +562,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int i0 = LEAN ? (int)launder((uint32_t)i0_) : i0_;
   const uint32_t b_full = LEAN ? launder(smem_u32(s_full)) : 0u,
                  b_empty = LEAN ? launder(smem_u32(s_empty)) : 0u;
+  // (kFac: slot i0's factors in wide stage 0; stage s at + 1024 s, slot i0 + 8's 128 B further)
+  const uint32_t fac_u32 = FAC ? launder(smem_u32(smem + LW::fac) + 16u * (uint32_t)i0) : 0u;
   const int q4 = lane & 3, sw = (i0 >> 1) & 3;
   // shared-window byte addresses: the code stages (1024-aligned), this lane's word of slot i0
   // group 0 within a stage (group g: a_off ^ 16 g), its scale word; the pieces of its slots
@@ -541,7 +573,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // WIDE: the wide stages' wgmma descriptor, low word (stage s: + s 512, group g: + 2 g; the
   // high word is the query's, the same LBO, SBO and swizzle)
   const uint32_t wa_lo =
-      WIDE ? launder((uint32_t)wgmma_desc(smem + K2SmemW::wide, IXL_SM90_SWIZZLE_128B, 16, 1024))
+      WIDE ? launder((uint32_t)wgmma_desc(smem + LW::wide, IXL_SM90_SWIZZLE_128B, 16, 1024))
            : 0u;
   const uint32_t a_off = launder((uint32_t)(i0 * 64 + (RAW1 ? 0 : 16 * sw) + 4 * q4));
   // BOX1: slot i's scale word at 4096 + 4 i of the box, swizzled (SWIZZLE_64B: the 16-B chunk
@@ -646,6 +678,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     int s = k % S;                        // k's stage, kept as k steps by kNWG (< S)
     uint32_t kq = (uint32_t)(k / S) & 1u; // its phase parity
     float acc[4][NC / 2], cd[NC / 2]; // the group sums; the combined dots of the tile reduced
+    float fc[2][4];                   // kFac: the tile's slots' factors (r1, r2, r3, k0)
     uint32_t a[4][4];                 // the widened codes (wgmma A), live until its wait
     // ---- pieces of a tile's work
     // acc -> cd: the dots of mx_body's K2 / H 32 / COMB (fast: the deferred key factors in SPEC
@@ -656,11 +689,17 @@ __global__ void __launch_bounds__(kThreads, 1)
         float cr1[2], cr2[2], cr3[2];
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-          const uint32_t e0 = kw[h] & 0xFFu, e1 = (kw[h] >> 8) & 0xFFu,
-                         e2 = (kw[h] >> 16) & 0xFFu, e3 = kw[h] >> 24;
-          cr1[h] = __uint_as_float((e1 + 127u - e0) << 23);
-          cr2[h] = __uint_as_float((e2 + 127u - e0) << 23);
-          cr3[h] = __uint_as_float((e3 + 127u - e2) << 23);
+          if constexpr (FAC) {
+            cr1[h] = fc[h][0];
+            cr2[h] = fc[h][1];
+            cr3[h] = fc[h][2];
+          } else {
+            const uint32_t e0 = kw[h] & 0xFFu, e1 = (kw[h] >> 8) & 0xFFu,
+                           e2 = (kw[h] >> 16) & 0xFFu, e3 = kw[h] >> 24;
+            cr1[h] = __uint_as_float((e1 + 127u - e0) << 23);
+            cr2[h] = __uint_as_float((e2 + 127u - e0) << 23);
+            cr3[h] = __uint_as_float((e3 + 127u - e2) << 23);
+          }
         }
 #pragma unroll
         for (int e = 0; e < NC / 2; e++) {
@@ -691,8 +730,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     auto reduce = [&](auto fold_tag, auto full_tag, int tb, bool ok0, bool ok1, uint32_t kwa,
                       uint32_t kwb) {
       constexpr bool FOLD = decltype(fold_tag)::value, ALL = decltype(full_tag)::value;
-      const float ck0[2] = {__uint_as_float((kwa & 0xFFu) << 23),
-                            __uint_as_float((kwb & 0xFFu) << 23)};
+      // (kFac: k0 from the factors; its sign bit is clear on the fast path, the one using it)
+      float ck0[2];
+      if constexpr (FAC) {
+        ck0[0] = fc[0][3];
+        ck0[1] = fc[1][3];
+      } else {
+        ck0[0] = __uint_as_float((kwa & 0xFFu) << 23);
+        ck0[1] = __uint_as_float((kwb & 0xFFu) << 23);
+      }
       if (!BF16) {
         float sum[2] = {0.0f, 0.0f};
 #pragma unroll
@@ -765,7 +811,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       const int tb = (t0 + k) * kTile; // the tile's first column
       const uint32_t st = raw_u32 + (uint32_t)s * (uint32_t)STB;
-      uint32_t m = 0, r[8], kw[2] = {0u, 0u};
+      uint32_t m = 0, r[8], kw[2] = {0u, 0u}, fslow = 0; // (fslow: kFac's slot test)
       if (!cur) {
 #pragma unroll
         for (int g = 0; g < 8; g++) r[g] = 0u; // (PIPE's dummy; else this pass breaks above)
@@ -785,8 +831,20 @@ __global__ void __launch_bounds__(kThreads, 1)
             }
           }
           const uint32_t sa = BOX1 ? st + sc_u32 : sc_u32 + ((uint32_t)s << 8);
-          kw[0] = lds_u32(sa);
-          kw[1] = lds_u32(BOX1 && !RAW1 ? sa ^ 32u : sa + 32u); // (BOX1: st is 512-aligned)
+          if constexpr (FAC) { // the factors; the scale words only for the slow path
+            const float4 fa = lds_f4(fac_u32 + ((uint32_t)s << 10)),
+                         fb = lds_f4(fac_u32 + ((uint32_t)s << 10) + 128u);
+            fc[0][0] = fa.x, fc[0][1] = fa.y, fc[0][2] = fa.z, fc[0][3] = fa.w;
+            fc[1][0] = fb.x, fc[1][1] = fb.y, fc[1][2] = fb.z, fc[1][3] = fb.w;
+            fslow = (__float_as_uint(fa.w) | __float_as_uint(fb.w)) >> 31;
+            if (quad_slow || fslow) {
+              kw[0] = lds_u32(sa);
+              kw[1] = lds_u32(sa + 32u);
+            }
+          } else {
+            kw[0] = lds_u32(sa);
+            kw[1] = lds_u32(BOX1 && !RAW1 ? sa ^ 32u : sa + 32u); // (BOX1: st is 512-aligned)
+          }
         } else if (PIPE) { // the dummy wgmma's codes (its sums are never read)
 #pragma unroll
           for (int g = 0; g < 8; g++) r[g] = 0u;
@@ -820,7 +878,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       const bool ok0 = ((m >> sh0) & 1u) && tb + i0 < row_hi,
                  ok1 = ((m >> sh1) & 1u) && tb + i0 + 8 < row_hi;
       // the slots' key exponents: the fast path needs every byte in the window (quad-uniform)
-      const bool qs0 = quad_slow || !ixl_v2mx_comb_word(kw[0]) || !ixl_v2mx_comb_word(kw[1]);
+      const bool qs0 = FAC ? quad_slow || fslow != 0
+                           : quad_slow || !ixl_v2mx_comb_word(kw[0]) || !ixl_v2mx_comb_word(kw[1]);
       // the math alone: the fast path only, so the slow path (its registers spilled there)
       // compiles out; the test itself stays (a store keeps it)
       if (DIAG == 3 && qs0 && wt == 0) stg_u32(out_f + tb, 0u);
@@ -845,7 +904,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       if (m == 0) continue;
       // WIDE: the stage's widened tile (A by descriptor)
-      const uint32_t da_lo = wa_lo + (uint32_t)s * (uint32_t)(K2SmemW::stage >> 4);
+      const uint32_t da_lo = wa_lo + (uint32_t)s * (uint32_t)(LW::stage >> 4);
       auto dag = [&](int g) {
         return (uint64_t)db_hi << 32 | (uint64_t)(da_lo + 2u * (uint32_t)g);
       };
@@ -874,9 +933,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       fence_operand(acc[0]);
       fence_operand(acc[1]);
       if (!qs) {
-        const float r1[2] = {
-            __uint_as_float(((kw[0] >> 8 & 0xFFu) + 127u - (kw[0] & 0xFFu)) << 23),
-            __uint_as_float(((kw[1] >> 8 & 0xFFu) + 127u - (kw[1] & 0xFFu)) << 23)};
+        float r1[2];
+        if constexpr (FAC) {
+          r1[0] = fc[0][0];
+          r1[1] = fc[1][0];
+        } else {
+          r1[0] = __uint_as_float(((kw[0] >> 8 & 0xFFu) + 127u - (kw[0] & 0xFFu)) << 23);
+          r1[1] = __uint_as_float(((kw[1] >> 8 & 0xFFu) + 127u - (kw[1] & 0xFFu)) << 23);
+        }
 #pragma unroll
         for (int e = 0; e < NC / 2; e++)
           acc[0][e] = __fmaf_rn(acc[1][e], r1[(e >> 1) & 1], acc[0][e]);
@@ -926,6 +990,7 @@ int log2_exact(int64_t v) {
 //   R kProd4 | kBox1 | kRaw1 (page size 64, else p); 4 kPipe | kProd4 | kArr4; 5 kProd4 | kArr4;
 //   w kProd4 | kWide (the producers widen, SS wgmma; session 8, not yet run on a GPU);
 //   x kProd4 | kWide | kLean (w with laundered barrier addresses and lane indices);
+//   y kProd4 | kWide | kLean | kFac (x with the key factors decoded by the producers);
 //   bench-only diagnostics (DIAG above, fp32 calls; garbage logits; bf16 calls run p): M math
 //   only of p, m the math alone of p, C copies only of p, c copies only of b, r copies only of
 //   R, 7 copies only with one producer warp and 4 arrivals.
@@ -935,7 +1000,7 @@ int k2ws_mode() {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_K2WS");
     if (!e) return (int)kK2wsDefault;
-    static const char known[] = "1pqbR45MmCcr7wx";
+    static const char known[] = "1pqbR45MmCcr7wxy";
     for (const char *k = known; *k; k++)
       if (e[0] == *k && e[1] == 0) return (int)*k;
     return 0;
@@ -974,7 +1039,7 @@ int launch_k2(ixl_ctx *ctx, const CUtensorMap &map, K2Params p, const char *name
               ixl_status *st) {
   auto kern = mxk2_kernel<BF16, V, DIAG>;
   constexpr int alloc =
-      (V & kWide) ? K2SmemW::alloc : K2Smem<(V & kBox1) != 0>::alloc;
+      (V & kWide) ? K2SmemW<(V & kFac) != 0>::alloc : K2Smem<(V & kBox1) != 0>::alloc;
   static int fits = -1; // one check and one stderr line per configuration a process
   if (fits < 0) {
     int occ = 0;
@@ -995,6 +1060,8 @@ int launch_k2(ixl_ctx *ctx, const CUtensorMap &map, K2Params p, const char *name
             (V & kRaw1)   ? ", one bulk copy a page"
             : (V & kBox1) ? ", one TMA box a page"
             : (V & kFull) ? ", full tiles' own reduction"
+            : (V & kFac)  ? ", codes widened and key factors decoded by the producers (SS A, 6 "
+                            "raw stages a warp), lean barriers"
             : (V & kWide) ? ((V & kLean) ? ", codes widened by the producers into SS A (6 raw "
                                            "stages a warp), lean barriers"
                                          : ", codes widened by the producers into SS A (6 raw "
@@ -1072,6 +1139,7 @@ extern "C" int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, i
       case 'q': return launch_k2<true, kProd4 | kFull>(ctx, map, p, name, st);
       case 'w': return launch_k2<true, kProd4 | kWide>(ctx, map, p, name, st);
       case 'x': return launch_k2<true, kProd4 | kWide | kLean>(ctx, map, p, name, st);
+      case 'y': return launch_k2<true, kProd4 | kWide | kLean | kFac>(ctx, map, p, name, st);
       case 'b': if (box1) return launch_k2<true, kB>(ctx, map, p, name, st); break;
       case 'R': if (box1) return launch_k2<true, kR>(ctx, map, p, name, st); break;
       default: break;
@@ -1085,6 +1153,7 @@ extern "C" int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, i
     case 'q': return launch_k2<false, kProd4 | kFull>(ctx, map, p, name, st);
     case 'w': return launch_k2<false, kProd4 | kWide>(ctx, map, p, name, st);
     case 'x': return launch_k2<false, kProd4 | kWide | kLean>(ctx, map, p, name, st);
+    case 'y': return launch_k2<false, kProd4 | kWide | kLean | kFac>(ctx, map, p, name, st);
     case 'b': if (box1) return launch_k2<false, kB>(ctx, map, p, name, st); break;
     case 'R': if (box1) return launch_k2<false, kR>(ctx, map, p, name, st); break;
     case 'M': return launch_k2<false, kProd4, 1>(ctx, map, p, name, st);
