@@ -90,31 +90,31 @@ struct Params {
 // Dynamic shared memory (offsets from the 1024-aligned base): query tiles (2 x 8 KB) | widened
 // stages (8 KB) | raw stages (4 KB) | scale words (raw) | key factors (16 B a slot) and scale
 // words (widened) | per column info. kSR raw and kSW widened stages.
-template <int kSR, int kSW, int kScr, int kS8 = 0>
+template <int kSR, int kSW, int kScr, int kS8 = 0, int NC = kNC>
 struct Smem {
   static constexpr int q = 0;
-  static constexpr int w = q + 2 * kNC * 128;
+  static constexpr int w = q + 2 * NC * 128;
   static constexpr int raw = w + kSW * kTile * 128 * (kS8 ? 2 : 1); // kS8: + an overflow block
   static constexpr int sc = raw + kSR * kTile * 64;
   static constexpr int kf = sc + kSR * kSCW * 4;
   static constexpr int kw = kf + kSW * kTile * 16;
   static constexpr int hq = kw + kSW * kTile * 4; // u32 qeff per column (slow path)
-  static constexpr int ht = hq + 2 * kNC * 4;     // u32 packed t_g + 8 per column (Q widening)
-  static constexpr int hc = ht + 2 * kNC * 4;     // f32 2^(qc - 127) per column
-  static constexpr int wo = hc + 2 * kNC * 4;     // f32 the column's weight (slow path)
-  static constexpr int wq = wo + 2 * kNC * 4;     // f32 the weight times 2^(qc - 127) (fast)
-  static constexpr int wh = wq + 2 * kNC * 4;     // f32 wq / 2 (fp32 fold, kVarRoll)
-  static constexpr int wb = wh + 2 * kNC * 4;     // bf16 wq (bf16 fold, kVarRoll)
-  static constexpr int hf = wb + 2 * kNC * 2;     // u8 fast per column
-  static constexpr int scr = (hf + 2 * kNC + 15) / 16 * 16; // f32 [2][64][128] (kVarRoll)
+  static constexpr int ht = hq + 2 * NC * 4;     // u32 packed t_g + 8 per column (Q widening)
+  static constexpr int hc = ht + 2 * NC * 4;     // f32 2^(qc - 127) per column
+  static constexpr int wo = hc + 2 * NC * 4;     // f32 the column's weight (slow path)
+  static constexpr int wq = wo + 2 * NC * 4;     // f32 the weight times 2^(qc - 127) (fast)
+  static constexpr int wh = wq + 2 * NC * 4;     // f32 wq / 2 (fp32 fold, kVarRoll)
+  static constexpr int wb = wh + 2 * NC * 4;     // bf16 wq (bf16 fold, kVarRoll)
+  static constexpr int hf = wb + 2 * NC * 2;     // u8 fast per column
+  static constexpr int scr = (hf + 2 * NC + 15) / 16 * 16; // f32 [2][64][128] (kVarRoll)
   // kS8 (the s8 path): its query tiles (a math warpgroup's 8 KB main block + 8 KB overflow
   // block, 1024-aligned for the 128B swizzle) and per-slot / per-column / per-stage words
   static constexpr int q8 = (scr + kScr * 2 * 64 * 128 * 4 + 1023) / 1024 * 1024;
-  static constexpr int k8 = q8 + 2 * 2 * kNC * 128;  // u32 fp32 bits of k0 = 2^(kb - 127)
+  static constexpr int k8 = q8 + 2 * 2 * NC * 128;  // u32 fp32 bits of k0 = 2^(kb - 127)
   static constexpr int sh = k8 + kSW * kTile * 4;    // u32 packed a_g of the tile's slots
   static constexpr int hb8 = sh + kTile * 4;         // u32 packed b_g per column
-  static constexpr int wq8 = hb8 + 2 * kNC * 4;      // f32 the weight times 2^(qmin - 129)
-  static constexpr int tf = wq8 + 2 * kNC * 4;       // u32 per widened stage: 1 = s8 tile
+  static constexpr int wq8 = hb8 + 2 * NC * 4;      // f32 the weight times 2^(qmin - 129)
+  static constexpr int tf = wq8 + 2 * NC * 4;       // u32 per widened stage: 1 = s8 tile
   static constexpr int bad = tf + kSW * 4;           // u32 [2]: the factor warps' votes
   static constexpr int gc = bad + 2 * 4;             // u32 [8]: the G sample's counts
   static constexpr int total = kS8 ? gc + 8 * 4 : scr + kScr * 2 * 64 * 128 * 4;
@@ -139,7 +139,7 @@ constexpr int kVarOneCode = 512; // one math loop for both warpgroups (instructi
 constexpr int kVarNoMma = 1024;  // timing ablation (WRONG results): no wgmma in the tile loop
 constexpr int kVarNoWiden = 4;   // timing ablation (WRONG results): kVarWarpProd, no widening
 constexpr int kVarAblations =
-    kVarNoEpi | kVarNoMath | kVarNoMma | kVarNoWiden | 32768 | 65536; // kVarS8All, kVarS8NoWiden
+    kVarNoEpi | kVarNoMath | kVarNoMma | kVarNoWiden | 32768 | 65536 | 131072; // (S8 bits, below)
 // the prologue's global loads issued together (session 6's query-tile loop waited on one load
 // per iteration, ~11 round trips a CTA), the first kSR tiles' copies issued before the tiles
 constexpr int kVarEarly = 2048;
@@ -152,6 +152,9 @@ constexpr int kVarS8All = 32768; // timing ablation (WRONG results): every tile 
 // timing ablation (WRONG results) on kVarS8All: the producer widens every tile as e4m3 (the s8
 // widening's cost, priced by the difference)
 constexpr int kVarS8NoWiden = 65536;
+// timing ablation (WRONG results) on kVarS8All: 8 rows a CTA, 4 a math warpgroup (m64n128k32
+// IGMMA into one 64-register accumulator; the e4m3 path is not built): the next step's price
+constexpr int kVarRows8 = 131072;
 #if IXL_SM90_DEVICE
 // NR rows from R0 on (of a math warpgroup's 2): the epilogue's compile-time row set
 template <int R0, int NR> struct Rows {
@@ -168,8 +171,11 @@ __global__ void __launch_bounds__(kThreads, 1)
                 const Params p) {
 #if IXL_SM90_DEVICE
   constexpr int kSR = ring_raw<VAR>(), kSW = ring_wide<VAR>();
-  constexpr bool kS8 = VAR & kVarS8, kS8All = VAR & kVarS8All;
-  using L = Smem<kSR, kSW, (VAR & kVarRoll) != 0, kS8>;
+  constexpr bool kS8 = VAR & kVarS8, kS8All = VAR & kVarS8All, kRows8 = VAR & kVarRows8;
+  constexpr int kRowsV = kRows8 ? 8 : kRows, kNCV = kRowsV / 2 * kH; // rows a CTA, columns a WG
+  constexpr int kRW = kRowsV / 2;                                      // rows a math warpgroup
+  static_assert(!kRows8 || kS8All, "8 rows a CTA: the s8 path on every tile (no e4m3 path)");
+  using L = Smem<kSR, kSW, (VAR & kVarRoll) != 0, kS8, kNCV>;
   constexpr int kWStage = kTile * 128 * (kS8 ? 2 : 1); // a widened stage's bytes
   static_assert(!kS8 || !(VAR & (kVarWarpProd | kVarRoll)), "s8: on the kernel of c only");
   // PDL (launch.cuh's rule): nothing global is read or written above this
@@ -198,7 +204,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint32_t *s_tf = reinterpret_cast<uint32_t *>(smem + L::tf);
   uint32_t *s_bad = reinterpret_cast<uint32_t *>(smem + L::bad);
   uint32_t *s_gc = reinterpret_cast<uint32_t *>(smem + L::gc);
-  __shared__ int64_t s_lo[kRows], s_hi[kRows], s_co[kRows];
+  __shared__ int64_t s_lo[kRowsV], s_hi[kRowsV], s_co[kRowsV];
   __shared__ uint64_t s_rfull[kSR], s_wfull[kSW], s_wempty[kSW];
   constexpr bool kNoEpi = VAR & kVarNoEpi, kWarpProd = VAR & kVarWarpProd;
   constexpr bool kNoMath = VAR & kVarNoMath, kRoll = VAR & kVarRoll, kSplit = VAR & kVarSplit;
@@ -222,15 +228,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   // a chunk's row blocks run together (its keys are read from HBM ~once), the last row blocks
   // first: in causal prefill they are the longest, so the grid's last CTAs are short ones
   const int64_t rb = p.nrb - 1 - b % p.nrb, ch = b / p.nrb;
-  const int64_t row0 = rb * kRows;
+  const int64_t row0 = rb * kRowsV;
   const int64_t c0 = ch * p.chunk, chunk_hi = mn64(c0 + p.chunk, p.out_cols);
 
   // ---- row ranges (k1_window.h's rule)
-  k1_windows<kRows>(tid, row0, p.R, p.ks, p.ke, p.N, p.compressed, c0, chunk_hi, s_lo, s_hi,
+  k1_windows<kRowsV>(tid, row0, p.R, p.ks, p.ke, p.N, p.compressed, c0, chunk_hi, s_lo, s_hi,
                     s_co);
   // ---- kEarly (the per-warp producer's variants): this thread's query code words loaded now,
   // beside the column info's loads (their use needs the column info, after the barrier)
-  constexpr int kQW = kRows * kH * 32, kQI = (kQW + kThreads - 1) / kThreads;
+  constexpr int kQW = kRowsV * kH * 32, kQI = (kQW + kThreads - 1) / kThreads;
   uint32_t qx[kEarly ? kQI : 1];
   if (kEarly) {
 #pragma unroll
@@ -243,7 +249,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   }
   // ---- per column (row, head): the fold of its query exponents (v2_mx_common's, COMB)
-  if (tid < kRows * kH) {
+  if (tid < kRowsV * kH) {
     const int64_t r = row0 + tid / kH;
     const ColInfo ci = col_info<true, BF16>(r < p.R ? p.q_scales[r * kH + tid % kH] : 0x7F7F7F7Fu,
                                             p.w, r * kH + tid % kH, r < p.R);
@@ -256,7 +262,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // ---- the hull of the rows' windows, and its tile count
   int64_t hull_lo = INT64_MAX, hull_hi = INT64_MIN;
 #pragma unroll
-  for (int r = 0; r < kRows; r++) {
+  for (int r = 0; r < kRowsV; r++) {
     if (row0 + r >= p.R) break;
     if (s_hi[r] > s_lo[r]) {
       hull_lo = mn64(hull_lo, s_lo[r]);
@@ -307,7 +313,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int g = 0; g < 4; g++)
       G8 |= (uint32_t)(2 * (int)(s_gc[g] + s_gc[4 + g]) > nsamp) << (8 * g);
     int ok = 1;
-    if (tid < kRows * kH) {
+    if (tid < kRowsV * kH) {
       const int64_t r = row0 + tid / kH;
       const uint32_t qw = r < p.R ? p.q_scales[r * kH + tid % kH] : 0x7F7F7F7Fu;
       uint32_t sh;
@@ -326,11 +332,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (p4 >= 4) continue; // raw word p4 & 3 is also thread i - 4's
         uint2 o;
         ixl_mxk1_s8_widen(qx[k], (int)((s_hb8[n] >> (8 * g)) & 0xFFu), &o.x, &o.y);
-        uint8_t *dst = s_q8 + (n >> 6) * (2 * kNC * 128) +
-                       ixl_sm90_swizzle((uint32_t)((n & 63) * 128 + 32 * g + 8 * p4),
+        const unsigned wn = (unsigned)n / kNCV, nl = (unsigned)n % kNCV; // its WG, column
+        uint8_t *dst = s_q8 + wn * (2 * kNCV * 128) +
+                       ixl_sm90_swizzle((uint32_t)(nl * 128 + 32 * g + 8 * p4),
                                         IXL_SM90_SWIZZLE_128B);
         *reinterpret_cast<uint2 *>(dst) = o;
-        *reinterpret_cast<uint2 *>(dst + kNC * 128) = o; // the overflow block
+        *reinterpret_cast<uint2 *>(dst + kNCV * 128) = o; // the overflow block
       }
     }
   }
@@ -348,7 +355,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           s_q + ixl_sm90_swizzle((uint32_t)(n * 128 + 32 * g + 4 * p4), IXL_SM90_SWIZZLE_128B)) = o;
     }
   } else {
-    for (int i = tid; i < kRows * kH * 32; i += kThreads) {
+    for (int i = tid; i < kRowsV * kH * 32; i += kThreads) {
       const int n = i >> 5;
       q_tile_word(s_q, p.q_codes, row0 * kH + n, row0 + n / kH < p.R, n, (i >> 3) & 3, i & 7,
                   s_ht[n]);
@@ -358,7 +365,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // ---- -inf at the chunk's columns outside each row's window (its hull is the one above)
   {
     int64_t hl, hh;
-    k1_fill_hull<BF16, kRows, kThreads>(p.out, p.out_cols, row0, p.R, s_lo, s_hi, s_co, c0,
+    k1_fill_hull<BF16, kRowsV, kThreads>(p.out, p.out_cols, row0, p.R, s_lo, s_hi, s_co, c0,
                                         chunk_hi, tid, &hl, &hh);
   }
   __syncthreads(); // the query tiles, the column info and the barriers' init
@@ -491,11 +498,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto math = [&](auto mw_tag) {
   // kOneCode: one instantiation for both warpgroups (mw at run time), half the math code
   const int mw = kOneCode ? wg - 1 : decltype(mw_tag)::value;
-  constexpr int NJ = kNC / 8; // accumulator column blocks of 8
+  constexpr int NJ = kNCV / 8; // accumulator column blocks of 8
   constexpr int JR = kH / 8;  // column blocks a row
   const int mt = tid - 128 * (mw + 1), warp = mt >> 5, lane = tid & 31, t4 = lane & 3;
-  const int cb = kNC * mw;         // this warpgroup's columns in the per-column arrays
-  const int64_t mrow0 = row0 + 2 * mw; // its rows
+  const int cb = kNCV * mw;         // this warpgroup's columns in the per-column arrays
+  const int64_t mrow0 = row0 + kRW * mw; // its rows
   const int i0 = 16 * warp + (lane >> 2); // this lane's slots: i0, i0 + 8
   uint32_t slow_heads = 0;
 #pragma unroll
@@ -543,11 +550,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   // row r (of 2): its window [rlo, rhi) relative to the hull's first position (empty for rows
   // past R), so it needs the tiles [tr0, tr1); ob[r] + n is its output of hull position n
   using OutT = typename std::conditional<BF16, uint16_t, float>::type;
-  int rlo[2], rhi[2], tr0[2], tr1[2];
-  OutT *ob[2];
+  int rlo[kRW], rhi[kRW], tr0[kRW], tr1[kRW];
+  OutT *ob[kRW];
 #pragma unroll
-  for (int r = 0; r < 2; r++) {
-    const int64_t lo = s_lo[2 * mw + r], hi = s_hi[2 * mw + r], co = s_co[2 * mw + r];
+  for (int r = 0; r < kRW; r++) {
+    const int64_t lo = s_lo[kRW * mw + r], hi = s_hi[kRW * mw + r], co = s_co[kRW * mw + r];
     const bool has = mrow0 + r < p.R && hi > lo;
     rlo[r] = has ? (int)(lo - hull_lo) : 0;
     rhi[r] = has ? (int)(hi - hull_lo) : 0;
@@ -565,14 +572,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   // word (SBO 1024, 128B swizzle) is the same for all, so each descriptor is built from a
   // 32-bit add (no 64-bit carry chain)
   const uint32_t dqlo =
-      ixl_mxk1_keep((uint32_t)wgmma_desc(s_q + mw * (kNC * 128), IXL_SM90_SWIZZLE_128B, 16, 1024));
+      ixl_mxk1_keep((uint32_t)wgmma_desc(s_q + mw * (kNCV * 128), IXL_SM90_SWIZZLE_128B, 16, 1024));
   const uint32_t dwlo = ixl_mxk1_keep((uint32_t)wgmma_desc(s_w, IXL_SM90_SWIZZLE_128B, 16, 1024));
   const uint32_t dhi = (uint32_t)(wgmma_desc(s_w, IXL_SM90_SWIZZLE_128B, 16, 1024) >> 32);
   auto desc = [&](uint32_t lo) { return (uint64_t)dhi << 32 | lo; };
   // kS8: the s8 query tile's descriptor (main block; the overflow block +8 KB = +512), the
   // slots' k0 (slot i0 of stage 0; slot i0 + 8: +32 B, a stage: +256 B), the stages' flags
   [[maybe_unused]] const uint32_t dq8lo = kS8 ? ixl_mxk1_keep((uint32_t)wgmma_desc(
-                                   s_q8 + mw * (2 * kNC * 128), IXL_SM90_SWIZZLE_128B, 16, 1024))
+                                   s_q8 + mw * (2 * kNCV * 128), IXL_SM90_SWIZZLE_128B, 16, 1024))
                              : 0u;
   [[maybe_unused]] const uint32_t k8_addr = kS8 ? ixl_mxk1_keep(smem_u32(s_k8 + i0)) : 0u;
   [[maybe_unused]] const uint32_t tf_addr = kS8 ? ixl_mxk1_keep(smem_u32(s_tf)) : 0u;
@@ -797,18 +804,57 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   // kNoEpi: keep the wgmma alive (ptxas drops them when nothing reads the accumulators): one
   // element of each group feeds a store no run takes (R is never negative)
-  auto keep_alive = [&](const float (&a)[4][kNC / 2], int t) {
+  auto keep_alive = [&](const float (&a)[4][kNCV / 2], int t) {
     const float k = a[0][0] + a[1][0] + a[2][0] + a[3][0];
     if (p.R < 0) reinterpret_cast<float *>(p.out)[t] = k;
   };
 
-  if constexpr (kRoll) {
+  if constexpr (kRows8) {
+    // ---- the 8-row ablation: every tile on the s8 path, 4 rows (N = 128) a math warpgroup
+    for (int t = 0; t < T; t++) {
+      const int s = t % kSW;
+      ixl_mxk1_wait(bar_full + 8 * s, (uint32_t)(t / kSW) & 1u);
+      bool need = false;
+#pragma unroll
+      for (int r = 0; r < kRW; r++) need |= t >= tr0[r] && t < tr1[r];
+      if (!need) {
+        ixl_mxk1_arrive(bar_empty + 8 * s);
+        continue;
+      }
+      const int tb = t * kTile;
+      const uint32_t dalo = dwlo + (uint32_t)s * (kWStage / 16);
+      uint32_t acc8[kNCV / 2];
+      wgmma_fence();
+#pragma unroll
+      for (int g = 0; g < 4; g++)
+        ixl_mxk1_igmma<kNCV>(acc8, desc(dalo + 2 * g), desc(dq8lo + 2 * g), g);
+#pragma unroll
+      for (int g = 0; g < 4; g++)
+        ixl_mxk1_igmma<kNCV>(acc8, desc(dalo + 512 + 2 * g),
+                             desc(dq8lo + kNCV * 128 / 16 + 2 * g), 1);
+      wgmma_commit();
+      Slots d = {};
+      uint32_t k0a, k0b;
+      asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(k0a) : "r"(k8_addr + s * (kTile * 4)));
+      asm volatile("ld.shared.u32 %0, [%1];\n"
+                   : "=r"(k0b)
+                   : "r"(k8_addr + s * (kTile * 4) + 32));
+      d.ck0[0] = __uint_as_float(k0a), d.ck0[1] = __uint_as_float(k0b);
+      wgmma_wait<0>();
+      fence_operand(acc8);
+      ixl_mxk1_arrive(bar_empty + 8 * s);
+      float x[kNCV / 2];
+#pragma unroll
+      for (int e = 0; e < kNCV / 2; e++) x[e] = __int2float_rn((int)acc8[e]);
+      reduce(Rows<0, kRW>{}, std::true_type{}, x, d, tb, std::true_type{});
+    }
+  } else if constexpr (kRoll) {
     // ---- rolling pipeline: each row is its own m64n32 batch (4 wgmma into its own 4 group
     // accumulators, one commit group); row 0's epilogue of tile t runs while row 1's wgmma
     // do, and row 1's while tile t + 1's row-0 batch runs. The warpgroup computes the tiles
     // [tA, tB) of its rows' windows (a tile between two disjoint windows too: its stores are
     // masked) and passes over the others (waits for them and releases them, in order).
-    float acc0[4][kNC / 4], acc1[4][kNC / 4];
+    float acc0[4][kNCV / 4], acc1[4][kNCV / 4];
     static_assert(!kNoEpi && !kNoMath, "the rolling pipeline has no ablations");
     int tA = T, tB = 0;
 #pragma unroll
@@ -818,12 +864,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         tB = max(tB, tr1[r]);
       }
     if (tA >= tB) tA = tB = T;
-    auto issue_row = [&](float (&a)[4][kNC / 4], int r, int t) {
+    auto issue_row = [&](float (&a)[4][kNCV / 4], int r, int t) {
       const uint32_t dalo = dwlo + (uint32_t)(t % kSW) * (kWStage / 16);
       wgmma_fence();
 #pragma unroll
       for (int g = 0; g < 4; g++)
-        wgmma_e4m3_ss<kNC / 2>(a[g], desc(dalo + 2 * g), desc(dqlo + 2 * g + 256 * r), 0);
+        wgmma_e4m3_ss<kNCV / 2>(a[g], desc(dalo + 2 * g), desc(dqlo + 2 * g + 256 * r), 0);
       wgmma_commit();
     };
     auto pass = [&](int t) {
@@ -871,14 +917,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int t = tB; t < T; t++) pass(t);
   } else {
 
-  float acc[4][kNC / 2];
+  float acc[4][kNCV / 2];
   using RB = Rows<0, 2>;
   // the ablations' one set of wgmma on stage 0's contents, waited for
   auto mma_once = [&]() {
     wgmma_fence();
 #pragma unroll
     for (int g = 0; g < 4; g++)
-      wgmma_e4m3_ss<kNC>(acc[g], desc(dwlo + 2 * g), desc(dqlo + 2 * g), 0);
+      wgmma_e4m3_ss<kNCV>(acc[g], desc(dwlo + 2 * g), desc(dqlo + 2 * g), 0);
     wgmma_commit();
     wgmma_wait<0>();
 #pragma unroll
@@ -901,14 +947,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (use8) {
         // one s32 accumulator: the 4 groups' main blocks, then their overflow blocks (+8 KB
         // on both sides), chained: I = sum_g 4 s_g 2^(a_g + b_g), exact (v2_mxk1.cuh)
-        uint32_t acc8[kNC / 2];
+        uint32_t acc8[kNCV / 2];
         wgmma_fence();
 #pragma unroll
         for (int g = 0; g < 4; g++)
-          ixl_mxk1_igmma_n64(acc8, desc(dalo + 2 * g), desc(dq8lo + 2 * g), g);
+          ixl_mxk1_igmma<kNCV>(acc8, desc(dalo + 2 * g), desc(dq8lo + 2 * g), g);
 #pragma unroll
         for (int g = 0; g < 4; g++)
-          ixl_mxk1_igmma_n64(acc8, desc(dalo + 512 + 2 * g), desc(dq8lo + 512 + 2 * g), 1);
+          ixl_mxk1_igmma<kNCV>(acc8, desc(dalo + 512 + 2 * g), desc(dq8lo + 512 + 2 * g), 1);
         wgmma_commit();
         Slots d = {};
         uint32_t k0a, k0b;
@@ -920,9 +966,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         wgmma_wait<0>();
         fence_operand(acc8);
         ixl_mxk1_arrive(bar_empty + 8 * s); // this thread's wgmma have read the stage
-        float x[kNC / 2];
+        float x[kNCV / 2];
 #pragma unroll
-        for (int e = 0; e < kNC / 2; e++) x[e] = __int2float_rn((int)acc8[e]); // exact: < 2^22
+        for (int e = 0; e < kNCV / 2; e++) x[e] = __int2float_rn((int)acc8[e]); // exact: < 2^22
         reduce(RB{}, std::true_type{}, x, d, tb, std::true_type{});
         continue;
       }
@@ -932,11 +978,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       // groups 0 and 1, then 2 and 3: the first pair's combine overlaps the second's wgmma
 #pragma unroll
       for (int g = 0; g < 2; g++)
-        wgmma_e4m3_ss<kNC>(acc[g], desc(dalo + 2 * g), desc(dqlo + 2 * g), 0);
+        wgmma_e4m3_ss<kNCV>(acc[g], desc(dalo + 2 * g), desc(dqlo + 2 * g), 0);
       wgmma_commit();
 #pragma unroll
       for (int g = 2; g < 4; g++)
-        wgmma_e4m3_ss<kNC>(acc[g], desc(dalo + 2 * g), desc(dqlo + 2 * g), 0);
+        wgmma_e4m3_ss<kNCV>(acc[g], desc(dalo + 2 * g), desc(dqlo + 2 * g), 0);
       wgmma_commit();
     }
     const Slots d = load_slots(s);
@@ -945,7 +991,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_operand(acc[1]);
     if (!d.qslow) {
 #pragma unroll
-      for (int e = 0; e < kNC / 2; e++) {
+      for (int e = 0; e < kNCV / 2; e++) {
         const int h = (e >> 1) & 1;
         acc[0][e] = __fmaf_rn(acc[1][e], d.cr1[h], acc[0][e]);
       }
@@ -987,7 +1033,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 // f (kVarWarpProd, no math epilogue), p (kVarBase, the math warpgroups pass every tile on: no
 // wgmma, no epilogue), q (the same with kVarWarpProd), m (6 without the tile loop's wgmma:
 // kVarNoMma), w (6 without the producer's widening: kVarNoWiden), t (s with every tile on the s8
-// path, folded or not: kVarS8All), x (t with the producer's e4m3 widening: kVarS8NoWiden).
+// path, folded or not: kVarS8All), x (t with the producer's e4m3 widening: kVarS8NoWiden), y
+// (t with 8 rows a CTA, 4 a math warpgroup: kVarRows8).
 // Measured on the H200 and no longer built (2026-12-02, session 6 visit 3; K1 2048x8192 fp32 /
 // bf16 / 4096x65536, WS=1: 419 / 394 / 7,094 us): the math warpgroups taking turns to issue
 // on two mbarriers 430 / 405 / 7,299, raw stages released by an mbarrier (no producer
@@ -1011,7 +1058,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 constexpr int kWsUnset = kVarBase | kVarEarly | kVarSleep | kVarBigChunk;
 int ws_mode() {
   static const int v = [] {
-    switch (env_switch("IXL_LOGITS_V2_MX_WS", "156789abcdghmwefpqstx", 'u')) {
+    switch (env_switch("IXL_LOGITS_V2_MX_WS", "156789abcdghmwefpqstxy", 'u')) {
       case 'u': return kWsUnset; // g
       case '1':
       case '5': return kVarBase;
@@ -1029,6 +1076,8 @@ int ws_mode() {
       case 't': return kVarBase | kVarEarly | kVarSleep | kVarBigChunk | kVarS8 | kVarS8All;
       case 'x': return kVarBase | kVarEarly | kVarSleep | kVarBigChunk | kVarS8 | kVarS8All |
                        kVarS8NoWiden;
+      case 'y': return kVarBase | kVarEarly | kVarSleep | kVarBigChunk | kVarS8 | kVarS8All |
+                       kVarRows8;
       case 'm': return kVarBase | kVarEarly | kVarWarpProd | kVarNoMma;
       case 'w': return kVarBase | kVarEarly | kVarWarpProd | kVarNoWiden;
       case 'e': return kVarBase | kVarNoEpi;
@@ -1045,17 +1094,19 @@ template <bool BF16, int VAR>
 ixl_status launch(ixl_ctx *ctx, Params p, const CUtensorMap *maps, const char *name) {
   auto kern = mxk1_kernel<BF16, VAR>;
   constexpr int kSR = ring_raw<VAR>(), kSW = ring_wide<VAR>();
-  constexpr int alloc = Smem<kSR, kSW, (VAR & kVarRoll) != 0, (VAR & kVarS8) != 0>::alloc;
+  constexpr int alloc = Smem<kSR, kSW, (VAR & kVarRoll) != 0, (VAR & kVarS8) != 0,
+                             (VAR & kVarRows8) ? 4 * kH : kNC>::alloc;
   static bool said = false; // one stderr line per configuration a process: the switch took
   if (!said) {
     said = true;
     fprintf(stderr,
             "ixl logits v2 mxfp4: WS kernel (mxk1), K1, H %d, %d rows a CTA, %s, %d + %d stages, "
             "variant %d%s (IXL_LOGITS_V2_MX_WS=%s)\n",
-            kH, kRows, BF16 ? "bf16" : "fp32", kSR, kSW, VAR,
+            kH, (VAR & kVarRows8) ? 8 : kRows, BF16 ? "bf16" : "fp32", kSR, kSW, VAR,
             VAR & kVarAblations ? " TIMING ABLATION, WRONG RESULTS" : "",
             getenv("IXL_LOGITS_V2_MX_WS") ? getenv("IXL_LOGITS_V2_MX_WS") : "unset");
   }
+  if (VAR & kVarRows8) p.nrb = ixl_ceil_div(p.R, 8); // the 8-row ablation's row blocks
   int occ = 0, sms = 132;
   ixl_status st = occupancy(ctx, kern, kThreads, alloc, "cudaFuncSetAttribute (logits v2 mxk1)",
                             &occ, &sms);
@@ -1118,6 +1169,8 @@ extern "C" int ixl_cuda_logits_v2_mxk1(ixl_ctx *ctx, const ixl_logits_call *c, i
     IXL_MXK1_CASE(kVarBase | kVarEarly | kVarSleep | kVarBigChunk | kVarS8 | kVarS8All)
     IXL_MXK1_CASE(kVarBase | kVarEarly | kVarSleep | kVarBigChunk | kVarS8 | kVarS8All |
                   kVarS8NoWiden)
+    IXL_MXK1_CASE(kVarBase | kVarEarly | kVarSleep | kVarBigChunk | kVarS8 | kVarS8All |
+                  kVarRows8)
     IXL_MXK1_CASE(kVarBase | kVarEarly | kVarWarpProd | kVarNoMma)
     IXL_MXK1_CASE(kVarBase | kVarEarly | kVarWarpProd | kVarNoWiden)
     IXL_MXK1_CASE(kVarBase | kVarNoEpi)

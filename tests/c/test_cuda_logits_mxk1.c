@@ -289,6 +289,9 @@ int main(void) {
       {"s8_fold_causal", 37, 12288, 1, 125, 129, 0, 126, 128, 0, 0},
       {"s8_fold_random_rows", 14, 20000, 0, 124, 129, 0, 126, 128, 0, 0},
       {"s8_fold_cta_mix", 23, 9000, 2, 126, 129, 0, 127, 128, 0, 0},
+      /* every tile folds (keys 126..129, queries 127..128): the s8-only ablations t and y
+       * (8 rows a CTA) are exact here */
+      {"s8_all_fold_causal", 37, 12288, 1, 126, 129, 0, 127, 128, 0, 0},
   };
   static const k1c small[] = {
       {"small_cta_mix", 6, 700, 2, 119, 135, 0, 119, 135, 0, 0},
