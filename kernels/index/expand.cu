@@ -16,8 +16,8 @@
 // The candidates are read once per window, straight into registers; the first ones are
 // requested before the row's range, so the two loads' latencies overlap. IXL_EXPAND_V1=1
 // (test-only) runs the previous kernel (a min/max pass, then windows from the smallest valid
-// id), kept for comparison; IXL_EXPAND_NARROW=1 (off until the H200 shows it faster) the same
-// kernel in a 128-thread shape (expand_v2_kernel's comment).
+// id), kept for comparison. The kernel has two launch shapes (expand_v2_kernel's comment):
+// the narrow one where the rows fill more than one wave of the wide one (use_narrow).
 //
 // PDL (cuda/launch.cuh, IXL_PDL): both kernels open with pdl_wait() (the candidates and the
 // row ranges are a previous kernel's output, and the ids and ends may still be read by one),
@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(NT) expand_kernel(const int32_t *__restrict__ 
 // ---------------------------------------------------------------- K4
 // One CTA a row, NT2 threads, a bitmap window of WWORDS words and STAGE staged slots. The wide
 // shape (512 threads, 16 KiB + 16 KiB, 59 registers: 2 CTAs an SM) holds a 1M-position row in
-// one window; the narrow one (IXL_EXPAND_NARROW=1: 128 threads, 8 KiB + 8 KiB, held to 48
+// one window; the narrow one (use_narrow: 128 threads, 8 KiB + 8 KiB, held to 48
 // registers by MINB, no spills) runs 10 rows at once on an SM for the many rows of a prefill
 // chunk, and takes two windows (the candidates read twice) only past 65536 candidate blocks.
 constexpr int CREG = 8; // candidates per thread per load round
@@ -265,6 +265,17 @@ bool env_on(const char *name) { // read at each launch: the tests switch it in o
   return e && e[0] == '1';
 }
 
+// The narrow shape where the rows fill more than the wide shape's one wave (2 CTAs an SM): on
+// the H200 (session 8 visit 2) 4096 prefill rows 85.3 -> 47.3 us batch, but 64 decode rows
+// 5.5 -> 8.3 us (a row's CTA has a quarter of the threads). IXL_EXPAND_NARROW=1 / 0 forces it
+// on / off (read at each launch: the tests switch it in one process).
+bool use_narrow(ixl_ctx *ctx, int64_t R) {
+  const char *e = getenv("IXL_EXPAND_NARROW");
+  if (e && e[0] == '1' && e[1] == '\0') return true;
+  if (e && e[0] == '0' && e[1] == '\0') return false;
+  return R > 2 * (int64_t)sm_count(ctx);
+}
+
 } // namespace
 
 extern "C" ixl_status ixl_cuda_expand(ixl_ctx *ctx, const ixl_tensor *cand,
@@ -285,7 +296,7 @@ extern "C" ixl_status ixl_cuda_expand(ixl_ctx *ctx, const ixl_tensor *cand,
   int32_t *idd = nsb ? (int32_t *)sparse_ids->data : nullptr;
   const int32_t *ked = (const int32_t *)row_ke->data;
   int32_t *endd = (int32_t *)end->data;
-  if (env_on("IXL_EXPAND_NARROW"))
+  if (use_narrow(ctx, R))
     return launch_pdl(ctx, "expand", expand_v2_kernel<128, 2048, 2048, 10>, dim3((unsigned)R),
                       dim3(128), 0, 1, cd, T, ksd, ked, ratio, sparse_block_kv, idd, nsb, endd);
   if (!env_on("IXL_EXPAND_V1"))

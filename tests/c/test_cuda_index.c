@@ -172,9 +172,9 @@ static void expand_case(int64_t R, int64_t T, int cbs, int sbk, int mode, int pa
     snprintf(what, sizeof what, "expand%s R=%lld T=%lld cbs=%d sbk=%d mode %d paged %d",
              v1 ? " v1" : "", (long long)R, (long long)T, cbs, sbk, mode, paged);
     set_env("IXL_EXPAND_V1", v1);
-    /* runs 0-1: the default kernel, 2-3: the narrow shape (v1 ignores it), two poisons each */
+    /* runs 0-1: the wide shape, 2-3: the narrow one (v1 ignores it), two poisons each */
     for (int run = 0; run < (v1 ? 2 : 4); run++) {
-      set_env("IXL_EXPAND_NARROW", run >= 2);
+      setenv("IXL_EXPAND_NARROW", run >= 2 ? "1" : "0", 1);
       CHECK_OK(g_ctx, ixl_tensor_fill_bytes(g_ctx, did, run & 1 ? 0x00 : 0xff));
       CHECK_OK(g_ctx, ixl_tensor_fill_bytes(g_ctx, dend, run & 1 ? 0x00 : 0xff));
       CHECK_OK(g_ctx,
@@ -184,7 +184,7 @@ static void expand_case(int64_t R, int64_t T, int cbs, int sbk, int mode, int pa
       equal_i32(dend, hend, what, run);
     }
     set_env("IXL_EXPAND_V1", 0);
-    set_env("IXL_EXPAND_NARROW", 0);
+    unsetenv("IXL_EXPAND_NARROW");
   }
   ixl_tensor *all[] = {cand, ks, ke, hid, hend, dc, dks, dke, did, dend};
   free_all(all, 10);
@@ -813,15 +813,17 @@ static void bench_shape(const char *name, int64_t R, int64_t C, int cbs, int sbk
   if (k4) {
     a.in = cd;
     snprintf(nm, sizeof nm, "K4 %s", name);
-    /* the default, the narrow shape (IXL_EXPAND_NARROW=1), then v1 */
-    static const char *k4_var[] = {"new", "narrow", "v1"};
-    for (int v = 0; v < (g_pdl_only ? 0 : g_quick ? 2 : 3); v++) {
-      set_env("IXL_EXPAND_NARROW", v == 1);
-      set_env("IXL_EXPAND_V1", v == 2);
+    /* the default (the shape by row count), the wide and the narrow shape forced
+     * (IXL_EXPAND_NARROW=0 / 1), then v1 */
+    static const char *k4_var[] = {"new", "wide", "narrow", "v1"};
+    for (int v = 0; v < (g_pdl_only ? 0 : g_quick ? 3 : 4); v++) {
+      if (v == 1 || v == 2) setenv("IXL_EXPAND_NARROW", v == 2 ? "1" : "0", 1);
+      else unsetenv("IXL_EXPAND_NARROW");
+      set_env("IXL_EXPAND_V1", v == 3);
       time_op(run_k4, &a, nc, &s, &b);
       bench_line(nm, k4_var[v], s, b, (double)cbytes * (1 + cbs / sbk));
     }
-    set_env("IXL_EXPAND_NARROW", 0);
+    unsetenv("IXL_EXPAND_NARROW");
     set_env("IXL_EXPAND_V1", 0);
     /* K3 then K4 back to back (the K4 launch may overlap K3 under IXL_K3/K4_NEXT=1) */
     snprintf(nm, sizeof nm, "K3+K4 %s", name);
