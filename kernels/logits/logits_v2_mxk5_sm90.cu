@@ -904,13 +904,14 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
 // occupancy: what the 2 extra passes cost; timing only). (NP 4 at 64 registers for 6 CTAs spills.)
 // Modes 1, 2 and 4 of the last session (LDS code words; two math warpgroups; 10 stages: all
 // slower than 3 on the H200) are no longer instantiated and read as off.
-// Unset: kK5wsDefault = j since session 8's visit 1 (H200, 2026-12-02): test_cuda_logits_mxk5
-// 8/8 and test_cuda_logits [v2] sparse + mxfp4_page_sizes 17/17 with K5WS=j, racecheck 0
-// hazards and memcheck 0 errors small (mxk5 test, IXL_PDL=1); ragged K5 4096x16K mxfp4 H32
-// 2,194 (5, three runs within 0.2 us) -> 2,121 us (-3.3 %, two runs). (5 before, since session
-// 7's visit 1: 2,310 (3) -> 2,213 us; 3 before that.)
+// Unset: kK5wsDefault = p since session 8's visit 2 (H200, 2026-12-02): test_cuda_logits_mxk5
+// 8/8 and test_cuda_logits [v2] sparse + mxfp4_page_sizes 17/17 with K5WS=p, racecheck 0
+// hazards small (mxk5 test) and memcheck 0 errors small (test_cuda_logits sparse + page sizes,
+// ragged p routed), IXL_PDL=1; ragged K5 4096x16K mxfp4 H32 2,140.2 (j; three runs within 0.3
+// us) -> 2,125.2 us (-0.7 %). (j before, since session 8's visit 1: 2,194 (5) -> 2,121 us; 5
+// before that, since session 7: 2,310 (3) -> 2,213.)
 // IXL_LOGITS_V2_MX_K5WS=0: the kernels of logits_v2_mx_sm90.cu.
-constexpr char kK5wsDefault = 'j';
+constexpr char kK5wsDefault = 'p';
 int k5ws_mode() {
   static const int v =
       env_switch("IXL_LOGITS_V2_MX_K5WS", "356789abcefghijklmnopqrsu", kK5wsDefault);
@@ -926,12 +927,13 @@ int k5ws_mode() {
 // Not offered, they spill: 2 passes at 96 registers for 4 CTAs without NOX (36 B); 4 with f's
 // producer warpgroup (ragged f's; a register across the setmaxnreg, 80 -> 48 / 112).
 // Mode 1 of the last session (LDS code words, slower) reads as off.
-// Unset: kK5pwsDefault = 4 since session 7's visit 1 (H200, 2026-12-02, snapshot 2f62110):
-// test_cuda_logits [v2] 18/18 (every test) with K5PWS=4 (and with IXL_PDL=1), racecheck and
-// memcheck small clean on test_cuda_logits sparse + mxfp4_page_sizes with K5PWS=4 IXL_PDL=1;
-// paged K5 64x16K page 128: 67.7 (mode 2, the default before, session 6: 72.0 -> 67.5) ->
-// 58.5 us (-13.5 %). IXL_LOGITS_V2_MX_K5PWS=0: mx_kernel<K5P>.
-constexpr char kK5pwsDefault = '4';
+// Unset: kK5pwsDefault = 8 since session 8's visit 2 (H200, 2026-12-02): test_cuda_logits [v2]
+// sparse + mxfp4_page_sizes 17/17 with K5PWS=8 (ragged p routed), racecheck 0 hazards and
+// memcheck 0 errors small on the same tests with K5PWS=8 (IXL_PDL=1); paged K5 64x16K page 128
+// 58.0 (4; three runs within 0.3 us) -> 50.9 us (-12 %; three runs 50.7-51.0). (4 before, since
+// session 7's visit 1: 67.7 (2) -> 58.5 us; 2 before that.) IXL_LOGITS_V2_MX_K5PWS=0:
+// mx_kernel<K5P>.
+constexpr char kK5pwsDefault = '8';
 int k5pws_mode() {
   static const int v = env_switch("IXL_LOGITS_V2_MX_K5PWS", "2456789a", kK5pwsDefault);
   return v;
