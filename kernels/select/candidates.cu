@@ -29,8 +29,19 @@
 // 32 (with 8) = CUB's sort over an order code of fewer bits (k3_cub_sort's kNarrow: about 24
 // bits of a prefill row's winners, 6 passes instead of 8; the same order, so the same output).
 // IXL_K3_NEXT=1 is mode 3, 2 is mode 2, 6 is mode 6, 0 is mode 0 (the kernel before the
-// register sort), 16 is mode 26, 48 is mode 58 (both off by default); unset, or any other
-// value: mode 10, the default
+// register sort), 8 is mode 10, 16 is mode 26; unset, or any other value: mode 58 with the
+// stagger at 19 us and no prefetch, the default since session 8's visit 2 (H200, batch us,
+// one process a mode, the default first): prefill 4096x131072 cbs 8 T 2048 mode 10 832.1,
+// mode 26 unstaggered 798.2, staggered 12 / 19 / 26 us 787.3 / 786.6 / 790.4, mode 58
+// unstaggered 777.2, staggered 19 us **764.4**, mode 26 19 us + PF 2 761.1, PF 2 alone 804.1;
+// decode 64x131072 cbs 8 41.96 -> 41.62 (PF 2: 45.1, so no prefetch), cbs 16 30.24 -> 30.24,
+// cbs 64 23.16 -> 22.77, 1x131072 32.43 -> 30.81, 64x4096 12.30 -> 12.28; test_cuda_index 9/9
+// under mode 58 (PF 2), test_cuda_ops' K3 tests 5/5 under mode 26 (PF 2), racecheck 0 hazards
+// and memcheck 0 errors small (mode 58, PF 2). The profile (prefill row 2048, thousands of
+// cycles): load 52-55 -> 46-48 staggered (a CTA's load is bound by its own loads in flight,
+// not by its SM neighbour's: mode 3 without the load's atomics loads in 58 too), sort 21.6 ->
+// 17-19 over fewer bits, the compaction 13 -> 15 (the max reduction).
+// Mode 10 was the default
 // since session 7's second H200 visit (/work/.device/5, batch medians, inputs rotated; mode 2
 // / 10 with CUB at half-filled items too): prefill 4096x131072 cbs 8 T 2048 989 / 838 us
 // (the prefill row's sort 37.5 -> 20.5 thousand cycles), decode 64x131072 cbs 8 T 2048 43.0 /
@@ -780,12 +791,12 @@ k3_kernel_fn k3_kernel_of(int vec, int big, int prof) {
 
 // IXL_K3_NEXT (see the file's header), read once per process, as the index of its
 // instantiation: 0 -> mode 0, 1 -> mode 3, 2 -> mode 2, 6 -> mode 6 (index 3), 16 -> mode 26
-// (index 5: mode 10 with the staggered first wave), 48 -> mode 58 (index 6: mode 26 with the
-// sort over fewer bits), else (unset too) mode 10 (index 4).
+// (index 5: mode 10 with the staggered first wave), 8 -> mode 10 (index 4), else (unset too,
+// or 48) mode 58 (index 6: mode 26 with the sort over fewer bits, the default).
 int k3_mode_index() {
   static const int index = [] {
-    const int v = env_int("IXL_K3_NEXT", 8);
-    return v == 0 ? 0 : v == 1 ? 1 : v == 2 ? 2 : v == 6 ? 3 : v == 16 ? 5 : v == 48 ? 6 : 4;
+    const int v = env_int("IXL_K3_NEXT", 48);
+    return v == 0 ? 0 : v == 1 ? 1 : v == 2 ? 2 : v == 6 ? 3 : v == 16 ? 5 : v == 8 ? 4 : 6;
   }();
   return index;
 }
