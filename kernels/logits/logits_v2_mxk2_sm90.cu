@@ -87,6 +87,9 @@ static_assert(128 * kProdRegs + kMath * kMathRegs <= 65536, "setmaxnreg: the CTA
 // kWide (below): the producers widen (80 registers), the math warps hold no A registers (144)
 constexpr int kProdRegsW = 80, kMathRegsW = 144;
 static_assert(128 * kProdRegsW + kMath * kMathRegsW <= 65536, "setmaxnreg: the CTA's pool");
+// kIlp (below): the producers hold a slot's 4 raw words and more in flight (104), math 136
+constexpr int kProdRegsI = 104, kMathRegsI = 136;
+static_assert(128 * kProdRegsI + kMath * kMathRegsI <= 65536, "setmaxnreg: the CTA's pool");
 
 // Dynamic shared memory (1024-aligned base): raw code stages | 2 query tiles | scale words |
 // 2 x per column | stage masks.
@@ -244,8 +247,11 @@ __device__ __forceinline__ void math_sync() {
 // factors while it widens (K2SmemW's fac: one 16-B load a slot in the math warps instead of
 // two bytes-to-float decodes and the window test in each of the quad's 4 lanes); the scale
 // words themselves are read only on the slow path.
+// kIlp (512, with kLean): the producer's widening loads a tile's raw words before its stores
+// (session 8 visit 2's ncu of x: the widening ran serialized, load -> widen -> store, ~0.12
+// IPC on the producer warp, which then bounded w, x and y).
 constexpr int kPipe = 1, kProd4 = 2, kArr4 = 4, kBox1 = 8, kRaw1 = 16, kFull = 32, kWide = 64,
-              kLean = 128, kFac = 256;
+              kLean = 128, kFac = 256, kIlp = 512;
 // DIAG (bench-only diagnostics, fp32, the logits are garbage): 1 = math only (the producer
 // copies nothing: the stages hold zero codes and in-window scale words written once, each
 // tile a plain arrival), 2 = copies only (the math warps wait, read the stage and release it,
@@ -256,7 +262,7 @@ template <bool BF16, int V, int DIAG = 0>
 __global__ void __launch_bounds__(kThreads, 1)
     mxk2_kernel(const __grid_constant__ CUtensorMap kmap, const K2Params p) {
 #if IXL_SM90_DEVICE
-  constexpr bool WIDE = (V & kWide) != 0, FAC = (V & kFac) != 0;
+  constexpr bool WIDE = (V & kWide) != 0, FAC = (V & kFac) != 0, ILP = (V & kIlp) != 0;
   constexpr int S = WIDE ? kWideS : kStages; // the math warps' ring (WIDE: the wide stages)
   constexpr int NPW = (V & kProd4) ? 4 : 1;  // producer warps
   constexpr bool PIPE = (V & kPipe) != 0, ARR4 = (V & kArr4) != 0, BOX1 = (V & kBox1) != 0;
@@ -266,6 +272,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr bool LEAN = (V & kLean) != 0;
   static_assert(!LEAN || WIDE, "kLean: with kWide");
   static_assert(!FAC || LEAN, "kFac: with kLean");
+  static_assert(!ILP || LEAN, "kIlp: with kLean");
   constexpr int NC = kH, NJ = NC / 8;
   using LW = K2SmemW<FAC>;
   using L = std::conditional_t<WIDE, LW, K2Smem<BOX1>>;
@@ -307,7 +314,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (warp >= 4 * kNWG) {
     // the whole warpgroup; then the warps past NPW leave (WIDE: the widening needs more)
-    setmaxnreg_dec<WIDE ? kProdRegsW : kProdRegs>();
+    setmaxnreg_dec<ILP ? kProdRegsI : WIDE ? kProdRegsW : kProdRegs>();
     const int pw = warp - 4 * kNWG;
     if (pw >= NPW) return;
     if (DIAG == 1 || DIAG == 3) { // math only: this warp's stages once, zero codes, 2^0 scales
@@ -389,9 +396,21 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
           for (int h = 0; h < 2; h++) {
             const int i = lane + 32 * h; // slot i: its 4 groups of 16 raw bytes, conflict-free
+            // ILP: the slot's 4 raw words of 16 B and its scale word loaded before its stores
+            // (else ptxas keeps each load behind the last group's stores: the same generic
+            // pointers; all 8 at once spill at 80 registers)
+            uint4 wv[4];
+            uint32_t kv = 0;
+            if constexpr (ILP) {
+#pragma unroll
+              for (int g = 0; g < 4; g++)
+                wv[g] = *reinterpret_cast<const uint4 *>(src + ixl_v2mx_raw_off(i, g));
+              kv = w_rsc[wr * kTile + i];
+            }
 #pragma unroll
             for (int g = 0; g < 4; g++) {
-              const uint4 w = *reinterpret_cast<const uint4 *>(src + ixl_v2mx_raw_off(i, g));
+              const uint4 w = ILP ? wv[g]
+                                  : *reinterpret_cast<const uint4 *>(src + ixl_v2mx_raw_off(i, g));
               uint4 ev, od;
               ixl_sm90_e2m1x8_widen(w.x, &ev.x, &od.x);
               ixl_sm90_e2m1x8_widen(w.y, &ev.y, &od.y);
@@ -400,7 +419,7 @@ __global__ void __launch_bounds__(kThreads, 1)
               *reinterpret_cast<uint4 *>(dst + ixl_v2mx_ss_off(i, g, 0, 0)) = ev;
               *reinterpret_cast<uint4 *>(dst + ixl_v2mx_ss_off(i, g, 0, 1)) = od;
             }
-            const uint32_t kwv = w_rsc[wr * kTile + i];
+            const uint32_t kwv = ILP ? kv : w_rsc[wr * kTile + i];
             s_sc[ww * kTile + i] = kwv;
             if constexpr (FAC) { // the math warps' COMB factors of this slot (their formulas)
               const uint32_t e0 = kwv & 0xFFu, e1 = (kwv >> 8) & 0xFFu, e2 = (kwv >> 16) & 0xFFu,
@@ -552,7 +571,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   // ------------------------------------------------------------------ the math warpgroups
-  setmaxnreg_inc<WIDE ? kMathRegsW : kMathRegs>();
+  setmaxnreg_inc<ILP ? kMathRegsI : WIDE ? kMathRegsW : kMathRegs>();
   const int mt = tid, wg = tid >> 7, wwarp = (tid & 127) >> 5;
   // (kLean: through launder, which ptxas keeps in registers: it re-read SR_TID.X every tile)
   const int wt = LEAN ? (int)launder((uint32_t)(tid & 127)) : tid & 127;
@@ -991,6 +1010,7 @@ int log2_exact(int64_t v) {
 //   w kProd4 | kWide (the producers widen, SS wgmma; session 8, not yet run on a GPU);
 //   x kProd4 | kWide | kLean (w with laundered barrier addresses and lane indices);
 //   y kProd4 | kWide | kLean | kFac (x with the key factors decoded by the producers);
+//   z x + kIlp, Y y + kIlp (the producer's loads of a tile before its stores; not yet run);
 //   bench-only diagnostics (DIAG above, fp32 calls; garbage logits; bf16 calls run p): M math
 //   only of p, m the math alone of p, C copies only of p, c copies only of b, r copies only of
 //   R, 7 copies only with one producer warp and 4 arrivals.
@@ -1000,7 +1020,7 @@ int k2ws_mode() {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_K2WS");
     if (!e) return (int)kK2wsDefault;
-    static const char known[] = "1pqbR45MmCcr7wxy";
+    static const char known[] = "1pqbR45MmCcr7wxyzY";
     for (const char *k = known; *k; k++)
       if (e[0] == *k && e[1] == 0) return (int)*k;
     return 0;
@@ -1060,8 +1080,11 @@ int launch_k2(ixl_ctx *ctx, const CUtensorMap &map, K2Params p, const char *name
             (V & kRaw1)   ? ", one bulk copy a page"
             : (V & kBox1) ? ", one TMA box a page"
             : (V & kFull) ? ", full tiles' own reduction"
-            : (V & kFac)  ? ", codes widened and key factors decoded by the producers (SS A, 6 "
-                            "raw stages a warp), lean barriers"
+            : (V & kFac)  ? ((V & kIlp) ? ", codes widened and key factors decoded by the "
+                                          "producers (SS A), lean barriers, loads first"
+                                        : ", codes widened and key factors decoded by the "
+                                          "producers (SS A, 6 raw stages a warp), lean barriers")
+            : (V & kIlp)  ? ", codes widened by the producers into SS A, lean barriers, loads first"
             : (V & kWide) ? ((V & kLean) ? ", codes widened by the producers into SS A (6 raw "
                                            "stages a warp), lean barriers"
                                          : ", codes widened by the producers into SS A (6 raw "
@@ -1140,6 +1163,9 @@ extern "C" int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, i
       case 'w': return launch_k2<true, kProd4 | kWide>(ctx, map, p, name, st);
       case 'x': return launch_k2<true, kProd4 | kWide | kLean>(ctx, map, p, name, st);
       case 'y': return launch_k2<true, kProd4 | kWide | kLean | kFac>(ctx, map, p, name, st);
+      case 'z': return launch_k2<true, kProd4 | kWide | kLean | kIlp>(ctx, map, p, name, st);
+      case 'Y':
+        return launch_k2<true, kProd4 | kWide | kLean | kFac | kIlp>(ctx, map, p, name, st);
       case 'b': if (box1) return launch_k2<true, kB>(ctx, map, p, name, st); break;
       case 'R': if (box1) return launch_k2<true, kR>(ctx, map, p, name, st); break;
       default: break;
@@ -1154,6 +1180,8 @@ extern "C" int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, i
     case 'w': return launch_k2<false, kProd4 | kWide>(ctx, map, p, name, st);
     case 'x': return launch_k2<false, kProd4 | kWide | kLean>(ctx, map, p, name, st);
     case 'y': return launch_k2<false, kProd4 | kWide | kLean | kFac>(ctx, map, p, name, st);
+    case 'z': return launch_k2<false, kProd4 | kWide | kLean | kIlp>(ctx, map, p, name, st);
+    case 'Y': return launch_k2<false, kProd4 | kWide | kLean | kFac | kIlp>(ctx, map, p, name, st);
     case 'b': if (box1) return launch_k2<false, kB>(ctx, map, p, name, st); break;
     case 'R': if (box1) return launch_k2<false, kR>(ctx, map, p, name, st); break;
     case 'M': return launch_k2<false, kProd4, 1>(ctx, map, p, name, st);

@@ -16,7 +16,7 @@
  *   nothing left unwritten (the output is poisoned first).
  *
  * Sets IXL_LOGITS_V2_MX_K2WS=q (the default) unless the environment sets it (p, b, R, 1, 4, 5,
- * w, x, y:
+ * w, x, y, z, Y:
  * the kernel's other variants; =0: the kernels before, as a control; the -inf check is then
  * skipped: mx_kernel writes the same, but SPEC leaves it unspecified); pins logits v2. Skips
  * (passes) without a CUDA GPU of sm_90 or newer.
@@ -103,7 +103,7 @@ static void run_case(const k2c *c) {
       !g_fake && sw && sw[1] == 0 &&
       (sw[0] == '1' || sw[0] == 'p' || sw[0] == 'q' || sw[0] == 'b' || sw[0] == 'R' ||
        sw[0] == '4' || sw[0] == '5' || sw[0] == 'w' || sw[0] == 'x' ||
-       sw[0] == 'y');
+       sw[0] == 'y' || sw[0] == 'z' || sw[0] == 'Y');
   const uint16_t *gbp = gb->data, *cbp = cb->data;
   const float *gfp = gf->data, *cfp = cf->data, *ctp = ct->data;
   int64_t bad = 0, fbad = 0, ibad = 0, defined = 0, nans = 0;
