@@ -603,7 +603,13 @@ __device__ __forceinline__ int32_t block_tiles(const Params &p, int64_t b, int32
 // NOMMA (IXL_LOGITS_V2_FP8_K1=8: K1=1's, 9: K1=7's; timing ablations, wrong results): the
 // math warpgroups skip their wgmma (a never-true runtime condition keeps one in the code) and
 // reduce a zeroed accumulator: the epilogue's and the walk's time without the tensor pipe.
-template <int H, bool HALVES, bool PING, bool RELU2, int MW = 2, bool NOMMA = false>
+// SP (IXL_LOGITS_V2_FP8_K1=d, e: with K1=6's relu; development): the producer's work spread over
+// the producer warpgroup's 4 warps, one a scheduler (warp pw issues the tiles i % 4 == pw and the
+// queries of the blocks those tiles start; every warp then writes a quarter of the -inf fill),
+// instead of one warp on scheduler 0, whose ~100 instructions a tile there delay the math
+// warps of that scheduler, and with them every warpgroup's wgmma (.sync.aligned).
+template <int H, bool HALVES, bool PING, bool RELU2, int MW = 2, bool NOMMA = false,
+          bool SP = false>
 __global__ void __launch_bounds__(k1_threads<MW>(), 1)
     k1_fp8_kernel(const __grid_constant__ CUtensorMap kmap,
                   const __grid_constant__ CUtensorMap qmap, const Params p) {
@@ -613,6 +619,8 @@ __global__ void __launch_bounds__(k1_threads<MW>(), 1)
   constexpr bool PAIRS = MW == 4, TRIO = MW == 3;
   static_assert(MW == 2 || (!HALVES && !PING), "PAIRS, TRIO: the plain loop only");
   static_assert(MW >= 2 && MW <= 4, "2, 3 or 4 math warpgroups");
+  static_assert(!SP || MW == 2 || MW == 3, "SP: a whole producer warpgroup");
+  constexpr int NP = SP ? 4 : 1; // producer warps
   using L = Smem<H>;
   // 1024-B aligned (the 128B swizzle's period; DeepGEMM's form): every buffer is the window's
   // base + a constant, so nothing but the prologue's results lives across the setmaxnreg
@@ -704,11 +712,27 @@ __global__ void __launch_bounds__(k1_threads<MW>(), 1)
     const int tid = threadIdx.x, lane = tid & 31, pw = (tid - 128 * MWG) >> 5;
     const int64_t b0 = info[0], nunits = info[2];
     const int32_t o0 = (int32_t)info[1];
-    if (pw == 0) {
-      // ------------------------------------------------------------ producer warp
+    // ------------------------------------------------------------ -inf fill (warps 1-3; SP: all
+    // 4, after their tiles)
+    auto fill = [&]() {
+      const int ft = tid - 128 * MWG - (SP ? 0 : 32), nf = NT - 128 * MWG - (SP ? 0 : 32);
+      const float ninf = __uint_as_float(0xff800000u);
+      for (int64_t b = blockIdx.x; b < p.nb; b += gridDim.x)
+        for (int rb = 0; rb < RB; ++rb) {
+          const int64_t row = b * RB + rb;
+          if (row >= p.R) break;
+          const RowK r = row_k(p, row);
+          float *o = p.out + row * p.out_cols;
+          const int64_t a = r.a - r.base, e = r.e - r.base;
+          for (int64_t c = ft; c < a; c += nf) o[c] = ninf;
+          for (int64_t c = e + ft; c < p.out_cols; c += nf) o[c] = ninf;
+        }
+    };
+    if (SP || pw == 0) {
+      // ------------------------------------------------------------ producer warp(s)
       int64_t b = b0;
       int32_t o = o0, tlo = 0, nt = nunits ? block_tiles<RB>(p, b, tlo) : 0;
-      int stage = 0, qslot = 0;
+      int stage = SP ? pw : 0, qslot = 0;
       uint32_t eph = 1, qeph = 3; // fresh barriers pass on parity 1; bit s: Q slot s
       for (int64_t i = 0; i < nunits; ++i) {
         bool fresh = i == 0;
@@ -716,6 +740,10 @@ __global__ void __launch_bounds__(k1_threads<MW>(), 1)
           do nt = block_tiles<RB>(p, ++b, tlo);
           while (nt == 0);
           o = 0, qslot ^= 1, fresh = true;
+        }
+        if (SP && fresh && (int)(i & (NP - 1)) != pw) {
+          qeph ^= 1u << qslot; // another warp loads this block's queries: the slot's phase
+          fresh = false;
         }
         if (fresh) { // the block's queries (TMA) and weights (lanes, permuted)
           float wv[256 / 32];
@@ -743,6 +771,7 @@ __global__ void __launch_bounds__(k1_threads<MW>(), 1)
             ptx::mbarrier_arrive(&qfull[qslot]);
           }
         }
+        if (SP && (int)(i & (NP - 1)) != pw) continue; // another warp's tile
         // the tile's keys by TMA (lane 0: + tx), its 64 scales by cp.async (zero past N), each
         // lane's arrival when its copies land: the loop never waits on a global load
         const int32_t k0 = (tlo + o) * kTile, ka = k0 + lane, kb = ka + 32;
@@ -759,22 +788,16 @@ __global__ void __launch_bounds__(k1_threads<MW>(), 1)
           ptx::cp_async_bulk_tensor(ptx::space_cluster, ptx::space_global,
                                     s_codes + stage * kTileBytes, &kmap, c, &full[stage]);
         }
-        if (++stage == kStages) stage = 0, eph ^= 1;
-      }
-    } else {
-      // ------------------------------------------------------------ -inf fill (warps 1-3)
-      const int ft = tid - 128 * MWG - 32, nf = NT - 128 * MWG - 32;
-      const float ninf = __uint_as_float(0xff800000u);
-      for (int64_t b = blockIdx.x; b < p.nb; b += gridDim.x)
-        for (int rb = 0; rb < RB; ++rb) {
-          const int64_t row = b * RB + rb;
-          if (row >= p.R) break;
-          const RowK r = row_k(p, row);
-          float *o = p.out + row * p.out_cols;
-          const int64_t a = r.a - r.base, e = r.e - r.base;
-          for (int64_t c = ft; c < a; c += nf) o[c] = ninf;
-          for (int64_t c = e + ft; c < p.out_cols; c += nf) o[c] = ninf;
+        if constexpr (SP) {
+          stage += NP;
+          if (stage >= kStages) stage -= kStages, eph ^= 1;
+        } else if (++stage == kStages) {
+          stage = 0, eph ^= 1;
         }
+      }
+      if constexpr (SP) fill();
+    } else {
+      fill();
     }
   } else {
   // ---------------------------------------------------------------- math warpgroups
@@ -1357,6 +1380,8 @@ static ixl_status launch_cfg(ixl_ctx *ctx, const ixl_logits_call *c, Params &p) 
 // IXL_LOGITS_V2_FP8_K1=b (development): the trio form (TRIO, k1_fp8_kernel<H, .., 3>): 3 math
 // warpgroups taking the half-tiles in turn, 512 threads at 128 registers; the same sums as K1=1.
 // IXL_LOGITS_V2_FP8_K1=c (development): K1=b with K1=6's relu (the same sums as K1=6).
+// IXL_LOGITS_V2_FP8_K1=d (development): K1=1 with the producer's work spread over 4 warps, one
+// a scheduler (SP, above the kernel); e: the same with K1=6's relu. The same sums as K1=1 / 6.
 // IXL_LOGITS_V2_FP8_K1=8 and 9 (timing ablations, wrong results): K1=1 and K1=7 without their
 // wgmma (NOMMA): the epilogue's time alone, against noepi's (the wgmma's alone).
 // IXL_LOGITS_V2_FP8_K1=4 and 5 were timing ablations of the epilogue (no weight loads; also no
@@ -1368,13 +1393,14 @@ static int k1_mode() {
   static const int mode = [] {
     const char *e = getenv("IXL_LOGITS_V2_FP8_K1");
     if (e && e[0] >= '0' && e[0] <= '9' && e[1] == 0) return e[0] - '0';
-    if (e && e[0] >= 'a' && e[0] <= 'c' && e[1] == 0) return 10 + e[0] - 'a';
+    if (e && e[0] >= 'a' && e[0] <= 'e' && e[1] == 0) return 10 + e[0] - 'a';
     return 1;
   }();
   return mode;
 }
 static bool k1_on() { return k1_mode() != 0; }
-template <int H, bool HALVES, bool PING, bool RELU2, int MW = 2, bool NOMMA = false>
+template <int H, bool HALVES, bool PING, bool RELU2, int MW = 2, bool NOMMA = false,
+          bool SP = false>
 static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
   using L = k1::Smem<H>;
   const ixl_qk *in = c->in;
@@ -1382,7 +1408,7 @@ static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
   const int dev = ixl_ctx_device(ctx);
   const bool slot = dev >= 0 && dev < 64;
   if (!slot || !ready[dev].load(std::memory_order_relaxed)) {
-    cudaError_t e = cudaFuncSetAttribute(k1::k1_fp8_kernel<H, HALVES, PING, RELU2, MW, NOMMA>,
+    cudaError_t e = cudaFuncSetAttribute(k1::k1_fp8_kernel<H, HALVES, PING, RELU2, MW, NOMMA, SP>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, L::alloc);
     if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaFuncSetAttribute (logits v2 K1)");
     if (slot) ready[dev].store(1, std::memory_order_relaxed);
@@ -1419,7 +1445,7 @@ static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
     cudaGetSymbolAddress((void **)&p.prof, g_prof);
   }
   ixl_status st = ixl::launch_pdl(ctx, "logits v2 fp8 K1 kernel",
-                                  k1::k1_fp8_kernel<H, HALVES, PING, RELU2, MW, NOMMA>,
+                                  k1::k1_fp8_kernel<H, HALVES, PING, RELU2, MW, NOMMA, SP>,
                                   dim3((unsigned)grid), dim3(k1::k1_threads<MW>()), L::alloc,
                                   1, kmap, qmap, p);
   if (prof && st == IXL_OK) { // per math warp and tile, in SM clocks
@@ -1512,6 +1538,8 @@ ixl_status launch(ixl_ctx *ctx, const ixl_logits_call *c) {
            : k1_mode() == 10 ? launch_k1<H, false, false, true, 4>(ctx, c)
            : k1_mode() == 11 ? launch_k1<H, false, false, false, 3>(ctx, c)
            : k1_mode() == 12 ? launch_k1<H, false, false, true, 3>(ctx, c)
+           : k1_mode() == 13 ? launch_k1<H, false, false, false, 2, false, true>(ctx, c)
+           : k1_mode() == 14 ? launch_k1<H, false, false, true, 2, false, true>(ctx, c)
                             : launch_k1<H, false, false, false>(ctx, c);
   return c->reduction == IXL_REDUCE_BF16 ? launch_mode<H, M_K1, true>(ctx, c, p)
                                          : launch_mode<H, M_K1, false>(ctx, c, p);
