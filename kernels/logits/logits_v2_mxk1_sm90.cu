@@ -139,7 +139,7 @@ constexpr int kVarOneCode = 512; // one math loop for both warpgroups (instructi
 constexpr int kVarNoMma = 1024;  // timing ablation (WRONG results): no wgmma in the tile loop
 constexpr int kVarNoWiden = 4;   // timing ablation (WRONG results): kVarWarpProd, no widening
 constexpr int kVarAblations =
-    kVarNoEpi | kVarNoMath | kVarNoMma | kVarNoWiden | 32768 | 65536 | 131072; // (S8 bits, below)
+    kVarNoEpi | kVarNoMath | kVarNoMma | kVarNoWiden | 32768 | 65536; // (S8 bits, below)
 // the prologue's global loads issued together (session 6's query-tile loop waited on one load
 // per iteration, ~11 round trips a CTA), the first kSR tiles' copies issued before the tiles
 constexpr int kVarEarly = 2048;
@@ -155,6 +155,9 @@ constexpr int kVarS8NoWiden = 65536;
 // timing ablation (WRONG results) on kVarS8All: 8 rows a CTA, 4 a math warpgroup (m64n128k32
 // IGMMA into one 64-register accumulator; the e4m3 path is not built): the next step's price
 constexpr int kVarRows8 = 131072;
+// the s8 path's 8 IGMMA a tile as two independent chains (the main k blocks into one s32
+// accumulator, the overflow blocks into another, added as integers): half the dependent depth
+constexpr int kVarS8Split = 262144;
 #if IXL_SM90_DEVICE
 // NR rows from R0 on (of a math warpgroup's 2): the epilogue's compile-time row set
 template <int R0, int NR> struct Rows {
@@ -174,7 +177,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr bool kS8 = VAR & kVarS8, kS8All = VAR & kVarS8All, kRows8 = VAR & kVarRows8;
   constexpr int kRowsV = kRows8 ? 8 : kRows, kNCV = kRowsV / 2 * kH; // rows a CTA, columns a WG
   constexpr int kRW = kRowsV / 2;                                      // rows a math warpgroup
-  static_assert(!kRows8 || kS8All, "8 rows a CTA: the s8 path on every tile (no e4m3 path)");
+  static_assert(!kRows8 || kS8, "8 rows a CTA: on the s8 path (the e4m3 path a row at a time)");
+  constexpr bool kSplit8 = VAR & kVarS8Split;
+  // the s8 path's weights from shared memory (8 rows with the e4m3 fallback: registers)
+  constexpr bool kW8Smem = kRows8 && !kS8All;
   using L = Smem<kSR, kSW, (VAR & kVarRoll) != 0, kS8, kNCV>;
   constexpr int kWStage = kTile * 128 * (kS8 ? 2 : 1); // a widened stage's bytes
   static_assert(!kS8 || !(VAR & (kVarWarpProd | kVarRoll)), "s8: on the kernel of c only");
@@ -321,7 +327,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       ok = ixl_mxk1_col_s8(qw, G8, &sh, &qmin) && s_hf[tid];
       s_hb8[tid] = sh;
       // 2^(qmin - 129) (qmin >= 99 where the column is fast): exact, a normal product
-      s_wq8[tid] = ok ? __fmul_rn(s_wo[tid], __uint_as_float((uint32_t)(qmin - 2) << 23)) : 0.0f;
+      const float wq8 = ok ? __fmul_rn(s_wo[tid], __uint_as_float((uint32_t)(qmin - 2) << 23)) : 0.0f;
+      if (!kW8Smem) s_wq8[tid] = wq8;
+      else if (BF16) reinterpret_cast<__nv_bfloat16 *>(s_wq8)[tid] = __float2bfloat16_rn(wq8);
+      else s_wq8[tid] = __fmul_rn(wq8, 0.5f); // kW8Smem: read from here by the head sums
     }
     all8 = __syncthreads_and(ok) || kS8All;
     if (all8) {
@@ -529,9 +538,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   }
   // kS8: the s8 path's folded weights (2^(qmin - 129) instead of 2^(qc - 127))
-  float wf8[kS8 && !BF16 ? 2 * NJ : 1];
-  __nv_bfloat162 wb8[kS8 && BF16 ? 2 * NJ : 1];
-  if constexpr (kS8) {
+  // (kW8Smem: read from shared memory in the head sums, halved for fp32, as bf16 for bf16)
+  float wf8[kS8 && !kW8Smem && !BF16 ? 2 * NJ : 1];
+  __nv_bfloat162 wb8[kS8 && !kW8Smem && BF16 ? 2 * NJ : 1];
+  if constexpr (kS8 && !kW8Smem) {
 #pragma unroll
     for (int j = 0; j < NJ; j++) {
       if (BF16) {
@@ -645,8 +655,13 @@ __global__ void __launch_bounds__(kThreads, 1)
               const int jl = r * JR + jj, j = R0 * JR + jl, q = kSplit ? jj >> 1 : 0;
               const float x = a[4 * jl + 2 * h + c];
               // kRoll: the folded weights from shared memory (their 16 registers spilled)
-              float wfj = W8 ? wf8[BF16 || !kS8 ? 0 : 2 * j + c] : wf[BF16 ? 0 : 2 * j + c];
-              if (kRoll) {
+              float wfj = W8 ? wf8[BF16 || !kS8 || kW8Smem ? 0 : 2 * j + c]
+                             : wf[BF16 ? 0 : 2 * j + c];
+              if (kW8Smem && W8) {
+                const float2 w2 = *reinterpret_cast<const float2 *>(&s_wq8[cb + 8 * j + 2 * t4]);
+                wfj = c ? w2.y : w2.x;
+              }
+              if ((kRoll || kRows8) && !W8) { // kRows8: the e4m3 fallback's, from smem too
                 const float2 w2 = *reinterpret_cast<const float2 *>(&s_wh[cb + 8 * j + 2 * t4]);
                 wfj = c ? w2.y : w2.x;
               }
@@ -695,13 +710,18 @@ __global__ void __launch_bounds__(kThreads, 1)
           const uint32_t first = keep ? got : mine, second = keep ? mine : got;
           __nv_bfloat162 w0, w1;
           if (FOLD) {
-            if (kRoll) {
+            if ((kRoll || kRows8) && !W8) {
               const int n = cb + 8 * j + 2 * (t4 & 1);
               w0 = *reinterpret_cast<const __nv_bfloat162 *>(&s_wb[n]);
               w1 = *reinterpret_cast<const __nv_bfloat162 *>(&s_wb[n + 4]);
+            } else if (W8 && kW8Smem) {
+              const int n = cb + 8 * j + 2 * (t4 & 1);
+              const __nv_bfloat16 *w8h = reinterpret_cast<const __nv_bfloat16 *>(s_wq8);
+              w0 = *reinterpret_cast<const __nv_bfloat162 *>(&w8h[n]);
+              w1 = *reinterpret_cast<const __nv_bfloat162 *>(&w8h[n + 4]);
             } else if (W8) {
-              w0 = wb8[BF16 && kS8 ? 2 * j : 0];
-              w1 = wb8[BF16 && kS8 ? 2 * j + 1 : 0];
+              w0 = wb8[BF16 && kS8 && !kW8Smem ? 2 * j : 0];
+              w1 = wb8[BF16 && kS8 && !kW8Smem ? 2 * j + 1 : 0];
             } else {
               w0 = wb[2 * j];
               w1 = wb[2 * j + 1];
@@ -810,7 +830,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
 
   if constexpr (kRows8) {
-    // ---- the 8-row ablation: every tile on the s8 path, 4 rows (N = 128) a math warpgroup
+    // ---- 8 rows a CTA, 4 (N = 128) a math warpgroup: the tiles whose exponents fold on the s8
+    // path (one m64n128 s32 accumulator, or two with kSplit8), the others (none under the
+    // ablation kS8All) on the e4m3 path one row at a time (N = 32, 4 accumulators of 16: two
+    // rows spill; the session-7 epilogue with its row R0; the weights from shared memory)
     for (int t = 0; t < T; t++) {
       const int s = t % kSW;
       ixl_mxk1_wait(bar_full + 8 * s, (uint32_t)(t / kSW) & 1u);
@@ -823,30 +846,77 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       const int tb = t * kTile;
       const uint32_t dalo = dwlo + (uint32_t)s * (kWStage / 16);
-      uint32_t acc8[kNCV / 2];
-      wgmma_fence();
+      uint32_t use8 = 1u;
+      if (!kS8All) asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(use8) : "r"(tf_addr + 4 * s));
+      if (use8) {
+        uint32_t acc8[kNCV / 2], accb[kSplit8 ? kNCV / 2 : 1];
+        wgmma_fence();
 #pragma unroll
-      for (int g = 0; g < 4; g++)
-        ixl_mxk1_igmma<kNCV>(acc8, desc(dalo + 2 * g), desc(dq8lo + 2 * g), g);
+        for (int g = 0; g < 4; g++)
+          ixl_mxk1_igmma<kNCV>(acc8, desc(dalo + 2 * g), desc(dq8lo + 2 * g), g);
 #pragma unroll
-      for (int g = 0; g < 4; g++)
-        ixl_mxk1_igmma<kNCV>(acc8, desc(dalo + 512 + 2 * g),
-                             desc(dq8lo + kNCV * 128 / 16 + 2 * g), 1);
-      wgmma_commit();
-      Slots d = {};
-      uint32_t k0a, k0b;
-      asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(k0a) : "r"(k8_addr + s * (kTile * 4)));
-      asm volatile("ld.shared.u32 %0, [%1];\n"
-                   : "=r"(k0b)
-                   : "r"(k8_addr + s * (kTile * 4) + 32));
-      d.ck0[0] = __uint_as_float(k0a), d.ck0[1] = __uint_as_float(k0b);
-      wgmma_wait<0>();
-      fence_operand(acc8);
-      ixl_mxk1_arrive(bar_empty + 8 * s);
-      float x[kNCV / 2];
+        for (int g = 0; g < 4; g++) {
+          if constexpr (kSplit8)
+            ixl_mxk1_igmma<kNCV>(accb, desc(dalo + 512 + 2 * g),
+                                 desc(dq8lo + kNCV * 128 / 16 + 2 * g), g);
+          else
+            ixl_mxk1_igmma<kNCV>(acc8, desc(dalo + 512 + 2 * g),
+                                 desc(dq8lo + kNCV * 128 / 16 + 2 * g), 1);
+        }
+        wgmma_commit();
+        Slots d = {};
+        uint32_t k0a, k0b;
+        asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(k0a) : "r"(k8_addr + s * (kTile * 4)));
+        asm volatile("ld.shared.u32 %0, [%1];\n"
+                     : "=r"(k0b)
+                     : "r"(k8_addr + s * (kTile * 4) + 32));
+        d.ck0[0] = __uint_as_float(k0a), d.ck0[1] = __uint_as_float(k0b);
+        wgmma_wait<0>();
+        fence_operand(acc8);
+        if constexpr (kSplit8) fence_operand(accb);
+        ixl_mxk1_arrive(bar_empty + 8 * s);
+        float x[kNCV / 2];
 #pragma unroll
-      for (int e = 0; e < kNCV / 2; e++) x[e] = __int2float_rn((int)acc8[e]);
-      reduce(Rows<0, kRW>{}, std::true_type{}, x, d, tb, std::true_type{});
+        for (int e = 0; e < kNCV / 2; e++) // exact: |I| < 2^22 (either sum alone too)
+          x[e] = __int2float_rn(kSplit8 ? (int)(acc8[e] + accb[e]) : (int)acc8[e]);
+        reduce(Rows<0, kRW>{}, std::true_type{}, x, d, tb, std::true_type{});
+        continue;
+      }
+      if constexpr (!kS8All) {
+        const Slots d = load_slots(s); // before the stage's release (the last row's wgmma)
+        float acc[4][kH / 2]; // one row: N = 32 (4 accumulators of 16; 2 rows spilled)
+        auto row = [&](auto r_tag) {
+          constexpr int r = decltype(r_tag)::value; // row r: columns 32 r ..
+          const uint32_t dq = dqlo + (uint32_t)r * (kH * 128 / 16);
+          wgmma_fence();
+#pragma unroll
+          for (int g = 0; g < 2; g++)
+            wgmma_e4m3_ss<kH>(acc[g], desc(dalo + 2 * g), desc(dq + 2 * g), 0);
+          wgmma_commit();
+#pragma unroll
+          for (int g = 2; g < 4; g++)
+            wgmma_e4m3_ss<kH>(acc[g], desc(dalo + 2 * g), desc(dq + 2 * g), 0);
+          wgmma_commit();
+          wgmma_wait<1>();
+          fence_operand(acc[0]);
+          fence_operand(acc[1]);
+          if (!d.qslow) {
+#pragma unroll
+            for (int e = 0; e < kH / 2; e++)
+              acc[0][e] = __fmaf_rn(acc[1][e], d.cr1[(e >> 1) & 1], acc[0][e]);
+          }
+          fence_operand(acc[0]);
+          wgmma_wait<0>();
+#pragma unroll
+          for (int g = 0; g < 4; g++) fence_operand(acc[g]);
+          if (r == kRW - 1) ixl_mxk1_arrive(bar_empty + 8 * s); // the stage's last reads
+          epilogue(Rows<r, 1>{}, std::true_type{}, acc, d, tb);
+        };
+        row(std::integral_constant<int, 0>{});
+        row(std::integral_constant<int, 1>{});
+        row(std::integral_constant<int, 2>{});
+        row(std::integral_constant<int, 3>{});
+      }
     }
   } else if constexpr (kRoll) {
     // ---- rolling pipeline: each row is its own m64n32 batch (4 wgmma into its own 4 group
@@ -1034,7 +1104,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 // wgmma, no epilogue), q (the same with kVarWarpProd), m (6 without the tile loop's wgmma:
 // kVarNoMma), w (6 without the producer's widening: kVarNoWiden), t (s with every tile on the s8
 // path, folded or not: kVarS8All), x (t with the producer's e4m3 widening: kVarS8NoWiden), y
-// (t with 8 rows a CTA, 4 a math warpgroup: kVarRows8).
+// (t with 8 rows a CTA, 4 a math warpgroup: kVarRows8), k (y with two IGMMA chains:
+// kVarS8Split). Session 8, NOT yet run on a GPU: z (s with 8 rows a CTA: kVarRows8, the e4m3
+// fallback one row at a time), v (z with two IGMMA chains).
 // Measured on the H200 and no longer built (2026-12-02, session 6 visit 3; K1 2048x8192 fp32 /
 // bf16 / 4096x65536, WS=1: 419 / 394 / 7,094 us): the math warpgroups taking turns to issue
 // on two mbarriers 430 / 405 / 7,299, raw stages released by an mbarrier (no producer
@@ -1058,7 +1130,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 constexpr int kWsUnset = kVarBase | kVarEarly | kVarSleep | kVarBigChunk;
 int ws_mode() {
   static const int v = [] {
-    switch (env_switch("IXL_LOGITS_V2_MX_WS", "156789abcdghmwefpqstxy", 'u')) {
+    switch (env_switch("IXL_LOGITS_V2_MX_WS", "156789abcdghkmvwefpqstxyz", 'u')) {
       case 'u': return kWsUnset; // g
       case '1':
       case '5': return kVarBase;
@@ -1078,6 +1150,11 @@ int ws_mode() {
                        kVarS8NoWiden;
       case 'y': return kVarBase | kVarEarly | kVarSleep | kVarBigChunk | kVarS8 | kVarS8All |
                        kVarRows8;
+      case 'k': return kVarBase | kVarEarly | kVarSleep | kVarBigChunk | kVarS8 | kVarS8All |
+                       kVarRows8 | kVarS8Split;
+      case 'z': return kVarBase | kVarEarly | kVarSleep | kVarBigChunk | kVarS8 | kVarRows8;
+      case 'v': return kVarBase | kVarEarly | kVarSleep | kVarBigChunk | kVarS8 | kVarRows8 |
+                       kVarS8Split;
       case 'm': return kVarBase | kVarEarly | kVarWarpProd | kVarNoMma;
       case 'w': return kVarBase | kVarEarly | kVarWarpProd | kVarNoWiden;
       case 'e': return kVarBase | kVarNoEpi;
@@ -1171,6 +1248,11 @@ extern "C" int ixl_cuda_logits_v2_mxk1(ixl_ctx *ctx, const ixl_logits_call *c, i
                   kVarS8NoWiden)
     IXL_MXK1_CASE(kVarBase | kVarEarly | kVarSleep | kVarBigChunk | kVarS8 | kVarS8All |
                   kVarRows8)
+    IXL_MXK1_CASE(kVarBase | kVarEarly | kVarSleep | kVarBigChunk | kVarS8 | kVarS8All |
+                  kVarRows8 | kVarS8Split)
+    IXL_MXK1_CASE(kVarBase | kVarEarly | kVarSleep | kVarBigChunk | kVarS8 | kVarRows8)
+    IXL_MXK1_CASE(kVarBase | kVarEarly | kVarSleep | kVarBigChunk | kVarS8 | kVarRows8 |
+                  kVarS8Split)
     IXL_MXK1_CASE(kVarBase | kVarEarly | kVarWarpProd | kVarNoMma)
     IXL_MXK1_CASE(kVarBase | kVarEarly | kVarWarpProd | kVarNoWiden)
     IXL_MXK1_CASE(kVarBase | kVarNoEpi)
