@@ -327,7 +327,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       ok = ixl_mxk1_col_s8(qw, G8, &sh, &qmin) && s_hf[tid];
       s_hb8[tid] = sh;
       // 2^(qmin - 129) (qmin >= 99 where the column is fast): exact, a normal product
-      const float wq8 = ok ? __fmul_rn(s_wo[tid], __uint_as_float((uint32_t)(qmin - 2) << 23)) : 0.0f;
+      const float wq8 =
+          ok ? __fmul_rn(s_wo[tid], __uint_as_float((uint32_t)(qmin - 2) << 23)) : 0.0f;
       if (!kW8Smem) s_wq8[tid] = wq8;
       else if (BF16) reinterpret_cast<__nv_bfloat16 *>(s_wq8)[tid] = __float2bfloat16_rn(wq8);
       else s_wq8[tid] = __fmul_rn(wq8, 0.5f); // kW8Smem: read from here by the head sums
