@@ -908,8 +908,10 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
 // 8/8 and test_cuda_logits [v2] sparse + mxfp4_page_sizes 17/17 with K5WS=p, racecheck 0
 // hazards small (mxk5 test) and memcheck 0 errors small (test_cuda_logits sparse + page sizes,
 // ragged p routed), IXL_PDL=1; ragged K5 4096x16K mxfp4 H32 2,140.2 (j; three runs within 0.3
-// us) -> 2,125.2 us (-0.7 %). (j before, since session 8's visit 1: 2,194 (5) -> 2,121 us; 5
-// before that, since session 7: 2,310 (3) -> 2,213.)
+// us) -> 2,125.2 us (-0.7 %). Visit 3 with p / 8 the defaults: test_cuda_logits every test, the
+// mxk5 test on 2 seeds, racecheck and memcheck small of both programs clean; 2,119.9 (p, three
+// runs) against 2,137.0 (j) and 2,136.5 (k): -0.8 %. (j before, since session 8's visit 1:
+// 2,194 (5) -> 2,121 us; 5 before that, since session 7: 2,310 (3) -> 2,213.)
 // IXL_LOGITS_V2_MX_K5WS=0: the kernels of logits_v2_mx_sm90.cu.
 constexpr char kK5wsDefault = 'p';
 int k5ws_mode() {
@@ -930,7 +932,8 @@ int k5ws_mode() {
 // Unset: kK5pwsDefault = 8 since session 8's visit 2 (H200, 2026-12-02): test_cuda_logits [v2]
 // sparse + mxfp4_page_sizes 17/17 with K5PWS=8 (ragged p routed), racecheck 0 hazards and
 // memcheck 0 errors small on the same tests with K5PWS=8 (IXL_PDL=1); paged K5 64x16K page 128
-// 58.0 (4; three runs within 0.3 us) -> 50.9 us (-12 %; three runs 50.7-51.0). (4 before, since
+// 58.0 (4; three runs within 0.3 us) -> 50.9 us (-12 %; three runs 50.7-51.0); visit 3 (8 the
+// default, every check above clean): 50.1-50.3 against 57.5-57.6 (4). (4 before, since
 // session 7's visit 1: 67.7 (2) -> 58.5 us; 2 before that.) IXL_LOGITS_V2_MX_K5PWS=0:
 // mx_kernel<K5P>.
 constexpr char kK5pwsDefault = '8';
