@@ -7,8 +7,9 @@
 //   mode, so a K5 column and the K2 bf16 logit at its position come from the same instructions
 //   (SPEC 3: bitwise equal, checked on the H200 for pages 16-128 and sbk 4-128);
 // - K1 with the fp32 reduction: k1_fp8_kernel (one key tile shared by 256 / H rows in one
-//   m64n256k32; below), 4096x65536 5.17 ms = 57 % of the fp8 peak on the H200 (2026-12-02);
-//   IXL_LOGITS_V2_FP8_K1=0 sends it to v2_fp8_kernel as before;
+//   m64n256k32; below) with K1=6's relu by default (session 8), 4096x65536 4.98 ms = 57 % of
+//   the fp8 peak on the H200 (2026-12-02); IXL_LOGITS_V2_FP8_K1=1 the plain relu (5.13 ms),
+//   0 sends it to v2_fp8_kernel as before;
 // - K1 (bf16; fp32 too under IXL_LOGITS_V2_FP8_K1=0) and ragged K5: v2_fp8_kernel (both, so
 //   K5 == K1 holds either way), their key scales
 //   loaded by the producer's lanes, each lane arriving on the full barrier after its stores
@@ -1348,8 +1349,9 @@ static ixl_status launch_cfg(ixl_ctx *ctx, const ixl_logits_call *c, Params &p) 
   return st;
 }
 
-// K1 fp8 fp32 on k1_fp8_kernel by default (IXL_LOGITS_V2_FP8_K1 unset or 1; read once per
-// process; 0: v2_fp8_kernel). The failure that turned it off (session 5's last visit: one logit
+// K1 fp8 fp32 on k1_fp8_kernel by default (IXL_LOGITS_V2_FP8_K1 unset: K1=6's relu below,
+// since session 8; 1: the plain relu, the default before; read once per process; 0:
+// v2_fp8_kernel). The failure that turned it off (session 5's last visit: one logit
 // 105.433 against the CPU's 105.893, seed 3979308392) was the test's bound, not the kernel:
 // v2_fp8_kernel gives the same 105.433 (the fp8 wgmma's ~13-bit alignment on an element whose
 // conditioning T is 254x the logit: 2^-15.8 T), and test_cuda_logits_fp8v2 now bounds such
@@ -1364,26 +1366,27 @@ static ixl_status launch_cfg(ixl_ctx *ctx, const ixl_logits_call *c, Params &p) 
 // IXL_LOGITS_V2_FP8_K1=3: k1_fp8_kernel<H, false, true, 0>, the ping-pong of the math
 // warpgroups' wgmma (named barriers; see the kernel): parity on 5 seeds, synccheck clean, but
 // slower (H200 2026-12-02: 4096x65536 5591 us against K1=1's 5152), so not the limit.
-// IXL_LOGITS_V2_FP8_K1=6 (development): the fast path's relu(x) w as (x + |x|) w, the doubled
-// sum halved at the end (k1_epilogue's RELU2: FADD |x| on the FMA pipe instead of FMNMX.NAN on
-// the ALU pipe; the same bits as K1=1 unless a partial sum is subnormal or above 2^127). H200
-// (2026-12-02, session 7): visit 1's form (the producer halving the weights) 4096x65536 4983 us
-// against K1=1's 5137 (-3 %), fp8v2's dense tests pass; visit 2's (the halving only where exact,
-// two epilogues in the kernel) 5364 against 5132, parity and racecheck clean; this form (one
-// epilogue, no halving) not yet run.
-// IXL_LOGITS_V2_FP8_K1=7 (development, session 8): k1_fp8_kernel<H, false, false, false, 4>,
-// the pairs form: 4 math warpgroups (2 pairs, each warpgroup an m64n128 half of the pair's
-// tile), 576 threads at 96 registers, so 4 math warps a scheduler; the same sums as K1=1.
-// IXL_LOGITS_V2_FP8_K1=a (development): K1=7 with K1=6's relu, (x + |x|) w and the doubled sum
-// halved (the FMA pipe instead of the ALU pipe for relu; the same bits as K1=7 unless a partial
-// sum is subnormal or above 2^127).
-// IXL_LOGITS_V2_FP8_K1=b (development): the trio form (TRIO, k1_fp8_kernel<H, .., 3>): 3 math
-// warpgroups taking the half-tiles in turn, 512 threads at 128 registers; the same sums as K1=1.
-// IXL_LOGITS_V2_FP8_K1=c (development): K1=b with K1=6's relu (the same sums as K1=6).
-// IXL_LOGITS_V2_FP8_K1=d (development): K1=1 with the producer's work spread over 4 warps, one
-// a scheduler (SP, above the kernel); e: the same with K1=6's relu. The same sums as K1=1 / 6.
+// IXL_LOGITS_V2_FP8_K1=6 (the default since session 8): the fast path's relu(x) w as (x + |x|) w,
+// the doubled sum halved at the end (k1_epilogue's RELU2: FADD |x| on the FMA pipe instead of
+// FMNMX.NAN on the ALU pipe; the same bits as K1=1 unless a partial sum is subnormal or above
+// 2^127). H200, session 8: racecheck and memcheck small clean (visit 3), test_cuda_logits_fp8v2
+// 7/7 on seeds 9191, 9393, 9797 (on 9797 every result hash equal to K1=1's), test_cuda_logits
+// v2's K1 tests 4/4; visit 3, same run: 2048x8192 304.8 -> 295.7 us, 4096x65536 5129.9 -> 4975.7
+// (57 % of the 1509 TFLOP/s peak), 8192x131072 21017 -> 20715. (Session 7 tried two other forms:
+// the producer halving the weights, and the halving only where exact, 5364 us.)
+// Development forms of session 8 (H200 visit 2; every one's result hashes equal to K1=1's or
+// K1=6's, racecheck and memcheck small clean for 7 and b), slower than K1=1, so off:
+// IXL_LOGITS_V2_FP8_K1=7: k1_fp8_kernel<H, false, false, false, 4>, the pairs form: 4 math
+// warpgroups (2 pairs, each warpgroup an m64n128 half of the pair's tile), 576 threads at 96
+// registers, 4 math warps a scheduler; 4096x65536 5684 us against K1=1's 5116 (two m64n128 a
+// tile cost the wgmma side 10 %: noepi 3154 against 2854). a: K1=7 with K1=6's relu, 5433.
+// b: the trio form (TRIO, k1_fp8_kernel<H, .., 3>): 3 math warpgroups taking the half-tiles in
+// turn, 512 threads at 128 registers, 5559; c: K1=b with K1=6's relu, 5389.
+// d: K1=1 with the producer's work spread over 4 warps, one a scheduler (SP, above the kernel),
+// 5167 against 5130 (visit 3); e: the same with K1=6's relu, 4989 against K1=6's 4976.
 // IXL_LOGITS_V2_FP8_K1=8 and 9 (timing ablations, wrong results): K1=1 and K1=7 without their
-// wgmma (NOMMA): the epilogue's time alone, against noepi's (the wgmma's alone).
+// wgmma (NOMMA): 3757 and 3445 us at 4096x65536, against noepi's 2854: the math warps'
+// instruction stream, not the tensor pipe, bounds K1.
 // IXL_LOGITS_V2_FP8_K1=4 and 5 were timing ablations of the epilogue (no weight loads; also no
 // shuffles): on the H200 (2026-12-02) 4096x65536 4870 and 4873 us against 5174 (noepi 2927): the
 // loads and shuffles are 6 % of it; the epilogue's FP work itself (128 FMNMX + 128 FFMA a tile
@@ -1394,7 +1397,7 @@ static int k1_mode() {
     const char *e = getenv("IXL_LOGITS_V2_FP8_K1");
     if (e && e[0] >= '0' && e[0] <= '9' && e[1] == 0) return e[0] - '0';
     if (e && e[0] >= 'a' && e[0] <= 'e' && e[1] == 0) return 10 + e[0] - 'a';
-    return 1;
+    return 6; // K1=6's relu by default (session 8, visit 3)
   }();
   return mode;
 }
