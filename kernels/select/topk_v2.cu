@@ -1186,7 +1186,7 @@ __device__ __forceinline__ void column_order(const uint32_t *W, const uint32_t *
 // the row as cs = 1 does (the exact kk-th key from the buffer, or the exact radix over the whole
 // row; the bitmaps, the column order, the store). The same candidates as one CTA (keys >= the
 // same t0), so the same results; the buffer's order is not used.
-// STG (IXL_TOPK_V2_SSTG=ns, off by default): the CTAs [stg_lo, 2 stg_lo) (the first wave's
+// STG (IXL_TOPK_V2_SSTG=ns, 12000 by default, 0 off): the CTAs [stg_lo, 2 stg_lo) (the first wave's
 // second half, stg_lo = the SMs) wait stg_ns before they start, so an SM's two CTAs stream and
 // finish (sample, tail) out of phase; the CTAs that replace them keep the phase. Nothing else
 // changes (a timing change only).
@@ -2319,9 +2319,13 @@ extern "C" void ixl_topk_v2_dev_reload(void) {
   d.cstream = num("IXL_TOPK_V2_CSTREAM", -1);
   if (d.cstream != 0 && d.cstream != 2 && d.cstream != 4 && d.cstream != 8 && d.cstream != 16)
     d.cstream = -1;
-  // the streaming kernel's staggered first wave (ns; 0, the default: off)
-  d.sstg = num("IXL_TOPK_V2_SSTG", 0);
-  if (d.sstg < 0 || d.sstg > 1000000) d.sstg = 0;
+  // the streaming kernel's staggered first wave (ns; 0 off); 12000 the default since session
+  // 8's visit 3 (H200: the stream and cstream tests and topk_v2_staggered (600 x 131072 rows
+  // at 18 us) bitwise with it in visit 2, racecheck 0 hazards and memcheck 0 errors on the
+  // small staggered case in visit 3; batch us, source 4096 causal x 131072 fp32 k512 745.6 ->
+  // 735.5 (visit 2) and 753.0 -> 738.9 (visit 3); no other shape takes it)
+  d.sstg = num("IXL_TOPK_V2_SSTG", 12000);
+  if (d.sstg < 0 || d.sstg > 1000000) d.sstg = 12000;
   // the short kernel's staggered first wave (ns a slot; 0, the default: off)
   d.shstg = num("IXL_TOPK_V2_SHSTG", 0);
   if (d.shstg < 0 || d.shstg > 1000000) d.shstg = 0;

@@ -1165,7 +1165,7 @@ TEST(large_topk_shapes_match_cpu_on_sampled_rows) {
   large_topk(64, 131072, 512, 1, 4);
 }
 
-/* select v2's staggered first waves (off by default): the streaming kernel's
+/* select v2's staggered first waves: the streaming kernel's (on by default at 12 us)
  * (IXL_TOPK_V2_SSTG, more than two waves of rows that need clusters) and the short kernel's
  * (IXL_TOPK_V2_SHSTG, more than one wave of short rows: three fp32 CTAs an SM); under
  * IXL_TEST_SMALL one case of 300 streamed rows (past two waves of 132 SMs) for the sanitizers */
@@ -1277,8 +1277,8 @@ TEST(bench_topk) {
    * v2:cstN rows that need clusters streamed by a cluster of up to N CTAs each
    * (IXL_TOPK_V2_CSTREAM=N; v2:cst0 never, v2 where the rows stream and two CTAs a row fit
    * one wave), v2:cst16f the same fused; v2:sstgN the streaming kernel's first
-   * wave's second half N us late (IXL_TOPK_V2_SSTG=N000); v2:shstgN the short kernel's first
-   * wave's SM slot j j N us late (IXL_TOPK_V2_SHSTG=N000);
+   * wave's second half N us late (IXL_TOPK_V2_SSTG=N000; 12 by default, v2:sstg0 off);
+   * v2:shstgN the short kernel's first wave's SM slot j j N us late (IXL_TOPK_V2_SHSTG=N000);
    * v2:old = every round-4 switch off
    * (SHORT=0, SPIPE=0, SPF=0, SMU=64: the defaults before this round, whatever they are now) */
   static const char *const modes[] = {"v1",       "v2",       "v2:cs1",    "v2:cs2",
@@ -1295,7 +1295,7 @@ TEST(bench_topk) {
                                       "v2:cst4",  "v2:cst8",  "v2:cst16",  "v2:cst16f",
                                       "v2:shc0",  "v2:short1024", "v2:sstg12", "v2:sstg18",
                                       "v2:sstg24", "v2:cst0",  "v2:shstg2", "v2:shstg4",
-                                      "v2:shstg6"};
+                                      "v2:shstg6", "v2:sstg0"};
   const char *only_modes = getenv("IXL_TOPK_BENCH_MODES");
   const char *only_shapes = getenv("IXL_TOPK_BENCH_SHAPES"); /* WORD,...: shapes naming one */
   const int nmodes = (int)(sizeof modes / sizeof modes[0]);
