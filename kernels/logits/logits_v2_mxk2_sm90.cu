@@ -1,6 +1,6 @@
 // logits/logits_v2_mxk2_sm90.cu - K2 (dense paged decode) for MXFP4 keys at H 32 on a
 // warp-specialized, persistent kernel (issue 13), behind IXL_LOGITS_V2_MX_K2WS (read once a
-// process, k2ws_mode below; unset: kK2wsDefault = q; 0: logits_v2_mx_sm90.cu's mx_kernel<K2>,
+// process, k2ws_mode below; unset: p for fp32, q for bf16; 0: logits_v2_mx_sm90.cu's mx_kernel<K2>,
 // unchanged; the other letters and digits: this kernel's variants V). The hook is the paged
 // branch of ixl_cuda_logits_v2_mx, after its own checks (mx_takes); calls with K3's block
 // scores, H 64 or a page size this kernel does not take stay there.
@@ -38,11 +38,16 @@
 //   pointer pass through a shfl once (launder): ptxas recomputed them from the thread index
 //   in every tile (~40 of ~316 SASS instructions a tile and thread).
 //
-// H200, 2026-12-02 (session 7, visit 2, snapshot 60a46d4, medians of 20, L2 flushed), switch q
-// (the default): 64 x 128K fp32 309.7 us (mx_kernel<K2> 438.7), bf16 312.4 (432.7), 16 x 128K
-// 88.9 (119.3), 1 x 128K 15.0 (18.3); test_cuda_logits_mxk2 14/14 (slow_paths_overflow_to_inf
-// under the T = +inf rule), test_cuda_logits v2 18/18, IXL_PDL=1 small 4/4, memcheck and
-// racecheck small clean. p 301.5 us (q without the full-tile path, not sanitizer-checked yet);
+// H200, 2026-12-02, session 8 (medians of 20, L2 flushed): the defaults p (fp32) and q (bf16);
+// visit 3: p 64 x 128K fp32 301.2 us (q 309.6, mx_kernel<K2> ~436), 16 x 128K 86.4 (88.8),
+// 1 x 128K 14.7 (14.7); bf16 64 x 128K q 311.6 (p 313.3). Visit 2: the producer-widening SS
+// variants w / x / y correct and sanitizer-clean but producer-bound: 64 x 128K fp32 372 / 352
+// / 359 us (1 x 128K 14.2 / 14.0 / 13.95); z / Y (their widening's loads first) not yet run.
+// Session 7 (visit 2, snapshot 60a46d4), switch q (then the default): 64 x 128K fp32 309.7 us
+// (mx_kernel<K2> 438.7), bf16 312.4 (432.7), 16 x 128K 88.9 (119.3), 1 x 128K 15.0 (18.3);
+// test_cuda_logits_mxk2 14/14 (slow_paths_overflow_to_inf under the T = +inf rule),
+// test_cuda_logits v2 18/18, IXL_PDL=1 small 4/4, memcheck and racecheck small clean. p
+// 301.5 us (q without the full-tile path; sanitizer-checked in session 8's visit 3);
 // the math alone (m) 269.7, math only (M) 289.9: the math bounds the kernel; copies only by one
 // bulk copy a page (r) 148.2 (bytes floor ~140). Open: copies only with TMA boxes and 4
 // producer warps (C; visit 1's 9 and 3 too) faults at 64 x 128K ("unspecified launch
@@ -1003,11 +1008,11 @@ int log2_exact(int64_t v) {
 }
 
 // IXL_LOGITS_V2_MX_K2WS, read once a process: one character (0, unset-but-empty or anything
-// else: off, mx_kernel; unset: kK2wsDefault):
+// else: off, mx_kernel; unset: kK2wsDefault for fp32 calls, kK2wsDefaultBf16 for bf16 ones):
 //   1 V = 0 (session 6's kernel: one producer warp, 128 arrivals a stage, no pipelining);
 //   p kProd4 (4 producer warps); q kProd4 | kFull; b kProd4 | kBox1 (page size 64, else p);
 //   R kProd4 | kBox1 | kRaw1 (page size 64, else p); 4 kPipe | kProd4 | kArr4; 5 kProd4 | kArr4;
-//   w kProd4 | kWide (the producers widen, SS wgmma; session 8, not yet run on a GPU);
+//   w kProd4 | kWide (the producers widen, SS wgmma; session 8: correct, producer-bound);
 //   x kProd4 | kWide | kLean (w with laundered barrier addresses and lane indices);
 //   y kProd4 | kWide | kLean | kFac (x with the key factors decoded by the producers);
 //   z x + kIlp, Y y + kIlp (the producer's loads of a tile before its stores; not yet run);
@@ -1015,17 +1020,22 @@ int log2_exact(int64_t v) {
 //   only of p, m the math alone of p, C copies only of p, c copies only of b, r copies only of
 //   R, 7 copies only with one producer warp and 4 arrivals.
 // (H200 visit 1 of session 7: 2, 3, 6, 8, 9 measured and dropped; see bench_mxk2.md.)
-constexpr char kK2wsDefault = 'q'; // H200 session 7 visit 2: parity, sanitizers clean, faster
-int k2ws_mode() {
+// H200 session 8 (visits 1-3, medians of 20, same runs): p vs q at 64x128K fp32 299.3 / 299.8
+// / 301.2 us vs 307.1 / 308.2 / 309.6, 16x128K 85.6 / 86.0 / 86.4 vs 88.1 / 88.5 / 88.8; bf16
+// 64x128K 311.3 / 311.2 / 313.3 vs 309.9 / 310.6 / 311.6 (q ahead by 0.2-0.5 %). Visit 3: p
+// test_cuda_logits_mxk2 14/14, racecheck and memcheck small clean, the v2 paged tests 6/6.
+// So fp32 calls take p, bf16 calls keep q (session 7 visit 2's default).
+constexpr char kK2wsDefault = 'p', kK2wsDefaultBf16 = 'q';
+int k2ws_mode(bool bf16) {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_K2WS");
-    if (!e) return (int)kK2wsDefault;
+    if (!e) return (int)'D'; // the defaults
     static const char known[] = "1pqbR45MmCcr7wxyzY";
     for (const char *k = known; *k; k++)
       if (e[0] == *k && e[1] == 0) return (int)*k;
     return 0;
   }();
-  return v;
+  return v == 'D' ? (int)(bf16 ? kK2wsDefaultBf16 : kK2wsDefault) : v;
 }
 
 // The codes' tensor map (the pages as rows of 64 B, box 64 B x box rows: Pt, or 68 for BOX1's
@@ -1094,7 +1104,7 @@ int launch_k2(ixl_ctx *ctx, const CUtensorMap &map, K2Params p, const char *name
             : DIAG == 2 ? ", DIAG copies only"
             : DIAG == 3 ? ", DIAG the math alone"
                         : "",
-            (char)k2ws_mode(),
+            (char)k2ws_mode(BF16),
             fits ? "" : ": does not fit an SM, mx_kernel runs it");
   }
   if (!fits) return 0;
@@ -1112,7 +1122,8 @@ int launch_k2(ixl_ctx *ctx, const CUtensorMap &map, K2Params p, const char *name
 } // namespace
 
 extern "C" int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, ixl_status *st) {
-  const int mode = k2ws_mode();
+  const bool bf16 = c->reduction == IXL_REDUCE_BF16;
+  const int mode = k2ws_mode(bf16);
   if (!mode) return 0;
   const ixl_qk *in = c->in;
   if (c->mode != IXL_LOGITS_DENSE_PAGED || c->H != 32 || c->bs || !in->k_pages || !in->q_scales)
@@ -1152,7 +1163,6 @@ extern "C" int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, i
   CUtensorMap map;
   if (!k2_map(&map, p.k_pages, (uint64_t)(num_pages * rows64), box1 ? 68 : Pt)) return 0;
   const char *name = "dense_logits_paged kernel (v2 mxfp4 K2WS)";
-  const bool bf16 = c->reduction == IXL_REDUCE_BF16;
   constexpr int kB = kProd4 | kBox1, kR = kProd4 | kBox1 | kRaw1;
   if (bf16) {
     switch (mode) {

@@ -13,9 +13,10 @@
 extern "C" {
 #endif
 // K2 (IXL_LOGITS_DENSE_PAGED) at H 32 on the warp-specialized kernel when IXL_LOGITS_V2_MX_K2WS
-// asks for it (read once a process; 0: off; unset: the kernel file's kK2wsDefault) and the call
-// suits it (no K3 block scores, a page size of 8, 16, 32 or a multiple of 64, a page stride that
-// is a multiple of 64 B, the tensor map encodes). Returns 1 when it launched (*st: the launch's
+// asks for it (read once a process; 0: off; unset: the kernel file's kK2wsDefault for fp32
+// calls, kK2wsDefaultBf16 for bf16 ones) and the call suits it (no K3 block scores, a page
+// size of 8, 16, 32 or a multiple of 64, a page stride that is a multiple of 64 B, the tensor
+// map encodes). Returns 1 when it launched (*st: the launch's
 // status), 0 when the caller's kernels run the call (nothing launched).
 int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, ixl_status *st);
 #ifdef __cplusplus

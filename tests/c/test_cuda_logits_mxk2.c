@@ -15,8 +15,8 @@
  * - both: -inf at every column at or past the context length (what the kernel writes), and
  *   nothing left unwritten (the output is poisoned first).
  *
- * Sets IXL_LOGITS_V2_MX_K2WS=q (the default) unless the environment sets it (p, b, R, 1, 4, 5,
- * w, x, y, z, Y:
+ * Sets IXL_LOGITS_V2_MX_K2WS=p (the fp32 default; bf16 calls default to q) unless the
+ * environment sets it (q, b, R, 1, 4, 5, w, x, y, z, Y:
  * the kernel's other variants; =0: the kernels before, as a control; the -inf check is then
  * skipped: mx_kernel writes the same, but SPEC leaves it unspecified); pins logits v2. Skips
  * (passes) without a CUDA GPU of sm_90 or newer.
@@ -183,7 +183,7 @@ int main(void) {
     tests_failed_++;
     printf("not ok - host_rules\n");
   }
-  const int st = mx_test_start("mxk2", "IXL_LOGITS_V2_MX_K2WS", "q");
+  const int st = mx_test_start("mxk2", "IXL_LOGITS_V2_MX_K2WS", "p");
   if (st <= 0) return st < 0;
   static const k2c big[] = {
       /* name, R, max_pages, P, extra stride, ctas, keys lo hi nan, query lo hi nan, tiny w,
