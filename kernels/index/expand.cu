@@ -296,14 +296,14 @@ extern "C" ixl_status ixl_cuda_expand(ixl_ctx *ctx, const ixl_tensor *cand,
   int32_t *idd = nsb ? (int32_t *)sparse_ids->data : nullptr;
   const int32_t *ked = (const int32_t *)row_ke->data;
   int32_t *endd = (int32_t *)end->data;
+  if (env_on("IXL_EXPAND_V1"))
+    return launch_pdl(ctx, "expand", expand_kernel, dim3((unsigned)R), dim3(NT), 0, 1, cd, T,
+                      ksd, ked, ratio, sparse_block_kv, idd, nsb, endd);
   if (use_narrow(ctx, R))
     return launch_pdl(ctx, "expand", expand_v2_kernel<128, 2048, 2048, 10>, dim3((unsigned)R),
                       dim3(128), 0, 1, cd, T, ksd, ked, ratio, sparse_block_kv, idd, nsb, endd);
-  if (!env_on("IXL_EXPAND_V1"))
-    return launch_pdl(ctx, "expand", expand_v2_kernel<512, 4096, 4096, 0>, dim3((unsigned)R),
-                      dim3(512), 0, 1, cd, T, ksd, ked, ratio, sparse_block_kv, idd, nsb, endd);
-  return launch_pdl(ctx, "expand", expand_kernel, dim3((unsigned)R), dim3(NT), 0, 1, cd, T, ksd,
-                    ked, ratio, sparse_block_kv, idd, nsb, endd);
+  return launch_pdl(ctx, "expand", expand_v2_kernel<512, 4096, 4096, 0>, dim3((unsigned)R),
+                    dim3(512), 0, 1, cd, T, ksd, ked, ratio, sparse_block_kv, idd, nsb, endd);
 }
 
 // The process's PDL switch (cuda/launch.cuh) from C: mode 0 / 1 turns PDL off / on for the rest
