@@ -123,6 +123,19 @@ static int mx_test_start(const char *tag, const char *switch_name, const char *s
   return 1;
 }
 
+/* A test of host rules (no GPU; it runs and counts on every machine, before mx_test_start):
+ * the generator seeded with 12345, rules() true for "ok - name", else "not ok - name". */
+static void mx_test_host(const char *name, int (*rules)(void)) {
+  rand_seed(RAND_SPLITMIX64, 12345);
+  if (rules()) {
+    tests_passed_++;
+    printf("ok - %s\n", name);
+  } else {
+    tests_failed_++;
+    printf("not ok - %s\n", name);
+  }
+}
+
 /* One case: the generator seeded from the run's seed and the case's index i (so a case repeats
  * alone under IXL_TEST_ONLY), run(c), then "ok" or "not ok - name" counted. */
 static void mx_test_case(const char *name, int i, void (*run)(const void *), const void *c) {

@@ -266,14 +266,7 @@ static void run_one(const void *c) { run_case((const k1c *)c); }
 
 int main(void) {
   /* the host rules first: they need no GPU, so they run (and count) on every machine */
-  rand_seed(RAND_SPLITMIX64, 12345);
-  if (host_rules()) {
-    tests_passed_++;
-    printf("ok - host_rules\n");
-  } else {
-    tests_failed_++;
-    printf("not ok - host_rules\n");
-  }
+  mx_test_host("host_rules", host_rules);
   /* the switch is read once a process, at the first K1 call: unset here runs the default */
   const int st = mx_test_start("mxk1", "IXL_LOGITS_V2_MX_WS", NULL);
   if (st <= 0) return st < 0;

@@ -175,14 +175,7 @@ static void run_one(const void *c) { run_case((const k2c *)c); }
 
 int main(void) {
   /* the host rules first: they need no GPU, so they run (and count) on every machine */
-  rand_seed(RAND_SPLITMIX64, 12345);
-  if (host_rules()) {
-    tests_passed_++;
-    printf("ok - host_rules\n");
-  } else {
-    tests_failed_++;
-    printf("not ok - host_rules\n");
-  }
+  mx_test_host("host_rules", host_rules);
   const int st = mx_test_start("mxk2", "IXL_LOGITS_V2_MX_K2WS", "p");
   if (st <= 0) return st < 0;
   static const k2c big[] = {
