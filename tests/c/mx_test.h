@@ -125,7 +125,7 @@ static int mx_test_start(const char *tag, const char *switch_name, const char *s
 
 /* A test of host rules (no GPU; it runs and counts on every machine, before mx_test_start):
  * the generator seeded with 12345, rules() true for "ok - name", else "not ok - name". */
-static void mx_test_host(const char *name, int (*rules)(void)) {
+static inline void mx_test_host(const char *name, int (*rules)(void)) {
   rand_seed(RAND_SPLITMIX64, 12345);
   if (rules()) {
     tests_passed_++;
