@@ -609,8 +609,16 @@ __device__ __forceinline__ int32_t block_tiles(const Params &p, int64_t b, int32
 // queries of the blocks those tiles start; every warp then writes a quarter of the -inf fill),
 // instead of one warp on scheduler 0, whose ~100 instructions a tile there delay the math
 // warps of that scheduler, and with them every warpgroup's wgmma (.sync.aligned).
+// LEAN (IXL_LOGITS_V2_FP8_K1=f: 3, g: 1, h: 2; development, with K1=6's relu; the same sums,
+// so K1=6's bits): fewer issue slots a tile in the math warps of the default form (visit 2 of
+// session 8: their instruction stream bounds K1). Bit 0: warp-uniform loop control (every
+// branch of the walk on a vote, so ptxas keeps the walk's stage, phase and Q slot in uniform
+// registers) and the tile's stage counted over every unit (tile i: stage i % kStages, as
+// before), the wgmma descriptors from their low words (tile_mma256_lo): UIADD3 / UMOV instead
+// of ~18 instructions (mask, shift, or, R2UR) a wgmma. Bit 1: the lane's output row pointer and
+// its range made once a block (int32 positions), not the 64-bit row index math at each store.
 template <int H, bool HALVES, bool PING, bool RELU2, int MW = 2, bool NOMMA = false,
-          bool SP = false>
+          bool SP = false, int LEAN = 0>
 __global__ void __launch_bounds__(k1_threads<MW>(), 1)
     k1_fp8_kernel(const __grid_constant__ CUtensorMap kmap,
                   const __grid_constant__ CUtensorMap qmap, const Params p) {
@@ -1108,14 +1116,26 @@ __global__ void __launch_bounds__(k1_threads<MW>(), 1)
       if (lane == 0) ptx::mbarrier_arrive(&qempty[cur.qslot]);
     }
   } else {
+  constexpr bool UNI = LEAN & 1, LST = LEAN & 2;
+  // UNI: a loop-control condition as a warp vote (every lane computes the same value: the
+  // vote tells ptxas so, and the values it guards stay in uniform registers)
+  auto U = [](bool c) { return UNI ? __any_sync(0xffffffffu, c) : c; };
   int64_t b = b0;
   int32_t o = o0, tlo = 0, nt = 0;
   RowK my[NQ];
+  float *orow[NQ]; // LST: the lane's rows' output pointers, at column 0 of the key array
   auto enter = [&]() {
     nt = block_tiles<RB>(p, b, tlo);
 #pragma unroll
-    for (int q = 0; q < NQ; ++q) my[q] = row_k(p, b * RB + rb_lane + q);
+    for (int q = 0; q < NQ; ++q) {
+      const int64_t row = b * RB + rb_lane + q;
+      my[q] = row_k(p, row);
+      if (LST) orow[q] = p.out + (row < p.R ? row * p.out_cols - my[q].base : 0);
+    }
   };
+  int ustage = 0; // UNI: the stage of unit i (i % kStages) and its phase
+  uint32_t uph = 0;
+  const uint32_t a_lo = UNI ? ixl_v2::desc_lo(s_codes) : 0, q_lo = UNI ? ixl_v2::desc_lo(s_q) : 0;
   int qslot = 0;
   float acc[128];
   if constexpr (NOMMA)
@@ -1137,17 +1157,21 @@ __global__ void __launch_bounds__(k1_threads<MW>(), 1)
   // issue slots: about MMA + epilogue per tile (5.17 ms at 4096x65536 against 2.88 without the
   // epilogue). In turn, one warpgroup's epilogue runs under the other's wgmma.
   if (PING && wg == 1) ixl_v2::named_bar_arrive(1, 256);
-  for (int64_t i = 0; i < nunits; ++i) {
-    if (i > 0 && ++o == nt) { // the block is done for both warpgroups' reads of this warp
+  for (int64_t i = 0; U(i < nunits); ++i) {
+    if (U(i > 0 && ++o == nt)) { // the block is done for both warpgroups' reads of this warp
       __syncwarp();
       if (lane == 0) ptx::mbarrier_arrive(&qempty[qslot]);
       do ++b, enter();
-      while (nt == 0);
+      while (U(nt == 0));
       o = 0, qslot ^= 1;
       mbar_wait(&qfull[qslot], (qfph >> qslot) & 1);
       qfph ^= 1u << qslot;
     }
-    if ((int)(i & 1) != wg) continue;
+    const int ust = ustage;
+    const uint32_t uphase = uph;
+    if (UNI && ++ustage == kStages) ustage = 0, uph ^= 1;
+    if (U((int)(i & 1) != wg)) continue;
+    if (UNI) stage = ust, fph = uphase;
     const bool pr = PING && p.prof && lane == 0; // PING only: the default kernel is unchanged
     long long ck = pr ? clock64() : 0;
     auto lap = [&](int k) {
@@ -1162,7 +1186,10 @@ __global__ void __launch_bounds__(k1_threads<MW>(), 1)
     const float sc0 = s_sc[stage * kTile + r0], sc1 = s_sc[stage * kTile + r0 + 8];
     if (PING) ixl_v2::named_bar_sync(1 + wg, 256);
     lap(1);
-    if (!NOMMA || p.out_cols < 0)
+    if (UNI)
+      ixl_v2::tile_mma256_lo(acc, a_lo + stage * (kTileBytes >> 4),
+                             q_lo + qslot * (kQBytes >> 4));
+    else if (!NOMMA || p.out_cols < 0)
       ixl_v2::tile_mma256(acc, s_codes + stage * kTileBytes, s_q + qslot * kQBytes);
     if (PING) ixl_v2::named_bar_arrive(2 - wg, 256);
     wgmma_wait<0>();
@@ -1182,8 +1209,11 @@ __global__ void __launch_bounds__(k1_threads<MW>(), 1)
     for (int v = 0; v < RB / 2; ++v) {
       const RowK &r = my[v / 2];
       const int32_t k = k0 + 8 * (v & 1);
-      if (k >= r.a && k < r.e)
+      if (LST) {
+        if (k >= r.a && k < r.e) orow[v / 2][k] = res[v];
+      } else if (k >= r.a && k < r.e) {
         p.out[(b * RB + rb_lane + v / 2) * p.out_cols + (k - r.base)] = res[v];
+      }
     }
     lap(3);
     if (pr) atomicAdd(&p.prof[4], 1ull);
@@ -1396,14 +1426,14 @@ static int k1_mode() {
   static const int mode = [] {
     const char *e = getenv("IXL_LOGITS_V2_FP8_K1");
     if (e && e[0] >= '0' && e[0] <= '9' && e[1] == 0) return e[0] - '0';
-    if (e && e[0] >= 'a' && e[0] <= 'e' && e[1] == 0) return 10 + e[0] - 'a';
+    if (e && e[0] >= 'a' && e[0] <= 'h' && e[1] == 0) return 10 + e[0] - 'a';
     return 6; // K1=6's relu by default (session 8, visit 3)
   }();
   return mode;
 }
 static bool k1_on() { return k1_mode() != 0; }
 template <int H, bool HALVES, bool PING, bool RELU2, int MW = 2, bool NOMMA = false,
-          bool SP = false>
+          bool SP = false, int LEAN = 0>
 static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
   using L = k1::Smem<H>;
   const ixl_qk *in = c->in;
@@ -1411,8 +1441,9 @@ static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
   const int dev = ixl_ctx_device(ctx);
   const bool slot = dev >= 0 && dev < 64;
   if (!slot || !ready[dev].load(std::memory_order_relaxed)) {
-    cudaError_t e = cudaFuncSetAttribute(k1::k1_fp8_kernel<H, HALVES, PING, RELU2, MW, NOMMA, SP>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, L::alloc);
+    cudaError_t e =
+        cudaFuncSetAttribute(k1::k1_fp8_kernel<H, HALVES, PING, RELU2, MW, NOMMA, SP, LEAN>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, L::alloc);
     if (e != cudaSuccess) return ixl_cuda_status(ctx, e, "cudaFuncSetAttribute (logits v2 K1)");
     if (slot) ready[dev].store(1, std::memory_order_relaxed);
   }
@@ -1448,7 +1479,7 @@ static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
     cudaGetSymbolAddress((void **)&p.prof, g_prof);
   }
   ixl_status st = ixl::launch_pdl(ctx, "logits v2 fp8 K1 kernel",
-                                  k1::k1_fp8_kernel<H, HALVES, PING, RELU2, MW, NOMMA, SP>,
+                                  k1::k1_fp8_kernel<H, HALVES, PING, RELU2, MW, NOMMA, SP, LEAN>,
                                   dim3((unsigned)grid), dim3(k1::k1_threads<MW>()), L::alloc,
                                   1, kmap, qmap, p);
   if (prof && st == IXL_OK) { // per math warp and tile, in SM clocks
@@ -1466,6 +1497,11 @@ static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
             v[7] ? (double)v[6] / (double)v[7] : 0.0);
   }
   return st;
+}
+// K1=f / g / h: K1=6 with k1_fp8_kernel's LEAN 3 / 1 / 2 (development; H 64 only, else K1=6).
+template <int H, int LEAN>
+static ixl_status launch_lean(ixl_ctx *ctx, const ixl_logits_call *c) {
+  return launch_k1<H, false, false, true, 2, false, false, H == 64 ? LEAN : 0>(ctx, c);
 }
 static bool k1_takes(const ixl_logits_call *c) {
   return k1_on() && c->mode == IXL_LOGITS_DENSE && c->in->k_pages == NULL &&
@@ -1543,6 +1579,10 @@ ixl_status launch(ixl_ctx *ctx, const ixl_logits_call *c) {
            : k1_mode() == 12 ? launch_k1<H, false, false, true, 3>(ctx, c)
            : k1_mode() == 13 ? launch_k1<H, false, false, false, 2, false, true>(ctx, c)
            : k1_mode() == 14 ? launch_k1<H, false, false, true, 2, false, true>(ctx, c)
+           // LEAN f / g / h (development, K1=6's relu; at H 64 only, else K1=6)
+           : k1_mode() == 15 ? launch_lean<H, 3>(ctx, c)
+           : k1_mode() == 16 ? launch_lean<H, 1>(ctx, c)
+           : k1_mode() == 17 ? launch_lean<H, 2>(ctx, c)
                             : launch_k1<H, false, false, false>(ctx, c);
   return c->reduction == IXL_REDUCE_BF16 ? launch_mode<H, M_K1, true>(ctx, c, p)
                                          : launch_mode<H, M_K1, false>(ctx, c, p);

@@ -387,6 +387,26 @@ __device__ __forceinline__ void tile_mma256(float (&acc)[128], const uint8_t *a,
   });
 }
 
+// tile_mma256 from the descriptors' low words (k1_fp8_kernel's LEAN & 1, IXL_LOGITS_V2_FP8_K1=f,
+// g): alo, blo = the low 32 bits of wgmma_desc(a / q, 128B swizzle, 16, 1024) (the start
+// address >> 4 in bits 0-13, LBO 1 in bits 16-29); k32 group g starts 32 g bytes on, + 2 g in
+// the low word (a start address below 256 KB: no carry out of bits 0-13); the high word
+// (SBO 64, the swizzle) a constant. The same descriptors as tile_mma256's: with the stage and
+// Q slot in uniform registers (warp-uniform loop control, the kernel's votes) ptxas builds them
+// with UIADD3 / UMOV, no R2UR.
+__device__ __forceinline__ uint32_t desc_lo(const void *smem) {
+  return (uint32_t)wgmma_desc(smem, IXL_SM90_SWIZZLE_128B, 16, 1024);
+}
+__device__ __forceinline__ void tile_mma256_lo(float (&acc)[128], uint32_t alo, uint32_t blo) {
+  const uint64_t hi = ixl_sm90_desc_bits(0, IXL_SM90_SWIZZLE_128B, 16, 1024) & ~0xffffffffull;
+  fence_operand(acc);
+  wgmma_fence();
+#pragma unroll
+  for (int g = 0; g < 4; ++g)
+    wgmma_m64n256k32_e4m3_ss(acc, hi | (alo + 2 * g), hi | (blo + 2 * g), g > 0);
+  wgmma_commit();
+}
+
 // cp.async.ca.shared.global 4 B with src-size (PTX ISA "cp.async"): src_bytes 0 zero-fills
 // the destination and reads nothing; then cp.async.mbarrier.arrive.noinc (PTX ISA
 // "cp.async.mbarrier.arrive"): an arrival on `bar` once this thread's earlier cp.async have
