@@ -219,6 +219,41 @@ __device__ __forceinline__ void wait_u32(uint32_t bar, uint32_t parity) {
 __device__ __forceinline__ void arrive_u32(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
+// wait_u32 with a sleep of ~ns between the polls (kSleep: the producer's empty-stage wait; it
+// is up to ~28 tiles ahead, and its polls took ~12 % of the SM's issued instructions in
+// session 8's ncu of q: 9 instructions x 22.6 polls a tile)
+__device__ __forceinline__ void wait_u32_sleep(uint32_t bar, uint32_t parity, unsigned ns) {
+  if (try_wait_u32(bar, parity)) return;
+  const long long t0 = clock64();
+  while (!try_wait_u32(bar, parity)) {
+    __nanosleep(ns);
+    if (clock64() - t0 > 60000000000LL) __trap();
+  }
+}
+
+// ldmatrix.sync.aligned.m8n8.x4.shared.b16 (kLdsm): lane l gets, of matrix m (its 8 rows of
+// 16 B at the addresses of lanes 8 m .. 8 m + 7), the word l % 4 of row l / 4 in d[m]
+// (volatile, as lds_u32)
+__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t &d0, uint32_t &d1, uint32_t &d2,
+                                        uint32_t &d3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(d0), "=r"(d1), "=r"(d2), "=r"(d3)
+               : "r"(addr)
+               : "memory");
+}
+
+// The fast path's deferred key factors r1 = 2^(ke1 - ke0), r2 = 2^(ke2 - ke0), r3 =
+// 2^(ke3 - ke2) of scale word kw (kLdsm), by bytes at once: z = (kw >> 8) + 0x7F7F7F7F -
+// [ke0, ke0, ke2, 0] has the base-256 digits ke1 - ke0 + 127, ke2 - ke0 + 127, ke3 - ke2 + 127
+// (each in [0, 255] when every byte lies in ixl_v2mx_comb_word's window 127 +- 25, so no digit
+// borrows or carries): the same bits as combine's (e + 127 - e') << 23 there; garbage
+// elsewhere (the slow path never reads them).
+__device__ __forceinline__ void comb_r123(uint32_t kw, float &r1, float &r2, float &r3) {
+  const uint32_t z = (kw >> 8) + 0x7F7F7F7Fu - __byte_perm(kw, 0u, 0x4200u);
+  r1 = __uint_as_float((z << 23) & 0x7F800000u);
+  r2 = __uint_as_float((z << 15) & 0x7F800000u);
+  r3 = __uint_as_float((z << 7) & 0x7F800000u);
+}
 
 // bar.sync on named barrier 1 over the math warpgroups only (the producer warp never joins).
 __device__ __forceinline__ void math_sync() {
@@ -255,8 +290,17 @@ __device__ __forceinline__ void math_sync() {
 // kIlp (512, with kLean): the producer's widening loads a tile's raw words before its stores
 // (session 8 visit 2's ncu of x: the widening ran serialized, load -> widen -> store, ~0.12
 // IPC on the producer warp, which then bounded w, x and y).
+// kLean without kWide (session 9): the RS path (p) with kLean's math-side laundering and
+// shared-window barrier addresses (the full wait, the empty arrival; the producer's empty
+// wait).
+// kLdsm (1024, with kLean, the RS path; not kBox1): per tile the codes by 2 ldmatrix.x4 (8
+// LDS.32 and their address math before), the fast path's key factors by comb_r123 (bytes at
+// once), computed under the wgmma; a tile with no keys leaves through its own branch (the -inf
+// stores' predicates were computed in every tile).
+// kSleep (2048, with kLean, the RS path): the producer sleeps between the polls of its empty
+// waits (wait_u32_sleep).
 constexpr int kPipe = 1, kProd4 = 2, kArr4 = 4, kBox1 = 8, kRaw1 = 16, kFull = 32, kWide = 64,
-              kLean = 128, kFac = 256, kIlp = 512;
+              kLean = 128, kFac = 256, kIlp = 512, kLdsm = 1024, kSleep = 2048;
 // DIAG (bench-only diagnostics, fp32, the logits are garbage): 1 = math only (the producer
 // copies nothing: the stages hold zero codes and in-window scale words written once, each
 // tile a plain arrival), 2 = copies only (the math warps wait, read the stage and release it,
@@ -275,9 +319,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   static_assert(S % NPW == 0, "a producer warp owns the stages w mod NPW");
   static_assert(!WIDE || (NPW == 4 && !PIPE && !ARR4 && !BOX1 && DIAG == 0), "WIDE: with p");
   constexpr bool LEAN = (V & kLean) != 0;
-  static_assert(!LEAN || WIDE, "kLean: with kWide");
-  static_assert(!FAC || LEAN, "kFac: with kLean");
-  static_assert(!ILP || LEAN, "kIlp: with kLean");
+  static_assert(!LEAN || (NPW == 4 && !PIPE && !ARR4 && !BOX1 && DIAG == 0), "kLean: with p");
+  static_assert(!FAC || (LEAN && WIDE), "kFac: with kLean and kWide");
+  static_assert(!ILP || (LEAN && WIDE), "kIlp: with kLean and kWide");
+  constexpr bool LDSM = (V & kLdsm) != 0, SLEEP = (V & kSleep) != 0;
+  static_assert(!LDSM || (LEAN && !WIDE && !FULL), "kLdsm: with kLean, the RS path");
+  static_assert(!SLEEP || (LEAN && !WIDE), "kSleep: with kLean, the RS path");
   constexpr int NC = kH, NJ = NC / 8;
   using LW = K2SmemW<FAC>;
   using L = std::conditional_t<WIDE, LW, K2Smem<BOX1>>;
@@ -508,6 +555,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       for (int64_t i = nw > kRawW ? nw - kRawW : 0; i < nw; i++) widen_next(); // the last ones
     } else {
+      // (kLean: the empty barriers' shared-window address)
+      const uint32_t b_empty = LEAN ? launder(smem_u32(s_empty)) : 0u;
       for (int64_t i = 0; i < nw; i++) {
         const int64_t k = pw + NPW * i;
         const int64_t pk = i << npclog; // the tile's first local piece (npc divides 32: a batch
@@ -540,7 +589,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int s = ps;
         if (DIAG == 3 && k >= S) break; // every stage signalled once
         // every lane: the stage's last tile (k - S) has been read
-        if (k >= S) mbar_wait(&s_empty[s], pq ^ 1u);
+        if constexpr (SLEEP) {
+          if (k >= S) wait_u32_sleep(b_empty + 8u * (uint32_t)s, pq ^ 1u, 128u);
+        } else if constexpr (LEAN) {
+          if (k >= S) wait_u32(b_empty + 8u * (uint32_t)s, pq ^ 1u);
+        } else {
+          if (k >= S) mbar_wait(&s_empty[s], pq ^ 1u);
+        }
         ps += NPW;
         if (ps >= S) {
           ps -= S;
@@ -610,6 +665,17 @@ __global__ void __launch_bounds__(kThreads, 1)
            : smem_u32(s_sc) + 4u * (uint32_t)i0);
   const int sh0 = (int)launder((uint32_t)(i0 >> p.ptlog)),
             sh1 = (int)launder((uint32_t)((i0 + 8) >> p.ptlog));
+  // kLdsm: this lane's row addresses (within a stage) of the tile's two ldmatrix.x4: matrix
+  // m = lane / 8 of the first holds group m / 2 (the second's: 2 + m / 2) of the slots
+  // 16 wwarp + 8 (m % 2) + 0 .. 7, so it returns r[m] (r[4 + m]) of the LDS.32 form
+  const int lm = lane >> 3, lslot = 16 * wwarp + (lane & 7) + 8 * (lm & 1);
+  const uint32_t ld_a = LDSM ? launder(ixl_v2mx_raw_off(lslot, lm >> 1)) : 0u,
+                 ld_b = LDSM ? launder(ixl_v2mx_raw_off(lslot, 2 + (lm >> 1))) : 0u;
+  // (kLdsm: the slot this lane stores, i0 + 8 my_h, and its piece's bit in the tile's mask:
+  // fp32 lanes t4 = 0, 1 store slots i0, i0 + 8; bf16 lanes t4 = 0, 2)
+  const int my_h = BF16 ? t4 >> 1 : t4 & 1;
+  const int my_i = LDSM ? (int)launder((uint32_t)(i0 + 8 * my_h)) : 0,
+            my_sh = LDSM ? (int)launder((uint32_t)((i0 + 8 * my_h) >> p.ptlog)) : 0;
   if (n <= 0) return;
   const int64_t rfirst = u0 / p.ntr, rlast = (u1 - 1) / p.ntr;
   int par = 0;
@@ -697,7 +763,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     // (seg_hi through launder: ptxas rebuilt it from 64-bit products twice a tile)
     const int seg_lo = (int)(mx64(u0, row * p.ntr) - u0),
               seg_hi = (int)launder((uint32_t)(mn64(u1, (row + 1) * p.ntr) - u0));
-    const int t0 = (int)(u0 - row * p.ntr); // tile k of the CTA is tile t0 + k of the row
+    // tile k of the CTA is tile t0 + k of the row (kLdsm: through launder, ptxas rebuilt it from
+    // 64-bit products every tile)
+    const int t0 = LDSM ? (int)launder((uint32_t)(u0 - row * p.ntr)) : (int)(u0 - row * p.ntr);
     int k = seg_lo + (wg - seg_lo % kNWG + kNWG) % kNWG;
     int s = k % S;                        // k's stage, kept as k steps by kNWG (< S)
     uint32_t kq = (uint32_t)(k / S) & 1u; // its phase parity
@@ -713,7 +781,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         float cr1[2], cr2[2], cr3[2];
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-          if constexpr (FAC) {
+          if constexpr (FAC || LDSM) {
             cr1[h] = fc[h][0];
             cr2[h] = fc[h][1];
             cr3[h] = fc[h][2];
@@ -781,7 +849,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
         }
         if (t4 < 2) { // lane 0 of the quad stores slot i0, lane 1 slot i0 + 8
-          const int i = i0 + 8 * t4;
+          const int i = LDSM ? my_i : i0 + 8 * t4;
           float v = t4 ? sum[1] : sum[0];
           if (FOLD) v = __fmul_rn(v, t4 ? ck0[1] : ck0[0]); // the deferred k0: exact
           const int nn = tb + i;
@@ -797,7 +865,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (FOLD) // the deferred k0: exact (a power of two, in range)
           res = __float2bfloat16_rn(__fmul_rn(__bfloat162float(res), keep ? ck0[1] : ck0[0]));
         if ((t4 & 1) == 0) {
-          const int i = i0 + 8 * keep;
+          const int i = LDSM ? my_i : i0 + 8 * keep;
           const int nn = tb + i;
           const uint16_t v = *reinterpret_cast<const uint16_t *>(&res);
           if (ALL) stg_u16(out_h + nn, v);
@@ -835,6 +903,61 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       const int tb = (t0 + k) * kTile; // the tile's first column
       const uint32_t st = raw_u32 + (uint32_t)s * (uint32_t)STB;
+      if constexpr (LDSM) { // (the RS path of p, leaner: see kLdsm)
+        wait_u32(b_full + 8u * (uint32_t)s, kq); // the codes (and mask) landed
+        const uint32_t m = s_meta[s];
+        if (__builtin_expect(m == 0, 0)) { // no key loaded: -inf
+          arrive_u32(b_empty + 8u * (uint32_t)s);
+          if (wt < kTile && tb + wt < ocols) {
+            if (BF16) stg_u16(out_h + tb + wt, 0xFF80u);
+            else stg_u32(out_f + tb + wt, 0xff800000u);
+          }
+          continue;
+        }
+        uint32_t r[8], kw[2];
+        ldsm_x4(st + ld_a, r[0], r[1], r[2], r[3]);
+        ldsm_x4(st + ld_b, r[4], r[5], r[6], r[7]);
+        const uint32_t sa = sc_u32 + ((uint32_t)s << 8);
+        kw[0] = lds_u32(sa);
+        kw[1] = lds_u32(sa + 32u);
+        arrive_u32(b_empty + 8u * (uint32_t)s); // every read of the stage is above
+#pragma unroll
+        for (int g = 0; g < 4; g++) {
+          ixl_sm90_e2m1x8_widen(r[2 * g], &a[g][0], &a[g][2]);
+          ixl_sm90_e2m1x8_widen(r[2 * g + 1], &a[g][1], &a[g][3]);
+        }
+        wgmma_fence();
+#pragma unroll
+        for (int g = 0; g < 2; g++) wgmma_e4m3_rs<NC>(acc[g], a[g], dbg(g), 0);
+        wgmma_commit();
+#pragma unroll
+        for (int g = 2; g < 4; g++) wgmma_e4m3_rs<NC>(acc[g], a[g], dbg(g), 0);
+        wgmma_commit();
+        // under the wgmma: the stored slot's validity and scale word, the fast-path test and
+        // factors
+        const bool okm = ((m >> my_sh) & 1u) && tb + my_i < row_hi;
+        const uint32_t kwm = my_h ? kw[1] : kw[0];
+        const bool qs = (quad_slow | !ixl_v2mx_comb_word(kw[0]) | !ixl_v2mx_comb_word(kw[1])) != 0;
+        comb_r123(kw[0], fc[0][0], fc[0][1], fc[0][2]);
+        comb_r123(kw[1], fc[1][0], fc[1][1], fc[1][2]);
+        wgmma_wait<1>();
+        fence_operand(acc[0]);
+        fence_operand(acc[1]);
+        if (!qs) {
+#pragma unroll
+          for (int e = 0; e < NC / 2; e++)
+            acc[0][e] = __fmaf_rn(acc[1][e], fc[(e >> 1) & 1][0], acc[0][e]);
+        }
+        fence_operand(acc[0]);
+        wgmma_wait<0>();
+#pragma unroll
+        for (int g = 0; g < 4; g++) fence_operand(acc[g]);
+#pragma unroll
+        for (int g = 0; g < 4; g++) fence_operand(a[g]);
+        combine(kw[0], kw[1], qs, true);
+        finish(tb, okm, okm, kwm, kwm, qs); // (the lane's own slot: both the same)
+        continue;
+      }
       uint32_t m = 0, r[8], kw[2] = {0u, 0u}, fslow = 0; // (fslow: kFac's slot test)
       if (!cur) {
 #pragma unroll
@@ -880,7 +1003,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           __syncwarp();
           if (lane == 0) (void)ptx::mbarrier_arrive(&s_empty[s]);
         } else if (LEAN) {
-          if (m == 0) arrive_u32(b_empty + 8u * (uint32_t)s);
+          if (!WIDE || m == 0) arrive_u32(b_empty + 8u * (uint32_t)s);
         } else if (!WIDE || m == 0) {
           (void)ptx::mbarrier_arrive(&s_empty[s]);
         }
@@ -1016,6 +1139,9 @@ int log2_exact(int64_t v) {
 //   x kProd4 | kWide | kLean (w with laundered barrier addresses and lane indices);
 //   y kProd4 | kWide | kLean | kFac (x with the key factors decoded by the producers);
 //   z x + kIlp, Y y + kIlp (the producer's loads of a tile before its stores; not yet run);
+//   l kProd4 | kLean (p with lean barriers), n l + kLdsm (ldmatrix code loads, the factors by
+//   bytes, the keyless tiles' own branch), s n + kSleep (the producer sleeps between polls);
+//   session 9, not yet run;
 //   bench-only diagnostics (DIAG above, fp32 calls; garbage logits; bf16 calls run p): M math
 //   only of p, m the math alone of p, C copies only of p, c copies only of b, r copies only of
 //   R, 7 copies only with one producer warp and 4 arrivals.
@@ -1030,7 +1156,7 @@ int k2ws_mode(bool bf16) {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_K2WS");
     if (!e) return (int)'D'; // the defaults
-    static const char known[] = "1pqbR45MmCcr7wxyzY";
+    static const char known[] = "1pqbR45MmCcr7wxyzYlns";
     for (const char *k = known; *k; k++)
       if (e[0] == *k && e[1] == 0) return (int)*k;
     return 0;
@@ -1099,6 +1225,10 @@ int launch_k2(ixl_ctx *ctx, const CUtensorMap &map, K2Params p, const char *name
                                            "stages a warp), lean barriers"
                                          : ", codes widened by the producers into SS A (6 raw "
                                            "stages a warp)")
+            : (V & kLdsm) ? ((V & kSleep) ? ", lean barriers, ldmatrix codes, factors by bytes, "
+                                            "the producers sleep"
+                                          : ", lean barriers, ldmatrix codes, factors by bytes")
+            : (V & kLean) ? ", lean barriers"
                           : "",
             DIAG == 1   ? ", DIAG math only"
             : DIAG == 2 ? ", DIAG copies only"
@@ -1176,6 +1306,9 @@ extern "C" int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, i
       case 'z': return launch_k2<true, kProd4 | kWide | kLean | kIlp>(ctx, map, p, name, st);
       case 'Y':
         return launch_k2<true, kProd4 | kWide | kLean | kFac | kIlp>(ctx, map, p, name, st);
+      case 'l': return launch_k2<true, kProd4 | kLean>(ctx, map, p, name, st);
+      case 'n': return launch_k2<true, kProd4 | kLean | kLdsm>(ctx, map, p, name, st);
+      case 's': return launch_k2<true, kProd4 | kLean | kLdsm | kSleep>(ctx, map, p, name, st);
       case 'b': if (box1) return launch_k2<true, kB>(ctx, map, p, name, st); break;
       case 'R': if (box1) return launch_k2<true, kR>(ctx, map, p, name, st); break;
       default: break;
@@ -1192,6 +1325,9 @@ extern "C" int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, i
     case 'y': return launch_k2<false, kProd4 | kWide | kLean | kFac>(ctx, map, p, name, st);
     case 'z': return launch_k2<false, kProd4 | kWide | kLean | kIlp>(ctx, map, p, name, st);
     case 'Y': return launch_k2<false, kProd4 | kWide | kLean | kFac | kIlp>(ctx, map, p, name, st);
+    case 'l': return launch_k2<false, kProd4 | kLean>(ctx, map, p, name, st);
+    case 'n': return launch_k2<false, kProd4 | kLean | kLdsm>(ctx, map, p, name, st);
+    case 's': return launch_k2<false, kProd4 | kLean | kLdsm | kSleep>(ctx, map, p, name, st);
     case 'b': if (box1) return launch_k2<false, kB>(ctx, map, p, name, st); break;
     case 'R': if (box1) return launch_k2<false, kR>(ctx, map, p, name, st); break;
     case 'M': return launch_k2<false, kProd4, 1>(ctx, map, p, name, st);

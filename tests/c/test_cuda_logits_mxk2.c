@@ -16,7 +16,7 @@
  *   nothing left unwritten (the output is poisoned first).
  *
  * Sets IXL_LOGITS_V2_MX_K2WS=p (the fp32 default; bf16 calls default to q) unless the
- * environment sets it (q, b, R, 1, 4, 5, w, x, y, z, Y:
+ * environment sets it (q, b, R, 1, 4, 5, w, x, y, z, Y, l, n, s:
  * the kernel's other variants; =0: the kernels before, as a control; the -inf check is then
  * skipped: mx_kernel writes the same, but SPEC leaves it unspecified); pins logits v2. Skips
  * (passes) without a CUDA GPU of sm_90 or newer.
