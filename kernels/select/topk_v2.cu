@@ -1646,13 +1646,32 @@ template <> __device__ __forceinline__ unsigned ge_mask<uint16_t>(const uint4 &w
 // [j stg_lo, (j + 1) stg_lo), j < the CTAs an SM holds, stg_lo = the SMs) wait j stg_ns before
 // they start, so an SM's rows load and select out of phase; the CTAs that replace them keep
 // the phase. A timing change only.
-template <typename T, int UV, bool PROF = false, int NTH = NTS, bool SB = false, bool STG = false>
-__global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 ? 4 : 3) : NTH == 1024 ? 1 : 2)
+// NXM (IXL_TOPK_V2_SHNEXT, off by default; session 9, not yet run on the GPU): bit 1 (PF) the
+// bulk-copy engine fetches row r + stg_ns (the CTAs resident: the row the CTA after this one
+// on its SM slot takes, about) into L2 when row r starts, so that row's loads find L2, not
+// HBM; bit 2 (NX) persistent CTAs, CTA b taking rows b, b + G, b + 2G, ... (G = gridDim.x),
+// and the next row's vectors loaded into w as soon as this row's keys are in the candidate
+// buffer (after the candidate pass where the buffer gives the kk-th key, after the exact
+// radix otherwise), in flight during this row's select, column order and store; with PF the
+// L2 prefetch is of row r + 2G (row r + G's at the kernel's start). NXM kernels run rows
+// that all start on 16 bytes (no row_start, C * sizeof(T) % 16 == 0, the tensor aligned: the
+// host's rule), take stg_lo = R, and skip the partial vectors' scalar loads where a row's end
+// is on a vector boundary. The same digits, buffer, finds and column order per row, so the
+// same results. NX runs three CTAs an SM for bf16 too (80 registers): at four (64 registers)
+// ptxas spilled 5 of the next row's 8 vectors right after their loads (80 B of STL, each
+// waiting for its load: no overlap left).
+template <typename T, int UV, bool PROF = false, int NTH = NTS, bool SB = false, bool STG = false,
+          int NXM = 0>
+__global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 && !(NXM & 2) ? 4 : 3)
+                                       : NTH == 1024                      ? 1
+                                                                          : 2)
     topk_v2_short_kernel(const T *__restrict__ logits, int64_t C,
                          const int32_t *__restrict__ row_start,
                          const int32_t *__restrict__ row_end, int k, int sorted,
                          int32_t *__restrict__ out, int P, int nwp, int force_fb, int mu_t,
                          int cap, Remap m, int stg_lo, int stg_ns) {
+  constexpr bool PFL2 = (NXM & 1) != 0, NX = (NXM & 2) != 0;
+  static_assert(!NXM || (!PROF && !STG), "NXM: not with the profile or the stagger");
   using K = KeyOf<T>;
   using KS = typename K::KS;
   constexpr int VEC = K::VEC;
@@ -1679,17 +1698,39 @@ __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 ? 4 : 3) : N
     }
   }
 
-  const int64_t r = blockIdx.x;
+  int64_t r = blockIdx.x;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  uint4 w[UV];
+  // NX: row rn's whole vectors into w and its end into e_nx (zeros past the last row)
+  int64_t e_nx = 0;
+  auto load_next = [&](int64_t rn) {
+    const bool ok = rn < (int64_t)stg_lo;
+    const T *rw = logits + (ok ? rn : 0) * C;
+#pragma unroll
+    for (int u = 0; u < UV; u++) {
+      const int64_t g = (int64_t)(tid + u * NTH) * VEC;
+      w[u] = make_uint4(0, 0, 0, 0);
+      if (ok && g + VEC <= C) w[u] = __ldg(reinterpret_cast<const uint4 *>(rw + g));
+    }
+    e_nx = ok ? row_end[rn] : 0;
+  };
+  if (NX) load_next(r);
+  if (NX && PFL2 && tid == 0 && r + gridDim.x < (int64_t)stg_lo)
+    l2_prefetch(logits + (r + gridDim.x) * C, (uint32_t)(C * (int64_t)sizeof(T)));
+  for (;;) {
+  do { // one row (NX: the CTA's rows in turn; break = this row is done)
   const T *row = logits + r * C;
+  if (PFL2 && tid == 0) {
+    const int64_t rp = r + (NX ? 2 * (int64_t)gridDim.x : (int64_t)stg_ns);
+    if (rp < (int64_t)stg_lo) l2_prefetch(logits + rp * C, (uint32_t)(C * (int64_t)sizeof(T)));
+  }
   // the row: vector tid + u NTH of the aligned span in w[u], every load in flight at once.
   // Rows from column 0 on a 16-byte boundary (no row_start) load every whole vector of their
   // C columns before their end is known: the row's loads overlap the bounds' load instead of
   // waiting for it (one HBM round trip less on a row's critical path); vectors past the end
-  // are dropped below
-  uint4 w[UV];
-  const bool early = !row_start && ((uintptr_t)row & 15u) == 0; // uniform in the CTA
-  if (early) {
+  // are dropped below (NX: loaded during the previous row)
+  const bool early = NXM || (!row_start && ((uintptr_t)row & 15u) == 0); // uniform in the CTA
+  if (early && !NX) {
 #pragma unroll
     for (int u = 0; u < UV; u++) {
       const int64_t g = (int64_t)(tid + u * NTH) * VEC;
@@ -1697,14 +1738,18 @@ __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 ? 4 : 3) : N
       if (g + VEC <= C) w[u] = __ldg(reinterpret_cast<const uint4 *>(row + g));
     }
   }
-  int64_t s = row_start ? row_start[r] : 0, e = row_end[r];
+  int64_t s = row_start ? row_start[r] : 0, e = NX ? e_nx : row_end[r];
   if (s < 0) s = 0;
   if (e > C) e = C;
   const int n = e > s ? (int)(e - s) : 0;
   const int kk = k < n ? k : n;
   int32_t *o = out + r * (int64_t)k;
   for (int j = kk + threadIdx.x; j < k; j += NTH) o[j] = -1;
-  if (kk <= 0) return;
+  if (kk <= 0) {
+    if (!NX) return;
+    load_next(r + gridDim.x);
+    break;
+  }
 
   const int64_t a0 = s - (int64_t)(((uintptr_t)(row + s) & 15u) / sizeof(T)); // 0 when early
   const int nv = (int)((e - a0 + VEC - 1) / VEC); // <= NTH * UV (the host's rule)
@@ -1724,7 +1769,7 @@ __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 ? 4 : 3) : N
   if (tid == 0) ss.ncand = 0, ss.nsample = 0;
   // the row's partial first and last vectors (at most two), keyed by threads 0 and 1 into
   // shared memory: a partial vector in every unrolled slot was 25,000 lines of SASS and spills
-  if (tid < 2) {
+  if (tid < 2 && (!NXM || (e - a0) % VEC != 0)) { // NXM: a0 = s = 0, only the last may be
     const int v = tid == 0 ? 0 : nv - 1;
     const int64_t g = a0 + (int64_t)v * VEC;
     KS kv[VEC];
@@ -1842,6 +1887,8 @@ __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 ? 4 : 3) : N
   if (prof) tc[3] = clock64();
   int nc = (int)ss.ncand;
   const int nc0 = nc;
+  // NX: the row's keys are in the buffer (the condition of step 3 below): w is free
+  if (NX && !force_fb && nc >= kk && nc <= cap) load_next(r + gridDim.x);
   uint32_t prefix = 0, mask = 0;
   int above = 0;
   bool exact = false; // the kk-th key, the count above it: from the buffer
@@ -1885,6 +1932,7 @@ __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 ? 4 : 3) : N
     };
     nc = radix_over_row<NTH, K>(visit, kk, hist, myhist, res, ss.ws, &ss.ncand, ck, cc, W, Q,
                                 prefix, mask, above);
+    if (NX) load_next(r + gridDim.x); // (again, where the buffer's digits did not end it)
   }
   __syncthreads(); // the bitmaps are complete
   if (prof) tc[4] = clock64();
@@ -1902,6 +1950,12 @@ __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 ? 4 : 3) : N
            global_ns() - gin, tc[1] - tc[0], tc[2] - tc[1], tc[3] - tc[2], tc[4] - tc[3],
            tc[5] - tc[4], tc[6] - tc[5], tc[6] - tc[0]);
   }
+  } while (0);
+  if (!NX) break;
+  r += gridDim.x;
+  if (r >= (int64_t)stg_lo) break;
+  __syncthreads(); // every thread is done with the row's shared state
+  }
 }
 
 // The development switches (the tests' and the benchmark's), read from the environment once
@@ -1913,7 +1967,7 @@ __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 ? 4 : 3) : N
 // the persistent grid at N CTAs (tests: several rows per CTA).
 struct Dev {
   int cs, profile, flags, next, grid, stream, sunr, smu, sprof, spf, s3, shortk, shmu, spipe, shc,
-      cstream, sstg, shstg;
+      cstream, sstg, shstg, shnext;
 };
 Dev g_dev;
 std::atomic<int> g_dev_read{0};
@@ -2105,7 +2159,17 @@ ixl_status launch_short(ixl_ctx *ctx, const Args &a, const Dev &dv) {
   const size_t smem = (size_t)cap * 8 + (size_t)nwp * 8 + (stage ? (size_t)P * 8 : 0);
   // 512 threads (two CTAs per SM) while every row has an SM of its own (a row's latency is
   // the time), 256 (four per SM: rows hide each other's latency) past that
-  const bool wide = dv.shortk == 4 || ((dv.shortk == 1 || dv.shortk == 2) && R <= sm_count(ctx));
+  // IXL_TOPK_V2_SHNEXT (off by default): the 256-thread SHC kernel's next-row forms (NXM), for
+  // rows that all start on 16 bytes, more than one wave of them (or any number: bit 4)
+  const bool aligned = !a.row_start && (C * (int64_t)sizeof(T)) % 16 == 0 &&
+                       ((uintptr_t)a.logits->data & 15u) == 0;
+  const int slots = sizeof(T) == 2 ? 4 : 3;
+  const int nxm = (dv.shnext & 3) && (dv.shortk == 1 || dv.shortk == 2) && dv.shc && aligned &&
+                          (R > (int64_t)slots * sm_count(ctx) || (dv.shnext & 4))
+                      ? dv.shnext & 3
+                      : 0;
+  const bool wide =
+      !nxm && (dv.shortk == 4 || ((dv.shortk == 1 || dv.shortk == 2) && R <= sm_count(ctx)));
   const int nth = dv.shortk == 6 ? 1024 : wide ? 512 : NTS;
   auto kern = dv.shortk == 6 ? topk_v2_short_kernel<T, SUV * NTS / 1024, false, 1024, true>
               : dv.shortk == 3 ? (dv.shc ? topk_v2_short_kernel<T, SUV, true, NTS, true>
@@ -2116,21 +2180,46 @@ ixl_status launch_short(ixl_ctx *ctx, const Args &a, const Dev &dv) {
                        : topk_v2_short_kernel<T, SUV>;
   // IXL_TOPK_V2_SHSTG: the default 256-thread kernel (SHC) with the staggered first wave,
   // where the rows fill more than one wave (four CTAs an SM for bf16, three for fp32)
-  const int slots = sizeof(T) == 2 ? 4 : 3;
-  const int stg = dv.shstg > 0 && dv.shortk == 1 && !wide && dv.shc &&
+  const int stg = !nxm && dv.shstg > 0 && dv.shortk == 1 && !wide && dv.shc &&
                           R > (int64_t)slots * sm_count(ctx)
                       ? dv.shstg
                       : 0;
   if (stg) kern = topk_v2_short_kernel<T, SUV, false, NTS, true, true>;
+  if (nxm)
+    kern = nxm == 1   ? topk_v2_short_kernel<T, SUV, false, NTS, true, false, 1>
+           : nxm == 2 ? topk_v2_short_kernel<T, SUV, false, NTS, true, false, 2>
+                      : topk_v2_short_kernel<T, SUV, false, NTS, true, false, 3>;
   ixl_status st = ixl_cuda_status(
       ctx, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
       "topk v2 short: cudaFuncSetAttribute");
   if (st) return st;
-  return launch_pdl(ctx, "topk v2 short", kern, dim3((unsigned)R), dim3((unsigned)nth), smem,
+  int64_t grid = R;
+  int aux0 = sm_count(ctx), aux1 = stg; // stg_lo, stg_ns; NXM kernels: R, the rows ahead
+  if (nxm) {
+    // the CTAs resident at this shared memory (asked once per dtype, mode, device and size)
+    static int last_dev[2][4] = {{-1, -1, -1, -1}, {-1, -1, -1, -1}}, last_per_sm[2][4];
+    static size_t last_smem[2][4];
+    const int dt = sizeof(T) == 2, dev = ixl_ctx_device(ctx);
+    if (dev != last_dev[dt][nxm] || smem != last_smem[dt][nxm]) {
+      int per_sm = 0;
+      if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, NTS, smem) != cudaSuccess)
+        cudaGetLastError(), per_sm = 0;
+      last_dev[dt][nxm] = dev, last_smem[dt][nxm] = smem, last_per_sm[dt][nxm] = per_sm;
+    }
+    const int64_t res = (int64_t)(last_per_sm[dt][nxm] > 0 ? last_per_sm[dt][nxm] : slots) *
+                        sm_count(ctx);
+    if (nxm & 2) {
+      grid = res;
+      if (dv.grid && grid > dv.grid) grid = dv.grid;
+      if (grid > R) grid = R;
+    }
+    aux0 = (int)R, aux1 = (int)res;
+  }
+  return launch_pdl(ctx, "topk v2 short", kern, dim3((unsigned)grid), dim3((unsigned)nth), smem,
                     1u, (const T *)a.logits->data, C,
                     a.row_start ? (const int32_t *)a.row_start->data : (const int32_t *)nullptr,
                     (const int32_t *)a.row_end->data, a.k, a.sorted, (int32_t *)a.out->data, P,
-                    nwp, dv.shortk == 2 ? 1 : 0, dv.shmu, cap, remap_of(a), sm_count(ctx), stg);
+                    nwp, dv.shortk == 2 ? 1 : 0, dv.shmu, cap, remap_of(a), aux0, aux1);
 }
 
 // The largest cluster the device runs for kernel `kern` and this shared memory, at most
@@ -2329,6 +2418,12 @@ extern "C" void ixl_topk_v2_dev_reload(void) {
   // the short kernel's staggered first wave (ns a slot; 0, the default: off)
   d.shstg = num("IXL_TOPK_V2_SHSTG", 0);
   if (d.shstg < 0 || d.shstg > 1000000) d.shstg = 0;
+  // the short kernel's next rows (bits, 0 the default: off; session 9, not yet run on the GPU):
+  // 1 the L2 prefetch a wave ahead, 2 persistent CTAs with the next row's loads issued after
+  // the candidate pass, 3 both; 4 added: at any row count (tests; the rule: more rows than
+  // one wave of the 256-thread kernel holds)
+  d.shnext = num("IXL_TOPK_V2_SHNEXT", 0);
+  if (d.shnext < 0 || d.shnext > 7) d.shnext = 0;
   d.shmu = num("IXL_TOPK_V2_SHMU", 64);
   if (d.shmu < 4 || d.shmu > 1024) d.shmu = 64;
   g_dev = d;

@@ -691,6 +691,51 @@ TEST(topk_v2_short_match_cpu) {
   v2_switch("IXL_TOPK_V2_SHORT", NULL);
 }
 
+/* The short kernel's next-row forms (IXL_TOPK_V2_SHNEXT, off by default): 5 the L2 prefetch a
+ * wave ahead, 6 persistent CTAs with the next row's loads after the candidate pass, 7 both, at
+ * any row count; grids capped at 2-5 CTAs (IXL_TOPK_V2_GRID), so a CTA selects rows in turn
+ * (topk_case's empty, full, exactly-k and random-end rows: partial last vectors), both
+ * orders, the fused remap, ties, NaN mixes, the forced exact radix (SHORT=2), the radix after
+ * the buffer (periodic huge columns), rows with starts (the host's rule: the plain kernel);
+ * then 2 and 3 by the rule (more rows than one wave) on the benchmark's bf16 width. */
+TEST(topk_v2_shnext_match_cpu) {
+  static const char *const modes[] = {"6", "7", "5"}, *const grids[] = {"3", "5", "2"};
+  for (int mi = 0; mi < (g_small ? 2 : 3); mi++) {
+    v2_switch("IXL_TOPK_V2_SHNEXT", modes[mi]);
+    v2_switch("IXL_TOPK_V2_SHORT", "1");
+    v2_switch("IXL_TOPK_V2_GRID", grids[mi]);
+    for (int dt = 0; dt < 2; dt++)
+      for (int dist = 0; dist < (g_small ? 2 : 6); dist++) {
+        const int64_t C = g_small ? 3000 : dt ? 16384 : 8192;
+        const int k = dist == 2 ? 1000 : 64 << (dist % 4);
+        topk_case(dt ? IXL_BF16 : IXL_F32, g_small ? 7 : 13, C, k, (dist + mi) % 2, dist,
+                  !g_small && dist == 5);
+      }
+    if (g_small) continue;
+    v2_switch("IXL_TOPK_V2_SHORT", "2");
+    for (int dt = 0; dt < 2; dt++) topk_case(dt ? IXL_BF16 : IXL_F32, 11, 4000, 300, dt, 1, 0);
+    v2_switch("IXL_TOPK_V2_SHORT", "1");
+    for (int pe = 1; pe <= 2; pe++) {
+      g_periodic = pe;
+      for (int dt = 0; dt < 2; dt++)
+        topk_case(dt ? IXL_BF16 : IXL_F32, 9, dt ? 16384 : 8192, pe == 2 ? 100 : 512, dt, 0, 0);
+      g_periodic = 0;
+    }
+  }
+  v2_switch("IXL_TOPK_V2_GRID", NULL);
+  if (!g_small) { /* by the rule: 1200 rows (> 4 x 132), grids of the resident CTAs */
+    for (int mi = 2; mi <= 3; mi++) {
+      v2_switch("IXL_TOPK_V2_SHNEXT", mi == 2 ? "2" : "3");
+      topk_case(IXL_BF16, 1200, 16384, 512, mi % 2, 0, 0);
+    }
+    v2_switch("IXL_TOPK_V2_SHNEXT", "1");
+    topk_case(IXL_BF16, 1200, 16384, 512, 1, 2, 0);
+    topk_case(IXL_F32, 900, 8192, 512, 0, 1, 0);
+  }
+  v2_switch("IXL_TOPK_V2_SHNEXT", NULL);
+  v2_switch("IXL_TOPK_V2_SHORT", NULL);
+}
+
 TEST(topk_matches_cpu) {
   const int ks_full[] = {1, 8, 64, 512, 2048, 4096};
   const int ks_small[] = {1, 8, 64, 512};
@@ -1230,10 +1275,11 @@ static int cmp_dbl(const void *a, const void *b) {
 
 /* One timed call of bench_topk: how 0 = ixl_topk, 1 = ixl_topk then ixl_remap, 2 =
  * ixl_topk_remap (sbk 8). */
+static int g_bench_sorted; /* bench_topk: the shape's order (its k3s_ shapes: sorted) */
 static ixl_status bench_call(int how, const ixl_tensor *lg, const ixl_tensor *re, int k,
                              ixl_tensor *out, const ixl_tensor *ids, ixl_tensor *pos) {
-  if (how == 2) return ixl_topk_remap(g_ctx, lg, NULL, re, k, 0, ids, NULL, 8, pos);
-  ixl_status st = ixl_topk(g_ctx, lg, NULL, re, k, 0, out);
+  if (how == 2) return ixl_topk_remap(g_ctx, lg, NULL, re, k, g_bench_sorted, ids, NULL, 8, pos);
+  ixl_status st = ixl_topk(g_ctx, lg, NULL, re, k, g_bench_sorted, out);
   if (st || how == 0) return st;
   return ixl_remap(g_ctx, out, ids, NULL, 8, pos);
 }
@@ -1248,6 +1294,9 @@ TEST(bench_topk) {
       {64, 131072, 2048, IXL_F32, 0, "64x131072_f32_k2048"},
       {64, 131072, 512, IXL_F32, 0, "src_64x131072_f32_k512"},
       {4096, 131072, 512, IXL_F32, 1, "src_4096x131072c_f32_k512"},
+      /* K3 fused (issue 14): the top-k over the logits kernel's block scores, sorted (64
+       * decode rows of 131072 positions at cbs 8, T 2048: ixl_topk(scores, NULL, nblocks, T, 1)) */
+      {64, 16384, 2048, IXL_F32, 0, "k3s_64x16384_f32_k2048_sorted"},
   };
   /* v2:g0 = a cluster row's lower digits cluster-wide (IXL_TOPK_V2_GATHER=0); v2:k6k7 =
    * ixl_topk then ixl_remap (two launches), v2:fused = ixl_topk_remap (one), sbk 8 over
@@ -1279,6 +1328,8 @@ TEST(bench_topk) {
    * one wave), v2:cst16f the same fused; v2:sstgN the streaming kernel's first
    * wave's second half N us late (IXL_TOPK_V2_SSTG=N000; 12 by default, v2:sstg0 off);
    * v2:shstgN the short kernel's first wave's SM slot j j N us late (IXL_TOPK_V2_SHSTG=N000);
+   * v2:shpf its L2 prefetch a wave ahead (IXL_TOPK_V2_SHNEXT=1), v2:shnx its persistent form
+   * with the next row's loads after the candidate pass (=2), v2:shnxpf both (=3);
    * v2:old = every round-4 switch off
    * (SHORT=0, SPIPE=0, SPF=0, SMU=64: the defaults before this round, whatever they are now) */
   static const char *const modes[] = {"v1",       "v2",       "v2:cs1",    "v2:cs2",
@@ -1295,7 +1346,8 @@ TEST(bench_topk) {
                                       "v2:cst4",  "v2:cst8",  "v2:cst16",  "v2:cst16f",
                                       "v2:shc0",  "v2:short1024", "v2:sstg12", "v2:sstg18",
                                       "v2:sstg24", "v2:cst0",  "v2:shstg2", "v2:shstg4",
-                                      "v2:shstg6", "v2:sstg0"};
+                                      "v2:shstg6", "v2:sstg0", "v2:shpf",  "v2:shnx",
+                                      "v2:shnxpf"};
   const char *only_modes = getenv("IXL_TOPK_BENCH_MODES");
   const char *only_shapes = getenv("IXL_TOPK_BENCH_SHAPES"); /* WORD,...: shapes naming one */
   const int nmodes = (int)(sizeof modes / sizeof modes[0]);
@@ -1315,6 +1367,7 @@ TEST(bench_topk) {
       if (!hit) continue;
     }
     const int64_t R = tk[i].R, C = tk[i].C, k = tk[i].k, nsb = C / 8;
+    g_bench_sorted = !strncmp(tk[i].name, "k3s_", 4);
     const int64_t bytes = R * C * (tk[i].dtype == IXL_F32 ? 4 : 2);
     int nbuf = (int)((256ll << 20) / bytes + 1);
     if (nbuf > 128) nbuf = 128;
@@ -1407,6 +1460,10 @@ TEST(bench_topk) {
       if (!strncmp(mode, "v2:shstg", 8)) snprintf(shstg, sizeof shstg, "%s000", mode + 8);
       v2_switch("IXL_TOPK_V2_SSTG", sstg[0] ? sstg : NULL);
       v2_switch("IXL_TOPK_V2_SHSTG", shstg[0] ? shstg : NULL);
+      v2_switch("IXL_TOPK_V2_SHNEXT", !strcmp(mode, "v2:shpf")     ? "1"
+                                      : !strcmp(mode, "v2:shnx")   ? "2"
+                                      : !strcmp(mode, "v2:shnxpf") ? "3"
+                                                                   : NULL);
       v2_switch("IXL_TOPK_V2_S3", !strncmp(mode, "v2:s3", 5) ? "1" : NULL);
       v2_switch("IXL_TOPK_V2_SUNR", !strcmp(mode, "v2:s8")   ? "8"
                                     : !strcmp(mode, "v2:s4") ? "4"
@@ -1456,6 +1513,7 @@ TEST(bench_topk) {
     v2_switch("IXL_TOPK_V2_CSTREAM", NULL);
     v2_switch("IXL_TOPK_V2_SSTG", NULL);
     v2_switch("IXL_TOPK_V2_SHSTG", NULL);
+    v2_switch("IXL_TOPK_V2_SHNEXT", NULL);
     CHECK_OK(g_ctx, ixl_ctx_set_variant(g_ctx, "select", NULL));
     for (int b = 0; b < nbuf; b++) ixl_tensor_free(buf[b]);
     ixl_tensor *all[] = {h, re, ids, dre, out, pos, dids};
@@ -1778,6 +1836,7 @@ int main(void) {
   RUN_GPU(topk_v2_stream_match_cpu);
   RUN_GPU(topk_v2_cstream_match_cpu);
   RUN_GPU(topk_v2_short_match_cpu);
+  RUN_GPU(topk_v2_shnext_match_cpu);
   RUN_GPU(candidate_select_matches_cpu);
   RUN_GPU(mask_candidates_matches_cpu);
   RUN_GPU(expand_and_remap_match_cpu);
