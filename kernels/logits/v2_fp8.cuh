@@ -397,14 +397,27 @@ __device__ __forceinline__ void tile_mma256(float (&acc)[128], const uint8_t *a,
 __device__ __forceinline__ uint32_t desc_lo(const void *smem) {
   return (uint32_t)wgmma_desc(smem, IXL_SM90_SWIZZLE_128B, 16, 1024);
 }
-__device__ __forceinline__ void tile_mma256_lo(float (&acc)[128], uint32_t alo, uint32_t blo) {
+template <int NA, typename Mma>
+__device__ __forceinline__ void tile_mma_k4_lo(float (&acc)[NA], uint32_t alo, uint32_t blo,
+                                               Mma &&mma) {
   const uint64_t hi = ixl_sm90_desc_bits(0, IXL_SM90_SWIZZLE_128B, 16, 1024) & ~0xffffffffull;
   fence_operand(acc);
   wgmma_fence();
 #pragma unroll
-  for (int g = 0; g < 4; ++g)
-    wgmma_m64n256k32_e4m3_ss(acc, hi | (alo + 2 * g), hi | (blo + 2 * g), g > 0);
+  for (int g = 0; g < 4; ++g) mma(acc, hi | (alo + 2 * g), hi | (blo + 2 * g), g > 0);
   wgmma_commit();
+}
+__device__ __forceinline__ void tile_mma256_lo(float (&acc)[128], uint32_t alo, uint32_t blo) {
+  tile_mma_k4_lo(acc, alo, blo, [](float(&d)[128], uint64_t da, uint64_t db, int sd) {
+    wgmma_m64n256k32_e4m3_ss(d, da, db, sd);
+  });
+}
+// tile_mma from the low words (k2_fp8_kernel's kV_UNI): four m64nHk32.
+template <int H>
+__device__ __forceinline__ void tile_mma_lo(float (&acc)[H / 2], uint32_t alo, uint32_t blo) {
+  tile_mma_k4_lo(acc, alo, blo, [](float(&d)[H / 2], uint64_t da, uint64_t db, int sd) {
+    wgmma_e4m3_ss<H>(d, da, db, sd);
+  });
 }
 
 // cp.async.ca.shared.global 4 B with src-size (PTX ISA "cp.async"): src_bytes 0 zero-fills

@@ -74,7 +74,15 @@ __device__ __forceinline__ int32_t row_len(const K2Params &p, int64_t row) {
 // producer loads a row's Q once the math warpgroup has finished the previous row.
 // kV_NOLOAD: timing ablation, the producer loads no keys (each stage's scales set to 1, the
 // stage marked full at once; wrong results): the math side's limit.
-enum : int { kV_SINGLE = 1, kV_FAST = 2, kV_COPY = 4, kV_Q1 = 8, kV_NOLOAD = 16 };
+// kV_UNI (with kV_SINGLE | kV_Q1 | kV_FAST only; IXL_LOGITS_V2_K2=4x5sfu, development): the
+// math warpgroup's loop written for the uniform datapath (session 9): the walk over the units
+// is the same in every lane (from blockIdx and the parameters) and the one data-dependent
+// branch (a tile past the row's length) is a warp vote, so the walk, the stage, its phase and
+// the Q slot's state stay in uniform registers and the wgmma descriptors come from their low
+// words (tile_mma_lo: UIADD3 / UMOV, no R2UR); the row's output pointer made once a row, int32
+// positions. The same tile math (epilogue_fp32_post) and the same barrier protocol as 4x5sf:
+// the same bits.
+enum : int { kV_SINGLE = 1, kV_FAST = 2, kV_COPY = 4, kV_Q1 = 8, kV_NOLOAD = 16, kV_UNI = 32 };
 template <int V>
 constexpr int k2_nq() { return (V & kV_Q1) ? 1 : 2; }
 
@@ -249,7 +257,52 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
       if (pos < p.out_cols) p.out[crow * p.out_cols + pos] = pos < clen ? (t4 ? s1 : s0) : ninf;
     }
   };
-  if constexpr (V & kV_SINGLE) { // one accumulator: each tile waited before its epilogue
+  if constexpr ((V & kV_UNI) != 0) {
+    static_assert((V & (kV_SINGLE | kV_Q1 | kV_FAST)) == (kV_SINGLE | kV_Q1 | kV_FAST) &&
+                      !(V & (kV_COPY | kV_NOLOAD)), "kV_UNI: the 4x5sf form");
+    const uint32_t a_lo = ixl_v2::desc_lo(s_codes), q_lo = ixl_v2::desc_lo(s_q);
+    int stage = 0;
+    uint32_t fph = 0, qph = 0;
+    bool qheld = false; // Q slot 0 waited for `row` (released once the walk leaves the row)
+    float *orow = p.out;
+    float acc[H / 2];
+    // (every loop-control condition a vote: the values are warp-uniform, the votes tell ptxas)
+    auto U = [](bool c) { return __any_sync(0xffffffffu, c); };
+    __syncwarp();
+    for (ixl_v2::UnitWalk uw(u0, u1, p.ntile); U(uw.more()); uw.step()) {
+      if (U(uw.r != row)) {
+        if (qheld) ptx::mbarrier_arrive(&qempty[0]); // the row's last read of its Q is done
+        qheld = false;
+        row = uw.r;
+        len = row_len(p, row);
+        orow = p.out + (int64_t)row * p.out_cols;
+      }
+      const int32_t pos0 = uw.t * kTile;
+      if (U(pos0 >= len)) { // nothing to read: -inf where the tile has columns
+        if (tid < kTile && pos0 + tid < p.out_cols) orow[pos0 + tid] = ninf;
+        continue;
+      }
+      if (U(!qheld)) {
+        mbar_wait(&qfull[0], qph);
+        qph ^= 1;
+        qheld = true;
+      }
+      mbar_wait(&full[stage], fph);
+      const float sc0 = s_scales[stage * kTile + r0], sc1 = s_scales[stage * kTile + r0 + 8];
+      ixl_v2::tile_mma_lo<H>(acc, a_lo + stage * (kTileBytes >> 4), q_lo);
+      wgmma_wait<0>();
+      fence_operand(acc);
+      ptx::mbarrier_arrive(&empty[stage]); // this thread's reads of the stage are done
+      if (++stage == S) stage = 0, fph ^= 1;
+      float s0, s1;
+      ixl_v2::epilogue_fp32_post<H>(acc, sc0, sc1, s_w, t4, s0, s1);
+      if (t4 < 2) { // lane 0 of the quad stores position r0, lane 1 r0 + 8
+        const int32_t pos = pos0 + r0 + 8 * t4;
+        if (pos < p.out_cols) orow[pos] = pos < len ? (t4 ? s1 : s0) : ninf;
+      }
+    }
+    if (qheld) ptx::mbarrier_arrive(&qempty[0]);
+  } else if constexpr (V & kV_SINGLE) { // one accumulator: each tile waited before its epilogue
     float acc[H / 2];
     Tile a;
     for (bool have = next(a); have;) {
@@ -299,7 +352,7 @@ inline bool k2_takes(const ixl_logits_call *c) {
 // of 4x5sf) (the ablations: wrong results), 3x6sf (3 stages x 6 CTAs, 64 registers).
 enum K2Cfg {
   K2_8x2 = 0, K2_6x3, K2_4x4, K2_4x4s, K2_6x3f, K2_4x4sf, K2_copy, K2_copy4, K2_4x5s, K2_4x5sf,
-  K2_copy5, K2_noload5, K2_3x6sf, K2_auto
+  K2_copy5, K2_noload5, K2_3x6sf, K2_4x5sfu, K2_auto
 };
 // Unset (K2_auto): H 64 on 4x5sf (BENCHMARKS.md, session 7: the fastest measured, parity and
 // sanitizers clean on the H200), H 32 on 6x3 (the development variants are built for H 64 only).
@@ -311,7 +364,7 @@ static K2Cfg k2_cfg() {
     if (!e) return kK2Default;
     static const char *const names[] = {"8x2",   "6x3",  "4x4",   "4x4s",  "6x3f",
                                         "4x4sf", "copy", "copy4", "4x5s",  "4x5sf",
-                                        "copy5", "noload5", "3x6sf"};
+                                        "copy5", "noload5", "3x6sf", "4x5sfu"};
     for (int i = 0; i < (int)(sizeof names / sizeof names[0]); ++i)
       if (!strcmp(e, names[i])) return (K2Cfg)i;
     return kK2Default;
@@ -451,6 +504,8 @@ ixl_status launch_k2(ixl_ctx *ctx, const ixl_logits_call *c) {
     case K2_4x5sf: return launch_k2_cfg<H, 4, 5, kV_SINGLE | kV_Q1 | kV_FAST>(ctx, c, p);
     case K2_copy5: return launch_k2_cfg<H, 4, 5, kV_SINGLE | kV_Q1 | kV_COPY>(ctx, c, p);
     case K2_3x6sf: return launch_k2_cfg<H, 3, 6, kV_SINGLE | kV_Q1 | kV_FAST>(ctx, c, p);
+    case K2_4x5sfu:
+      return launch_k2_cfg<H, 4, 5, kV_SINGLE | kV_Q1 | kV_FAST | kV_UNI>(ctx, c, p);
     case K2_noload5:
       return launch_k2_cfg<H, 4, 5, kV_SINGLE | kV_Q1 | kV_FAST | kV_NOLOAD>(ctx, c, p);
     default: break;

@@ -903,7 +903,8 @@ TEST(error_model_self_check) {
  * The caches are one page pool (its bytes 0x38: e4m3 1.0 codes, scales 4.4e-5) and one block
  * table per copy over disjoint pages. After the graph the output must equal an eager launch on
  * the last copy bit for bit (launches writing the same output in order: PDL keeps them so).
- * Prints one line per case and PDL mode; IXL_BENCH_CASES=1x128k,... picks cases. */
+ * Prints one line per case and PDL mode; IXL_BENCH_CASES=1x128k,... picks cases; with
+ * IXL_TEST_HASH=1 also the eager output's FNV-1a hash per case (K2 variants' bits compared). */
 #ifdef IXL_WITH_CUDA
 int ixl_cuda_pdl_override(int mode); /* kernels/index/expand.cu: the tests' A/B hook */
 #endif
@@ -973,6 +974,12 @@ static void k2_bench(void) {
       if (!ref) { /* the eager result on the graph's last copy */
         CHECK_OK(g, K2RUN((n - 1) % copies));
         ref = to_host(out);
+        if (g_hash) { /* two K2 variants' outputs compared bit for bit by these lines */
+          uint64_t hv = 14695981039346656037ull;
+          for (size_t i = 0; i < (size_t)(R * L * 4); i++)
+            hv = (hv ^ ((const uint8_t *)ref->data)[i]) * 1099511628211ull;
+          printf("# hash k2bench %s %016llx\n", cs[ci].name, (unsigned long long)hv);
+        }
       }
       CHECK_OK(g, ixl_ctx_sync(g));
       CHECK_OK(g, ixl_graph_begin(g));
