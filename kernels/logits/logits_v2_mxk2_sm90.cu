@@ -1,6 +1,6 @@
 // logits/logits_v2_mxk2_sm90.cu - K2 (dense paged decode) for MXFP4 keys at H 32 on a
 // warp-specialized, persistent kernel (issue 13), behind IXL_LOGITS_V2_MX_K2WS (read once a
-// process, k2ws_mode below; unset: p for fp32, q for bf16; 0: logits_v2_mx_sm90.cu's mx_kernel<K2>,
+// process, k2ws_mode below; unset: Y (fp32 and bf16); 0: logits_v2_mx_sm90.cu's mx_kernel<K2>,
 // unchanged; the other letters and digits: this kernel's variants V). The hook is the paged
 // branch of ixl_cuda_logits_v2_mx, after its own checks (mx_takes); calls with K3's block
 // scores, H 64 or a page size this kernel does not take stay there.
@@ -38,11 +38,17 @@
 //   pointer pass through a shfl once (launder): ptxas recomputed them from the thread index
 //   in every tile (~40 of ~316 SASS instructions a tile and thread).
 //
-// H200, 2026-12-02, session 8 (medians of 20, L2 flushed): the defaults p (fp32) and q (bf16);
+// H200, 2026-12-02, session 9 visit 1 (medians of 20, L2 flushed, two interleaved runs): Y
+// (the producers widen into SS A with their loads first and decode the key factors) 64 x 128K
+// fp32 284.2 / 284.0 us against p 299.3 / 299.0, bf16 295.1 / 295.2 against q 309.7 / 309.7,
+// 16 x 128K 80.8 / 80.4 (p 86.2 / 86.7), 1 x 128K 13.7 / 14.1 (p 14.6 / 14.9); z 293.6 /
+// 294.3; test_cuda_logits_mxk2 14/14, racecheck and memcheck small clean, for both: the
+// default since then.
+// Session 8 (medians of 20, L2 flushed): the defaults were p (fp32) and q (bf16);
 // visit 3: p 64 x 128K fp32 301.2 us (q 309.6, mx_kernel<K2> ~436), 16 x 128K 86.4 (88.8),
 // 1 x 128K 14.7 (14.7); bf16 64 x 128K q 311.6 (p 313.3). Visit 2: the producer-widening SS
 // variants w / x / y correct and sanitizer-clean but producer-bound: 64 x 128K fp32 372 / 352
-// / 359 us (1 x 128K 14.2 / 14.0 / 13.95); z / Y (their widening's loads first) not yet run.
+// / 359 us (1 x 128K 14.2 / 14.0 / 13.95).
 // Session 7 (visit 2, snapshot 60a46d4), switch q (then the default): 64 x 128K fp32 309.7 us
 // (mx_kernel<K2> 438.7), bf16 312.4 (432.7), 16 x 128K 88.9 (119.3), 1 x 128K 15.0 (18.3);
 // test_cuda_logits_mxk2 14/14 (slow_paths_overflow_to_inf under the T = +inf rule),
@@ -1150,8 +1156,10 @@ int log2_exact(int64_t v) {
 // / 301.2 us vs 307.1 / 308.2 / 309.6, 16x128K 85.6 / 86.0 / 86.4 vs 88.1 / 88.5 / 88.8; bf16
 // 64x128K 311.3 / 311.2 / 313.3 vs 309.9 / 310.6 / 311.6 (q ahead by 0.2-0.5 %). Visit 3: p
 // test_cuda_logits_mxk2 14/14, racecheck and memcheck small clean, the v2 paged tests 6/6.
-// So fp32 calls take p, bf16 calls keep q (session 7 visit 2's default).
-constexpr char kK2wsDefault = 'p', kK2wsDefaultBf16 = 'q';
+// So fp32 calls took p, bf16 calls q (session 7 visit 2's default). Session 9 visit 1: Y
+// faster than both in every case (64x128K fp32 284.1 vs p 299.2, bf16 295.1 vs q 309.7),
+// exact (test_cuda_logits_mxk2 14/14), racecheck and memcheck small clean: Y for both.
+constexpr char kK2wsDefault = 'Y', kK2wsDefaultBf16 = 'Y';
 int k2ws_mode(bool bf16) {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_K2WS");
