@@ -1186,10 +1186,10 @@ __global__ void __launch_bounds__(k1_threads<MW>(), 1)
     const float sc0 = s_sc[stage * kTile + r0], sc1 = s_sc[stage * kTile + r0 + 8];
     if (PING) ixl_v2::named_bar_sync(1 + wg, 256);
     lap(1);
-    if (UNI)
+    if (UNI && (!NOMMA || p.out_cols < 0))
       ixl_v2::tile_mma256_lo(acc, a_lo + stage * (kTileBytes >> 4),
                              q_lo + qslot * (kQBytes >> 4));
-    else if (!NOMMA || p.out_cols < 0)
+    else if (!UNI && (!NOMMA || p.out_cols < 0))
       ixl_v2::tile_mma256(acc, s_codes + stage * kTileBytes, s_q + qslot * kQBytes);
     if (PING) ixl_v2::named_bar_arrive(2 - wg, 256);
     wgmma_wait<0>();
@@ -1426,7 +1426,7 @@ static int k1_mode() {
   static const int mode = [] {
     const char *e = getenv("IXL_LOGITS_V2_FP8_K1");
     if (e && e[0] >= '0' && e[0] <= '9' && e[1] == 0) return e[0] - '0';
-    if (e && e[0] >= 'a' && e[0] <= 'h' && e[1] == 0) return 10 + e[0] - 'a';
+    if (e && e[0] >= 'a' && e[0] <= 'i' && e[1] == 0) return 10 + e[0] - 'a';
     return 6; // K1=6's relu by default (session 8, visit 3)
   }();
   return mode;
@@ -1498,10 +1498,11 @@ static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
   }
   return st;
 }
-// K1=f / g / h: K1=6 with k1_fp8_kernel's LEAN 3 / 1 / 2 (development; H 64 only, else K1=6).
-template <int H, int LEAN>
+// K1=f / g / h: K1=6 with k1_fp8_kernel's LEAN 3 / 1 / 2 (development; H 64 only, else K1=6);
+// i: K1=f without its wgmma (NOMMA; a timing ablation, wrong results; H 32: K1=6).
+template <int H, int LEAN, bool NOMMA = false>
 static ixl_status launch_lean(ixl_ctx *ctx, const ixl_logits_call *c) {
-  return launch_k1<H, false, false, true, 2, false, false, H == 64 ? LEAN : 0>(ctx, c);
+  return launch_k1<H, false, false, true, 2, NOMMA && H == 64, false, H == 64 ? LEAN : 0>(ctx, c);
 }
 static bool k1_takes(const ixl_logits_call *c) {
   return k1_on() && c->mode == IXL_LOGITS_DENSE && c->in->k_pages == NULL &&
@@ -1583,6 +1584,7 @@ ixl_status launch(ixl_ctx *ctx, const ixl_logits_call *c) {
            : k1_mode() == 15 ? launch_lean<H, 3>(ctx, c)
            : k1_mode() == 16 ? launch_lean<H, 1>(ctx, c)
            : k1_mode() == 17 ? launch_lean<H, 2>(ctx, c)
+           : k1_mode() == 18 ? launch_lean<H, 3, true>(ctx, c)
                             : launch_k1<H, false, false, false>(ctx, c);
   return c->reduction == IXL_REDUCE_BF16 ? launch_mode<H, M_K1, true>(ctx, c, p)
                                          : launch_mode<H, M_K1, false>(ctx, c, p);
