@@ -303,10 +303,13 @@ __device__ __forceinline__ void math_sync() {
 // LDS.32 and their address math before), the fast path's key factors by comb_r123 (bytes at
 // once), computed under the wgmma; a tile with no keys leaves through its own branch (the -inf
 // stores' predicates were computed in every tile).
-// kSleep (2048, with kLean, the RS path): the producer sleeps between the polls of its empty
-// waits (wait_u32_sleep).
+// kSleep (2048, with kLean): the producer sleeps between the polls of its empty waits
+// (wait_u32_sleep; kWide: the wide stage's).
+// kIlp2 (4096, with kIlp): the widening loads both of a lane's slots (8 LDS.128 and 2 scale
+// words) before any store of the tile (kIlp: one slot's, so the second slot's loads waited
+// for the first slot's stores).
 constexpr int kPipe = 1, kProd4 = 2, kArr4 = 4, kBox1 = 8, kRaw1 = 16, kFull = 32, kWide = 64,
-              kLean = 128, kFac = 256, kIlp = 512, kLdsm = 1024, kSleep = 2048;
+              kLean = 128, kFac = 256, kIlp = 512, kLdsm = 1024, kSleep = 2048, kIlp2 = 4096;
 // DIAG (bench-only diagnostics, fp32, the logits are garbage): 1 = math only (the producer
 // copies nothing: the stages hold zero codes and in-window scale words written once, each
 // tile a plain arrival), 2 = copies only (the math warps wait, read the stage and release it,
@@ -330,7 +333,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   static_assert(!ILP || (LEAN && WIDE), "kIlp: with kLean and kWide");
   constexpr bool LDSM = (V & kLdsm) != 0, SLEEP = (V & kSleep) != 0;
   static_assert(!LDSM || (LEAN && !WIDE && !FULL), "kLdsm: with kLean, the RS path");
-  static_assert(!SLEEP || (LEAN && !WIDE), "kSleep: with kLean, the RS path");
+  static_assert(!SLEEP || LEAN, "kSleep: with kLean");
+  constexpr bool ILP2 = (V & kIlp2) != 0;
+  static_assert(!ILP2 || ILP, "kIlp2: with kIlp");
   constexpr int NC = kH, NJ = NC / 8;
   using LW = K2SmemW<FAC>;
   using L = std::conditional_t<WIDE, LW, K2Smem<BOX1>>;
@@ -441,7 +446,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       // lanes arrive on the wide stage's full barrier (each after its own stores)
       auto widen_next = [&]() {
         const uint32_t m = __shfl_sync(0xffffffffu, m_ring, wr);
-        if constexpr (LEAN) {
+        if constexpr (SLEEP) {
+          if (wk >= S) wait_u32_sleep(b_empty + 8u * (uint32_t)ww, ww_q ^ 1u, 128u);
+          wait_u32(b_rfull + 8u * (uint32_t)wr, wr_q);
+        } else if constexpr (LEAN) {
           if (wk >= S) wait_u32(b_empty + 8u * (uint32_t)ww, ww_q ^ 1u);
           wait_u32(b_rfull + 8u * (uint32_t)wr, wr_q);
         } else {
@@ -451,6 +459,19 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (m) {
           const uint8_t *src = w_raw + wr * (kTile * 64);
           uint8_t *dst = smem + LW::wide + ww * LW::stage;
+          // (ILP2: both slots' raw words and scale words first)
+          uint4 wv2[ILP2 ? 2 : 1][4];
+          uint32_t kv2[2] = {0u, 0u};
+          if constexpr (ILP2) {
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+#pragma unroll
+              for (int g = 0; g < 4; g++)
+                wv2[h][g] =
+                    *reinterpret_cast<const uint4 *>(src + ixl_v2mx_raw_off(lane + 32 * h, g));
+              kv2[h] = w_rsc[wr * kTile + lane + 32 * h];
+            }
+          }
 #pragma unroll
           for (int h = 0; h < 2; h++) {
             const int i = lane + 32 * h; // slot i: its 4 groups of 16 raw bytes, conflict-free
@@ -459,7 +480,11 @@ __global__ void __launch_bounds__(kThreads, 1)
             // pointers; all 8 at once spill at 80 registers)
             uint4 wv[4];
             uint32_t kv = 0;
-            if constexpr (ILP) {
+            if constexpr (ILP2) {
+#pragma unroll
+              for (int g = 0; g < 4; g++) wv[g] = wv2[h][g];
+              kv = kv2[h];
+            } else if constexpr (ILP) {
 #pragma unroll
               for (int g = 0; g < 4; g++)
                 wv[g] = *reinterpret_cast<const uint4 *>(src + ixl_v2mx_raw_off(i, g));
@@ -1147,7 +1172,7 @@ int log2_exact(int64_t v) {
 //   z x + kIlp, Y y + kIlp (the producer's loads of a tile before its stores; not yet run);
 //   l kProd4 | kLean (p with lean barriers), n l + kLdsm (ldmatrix code loads, the factors by
 //   bytes, the keyless tiles' own branch), s n + kSleep (the producer sleeps between polls);
-//   session 9, not yet run;
+//   S Y + kSleep, I Y + kIlp2 (both slots' loads first), J I + kSleep; session 9, not yet run;
 //   bench-only diagnostics (DIAG above, fp32 calls; garbage logits; bf16 calls run p): M math
 //   only of p, m the math alone of p, C copies only of p, c copies only of b, r copies only of
 //   R, 7 copies only with one producer warp and 4 arrivals.
@@ -1164,7 +1189,7 @@ int k2ws_mode(bool bf16) {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_K2WS");
     if (!e) return (int)'D'; // the defaults
-    static const char known[] = "1pqbR45MmCcr7wxyzYlns";
+    static const char known[] = "1pqbR45MmCcr7wxyzYlnsSIJ";
     for (const char *k = known; *k; k++)
       if (e[0] == *k && e[1] == 0) return (int)*k;
     return 0;
@@ -1301,7 +1326,8 @@ extern "C" int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, i
   CUtensorMap map;
   if (!k2_map(&map, p.k_pages, (uint64_t)(num_pages * rows64), box1 ? 68 : Pt)) return 0;
   const char *name = "dense_logits_paged kernel (v2 mxfp4 K2WS)";
-  constexpr int kB = kProd4 | kBox1, kR = kProd4 | kBox1 | kRaw1;
+  constexpr int kB = kProd4 | kBox1, kR = kProd4 | kBox1 | kRaw1,
+                kY = kProd4 | kWide | kLean | kFac | kIlp;
   if (bf16) {
     switch (mode) {
       case '1': return launch_k2<true, 0>(ctx, map, p, name, st);
@@ -1317,6 +1343,9 @@ extern "C" int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, i
       case 'l': return launch_k2<true, kProd4 | kLean>(ctx, map, p, name, st);
       case 'n': return launch_k2<true, kProd4 | kLean | kLdsm>(ctx, map, p, name, st);
       case 's': return launch_k2<true, kProd4 | kLean | kLdsm | kSleep>(ctx, map, p, name, st);
+      case 'S': return launch_k2<true, kY | kSleep>(ctx, map, p, name, st);
+      case 'I': return launch_k2<true, kY | kIlp2>(ctx, map, p, name, st);
+      case 'J': return launch_k2<true, kY | kIlp2 | kSleep>(ctx, map, p, name, st);
       case 'b': if (box1) return launch_k2<true, kB>(ctx, map, p, name, st); break;
       case 'R': if (box1) return launch_k2<true, kR>(ctx, map, p, name, st); break;
       default: break;
@@ -1336,6 +1365,9 @@ extern "C" int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, i
     case 'l': return launch_k2<false, kProd4 | kLean>(ctx, map, p, name, st);
     case 'n': return launch_k2<false, kProd4 | kLean | kLdsm>(ctx, map, p, name, st);
     case 's': return launch_k2<false, kProd4 | kLean | kLdsm | kSleep>(ctx, map, p, name, st);
+    case 'S': return launch_k2<false, kY | kSleep>(ctx, map, p, name, st);
+    case 'I': return launch_k2<false, kY | kIlp2>(ctx, map, p, name, st);
+    case 'J': return launch_k2<false, kY | kIlp2 | kSleep>(ctx, map, p, name, st);
     case 'b': if (box1) return launch_k2<false, kB>(ctx, map, p, name, st); break;
     case 'R': if (box1) return launch_k2<false, kR>(ctx, map, p, name, st); break;
     case 'M': return launch_k2<false, kProd4, 1>(ctx, map, p, name, st);
