@@ -74,9 +74,9 @@ __device__ __forceinline__ int32_t row_len(const K2Params &p, int64_t row) {
 // producer loads a row's Q once the math warpgroup has finished the previous row.
 // kV_NOLOAD: timing ablation, the producer loads no keys (each stage's scales set to 1, the
 // stage marked full at once; wrong results): the math side's limit.
-// kV_UNI (with kV_SINGLE | kV_Q1 | kV_FAST only; IXL_LOGITS_V2_K2=4x5sfu, development): the
-// math warpgroup's loop written for the uniform datapath (session 9): the walk over the units
-// is the same in every lane (from blockIdx and the parameters) and the one data-dependent
+// kV_UNI (with kV_SINGLE | kV_Q1 | kV_FAST only; IXL_LOGITS_V2_K2=4x5sfu and 3x6sfu, session 9,
+// development): the math warpgroup's loop written for the uniform datapath: the walk over the
+// units is the same in every lane (from blockIdx and the parameters) and the one data-dependent
 // branch (a tile past the row's length) is a warp vote, so the walk, the stage, its phase and
 // the Q slot's state stay in uniform registers and the wgmma descriptors come from their low
 // words (tile_mma_lo: UIADD3 / UMOV, no R2UR); the row's output pointer made once a row, int32
@@ -349,10 +349,11 @@ inline bool k2_takes(const ixl_logits_call *c) {
 // only), and at H 64 (else the default): 4x4s (kV_SINGLE: 4 stages x 4 CTAs, one accumulator),
 // 6x3f and 4x4sf (kV_FAST), 4x5s and 4x5sf (kV_Q1: 4 stages x 5 CTAs, one accumulator, one Q
 // slot), copy, copy4 and copy5 (kV_COPY ablations of 6x3, 4x4s and 4x5s), noload5 (kV_NOLOAD
-// of 4x5sf) (the ablations: wrong results), 3x6sf (3 stages x 6 CTAs, 64 registers).
+// of 4x5sf) (the ablations: wrong results), 3x6sf (3 stages x 6 CTAs, 64 registers), 4x5sfu
+// and 3x6sfu (4x5sf and 3x6sf with kV_UNI).
 enum K2Cfg {
   K2_8x2 = 0, K2_6x3, K2_4x4, K2_4x4s, K2_6x3f, K2_4x4sf, K2_copy, K2_copy4, K2_4x5s, K2_4x5sf,
-  K2_copy5, K2_noload5, K2_3x6sf, K2_4x5sfu, K2_auto
+  K2_copy5, K2_noload5, K2_3x6sf, K2_4x5sfu, K2_3x6sfu, K2_auto
 };
 // Unset (K2_auto): H 64 on 4x5sf (BENCHMARKS.md, session 7: the fastest measured, parity and
 // sanitizers clean on the H200), H 32 on 6x3 (the development variants are built for H 64 only).
@@ -364,7 +365,7 @@ static K2Cfg k2_cfg() {
     if (!e) return kK2Default;
     static const char *const names[] = {"8x2",   "6x3",  "4x4",   "4x4s",  "6x3f",
                                         "4x4sf", "copy", "copy4", "4x5s",  "4x5sf",
-                                        "copy5", "noload5", "3x6sf", "4x5sfu"};
+                                        "copy5", "noload5", "3x6sf", "4x5sfu", "3x6sfu"};
     for (int i = 0; i < (int)(sizeof names / sizeof names[0]); ++i)
       if (!strcmp(e, names[i])) return (K2Cfg)i;
     return kK2Default;
@@ -506,6 +507,8 @@ ixl_status launch_k2(ixl_ctx *ctx, const ixl_logits_call *c) {
     case K2_3x6sf: return launch_k2_cfg<H, 3, 6, kV_SINGLE | kV_Q1 | kV_FAST>(ctx, c, p);
     case K2_4x5sfu:
       return launch_k2_cfg<H, 4, 5, kV_SINGLE | kV_Q1 | kV_FAST | kV_UNI>(ctx, c, p);
+    case K2_3x6sfu:
+      return launch_k2_cfg<H, 3, 6, kV_SINGLE | kV_Q1 | kV_FAST | kV_UNI>(ctx, c, p);
     case K2_noload5:
       return launch_k2_cfg<H, 4, 5, kV_SINGLE | kV_Q1 | kV_FAST | kV_NOLOAD>(ctx, c, p);
     default: break;
