@@ -308,8 +308,16 @@ __device__ __forceinline__ void math_sync() {
 // kIlp2 (4096, with kIlp): the widening loads both of a lane's slots (8 LDS.128 and 2 scale
 // words) before any store of the tile (kIlp: one slot's, so the second slot's loads waited
 // for the first slot's stores).
+// kSplit (8192, with kFac and kIlp): each tile widened by all 4 producer warps, warp w its slots
+// 16 w .. 16 w + 15 (lane l: groups 2 (l / 16) and + 1 of slot 16 w + l % 16; lanes 0-15 the
+// slot's scale word and factors): a quarter of the tile's latency and of its instructions on
+// each scheduler. The TMA issue stays per warp (tile k by warp k % 4, into its raw stages); a
+// raw stage is issued again after all 4 warps released it (s_rempty, 4 arrivals), its piece
+// mask in shared memory (s_rmask); a wide stage's full barrier counts 128 lanes. Each warp
+// widens the tiles in order up to 21 behind its next issue.
 constexpr int kPipe = 1, kProd4 = 2, kArr4 = 4, kBox1 = 8, kRaw1 = 16, kFull = 32, kWide = 64,
-              kLean = 128, kFac = 256, kIlp = 512, kLdsm = 1024, kSleep = 2048, kIlp2 = 4096;
+              kLean = 128, kFac = 256, kIlp = 512, kLdsm = 1024, kSleep = 2048, kIlp2 = 4096,
+              kSplit = 8192;
 // DIAG (bench-only diagnostics, fp32, the logits are garbage): 1 = math only (the producer
 // copies nothing: the stages hold zero codes and in-window scale words written once, each
 // tile a plain arrival), 2 = copies only (the math warps wait, read the stage and release it,
@@ -336,6 +344,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   static_assert(!SLEEP || LEAN, "kSleep: with kLean");
   constexpr bool ILP2 = (V & kIlp2) != 0;
   static_assert(!ILP2 || ILP, "kIlp2: with kIlp");
+  constexpr bool SPLIT = (V & kSplit) != 0;
+  static_assert(!SPLIT || (FAC && ILP && !ILP2), "kSplit: with kFac and kIlp");
   constexpr int NC = kH, NJ = NC / 8;
   using LW = K2SmemW<FAC>;
   using L = std::conditional_t<WIDE, LW, K2Smem<BOX1>>;
@@ -350,17 +360,24 @@ __global__ void __launch_bounds__(kThreads, 1)
   // WIDE: the raw stages' barriers (1 arrival + the bytes); s_full then counts the producer
   // warp's 32 lanes (each arrives after its own stores of the widened tile)
   __shared__ uint64_t s_rfull[WIDE ? 4 * kRawW : 1];
+  // SPLIT: the raw stages' release by the 4 producer warps, and their piece masks
+  __shared__ uint64_t s_rempty[SPLIT ? 4 * kRawW : 1];
+  __shared__ uint32_t s_rmask[SPLIT ? 4 * kRawW : 1];
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   if (tid == 0) {
 #pragma unroll
     for (int s = 0; s < S; s++) {
-      ptx::mbarrier_init(&s_full[s], WIDE ? 32 : 1);
+      ptx::mbarrier_init(&s_full[s], SPLIT ? 128 : WIDE ? 32 : 1);
       ptx::mbarrier_init(&s_empty[s], ARR4 ? 4 : 128);
     }
     if constexpr (WIDE) {
 #pragma unroll
       for (int s = 0; s < 4 * kRawW; s++) ptx::mbarrier_init(&s_rfull[s], 1);
+    }
+    if constexpr (SPLIT) {
+#pragma unroll
+      for (int s = 0; s < 4 * kRawW; s++) ptx::mbarrier_init(&s_rempty[s], 4);
     }
     ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster); // before the first use
   }
@@ -533,9 +550,69 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         wk += NPW;
       };
+      // SPLIT: this warp's quarter of the CTA's tile t (any warp's), in raw stage rsl of its
+      // issuing warp t % 4; then its 32 arrivals on the wide stage's full barrier and one
+      // on the raw stage's release
+      const uint32_t b_rempty = SPLIT ? launder(smem_u32(s_rempty)) : 0u,
+                     b_rfull0 = SPLIT ? launder(smem_u32(s_rfull)) : 0u;
+      auto widen_split = [&](int t) {
+        const int oi = t >> 2, rsl = (t & 3) * kRawW + oi % kRawW, ws = t % S;
+        const uint32_t rq = (uint32_t)(oi / kRawW) & 1u, wq = (uint32_t)(t / S) & 1u;
+        if constexpr (SLEEP) {
+          if (t >= S) wait_u32_sleep(b_empty + 8u * (uint32_t)ws, wq ^ 1u, 128u);
+        } else {
+          if (t >= S) wait_u32(b_empty + 8u * (uint32_t)ws, wq ^ 1u);
+        }
+        wait_u32(b_rfull0 + 8u * (uint32_t)rsl, rq);
+        const uint32_t m = s_rmask[rsl];
+        if (m) {
+          const uint8_t *src = s_raw + rsl * (kTile * 64);
+          uint8_t *dst = smem + LW::wide + ws * LW::stage;
+          const int i = 16 * pw + (lane & 15), g0 = 2 * (lane >> 4);
+          const uint4 wv[2] = {*reinterpret_cast<const uint4 *>(src + ixl_v2mx_raw_off(i, g0)),
+                               *reinterpret_cast<const uint4 *>(src + ixl_v2mx_raw_off(i, g0 + 1))};
+          const uint32_t kwv =
+              lane < 16 ? reinterpret_cast<const uint32_t *>(smem + LW::rsc)[rsl * kTile + i] : 0u;
+#pragma unroll
+          for (int u = 0; u < 2; u++) {
+            uint4 ev, od;
+            ixl_sm90_e2m1x8_widen(wv[u].x, &ev.x, &od.x);
+            ixl_sm90_e2m1x8_widen(wv[u].y, &ev.y, &od.y);
+            ixl_sm90_e2m1x8_widen(wv[u].z, &ev.z, &od.z);
+            ixl_sm90_e2m1x8_widen(wv[u].w, &ev.w, &od.w);
+            *reinterpret_cast<uint4 *>(dst + ixl_v2mx_ss_off(i, g0 + u, 0, 0)) = ev;
+            *reinterpret_cast<uint4 *>(dst + ixl_v2mx_ss_off(i, g0 + u, 0, 1)) = od;
+          }
+          if (lane < 16) { // the slot's scale word and COMB factors (y's formulas)
+            s_sc[ws * kTile + i] = kwv;
+            const uint32_t e0 = kwv & 0xFFu, e1 = (kwv >> 8) & 0xFFu, e2 = (kwv >> 16) & 0xFFu,
+                           e3 = kwv >> 24;
+            float4 f;
+            f.x = __uint_as_float((e1 + 127u - e0) << 23);
+            f.y = __uint_as_float((e2 + 127u - e0) << 23);
+            f.z = __uint_as_float((e3 + 127u - e2) << 23);
+            f.w = __uint_as_float(e0 << 23 | (ixl_v2mx_comb_word(kwv) ? 0u : 0x80000000u));
+            *reinterpret_cast<float4 *>(smem + LW::fac + (ws * kTile + i) * 16) = f;
+          }
+          ptx::fence_proxy_async(ptx::space_shared); // the stores, visible to wgmma
+        }
+        if (pw == 0 && lane == 0) s_meta[ws] = m;
+        arrive_u32(b_full + 8u * (uint32_t)ws);
+        __syncwarp(); // every lane's reads of the raw stage are above
+        if (lane == 0) arrive_u32(b_rempty + 8u * (uint32_t)rsl);
+      };
+      int wt = 0; // SPLIT: the next tile of the CTA to widen
       int rs = 0; // tile i's raw stage
       for (int64_t i = 0; i < nw; i++) {
-        if (i >= kRawW) widen_next(); // tile i - kRawW: frees raw stage rs
+        if constexpr (SPLIT) { // the tiles up to 21 behind this one; raw stage rs released
+          const int k = pw + NPW * (int)i;
+          while (wt <= k - 21) widen_split(wt++);
+          if (i >= kRawW)
+            wait_u32(b_rempty + 8u * (uint32_t)(pw * kRawW + rs),
+                     (uint32_t)(i / kRawW - 1) & 1u);
+        } else if (i >= kRawW) {
+          widen_next(); // tile i - kRawW: frees raw stage rs
+        }
         __syncwarp();
         const int64_t pk = i << npclog;
         if (pk >= b0 + 32) { // a new batch (as below)
@@ -565,7 +642,11 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int j = (int)((pk - b0) >> npclog);
         const uint32_t m = (vm >> (j << npclog)) & ((1u << npc) - 1u);
         uint64_t *const rb = &s_rfull[pw * kRawW + rs];
-        if (lane == rs) m_ring = m;
+        if (SPLIT) {
+          if (lane == 0) s_rmask[pw * kRawW + rs] = m; // published by the arrival below
+        } else if (lane == rs) {
+          m_ring = m;
+        }
         if (lane == 0) {
           if (m)
             ptx::mbarrier_arrive_expect_tx(ptx::sem_release, ptx::scope_cta, ptx::space_shared,
@@ -584,7 +665,11 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         if (++rs == kRawW) rs = 0;
       }
-      for (int64_t i = nw > kRawW ? nw - kRawW : 0; i < nw; i++) widen_next(); // the last ones
+      if constexpr (SPLIT) {
+        while (wt < (int)n) widen_split(wt++); // the last ones
+      } else {
+        for (int64_t i = nw > kRawW ? nw - kRawW : 0; i < nw; i++) widen_next(); // the last ones
+      }
     } else {
       // (kLean: the empty barriers' shared-window address)
       const uint32_t b_empty = LEAN ? launder(smem_u32(s_empty)) : 0u;
@@ -1172,7 +1257,8 @@ int log2_exact(int64_t v) {
 //   z x + kIlp, Y y + kIlp (the producer's loads of a tile before its stores; not yet run);
 //   l kProd4 | kLean (p with lean barriers), n l + kLdsm (ldmatrix code loads, the factors by
 //   bytes, the keyless tiles' own branch), s n + kSleep (the producer sleeps between polls);
-//   S Y + kSleep, I Y + kIlp2 (both slots' loads first), J I + kSleep; session 9, not yet run;
+//   S Y + kSleep, I Y + kIlp2 (both slots' loads first), J I + kSleep, X Y + kSplit (each tile
+//   widened by the 4 producer warps together); session 9, not yet run;
 //   bench-only diagnostics (DIAG above, fp32 calls; garbage logits; bf16 calls run p): M math
 //   only of p, m the math alone of p, C copies only of p, c copies only of b, r copies only of
 //   R, 7 copies only with one producer warp and 4 arrivals.
@@ -1189,7 +1275,7 @@ int k2ws_mode(bool bf16) {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_K2WS");
     if (!e) return (int)'D'; // the defaults
-    static const char known[] = "1pqbR45MmCcr7wxyzYlnsSIJ";
+    static const char known[] = "1pqbR45MmCcr7wxyzYlnsSIJX";
     for (const char *k = known; *k; k++)
       if (e[0] == *k && e[1] == 0) return (int)*k;
     return 0;
@@ -1346,6 +1432,7 @@ extern "C" int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, i
       case 'S': return launch_k2<true, kY | kSleep>(ctx, map, p, name, st);
       case 'I': return launch_k2<true, kY | kIlp2>(ctx, map, p, name, st);
       case 'J': return launch_k2<true, kY | kIlp2 | kSleep>(ctx, map, p, name, st);
+      case 'X': return launch_k2<true, kY | kSplit>(ctx, map, p, name, st);
       case 'b': if (box1) return launch_k2<true, kB>(ctx, map, p, name, st); break;
       case 'R': if (box1) return launch_k2<true, kR>(ctx, map, p, name, st); break;
       default: break;
@@ -1368,6 +1455,7 @@ extern "C" int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, i
     case 'S': return launch_k2<false, kY | kSleep>(ctx, map, p, name, st);
     case 'I': return launch_k2<false, kY | kIlp2>(ctx, map, p, name, st);
     case 'J': return launch_k2<false, kY | kIlp2 | kSleep>(ctx, map, p, name, st);
+    case 'X': return launch_k2<false, kY | kSplit>(ctx, map, p, name, st);
     case 'b': if (box1) return launch_k2<false, kB>(ctx, map, p, name, st); break;
     case 'R': if (box1) return launch_k2<false, kR>(ctx, map, p, name, st); break;
     case 'M': return launch_k2<false, kProd4, 1>(ctx, map, p, name, st);
