@@ -42,6 +42,22 @@ constexpr int kH = 32;                  // heads (the wgmma N)
 constexpr int kStages = 8;              // ring depth of the 3-CTA kernels
 constexpr int kMaxChunk = 4096;         // output columns a CTA at most (MC: 8192, 16384 too)
 constexpr int kPre = kMaxChunk / 4 + 2; // prefetched sparse-block bases a CTA (sbk >= 4)
+// HCH (OPT 16): the wgmma's N columns in a head order such that lane t4 of a quad holds one
+// whole SPEC 3 chain: column n = 8 j + 2 t + e (the accumulator's register 4 j + e of lane
+// t4 = t, ixl_sm90_acc_rc) is head t + 4 (2 j + e), so chain s_t (heads t, t + 4, .., t + 28,
+// h % 4 = t) is that lane's registers in step order k = 2 j + e, for both of its slots (rows
+// i0, i0 + 8: one bf16x2 fma a step, no exchange). Every per-column array (query tile, fold,
+// weights, fast flags) is stored by column, so only the chain knows the order.
+__host__ __device__ constexpr int hcol_head(int n) {
+  return ((n >> 1) & 3) + 8 * (n >> 3) + 4 * (n & 1);
+}
+// the column of lane t's chain step k (head t + 4 k); of head h
+__host__ __device__ constexpr int hch_col(int t, int k) { return 8 * (k >> 1) + 2 * t + (k & 1); }
+__host__ __device__ constexpr int head_col(int h) { return hch_col(h & 3, h >> 2); }
+static_assert(hcol_head(hch_col(3, 7)) == 31 && hcol_head(hch_col(1, 2)) == 9 &&
+                  head_col(hcol_head(13)) == 13 && hcol_head(head_col(22)) == 22,
+              "HCH map");
+
 // one math warpgroup, then PW producer warps
 template <int PW>
 constexpr int kThreads = 128 + 32 * PW;
@@ -238,6 +254,8 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[
 // 8 (NOX) int32 chunk columns, no page-crossing path (the hook takes only page sizes that sbk
 // divides: SPEC 4's builder rule), the slow-head mask re-read in the slow branch (session 7's
 // reverted 1141f1e, here behind its bit): so that paged 2 passes fit 96 registers, 4 CTAs.
+// 16 (HCH) the columns in hcol_head's head order, the chain per lane without exchange (PRE, NP
+// 1 or 2); 32 (BTP, paged) the block table's row prefetched into L2 at entry.
 // PW: producer warps (tile t from warp t % PW). PIPE (NP 2): the two passes software-pipelined
 // across tiles (pass 1 of tile t under pass 0's epilogue, pass 0 of t + 1 under pass 1's).
 // (A chain-free ablation made ptxas serialize the wgmma, C7518, and spill: not offered.)
@@ -249,6 +267,13 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
   constexpr int NT = kThreads<PW>;
   constexpr bool DEC = (OPT & 1) != 0, HINT = (OPT & 2) != 0, PRE = (OPT & 4) != 0;
   constexpr bool NOX = (OPT & 8) != 0;
+  // HCH (OPT 16): the wgmma's columns permuted so that each lane holds one whole SPEC 3 chain
+  // (hcol_head) and the bf16 chain runs without the exchange; needs PRE's query tile
+  constexpr bool HCH = (OPT & 16) != 0;
+  static_assert(!HCH || (PRE && (NP == 1 || NP == 2) && !PIPE), "HCH: PRE, 1 or 2 passes");
+  // BTP (OPT 32, paged): the row's block-table entries prefetched into L2 at entry, beside the
+  // ids, so that the set-up's page lookups (after the ids' scan) hit L2 instead of HBM
+  constexpr bool BTP = PAGED && (OPT & 32) != 0;
   // 4 producer warps (a warpgroup): setmaxnreg moves registers from them to the math warps
   // (entry MAXREG each; the producers kProdRegs; the math the rest of the CTA's pool)
   constexpr bool SETMAX = PW == 4;
@@ -342,17 +367,24 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
     // round 0: the thread's kIdU ids j = j0 .. j0 + kIdU - 1 (j0 = 1 + kIdU tid) and the one
     // before (a break at j: ids[j] <= ids[j - 1]); contiguous, so kIdU + 1 registers
     ids_round(1 + (int64_t)kIdU * tid);
+    if constexpr (BTP) { // the 128-B lines of entries [0, ceil(row_hi / P)) of the row
+      const int64_t ne = mn64(p.bt_cols, (row_hi + p.P - 1) / p.P);
+      const int32_t *bt_r = p.bt + row * p.bt_cols;
+      for (int64_t i = 32 * (int64_t)tid; i < ne; i += 32 * (int64_t)NT)
+        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(bt_r + i));
+    }
   }
 
   // ---- per column (head): the fold of its query exponents (mx_body's, COMB, bf16 weights)
-  if (tid < kH) {
+  if (tid < kH) { // head tid, at column tid (HCH: head_col(tid))
     const ColInfo ci = col_info<true, true>(p.q_scales[row * kH + tid], p.w, row * kH + tid, true);
-    s_wo[tid] = ci.wo;
-    s_wq[tid] = ci.wq;
-    s_hf[tid] = ci.fast;
-    s_hq[tid] = ci.hq;
-    s_hc[tid] = ci.hc;
-    s_ht[tid] = ci.ht;
+    const int c = HCH ? head_col(tid) : tid;
+    s_wo[c] = ci.wo;
+    s_wq[c] = ci.wq;
+    s_hf[c] = ci.fast;
+    s_hq[c] = ci.hq;
+    s_hc[c] = ci.hc;
+    s_ht[c] = ci.ht;
   }
   // PRE: the thread's first break (the smallest j), its later rounds (rows of more than
   // 1 + NT kIdU ids) only while none is found
@@ -378,12 +410,19 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
   }
   // ---- the fast path's bf16 weight pairs (times 2^(qc - 127)) of the lanes with t4 & 1 =
   // par, at s_wb + 8 par: entries 2 j + k, heads 8 j + 4 k + 2 par + {0, 1}
-  if (tid < 2) lane_weights<true, kH / 8>(s_wq, tid, nullptr, s_wb + 8 * tid);
+  if (HCH) { // HCH: bf16 [4][8]: lane t4's chain step k (head t4 + 4 k, column hch_col)
+    if (tid < 32)
+      reinterpret_cast<__nv_bfloat16 *>(s_wb)[tid] =
+          __float2bfloat16_rn(s_wq[hch_col(tid >> 3, tid & 7)]); // exact: bf16 values
+  } else if (tid < 2) {
+    lane_weights<true, kH / 8>(s_wq, tid, nullptr, s_wb + 8 * tid);
+  }
   // ---- the query tile: column n's element perm(p) of group g at byte 32 g + p, as e4m3
   if constexpr (PRE) { // q_tile_word's conversion and place, of the words loaded above
 #pragma unroll
     for (int u = 0; u < kQW; u++) {
-      const int i = tid + u * NT, n = i >> 5, g = (i >> 3) & 3, p4 = i & 7;
+      const int i = tid + u * NT, g = (i >> 3) & 3, p4 = i & 7;
+      const int n = HCH ? head_col(i >> 5) : i >> 5; // head i >> 5's column
       if (i < kH * 32) {
         const uint32_t o = ixl_v2mx_q_word(qx[u], p4, (int)((s_ht[n] >> (8 * g)) & 0xFFu) - 8);
         *reinterpret_cast<uint32_t *>(
@@ -590,9 +629,14 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
   // the fast path's bf16 weight pairs (s_wb) of this lane's parity: entries 2 j, 2 j + 1 of
   // chain step j; in registers (NP 1), or the pass's 4 entries (16 B) read each pass (NP 2)
   constexpr int NH = kH / NP; // heads a pass
-  const uint4 *wb_src = reinterpret_cast<const uint4 *>(s_wb + 8 * (t4 & 1));
+  // (HCH: the lane's 8 bf16 step weights, 16 B at s_wb + 16 t4: 4 registers (NP 1), or the
+  // pass's 4 (8 B) read each pass (NP 2))
+  const uint4 *wb_src = reinterpret_cast<const uint4 *>(HCH ? s_wb + 4 * t4 : s_wb + 8 * (t4 & 1));
   uint4 wbr[2];
-  if (NP == 1) wbr[0] = wb_src[0], wbr[1] = wb_src[1];
+  if (NP == 1) {
+    wbr[0] = wb_src[0];
+    if (!HCH) wbr[1] = wb_src[1];
+  }
 
   float acc[4][NH / 2];
   float acc2[PIPE ? 4 : 1][PIPE ? NH / 2 : 1]; // PIPE: the second pass's accumulators
@@ -703,35 +747,65 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
   // slot i0 + 8; each sends the other slot's pair to lane t4 ^ 2
   // (FOLD a plain bool, constant after inlining: a generic lambda here crashes cicc 13.0)
   auto chain = [&](bool FOLD, const float (&ac)[4][NH / 2], int ps, __nv_bfloat162 &ch2) {
-    uint4 wbt[2];
-    if (FOLD) {
-      if (NP == 1) wbt[0] = wbr[0], wbt[1] = wbr[1];
-      else if (NP == 2) wbt[0] = wb_src[ps];
-      else { // NP 4: the pass's 2 entries (8 B)
-        const uint2 v = reinterpret_cast<const uint2 *>(wb_src)[ps];
-        wbt[0].x = v.x;
-        wbt[0].y = v.y;
-      }
-    }
-    const __nv_bfloat162 *wb = reinterpret_cast<const __nv_bfloat162 *>(wbt);
-#pragma unroll
-    for (int jj = 0; jj < NH / 8; jj++) {
-      const uint32_t v0 = cvt_relu_bf16x2(ac[0][4 * jj], ac[0][4 * jj + 1]);     // i0
-      const uint32_t v1 = cvt_relu_bf16x2(ac[0][4 * jj + 2], ac[0][4 * jj + 3]); // i0 + 8
-      const uint32_t mine = keep ? v1 : v0;
-      const uint32_t got = __shfl_xor_sync(0xffffffffu, keep ? v0 : v1, 2);
-      const uint32_t first = keep ? got : mine, second = keep ? mine : got;
-      __nv_bfloat162 x0, x1;
+    if constexpr (HCH) { // lane t4's chain s_t4 for both slots (low: i0, high: i0 + 8)
+      uint32_t wh[4]; // the pass's step weights, 2 bf16 a word (word jj: steps 2 jj, 2 jj + 1)
       if (FOLD) {
-        x0 = wb[2 * jj];
-        x1 = wb[2 * jj + 1];
-      } else {
-        const int n = 8 * (jj + ps * (NH / 8)) + 2 * (t4 & 1);
-        x0 = __floats2bfloat162_rn(s_wo[n], s_wo[n + 1]);
-        x1 = __floats2bfloat162_rn(s_wo[n + 4], s_wo[n + 5]);
+        if (NP == 1) {
+          wh[0] = wbr[0].x, wh[1] = wbr[0].y, wh[2] = wbr[0].z, wh[3] = wbr[0].w;
+        } else { // NP 2: steps 4 ps .. 4 ps + 3
+          const uint2 v = reinterpret_cast<const uint2 *>(wb_src)[ps];
+          wh[0] = v.x, wh[1] = v.y;
+        }
       }
-      ch2 = __hfma2(x0, *reinterpret_cast<const __nv_bfloat162 *>(&first), ch2);
-      ch2 = __hfma2(x1, *reinterpret_cast<const __nv_bfloat162 *>(&second), ch2);
+#pragma unroll
+      for (int jj = 0; jj < NH / 8; jj++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) { // the pass's step 2 jj + e (registers 4 jj + e, + 2)
+          const uint32_t v = cvt_relu_bf16x2(ac[0][4 * jj + e], ac[0][4 * jj + 2 + e]);
+          __nv_bfloat162 w;
+          if (FOLD) {
+            const uint32_t wu = wh[jj];
+            const __nv_bfloat162 pr = *reinterpret_cast<const __nv_bfloat162 *>(&wu);
+            w = e ? __high2bfloat162(pr) : __low2bfloat162(pr);
+          } else {
+            w = __float2bfloat162_rn(s_wo[8 * (jj + ps * (NH / 8)) + 2 * t4 + e]);
+          }
+          ch2 = __hfma2(w, *reinterpret_cast<const __nv_bfloat162 *>(&v), ch2);
+        }
+      // (paged: without this no-op, 1 instruction a pass, ptxas spills 4 B at 96 registers; the
+      // warp may be split by quads here, as at the chain's shuffles of the kernels without HCH)
+      if (PAGED) __syncwarp();
+    } else {
+      uint4 wbt[2];
+      if (FOLD) {
+        if (NP == 1) wbt[0] = wbr[0], wbt[1] = wbr[1];
+        else if (NP == 2) wbt[0] = wb_src[ps];
+        else { // NP 4: the pass's 2 entries (8 B)
+          const uint2 v = reinterpret_cast<const uint2 *>(wb_src)[ps];
+          wbt[0].x = v.x;
+          wbt[0].y = v.y;
+        }
+      }
+      const __nv_bfloat162 *wb = reinterpret_cast<const __nv_bfloat162 *>(wbt);
+#pragma unroll
+      for (int jj = 0; jj < NH / 8; jj++) {
+        const uint32_t v0 = cvt_relu_bf16x2(ac[0][4 * jj], ac[0][4 * jj + 1]);     // i0
+        const uint32_t v1 = cvt_relu_bf16x2(ac[0][4 * jj + 2], ac[0][4 * jj + 3]); // i0 + 8
+        const uint32_t mine = keep ? v1 : v0;
+        const uint32_t got = __shfl_xor_sync(0xffffffffu, keep ? v0 : v1, 2);
+        const uint32_t first = keep ? got : mine, second = keep ? mine : got;
+        __nv_bfloat162 x0, x1;
+        if (FOLD) {
+          x0 = wb[2 * jj];
+          x1 = wb[2 * jj + 1];
+        } else {
+          const int n = 8 * (jj + ps * (NH / 8)) + 2 * (t4 & 1);
+          x0 = __floats2bfloat162_rn(s_wo[n], s_wo[n + 1]);
+          x1 = __floats2bfloat162_rn(s_wo[n + 4], s_wo[n + 5]);
+        }
+        ch2 = __hfma2(x0, *reinterpret_cast<const __nv_bfloat162 *>(&first), ch2);
+        ch2 = __hfma2(x1, *reinterpret_cast<const __nv_bfloat162 *>(&second), ch2);
+      }
     }
   };
   // pass ps after its wgmma and comb01: the rest of the combine (or the exact slow dots) and
@@ -772,10 +846,21 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
   };
   // the chain's end (the quad's two halves), the deferred k0, -inf without a key, the store
   auto store = [&](const Sc &k, __nv_bfloat162 ch2, int t) {
-    const uint32_t cu = *reinterpret_cast<const uint32_t *>(&ch2);
-    const uint32_t ou = __shfl_xor_sync(0xffffffffu, cu, 1);
-    const __nv_bfloat162 pair = __hadd2(ch2, *reinterpret_cast<const __nv_bfloat162 *>(&ou));
-    __nv_bfloat16 res = __hadd(__low2bfloat16(pair), __high2bfloat16(pair));
+    __nv_bfloat16 res;
+    if constexpr (HCH) { // lane t: (s_t of i0, of i0 + 8); bf16(bf16(s0 + s2) + bf16(s1 + s3))
+      const uint32_t cu = *reinterpret_cast<const uint32_t *>(&ch2);
+      const uint32_t u2 = __shfl_xor_sync(0xffffffffu, cu, 2);
+      const __nv_bfloat162 pr = __hadd2(ch2, *reinterpret_cast<const __nv_bfloat162 *>(&u2));
+      const uint32_t pu = *reinterpret_cast<const uint32_t *>(&pr);
+      const uint32_t u1 = __shfl_xor_sync(0xffffffffu, pu, 1);
+      const __nv_bfloat162 r = __hadd2(pr, *reinterpret_cast<const __nv_bfloat162 *>(&u1));
+      res = keep ? __high2bfloat16(r) : __low2bfloat16(r); // lanes 0, 2: slot i0 + 8 keep
+    } else {
+      const uint32_t cu = *reinterpret_cast<const uint32_t *>(&ch2);
+      const uint32_t ou = __shfl_xor_sync(0xffffffffu, cu, 1);
+      const __nv_bfloat162 pair = __hadd2(ch2, *reinterpret_cast<const __nv_bfloat162 *>(&ou));
+      res = __hadd(__low2bfloat16(pair), __high2bfloat16(pair));
+    }
     if (!slow_of(k)) // the deferred k0: exact (a power of two, in range)
       res = __float2bfloat16_rn(__fmul_rn(__bfloat162float(res), fac(k, keep, 0)));
     if ((t4 & 1) == 0) {
@@ -902,6 +987,8 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
 // accumulators) at 80 registers, 5 stages, 5 CTAs an SM, with PRE; s = r with chunks of up to
 // 8192 columns and 4 stages (5 CTAs' shared memory); u = r at 96 registers, 6 stages, 4 CTAs (m's
 // occupancy: what the 2 extra passes cost; timing only). (NP 4 at 64 registers for 6 CTAs spills.)
+// Session 9: v = p with HCH (the columns in hcol_head's order: the bf16 chain without exchange
+// or selects), w = o with HCH.
 // Modes 1, 2 and 4 of the last session (LDS code words; two math warpgroups; 10 stages: all
 // slower than 3 on the H200) are no longer instantiated and read as off.
 // Unset: kK5wsDefault = p since session 8's visit 2 (H200, 2026-12-02): test_cuda_logits_mxk5
@@ -916,7 +1003,7 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
 constexpr char kK5wsDefault = 'p';
 int k5ws_mode() {
   static const int v =
-      env_switch("IXL_LOGITS_V2_MX_K5WS", "356789abcefghijklmnopqrsu", kK5wsDefault);
+      env_switch("IXL_LOGITS_V2_MX_K5WS", "356789abcefghijklmnopqrsuvw", kK5wsDefault);
   return v;
 }
 // IXL_LOGITS_V2_MX_K5PWS (paged K5): 2 = 1 head pass, 8 stages (136 registers: 2 CTAs an
@@ -925,7 +1012,8 @@ int k5ws_mode() {
 // tile -> ~4, on the paged launch's one wave's critical path), 7 = 6 with suspending waits;
 // 8 = 6 with NOX at 96 registers, 6 stages, 4 CTAs an SM (pages that sbk does not divide or
 // more than 2^30 output columns: mode 6), 9 = 8 with suspending waits; a = 8 with the heads in
-// 4 passes of 8 (m64n8k32) at 80 registers, 4 stages, 5 CTAs an SM (else mode 6).
+// 4 passes of 8 (m64n8k32) at 80 registers, 4 stages, 5 CTAs an SM (else mode 6); session 9:
+// b = 8 with HCH (ragged v's chain), c = b with the block table's L2 prefetch (BTP) (else 6).
 // Not offered, they spill: 2 passes at 96 registers for 4 CTAs without NOX (36 B); 4 with f's
 // producer warpgroup (ragged f's; a register across the setmaxnreg, 80 -> 48 / 112).
 // Mode 1 of the last session (LDS code words, slower) reads as off.
@@ -938,7 +1026,7 @@ int k5ws_mode() {
 // mx_kernel<K5P>.
 constexpr char kK5pwsDefault = '8';
 int k5pws_mode() {
-  static const int v = env_switch("IXL_LOGITS_V2_MX_K5PWS", "2456789a", kK5pwsDefault);
+  static const int v = env_switch("IXL_LOGITS_V2_MX_K5PWS", "2456789abc", kK5pwsDefault);
   return v;
 }
 
@@ -1045,6 +1133,14 @@ extern "C" int ixl_cuda_logits_v2_mxk5(ixl_ctx *ctx, const ixl_logits_call *c, i
       *st = nox ? launch_ws<true, 4, 4, 80, 0, 12>(ctx, p, name)
                 : launch_ws<true, 2, kStages, 128, 0, 4>(ctx, p, name);
       break;
+    case 'b': // 8 with HCH (else mode 6)
+      *st = nox ? launch_ws<true, 2, 6, 96, 0, 28>(ctx, p, name)
+                : launch_ws<true, 2, kStages, 128, 0, 4>(ctx, p, name);
+      break;
+    case 'c': // b with BTP (else mode 6)
+      *st = nox ? launch_ws<true, 2, 6, 96, 0, 60>(ctx, p, name)
+                : launch_ws<true, 2, kStages, 128, 0, 4>(ctx, p, name);
+      break;
     default: *st = launch_ws<true, 2, kStages, 128, 0, 2>(ctx, p, name); break; // '5'
     }
     return 1;
@@ -1074,6 +1170,8 @@ extern "C" int ixl_cuda_logits_v2_mxk5(ixl_ctx *ctx, const ixl_logits_call *c, i
   case 'r': *st = launch_ws<false, 4, 5, 80, 0, 4>(ctx, p, name); break;
   case 's': *st = launch_ws<false, 4, 4, 80, 0, 4, 1, false, 8192>(ctx, p, name); break;
   case 'u': *st = launch_ws<false, 4, 6, 96, 0, 4>(ctx, p, name); break;
+  case 'v': *st = launch_ws<false, 1, kStages, 136, 0, 20, 1, false, 8192>(ctx, p, name); break;
+  case 'w': *st = launch_ws<false, 2, 6, 96, 0, 20, 1, false, 8192>(ctx, p, name); break;
   default: *st = launch_ws<false, 1, kStages, 136, 0, 2>(ctx, p, name); break; // 'i'
   }
   return 1;
