@@ -315,9 +315,11 @@ __device__ __forceinline__ void math_sync() {
 // raw stage is issued again after all 4 warps released it (s_rempty, 4 arrivals), its piece
 // mask in shared memory (s_rmask); a wide stage's full barrier counts 128 lanes. Each warp
 // widens the tiles in order up to 21 behind its next issue.
+// kTrim (16384, with kFac): kLdsm's math-side trims on the SS path: keyless tiles in their own
+// branch, each lane's stored slot and its mask bit once a row, t0 laundered.
 constexpr int kPipe = 1, kProd4 = 2, kArr4 = 4, kBox1 = 8, kRaw1 = 16, kFull = 32, kWide = 64,
               kLean = 128, kFac = 256, kIlp = 512, kLdsm = 1024, kSleep = 2048, kIlp2 = 4096,
-              kSplit = 8192;
+              kSplit = 8192, kTrim = 16384;
 // DIAG (bench-only diagnostics, fp32, the logits are garbage): 1 = math only (the producer
 // copies nothing: the stages hold zero codes and in-window scale words written once, each
 // tile a plain arrival), 2 = copies only (the math warps wait, read the stage and release it,
@@ -346,6 +348,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   static_assert(!ILP2 || ILP, "kIlp2: with kIlp");
   constexpr bool SPLIT = (V & kSplit) != 0;
   static_assert(!SPLIT || (FAC && ILP && !ILP2), "kSplit: with kFac and kIlp");
+  constexpr bool TRIM = (V & kTrim) != 0, LT = LDSM || TRIM;
+  static_assert(!TRIM || FAC, "kTrim: with kFac");
   constexpr int NC = kH, NJ = NC / 8;
   using LW = K2SmemW<FAC>;
   using L = std::conditional_t<WIDE, LW, K2Smem<BOX1>>;
@@ -790,8 +794,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // (kLdsm: the slot this lane stores, i0 + 8 my_h, and its piece's bit in the tile's mask:
   // fp32 lanes t4 = 0, 1 store slots i0, i0 + 8; bf16 lanes t4 = 0, 2)
   const int my_h = BF16 ? t4 >> 1 : t4 & 1;
-  const int my_i = LDSM ? (int)launder((uint32_t)(i0 + 8 * my_h)) : 0,
-            my_sh = LDSM ? (int)launder((uint32_t)((i0 + 8 * my_h) >> p.ptlog)) : 0;
+  const int my_i = LT ? (int)launder((uint32_t)(i0 + 8 * my_h)) : 0,
+            my_sh = LT ? (int)launder((uint32_t)((i0 + 8 * my_h) >> p.ptlog)) : 0;
   if (n <= 0) return;
   const int64_t rfirst = u0 / p.ntr, rlast = (u1 - 1) / p.ntr;
   int par = 0;
@@ -881,7 +885,7 @@ __global__ void __launch_bounds__(kThreads, 1)
               seg_hi = (int)launder((uint32_t)(mn64(u1, (row + 1) * p.ntr) - u0));
     // tile k of the CTA is tile t0 + k of the row (kLdsm: through launder, ptxas rebuilt it from
     // 64-bit products every tile)
-    const int t0 = LDSM ? (int)launder((uint32_t)(u0 - row * p.ntr)) : (int)(u0 - row * p.ntr);
+    const int t0 = LT ? (int)launder((uint32_t)(u0 - row * p.ntr)) : (int)(u0 - row * p.ntr);
     int k = seg_lo + (wg - seg_lo % kNWG + kNWG) % kNWG;
     int s = k % S;                        // k's stage, kept as k steps by kNWG (< S)
     uint32_t kq = (uint32_t)(k / S) & 1u; // its phase parity
@@ -965,7 +969,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
         }
         if (t4 < 2) { // lane 0 of the quad stores slot i0, lane 1 slot i0 + 8
-          const int i = LDSM ? my_i : i0 + 8 * t4;
+          const int i = LT ? my_i : i0 + 8 * t4;
           float v = t4 ? sum[1] : sum[0];
           if (FOLD) v = __fmul_rn(v, t4 ? ck0[1] : ck0[0]); // the deferred k0: exact
           const int nn = tb + i;
@@ -981,7 +985,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (FOLD) // the deferred k0: exact (a power of two, in range)
           res = __float2bfloat16_rn(__fmul_rn(__bfloat162float(res), keep ? ck0[1] : ck0[0]));
         if ((t4 & 1) == 0) {
-          const int i = LDSM ? my_i : i0 + 8 * keep;
+          const int i = LT ? my_i : i0 + 8 * keep;
           const int nn = tb + i;
           const uint16_t v = *reinterpret_cast<const uint16_t *>(&res);
           if (ALL) stg_u16(out_h + nn, v);
@@ -1123,7 +1127,15 @@ __global__ void __launch_bounds__(kThreads, 1)
         } else if (!WIDE || m == 0) {
           (void)ptx::mbarrier_arrive(&s_empty[s]);
         }
-        if (m == 0 && wt < kTile && tb + wt < ocols) { // no key loaded: -inf
+        if constexpr (TRIM) {
+          if (__builtin_expect(m == 0, 0)) { // no key loaded: -inf
+            if (wt < kTile && tb + wt < ocols) {
+              if (BF16) stg_u16(out_h + tb + wt, 0xFF80u);
+              else stg_u32(out_f + tb + wt, 0xff800000u);
+            }
+            continue;
+          }
+        } else if (m == 0 && wt < kTile && tb + wt < ocols) { // no key loaded: -inf
           if (BF16) stg_u16(out_h + tb + wt, 0xFF80u);
           else stg_u32(out_f + tb + wt, 0xff800000u);
         }
@@ -1138,8 +1150,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (m && x == 0x9E3779B9u && wt == 0) stg_u32(out_f + tb, x);
         continue;
       }
-      const bool ok0 = ((m >> sh0) & 1u) && tb + i0 < row_hi,
-                 ok1 = ((m >> sh1) & 1u) && tb + i0 + 8 < row_hi;
+      // (kTrim: only the lane's stored slot)
+      const bool okm = TRIM && ((m >> my_sh) & 1u) && tb + my_i < row_hi;
+      const bool ok0 = TRIM ? okm : ((m >> sh0) & 1u) && tb + i0 < row_hi,
+                 ok1 = TRIM ? okm : ((m >> sh1) & 1u) && tb + i0 + 8 < row_hi;
       // the slots' key exponents: the fast path needs every byte in the window (quad-uniform)
       const bool qs0 = FAC ? quad_slow || fslow != 0
                            : quad_slow || !ixl_v2mx_comb_word(kw[0]) || !ixl_v2mx_comb_word(kw[1]);
@@ -1258,7 +1272,7 @@ int log2_exact(int64_t v) {
 //   l kProd4 | kLean (p with lean barriers), n l + kLdsm (ldmatrix code loads, the factors by
 //   bytes, the keyless tiles' own branch), s n + kSleep (the producer sleeps between polls);
 //   S Y + kSleep, I Y + kIlp2 (both slots' loads first), J I + kSleep, X Y + kSplit (each tile
-//   widened by the 4 producer warps together); session 9, not yet run;
+//   widened by the 4 producer warps together), Z X + kTrim; session 9, not yet run;
 //   bench-only diagnostics (DIAG above, fp32 calls; garbage logits; bf16 calls run p): M math
 //   only of p, m the math alone of p, C copies only of p, c copies only of b, r copies only of
 //   R, 7 copies only with one producer warp and 4 arrivals.
@@ -1275,7 +1289,7 @@ int k2ws_mode(bool bf16) {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_K2WS");
     if (!e) return (int)'D'; // the defaults
-    static const char known[] = "1pqbR45MmCcr7wxyzYlnsSIJX";
+    static const char known[] = "1pqbR45MmCcr7wxyzYlnsSIJXZ";
     for (const char *k = known; *k; k++)
       if (e[0] == *k && e[1] == 0) return (int)*k;
     return 0;
@@ -1433,6 +1447,7 @@ extern "C" int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, i
       case 'I': return launch_k2<true, kY | kIlp2>(ctx, map, p, name, st);
       case 'J': return launch_k2<true, kY | kIlp2 | kSleep>(ctx, map, p, name, st);
       case 'X': return launch_k2<true, kY | kSplit>(ctx, map, p, name, st);
+      case 'Z': return launch_k2<true, kY | kSplit | kTrim>(ctx, map, p, name, st);
       case 'b': if (box1) return launch_k2<true, kB>(ctx, map, p, name, st); break;
       case 'R': if (box1) return launch_k2<true, kR>(ctx, map, p, name, st); break;
       default: break;
@@ -1456,6 +1471,7 @@ extern "C" int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, i
     case 'I': return launch_k2<false, kY | kIlp2>(ctx, map, p, name, st);
     case 'J': return launch_k2<false, kY | kIlp2 | kSleep>(ctx, map, p, name, st);
     case 'X': return launch_k2<false, kY | kSplit>(ctx, map, p, name, st);
+    case 'Z': return launch_k2<false, kY | kSplit | kTrim>(ctx, map, p, name, st);
     case 'b': if (box1) return launch_k2<false, kB>(ctx, map, p, name, st); break;
     case 'R': if (box1) return launch_k2<false, kR>(ctx, map, p, name, st); break;
     case 'M': return launch_k2<false, kProd4, 1>(ctx, map, p, name, st);
