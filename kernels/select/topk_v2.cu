@@ -1659,10 +1659,17 @@ template <> __device__ __forceinline__ unsigned ge_mask<uint16_t>(const uint4 &w
 // is on a vector boundary. The same digits, buffer, finds and column order per row, so the
 // same results. NX runs three CTAs an SM for bf16 too (80 registers): at four (64 registers)
 // ptxas spilled 5 of the next row's 8 vectors right after their loads (80 B of STL, each
-// waiting for its load: no overlap left).
+// waiting for its load: no overlap left). Bit 4 (LT, with NX): the next row's loads issued
+// later, after the column order's scan (in flight during the emit only, where fewer values
+// are live), at four CTAs an SM; meant with PF (the loads then find L2). Bit 8 (SP, not with
+// NX): persistent CTAs at four an SM whose next row's first half (SPU = UV / 2 vectors a
+// thread, 16 KB a CTA of dynamic shared memory after the candidate layout) is copied by
+// cp.async into the thread's own slots right after this row's first barrier, so it is in
+// flight during the whole row, no register held; with PF the L2 prefetch is of that row's
+// second half. The slots are read back by the thread that copied them, after its wait.
 template <typename T, int UV, bool PROF = false, int NTH = NTS, bool SB = false, bool STG = false,
           int NXM = 0>
-__global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 && !(NXM & 2) ? 4 : 3)
+__global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 && (NXM & 6) != 2 ? 4 : 3)
                                        : NTH == 1024                      ? 1
                                                                           : 2)
     topk_v2_short_kernel(const T *__restrict__ logits, int64_t C,
@@ -1670,7 +1677,9 @@ __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 && !(NXM & 2
                          const int32_t *__restrict__ row_end, int k, int sorted,
                          int32_t *__restrict__ out, int P, int nwp, int force_fb, int mu_t,
                          int cap, Remap m, int stg_lo, int stg_ns) {
-  constexpr bool PFL2 = (NXM & 1) != 0, NX = (NXM & 2) != 0;
+  constexpr bool PFL2 = (NXM & 1) != 0, NX = (NXM & 2) != 0, LT = NX && (NXM & 4) != 0;
+  constexpr bool SP = !NX && (NXM & 8) != 0, PERS = NX || SP;
+  constexpr int SPU = UV / 2; // SP: vectors a thread of the next row copied into shared memory
   static_assert(!NXM || (!PROF && !STG), "NXM: not with the profile or the stagger");
   using K = KeyOf<T>;
   using KS = typename K::KS;
@@ -1715,14 +1724,34 @@ __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 && !(NXM & 2
     e_nx = ok ? row_end[rn] : 0;
   };
   if (NX) load_next(r);
+  // SP: the next row's first SPU vectors a thread, by cp.async into this thread's own slots
+  // after the candidate layout (read back by the same thread only)
+  uint4 *pbuf = nullptr;
+  if (SP) {
+    const size_t lay = (size_t)cap * 8 + (size_t)nwp * 8 + (sorted || m.on ? (size_t)P * 8 : 0);
+    pbuf = smem4 + (lay + 15) / 16;
+  }
+  auto sp_issue = [&](int64_t rn) {
+    if (rn < (int64_t)stg_lo) {
+      const T *rw = logits + rn * C;
+#pragma unroll
+      for (int u = 0; u < SPU; u++) {
+        const int64_t g = (int64_t)(tid + u * NTH) * VEC;
+        if (g + VEC <= C) sm80::cp_async16(&pbuf[u * NTH + tid], rw + g, 16);
+      }
+    }
+    sm80::cp_async_commit();
+  };
   if (NX && PFL2 && tid == 0 && r + gridDim.x < (int64_t)stg_lo)
     l2_prefetch(logits + (r + gridDim.x) * C, (uint32_t)(C * (int64_t)sizeof(T)));
   for (;;) {
   do { // one row (NX: the CTA's rows in turn; break = this row is done)
   const T *row = logits + r * C;
   if (PFL2 && tid == 0) {
-    const int64_t rp = r + (NX ? 2 * (int64_t)gridDim.x : (int64_t)stg_ns);
-    if (rp < (int64_t)stg_lo) l2_prefetch(logits + rp * C, (uint32_t)(C * (int64_t)sizeof(T)));
+    const int64_t rp = r + (NX ? 2 * (int64_t)gridDim.x : SP ? gridDim.x : (int64_t)stg_ns);
+    const int64_t c0 = SP ? min(C, (int64_t)SPU * NTH * VEC) : 0; // SP: the part not copied
+    if (rp < (int64_t)stg_lo && c0 < C)
+      l2_prefetch(logits + rp * C + c0, (uint32_t)((C - c0) * (int64_t)sizeof(T)));
   }
   // the row: vector tid + u NTH of the aligned span in w[u], every load in flight at once.
   // Rows from column 0 on a 16-byte boundary (no row_start) load every whole vector of their
@@ -1731,11 +1760,15 @@ __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 && !(NXM & 2
   // are dropped below (NX: loaded during the previous row)
   const bool early = NXM || (!row_start && ((uintptr_t)row & 15u) == 0); // uniform in the CTA
   if (early && !NX) {
+    const bool from_sp = SP && r != (int64_t)blockIdx.x; // SP: the first SPU copied already
+    if (SP && from_sp) sm80::cp_async_wait<0>();
 #pragma unroll
     for (int u = 0; u < UV; u++) {
       const int64_t g = (int64_t)(tid + u * NTH) * VEC;
       w[u] = make_uint4(0, 0, 0, 0);
-      if (g + VEC <= C) w[u] = __ldg(reinterpret_cast<const uint4 *>(row + g));
+      if (g + VEC <= C)
+        w[u] = SP && from_sp && u < SPU ? pbuf[u * NTH + tid]
+                                        : __ldg(reinterpret_cast<const uint4 *>(row + g));
     }
   }
   int64_t s = row_start ? row_start[r] : 0, e = NX ? e_nx : row_end[r];
@@ -1746,8 +1779,12 @@ __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 && !(NXM & 2
   int32_t *o = out + r * (int64_t)k;
   for (int j = kk + threadIdx.x; j < k; j += NTH) o[j] = -1;
   if (kk <= 0) {
-    if (!NX) return;
-    load_next(r + gridDim.x);
+    if (!PERS) return;
+    if (NX) load_next(r + gridDim.x);
+    if (SP) {
+      __syncthreads(); // every thread has read its slots (the shared state's barrier comes too)
+      sp_issue(r + gridDim.x);
+    }
     break;
   }
 
@@ -1778,6 +1815,7 @@ __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 && !(NXM & 2
     ss.part[tid] = K::pack(kv);
   }
   __syncthreads(); // the histograms, bitmaps and partial vectors are ready
+  if (SP) sp_issue(r + gridDim.x); // this row's slots were read before the barrier
   // order keys in place (0 outside [s, e): never a key)
 #pragma unroll
   for (int u = 0; u < UV; u++) {
@@ -1888,7 +1926,7 @@ __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 && !(NXM & 2
   int nc = (int)ss.ncand;
   const int nc0 = nc;
   // NX: the row's keys are in the buffer (the condition of step 3 below): w is free
-  if (NX && !force_fb && nc >= kk && nc <= cap) load_next(r + gridDim.x);
+  if (NX && !LT && !force_fb && nc >= kk && nc <= cap) load_next(r + gridDim.x);
   uint32_t prefix = 0, mask = 0;
   int above = 0;
   bool exact = false; // the kk-th key, the count above it: from the buffer
@@ -1932,7 +1970,7 @@ __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 && !(NXM & 2
     };
     nc = radix_over_row<NTH, K>(visit, kk, hist, myhist, res, ss.ws, &ss.ncand, ck, cc, W, Q,
                                 prefix, mask, above);
-    if (NX) load_next(r + gridDim.x); // (again, where the buffer's digits did not end it)
+    if (NX && !LT) load_next(r + gridDim.x); // (again, where the buffer's digits missed)
   }
   __syncthreads(); // the bitmaps are complete
   if (prof) tc[4] = clock64();
@@ -1941,6 +1979,7 @@ __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 && !(NXM & 2
   column_order<NTH, K::KB>(W, Q, nw, ck, cc, nc, prefix, kk - above, kk, P, sorted, m, r, o,
                            sbuf, ss.ws64, ss.tpre, [&] {
                              if (prof) tc[5] = clock64();
+                             if (LT) load_next(r + gridDim.x); // in flight during the emit
                            });
   if (PROF && prof) {
     tc[6] = clock64();
@@ -1951,7 +1990,7 @@ __global__ void __launch_bounds__(NTH, NTH == NTS ? (sizeof(T) == 2 && !(NXM & 2
            tc[5] - tc[4], tc[6] - tc[5], tc[6] - tc[0]);
   }
   } while (0);
-  if (!NX) break;
+  if (!PERS) break;
   r += gridDim.x;
   if (r >= (int64_t)stg_lo) break;
   __syncthreads(); // every thread is done with the row's shared state
@@ -2156,18 +2195,22 @@ ixl_status launch_short(ixl_ctx *ctx, const Args &a, const Dev &dv) {
   const int nwp = (int)((C + 31) / 32);
   const int cap = a.k <= SHCAP / 4 ? SHCAP : 2 * SHCAP;
   const bool stage = a.sorted || a.sparse_ids;
-  const size_t smem = (size_t)cap * 8 + (size_t)nwp * 8 + (stage ? (size_t)P * 8 : 0);
-  // 512 threads (two CTAs per SM) while every row has an SM of its own (a row's latency is
-  // the time), 256 (four per SM: rows hide each other's latency) past that
+  const size_t smem0 = (size_t)cap * 8 + (size_t)nwp * 8 + (stage ? (size_t)P * 8 : 0);
   // IXL_TOPK_V2_SHNEXT (off by default): the 256-thread SHC kernel's next-row forms (NXM), for
   // rows that all start on 16 bytes, more than one wave of them (or any number: bit 4)
   const bool aligned = !a.row_start && (C * (int64_t)sizeof(T)) % 16 == 0 &&
                        ((uintptr_t)a.logits->data & 15u) == 0;
   const int slots = sizeof(T) == 2 ? 4 : 3;
-  const int nxm = (dv.shnext & 3) && (dv.shortk == 1 || dv.shortk == 2) && dv.shc && aligned &&
-                          (R > (int64_t)slots * sm_count(ctx) || (dv.shnext & 4))
-                      ? dv.shnext & 3
-                      : 0;
+  const bool nx_ok = (dv.shortk == 1 || dv.shortk == 2) && dv.shc && aligned &&
+                     (R > (int64_t)slots * sm_count(ctx) || (dv.shnext & 4));
+  int nxm = 0;
+  if (nx_ok && (dv.shnext & 16)) nxm = 8 | (dv.shnext & 1);
+  else if (nx_ok && (dv.shnext & 3))
+    nxm = (dv.shnext & 3) | ((dv.shnext & 8) && (dv.shnext & 2) ? 4 : 0);
+  // SP: the next row's first half (NTS x SUV / 2 vectors) after the candidate layout
+  const size_t smem = nxm & 8 ? (smem0 + 15) / 16 * 16 + (size_t)NTS * (SUV / 2) * 16 : smem0;
+  // 512 threads (two CTAs per SM) while every row has an SM of its own (a row's latency is
+  // the time), 256 (four per SM: rows hide each other's latency) past that
   const bool wide =
       !nxm && (dv.shortk == 4 || ((dv.shortk == 1 || dv.shortk == 2) && R <= sm_count(ctx)));
   const int nth = dv.shortk == 6 ? 1024 : wide ? 512 : NTS;
@@ -2188,17 +2231,27 @@ ixl_status launch_short(ixl_ctx *ctx, const Args &a, const Dev &dv) {
   if (nxm)
     kern = nxm == 1   ? topk_v2_short_kernel<T, SUV, false, NTS, true, false, 1>
            : nxm == 2 ? topk_v2_short_kernel<T, SUV, false, NTS, true, false, 2>
-                      : topk_v2_short_kernel<T, SUV, false, NTS, true, false, 3>;
+           : nxm == 3 ? topk_v2_short_kernel<T, SUV, false, NTS, true, false, 3>
+           : nxm == 6 ? topk_v2_short_kernel<T, SUV, false, NTS, true, false, 6>
+           : nxm == 7 ? topk_v2_short_kernel<T, SUV, false, NTS, true, false, 7>
+           : nxm == 8 ? topk_v2_short_kernel<T, SUV, false, NTS, true, false, 8>
+                      : topk_v2_short_kernel<T, SUV, false, NTS, true, false, 9>;
   ixl_status st = ixl_cuda_status(
       ctx, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
       "topk v2 short: cudaFuncSetAttribute");
   if (st) return st;
+  // SP at four CTAs an SM (bf16, k <= 512 unsorted: 56.5 KB a CTA): the largest carveout
+  if ((nxm & 8) && cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                        (int)cudaSharedmemCarveoutMaxShared) != cudaSuccess)
+    cudaGetLastError(); // a hint only
   int64_t grid = R;
   int aux0 = sm_count(ctx), aux1 = stg; // stg_lo, stg_ns; NXM kernels: R, the rows ahead
   if (nxm) {
     // the CTAs resident at this shared memory (asked once per dtype, mode, device and size)
-    static int last_dev[2][4] = {{-1, -1, -1, -1}, {-1, -1, -1, -1}}, last_per_sm[2][4];
-    static size_t last_smem[2][4];
+    static int last_dev[2][10] = {{-1, -1, -1, -1, -1, -1, -1, -1, -1, -1},
+                                  {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1}},
+               last_per_sm[2][10];
+    static size_t last_smem[2][10];
     const int dt = sizeof(T) == 2, dev = ixl_ctx_device(ctx);
     if (dev != last_dev[dt][nxm] || smem != last_smem[dt][nxm]) {
       int per_sm = 0;
@@ -2208,7 +2261,7 @@ ixl_status launch_short(ixl_ctx *ctx, const Args &a, const Dev &dv) {
     }
     const int64_t res = (int64_t)(last_per_sm[dt][nxm] > 0 ? last_per_sm[dt][nxm] : slots) *
                         sm_count(ctx);
-    if (nxm & 2) {
+    if (nxm & 10) { // persistent (NX, SP)
       grid = res;
       if (dv.grid && grid > dv.grid) grid = dv.grid;
       if (grid > R) grid = R;
@@ -2421,9 +2474,11 @@ extern "C" void ixl_topk_v2_dev_reload(void) {
   // the short kernel's next rows (bits, 0 the default: off; session 9, not yet run on the GPU):
   // 1 the L2 prefetch a wave ahead, 2 persistent CTAs with the next row's loads issued after
   // the candidate pass, 3 both; 4 added: at any row count (tests; the rule: more rows than
-  // one wave of the 256-thread kernel holds)
+  // one wave of the 256-thread kernel holds); 8 added to 2 or 3: the next row's loads after
+  // the column order's scan, four CTAs an SM (LT); 16 (17 with the L2 prefetch): the next
+  // row's first half by cp.async into shared memory (SP)
   d.shnext = num("IXL_TOPK_V2_SHNEXT", 0);
-  if (d.shnext < 0 || d.shnext > 7) d.shnext = 0;
+  if (d.shnext < 0 || d.shnext > 31) d.shnext = 0;
   d.shmu = num("IXL_TOPK_V2_SHMU", 64);
   if (d.shmu < 4 || d.shmu > 1024) d.shmu = 64;
   g_dev = d;

@@ -692,15 +692,18 @@ TEST(topk_v2_short_match_cpu) {
 }
 
 /* The short kernel's next-row forms (IXL_TOPK_V2_SHNEXT, off by default): 5 the L2 prefetch a
- * wave ahead, 6 persistent CTAs with the next row's loads after the candidate pass, 7 both, at
- * any row count; grids capped at 2-5 CTAs (IXL_TOPK_V2_GRID), so a CTA selects rows in turn
- * (topk_case's empty, full, exactly-k and random-end rows: partial last vectors), both
- * orders, the fused remap, ties, NaN mixes, the forced exact radix (SHORT=2), the radix after
- * the buffer (periodic huge columns), rows with starts (the host's rule: the plain kernel);
- * then 2 and 3 by the rule (more rows than one wave) on the benchmark's bf16 width. */
+ * wave ahead, 6 persistent CTAs with the next row's loads after the candidate pass, 7 both, 14
+ * and 15 the same loads after the column order's scan (late), 20 and 21 the next row's first
+ * half by cp.async into shared memory (21: the rest by the L2 prefetch), at any row count;
+ * grids capped at 2-5 CTAs (IXL_TOPK_V2_GRID), so a CTA selects rows in turn (topk_case's
+ * empty, full, exactly-k and random-end rows: partial last vectors), both orders, the fused
+ * remap, ties, NaN mixes, the forced exact radix (SHORT=2), the radix after the buffer
+ * (periodic huge columns), rows with starts (the host's rule: the plain kernel); then 2, 3,
+ * 11, 17 and 1 by the rule (more rows than one wave) on the benchmark's widths. */
 TEST(topk_v2_shnext_match_cpu) {
-  static const char *const modes[] = {"6", "7", "5"}, *const grids[] = {"3", "5", "2"};
-  for (int mi = 0; mi < (g_small ? 2 : 3); mi++) {
+  static const char *const modes[] = {"6", "21", "15", "7", "5", "14", "20"};
+  static const char *const grids[] = {"3", "5", "4", "5", "2", "3", "2"};
+  for (int mi = 0; mi < (g_small ? 3 : 7); mi++) {
     v2_switch("IXL_TOPK_V2_SHNEXT", modes[mi]);
     v2_switch("IXL_TOPK_V2_SHORT", "1");
     v2_switch("IXL_TOPK_V2_GRID", grids[mi]);
@@ -724,9 +727,10 @@ TEST(topk_v2_shnext_match_cpu) {
   }
   v2_switch("IXL_TOPK_V2_GRID", NULL);
   if (!g_small) { /* by the rule: 1200 rows (> 4 x 132), grids of the resident CTAs */
-    for (int mi = 2; mi <= 3; mi++) {
-      v2_switch("IXL_TOPK_V2_SHNEXT", mi == 2 ? "2" : "3");
-      topk_case(IXL_BF16, 1200, 16384, 512, mi % 2, 0, 0);
+    static const char *const rule[] = {"2", "3", "11", "17"};
+    for (int mi = 0; mi < 4; mi++) {
+      v2_switch("IXL_TOPK_V2_SHNEXT", rule[mi]);
+      topk_case(IXL_BF16, 1200, 16384, 512, mi % 2, mi, 0);
     }
     v2_switch("IXL_TOPK_V2_SHNEXT", "1");
     topk_case(IXL_BF16, 1200, 16384, 512, 1, 2, 0);
@@ -1329,7 +1333,10 @@ TEST(bench_topk) {
    * wave's second half N us late (IXL_TOPK_V2_SSTG=N000; 12 by default, v2:sstg0 off);
    * v2:shstgN the short kernel's first wave's SM slot j j N us late (IXL_TOPK_V2_SHSTG=N000);
    * v2:shpf its L2 prefetch a wave ahead (IXL_TOPK_V2_SHNEXT=1), v2:shnx its persistent form
-   * with the next row's loads after the candidate pass (=2), v2:shnxpf both (=3);
+   * with the next row's loads after the candidate pass (=2), v2:shnxpf both (=3), v2:shnxl
+   * and v2:shnxlpf the loads after the column order's scan, four CTAs an SM (=10, 11),
+   * v2:shsp the next row's first half by cp.async into shared memory (=16), v2:shsppf with
+   * the L2 prefetch of its second half (=17);
    * v2:old = every round-4 switch off
    * (SHORT=0, SPIPE=0, SPF=0, SMU=64: the defaults before this round, whatever they are now) */
   static const char *const modes[] = {"v1",       "v2",       "v2:cs1",    "v2:cs2",
@@ -1347,7 +1354,8 @@ TEST(bench_topk) {
                                       "v2:shc0",  "v2:short1024", "v2:sstg12", "v2:sstg18",
                                       "v2:sstg24", "v2:cst0",  "v2:shstg2", "v2:shstg4",
                                       "v2:shstg6", "v2:sstg0", "v2:shpf",  "v2:shnx",
-                                      "v2:shnxpf"};
+                                      "v2:shnxpf", "v2:shnxl", "v2:shnxlpf", "v2:shsp",
+                                      "v2:shsppf"};
   const char *only_modes = getenv("IXL_TOPK_BENCH_MODES");
   const char *only_shapes = getenv("IXL_TOPK_BENCH_SHAPES"); /* WORD,...: shapes naming one */
   const int nmodes = (int)(sizeof modes / sizeof modes[0]);
@@ -1463,6 +1471,10 @@ TEST(bench_topk) {
       v2_switch("IXL_TOPK_V2_SHNEXT", !strcmp(mode, "v2:shpf")     ? "1"
                                       : !strcmp(mode, "v2:shnx")   ? "2"
                                       : !strcmp(mode, "v2:shnxpf") ? "3"
+                                      : !strcmp(mode, "v2:shnxl")  ? "10"
+                                      : !strcmp(mode, "v2:shnxlpf") ? "11"
+                                      : !strcmp(mode, "v2:shsp")    ? "16"
+                                      : !strcmp(mode, "v2:shsppf")  ? "17"
                                                                    : NULL);
       v2_switch("IXL_TOPK_V2_S3", !strncmp(mode, "v2:s3", 5) ? "1" : NULL);
       v2_switch("IXL_TOPK_V2_SUNR", !strcmp(mode, "v2:s8")   ? "8"
