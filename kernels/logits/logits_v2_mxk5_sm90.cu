@@ -255,7 +255,8 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[
 // divides: SPEC 4's builder rule), the slow-head mask re-read in the slow branch (session 7's
 // reverted 1141f1e, here behind its bit): so that paged 2 passes fit 96 registers, 4 CTAs.
 // 16 (HCH) the columns in hcol_head's head order, the chain per lane without exchange (PRE, NP
-// 1 or 2); 32 (BTP, paged) the block table's row prefetched into L2 at entry.
+// 1 or 2); 32 (BTP, paged) the block table's row prefetched into L2 at entry; 64 (FDEC) the
+// producer's decode without the fast-window bit (the slow branch tests the scale words).
 // PW: producer warps (tile t from warp t % PW). PIPE (NP 2): the two passes software-pipelined
 // across tiles (pass 1 of tile t under pass 0's epilogue, pass 0 of t + 1 under pass 1's).
 // (A chain-free ablation made ptxas serialize the wgmma, C7518, and spill: not offered.)
@@ -274,6 +275,10 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
   // BTP (OPT 32, paged): the row's block-table entries prefetched into L2 at entry, beside the
   // ids, so that the set-up's page lookups (after the ids' scan) hit L2 instead of HBM
   constexpr bool BTP = PAGED && (OPT & 32) != 0;
+  // FDEC (OPT 64): the producer's decode without the fast-window bit (the COMB window lies
+  // inside it, so only slots on the slow branch need it: the slow branch tests the scale words
+  // itself, with the same ixl_v2mx_fast_word)
+  constexpr bool FDEC = (OPT & 64) != 0;
   // 4 producer warps (a warpgroup): setmaxnreg moves registers from them to the math warps
   // (entry MAXREG each; the producers kProdRegs; the math the rest of the CTA's pool)
   constexpr bool SETMAX = PW == 4;
@@ -596,7 +601,13 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
           f[0] = f[1] = f[2] = f[3] = 0x3f800000u;
           info = (x.ok[h] ? IXL_MXK5_OK : 0u) | IXL_MXK5_COMB | IXL_MXK5_FAST;
         } else {
-          info = ixl_mxk5_decode(x.kw[h], x.ok[h], f);
+          if (FDEC) { // ixl_mxk5_decode less the fast bit
+            const uint32_t kw = x.kw[h];
+            ixl_v2mx_comb_factors(kw, f);
+            info = (x.ok[h] ? IXL_MXK5_OK : 0u) | (ixl_v2mx_comb_word(kw) ? IXL_MXK5_COMB : 0u);
+          } else {
+            info = ixl_mxk5_decode(x.kw[h], x.ok[h], f);
+          }
         }
         sts128(fa, make_uint4(f[0], f[1], f[2], f[3]));
         sts64<kKinOff>(fa, make_uint2(x.kw[h], info));
@@ -826,7 +837,9 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
       key_pow2(kw[1], kf[1]);
       // the exact dots d: the fast formula times 2^(qc - 127) where it holds, else the CPU's;
       // pass ps's columns from NH ps on (its slow-head bits from NH / 4 ps: 2 a block of 8)
-      const bool pslow[2] = {(k.m0.y & IXL_MXK5_FAST) == 0, (k.m1.y & IXL_MXK5_FAST) == 0};
+      const bool pslow[2] = {
+          FDEC ? !ixl_v2mx_fast_word(k.m0.x) : (k.m0.y & IXL_MXK5_FAST) == 0,
+          FDEC ? !ixl_v2mx_fast_word(k.m1.x) : (k.m1.y & IXL_MXK5_FAST) == 0};
       // (NOX: the lane's slow-head mask, lane_slow's, read again here in the rare slow
       // branch rather than held in a register over the loop)
       uint32_t sh = slow_heads;
@@ -988,7 +1001,7 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
 // 8192 columns and 4 stages (5 CTAs' shared memory); u = r at 96 registers, 6 stages, 4 CTAs (m's
 // occupancy: what the 2 extra passes cost; timing only). (NP 4 at 64 registers for 6 CTAs spills.)
 // Session 9: v = p with HCH (the columns in hcol_head's order: the bf16 chain without exchange
-// or selects), w = o with HCH.
+// or selects), w = o with HCH, x = v with FDEC (the producer's decode without the fast bit).
 // Modes 1, 2 and 4 of the last session (LDS code words; two math warpgroups; 10 stages: all
 // slower than 3 on the H200) are no longer instantiated and read as off.
 // Unset: kK5wsDefault = p since session 8's visit 2 (H200, 2026-12-02): test_cuda_logits_mxk5
@@ -1003,7 +1016,7 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
 constexpr char kK5wsDefault = 'p';
 int k5ws_mode() {
   static const int v =
-      env_switch("IXL_LOGITS_V2_MX_K5WS", "356789abcefghijklmnopqrsuvw", kK5wsDefault);
+      env_switch("IXL_LOGITS_V2_MX_K5WS", "356789abcefghijklmnopqrsuvwx", kK5wsDefault);
   return v;
 }
 // IXL_LOGITS_V2_MX_K5PWS (paged K5): 2 = 1 head pass, 8 stages (136 registers: 2 CTAs an
@@ -1013,7 +1026,8 @@ int k5ws_mode() {
 // 8 = 6 with NOX at 96 registers, 6 stages, 4 CTAs an SM (pages that sbk does not divide or
 // more than 2^30 output columns: mode 6), 9 = 8 with suspending waits; a = 8 with the heads in
 // 4 passes of 8 (m64n8k32) at 80 registers, 4 stages, 5 CTAs an SM (else mode 6); session 9:
-// b = 8 with HCH (ragged v's chain), c = b with the block table's L2 prefetch (BTP) (else 6).
+// b = 8 with HCH (ragged v's chain), c = b with the block table's L2 prefetch (BTP), d = c with
+// FDEC (else 6).
 // Not offered, they spill: 2 passes at 96 registers for 4 CTAs without NOX (36 B); 4 with f's
 // producer warpgroup (ragged f's; a register across the setmaxnreg, 80 -> 48 / 112).
 // Mode 1 of the last session (LDS code words, slower) reads as off.
@@ -1026,7 +1040,7 @@ int k5ws_mode() {
 // mx_kernel<K5P>.
 constexpr char kK5pwsDefault = '8';
 int k5pws_mode() {
-  static const int v = env_switch("IXL_LOGITS_V2_MX_K5PWS", "2456789abc", kK5pwsDefault);
+  static const int v = env_switch("IXL_LOGITS_V2_MX_K5PWS", "2456789abcd", kK5pwsDefault);
   return v;
 }
 
@@ -1141,6 +1155,10 @@ extern "C" int ixl_cuda_logits_v2_mxk5(ixl_ctx *ctx, const ixl_logits_call *c, i
       *st = nox ? launch_ws<true, 2, 6, 96, 0, 60>(ctx, p, name)
                 : launch_ws<true, 2, kStages, 128, 0, 4>(ctx, p, name);
       break;
+    case 'd': // c with FDEC (else mode 6)
+      *st = nox ? launch_ws<true, 2, 6, 96, 0, 124>(ctx, p, name)
+                : launch_ws<true, 2, kStages, 128, 0, 4>(ctx, p, name);
+      break;
     default: *st = launch_ws<true, 2, kStages, 128, 0, 2>(ctx, p, name); break; // '5'
     }
     return 1;
@@ -1172,6 +1190,7 @@ extern "C" int ixl_cuda_logits_v2_mxk5(ixl_ctx *ctx, const ixl_logits_call *c, i
   case 'u': *st = launch_ws<false, 4, 6, 96, 0, 4>(ctx, p, name); break;
   case 'v': *st = launch_ws<false, 1, kStages, 136, 0, 20, 1, false, 8192>(ctx, p, name); break;
   case 'w': *st = launch_ws<false, 2, 6, 96, 0, 20, 1, false, 8192>(ctx, p, name); break;
+  case 'x': *st = launch_ws<false, 1, kStages, 136, 0, 84, 1, false, 8192>(ctx, p, name); break;
   default: *st = launch_ws<false, 1, kStages, 136, 0, 2>(ctx, p, name); break; // 'i'
   }
   return 1;
