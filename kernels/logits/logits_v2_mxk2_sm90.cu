@@ -447,6 +447,35 @@ __global__ void __launch_bounds__(kThreads, 1)
     const uint8_t *ssrc = nullptr;
     uint32_t vm = 0;
     int64_t b0 = -32;
+    // A new batch of 32 pieces from local piece PK: piece PK + lane's validity (ok), TMA row (crd)
+    // and scale words' address (ssrc = its page + SC_OFF, sl the piece's first row in its page),
+    // the batch's ballot (vm); the next batch's loads issued (fetch). Both producer loops' form
+    // (a macro: as a lambda it changed every kernel's register allocation).
+#define K2_NEW_BATCH(PK, SC_OFF)                                                               \
+  do {                                                                                         \
+    if (b0 >= 0) {                                                                             \
+      c_len = n_len;                                                                           \
+      c_pg = n_pg;                                                                             \
+      fetch((PK) + 32 + lane, n_len, n_pg);                                                    \
+    }                                                                                          \
+    b0 = (PK);                                                                                 \
+    const int64_t lp = b0 + lane;                                                              \
+    ok = false;                                                                                \
+    crd = 0;                                                                                   \
+    ssrc = nullptr;                                                                            \
+    if (lp < np) {                                                                             \
+      int64_t row, pos0, pi;                                                                   \
+      where(lp, row, pos0, pi);                                                                \
+      const int64_t row_hi = clamp64(c_len, 0, rmax);                                          \
+      if (pos0 < row_hi && pos0 < p.out_cols && c_pg >= 0 && c_pg < p.num_pages) {            \
+        const int64_t sl = pos0 - pi * p.P;                                                    \
+        ok = true;                                                                             \
+        crd = (int32_t)(c_pg * p.rows64 + sl);                                                 \
+        ssrc = p.k_pages + c_pg * p.stride + SC_OFF;                                           \
+      }                                                                                        \
+    }                                                                                          \
+    vm = __ballot_sync(0xffffffffu, ok);                                                       \
+  } while (0)
     if constexpr (WIDE) {
       // The raw stages of this warp (pw kRawW + 0 .. kRawW - 1) and their scale words; lane r
       // holds the piece mask of the tile in raw stage r (m_ring). Tile i is issued into raw
@@ -620,28 +649,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         __syncwarp();
         const int64_t pk = i << npclog;
         if (pk >= b0 + 32) { // a new batch (as below)
-          if (b0 >= 0) {
-            c_len = n_len;
-            c_pg = n_pg;
-            fetch(pk + 32 + lane, n_len, n_pg);
-          }
-          b0 = pk;
-          const int64_t lp = b0 + lane;
-          ok = false;
-          crd = 0;
-          ssrc = nullptr;
-          if (lp < np) {
-            int64_t row, pos0, pi;
-            where(lp, row, pos0, pi);
-            const int64_t row_hi = clamp64(c_len, 0, rmax);
-            if (pos0 < row_hi && pos0 < p.out_cols && c_pg >= 0 && c_pg < p.num_pages) {
-              const int64_t sl = pos0 - pi * p.P;
-              ok = true;
-              crd = (int32_t)(c_pg * p.rows64 + sl);
-              ssrc = p.k_pages + c_pg * p.stride + (int64_t)p.P * 64 + sl * 4;
-            }
-          }
-          vm = __ballot_sync(0xffffffffu, ok);
+          K2_NEW_BATCH(pk, (int64_t)p.P * 64 + sl * 4);
         }
         const int j = (int)((pk - b0) >> npclog);
         const uint32_t m = (vm >> (j << npclog)) & ((1u << npc) - 1u);
@@ -681,29 +689,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int64_t k = pw + NPW * i;
         const int64_t pk = i << npclog; // the tile's first local piece (npc divides 32: a batch
                                         // holds whole tiles)
-        if (pk >= b0 + 32) {            // a new batch: local piece b0 + lane's addresses
-          if (b0 >= 0) {
-            c_len = n_len;
-            c_pg = n_pg;
-            fetch(pk + 32 + lane, n_len, n_pg);
-          }
-          b0 = pk;
-          const int64_t lp = b0 + lane;
-          ok = false;
-          crd = 0;
-          ssrc = nullptr;
-          if (lp < np) {
-            int64_t row, pos0, pi;
-            where(lp, row, pos0, pi);
-            const int64_t row_hi = clamp64(c_len, 0, rmax);
-            if (pos0 < row_hi && pos0 < p.out_cols && c_pg >= 0 && c_pg < p.num_pages) {
-              const int64_t sl = pos0 - pi * p.P;
-              ok = true;
-              crd = (int32_t)(c_pg * p.rows64 + sl);
-              ssrc = p.k_pages + c_pg * p.stride + (RAW1 ? 0 : (int64_t)p.P * 64 + sl * 4);
-            }
-          }
-          vm = __ballot_sync(0xffffffffu, ok);
+        if (pk >= b0 + 32) { // a new batch: local piece b0 + lane's addresses
+          K2_NEW_BATCH(pk, (RAW1 ? 0 : (int64_t)p.P * 64 + sl * 4));
         }
         const int j = (int)((pk - b0) >> npclog);
         const int s = ps;
@@ -747,6 +734,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
     }
+#undef K2_NEW_BATCH
     return;
   }
 
@@ -1382,6 +1370,49 @@ int launch_k2(ixl_ctx *ctx, const CUtensorMap &map, K2Params p, const char *name
   return 1;
 }
 
+// The kernel of switch `mode` (the letters of k2ws_mode; unknown or not taken here: p); the
+// DIAG diagnostics for fp32 calls only (bf16 calls of those letters run p).
+template <bool BF16>
+int dispatch_k2(ixl_ctx *ctx, int mode, bool box1, const CUtensorMap &map, const K2Params &p,
+                const char *name, ixl_status *st) {
+  constexpr int kB = kProd4 | kBox1, kR = kProd4 | kBox1 | kRaw1,
+                kY = kProd4 | kWide | kLean | kFac | kIlp;
+  switch (mode) {
+    case '1': return launch_k2<BF16, 0>(ctx, map, p, name, st);
+    case '4': return launch_k2<BF16, kPipe | kProd4 | kArr4>(ctx, map, p, name, st);
+    case '5': return launch_k2<BF16, kProd4 | kArr4>(ctx, map, p, name, st);
+    case 'q': return launch_k2<BF16, kProd4 | kFull>(ctx, map, p, name, st);
+    case 'w': return launch_k2<BF16, kProd4 | kWide>(ctx, map, p, name, st);
+    case 'x': return launch_k2<BF16, kProd4 | kWide | kLean>(ctx, map, p, name, st);
+    case 'y': return launch_k2<BF16, kProd4 | kWide | kLean | kFac>(ctx, map, p, name, st);
+    case 'z': return launch_k2<BF16, kProd4 | kWide | kLean | kIlp>(ctx, map, p, name, st);
+    case 'Y': return launch_k2<BF16, kY>(ctx, map, p, name, st);
+    case 'l': return launch_k2<BF16, kProd4 | kLean>(ctx, map, p, name, st);
+    case 'n': return launch_k2<BF16, kProd4 | kLean | kLdsm>(ctx, map, p, name, st);
+    case 's': return launch_k2<BF16, kProd4 | kLean | kLdsm | kSleep>(ctx, map, p, name, st);
+    case 'S': return launch_k2<BF16, kY | kSleep>(ctx, map, p, name, st);
+    case 'I': return launch_k2<BF16, kY | kIlp2>(ctx, map, p, name, st);
+    case 'J': return launch_k2<BF16, kY | kIlp2 | kSleep>(ctx, map, p, name, st);
+    case 'X': return launch_k2<BF16, kY | kSplit>(ctx, map, p, name, st);
+    case 'Z': return launch_k2<BF16, kY | kSplit | kTrim>(ctx, map, p, name, st);
+    case 'b': if (box1) return launch_k2<BF16, kB>(ctx, map, p, name, st); break;
+    case 'R': if (box1) return launch_k2<BF16, kR>(ctx, map, p, name, st); break;
+    default: break;
+  }
+  if constexpr (!BF16) {
+    switch (mode) {
+      case 'M': return launch_k2<false, kProd4, 1>(ctx, map, p, name, st);
+      case 'm': return launch_k2<false, kProd4, 3>(ctx, map, p, name, st);
+      case 'C': return launch_k2<false, kProd4, 2>(ctx, map, p, name, st);
+      case 'c': if (box1) return launch_k2<false, kB, 2>(ctx, map, p, name, st); break;
+      case 'r': if (box1) return launch_k2<false, kR, 2>(ctx, map, p, name, st); break;
+      case '7': return launch_k2<false, kArr4, 2>(ctx, map, p, name, st);
+      default: break;
+    }
+  }
+  return launch_k2<BF16, kProd4>(ctx, map, p, name, st);
+}
+
 } // namespace
 
 extern "C" int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, ixl_status *st) {
@@ -1426,61 +1457,6 @@ extern "C" int ixl_cuda_logits_v2_mxk2(ixl_ctx *ctx, const ixl_logits_call *c, i
   CUtensorMap map;
   if (!k2_map(&map, p.k_pages, (uint64_t)(num_pages * rows64), box1 ? 68 : Pt)) return 0;
   const char *name = "dense_logits_paged kernel (v2 mxfp4 K2WS)";
-  constexpr int kB = kProd4 | kBox1, kR = kProd4 | kBox1 | kRaw1,
-                kY = kProd4 | kWide | kLean | kFac | kIlp;
-  if (bf16) {
-    switch (mode) {
-      case '1': return launch_k2<true, 0>(ctx, map, p, name, st);
-      case '4': return launch_k2<true, kPipe | kProd4 | kArr4>(ctx, map, p, name, st);
-      case '5': return launch_k2<true, kProd4 | kArr4>(ctx, map, p, name, st);
-      case 'q': return launch_k2<true, kProd4 | kFull>(ctx, map, p, name, st);
-      case 'w': return launch_k2<true, kProd4 | kWide>(ctx, map, p, name, st);
-      case 'x': return launch_k2<true, kProd4 | kWide | kLean>(ctx, map, p, name, st);
-      case 'y': return launch_k2<true, kProd4 | kWide | kLean | kFac>(ctx, map, p, name, st);
-      case 'z': return launch_k2<true, kProd4 | kWide | kLean | kIlp>(ctx, map, p, name, st);
-      case 'Y':
-        return launch_k2<true, kProd4 | kWide | kLean | kFac | kIlp>(ctx, map, p, name, st);
-      case 'l': return launch_k2<true, kProd4 | kLean>(ctx, map, p, name, st);
-      case 'n': return launch_k2<true, kProd4 | kLean | kLdsm>(ctx, map, p, name, st);
-      case 's': return launch_k2<true, kProd4 | kLean | kLdsm | kSleep>(ctx, map, p, name, st);
-      case 'S': return launch_k2<true, kY | kSleep>(ctx, map, p, name, st);
-      case 'I': return launch_k2<true, kY | kIlp2>(ctx, map, p, name, st);
-      case 'J': return launch_k2<true, kY | kIlp2 | kSleep>(ctx, map, p, name, st);
-      case 'X': return launch_k2<true, kY | kSplit>(ctx, map, p, name, st);
-      case 'Z': return launch_k2<true, kY | kSplit | kTrim>(ctx, map, p, name, st);
-      case 'b': if (box1) return launch_k2<true, kB>(ctx, map, p, name, st); break;
-      case 'R': if (box1) return launch_k2<true, kR>(ctx, map, p, name, st); break;
-      default: break;
-    }
-    return launch_k2<true, kProd4>(ctx, map, p, name, st);
-  }
-  switch (mode) {
-    case '1': return launch_k2<false, 0>(ctx, map, p, name, st);
-    case '4': return launch_k2<false, kPipe | kProd4 | kArr4>(ctx, map, p, name, st);
-    case '5': return launch_k2<false, kProd4 | kArr4>(ctx, map, p, name, st);
-    case 'q': return launch_k2<false, kProd4 | kFull>(ctx, map, p, name, st);
-    case 'w': return launch_k2<false, kProd4 | kWide>(ctx, map, p, name, st);
-    case 'x': return launch_k2<false, kProd4 | kWide | kLean>(ctx, map, p, name, st);
-    case 'y': return launch_k2<false, kProd4 | kWide | kLean | kFac>(ctx, map, p, name, st);
-    case 'z': return launch_k2<false, kProd4 | kWide | kLean | kIlp>(ctx, map, p, name, st);
-    case 'Y': return launch_k2<false, kProd4 | kWide | kLean | kFac | kIlp>(ctx, map, p, name, st);
-    case 'l': return launch_k2<false, kProd4 | kLean>(ctx, map, p, name, st);
-    case 'n': return launch_k2<false, kProd4 | kLean | kLdsm>(ctx, map, p, name, st);
-    case 's': return launch_k2<false, kProd4 | kLean | kLdsm | kSleep>(ctx, map, p, name, st);
-    case 'S': return launch_k2<false, kY | kSleep>(ctx, map, p, name, st);
-    case 'I': return launch_k2<false, kY | kIlp2>(ctx, map, p, name, st);
-    case 'J': return launch_k2<false, kY | kIlp2 | kSleep>(ctx, map, p, name, st);
-    case 'X': return launch_k2<false, kY | kSplit>(ctx, map, p, name, st);
-    case 'Z': return launch_k2<false, kY | kSplit | kTrim>(ctx, map, p, name, st);
-    case 'b': if (box1) return launch_k2<false, kB>(ctx, map, p, name, st); break;
-    case 'R': if (box1) return launch_k2<false, kR>(ctx, map, p, name, st); break;
-    case 'M': return launch_k2<false, kProd4, 1>(ctx, map, p, name, st);
-    case 'm': return launch_k2<false, kProd4, 3>(ctx, map, p, name, st);
-    case 'C': return launch_k2<false, kProd4, 2>(ctx, map, p, name, st);
-    case 'c': if (box1) return launch_k2<false, kB, 2>(ctx, map, p, name, st); break;
-    case 'r': if (box1) return launch_k2<false, kR, 2>(ctx, map, p, name, st); break;
-    case '7': return launch_k2<false, kArr4, 2>(ctx, map, p, name, st);
-    default: break;
-  }
-  return launch_k2<false, kProd4>(ctx, map, p, name, st);
+  return bf16 ? dispatch_k2<true>(ctx, mode, box1, map, p, name, st)
+              : dispatch_k2<false>(ctx, mode, box1, map, p, name, st);
 }
