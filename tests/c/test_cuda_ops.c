@@ -699,7 +699,8 @@ TEST(topk_v2_short_match_cpu) {
  * empty, full, exactly-k and random-end rows: partial last vectors), both orders, the fused
  * remap, ties, NaN mixes, the forced exact radix (SHORT=2), the radix after the buffer
  * (periodic huge columns), rows with starts (the host's rule: the plain kernel); then 2, 3,
- * 11, 17 and 1 by the rule (more rows than one wave) on the benchmark's widths. */
+ * 11, 17 and 1 by the rule (more rows than one wave) on the benchmark's widths (small: 1, 17, 2
+ * on 600 rows of 2048 bf16), and the defaults on that shape. */
 TEST(topk_v2_shnext_match_cpu) {
   static const char *const modes[] = {"6", "21", "15", "7", "5", "14", "20"};
   static const char *const grids[] = {"3", "5", "4", "5", "2", "3", "2"};
@@ -735,9 +736,17 @@ TEST(topk_v2_shnext_match_cpu) {
     v2_switch("IXL_TOPK_V2_SHNEXT", "1");
     topk_case(IXL_BF16, 1200, 16384, 512, 1, 2, 0);
     topk_case(IXL_F32, 900, 8192, 512, 0, 1, 0);
+  } else { /* the sanitizers: by the rule, 600 short rows (more than one wave) */
+    static const char *const rule[] = {"1", "17", "2"};
+    for (int mi = 0; mi < 3; mi++) {
+      v2_switch("IXL_TOPK_V2_SHNEXT", rule[mi]);
+      topk_case(IXL_BF16, 600, 2048, 64, mi % 2, mi, 0);
+    }
   }
   v2_switch("IXL_TOPK_V2_SHNEXT", NULL);
   v2_switch("IXL_TOPK_V2_SHORT", NULL);
+  topk_case(IXL_BF16, g_small ? 600 : 1200, g_small ? 2048 : 16384, g_small ? 64 : 512, 1, 1,
+            0); /* the default's rule */
 }
 
 TEST(topk_matches_cpu) {
