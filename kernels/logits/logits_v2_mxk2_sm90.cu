@@ -1260,7 +1260,8 @@ int log2_exact(int64_t v) {
 //   l kProd4 | kLean (p with lean barriers), n l + kLdsm (ldmatrix code loads, the factors by
 //   bytes, the keyless tiles' own branch), s n + kSleep (the producer sleeps between polls);
 //   S Y + kSleep, I Y + kIlp2 (both slots' loads first), J I + kSleep, X Y + kSplit (each tile
-//   widened by the 4 producer warps together), Z X + kTrim; session 9, not yet run;
+//   widened by the 4 producer warps together), Z X + kTrim, W Z + kSleep; session 9, not yet
+//   run;
 //   bench-only diagnostics (DIAG above, fp32 calls; garbage logits; bf16 calls run p): M math
 //   only of p, m the math alone of p, C copies only of p, c copies only of b, r copies only of
 //   R, 7 copies only with one producer warp and 4 arrivals.
@@ -1277,7 +1278,7 @@ int k2ws_mode(bool bf16) {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_K2WS");
     if (!e) return (int)'D'; // the defaults
-    static const char known[] = "1pqbR45MmCcr7wxyzYlnsSIJXZ";
+    static const char known[] = "1pqbR45MmCcr7wxyzYlnsSIJXZW";
     for (const char *k = known; *k; k++)
       if (e[0] == *k && e[1] == 0) return (int)*k;
     return 0;
@@ -1395,6 +1396,7 @@ int dispatch_k2(ixl_ctx *ctx, int mode, bool box1, const CUtensorMap &map, const
     case 'J': return launch_k2<BF16, kY | kIlp2 | kSleep>(ctx, map, p, name, st);
     case 'X': return launch_k2<BF16, kY | kSplit>(ctx, map, p, name, st);
     case 'Z': return launch_k2<BF16, kY | kSplit | kTrim>(ctx, map, p, name, st);
+    case 'W': return launch_k2<BF16, kY | kSplit | kTrim | kSleep>(ctx, map, p, name, st);
     case 'b': if (box1) return launch_k2<BF16, kB>(ctx, map, p, name, st); break;
     case 'R': if (box1) return launch_k2<BF16, kR>(ctx, map, p, name, st); break;
     default: break;

@@ -16,7 +16,7 @@
  *   nothing left unwritten (the output is poisoned first).
  *
  * Sets IXL_LOGITS_V2_MX_K2WS=Y (the default of fp32 and bf16 calls since session 9) unless the
- * environment sets it (p, q, b, R, 1, 4, 5, w, x, y, z, l, n, s, S, I, J, X, Z:
+ * environment sets it (p, q, b, R, 1, 4, 5, w, x, y, z, l, n, s, S, I, J, X, Z, W:
  * the kernel's other variants; =0: the kernels before, as a control; the -inf check is then
  * skipped: mx_kernel writes the same, but SPEC leaves it unspecified); pins logits v2. Skips
  * (passes) without a CUDA GPU of sm_90 or newer.
