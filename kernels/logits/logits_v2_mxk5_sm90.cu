@@ -246,11 +246,13 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[
 // instead of 4 (groups 1-3's accumulators keep whatever they hold), 2 = no key copies (the
 // producer arrives without copying; the math reads stale stages), 4 = no scale decode in the
 // producer (constant factors, every slot fast), 8 = the math warps only wait and release each
-// stage (the producer side alone). OPT bits: 1 (DEC) the math warps decode their slots' scale
-// words (the producer stores the words only; the same functions, the same bits); 2 (HINT) the
-// ring's waits suspend (try_wait32's hint) instead of polling; 4 (PRE) the set-up's global
-// loads batched (the query words and 16 contiguous ids a thread issued before the column fold,
-// the block bases' ids and page entries 4 a thread at once; the same values, the same bits);
+// stage (the producer side alone), 16 = no widening (the raw words as A), 32 = no combine on
+// the fast path (the accumulators of group 0 as the dots). OPT bits: 1 (DEC) the math warps
+// decode their slots' scale words (the producer stores the words only; the same functions, the
+// same bits); 2 (HINT) the ring's waits suspend (try_wait32's hint) instead of polling; 4 (PRE)
+// the set-up's global loads batched (the query words and 16 contiguous ids a thread issued
+// before the column fold, the block bases' ids and page entries 4 a thread at once; the same
+// values, the same bits);
 // 8 (NOX) int32 chunk columns, no page-crossing path (the hook takes only page sizes that sbk
 // divides: SPEC 4's builder rule), the slow-head mask re-read in the slow branch (session 7's
 // reverted 1141f1e, here behind its bit): so that paged 2 passes fit 96 registers, 4 CTAs.
@@ -685,6 +687,11 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
     ldsm_x4(la ^ 32u, w0[2], w1[2], w0[3], w1[3]);
 #pragma unroll
     for (int g = 0; g < 4; g++) {
+      if constexpr ((ABL & 16) != 0) { // timing: the raw words as the A fragments, no widening
+        a[g][0] = a[g][2] = w0[g];
+        a[g][1] = a[g][3] = w1[g];
+        continue;
+      }
       ixl_sm90_e2m1x8_widen(w0[g], &a[g][0], &a[g][2]);
       ixl_sm90_e2m1x8_widen(w1[g], &a[g][1], &a[g][3]);
     }
@@ -747,7 +754,7 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
     wgmma_commit();
   };
   auto comb01 = [&](float (&ac)[4][NH / 2], const Sc &k) {
-    if (!slow_of(k)) {
+    if ((ABL & 32) == 0 && !slow_of(k)) { // (ABL 32, timing: no combine on the fast path)
       const float cr1[2] = {fac(k, 0, 1), fac(k, 1, 1)};
 #pragma unroll
       for (int e = 0; e < NH / 2; e++) ac[0][e] = __fmaf_rn(ac[1][e], cr1[(e >> 1) & 1], ac[0][e]);
@@ -825,7 +832,7 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
     if (!slow_of(k)) {
       const float cr2[2] = {fac(k, 0, 2), fac(k, 1, 2)}, cr3[2] = {fac(k, 0, 3), fac(k, 1, 3)};
 #pragma unroll
-      for (int e = 0; e < NH / 2; e++) {
+      for (int e = 0; e < NH / 2 && (ABL & 32) == 0; e++) {
         const int h = (e >> 1) & 1;
         ac[0][e] = __fmaf_rn(__fmaf_rn(ac[3][e], cr3[h], ac[2][e]), cr2[h], ac[0][e]);
       }
@@ -1001,7 +1008,9 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
 // 8192 columns and 4 stages (5 CTAs' shared memory); u = r at 96 registers, 6 stages, 4 CTAs (m's
 // occupancy: what the 2 extra passes cost; timing only). (NP 4 at 64 registers for 6 CTAs spills.)
 // Session 9: v = p with HCH (the columns in hcol_head's order: the bf16 chain without exchange
-// or selects), w = o with HCH, x = v with FDEC (the producer's decode without the fast bit).
+// or selects), w = o with HCH, x = v with FDEC (the producer's decode without the fast bit);
+// timing ablations of x (wrong results): y = no widening (ABL 16: the raw words as the A
+// fragments), z = no combine on the fast path (ABL 32).
 // Modes 1, 2 and 4 of the last session (LDS code words; two math warpgroups; 10 stages: all
 // slower than 3 on the H200) are no longer instantiated and read as off.
 // Unset: kK5wsDefault = p since session 8's visit 2 (H200, 2026-12-02): test_cuda_logits_mxk5
@@ -1016,7 +1025,7 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
 constexpr char kK5wsDefault = 'p';
 int k5ws_mode() {
   static const int v =
-      env_switch("IXL_LOGITS_V2_MX_K5WS", "356789abcefghijklmnopqrsuvwx", kK5wsDefault);
+      env_switch("IXL_LOGITS_V2_MX_K5WS", "356789abcefghijklmnopqrsuvwxyz", kK5wsDefault);
   return v;
 }
 // IXL_LOGITS_V2_MX_K5PWS (paged K5): 2 = 1 head pass, 8 stages (136 registers: 2 CTAs an
@@ -1191,6 +1200,8 @@ extern "C" int ixl_cuda_logits_v2_mxk5(ixl_ctx *ctx, const ixl_logits_call *c, i
   case 'v': *st = launch_ws<false, 1, kStages, 136, 0, 20, 1, false, 8192>(ctx, p, name); break;
   case 'w': *st = launch_ws<false, 2, 6, 96, 0, 20, 1, false, 8192>(ctx, p, name); break;
   case 'x': *st = launch_ws<false, 1, kStages, 136, 0, 84, 1, false, 8192>(ctx, p, name); break;
+  case 'y': *st = launch_ws<false, 1, kStages, 136, 16, 84, 1, false, 8192>(ctx, p, name); break;
+  case 'z': *st = launch_ws<false, 1, kStages, 136, 32, 84, 1, false, 8192>(ctx, p, name); break;
   default: *st = launch_ws<false, 1, kStages, 136, 0, 2>(ctx, p, name); break; // 'i'
   }
   return 1;
