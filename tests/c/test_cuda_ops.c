@@ -1345,7 +1345,7 @@ TEST(bench_topk) {
    * with the next row's loads after the candidate pass (=2), v2:shnxpf both (=3), v2:shnxl
    * and v2:shnxlpf the loads after the column order's scan, four CTAs an SM (=10, 11),
    * v2:shsp the next row's first half by cp.async into shared memory (=16), v2:shsppf with
-   * the L2 prefetch of its second half (=17);
+   * the L2 prefetch of its second half (=17), v2:shnx0 none of them (=0);
    * v2:old = every round-4 switch off
    * (SHORT=0, SPIPE=0, SPF=0, SMU=64: the defaults before this round, whatever they are now) */
   static const char *const modes[] = {"v1",       "v2",       "v2:cs1",    "v2:cs2",
@@ -1364,7 +1364,7 @@ TEST(bench_topk) {
                                       "v2:sstg24", "v2:cst0",  "v2:shstg2", "v2:shstg4",
                                       "v2:shstg6", "v2:sstg0", "v2:shpf",  "v2:shnx",
                                       "v2:shnxpf", "v2:shnxl", "v2:shnxlpf", "v2:shsp",
-                                      "v2:shsppf"};
+                                      "v2:shsppf", "v2:shnx0"};
   const char *only_modes = getenv("IXL_TOPK_BENCH_MODES");
   const char *only_shapes = getenv("IXL_TOPK_BENCH_SHAPES"); /* WORD,...: shapes naming one */
   const int nmodes = (int)(sizeof modes / sizeof modes[0]);
@@ -1484,6 +1484,7 @@ TEST(bench_topk) {
                                       : !strcmp(mode, "v2:shnxlpf") ? "11"
                                       : !strcmp(mode, "v2:shsp")    ? "16"
                                       : !strcmp(mode, "v2:shsppf")  ? "17"
+                                      : !strcmp(mode, "v2:shnx0")   ? "0"
                                                                    : NULL);
       v2_switch("IXL_TOPK_V2_S3", !strncmp(mode, "v2:s3", 5) ? "1" : NULL);
       v2_switch("IXL_TOPK_V2_SUNR", !strcmp(mode, "v2:s8")   ? "8"
