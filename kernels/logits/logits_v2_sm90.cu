@@ -617,6 +617,7 @@ __device__ __forceinline__ int32_t block_tiles(const Params &p, int64_t b, int32
 // before), the wgmma descriptors from their low words (tile_mma256_lo): UIADD3 / UMOV instead
 // of ~18 instructions (mask, shift, or, R2UR) a wgmma. Bit 1: the lane's output row pointer and
 // its range made once a block (int32 positions), not the 64-bit row index math at each store.
+// Bit 2 (K1=j): v2_fp8.cuh k1_epilogue_n's SPLIT fast path (sum w x + sum w |x|; not K1=6's bits).
 template <int H, bool HALVES, bool PING, bool RELU2, int MW = 2, bool NOMMA = false,
           bool SP = false, int LEAN = 0>
 __global__ void __launch_bounds__(k1_threads<MW>(), 1)
@@ -1203,7 +1204,8 @@ __global__ void __launch_bounds__(k1_threads<MW>(), 1)
     const bool fast = __all_sync(0xffffffffu, sc0 >= 0.0f && sc0 <= 3.402823466e38f &&
                                                   sc1 >= 0.0f && sc1 <= 3.402823466e38f);
     float res[RB / 2];
-    ixl_v2::k1_epilogue<H, RELU2>(acc, sc0, sc1, fast, s_w + qslot * RB * WROW, t4, res);
+    ixl_v2::k1_epilogue<H, RELU2, (LEAN & 4) != 0>(acc, sc0, sc1, fast, s_w + qslot * RB * WROW,
+                                                   t4, res);
     const int32_t k0 = (tlo + o) * kTile + r0;
 #pragma unroll
     for (int v = 0; v < RB / 2; ++v) {
@@ -1426,7 +1428,7 @@ static int k1_mode() {
   static const int mode = [] {
     const char *e = getenv("IXL_LOGITS_V2_FP8_K1");
     if (e && e[0] >= '0' && e[0] <= '9' && e[1] == 0) return e[0] - '0';
-    if (e && e[0] >= 'a' && e[0] <= 'i' && e[1] == 0) return 10 + e[0] - 'a';
+    if (e && e[0] >= 'a' && e[0] <= 'j' && e[1] == 0) return 10 + e[0] - 'a';
     return 6; // K1=6's relu by default (session 8, visit 3)
   }();
   return mode;
@@ -1499,7 +1501,8 @@ static ixl_status launch_k1(ixl_ctx *ctx, const ixl_logits_call *c) {
   return st;
 }
 // K1=f / g / h: K1=6 with k1_fp8_kernel's LEAN 3 / 1 / 2 (development; H 64 only, else K1=6);
-// i: K1=f without its wgmma (NOMMA; a timing ablation, wrong results; H 32: K1=6).
+// i: K1=f without its wgmma (NOMMA; a timing ablation, wrong results; H 32: K1=6); j: K1=f with
+// the split epilogue (LEAN 7: bit 2 = k1_epilogue's SPLIT, sum w x + sum w |x|).
 template <int H, int LEAN, bool NOMMA = false>
 static ixl_status launch_lean(ixl_ctx *ctx, const ixl_logits_call *c) {
   return launch_k1<H, false, false, true, 2, NOMMA && H == 64, false, H == 64 ? LEAN : 0>(ctx, c);
@@ -1585,6 +1588,7 @@ ixl_status launch(ixl_ctx *ctx, const ixl_logits_call *c) {
            : k1_mode() == 16 ? launch_lean<H, 1>(ctx, c)
            : k1_mode() == 17 ? launch_lean<H, 2>(ctx, c)
            : k1_mode() == 18 ? launch_lean<H, 3, true>(ctx, c)
+           : k1_mode() == 19 ? launch_lean<H, 7>(ctx, c)
                             : launch_k1<H, false, false, false>(ctx, c);
   return c->reduction == IXL_REDUCE_BF16 ? launch_mode<H, M_K1, true>(ctx, c, p)
                                          : launch_mode<H, M_K1, false>(ctx, c, p);

@@ -463,16 +463,43 @@ __device__ __forceinline__ void named_bar_arrive(int id, int n) {
 // exactly (+0 for x <= 0, NaN stays NaN), so the chains hold twice the plain sums, rounded the
 // same way (a power of 2) unless a partial sum is subnormal or above 2^127, and the doubled sum
 // is halved before the scale. The slow path is the plain one.
-template <int H, int NA, bool RELU2 = false>
+// SPLIT (k1_fp8_kernel's LEAN & 4, IXL_LOGITS_V2_FP8_K1=j, development): the fast path's doubled
+// sum as sum w x + sum w |x| (two FFMA an element, |x| an FFMA operand modifier), two
+// independent chains per value instead of an FADD feeding each FFMA; the two added before the
+// reduction. Not K1=6's bits (other roundings; the accumulators are finite, so no inf - inf):
+// SPEC 3 leaves the fp32 order free.
+template <int H, int NA, bool RELU2 = false, bool SPLIT = false>
 __device__ __forceinline__ void k1_epilogue_n(const float (&acc)[NA], float sc0, float sc1,
                                               bool fast, const float *w, int t4,
                                               float (&res)[NA * 2 / H / 2]) {
   auto rl = [](float x) { return RELU2 ? __fadd_rn(x, fabsf(x)) : relu_nan(x); };
   constexpr int RB = NA * 2 / H, V = 2 * RB, JR = H / 8; // RB rows; JR: j per row
+  static_assert(!SPLIT || RELU2, "SPLIT: the doubled sum");
   float v[V];
 #pragma unroll
   for (int i = 0; i < V; ++i) v[i] = 0.0f;
-  if (fast) {
+  if (SPLIT && fast) {
+    float u[V]; // the sum w |x| beside v's sum w x
+#pragma unroll
+    for (int i = 0; i < V; ++i) u[i] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < NA / 4; j += 2) {
+      const int rb = j / JR, jj = j % JR;
+      const float4 wj = *reinterpret_cast<const float4 *>(w + rb * k1_wrow<H>() +
+                                                          t4 * k1_wq<H>() + 2 * jj);
+      const float wv[4] = {wj.x, wj.y, wj.z, wj.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int a = 4 * (j + e / 2) + e % 2;
+        v[2 * rb] = __fmaf_rn(wv[e], acc[a], v[2 * rb]);
+        u[2 * rb] = __fmaf_rn(wv[e], fabsf(acc[a]), u[2 * rb]);
+        v[2 * rb + 1] = __fmaf_rn(wv[e], acc[a + 2], v[2 * rb + 1]);
+        u[2 * rb + 1] = __fmaf_rn(wv[e], fabsf(acc[a + 2]), u[2 * rb + 1]);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < V; ++i) v[i] = __fadd_rn(v[i], u[i]);
+  } else if (fast) {
 #pragma unroll
     for (int j = 0; j < NA / 4; j += 2) {
       const int rb = j / JR, jj = j % JR;
@@ -523,11 +550,11 @@ __device__ __forceinline__ void k1_epilogue_n(const float (&acc)[NA], float sc0,
     if (fast) res[i] = __fmul_rn(res[i], (k & 1) ? sc1 : sc0);
   }
 }
-template <int H, bool RELU2 = false>
+template <int H, bool RELU2 = false, bool SPLIT = false>
 __device__ __forceinline__ void k1_epilogue(const float (&acc)[128], float sc0, float sc1,
                                             bool fast, const float *w, int t4,
                                             float (&res)[256 / H / 2]) {
-  k1_epilogue_n<H, 128, RELU2>(acc, sc0, sc1, fast, w, t4, res);
+  k1_epilogue_n<H, 128, RELU2, SPLIT>(acc, sc0, sc1, fast, w, t4, res);
 }
 
 // k1_fp8_kernel's pipelined form (IXL_LOGITS_V2_FP8_K1=2): the 64 x 256 tile as two halves of
