@@ -70,10 +70,13 @@ constexpr int kSCW = 96;         // scale words a raw stage (a 17 x 16 B box, 12
 // registers after setmaxnreg (entry: 168, 65536 / 384): producer / math; the rolling pipeline
 // (two rows' accumulators live across each epilogue) takes 8 more for the math, its producer
 // (the per-warp one, widening in pairs of units) 16 fewer
-template <int VAR> constexpr int prod_regs() { return 40; }
-template <int VAR> constexpr int math_regs() { return 232; }
+// (the 8-row s8 kernel's per-warp producer, VAR bit 524288 = kVarWarpProd8: 48 / 224, its fold,
+// shifts and stage word live across the widening)
+template <int VAR> constexpr int prod_regs() { return VAR & 524288 ? 48 : 40; }
+template <int VAR> constexpr int math_regs() { return VAR & 524288 ? 224 : 232; }
 static_assert(128 * prod_regs<0>() + 256 * math_regs<0>() <= 384 * 168, "setmaxnreg: the pool");
 static_assert(128 * prod_regs<128>() + 256 * math_regs<128>() <= 384 * 168, "setmaxnreg: pool");
+static_assert(128 * prod_regs<524288>() + 256 * math_regs<524288>() <= 384 * 168, "the pool");
 
 struct Params {
   const uint8_t *q_codes;   // [R, H, 64]
@@ -158,6 +161,21 @@ constexpr int kVarRows8 = 131072;
 // the s8 path's 8 IGMMA a tile as two independent chains (the main k blocks into one s32
 // accumulator, the overflow blocks into another, added as integers): half the dependent depth
 constexpr int kVarS8Split = 262144;
+// session 9: the 8-row s8 kernel's producer per warp (kVarRows8): warp pw folds, votes and widens
+// the tiles t = pw (mod 4) whole (8 raw stages, its own; the widened stage t % 4 = pw), so four
+// tiles' chains (waits, loads, widening, fence, arrival) overlap and no producer bar.sync is left;
+// the slots' shifts go through shuffles; the overflow IGMMAs read the main s8 query block (the
+// same values), so the prologue writes no copy
+constexpr int kVarWarpProd8 = 524288;
+static_assert(prod_regs<kVarWarpProd8>() == 48, "prod_regs: kVarWarpProd8's bit");
+// session 9, on kVarWarpProd8: the overflow IGMMA of group g only where one of the tile's slots
+// has a_g = 4 (the producer's per-group vote, beside the stage's s8 flag); the others add zeros
+constexpr int kVarOvfMask = 1048576;
+// session 9, diagnostics on kVarWarpProd8 (results as without it): each launch outside a
+// stream capture prints (stderr, after a synchronization) its CTAs, those whose heads all fold,
+// its s8 / e4m3 tiles and the s8 tiles' overflow groups (device-wide counters)
+constexpr int kVarStats = 2097152;
+__device__ unsigned long long g_mxk1_stats[5];
 #if IXL_SM90_DEVICE
 // NR rows from R0 on (of a math warpgroup's 2): the epilogue's compile-time row set
 template <int R0, int NR> struct Rows {
@@ -165,7 +183,9 @@ template <int R0, int NR> struct Rows {
 };
 #endif
 // the rings: the per-warp producer needs kSR % 4 == 0 (a warp refills its own raw stages)
-template <int VAR> constexpr int ring_raw() { return VAR & kVarWarpProd ? 8 : 6; }
+template <int VAR> constexpr int ring_raw() {
+  return VAR & (kVarWarpProd | kVarWarpProd8) ? 8 : 6;
+}
 template <int VAR> constexpr int ring_wide() { return VAR & kVarWarpProd ? 8 : 4; }
 
 template <bool BF16, int VAR>
@@ -179,6 +199,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr int kRW = kRowsV / 2;                                      // rows a math warpgroup
   static_assert(!kRows8 || kS8, "8 rows a CTA: on the s8 path (the e4m3 path a row at a time)");
   constexpr bool kSplit8 = VAR & kVarS8Split;
+  constexpr bool kWarpProd8 = VAR & kVarWarpProd8, kOvfMask = VAR & kVarOvfMask;
+  constexpr bool kStats = VAR & kVarStats;
+  static_assert(!kWarpProd8 || (kRows8 && (VAR & kVarEarly)), "kVarWarpProd8: 8 rows, kEarly");
+  static_assert(!kOvfMask || (kWarpProd8 && !kSplit8), "kVarOvfMask: one chain, per-warp");
   // the s8 path's weights from shared memory (8 rows with the e4m3 fallback: registers)
   constexpr bool kW8Smem = kRows8 && !kS8All;
   using L = Smem<kSR, kSW, (VAR & kVarRoll) != 0, kS8, kNCV>;
@@ -225,7 +249,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int s = 0; s < kSR; s++) ptx::mbarrier_init(&s_rfull[s], 1);
 #pragma unroll
     for (int s = 0; s < kSW; s++) {
-      ptx::mbarrier_init(&s_wfull[s], kWarpProd ? 32 : 128); // every thread that widens it
+      ptx::mbarrier_init(&s_wfull[s], kWarpProd || kWarpProd8 ? 32 : 128); // its widening lanes
       ptx::mbarrier_init(&s_wempty[s], 256);                 // every math thread
     }
     ptx::fence_mbarrier_init(ptx::sem_release, ptx::scope_cluster); // before the first use
@@ -347,7 +371,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                        ixl_sm90_swizzle((uint32_t)(nl * 128 + 32 * g + 8 * p4),
                                         IXL_SM90_SWIZZLE_128B);
         *reinterpret_cast<uint2 *>(dst) = o;
-        *reinterpret_cast<uint2 *>(dst + kNCV * 128) = o; // the overflow block
+        if (!kWarpProd8) *reinterpret_cast<uint2 *>(dst + kNCV * 128) = o; // the overflow block
       }
     }
   }
@@ -460,6 +484,105 @@ __global__ void __launch_bounds__(kThreads, 1)
       m0[kTile * 128 / 16] = a == 4 ? c0 : z;
       m1[kTile * 128 / 16] = a == 4 ? c1 : z;
     };
+    // kVarWarpProd8: widen8 with the slot's shift a_g given, its overflow copy into k block og
+    // of the overflow block (og < 0: none; kVarOvfMask compacts the blocks)
+    auto widen8a = [&](int u, const uint8_t *src, uint8_t *et, int a, int og) {
+      const int i = u >> 2, g = u & 3, am = min(a, 3);
+      const uint4 wv = *reinterpret_cast<const uint4 *>(src + ixl_v2mx_raw_off(i, g));
+      uint4 c0, c1;
+      ixl_mxk1_s8_widen(wv.x, am, &c0.x, &c0.y);
+      ixl_mxk1_s8_widen(wv.y, am, &c0.z, &c0.w);
+      ixl_mxk1_s8_widen(wv.z, am, &c1.x, &c1.y);
+      ixl_mxk1_s8_widen(wv.w, am, &c1.z, &c1.w);
+      uint4 *m0 = reinterpret_cast<uint4 *>(et + ixl_v2mx_ss_off(i, g, 0, 0));
+      uint4 *m1 = reinterpret_cast<uint4 *>(et + ixl_v2mx_ss_off(i, g, 0, 1));
+      *m0 = c0;
+      *m1 = c1;
+      if (og >= 0) {
+        const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+        uint8_t *ov = et + kTile * 128;
+        *reinterpret_cast<uint4 *>(ov + ixl_v2mx_ss_off(i, og, 0, 0)) = a == 4 ? c0 : z;
+        *reinterpret_cast<uint4 *>(ov + ixl_v2mx_ss_off(i, og, 0, 1)) = a == 4 ? c1 : z;
+      }
+    };
+    if constexpr (kWarpProd8) {
+      // kVarWarpProd8: warp pw takes the tiles t = pw (mod 4) whole (raw stages t % 8, its own;
+      // widened stage t % 4 = pw): lane l folds slots l and l + 32 (their key factors, s8
+      // shifts and k0), the warp votes, then widens units l + 32 k (slot l / 4 + 8 k, group
+      // l % 4; its shifts by a shuffle), s8 or e4m3; lane 0 sets the stage's flag (bit 0: s8;
+      // kOvfMask: bit 1 + g where a slot has a_g = 4) and refills the raw stage
+      static_assert(kSR % 4 == 0 && kSW == 4, "per-warp s8 producer: its own stages");
+      uint32_t n8 = 0, nov_sum = 0; // kStats: this warp's s8 tiles, their overflow groups
+      for (int t = pw; t < T; t += 4) {
+        const int rs = t % kSR, ws = t % kSW;
+        ixl_mxk1_wait(bar_raw + 8 * rs, (uint32_t)(t / kSR) & 1u);
+        if (t >= kSW) wait_empty(ws, t);
+        const uint8_t *src = s_raw + rs * (kTile * 64);
+        uint8_t *et = s_w + ws * kWStage;
+        uint32_t sh[2], ovf = 0;
+        int ok = 1;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+          const int i = lane + 32 * h;
+          factors(i, rs, ws);
+          uint32_t k0;
+          ok &= ixl_mxk1_slot_s8(s_sc[rs * kSCW + sco + i], G8, &sh[h], &k0);
+          s_k8[ws * kTile + i] = k0;
+          if (kOvfMask || kStats) {
+#pragma unroll
+            for (int g = 0; g < 4; g++) ovf |= (uint32_t)(((sh[h] >> (8 * g)) & 0xFFu) == 4u) << g;
+          }
+        }
+        const bool use8 = kS8All || (all8 && __all_sync(0xffffffffu, ok));
+        // kOvfMask: the groups with a slot at a_g = 4 (ovf), their compacted k blocks (this
+        // lane's group g = lane % 4 at og, or none), the stage's word (s8, n, the g_j)
+        uint32_t word = use8 ? 1u : 0u;
+        int og = lane & 3;
+        if (kOvfMask || kStats) {
+          ovf = __reduce_or_sync(0xffffffffu, ovf);
+          const uint32_t n = __popc(ovf);
+          nov_sum += use8 ? n : 0u;
+          if (kOvfMask) {
+            uint32_t gl = 0;
+#pragma unroll
+            for (int g = 0, j = 0; g < 4; g++)
+              if ((ovf >> g) & 1u) gl |= (uint32_t)g << (2 * j++);
+            word = use8 ? 1u | n << 1 | gl << 4 : 0u;
+            og = (ovf >> og) & 1u ? __popc(ovf & ((1u << og) - 1u)) : -1;
+          }
+        }
+        if (use8) {
+#pragma unroll 2
+          for (int k = 0; k < kTile * 4 / 32; k++) {
+            const uint32_t s2 = __shfl_sync(0xffffffffu, k < 4 ? sh[0] : sh[1],
+                                            (lane >> 2) + 8 * (k & 3));
+            widen8a(lane + 32 * k, src, et, (int)((s2 >> (8 * (lane & 3))) & 0xFFu), og);
+          }
+        } else {
+#pragma unroll 2
+          for (int k = 0; k < kTile * 4 / 32; k++) widen(lane + 32 * k, src, et);
+        }
+        n8 += use8 ? 1u : 0u;
+        if (lane == 0) s_tf[ws] = word;
+        ptx::fence_proxy_async(ptx::space_shared); // the widened tile, visible to wgmma
+        ixl_mxk1_arrive(bar_full + 8 * ws);
+        __syncwarp(); // every lane is done reading raw stage rs
+        if (lane == 0 && t + kSR < T) issue(t + kSR, rs);
+      }
+      if (kStats && lane == 0) {
+        // kStats: the launch's totals (CTAs, CTAs whose heads all fold, s8 / e4m3 tiles, the
+        // s8 tiles' overflow groups), which the host reads after the launch
+        unsigned long long *st = g_mxk1_stats;
+        if (pw == 0) {
+          atomicAdd(&st[0], 1ull);
+          atomicAdd(&st[1], all8 ? 1ull : 0ull);
+        }
+        atomicAdd(&st[2], (unsigned long long)n8);
+        atomicAdd(&st[3], (unsigned long long)((T > pw ? (T - pw + 3) / 4 : 0) - (int)n8));
+        atomicAdd(&st[4], (unsigned long long)nov_sum);
+      }
+      return;
+    }
     if (pt == 0 && !kEarly)
       for (int s = 0; s < kSR && s < T; s++) issue(s, s);
     for (int t = 0; t < T; t++) {
@@ -841,16 +964,61 @@ __global__ void __launch_bounds__(kThreads, 1)
       bool need = false;
 #pragma unroll
       for (int r = 0; r < kRW; r++) need |= t >= tr0[r] && t < tr1[r];
-      if (!need) {
+      // kNoMath (a timing ablation on 8 rows: the producer alone); R is never negative, so
+      // the rest stays in the SASS
+      if (!need || (kNoMath && p.R >= 0)) {
         ixl_mxk1_arrive(bar_empty + 8 * s);
         continue;
       }
       const int tb = t * kTile;
       const uint32_t dalo = dwlo + (uint32_t)s * (kWStage / 16);
       uint32_t use8 = 1u;
-      if (!kS8All) asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(use8) : "r"(tf_addr + 4 * s));
-      if (use8) {
+      if (!kS8All || kOvfMask)
+        asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(use8) : "r"(tf_addr + 4 * s));
+      if (kS8All || (kOvfMask ? use8 & 1u : use8)) {
         uint32_t acc8[kNCV / 2], accb[kSplit8 ? kNCV / 2 : 1];
+        if constexpr (kOvfMask) {
+          uint32_t k0a, k0b;
+          // the 4 main IGMMA, then the stage's n overflow k blocks (compacted by the producer:
+          // block j holds group g_j's, the query side is the main block's group g_j): one
+          // straight-line batch (fence, IGMMA, commit, wait) per n, so every wgmma sequence is
+          // whole on its path (a guarded IGMMA makes ptxas serialize them all: C7520)
+          asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(k0a) : "r"(k8_addr + s * (kTile * 4)));
+          asm volatile("ld.shared.u32 %0, [%1];\n"
+                       : "=r"(k0b)
+                       : "r"(k8_addr + s * (kTile * 4) + 32));
+          // the stage's word: bit 0 s8, bits 1-3 n, bits 4 + 2 j .. 5 + 2 j g_j
+          auto dq_j = [&](int j) { return desc(dq8lo + ((use8 >> (3 + 2 * j)) & 6u)); };
+          switch ((use8 >> 1) & 7u) {
+#define IXL_MXK1_BATCH(NOV)                                                                      \
+  {                                                                                               \
+    wgmma_fence();                                                                                \
+    _Pragma("unroll") for (int g = 0; g < 4; g++)                                                 \
+        ixl_mxk1_igmma<kNCV>(acc8, desc(dalo + 2 * g), desc(dq8lo + 2 * g), g);                   \
+    _Pragma("unroll") for (int j = 0; j < (NOV); j++)                                             \
+        ixl_mxk1_igmma<kNCV>(acc8, desc(dalo + 512 + 2 * j), dq_j(j), 1);                         \
+    wgmma_commit();                                                                               \
+    wgmma_wait<0>();                                                                              \
+  }
+            case 0: IXL_MXK1_BATCH(0) break;
+            case 1: IXL_MXK1_BATCH(1) break;
+            case 2: IXL_MXK1_BATCH(2) break;
+            case 3: IXL_MXK1_BATCH(3) break;
+            default: IXL_MXK1_BATCH(4) break;
+#undef IXL_MXK1_BATCH
+          }
+          Slots d = {};
+          d.ck0[0] = __uint_as_float(k0a), d.ck0[1] = __uint_as_float(k0b);
+          fence_operand(acc8);
+          ixl_mxk1_arrive(bar_empty + 8 * s);
+          float x[kNCV / 2];
+#pragma unroll
+          for (int e = 0; e < kNCV / 2; e++) x[e] = __int2float_rn((int)acc8[e]); // exact
+          reduce(Rows<0, kRW>{}, std::true_type{}, x, d, tb, std::true_type{});
+          continue;
+        }
+        // kWarpProd8: the overflow IGMMAs on the main query block (no copy: kOq = 0)
+        constexpr uint32_t kOq = kWarpProd8 ? 0 : kNCV * 128 / 16;
         wgmma_fence();
 #pragma unroll
         for (int g = 0; g < 4; g++)
@@ -859,10 +1027,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int g = 0; g < 4; g++) {
           if constexpr (kSplit8)
             ixl_mxk1_igmma<kNCV>(accb, desc(dalo + 512 + 2 * g),
-                                 desc(dq8lo + kNCV * 128 / 16 + 2 * g), g);
+                                 desc(dq8lo + kOq + 2 * g), g);
           else
             ixl_mxk1_igmma<kNCV>(acc8, desc(dalo + 512 + 2 * g),
-                                 desc(dq8lo + kNCV * 128 / 16 + 2 * g), 1);
+                                 desc(dq8lo + kOq + 2 * g), 1);
         }
         wgmma_commit();
         Slots d = {};
@@ -1106,8 +1274,15 @@ __global__ void __launch_bounds__(kThreads, 1)
 // kVarNoMma), w (6 without the producer's widening: kVarNoWiden), t (s with every tile on the s8
 // path, folded or not: kVarS8All), x (t with the producer's e4m3 widening: kVarS8NoWiden), y
 // (t with 8 rows a CTA, 4 a math warpgroup: kVarRows8), k (y with two IGMMA chains:
-// kVarS8Split). Session 8, NOT yet run on a GPU: z (s with 8 rows a CTA: kVarRows8, the e4m3
-// fallback one row at a time), v (z with two IGMMA chains).
+// kVarS8Split). z (s with 8 rows a CTA: kVarRows8, the e4m3 fallback one row at a time), v (z
+// with two IGMMA chains): H200 session 9 visit 1: exact (10/10), racecheck / memcheck clean;
+// quick.lua's dense logits 12,578 (g) -> 12,386 (z) / 12,749 (v) us; bench g 348, y 309, k 317,
+// z 390 us (2048x8192 fp32; random scales: z falls back everywhere). Session 9, NOT yet run on a
+// GPU: n (z with the per-warp producer, kVarWarpProd8), i (n with the overflow IGMMAs of the
+// groups that need them only, kVarOvfMask: 5.3 instead of 8 IGMMA a tile on quick.lua's keys,
+// bench/mxk1_ovf_stats.lua), D (n printing each uncaptured launch's fold counts: kVarStats);
+// ablations (WRONG results): r (y with the per-warp producer), Y (r with kVarOvfMask: on bench
+// data no slot folds, so 4 IGMMA a tile), l (y without math: the producer alone), j (r so).
 // Measured on the H200 and no longer built (2026-12-02, session 6 visit 3; K1 2048x8192 fp32 /
 // bf16 / 4096x65536, WS=1: 419 / 394 / 7,094 us): the math warpgroups taking turns to issue
 // on two mbarriers 430 / 405 / 7,299, raw stages released by an mbarrier (no producer
@@ -1129,9 +1304,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 // PDL on), K1 2048x8192 fp32 380.0 -> 348.4 us, bf16 398.7 -> 371.0, 4096x65536 6,365 -> 5,876
 // against c in the same run (h alone: 350.5 / 371.2 / 5,904; d alone: 377.9 / 398.8 / 6,348).
 constexpr int kWsUnset = kVarBase | kVarEarly | kVarSleep | kVarBigChunk;
+// z's bits (the session-9 variants build on them)
+constexpr int kZ = kVarBase | kVarEarly | kVarSleep | kVarBigChunk | kVarS8 | kVarRows8;
 int ws_mode() {
   static const int v = [] {
-    switch (env_switch("IXL_LOGITS_V2_MX_WS", "156789abcdghkmvwefpqstxyz", 'u')) {
+    switch (env_switch("IXL_LOGITS_V2_MX_WS", "156789abcdghkmvwefpqstxyznirljYD", 'u')) {
       case 'u': return kWsUnset; // g
       case '1':
       case '5': return kVarBase;
@@ -1156,6 +1333,13 @@ int ws_mode() {
       case 'z': return kVarBase | kVarEarly | kVarSleep | kVarBigChunk | kVarS8 | kVarRows8;
       case 'v': return kVarBase | kVarEarly | kVarSleep | kVarBigChunk | kVarS8 | kVarRows8 |
                        kVarS8Split;
+      case 'n': return kZ | kVarWarpProd8;
+      case 'i': return kZ | kVarWarpProd8 | kVarOvfMask;
+      case 'r': return kZ | kVarS8All | kVarWarpProd8;
+      case 'Y': return kZ | kVarS8All | kVarWarpProd8 | kVarOvfMask;
+      case 'D': return kZ | kVarWarpProd8 | kVarStats;
+      case 'l': return kZ | kVarS8All | kVarNoMath;
+      case 'j': return kZ | kVarS8All | kVarWarpProd8 | kVarNoMath;
       case 'm': return kVarBase | kVarEarly | kVarWarpProd | kVarNoMma;
       case 'w': return kVarBase | kVarEarly | kVarWarpProd | kVarNoWiden;
       case 'e': return kVarBase | kVarNoEpi;
@@ -1198,8 +1382,28 @@ ixl_status launch(ixl_ctx *ctx, Params p, const CUtensorMap *maps, const char *n
   p.chunk = g.chunk;
   p.nchunks = g.nchunks;
   const int64_t blocks = g.blocks;
-  return ixl::launch_pdl(ctx, name, kern, dim3((unsigned)blocks), dim3(kThreads), alloc, 1,
-                         maps[0], maps[1], p);
+  if (!(VAR & kVarStats))
+    return ixl::launch_pdl(ctx, name, kern, dim3((unsigned)blocks), dim3(kThreads), alloc, 1,
+                           maps[0], maps[1], p);
+  // kVarStats: zero the counters, launch, read them back (not under capture: counts only)
+  cudaStream_t sm = ixl::stream_of(ctx);
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  cudaStreamIsCapturing(sm, &cap);
+  const unsigned long long zero[5] = {0, 0, 0, 0, 0};
+  if (cap == cudaStreamCaptureStatusNone)
+    cudaMemcpyToSymbolAsync(g_mxk1_stats, zero, sizeof zero, 0, cudaMemcpyHostToDevice, sm);
+  st = ixl::launch_pdl(ctx, name, kern, dim3((unsigned)blocks), dim3(kThreads), alloc, 1, maps[0],
+                       maps[1], p);
+  if (st || cap != cudaStreamCaptureStatusNone) return st;
+  unsigned long long c[5] = {0, 0, 0, 0, 0};
+  cudaMemcpyFromSymbolAsync(c, g_mxk1_stats, sizeof c, 0, cudaMemcpyDeviceToHost, sm);
+  cudaStreamSynchronize(sm);
+  fprintf(stderr,
+          "mxk1 stats: R %lld, cols %lld, %s: CTAs %llu, with every head folding %llu; tiles s8 "
+          "%llu, e4m3 %llu; overflow groups of the s8 tiles %llu\n",
+          (long long)p.R, (long long)p.out_cols, BF16 ? "bf16" : "fp32", c[0], c[1], c[2], c[3],
+          c[4]);
+  return st;
 }
 
 } // namespace
@@ -1254,6 +1458,13 @@ extern "C" int ixl_cuda_logits_v2_mxk1(ixl_ctx *ctx, const ixl_logits_call *c, i
     IXL_MXK1_CASE(kVarBase | kVarEarly | kVarSleep | kVarBigChunk | kVarS8 | kVarRows8)
     IXL_MXK1_CASE(kVarBase | kVarEarly | kVarSleep | kVarBigChunk | kVarS8 | kVarRows8 |
                   kVarS8Split)
+    IXL_MXK1_CASE(kZ | kVarWarpProd8)
+    IXL_MXK1_CASE(kZ | kVarWarpProd8 | kVarOvfMask)
+    IXL_MXK1_CASE(kZ | kVarS8All | kVarWarpProd8)
+    IXL_MXK1_CASE(kZ | kVarS8All | kVarWarpProd8 | kVarOvfMask)
+    IXL_MXK1_CASE(kZ | kVarWarpProd8 | kVarStats)
+    IXL_MXK1_CASE(kZ | kVarS8All | kVarNoMath)
+    IXL_MXK1_CASE(kZ | kVarS8All | kVarWarpProd8 | kVarNoMath)
     IXL_MXK1_CASE(kVarBase | kVarEarly | kVarWarpProd | kVarNoMma)
     IXL_MXK1_CASE(kVarBase | kVarEarly | kVarWarpProd | kVarNoWiden)
     IXL_MXK1_CASE(kVarBase | kVarNoEpi)

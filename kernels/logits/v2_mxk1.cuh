@@ -151,6 +151,20 @@ __device__ __forceinline__ uint32_t ixl_mxk1_keep(uint32_t x) {
   asm volatile("mov.b32 %0, %0;\n" : "+r"(x));
   return x;
 }
+// The accumulator operands of the IGMMA asm below: d[o] .. d[o + 7] ("+r", in order).
+#define IXL_MXK1_D8(o)                                                                          \
+  "+r"(d[o]), "+r"(d[o + 1]), "+r"(d[o + 2]), "+r"(d[o + 3]), "+r"(d[o + 4]), "+r"(d[o + 5]),   \
+      "+r"(d[o + 6]), "+r"(d[o + 7])
+#define IXL_MXK1_D32(o) IXL_MXK1_D8(o), IXL_MXK1_D8(o + 8), IXL_MXK1_D8(o + 16), IXL_MXK1_D8(o + 24)
+#define IXL_MXK1_N64_REGS                                                                       \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, "            \
+  "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define IXL_MXK1_N128_REGS                                                                      \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, "                 \
+  "%17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, "                \
+  "%47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, "                \
+  "%62, %63"
 // wgmma.mma_async m64n64k32.s32.s8.s8, both operands by descriptor (the SS form; K-major,
 // the same descriptors as the e4m3 kernels'), D (s32, 32 registers a thread, the f32 layout)
 // += A B^T when scale_d != 0, else = A B^T. The s8 path's single accumulator (WS=s).
@@ -158,15 +172,9 @@ __device__ __forceinline__ void ixl_mxk1_igmma_n64(uint32_t (&d)[32], uint64_t d
                                                    int scale_d) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 "
-               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, "
-               "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, "
+               "{" IXL_MXK1_N64_REGS "}, %32, %33, "
                "p;\n}\n"
-               : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]),
-                 "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]),
-                 "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]),
-                 "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]),
-                 "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]),
-                 "+r"(d[30]), "+r"(d[31])
+               : IXL_MXK1_D32(0)
                : "l"(da), "l"(db), "r"(scale_d));
 }
 // The same, m64n128k32 (64 registers a thread): the 8-row ablation's (WS=y) accumulator.
@@ -174,23 +182,9 @@ __device__ __forceinline__ void ixl_mxk1_igmma_n128(uint32_t (&d)[64], uint64_t 
                                                     int scale_d) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 {"
-               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, "
-               "%17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-               "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, "
-               "%47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, "
-               "%62, %63"
+               IXL_MXK1_N128_REGS
                "}, %64, %65, p;\n}\n"
-               : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]),
-                 "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]),
-                 "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]),
-                 "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]),
-                 "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]),
-                 "+r"(d[30]), "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]),
-                 "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]),
-                 "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]),
-                 "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]),
-                 "+r"(d[54]), "+r"(d[55]), "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]),
-                 "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63])
+               : IXL_MXK1_D32(0), IXL_MXK1_D32(32)
                : "l"(da), "l"(db), "r"(scale_d));
 }
 // By N (64 or 128).
@@ -204,6 +198,10 @@ __device__ __forceinline__ void ixl_mxk1_igmma(uint32_t (&d)[N / 2], uint64_t da
 __device__ __forceinline__ void ixl_mxk1_arrive(uint32_t addr) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(addr) : "memory");
 }
+#undef IXL_MXK1_D8
+#undef IXL_MXK1_D32
+#undef IXL_MXK1_N64_REGS
+#undef IXL_MXK1_N128_REGS
 #endif
 
 #endif

@@ -28,7 +28,23 @@ typedef struct {
   int klo, khi, knan; /* key exponent bytes and NaN share (%) */
   int qlo, qhi, qnan; /* query */
   int tiny_w;         /* odd rows: weights of magnitude 2^-100 .. 2^-81 (the slow weight path) */
+  int kpat;           /* 1: quick.lua-like key groups with rare overflows (replaces klo..khi) */
 } k1c;
+
+/* kpat 1: key group bytes (129, 128, 126..127, 126..127), so the CTA's offsets are G = (1, 1,
+ * 0, 0) and every slot folds with a_g <= 3; each slot has, with probability 1/100 each, group 0
+ * raised by 2, group 1 by 3, group 3 by 3 (a_g = 4 where the slot's minimum is 126): a tile's
+ * overflow groups vary over the subsets of {0, 1, 3} (WS=i's compacted overflow blocks). */
+static void fill_key_pattern(uint32_t *w, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t e0 = 129, e1 = 128, e2 = (uint32_t)rand_range(126, 127);
+    uint32_t e3 = (uint32_t)rand_range(126, 127);
+    if (rand_range(0, 99) == 0) e0 += 2;
+    if (rand_range(0, 99) == 0) e1 += 3;
+    if (rand_range(0, 99) == 0) e3 += 3;
+    w[i] = e0 | e1 << 8 | e2 << 16 | e3 << 24;
+  }
+}
 
 static void run_case(const k1c *c) {
   const int H = 32;
@@ -41,6 +57,7 @@ static void run_case(const k1c *c) {
   rand_bytes(kc->data, N * 64);
   fill_scales(qs->data, R * H, c->qlo, c->qhi, c->qnan);
   fill_scales(ksc->data, N, c->klo, c->khi, c->knan);
+  if (c->kpat) fill_key_pattern(ksc->data, N);
   uint16_t *wbp = wb->data;
   float *wfp = wf->data;
   for (int64_t i = 0; i < R * H; i++) {
@@ -272,24 +289,27 @@ int main(void) {
   if (st <= 0) return st < 0;
   static const k1c big[] = {
       /* name, R, N, ranges, keys lo hi nan, query lo hi nan, tiny w */
-      {"causal_3_chunks", 37, 12288, 1, 119, 135, 0, 119, 135, 0, 0},
-      {"cta_mix_disjoint_rows", 23, 9000, 2, 119, 135, 0, 119, 135, 0, 0},
-      {"random_rows_20k", 14, 20000, 0, 121, 133, 0, 121, 133, 0, 0},
-      {"slow_paths_keys_queries_nan", 13, 4000, 0, 40, 215, 3, 60, 200, 2, 1},
-      {"fold_edges", 10, 4000, 2, 95, 160, 0, 98, 156, 0, 1},
+      {"causal_3_chunks", 37, 12288, 1, 119, 135, 0, 119, 135, 0, 0, 0},
+      {"cta_mix_disjoint_rows", 23, 9000, 2, 119, 135, 0, 119, 135, 0, 0, 0},
+      {"random_rows_20k", 14, 20000, 0, 121, 133, 0, 121, 133, 0, 0, 0},
+      {"slow_paths_keys_queries_nan", 13, 4000, 0, 40, 215, 3, 60, 200, 2, 1, 0},
+      {"fold_edges", 10, 4000, 2, 95, 160, 0, 98, 156, 0, 1, 0},
       /* narrow exponents: WS=s's s8 path on the tiles whose 64 keys fold (keys 125..129
        * with the CTA's offsets: most do, some not, so both paths meet in one CTA) */
-      {"s8_fold_causal", 37, 12288, 1, 125, 129, 0, 126, 128, 0, 0},
-      {"s8_fold_random_rows", 14, 20000, 0, 124, 129, 0, 126, 128, 0, 0},
-      {"s8_fold_cta_mix", 23, 9000, 2, 126, 129, 0, 127, 128, 0, 0},
+      {"s8_fold_causal", 37, 12288, 1, 125, 129, 0, 126, 128, 0, 0, 0},
+      {"s8_fold_random_rows", 14, 20000, 0, 124, 129, 0, 126, 128, 0, 0, 0},
+      {"s8_fold_cta_mix", 23, 9000, 2, 126, 129, 0, 127, 128, 0, 0, 0},
       /* every tile folds (keys 126..129, queries 127..128): the s8-only ablations t and y
        * (8 rows a CTA) are exact here */
-      {"s8_all_fold_causal", 37, 12288, 1, 126, 129, 0, 127, 128, 0, 0},
+      {"s8_all_fold_causal", 37, 12288, 1, 126, 129, 0, 127, 128, 0, 0, 0},
+      /* every tile folds, its overflow groups vary (kpat 1; session 9's WS=i skips the others) */
+      {"s8_ovf_groups_causal", 37, 12288, 1, 0, 0, 0, 127, 128, 0, 0, 1},
   };
   static const k1c small[] = {
-      {"small_cta_mix", 6, 700, 2, 119, 135, 0, 119, 135, 0, 0},
-      {"small_slow_paths", 5, 400, 0, 40, 215, 3, 60, 200, 2, 1},
-      {"small_s8_fold", 6, 700, 2, 125, 129, 0, 126, 128, 0, 0},
+      {"small_cta_mix", 6, 700, 2, 119, 135, 0, 119, 135, 0, 0, 0},
+      {"small_slow_paths", 5, 400, 0, 40, 215, 3, 60, 200, 2, 1, 0},
+      {"small_s8_fold", 6, 700, 2, 125, 129, 0, 126, 128, 0, 0, 0},
+      {"small_s8_ovf_groups", 9, 700, 1, 0, 0, 0, 127, 128, 0, 0, 1},
   };
   const k1c *cs = g_small ? small : big;
   const int n = g_small ? (int)(sizeof small / sizeof small[0]) : (int)(sizeof big / sizeof big[0]);
