@@ -646,41 +646,31 @@ __global__ void __launch_bounds__(kThreads, 1)
   int quad_slow = slow_heads != 0;
   quad_slow |= __shfl_xor_sync(0xffffffffu, quad_slow, 1);
   quad_slow |= __shfl_xor_sync(0xffffffffu, quad_slow, 2);
-  float wf[BF16 ? 1 : 2 * NJ];
-  __nv_bfloat162 wb[BF16 ? 2 * NJ : 1];
-#pragma unroll
-  for (int j = 0; j < NJ; j++) {
-    if (BF16) {
-#pragma unroll
-      for (int k = 0; k < 2; k++) {
-        const int n = cb + 8 * j + 4 * k + 2 * (t4 & 1);
-        wb[2 * j + k] = __floats2bfloat162_rn(s_wq[n], s_wq[n + 1]); // exact: bf16 values
-      }
-    } else {
-#pragma unroll
-      for (int c = 0; c < 2; c++) wf[2 * j + c] = __fmul_rn(s_wq[cb + 8 * j + 2 * t4 + c], 0.5f);
-    }
-  }
-  // kS8: the s8 path's folded weights (2^(qmin - 129) instead of 2^(qc - 127))
-  // (kW8Smem: read from shared memory in the head sums, halved for fp32, as bf16 for bf16)
-  float wf8[kS8 && !kW8Smem && !BF16 ? 2 * NJ : 1];
-  __nv_bfloat162 wb8[kS8 && !kW8Smem && BF16 ? 2 * NJ : 1];
-  if constexpr (kS8 && !kW8Smem) {
+  // this lane's folded weights from the per-column array sw: bf16 pairs (exact: bf16 values),
+  // or fp32 halved (the fold's (x + |x|) w / 2)
+  auto load_weights = [&](const float *sw, auto &f, auto &h) {
 #pragma unroll
     for (int j = 0; j < NJ; j++) {
       if (BF16) {
 #pragma unroll
         for (int k = 0; k < 2; k++) {
           const int n = cb + 8 * j + 4 * k + 2 * (t4 & 1);
-          wb8[2 * j + k] = __floats2bfloat162_rn(s_wq8[n], s_wq8[n + 1]); // exact: bf16 values
+          h[2 * j + k] = __floats2bfloat162_rn(sw[n], sw[n + 1]);
         }
       } else {
 #pragma unroll
-        for (int c = 0; c < 2; c++)
-          wf8[2 * j + c] = __fmul_rn(s_wq8[cb + 8 * j + 2 * t4 + c], 0.5f);
+        for (int c = 0; c < 2; c++) f[2 * j + c] = __fmul_rn(sw[cb + 8 * j + 2 * t4 + c], 0.5f);
       }
     }
-  }
+  };
+  float wf[BF16 ? 1 : 2 * NJ];
+  __nv_bfloat162 wb[BF16 ? 2 * NJ : 1];
+  load_weights(s_wq, wf, wb);
+  // kS8: the s8 path's folded weights (2^(qmin - 129) instead of 2^(qc - 127))
+  // (kW8Smem: read from shared memory in the head sums, halved for fp32, as bf16 for bf16)
+  float wf8[kS8 && !kW8Smem && !BF16 ? 2 * NJ : 1];
+  __nv_bfloat162 wb8[kS8 && !kW8Smem && BF16 ? 2 * NJ : 1];
+  if constexpr (kS8 && !kW8Smem) load_weights(s_wq8, wf8, wb8);
   // row r (of 2): its window [rlo, rhi) relative to the hull's first position (empty for rows
   // past R), so it needs the tiles [tr0, tr1); ob[r] + n is its output of hull position n
   using OutT = typename std::conditional<BF16, uint16_t, float>::type;
