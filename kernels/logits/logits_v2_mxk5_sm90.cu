@@ -1013,7 +1013,13 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
 // fragments), z = no combine on the fast path (ABL 32).
 // Modes 1, 2 and 4 of the last session (LDS code words; two math warpgroups; 10 stages: all
 // slower than 3 on the H200) are no longer instantiated and read as off.
-// Unset: kK5wsDefault = p since session 8's visit 2 (H200, 2026-12-02): test_cuda_logits_mxk5
+// Unset: kK5wsDefault = x since session 9's visit 2 (H200, 2026-12-02): test_cuda_logits_mxk5
+// 8/8 with K5WS=x (and with v, w; v on a second seed), test_cuda_logits [v2] sparse +
+// mxfp4_page_sizes 17/17 with x / d routed (and every test 50/50 with v / b), racecheck 0
+// hazards and memcheck 0 errors small (mxk5 test with x; sparse + page sizes with d / x),
+// IXL_PDL=1; ragged K5 4096x16K mxfp4 H32, same run: p 2,122.7 / 2,106.1 / 2,109.5 us, v
+// 2,089.2 / 2,073.1 (-1.6 %), w 2,026.8 / 2,010.9, x 2,002.1 / 1,986.6 (-5.8 %).
+// p before, since session 8's visit 2: test_cuda_logits_mxk5
 // 8/8 and test_cuda_logits [v2] sparse + mxfp4_page_sizes 17/17 with K5WS=p, racecheck 0
 // hazards small (mxk5 test) and memcheck 0 errors small (test_cuda_logits sparse + page sizes,
 // ragged p routed), IXL_PDL=1; ragged K5 4096x16K mxfp4 H32 2,140.2 (j; three runs within 0.3
@@ -1022,7 +1028,7 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
 // runs) against 2,137.0 (j) and 2,136.5 (k): -0.8 %. (j before, since session 8's visit 1:
 // 2,194 (5) -> 2,121 us; 5 before that, since session 7: 2,310 (3) -> 2,213.)
 // IXL_LOGITS_V2_MX_K5WS=0: the kernels of logits_v2_mx_sm90.cu.
-constexpr char kK5wsDefault = 'p';
+constexpr char kK5wsDefault = 'x';
 int k5ws_mode() {
   static const int v =
       env_switch("IXL_LOGITS_V2_MX_K5WS", "356789abcefghijklmnopqrsuvwxyz", kK5wsDefault);
@@ -1040,14 +1046,18 @@ int k5ws_mode() {
 // Not offered, they spill: 2 passes at 96 registers for 4 CTAs without NOX (36 B); 4 with f's
 // producer warpgroup (ragged f's; a register across the setmaxnreg, 80 -> 48 / 112).
 // Mode 1 of the last session (LDS code words, slower) reads as off.
-// Unset: kK5pwsDefault = 8 since session 8's visit 2 (H200, 2026-12-02): test_cuda_logits [v2]
+// Unset: kK5pwsDefault = d since session 9's visit 2 (H200, 2026-12-02): test_cuda_logits [v2]
+// sparse + mxfp4_page_sizes 17/17 with K5PWS=d (ragged x, PDL) and with c, racecheck 0 hazards
+// and memcheck 0 errors small on the same tests with d (and b, c), IXL_PDL=1; paged K5 64x16K
+// page 128, same run: 8 50.8 / 50.3 / 50.2 us, b 48.7 / 48.5, c 48.0 / 47.9, d 47.0 / 46.7
+// (-6.9 %). 8 before, since session 8's visit 2: test_cuda_logits [v2]
 // sparse + mxfp4_page_sizes 17/17 with K5PWS=8 (ragged p routed), racecheck 0 hazards and
 // memcheck 0 errors small on the same tests with K5PWS=8 (IXL_PDL=1); paged K5 64x16K page 128
 // 58.0 (4; three runs within 0.3 us) -> 50.9 us (-12 %; three runs 50.7-51.0); visit 3 (8 the
 // default, every check above clean): 50.1-50.3 against 57.5-57.6 (4). (4 before, since
 // session 7's visit 1: 67.7 (2) -> 58.5 us; 2 before that.) IXL_LOGITS_V2_MX_K5PWS=0:
 // mx_kernel<K5P>.
-constexpr char kK5pwsDefault = '8';
+constexpr char kK5pwsDefault = 'd';
 int k5pws_mode() {
   static const int v = env_switch("IXL_LOGITS_V2_MX_K5PWS", "2456789abcd", kK5pwsDefault);
   return v;

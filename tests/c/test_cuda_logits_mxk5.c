@@ -6,8 +6,8 @@
  * sbk 4 with thousands of blocks a row, blocks wider than a tile (128), garbage ids, empty rows
  * (sbk: the builder's powers of two in [4, 128]).
  *
- * IXL_LOGITS_V2_MX_K5WS as the environment sets it (unset: the library's default, p since
- * session 8's H200 checks; the exact modes in logits_v2_mxk5_sm90.cu's k5ws_mode; 0: the
+ * IXL_LOGITS_V2_MX_K5WS as the environment sets it (unset: the library's default, x since
+ * session 9's H200 checks; the exact modes in logits_v2_mxk5_sm90.cu's k5ws_mode; 0: the
  * kernels before, as a control); pins logits v2. Skips (passes) without a CUDA GPU of sm_90
  * or newer. IXL_TEST_SMALL=1 (the compute-sanitizer runs) keeps tiny shapes; IXL_TEST_SEED
  * sets the seed; IXL_TEST_ONLY=WORD,... the cases whose names contain one. The frame (main's
