@@ -1,6 +1,6 @@
 // logits/logits_v2_mxk2_sm90.cu - K2 (dense paged decode) for MXFP4 keys at H 32 on a
 // warp-specialized, persistent kernel (issue 13), behind IXL_LOGITS_V2_MX_K2WS (read once a
-// process, k2ws_mode below; unset: Y (fp32 and bf16); 0: logits_v2_mx_sm90.cu's mx_kernel<K2>,
+// process, k2ws_mode below; unset: s (fp32 and bf16); 0: logits_v2_mx_sm90.cu's mx_kernel<K2>,
 // unchanged; the other letters and digits: this kernel's variants V). The hook is the paged
 // branch of ixl_cuda_logits_v2_mx, after its own checks (mx_takes); calls with K3's block
 // scores, H 64 or a page size this kernel does not take stay there.
@@ -38,12 +38,20 @@
 //   pointer pass through a shfl once (launder): ptxas recomputed them from the thread index
 //   in every tile (~40 of ~316 SASS instructions a tile and thread).
 //
-// H200, 2026-12-02, session 9 visit 1 (medians of 20, L2 flushed, two interleaved runs): Y
+// H200, 2026-12-02, session 9 visit 2 (medians of 20, L2 flushed, two rounds): s (p's RS path
+// with ldmatrix code loads, the key factors by bytes, lean barriers, the producers sleeping
+// between empty polls) 64 x 128K fp32 245.6 / 245.2 us against Y 284.8 / 284.3 and p 299.4,
+// bf16 244.8 / 244.8 against Y 295.4 / 296.4, 16 x 128K 72.5 / 72.2 (Y 80.3 / 80.4), 1 x 128K
+// 13.7 / 13.5 (Y 13.9 / 13.9); n (s without the sleep) the same within 0.5 %; both
+// test_cuda_logits_mxk2 14/14, racecheck and memcheck small clean: s the default since then
+// (not run with the switch unset). The producer-widening forms I (both slots' loads first)
+// 297.8, X / Z (each tile widened by all 4 producer warps) 545 / 517: slower.
+// Session 9 visit 1: Y
 // (the producers widen into SS A with their loads first and decode the key factors) 64 x 128K
 // fp32 284.2 / 284.0 us against p 299.3 / 299.0, bf16 295.1 / 295.2 against q 309.7 / 309.7,
 // 16 x 128K 80.8 / 80.4 (p 86.2 / 86.7), 1 x 128K 13.7 / 14.1 (p 14.6 / 14.9); z 293.6 /
 // 294.3; test_cuda_logits_mxk2 14/14, racecheck and memcheck small clean, for both: the
-// default since then.
+// default until visit 2.
 // Session 8 (medians of 20, L2 flushed): the defaults were p (fp32) and q (bf16);
 // visit 3: p 64 x 128K fp32 301.2 us (q 309.6, mx_kernel<K2> ~436), 16 x 128K 86.4 (88.8),
 // 1 x 128K 14.7 (14.7); bf16 64 x 128K q 311.6 (p 313.3). Visit 2: the producer-widening SS
@@ -1260,8 +1268,9 @@ int log2_exact(int64_t v) {
 //   l kProd4 | kLean (p with lean barriers), n l + kLdsm (ldmatrix code loads, the factors by
 //   bytes, the keyless tiles' own branch), s n + kSleep (the producer sleeps between polls);
 //   S Y + kSleep, I Y + kIlp2 (both slots' loads first), J I + kSleep, X Y + kSplit (each tile
-//   widened by the 4 producer warps together), Z X + kTrim, W Z + kSleep; session 9, not yet
-//   run;
+//   widened by the 4 producer warps together), Z X + kTrim, W Z + kSleep (session 9 visit 2,
+//   64x128K fp32 us: n 246, s 245 (the default), S 284 = Y, I 298, X 545, Z 517; l, J, W not
+//   run);
 //   bench-only diagnostics (DIAG above, fp32 calls; garbage logits; bf16 calls run p): M math
 //   only of p, m the math alone of p, C copies only of p, c copies only of b, r copies only of
 //   R, 7 copies only with one producer warp and 4 arrivals.
@@ -1272,8 +1281,11 @@ int log2_exact(int64_t v) {
 // test_cuda_logits_mxk2 14/14, racecheck and memcheck small clean, the v2 paged tests 6/6.
 // So fp32 calls took p, bf16 calls q (session 7 visit 2's default). Session 9 visit 1: Y
 // faster than both in every case (64x128K fp32 284.1 vs p 299.2, bf16 295.1 vs q 309.7),
-// exact (test_cuda_logits_mxk2 14/14), racecheck and memcheck small clean: Y for both.
-constexpr char kK2wsDefault = 'Y', kK2wsDefaultBf16 = 'Y';
+// exact (test_cuda_logits_mxk2 14/14), racecheck and memcheck small clean: Y for both. Session
+// 9 visit 2: s (and n) faster than Y in every case (64x128K fp32 245.6 / 245.2 vs 284.8 /
+// 284.3, bf16 244.8 vs 295.4 / 296.4, 16x128K 72.5 / 72.2 vs 80.3), exact (14/14), racecheck
+// and memcheck small clean; the lead's step with K2WS=s exact: s for both (not yet run unset).
+constexpr char kK2wsDefault = 's', kK2wsDefaultBf16 = 's';
 int k2ws_mode(bool bf16) {
   static const int v = [] {
     const char *e = getenv("IXL_LOGITS_V2_MX_K2WS");

@@ -15,8 +15,8 @@
  * - both: -inf at every column at or past the context length (what the kernel writes), and
  *   nothing left unwritten (the output is poisoned first).
  *
- * Sets IXL_LOGITS_V2_MX_K2WS=Y (the default of fp32 and bf16 calls since session 9) unless the
- * environment sets it (p, q, b, R, 1, 4, 5, w, x, y, z, l, n, s, S, I, J, X, Z, W:
+ * Sets IXL_LOGITS_V2_MX_K2WS=s (the default of fp32 and bf16 calls since session 9's visit 2)
+ * unless the environment sets it (p, q, b, R, 1, 4, 5, w, x, y, z, Y, l, n, S, I, J, X, Z, W:
  * the kernel's other variants; =0: the kernels before, as a control; the -inf check is then
  * skipped: mx_kernel writes the same, but SPEC leaves it unspecified); pins logits v2. Skips
  * (passes) without a CUDA GPU of sm_90 or newer.
@@ -176,7 +176,7 @@ static void run_one(const void *c) { run_case((const k2c *)c); }
 int main(void) {
   /* the host rules first: they need no GPU, so they run (and count) on every machine */
   mx_test_host("host_rules", host_rules);
-  const int st = mx_test_start("mxk2", "IXL_LOGITS_V2_MX_K2WS", "Y");
+  const int st = mx_test_start("mxk2", "IXL_LOGITS_V2_MX_K2WS", "s");
   if (st <= 0) return st < 0;
   static const k2c big[] = {
       /* name, R, max_pages, P, extra stride, ctas, keys lo hi nan, query lo hi nan, tiny w,
