@@ -1419,6 +1419,14 @@ static ixl_status launch_cfg(ixl_ctx *ctx, const ixl_logits_call *c, Params &p) 
 // IXL_LOGITS_V2_FP8_K1=8 and 9 (timing ablations, wrong results): K1=1 and K1=7 without their
 // wgmma (NOMMA): 3757 and 3445 us at 4096x65536, against noepi's 2854: the math warps'
 // instruction stream, not the tensor pipe, bounds K1.
+// Session 9 (H200 visit 2, bench_logits 5 reps, same run; no sanitizer run yet, so off):
+// IXL_LOGITS_V2_FP8_K1=f (LEAN 3: uniform loop control + low-word descriptors + lean stores)
+// 4096x65536 4970.6 -> 4512.6 us (-9.2 %), 2048x8192 294.4 -> 269.6, all 45 result hashes of
+// test_cuda_logits_fp8v2 equal to K1=6's (seed 19001), test_cuda_logits v2 K1 tests pass;
+// g (bit 0 only) 4831.7, h (bit 1 only) 4769.8; i (f without wgmma) 2937.0 against K1=8's 3757.
+// ncu of f (2048x8192): the math warps' samples 29 % waiting on their wgmma, 20 % issuing, 18 %
+// fixed-latency waits: the epilogue warp (alone on its scheduler) is latency-bound; j (split
+// epilogue chains) is not yet run.
 // IXL_LOGITS_V2_FP8_K1=4 and 5 were timing ablations of the epilogue (no weight loads; also no
 // shuffles): on the H200 (2026-12-02) 4096x65536 4870 and 4873 us against 5174 (noepi 2927): the
 // loads and shuffles are 6 % of it; the epilogue's FP work itself (128 FMNMX + 128 FFMA a tile

@@ -350,7 +350,10 @@ inline bool k2_takes(const ixl_logits_call *c) {
 // 6x3f and 4x4sf (kV_FAST), 4x5s and 4x5sf (kV_Q1: 4 stages x 5 CTAs, one accumulator, one Q
 // slot), copy, copy4 and copy5 (kV_COPY ablations of 6x3, 4x4s and 4x5s), noload5 (kV_NOLOAD
 // of 4x5sf) (the ablations: wrong results), 3x6sf (3 stages x 6 CTAs, 64 registers), 4x5sfu
-// and 3x6sfu (4x5sf and 3x6sf with kV_UNI).
+// and 3x6sfu (4x5sf and 3x6sf with kV_UNI). H200 session 9 visit 2 (k2graph, single / graph
+// per launch, PDL off; no sanitizer run yet, so off): 64x128K 4x5sf 298.9 / 289.6, 4x5sfu
+// 290.7 / 282.4, 3x6sfu 289.6 / 281.1, copy5 (the copies alone) 274.7 / 266.1; 16x128K 86.2 /
+// 77.2, 83.6 / 75.0, 82.9 / 74.6, 78.0 / 69.9; test_cuda_logits v2 paged tests pass (4x5sfu).
 enum K2Cfg {
   K2_8x2 = 0, K2_6x3, K2_4x4, K2_4x4s, K2_6x3f, K2_4x4sf, K2_copy, K2_copy4, K2_4x5s, K2_4x5sf,
   K2_copy5, K2_noload5, K2_3x6sf, K2_4x5sfu, K2_3x6sfu, K2_auto
