@@ -37,7 +37,9 @@
 // (per-warp producer, rolling pipeline, one math code path) measured no faster. Session 8
 // (visit 1): the default is g (c + chunks of up to 8192 columns + the producer sleeping between
 // polls; 2048x8192 fp32 348 us, 4096x65536 5,876 us). WS=s (off): the s8 single-accumulator
-// path (v2_mxk1.cuh) on the tiles whose exponents fold, the e4m3 path on the others.
+// path (v2_mxk1.cuh) on the tiles whose exponents fold, the e4m3 path on the others. Session 9
+// (visit 2): the default is i (8 rows a CTA on that s8 path, a per-warp producer, only the
+// overflow IGMMAs a tile needs; quick.lua's dense logits 12.54 -> 11.35 ms), see kWsUnset.
 //
 // sass-limits: mxk1_kernel registers 232 shared 1024
 #include "logits/v2_mxk1.cuh"
@@ -1256,7 +1258,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 // 9, a, b: 6, 8, 5 with one math code path for both warpgroups (kVarOneCode); c: 5 with the
 // prologue's loads together (kVarEarly, also in 6..b and the ablations on the per-warp producer);
 // d: c + the producer sleeping between polls of a full ring (kVarSleep); h: c + chunks of up to
-// 8192 columns (kVarBigChunk); g: both (the default since session 8); s: g + the s8
+// 8192 columns (kVarBigChunk); g: both (the default of session 8); s: g + the s8
 // single-accumulator path where the exponents fold (kVarS8, v2_mxk1.cuh; session 8).
 // Timing ablations with WRONG results, for the benchmark only: e (kVarBase, no math epilogue),
 // f (kVarWarpProd, no math epilogue), p (kVarBase, the math warpgroups pass every tile on: no
@@ -1267,12 +1269,15 @@ __global__ void __launch_bounds__(kThreads, 1)
 // kVarS8Split). z (s with 8 rows a CTA: kVarRows8, the e4m3 fallback one row at a time), v (z
 // with two IGMMA chains): H200 session 9 visit 1: exact (10/10), racecheck / memcheck clean;
 // quick.lua's dense logits 12,578 (g) -> 12,386 (z) / 12,749 (v) us; bench g 348, y 309, k 317,
-// z 390 us (2048x8192 fp32; random scales: z falls back everywhere). Session 9, NOT yet run on a
-// GPU: n (z with the per-warp producer, kVarWarpProd8), i (n with the overflow IGMMAs of the
-// groups that need them only, kVarOvfMask: 5.3 instead of 8 IGMMA a tile on quick.lua's keys,
-// bench/mxk1_ovf_stats.lua), D (n printing each uncaptured launch's fold counts: kVarStats);
-// ablations (WRONG results): r (y with the per-warp producer), Y (r with kVarOvfMask: on bench
-// data no slot folds, so 4 IGMMA a tile), l (y without math: the producer alone), j (r so).
+// z 390 us (2048x8192 fp32; random scales: z falls back everywhere). Session 9 (visit 2): n (z
+// with the per-warp producer, kVarWarpProd8), i (n with the overflow IGMMAs of the groups that
+// need them only, kVarOvfMask: 5.3 instead of 8 IGMMA a tile on quick.lua's keys,
+// bench/mxk1_ovf_stats.lua; the default, see kWsUnset), D (n printing each uncaptured launch's
+// fold counts: kVarStats); ablations (WRONG results): r (y with the per-warp producer), Y (r
+// with kVarOvfMask: on bench data no slot folds, so 4 IGMMA a tile), l (y without math: the
+// producer alone), j (r so). Visit 2, bench us 2048x8192 fp32 / bf16 / 4096x65536: g 349.0 /
+// 372.1 / 5,871, y 309.2 / 302.2 / 5,207, r 302.8 / 288.4 / 5,093, Y 302.3 / 303.5 / 5,012, l
+// 174.4 / 176.5 / 2,844 (the producer is no longer the limit: the math is).
 // Measured on the H200 and no longer built (2026-12-02, session 6 visit 3; K1 2048x8192 fp32 /
 // bf16 / 4096x65536, WS=1: 419 / 394 / 7,094 us): the math warpgroups taking turns to issue
 // on two mbarriers 430 / 405 / 7,299, raw stages released by an mbarrier (no producer
@@ -1293,13 +1298,20 @@ __global__ void __launch_bounds__(kThreads, 1)
 // switch set to g, test_cuda_logits_mxk1 5/5, racecheck 0 hazards and memcheck 0 errors (small,
 // PDL on), K1 2048x8192 fp32 380.0 -> 348.4 us, bf16 398.7 -> 371.0, 4096x65536 6,365 -> 5,876
 // against c in the same run (h alone: 350.5 / 371.2 / 5,904; d alone: 377.9 / 398.8 / 6,348).
-constexpr int kWsUnset = kVarBase | kVarEarly | kVarSleep | kVarBigChunk;
-// z's bits (the session-9 variants build on them)
+// Unset: i (8 rows a CTA: the s8 path on the tiles that fold, the per-warp producer, only the
+// overflow IGMMAs a tile needs; the e4m3 fallback a row at a time) since session 9's visit 2
+// (H200, 2026-12-02), where with the switch set to i: test_cuda_logits_mxk1 11/11, racecheck 0
+// hazards and memcheck 0 errors (small, PDL on), quick.lua's step (bench/step.lua, same run)
+// time_dense_logits_us 12,544 (g) -> 11,354 (i), time_step_us 24,498 -> 23,308, exact
+// (logit_mismatches 0, selection_agreement 1); n 11,760, D's counts: 96.9 % of the step's K1
+// tiles on the s8 path, every CTA's heads folding, 1.36 overflow groups an s8 tile. NOT run
+// with the switch unset (no visit left). IXL_LOGITS_V2_MX_WS=g: the previous default.
 constexpr int kZ = kVarBase | kVarEarly | kVarSleep | kVarBigChunk | kVarS8 | kVarRows8;
+constexpr int kWsUnset = kZ | kVarWarpProd8 | kVarOvfMask;
 int ws_mode() {
   static const int v = [] {
     switch (env_switch("IXL_LOGITS_V2_MX_WS", "156789abcdghkmvwefpqstxyznirljYD", 'u')) {
-      case 'u': return kWsUnset; // g
+      case 'u': return kWsUnset; // i
       case '1':
       case '5': return kVarBase;
       case '6': return kVarBase | kVarEarly | kVarWarpProd;

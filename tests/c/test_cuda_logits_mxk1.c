@@ -8,11 +8,11 @@
  * 2 (H - 1) 2^-24 T (T: the same logits on |q|, |k|, |w|; only the head sum's order differs), NaN
  * where the CPU has NaN, -inf masks exact. Every output is poisoned first (0xFF: NaN).
  *
- * IXL_LOGITS_V2_MX_WS as the environment sets it (unset: the default variant; 0: the kernels
- * before, as a control); pins logits v2 (tests/c/mx_test.h's harness). Skips (passes) without a
- * CUDA GPU of sm_90 or newer; IXL_TEST_HOST_AS_DEVICE=1 runs the CPU against itself (this
- * file's logic, no GPU). IXL_TEST_SMALL=1 (the compute-sanitizer runs) keeps tiny shapes;
- * IXL_TEST_SEED sets the seed; IXL_TEST_ONLY=WORD,... the cases whose names contain one. */
+ * IXL_LOGITS_V2_MX_WS as the environment sets it (unset: the default variant, i since session 9;
+ * 0: the kernels before, as a control); pins logits v2 (tests/c/mx_test.h's harness). Skips
+ * (passes) without a CUDA GPU of sm_90 or newer; IXL_TEST_HOST_AS_DEVICE=1 runs the CPU against
+ * itself (this file's logic, no GPU). IXL_TEST_SMALL=1 (the compute-sanitizer runs) keeps tiny
+ * shapes; IXL_TEST_SEED sets the seed; IXL_TEST_ONLY=WORD,... the cases whose names contain one. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
