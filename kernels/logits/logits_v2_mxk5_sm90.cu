@@ -1010,7 +1010,8 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
 // Session 9: v = p with HCH (the columns in hcol_head's order: the bf16 chain without exchange
 // or selects), w = o with HCH, x = v with FDEC (the producer's decode without the fast bit);
 // timing ablations of x (wrong results): y = no widening (ABL 16: the raw words as the A
-// fragments), z = no combine on the fast path (ABL 32).
+// fragments), z = no combine on the fast path (ABL 32); W = w with FDEC (2 passes at 96
+// registers, 4 CTAs an SM: visit 2's w beat v by 3 %, x beat v by 4 %).
 // Modes 1, 2 and 4 of the last session (LDS code words; two math warpgroups; 10 stages: all
 // slower than 3 on the H200) are no longer instantiated and read as off.
 // Unset: kK5wsDefault = x since session 9's visit 2 (H200, 2026-12-02): test_cuda_logits_mxk5
@@ -1031,7 +1032,7 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
 constexpr char kK5wsDefault = 'x';
 int k5ws_mode() {
   static const int v =
-      env_switch("IXL_LOGITS_V2_MX_K5WS", "356789abcefghijklmnopqrsuvwxyz", kK5wsDefault);
+      env_switch("IXL_LOGITS_V2_MX_K5WS", "356789abcefghijklmnopqrsuvwxyzW", kK5wsDefault);
   return v;
 }
 // IXL_LOGITS_V2_MX_K5PWS (paged K5): 2 = 1 head pass, 8 stages (136 registers: 2 CTAs an
@@ -1212,6 +1213,7 @@ extern "C" int ixl_cuda_logits_v2_mxk5(ixl_ctx *ctx, const ixl_logits_call *c, i
   case 'x': *st = launch_ws<false, 1, kStages, 136, 0, 84, 1, false, 8192>(ctx, p, name); break;
   case 'y': *st = launch_ws<false, 1, kStages, 136, 16, 84, 1, false, 8192>(ctx, p, name); break;
   case 'z': *st = launch_ws<false, 1, kStages, 136, 32, 84, 1, false, 8192>(ctx, p, name); break;
+  case 'W': *st = launch_ws<false, 2, 6, 96, 0, 84, 1, false, 8192>(ctx, p, name); break;
   default: *st = launch_ws<false, 1, kStages, 136, 0, 2>(ctx, p, name); break; // 'i'
   }
   return 1;
