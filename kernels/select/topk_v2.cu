@@ -1646,7 +1646,8 @@ template <> __device__ __forceinline__ unsigned ge_mask<uint16_t>(const uint4 &w
 // [j stg_lo, (j + 1) stg_lo), j < the CTAs an SM holds, stg_lo = the SMs) wait j stg_ns before
 // they start, so an SM's rows load and select out of phase; the CTAs that replace them keep
 // the phase. A timing change only.
-// NXM (IXL_TOPK_V2_SHNEXT, off by default; session 9, not yet run on the GPU): bit 1 (PF) the
+// NXM (IXL_TOPK_V2_SHNEXT; PF alone the default where the host's rule takes it, since session
+// 9's visit 2, the other forms off: slower on the H200, see ixl_topk_v2_dev_reload): bit 1 (PF) the
 // bulk-copy engine fetches row r + stg_ns (the CTAs resident: the row the CTA after this one
 // on its SM slot takes, about) into L2 when row r starts, so that row's loads find L2, not
 // HBM; bit 2 (NX) persistent CTAs, CTA b taking rows b, b + G, b + 2G, ... (G = gridDim.x),
@@ -2196,7 +2197,7 @@ ixl_status launch_short(ixl_ctx *ctx, const Args &a, const Dev &dv) {
   const int cap = a.k <= SHCAP / 4 ? SHCAP : 2 * SHCAP;
   const bool stage = a.sorted || a.sparse_ids;
   const size_t smem0 = (size_t)cap * 8 + (size_t)nwp * 8 + (stage ? (size_t)P * 8 : 0);
-  // IXL_TOPK_V2_SHNEXT (off by default): the 256-thread SHC kernel's next-row forms (NXM), for
+  // IXL_TOPK_V2_SHNEXT (unset: PF): the 256-thread SHC kernel's next-row forms (NXM), for
   // rows that all start on 16 bytes, more than one wave of them (or any number: bit 4)
   const bool aligned = !a.row_start && (C * (int64_t)sizeof(T)) % 16 == 0 &&
                        ((uintptr_t)a.logits->data & 15u) == 0;
@@ -2471,14 +2472,18 @@ extern "C" void ixl_topk_v2_dev_reload(void) {
   // the short kernel's staggered first wave (ns a slot; 0, the default: off)
   d.shstg = num("IXL_TOPK_V2_SHSTG", 0);
   if (d.shstg < 0 || d.shstg > 1000000) d.shstg = 0;
-  // the short kernel's next rows (bits, 0 the default: off; session 9, not yet run on the GPU):
-  // 1 the L2 prefetch a wave ahead, 2 persistent CTAs with the next row's loads issued after
-  // the candidate pass, 3 both; 4 added: at any row count (tests; the rule: more rows than
-  // one wave of the 256-thread kernel holds); 8 added to 2 or 3: the next row's loads after
-  // the column order's scan, four CTAs an SM (LT); 16 (17 with the L2 prefetch): the next
-  // row's first half by cp.async into shared memory (SP)
-  d.shnext = num("IXL_TOPK_V2_SHNEXT", 0);
-  if (d.shnext < 0 || d.shnext > 31) d.shnext = 0;
+  // the short kernel's next rows (bits): 1 the L2 prefetch a wave ahead, 2 persistent CTAs
+  // with the next row's loads issued after the candidate pass, 3 both; 4 added: at any row
+  // count (tests; the rule: more rows than one wave of the 256-thread kernel holds); 8 added
+  // to 2 or 3: the next row's loads after the column order's scan, four CTAs an SM (LT); 16
+  // (17 with the L2 prefetch): the next row's first half by cp.async into shared memory (SP).
+  // Unset = 1 since session 9's visit 2 (H200, switches set: topk_v2_shnext bitwise at full
+  // size with every form, racecheck 0 hazards and memcheck 0 errors small, the whole suite
+  // passed; batch / single us 4096 x 16384 bf16 k512 126.2 / 132.2 -> 122.5 / 128.4; the
+  // persistent forms were slower: NX 155.9, NX + PF 156.1, LT 157.8, SP 152.1, SP + PF 154.1;
+  // 64 x 16384 is not taken by the rule); 0 = off (bench v2:shnx0)
+  d.shnext = num("IXL_TOPK_V2_SHNEXT", 1);
+  if (d.shnext < 0 || d.shnext > 31) d.shnext = 1;
   d.shmu = num("IXL_TOPK_V2_SHMU", 64);
   if (d.shmu < 4 || d.shmu > 1024) d.shmu = 64;
   g_dev = d;

@@ -1310,6 +1310,7 @@ TEST(bench_topk) {
       /* K3 fused (issue 14): the top-k over the logits kernel's block scores, sorted (64
        * decode rows of 131072 positions at cbs 8, T 2048: ixl_topk(scores, NULL, nblocks, T, 1)) */
       {64, 16384, 2048, IXL_F32, 0, "k3s_64x16384_f32_k2048_sorted"},
+      {64, 16384, 2048, IXL_F32, 0, "k3u_64x16384_f32_k2048"}, /* the same unsorted */
   };
   /* v2:g0 = a cluster row's lower digits cluster-wide (IXL_TOPK_V2_GATHER=0); v2:k6k7 =
    * ixl_topk then ixl_remap (two launches), v2:fused = ixl_topk_remap (one), sbk 8 over
