@@ -33,6 +33,7 @@
 #include "select/topk_v2.h"
 
 #include <cooperative_groups.h>
+#include <cstdio>
 
 namespace {
 
@@ -2259,6 +2260,10 @@ ixl_status launch_short(ixl_ctx *ctx, const Args &a, const Dev &dv) {
       if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, NTS, smem) != cudaSuccess)
         cudaGetLastError(), per_sm = 0;
       last_dev[dt][nxm] = dev, last_smem[dt][nxm] = smem, last_per_sm[dt][nxm] = per_sm;
+      const char *pr = getenv("IXL_TOPK_V2_SHPRINT"); // a development print, once a size
+      if (pr && pr[0] == '1')
+        fprintf(stderr, "# topk v2 short nxm %d %s: %d CTAs an SM at %zu B dynamic shared\n",
+                nxm, sizeof(T) == 2 ? "bf16" : "fp32", per_sm, smem);
     }
     const int64_t res = (int64_t)(last_per_sm[dt][nxm] > 0 ? last_per_sm[dt][nxm] : slots) *
                         sm_count(ctx);
