@@ -1011,7 +1011,7 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
 // or selects), w = o with HCH, x = v with FDEC (the producer's decode without the fast bit);
 // timing ablations of x (wrong results): y = no widening (ABL 16: the raw words as the A
 // fragments), z = no combine on the fast path (ABL 32); W = w with FDEC (2 passes at 96
-// registers, 4 CTAs an SM: visit 2's w beat v by 3 %, x beat v by 4 %).
+// registers, 4 CTAs an SM: visit 2's w beat v by 3 %, x beat v by 4 %; NOT yet run on a GPU).
 // Modes 1, 2 and 4 of the last session (LDS code words; two math warpgroups; 10 stages: all
 // slower than 3 on the H200) are no longer instantiated and read as off.
 // Unset: kK5wsDefault = x since session 9's visit 2 (H200, 2026-12-02): test_cuda_logits_mxk5
@@ -1019,7 +1019,9 @@ __global__ void __launch_bounds__(kThreads<PW>) __maxnreg__(MAXREG)
 // mxfp4_page_sizes 17/17 with x / d routed (and every test 50/50 with v / b), racecheck 0
 // hazards and memcheck 0 errors small (mxk5 test with x; sparse + page sizes with d / x),
 // IXL_PDL=1; ragged K5 4096x16K mxfp4 H32, same run: p 2,122.7 / 2,106.1 / 2,109.5 us, v
-// 2,089.2 / 2,073.1 (-1.6 %), w 2,026.8 / 2,010.9, x 2,002.1 / 1,986.6 (-5.8 %).
+// 2,089.2 / 2,073.1 (-1.6 %), w 2,026.8 / 2,010.9, x 2,002.1 / 1,986.6 (-5.8 %); the step
+// (bench/step.lua, K5WS=x K5PWS=d): sparse logits 9,170 -> 8,662 us, exact. Verified with the
+// switch set only, NOT run with it unset (the session had no visit after the flip).
 // p before, since session 8's visit 2: test_cuda_logits_mxk5
 // 8/8 and test_cuda_logits [v2] sparse + mxfp4_page_sizes 17/17 with K5WS=p, racecheck 0
 // hazards small (mxk5 test) and memcheck 0 errors small (test_cuda_logits sparse + page sizes,
@@ -1051,7 +1053,9 @@ int k5ws_mode() {
 // sparse + mxfp4_page_sizes 17/17 with K5PWS=d (ragged x, PDL) and with c, racecheck 0 hazards
 // and memcheck 0 errors small on the same tests with d (and b, c), IXL_PDL=1; paged K5 64x16K
 // page 128, same run: 8 50.8 / 50.3 / 50.2 us, b 48.7 / 48.5, c 48.0 / 47.9, d 47.0 / 46.7
-// (-6.9 %). 8 before, since session 8's visit 2: test_cuda_logits [v2]
+// (-6.9 %); the step's consumer part 305.1 -> 293.2 us (K5WS=x K5PWS=d), exact. Verified with
+// the switch set only, NOT run with it unset. 8 before, since session 8's visit 2:
+// test_cuda_logits [v2]
 // sparse + mxfp4_page_sizes 17/17 with K5PWS=8 (ragged p routed), racecheck 0 hazards and
 // memcheck 0 errors small on the same tests with K5PWS=8 (IXL_PDL=1); paged K5 64x16K page 128
 // 58.0 (4; three runs within 0.3 us) -> 50.9 us (-12 %; three runs 50.7-51.0); visit 3 (8 the
