@@ -9,6 +9,23 @@
 -- spread max_g e_g - min_g e_g, and the share of 64-key tiles whose every key has spread <= w.
 local M = { name = "mxk1_fold_stats" }
 
+-- The kernel's per-chunk group offsets (logits_v2_mxk1_sm90.cu, kS8): G[g] = 1 (g = 1..4)
+-- where most of the chunk's first 64 keys (from c0, of n) have byte g of their scale word kp[i]
+-- 2 or more above the word's smallest byte, else 0. bench/mxk1_ovf_stats.lua uses it too.
+function M.chunk_offsets(kp, c0, n)
+  local cnt, ns = { 0, 0, 0, 0 }, math.min(64, n - c0)
+  for i = c0, c0 + ns - 1 do
+    local v, mn = kp[i], 255
+    for g = 0, 3 do mn = math.min(mn, bit.band(bit.rshift(v, 8 * g), 0xFF)) end
+    for g = 0, 3 do
+      if bit.band(bit.rshift(v, 8 * g), 0xFF) - mn >= 2 then cnt[g + 1] = cnt[g + 1] + 1 end
+    end
+  end
+  local G = {}
+  for g = 1, 4 do G[g] = 2 * cnt[g] > ns and 1 or 0 end
+  return G
+end
+
 local function stats(opts)
   opts = opts or {}
   local idxlab = require("idxlab")
@@ -119,15 +136,8 @@ local function stats(opts)
     local Gs = {}
     for c0 = 0, n - 1, 4096 do
       chunks = chunks + 1
-      local cnt = { 0, 0, 0, 0 }
-      local ns = math.min(64, n - c0)
-      for i = c0, c0 + ns - 1 do
-        local v, mn = kp[i], 255
-        for g = 0, 3 do mn = math.min(mn, byte(v, g)) end
-        for g = 0, 3 do if byte(v, g) - mn >= 2 then cnt[g + 1] = cnt[g + 1] + 1 end end
-      end
-      local G = {}
-      for g = 1, 4 do G[g] = 2 * cnt[g] > ns and 1 or 0; gsum[g] = gsum[g] + G[g] end
+      local G = M.chunk_offsets(kp, c0, n)
+      for g = 1, 4 do gsum[g] = gsum[g] + G[g] end
       Gs[#Gs + 1] = G
       for t0 = c0, math.min(c0 + 4096, n) - 1, 64 do
         local ok = true

@@ -6,6 +6,9 @@
 --
 --   bin/idxlab script bench/mxk1_ovf_stats.lua [rows=4096] [context=126976] [seed=1] [chunk=8192]
 local M = { name = "mxk1_ovf_stats" }
+-- the kernel's per-chunk offsets G, as bench/mxk1_fold_stats.lua computes them
+local fold_stats = dofile((debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$") or ".")
+  .. "/mxk1_fold_stats.lua")
 
 local function stats(opts)
   opts = opts or {}
@@ -31,14 +34,7 @@ local function stats(opts)
   -- above their smallest; a tile folds when each key's bytes are in 127 +- 25 and its e_g - G_g
   -- lie within 4; then a_g = e_g - G_g - min, and a_g = 4 needs group g's overflow IGMMA
   for c0 = 0, n - 1, chunk do
-    local cnt, ns = { 0, 0, 0, 0 }, math.min(64, n - c0)
-    for i = c0, c0 + ns - 1 do
-      local v, mn = kp[i], 255
-      for g = 0, 3 do mn = math.min(mn, byte(v, g)) end
-      for g = 0, 3 do if byte(v, g) - mn >= 2 then cnt[g + 1] = cnt[g + 1] + 1 end end
-    end
-    local G = {}
-    for g = 1, 4 do G[g] = 2 * cnt[g] > ns and 1 or 0 end
+    local G = fold_stats.chunk_offsets(kp, c0, n)
     for t0 = c0, math.min(c0 + chunk, n) - 1, 64 do
       local ok, need = true, { false, false, false, false }
       for i = t0, math.min(t0 + 64, n) - 1 do
